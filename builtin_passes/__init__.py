@@ -1,0 +1,22 @@
+"""The built-in passes of fxpasses.
+
+They are registered through the ``fxpasses`` entry-point group (``builtin =
+"fxpasses.builtin_passes"`` in fxpasses' own pyproject.toml), exactly as a third-party package
+registers its passes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from fxpasses import hookimpl
+
+__all__ = ["BUILTIN_PASSES", "fxpasses_register_passes"]
+
+BUILTIN_PASSES: tuple[type, ...] = ()
+
+
+@hookimpl
+def fxpasses_register_passes(register: Callable[[type], None]) -> None:
+    for cls in BUILTIN_PASSES:
+        register(cls)

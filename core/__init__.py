@@ -1,0 +1,85 @@
+"""fxpasses: a plugin-based pass registry for PyTorch FX graphs.
+
+Public surface (everything else is internal):
+
+- Writing passes: :class:`NodePass`, :class:`GraphPass`, :func:`on`, :class:`PassOptions`,
+  the hook return values :data:`KEEP`, :class:`Replace`, :data:`ERASE`, :class:`PassContext`,
+  and :data:`hookimpl` for plugin hooks.
+- Finding passes: :func:`registry`, :class:`Registry`.
+- Running passes: :class:`Pipeline` (``from_string``, ``from_config``, ``plan``, ``run``),
+  :func:`run`, :class:`RunReport`, :class:`PassReport`.
+- Errors: :mod:`fxpasses.errors`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .context import PassContext
+from .errors import (
+    ConfigError,
+    CycleError,
+    DuplicatePassError,
+    FxPassesError,
+    NodeHasUsersError,
+    OptionsError,
+    PassDefinitionError,
+    PassFailedError,
+    PluginError,
+    UnknownPassError,
+    UserError,
+    VerificationError,
+)
+from .hookspecs import hookimpl
+from .passes import ERASE, KEEP, GraphPass, NodePass, Pass, PassOptions, Replace, on
+from .registry import Registry, registry
+from .report import PassReport, RunReport
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    # writing passes
+    "NodePass",
+    "GraphPass",
+    "Pass",
+    "PassOptions",
+    "on",
+    "KEEP",
+    "ERASE",
+    "Replace",
+    "PassContext",
+    "hookimpl",
+    # finding and running passes
+    "registry",
+    "Registry",
+    "Pipeline",
+    "run",
+    "RunReport",
+    "PassReport",
+    # errors
+    "FxPassesError",
+    "UserError",
+    "ConfigError",
+    "UnknownPassError",
+    "OptionsError",
+    "CycleError",
+    "DuplicatePassError",
+    "PluginError",
+    "PassDefinitionError",
+    "NodeHasUsersError",
+    "PassFailedError",
+    "VerificationError",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .pipeline import Pipeline, run
+
+
+def __getattr__(name: str) -> Any:
+    # the pipeline module pulls in config parsing; load it on first use
+    if name in ("Pipeline", "run"):
+        from . import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module 'fxpasses' has no attribute {name!r}")

@@ -1,0 +1,87 @@
+"""Capturing a model as an FX graph in each of the three dialects.
+
+=================  ==========================================================================
+dialect            how
+=================  ==========================================================================
+``symbolic_trace`` ``torch.fx.symbolic_trace(model)``: torch-level ops, submodules as
+                   ``call_module``, parameters read through the modules
+``dynamo``         ``torch.compile(model, backend=<capture>, fullgraph=True)``: the graph
+                   TorchDynamo hands a backend; parameters and buffers arrive as placeholders,
+                   so the captured inputs are ``[*parameters_and_buffers, *inputs]`` in the
+                   order of the graph's placeholders
+``export``         ``torch.export.export(model, inputs).module()``: ATen ops, parameters and
+                   buffers as ``get_attr``
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+
+from .dialect import DIALECTS
+from .errors import UserError
+
+__all__ = ["Captured", "capture", "DIALECTS"]
+
+
+@dataclass
+class Captured:
+    """A captured graph and the positional inputs it takes (``gm(*inputs)``)."""
+
+    gm: torch.fx.GraphModule
+    inputs: list[Any]
+    dialect: str
+
+
+def capture(model: torch.nn.Module, example_inputs: Sequence[Any], dialect: str) -> Captured:
+    """Capture ``model`` called on ``example_inputs`` in ``dialect`` (see the module doc).
+
+    Raises:
+        UserError: an unknown dialect, or the capture failed (the message names the dialect
+            and keeps the original error as ``__cause__``).
+    """
+    inputs = tuple(example_inputs)
+    if dialect == "symbolic_trace":
+        try:
+            gm = torch.fx.symbolic_trace(model)
+        except Exception as exc:
+            raise UserError(f"symbolic_trace could not trace {type(model).__name__}: {exc}") from exc
+        return Captured(gm, list(inputs), dialect)
+    if dialect == "export":
+        try:
+            gm = torch.export.export(model, inputs).module()
+        except Exception as exc:
+            raise UserError(f"torch.export could not capture {type(model).__name__}: {exc}") from exc
+        return Captured(gm, list(inputs), dialect)
+    if dialect == "dynamo":
+        return _capture_dynamo(model, inputs)
+    raise UserError(f"unknown capture {dialect!r}; expected one of {', '.join(DIALECTS)}")
+
+
+def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...]) -> Captured:
+    import torch._dynamo
+
+    graphs: list[tuple[torch.fx.GraphModule, list[Any]]] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        graphs.append((gm, list(example_inputs)))
+        return gm.forward
+
+    for attempt in range(2):
+        try:
+            torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs)
+        except Exception as exc:
+            raise UserError(
+                f"TorchDynamo could not capture {type(model).__name__} as one graph: {exc}"
+            ) from exc
+        if graphs:
+            break
+        torch._dynamo.reset()  # a cached compilation for another backend answered the call
+    if not graphs:  # pragma: no cover
+        raise UserError(f"TorchDynamo produced no graph for {type(model).__name__}")
+    gm, real_inputs = graphs[-1]
+    return Captured(gm, real_inputs, "dynamo")

@@ -1,0 +1,296 @@
+"""Config files and config models.
+
+A config is a mapping with these keys (all optional except where a command needs one)::
+
+    pipeline = "remove_dropout,fold_constants{max_numel=4096},eliminate_dead_code"
+    # or a list: ["remove_dropout", {name = "fold_constants", options = {max_numel = 4096}}]
+    verify = "lint"            # none | lint | numeric
+    on_error = "rollback"      # rollback | raise | skip
+    atol = 1e-5                # numeric verification tolerances
+    rtol = 1e-5
+    output = "out/model"       # where `fxpasses run` saves the result
+
+    [options.fold_constants]   # options by pass name (merged into its pipeline entries)
+    max_numel = 4096
+
+    [plugins]
+    enable = []                # load these even with FXPASSES_DISABLE_PLUGIN_AUTOLOAD=1
+    disable = []               # never load these (distribution or entry point names)
+    strict = false             # a broken plugin is an error, not a warning
+    prefer = {}                # {pass name = distribution} when two register one name
+
+    [model]                    # for `fxpasses run`
+    factory = "models:convnet" # module:callable (module resolved next to the config file too)
+    kwargs = {}
+    capture = "export"         # symbolic_trace | dynamo | export
+    inputs = [{shape = [1, 3, 32, 32], dtype = "float32"}]
+    seed = 0
+
+Files: ``.toml`` (``pyproject.toml``: the ``[tool.fxpasses]`` table), ``.yaml``/``.yml``,
+``.json``. Every error is a :class:`~fxpasses.errors.ConfigError` naming the file and the key
+path, or an :class:`~fxpasses.errors.OptionsError` for pass options.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal, Mapping, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError, OptionsError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "PassEntryConfig",
+    "PluginsConfig",
+    "InputSpec",
+    "ModelConfig",
+    "Config",
+    "load_config_file",
+    "parse_config",
+    "validation_problems",
+    "validate_options",
+    "find_pyproject",
+]
+
+VerifyMode = Literal["none", "lint", "numeric"]
+OnError = Literal["rollback", "raise", "skip"]
+Capture = Literal["symbolic_trace", "dynamo", "export"]
+DTYPES = (
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PassEntryConfig(_Strict):
+    """One pipeline entry written as a table: ``{name = "...", options = {...}}``."""
+
+    name: str = Field(min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+    verify: VerifyMode | None = None
+    on_error: OnError | None = None
+
+
+class PluginsConfig(_Strict):
+    """Which plugin distributions to load (see :class:`fxpasses.Registry`)."""
+
+    enable: list[str] = Field(default_factory=list)
+    disable: list[str] = Field(default_factory=list)
+    strict: bool = False
+    prefer: dict[str, str] = Field(default_factory=dict)
+
+
+class InputSpec(_Strict):
+    """One example input: a random tensor of this shape and dtype.
+
+    Floats are drawn from N(0, 1) (``low``/``high`` given: uniform in [low, high)); integers
+    uniformly from [``low``, ``high``) (default [0, 10)); bools uniformly.
+    """
+
+    shape: list[int] = Field(min_length=0)
+    dtype: Literal[DTYPES] = "float32"  # type: ignore[valid-type]
+    low: float | None = None
+    high: float | None = None
+
+    @field_validator("shape")
+    @classmethod
+    def _non_negative(cls, v: list[int]) -> list[int]:
+        if any(d < 0 for d in v):
+            raise ValueError("dimensions must be >= 0")
+        return v
+
+
+class ModelConfig(_Strict):
+    """The model ``fxpasses run`` optimizes."""
+
+    factory: str = Field(pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    capture: Capture = "export"
+    inputs: list[InputSpec] = Field(min_length=1)
+    seed: int = 0
+    train: bool = False
+
+
+class Config(_Strict):
+    """A whole config (see the module doc)."""
+
+    pipeline: Union[str, list[Union[str, PassEntryConfig]], None] = None
+    preset: str | None = None
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    verify: VerifyMode = "lint"
+    on_error: OnError = "rollback"
+    atol: float = Field(default=1e-5, ge=0)
+    rtol: float = Field(default=1e-5, ge=0)
+    plugins: PluginsConfig = Field(default_factory=PluginsConfig)
+    model: ModelConfig | None = None
+    output: str | None = None
+
+    # where it came from, for messages (not a config key)
+    _source: str = "config"
+    _base_dir: Path | None = None
+
+
+def validation_problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[str, str, Any]]:
+    """``(field path, message, given value)`` for each error of a pydantic ``ValidationError``.
+
+    Unknown keys get a "did you mean" suggestion from the model's field names.
+    """
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden" and model is not None:
+            fields = _fields_at(model, err["loc"][:-1])
+            close = difflib.get_close_matches(str(err["loc"][-1]), fields, n=1, cutoff=0.6)
+            msg = "unknown option"
+            if close:
+                msg += f"; did you mean {close[0]!r}?"
+            if fields:
+                msg += f" (valid: {', '.join(fields)})"
+        problems.append((loc, msg, err.get("input")))
+    return problems
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    cur: Any = model
+    for part in loc:
+        if isinstance(cur, type) and issubclass(cur, BaseModel) and part in cur.model_fields:
+            cur = cur.model_fields[part].annotation
+        else:
+            return []
+    if isinstance(cur, type) and issubclass(cur, BaseModel):
+        return list(cur.model_fields)
+    return []
+
+
+def validate_options(pass_name: str, options_cls: type[BaseModel], raw: Any, source: str | None) -> BaseModel:
+    """Validate ``raw`` against a pass's ``Options`` model.
+
+    Raises:
+        OptionsError: naming the pass, each field path, the expectation and the given value.
+    """
+    if isinstance(raw, options_cls):
+        return raw
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
+    try:
+        return options_cls.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise OptionsError(pass_name, validation_problems(exc, options_cls), source=source) from None
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config path is a directory, not a file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            data = tomllib.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise ConfigError(
+                f"unsupported config file type {suffix or '(none)'!r}: use .toml, .yaml, .yml or .json",
+                source=str(path),
+            )
+    except ConfigError:
+        raise
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", source=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON: {exc}", source=str(path)) from None
+    except Exception as exc:  # yaml.YAMLError and friends
+        raise ConfigError(f"invalid YAML: {exc}", source=str(path)) from None
+    return data
+
+
+def load_config_file(path: str | Path) -> Config:
+    """Read and validate a config file (``pyproject.toml``: its ``[tool.fxpasses]`` table).
+
+    Raises:
+        ConfigError: unreadable file, bad syntax, or a key/value that does not fit.
+    """
+    path = Path(path)
+    data = _read(path)
+    source = str(path)
+    if path.name == "pyproject.toml":
+        data = (data.get("tool") or {}).get("fxpasses") if isinstance(data, dict) else None
+        source = f"{path} [tool.fxpasses]"
+        if data is None:
+            raise ConfigError("no [tool.fxpasses] table", source=str(path))
+    cfg = parse_config(data, source=source)
+    cfg._base_dir = path.resolve().parent
+    return cfg
+
+
+def parse_config(data: Any, *, source: str = "config") -> Config:
+    """Validate a config mapping (see the module doc).
+
+    Raises:
+        ConfigError: naming ``source`` and the key path of every problem.
+    """
+    if data is None:
+        raise ConfigError("the config is empty", source=source)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"the config must be a table/mapping, got {type(data).__name__}", source=source)
+    try:
+        cfg = Config.model_validate(dict(data))
+    except ValidationError as exc:
+        lines = [
+            f"  {path}: {msg} (given: {_short(value)})" for path, msg, value in validation_problems(exc, Config)
+        ]
+        raise ConfigError("invalid config:\n" + "\n".join(lines), source=source) from None
+    cfg._source = source
+    return cfg
+
+
+def _short(value: Any) -> str:
+    r = repr(value)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def find_pyproject(start: str | Path | None = None) -> Path | None:
+    """The nearest ``pyproject.toml`` with a ``[tool.fxpasses]`` table, from ``start`` upwards."""
+    here = Path(start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        candidate = d / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+                continue
+            if "fxpasses" in (data.get("tool") or {}):
+                return candidate
+    return None

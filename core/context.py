@@ -1,0 +1,361 @@
+"""The context a pass gets: graph editing with provenance, constants, counters, skips."""
+
+from __future__ import annotations
+
+import collections
+import re
+from typing import Any, Iterable, Iterator, Sequence
+
+import torch
+import torch.fx
+from torch.fx.node import Argument, Node, Target
+
+from .errors import NodeHasUsersError, UserError
+
+__all__ = ["PassContext", "PROVENANCE_KEYS", "describe_node", "user_source_line", "tensor_info"]
+
+#: ``node.meta`` keys copied from the node being rewritten onto nodes created for it.
+PROVENANCE_KEYS = (
+    "stack_trace",
+    "nn_module_stack",
+    "source_fn_stack",
+    "torch_fn",
+    "seq_nr",
+    "from_node",
+    "custom",
+)
+
+
+class PassContext:
+    """What a running pass sees besides the node: the module, the graph, helpers.
+
+    New nodes made through the context are inserted before the node being visited (or where
+    :meth:`inserting_before` says) and get its provenance metadata (:data:`PROVENANCE_KEYS`),
+    so errors and profilers still point at the user's source line.
+
+    Attributes:
+        gm: the ``torch.fx.GraphModule`` being transformed (edited in place).
+        graph: ``gm.graph``.
+        dialect: ``"symbolic_trace"``, ``"dynamo"``, ``"export"`` or ``"unknown"``
+            (see :func:`fxpasses.dialect.detect_dialect`).
+        pass_name: the running pass's registry name.
+        example_inputs: the example inputs given to the run, or None.
+        node: the node being visited by a hook (None outside hooks).
+        counters: the pass's own counters (``collections.Counter``), shown in the report.
+        skipped: ``(node name, reason)`` for every node the pass declined, shown in the report.
+        analyses: results of analyses computed in this run, by name.
+    """
+
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        *,
+        pass_name: str,
+        dialect: str,
+        example_inputs: Sequence[Any] | None = None,
+        analyses: dict[str, Any] | None = None,
+    ) -> None:
+        self.gm = gm
+        self.graph = gm.graph
+        self.pass_name = pass_name
+        self.dialect = dialect
+        self.example_inputs = example_inputs
+        self.node: Node | None = None
+        self.counters: collections.Counter[str] = collections.Counter()
+        self.skipped: list[tuple[str, str]] = []
+        self.analyses: dict[str, Any] = analyses if analyses is not None else {}
+        self._provenance: Node | None = None
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def count(self, key: str, n: int = 1) -> None:
+        """Add ``n`` to the pass counter ``key`` (shown in the run report)."""
+        self.counters[key] += n
+
+    def skip(self, node: Node, reason: str) -> None:
+        """Record that the pass left ``node`` alone and why (shown in the run report)."""
+        self.skipped.append((node.name, reason))
+        self.counters["skipped"] += 1
+
+    # ------------------------------------------------------------------ creating nodes
+
+    def inserting_before(self, node: Node) -> Any:
+        """Context manager: create nodes before ``node``, copying its provenance."""
+        return _InsertAt(self, node, before=True)
+
+    def inserting_after(self, node: Node) -> Any:
+        """Context manager: create nodes after ``node``, copying its provenance."""
+        return _InsertAt(self, node, before=False)
+
+    def create_node(
+        self,
+        op: str,
+        target: Target,
+        args: tuple[Argument, ...] = (),
+        kwargs: dict[str, Argument] | None = None,
+        name: str | None = None,
+    ) -> Node:
+        """Create a node at the current insertion point with the current provenance."""
+        node = self.graph.create_node(op, target, tuple(args), dict(kwargs or {}), name)
+        src = self._provenance if self._provenance is not None else self.node
+        if src is not None:
+            copy_provenance(src, node)
+        return node
+
+    def call_function(
+        self, target: Target, args: tuple[Argument, ...] = (), kwargs: dict[str, Argument] | None = None
+    ) -> Node:
+        """A new ``call_function`` node (see :meth:`create_node`)."""
+        return self.create_node("call_function", target, args, kwargs)
+
+    def call_method(
+        self, method: str, args: tuple[Argument, ...] = (), kwargs: dict[str, Argument] | None = None
+    ) -> Node:
+        """A new ``call_method`` node (see :meth:`create_node`)."""
+        return self.create_node("call_method", method, args, kwargs)
+
+    def call_module(
+        self, qualname: str, args: tuple[Argument, ...] = (), kwargs: dict[str, Argument] | None = None
+    ) -> Node:
+        """A new ``call_module`` node; ``qualname`` must name a submodule of ``gm``."""
+        self.gm.get_submodule(qualname)  # AttributeError naming the path if missing
+        return self.create_node("call_module", qualname, args, kwargs)
+
+    def get_attr(self, qualname: str) -> Node:
+        """A new ``get_attr`` node reading ``gm.<qualname>``; it must exist."""
+        self.attr(qualname)
+        return self.create_node("get_attr", qualname)
+
+    # ------------------------------------------------------------------ module state
+
+    def attr(self, qualname: str) -> Any:
+        """The object at ``gm.<qualname>`` (a tensor, module or constant).
+
+        Raises:
+            AttributeError: naming the missing path element.
+        """
+        obj: Any = self.gm
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def module(self, node: Node) -> torch.nn.Module:
+        """The submodule a ``call_module`` node calls."""
+        if node.op != "call_module":
+            raise TypeError(f"node %{node.name} is {node.op}, not call_module")
+        return self.gm.get_submodule(node.target)  # type: ignore[arg-type]
+
+    def unique_attr_name(self, hint: str) -> str:
+        """A top-level attribute name of ``gm`` that is free, derived from ``hint``."""
+        base = re.sub(r"\W", "_", hint).strip("_") or "attr"
+        if base[0].isdigit():
+            base = "_" + base
+        name = base
+        i = 0
+        while hasattr(self.gm, name) or name in self.gm._modules:
+            i += 1
+            name = f"{base}_{i}"
+        return name
+
+    def add_constant(self, value: torch.Tensor, hint: str = "_folded") -> Node:
+        """Store ``value`` as a new, uniquely named buffer of ``gm`` and return a get_attr node.
+
+        The buffer is persistent (it is in ``state_dict()``), so saving and ``.to(device)``
+        carry it.
+        """
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"add_constant takes a tensor, got {type(value).__name__}")
+        name = self.unique_attr_name(hint)
+        self.gm.register_buffer(name, value)
+        return self.create_node("get_attr", name)
+
+    def add_submodule(self, module: torch.nn.Module, hint: str) -> str:
+        """Attach ``module`` to ``gm`` under a free name derived from ``hint``; return the name."""
+        name = self.unique_attr_name(hint)
+        self.gm.add_submodule(name, module)
+        return name
+
+    # ------------------------------------------------------------------ editing helpers
+
+    def replace_uses(self, node: Node, value: Any) -> None:
+        """Replace every use of ``node`` by ``value`` (a Node or a Python constant)."""
+        replace_all_uses(node, value)
+
+    def erase(self, node: Node, *, with_dead_inputs: bool = False) -> list[str]:
+        """Erase ``node``; return the names of the erased nodes.
+
+        Raises :class:`~fxpasses.errors.NodeHasUsersError` (naming each user) when ``node``
+        still has users. With ``with_dead_inputs``, inputs that become unused and have no side
+        effects (per :func:`fxpasses.effects.has_side_effects`) are erased too, users first.
+        """
+        if node.users:
+            raise NodeHasUsersError(node)
+        from .effects import has_side_effects
+
+        erased = []
+        work = [node]
+        while work:
+            n = work.pop()
+            if n._erased or n.users:
+                continue
+            inputs = list(n.all_input_nodes)
+            self.graph.erase_node(n)
+            erased.append(n.name)
+            if with_dead_inputs:
+                for i in inputs:
+                    if not i.users and i.op != "placeholder" and not has_side_effects(i, self.gm):
+                        work.append(i)
+        return erased
+
+    def rename(self, node: Node, name: str, *, on_conflict: str = "suffix") -> str:
+        """Rename ``node`` to ``name`` and return the name it got.
+
+        The name is made a valid identifier first. When another node already has it,
+        ``on_conflict="suffix"`` gives ``name_1``, ``name_2``, ... (the first free one) and
+        ``on_conflict="error"`` raises :class:`~fxpasses.errors.UserError` naming the node
+        that holds it.
+        """
+        if on_conflict not in ("suffix", "error"):
+            raise ValueError(f"on_conflict must be 'suffix' or 'error', got {on_conflict!r}")
+        candidate = re.sub(r"\W", "_", name)
+        if not candidate or candidate[0].isdigit():
+            candidate = "_" + candidate
+        if candidate == node.name:
+            return candidate
+        taken = self.graph._graph_namespace._used_names
+        if candidate in taken and on_conflict == "error":
+            holder = next((n for n in self.graph.nodes if n.name == candidate), None)
+            who = f"node %{holder.name} (op={holder.op})" if holder is not None else "an erased node"
+            raise UserError(f"cannot rename %{node.name} to {candidate!r}: the name is taken by {who}")
+        node._rename(candidate)
+        return node.name
+
+    # ------------------------------------------------------------------ analysis helpers
+
+    def tensor_info(self, node: Node) -> tuple[torch.Size, torch.dtype] | None:
+        """``(shape, dtype)`` of a node's tensor value from its metadata, if recorded."""
+        return tensor_info(node)
+
+
+class _InsertAt:
+    def __init__(self, ctx: PassContext, node: Node, before: bool) -> None:
+        self.ctx = ctx
+        self.node = node
+        self.before = before
+
+    def __enter__(self) -> "_InsertAt":
+        g = self.ctx.graph
+        self._cm = g.inserting_before(self.node) if self.before else g.inserting_after(self.node)
+        self._cm.__enter__()
+        self._saved = self.ctx._provenance
+        self.ctx._provenance = self.node
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.ctx._provenance = self._saved
+        self._cm.__exit__(*exc)
+
+
+def copy_provenance(src: Node, dst: Node) -> None:
+    """Copy :data:`PROVENANCE_KEYS` from ``src.meta`` to ``dst.meta`` (missing keys only)."""
+    smeta = src.meta
+    dmeta = dst.meta
+    for key in PROVENANCE_KEYS:
+        if key in smeta and key not in dmeta:
+            dmeta[key] = smeta[key]
+
+
+def replace_all_uses(node: Node, value: Any) -> None:
+    """Replace every use of ``node`` with ``value``: a Node, or a constant spelled in code.
+
+    Raises:
+        TypeError: ``value`` is a tensor (store it with ``PassContext.add_constant``).
+    """
+    if isinstance(value, Node):
+        if value is not node:
+            node.replace_all_uses_with(value)
+        return
+    if isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"cannot replace %{node.name} by a tensor literal; store it with "
+            "ctx.add_constant(tensor) and replace by the returned node"
+        )
+
+    def sub(a: Any) -> Any:
+        return value if a is node else a
+
+    for user in list(node.users):
+        user.args = torch.fx.node.map_aggregate(user.args, sub)
+        user.kwargs = torch.fx.node.map_aggregate(user.kwargs, sub)
+
+
+def _short(arg: Any) -> str:
+    if isinstance(arg, Node):
+        return f"%{arg.name}"
+    if isinstance(arg, (tuple, list)):
+        inner = ", ".join(_short(a) for a in arg)
+        return f"({inner}{',' if len(arg) == 1 and isinstance(arg, tuple) else ''})" if isinstance(arg, tuple) else f"[{inner}]"
+    if isinstance(arg, dict):
+        return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in arg.items()) + "}"
+    if isinstance(arg, torch.Tensor):
+        return f"tensor(shape={tuple(arg.shape)}, dtype={arg.dtype})"
+    r = repr(arg)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def describe_node(node: Node) -> dict[str, str]:
+    """``name``, ``op``, ``target``, ``args``, ``kwargs`` of a node as short strings."""
+    from .errors import _target_str
+
+    return {
+        "name": node.name,
+        "op": node.op,
+        "target": _target_str(node.target),
+        "args": _short(tuple(node.args)),
+        "kwargs": _short(dict(node.kwargs)),
+    }
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+
+
+def user_source_line(node: Node) -> str | None:
+    """The user's source line recorded for ``node`` (from ``meta["stack_trace"]``).
+
+    Returns the innermost frame outside torch's own files, formatted as
+    ``File "model.py", line 12, in forward: return x + self.b``; None when no trace is
+    recorded.
+    """
+    trace = node.meta.get("stack_trace")
+    if not trace:
+        return None
+    frames = _FRAME.findall(trace)
+    if not frames:
+        return trace.strip().splitlines()[-1].strip() or None
+    chosen = frames[-1]
+    for frame in reversed(frames):
+        path = frame[0].replace("\\", "/")
+        if "/torch/" not in path and "/site-packages/" not in path:
+            chosen = frame
+            break
+    return f'File "{chosen[0]}", line {chosen[1]}, in {chosen[2]}: {chosen[3].strip()}'
+
+
+def tensor_info(node: Node) -> tuple[torch.Size, torch.dtype] | None:
+    """``(shape, dtype)`` from ``meta["val"]``, ``["example_value"]`` or ``["tensor_meta"]``."""
+    meta = node.meta
+    for key in ("val", "example_value"):
+        v = meta.get(key)
+        if isinstance(v, torch.Tensor):
+            return v.shape, v.dtype
+    tm = meta.get("tensor_meta")
+    if tm is not None and hasattr(tm, "shape") and hasattr(tm, "dtype"):
+        return torch.Size(tm.shape), tm.dtype
+    return None
+
+
+def iter_nodes(nodes: Iterable[Node]) -> Iterator[Node]:
+    """Nodes of ``nodes`` that are still in their graph."""
+    for n in nodes:
+        if not n._erased:
+            yield n

@@ -1,0 +1,215 @@
+"""Exceptions raised by fxpasses.
+
+Every error a user can cause derives from :class:`FxPassesError`; the CLI turns those into one
+message and exit status 2. Errors raised *inside* a pass are wrapped in :class:`PassFailedError`,
+which keeps the original exception as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch.fx
+
+__all__ = [
+    "FxPassesError",
+    "UserError",
+    "ConfigError",
+    "UnknownPassError",
+    "OptionsError",
+    "CycleError",
+    "DuplicatePassError",
+    "PluginError",
+    "PassDefinitionError",
+    "NodeHasUsersError",
+    "PassFailedError",
+    "VerificationError",
+]
+
+
+class FxPassesError(Exception):
+    """Base class of every error raised by fxpasses."""
+
+
+class UserError(FxPassesError):
+    """An error caused by what the user asked for (bad config, unknown pass, ...).
+
+    The CLI reports these with exit status 2 and no traceback.
+    """
+
+
+class ConfigError(UserError):
+    """A config file, dict or pipeline string is malformed.
+
+    ``source`` says where the bad value came from (a file and section, or a position in a
+    pipeline string) when that is known.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        self.source = source
+        super().__init__(f"{source}: {message}" if source else message)
+
+
+class UnknownPassError(UserError):
+    """A pass name that no installed plugin registers.
+
+    Attributes: ``name``, ``suggestions`` (close names, best first), ``plugins`` (installed
+    distributions as ``"name version"``).
+    """
+
+    def __init__(
+        self, name: str, suggestions: Sequence[str], plugins: Sequence[str], *, source: str | None = None
+    ) -> None:
+        self.name = name
+        self.suggestions = list(suggestions)
+        self.plugins = list(plugins)
+        self.source = source
+        msg = f"unknown pass {name!r}"
+        if source:
+            msg = f"{source}: {msg}"
+        if self.suggestions:
+            msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        msg += "\ninstalled pass plugins: " + (", ".join(self.plugins) or "(none)")
+        super().__init__(msg)
+
+
+class OptionsError(UserError):
+    """Options given to a pass do not match its ``Options`` model.
+
+    Each entry of ``problems`` is ``(field_path, message, given_value)``.
+    """
+
+    def __init__(
+        self, pass_name: str, problems: Sequence[tuple[str, str, Any]], *, source: str | None = None
+    ) -> None:
+        self.pass_name = pass_name
+        self.problems = list(problems)
+        self.source = source
+        where = f" ({source})" if source else ""
+        lines = [f"invalid options for pass {pass_name!r}{where}:"]
+        for path, message, value in self.problems:
+            lines.append(f"  {pass_name}.{path}: {message} (given: {value!r})")
+        super().__init__("\n".join(lines))
+
+
+class CycleError(UserError):
+    """The ordering constraints of a pipeline form a cycle; ``cycle`` is its path, first == last."""
+
+    def __init__(self, cycle: Sequence[str], detail: str = "") -> None:
+        self.cycle = list(cycle)
+        msg = "pass ordering cycle: " + " -> ".join(self.cycle)
+        if detail:
+            msg += f"\n{detail}"
+        super().__init__(msg)
+
+
+class DuplicatePassError(UserError):
+    """Two sources register a pass under the same name.
+
+    ``sources`` names each registering distribution (``"dist version"``) or Python module.
+    """
+
+    def __init__(self, name: str, sources: Sequence[str]) -> None:
+        self.name = name
+        self.sources = list(sources)
+        super().__init__(
+            f"pass name {name!r} is registered by more than one plugin: "
+            + " and ".join(self.sources)
+            + f"; choose one with `prefer = {{{name} = \"<distribution>\"}}` in the [plugins] "
+            "config section, or uninstall one of them"
+        )
+
+
+class PluginError(FxPassesError):
+    """A plugin could not be loaded or misbehaved.
+
+    ``distribution`` and ``version`` name the installed package, ``entry_point`` the entry
+    point (``name = value``); the original exception, if any, is ``__cause__``.
+    """
+
+    def __init__(
+        self, message: str, *, distribution: str, version: str, entry_point: str | None = None
+    ) -> None:
+        self.distribution = distribution
+        self.version = version
+        self.entry_point = entry_point
+        ep = f" (entry point {entry_point})" if entry_point else ""
+        super().__init__(f"plugin {distribution} {version}{ep}: {message}")
+
+
+class PassDefinitionError(FxPassesError, TypeError):
+    """A pass class is malformed (no name, Options not a pydantic model, bad hook, ...)."""
+
+
+class NodeHasUsersError(FxPassesError):
+    """A pass asked to erase a node that other nodes still use. Names the node and each user."""
+
+    def __init__(self, node: "torch.fx.Node") -> None:
+        self.node = node
+        users = ", ".join(f"%{u.name} (op={u.op})" for u in node.users)
+        super().__init__(
+            f"cannot erase node %{node.name} (op={node.op}, target={_target_str(node.target)}): "
+            f"it still has {len(node.users)} user(s): {users}"
+        )
+
+
+class PassFailedError(FxPassesError):
+    """A pass raised, or broke the graph. The graph was rolled back when ``rolled_back``.
+
+    Attributes: ``pass_name``, ``reason``, ``node`` (a dict with ``name``, ``op``, ``target``,
+    ``args``, ``kwargs``, or None), ``source_line`` (the user's source line from
+    ``node.meta["stack_trace"]``), ``rolled_back``; the original exception is ``__cause__``.
+    """
+
+    def __init__(
+        self,
+        pass_name: str,
+        reason: str,
+        *,
+        node: dict[str, Any] | None = None,
+        source_line: str | None = None,
+        rolled_back: bool = False,
+        notes: Sequence[str] = (),
+    ) -> None:
+        self.pass_name = pass_name
+        self.reason = reason
+        self.node = node
+        self.source_line = source_line
+        self.rolled_back = rolled_back
+        self.notes = list(notes)
+        super().__init__(pass_name, reason)
+
+    def __str__(self) -> str:
+        lines = [f"pass {self.pass_name!r} failed: {self.reason}"]
+        node = self.node
+        if node is not None:
+            lines.append(
+                f"  at node %{node['name']} (op={node['op']}, target={node['target']}, "
+                f"args={node['args']}, kwargs={node['kwargs']})"
+            )
+        if self.source_line:
+            lines.append("  user code: " + self.source_line.replace("\n", "\n  "))
+        if self.rolled_back:
+            lines.append(f"  the graph was restored to its state before {self.pass_name!r}")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+class VerificationError(FxPassesError):
+    """The graph after a pass failed verification (lint or numeric)."""
+
+
+def _target_str(target: Any) -> str:
+    """A readable name for a node target: ``operator.add``, ``torch.relu``, ``aten.add.Tensor``."""
+    if isinstance(target, str):
+        return target
+    if hasattr(target, "_schema") and hasattr(target, "namespace"):  # OpOverload
+        return f"{target.namespace}.{target.__name__}"
+    try:
+        from torch.fx.node import _get_qualified_name
+
+        name = _get_qualified_name(target)
+    except Exception:
+        return repr(target)
+    return name.replace("_operator.", "operator.").replace("torch._C._nn.", "torch.nn.functional.")

@@ -1,0 +1,93 @@
+"""Hook specifications of fxpasses (pluggy project name ``"fxpasses"``).
+
+Every hook is prefixed ``fxpasses_``. Plugins implement them with :data:`hookimpl`. As in any
+pluggy hookimpl, do not give hook parameters default values: pluggy does not pass arguments
+that have defaults (``def fxpasses_register_passes(register=None)`` receives ``None``);
+fxpasses rejects such plugins with an error naming them.
+
+Phases:
+
+1. Registration (called once per plugin, at load time)
+   - :func:`fxpasses_register_passes`
+2. Instrumentation (called around every pass of every run)
+   - :func:`fxpasses_before_pass`, :func:`fxpasses_after_pass`, :func:`fxpasses_pass_failed`
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch.fx
+
+    from .context import PassContext
+    from .errors import PassFailedError
+    from .report import PassReport
+
+__all__ = ["hookspec", "hookimpl", "PROJECT"]
+
+PROJECT = "fxpasses"
+hookspec = pluggy.HookspecMarker(PROJECT)
+#: Marker for hook implementations: ``@fxpasses.hookimpl``.
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# ---------------------------------------------------------------------------- registration
+
+
+@hookspec
+def fxpasses_register_passes(register: Callable[[type], None]) -> None:
+    """Register pass classes.
+
+    Call ``register(PassClass)`` once per pass the plugin provides. Each class must subclass
+    :class:`fxpasses.NodePass` or :class:`fxpasses.GraphPass`, have a unique ``name`` and an
+    ``Options`` pydantic model. A class that is malformed, or whose name another distribution
+    already registers, is reported with this plugin's distribution name and version.
+
+    :param register: the callback that adds one pass class to the registry.
+    """
+
+
+# ---------------------------------------------------------------------------- instrumentation
+
+
+@hookspec
+def fxpasses_before_pass(pass_name: str, gm: "torch.fx.GraphModule", ctx: "PassContext") -> None:
+    """Called before a pass runs over ``gm``.
+
+    :param pass_name: the registry name of the pass about to run.
+    :param gm: the GraphModule, before the pass (do not modify it).
+    :param ctx: the pass's context (``ctx.dialect``, ``ctx.example_inputs``).
+    """
+
+
+@hookspec
+def fxpasses_after_pass(
+    pass_name: str, gm: "torch.fx.GraphModule", ctx: "PassContext", report: "PassReport"
+) -> None:
+    """Called after a pass ran and was verified.
+
+    :param pass_name: the pass's registry name.
+    :param gm: the GraphModule after the pass (its code is not recompiled yet: read
+        ``gm.graph``, or ``gm.graph.python_code("self").src`` for the code).
+    :param ctx: the pass's context, with its counters.
+    :param report: the pass's :class:`~fxpasses.PassReport`.
+    """
+
+
+@hookspec
+def fxpasses_pass_failed(
+    pass_name: str, gm: "torch.fx.GraphModule", error: "PassFailedError"
+) -> None:
+    """Called when a pass raised or failed verification, after the graph was rolled back.
+
+    :param pass_name: the pass's registry name.
+    :param gm: the GraphModule, restored to its state before the pass.
+    :param error: the :class:`~fxpasses.errors.PassFailedError` describing the failure.
+    """
+
+
+def _all_specs() -> dict[str, Any]:
+    return {k: v for k, v in globals().items() if k.startswith("fxpasses_")}

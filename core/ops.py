@@ -1,0 +1,240 @@
+"""Op families: one name for every dialect's spelling of an operation.
+
+FX graphs spell the same operation differently depending on how they were captured:
+
+=====================  ====================================================================
+dialect                how ``x * y`` and a 2-d convolution appear
+=====================  ====================================================================
+``symbolic_trace``     ``operator.mul``; ``call_module`` of an ``nn.Conv2d``
+TorchDynamo            ``operator.mul`` / ``torch.mul``; ``torch.conv2d`` with parameters
+                       as placeholders
+``torch.export``       ``aten.mul.Tensor``; ``aten.conv2d.default`` (or
+                       ``aten.convolution.default`` after ``run_decompositions()``)
+=====================  ====================================================================
+
+:func:`op_name` maps a node to its *canonical op name* (``"mul"``, ``"conv2d"``, ``"add_"``
+for the in-place add, ...). A *family* is a set of canonical names: ``"conv"`` covers
+``conv1d``/``conv2d``/``conv3d``/``convolution``/``_convolution``. A hook that subscribes to a
+name matches every canonical name of the family of that name (a name that is no family matches
+itself). In-place variants (trailing ``_``) are never in the family of their out-of-place op.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Iterable
+
+import torch
+
+__all__ = [
+    "op_name",
+    "family_members",
+    "define_family",
+    "is_inplace_name",
+    "module_op_name",
+    "FAMILIES",
+]
+
+# operator-module functions and their torch names.
+_OPERATOR_NAMES: dict[Callable[..., Any], str] = {
+    operator.add: "add",
+    operator.sub: "sub",
+    operator.mul: "mul",
+    operator.truediv: "div",
+    operator.floordiv: "floor_divide",
+    operator.mod: "remainder",
+    operator.pow: "pow",
+    operator.neg: "neg",
+    operator.pos: "positive",
+    operator.matmul: "matmul",
+    operator.and_: "bitwise_and",
+    operator.or_: "bitwise_or",
+    operator.xor: "bitwise_xor",
+    operator.invert: "bitwise_not",
+    operator.lshift: "bitwise_left_shift",
+    operator.rshift: "bitwise_right_shift",
+    operator.lt: "lt",
+    operator.le: "le",
+    operator.gt: "gt",
+    operator.ge: "ge",
+    operator.eq: "eq",
+    operator.ne: "ne",
+    operator.abs: "abs",
+    operator.getitem: "getitem",
+    operator.setitem: "setitem",
+    operator.iadd: "add_",
+    operator.isub: "sub_",
+    operator.imul: "mul_",
+    operator.itruediv: "div_",
+    operator.ifloordiv: "floor_divide_",
+    operator.imod: "remainder_",
+    operator.ipow: "pow_",
+    operator.imatmul: "matmul_",
+    operator.iand: "bitwise_and_",
+    operator.ior: "bitwise_or_",
+    operator.ixor: "bitwise_xor_",
+    operator.ilshift: "bitwise_left_shift_",
+    operator.irshift: "bitwise_right_shift_",
+}
+
+# Module classes whose lower-cased class name is not their functional op name.
+_MODULE_NAMES: dict[type, str] = {
+    torch.nn.Conv1d: "conv1d",
+    torch.nn.Conv2d: "conv2d",
+    torch.nn.Conv3d: "conv3d",
+    torch.nn.ConvTranspose1d: "conv_transpose1d",
+    torch.nn.ConvTranspose2d: "conv_transpose2d",
+    torch.nn.ConvTranspose3d: "conv_transpose3d",
+    torch.nn.BatchNorm1d: "batch_norm",
+    torch.nn.BatchNorm2d: "batch_norm",
+    torch.nn.BatchNorm3d: "batch_norm",
+    torch.nn.SyncBatchNorm: "batch_norm",
+    torch.nn.LayerNorm: "layer_norm",
+    torch.nn.GroupNorm: "group_norm",
+    torch.nn.Dropout: "dropout",
+    torch.nn.Dropout1d: "dropout1d",
+    torch.nn.Dropout2d: "dropout2d",
+    torch.nn.Dropout3d: "dropout3d",
+    torch.nn.AlphaDropout: "alpha_dropout",
+    torch.nn.FeatureAlphaDropout: "feature_alpha_dropout",
+    torch.nn.Identity: "identity",
+    torch.nn.Linear: "linear",
+    torch.nn.ReLU: "relu",
+    torch.nn.ReLU6: "relu6",
+    torch.nn.GELU: "gelu",
+    torch.nn.SiLU: "silu",
+    torch.nn.Sigmoid: "sigmoid",
+    torch.nn.Tanh: "tanh",
+    torch.nn.Softmax: "softmax",
+    torch.nn.Flatten: "flatten",
+    torch.nn.Embedding: "embedding",
+    torch.nn.MaxPool2d: "max_pool2d",
+    torch.nn.AvgPool2d: "avg_pool2d",
+    torch.nn.AdaptiveAvgPool2d: "adaptive_avg_pool2d",
+}
+
+#: family name -> canonical op names. Extend with :func:`define_family`.
+FAMILIES: dict[str, frozenset[str]] = {
+    "conv": frozenset({"conv1d", "conv2d", "conv3d", "convolution", "_convolution"}),
+    "conv_transpose": frozenset(
+        {"conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
+    ),
+    "batch_norm": frozenset(
+        {
+            "batch_norm",
+            "_native_batch_norm_legit_no_training",
+            "_native_batch_norm_legit",
+            "_native_batch_norm_legit_functional",
+            "native_batch_norm",
+            "_batch_norm_with_update",
+            "_batch_norm_no_update",
+            "cudnn_batch_norm",
+            "miopen_batch_norm",
+        }
+    ),
+    "dropout": frozenset(
+        {
+            "dropout",
+            "dropout1d",
+            "dropout2d",
+            "dropout3d",
+            "feature_dropout",
+            "alpha_dropout",
+            "feature_alpha_dropout",
+            "native_dropout",
+        }
+    ),
+    "div": frozenset({"div", "true_divide", "divide"}),
+    "mul": frozenset({"mul", "multiply"}),
+    "sub": frozenset({"sub", "subtract", "rsub"}),
+    "neg": frozenset({"neg", "negative"}),
+    "linear": frozenset({"linear", "addmm"}),
+}
+
+_name_cache: dict[Any, str | None] = {}
+
+
+def define_family(name: str, members: Iterable[str]) -> None:
+    """Add canonical op names to the family ``name`` (created when missing).
+
+    Raises ``ValueError`` when a member is an in-place name (``add_``) and the family is not:
+    in-place ops must never match a hook written for the out-of-place op.
+    """
+    members = frozenset(members)
+    bad = [m for m in members if is_inplace_name(m) and not is_inplace_name(name)]
+    if bad:
+        raise ValueError(f"family {name!r} may not contain in-place op names {sorted(bad)}")
+    FAMILIES[name] = FAMILIES.get(name, frozenset()) | members
+
+
+def family_members(name: str) -> frozenset[str]:
+    """The canonical op names a subscription to ``name`` matches (``{name}`` if no family)."""
+    return FAMILIES.get(name, frozenset()) | {name}
+
+
+def is_inplace_name(name: str) -> bool:
+    """``True`` for the name of an in-place op (``add_``, ``relu_``), not for dunders."""
+    return name.endswith("_") and not name.endswith("__") and name.strip("_") != ""
+
+
+def module_op_name(module_cls: type) -> str:
+    """Canonical op name of an ``nn.Module`` class (``nn.Conv2d`` -> ``"conv2d"``)."""
+    for cls in module_cls.__mro__:
+        if cls in _MODULE_NAMES:
+            return _MODULE_NAMES[cls]
+    return module_cls.__name__.lower()
+
+
+def callable_op_name(target: Any) -> str | None:
+    """Canonical op name of a ``call_function`` target, or None when it has none.
+
+    ``OpOverload``/``OpOverloadPacket`` use the overload packet's name
+    (``aten.add.Tensor`` -> ``"add"``), ``operator`` functions their torch name
+    (``operator.truediv`` -> ``"div"``), torch functions and ``Tensor`` methods their
+    ``__name__``.
+    """
+    try:
+        return _name_cache[target]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable target
+        return None
+    name: str | None
+    if target in _OPERATOR_NAMES:
+        name = _OPERATOR_NAMES[target]
+    elif isinstance(target, torch._ops.OpOverload):
+        name = target.overloadpacket.__name__
+    elif isinstance(target, torch._ops.OpOverloadPacket):
+        name = target.__name__
+    else:
+        name = getattr(target, "__name__", None)
+        if not isinstance(name, str):
+            name = None
+    _name_cache[target] = name
+    return name
+
+
+def op_name(node: torch.fx.Node, gm: torch.nn.Module | None = None) -> str | None:
+    """Canonical op name of ``node``.
+
+    - ``call_function``: see :func:`callable_op_name`.
+    - ``call_method``: the method name (``"add"``, ``"add_"``, ``"view"``).
+    - ``call_module``: :func:`module_op_name` of the called submodule's class; needs ``gm``
+      (or the graph's owning module) to look the submodule up.
+    - ``placeholder``/``get_attr``/``output``: None.
+    """
+    op = node.op
+    if op == "call_function":
+        return callable_op_name(node.target)
+    if op == "call_method":
+        return node.target  # type: ignore[return-value]
+    if op == "call_module":
+        root = gm if gm is not None else node.graph.owning_module
+        if root is None:
+            return None
+        try:
+            mod = root.get_submodule(node.target)  # type: ignore[arg-type]
+        except AttributeError:
+            return None
+        return module_op_name(type(mod))
+    return None

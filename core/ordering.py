@@ -1,0 +1,127 @@
+"""Ordering a pipeline by the passes' declared dependencies.
+
+Constraints, for an entry ``X`` of the pipeline:
+
+- ``X.requires = (R,)``: some ``R`` runs before ``X``. The nearest ``R`` before ``X`` is used;
+  else the first ``R`` after ``X`` is moved before it; else an ``R`` (with default options) is
+  *pulled in* just before ``X``. Requirements of pulled-in passes are resolved the same way.
+- ``X.after = (A,)``: every ``A`` in the pipeline runs before ``X`` (nothing is pulled in).
+- ``X.before = (B,)``: every ``B`` in the pipeline runs after ``X``.
+
+The order is a stable topological sort (stdlib ``graphlib``): among the entries whose
+constraints are met, the one given first by the user runs first, so the user's order is kept
+wherever the constraints allow. A cycle is reported as its path, ``a -> b -> a`` (each arrow
+reads "must run before"), with the declaration behind each arrow.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import heapq
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import CycleError
+
+__all__ = ["Item", "Move", "order"]
+
+
+@dataclass
+class Item:
+    """A pipeline entry to be ordered: its pass name, class, and payload (options etc.)."""
+
+    name: str
+    cls: Any
+    payload: Any = None
+    pulled_in_by: str | None = None
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Move:
+    """Why ``first`` runs before ``second`` although the user gave them the other way."""
+
+    first: str
+    second: str
+    why: str
+
+
+def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
+    """Return ``items`` (plus pulled-in requirements) in a valid order.
+
+    ``resolve(name, needed_by)`` returns the pass class for a required pass that is not in the
+    pipeline (raising the registry's error when it does not exist). Each returned item has
+    ``reasons`` explaining a pull-in or a move.
+
+    Raises:
+        CycleError: the constraints form a cycle.
+    """
+    items = list(items)
+    _pull_in(items, resolve)
+    by_name: dict[str, list[int]] = {}
+    for i, it in enumerate(items):
+        by_name.setdefault(it.name, []).append(i)
+
+    preds: dict[int, set[int]] = {i: set() for i in range(len(items))}
+    why: dict[tuple[int, int], str] = {}
+
+    def edge(u: int, v: int, text: str) -> None:
+        if u != v and items[u].name != items[v].name:
+            preds[v].add(u)
+            why.setdefault((u, v), text)
+
+    for i, it in enumerate(items):
+        for r in it.cls.requires:
+            idx = by_name[r]
+            before_i = [j for j in idx if j < i]
+            j = before_i[-1] if before_i else idx[0]
+            edge(j, i, f"{it.name} requires {r}")
+        for a in it.cls.after:
+            for j in by_name.get(a, ()):
+                edge(j, i, f"{it.name} declares after = {a}")
+        for b in it.cls.before:
+            for j in by_name.get(b, ()):
+                edge(i, j, f"{it.name} declares before = {b}")
+
+    ts = graphlib.TopologicalSorter(preds)
+    try:
+        ts.prepare()
+    except graphlib.CycleError as exc:
+        cycle = list(exc.args[1])  # each node is a predecessor of the next: u, v, ..., u
+        names = [items[i].name for i in cycle]
+        detail = "; ".join(why.get((u, v), "?") for u, v in zip(cycle, cycle[1:]))
+        raise CycleError(names, f"because: {detail}") from None
+
+    heap: list[int] = []
+    result: list[int] = []
+    while ts.is_active():
+        for i in ts.get_ready():
+            heapq.heappush(heap, i)
+        i = heapq.heappop(heap)
+        result.append(i)
+        ts.done(i)
+
+    position = {i: k for k, i in enumerate(result)}
+    for (u, v), text in why.items():
+        if u > v and position[u] < position[v] and items[u].pulled_in_by is None:
+            items[u].reasons.append(f"moved before {items[v].name}: {text}")
+    return [items[i] for i in result]
+
+
+def _pull_in(items: list[Item], resolve: Callable[[str, str], Any]) -> None:
+    present = {it.name for it in items}
+    i = 0
+    while i < len(items):
+        it = items[i]
+        inserted = 0
+        for r in it.cls.requires:
+            if r in present:
+                continue
+            cls = resolve(r, it.name)
+            new = Item(r, cls, None, pulled_in_by=it.name, reasons=[f"pulled in: required by {it.name}"])
+            items.insert(i + inserted, new)
+            present.add(r)
+            inserted += 1
+        if inserted:
+            continue  # visit the pulled-in entries (they may require more) before ``it``
+        i += 1

@@ -1,0 +1,299 @@
+"""Pass classes, their options, node hooks and the actions a hook returns.
+
+A pass is a class. Node passes (:class:`NodePass`) subscribe methods to nodes with
+:func:`on`; the runner calls each subscribed hook once per matching node, in graph order, and
+applies what it returns:
+
+- ``None`` or :data:`KEEP`: leave the node alone.
+- :class:`Replace` ``(value)``: replace every use of the node with ``value`` (another node or a
+  Python constant); the runner erases the node once it is dead.
+- :data:`ERASE`: erase the node; raises :class:`~fxpasses.errors.NodeHasUsersError` (naming
+  every user) if other nodes still use it.
+
+Whole-graph passes (:class:`GraphPass`) implement :meth:`GraphPass.run` over the
+``GraphModule`` and share everything else: options, ordering, verification, rollback, reports.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import PassDefinitionError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch.fx
+
+    from .context import PassContext
+
+__all__ = [
+    "PassOptions",
+    "Pass",
+    "NodePass",
+    "GraphPass",
+    "on",
+    "Subscription",
+    "Keep",
+    "Replace",
+    "Erase",
+    "KEEP",
+    "ERASE",
+    "NODE_OPS",
+    "DIALECTS",
+]
+
+#: The six FX op kinds, in the order torch.fx.Interpreter names its methods.
+NODE_OPS = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output")
+#: The graph dialects built-in passes handle.
+DIALECTS = ("symbolic_trace", "dynamo", "export")
+
+
+class PassOptions(BaseModel):
+    """Base class of pass options: unknown keys are rejected, instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# actions
+
+
+class Keep:
+    """Leave the node as it is (same as returning ``None``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+class Erase:
+    """Erase the node; an error naming its users if it still has any."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ERASE"
+
+
+@dataclass(frozen=True, slots=True)
+class Replace:
+    """Replace every use of the node with ``value`` (a ``Node`` or a Python constant).
+
+    The node itself is erased by the runner once nothing uses it.
+    """
+
+    value: Any
+
+
+KEEP = Keep()
+ERASE = Erase()
+
+
+# ---------------------------------------------------------------------------------------------
+# hooks
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which nodes a hook wants: op kinds, op names/families and exact targets.
+
+    Empty ``names`` and ``targets`` mean every node of the op kinds in ``ops``.
+    """
+
+    ops: frozenset[str]
+    names: frozenset[str]
+    targets: tuple[Any, ...]
+
+    def wants_all_of_op(self) -> bool:
+        return not self.names and not self.targets
+
+
+def on(
+    *names: str,
+    op: str | Iterable[str] | None = None,
+    target: Any | Iterable[Any] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Subscribe a :class:`NodePass` method to nodes.
+
+    Args:
+        *names: op names or family names (see :mod:`fxpasses.ops`): ``"mul"`` matches
+            ``operator.mul``, ``torch.mul``, ``Tensor.mul``, call_method ``mul`` and every
+            ``aten.mul`` overload; ``"conv"`` matches ``nn.Conv1d/2d/3d`` modules,
+            ``torch.conv2d``, ``F.conv2d``, ``aten.conv2d`` and ``aten.convolution``.
+        op: restrict to these op kinds (``"call_module"``, ...); default: every op kind that
+            can carry a name (``call_function``, ``call_method``, ``call_module``) when names or
+            targets are given. Required when neither is given.
+        target: exact targets: a callable or ``OpOverload`` (call_function), a method name
+            (call_method), an ``nn.Module`` subclass (call_module, matched with ``isinstance``),
+            an attribute path (get_attr).
+
+    The hook is called as ``hook(self, node, ctx)`` and returns ``None``/:data:`KEEP`,
+    :class:`Replace` or :data:`ERASE`.
+
+    Raises:
+        PassDefinitionError: an unknown op kind, or no op, name or target at all.
+    """
+    if op is None:
+        ops: frozenset[str] = frozenset()
+    elif isinstance(op, str):
+        ops = frozenset({op})
+    else:
+        ops = frozenset(op)
+    unknown = ops - set(NODE_OPS)
+    if unknown:
+        raise PassDefinitionError(
+            f"on(): unknown op kind(s) {sorted(unknown)}; expected one of {', '.join(NODE_OPS)}"
+        )
+    if target is None:
+        targets: tuple[Any, ...] = ()
+    elif isinstance(target, (list, tuple, set, frozenset)):
+        targets = tuple(target)
+    else:
+        targets = (target,)
+    for n in names:
+        if not isinstance(n, str) or not n:
+            raise PassDefinitionError(f"on(): op names must be non-empty strings, got {n!r}")
+    if not ops and not names and not targets:
+        raise PassDefinitionError("on() needs at least one op name, an op= kind or a target=")
+    if not ops:
+        ops = frozenset({"call_function", "call_method", "call_module"})
+    sub = Subscription(ops=ops, names=frozenset(names), targets=targets)
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        subs = getattr(fn, "_fxpasses_subscriptions", ())
+        fn._fxpasses_subscriptions = (*subs, sub)  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+# ---------------------------------------------------------------------------------------------
+# pass classes
+
+
+class Pass:
+    """Base of every pass. Subclass :class:`NodePass` or :class:`GraphPass`, not this.
+
+    Class attributes a pass declares:
+
+    - ``name``: the registry name (a Python identifier, e.g. ``"fuse_conv_bn"``).
+    - docstring: its first line is the one-line summary shown by ``fxpasses list``.
+    - ``Options``: a :class:`PassOptions` (pydantic) subclass; unknown keys are rejected.
+    - ``requires``: passes that must run before this one; pulled into a pipeline when missing.
+    - ``after`` / ``before``: ordering only, applied when both passes are in the pipeline.
+    - ``kind``: ``"transform"`` (may change the graph) or ``"analysis"`` (must not).
+    - ``dialects``: the graph dialects the pass handles (informational; a pass must leave
+      alone what it does not recognise).
+    """
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type[BaseModel]] = PassOptions
+    requires: ClassVar[tuple[str, ...]] = ()
+    after: ClassVar[tuple[str, ...]] = ()
+    before: ClassVar[tuple[str, ...]] = ()
+    kind: ClassVar[str] = "transform"
+    dialects: ClassVar[tuple[str, ...]] = DIALECTS
+
+    def __init__(self, options: BaseModel | None = None) -> None:
+        self.options = options if options is not None else type(self).Options()
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first line of the class docstring ('' when there is none)."""
+        doc = inspect.getdoc(cls) or ""
+        if cls.__doc__ is None or doc == inspect.getdoc(Pass):
+            return ""
+        return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    def setup(self, gm: "torch.fx.GraphModule", ctx: "PassContext") -> None:
+        """Called once before each run of the pass over a graph (reset per-run state here)."""
+
+    def __repr__(self) -> str:
+        return f"<pass {self.name} {self.options!r}>"
+
+
+class NodePass(Pass):
+    """A pass made of node hooks (see :func:`on`); the runner does the graph surgery."""
+
+    #: (method name, subscription) pairs, collected from the class and its bases.
+    _hooks: ClassVar[tuple[tuple[str, Subscription], ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        hooks: dict[str, tuple[Subscription, ...]] = {}
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                subs = getattr(value, "_fxpasses_subscriptions", None)
+                if subs:
+                    hooks[attr] = subs
+                elif attr in hooks:  # overridden without a decorator: no longer a hook
+                    del hooks[attr]
+        cls._hooks = tuple((attr, s) for attr, subs in hooks.items() for s in subs)
+
+    def finish(self, gm: "torch.fx.GraphModule", ctx: "PassContext") -> None:
+        """Called once after all hooks ran (graph-level clean-up of the pass's own making)."""
+
+
+class GraphPass(Pass):
+    """A pass over the whole ``GraphModule``: implement :meth:`run`."""
+
+    def run(self, gm: "torch.fx.GraphModule", ctx: "PassContext") -> bool | None:
+        """Transform or analyse ``gm`` in place.
+
+        Return whether the graph changed, or ``None`` to let the runner find out by
+        comparing with its snapshot. Raising leaves the graph rolled back.
+        """
+        raise NotImplementedError(f"{type(self).__name__}.run")
+
+
+def validate_pass_class(cls: Any) -> None:
+    """Check that ``cls`` is a well-formed pass class.
+
+    Raises:
+        PassDefinitionError: naming the class and what is wrong with it.
+    """
+    where = f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', repr(cls))}"
+    if not (isinstance(cls, type) and issubclass(cls, Pass)) or cls in (Pass, NodePass, GraphPass):
+        raise PassDefinitionError(f"{where} is not a subclass of fxpasses.NodePass or GraphPass")
+    if not issubclass(cls, (NodePass, GraphPass)):
+        raise PassDefinitionError(f"{where} must subclass fxpasses.NodePass or fxpasses.GraphPass")
+    name = cls.name
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise PassDefinitionError(f"{where}: `name` must be a Python identifier, got {name!r}")
+    opts = cls.Options
+    if not (isinstance(opts, type) and issubclass(opts, BaseModel)):
+        raise PassDefinitionError(
+            f"pass {name!r} ({where}): Options must be a pydantic BaseModel subclass "
+            f"(e.g. fxpasses.PassOptions), got {opts!r}"
+        )
+    for attr in ("requires", "after", "before"):
+        value = getattr(cls, attr)
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise PassDefinitionError(
+                f"pass {name!r} ({where}): `{attr}` must be a tuple of pass names, got {value!r}"
+            )
+    if cls.kind not in ("transform", "analysis"):
+        raise PassDefinitionError(
+            f"pass {name!r} ({where}): kind must be 'transform' or 'analysis', got {cls.kind!r}"
+        )
+    if issubclass(cls, NodePass):
+        if not cls._hooks:
+            raise PassDefinitionError(f"pass {name!r} ({where}) is a NodePass with no @on hooks")
+        for attr, _ in cls._hooks:
+            fn = getattr(cls, attr)
+            try:
+                params = inspect.signature(fn).parameters
+            except (TypeError, ValueError):  # pragma: no cover - builtins
+                continue
+            if len(params) != 3:
+                raise PassDefinitionError(
+                    f"pass {name!r} ({where}): hook {attr} must take (self, node, ctx), "
+                    f"takes ({', '.join(params)})"
+                )
+    elif cls.run is GraphPass.run:
+        raise PassDefinitionError(f"pass {name!r} ({where}) is a GraphPass without run()")

@@ -1,0 +1,518 @@
+"""Pipelines: which passes run, in which order, with which options, and the run itself.
+
+The run, for each pass of the plan:
+
+1. a :class:`~fxpasses.snapshot.Snapshot` of the graph and module (O(n), no graph copy);
+2. ``fxpasses_before_pass`` instruments, the pass (node dispatch or ``GraphPass.run``);
+3. verification: ``none``, ``lint`` (``Graph.lint()``), or ``numeric`` (the module's outputs
+   against the outputs of the module as it was before the pipeline, on the example inputs,
+   within ``atol + rtol * |expected|``);
+4. on failure, by ``on_error``: ``rollback`` (default: restore the snapshot and raise
+   :class:`~fxpasses.errors.PassFailedError`), ``skip`` (restore, report, go on) or ``raise``
+   (raise without restoring, to debug the broken graph);
+5. ``fxpasses_after_pass`` / ``fxpasses_pass_failed`` instruments.
+
+The module is recompiled once, at the end (and before numeric checks), not after every pass.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+import torch.fx
+from pydantic import BaseModel
+
+from .config import Config, PassEntryConfig, find_pyproject, load_config_file, parse_config, validate_options
+from .context import PassContext
+from .dialect import detect_dialect
+from .errors import ConfigError, PassFailedError, UserError, VerificationError
+from .ordering import Item, order
+from .passes import Pass, validate_pass_class
+from .registry import Registry, registry as default_registry
+from .report import PassReport, RunReport
+from .runner import HookError, hook_failure, run_pass
+from .snapshot import Snapshot
+from .spec import SpecEntry, parse_pipeline_string
+
+__all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs"]
+
+_VERIFY = ("none", "lint", "numeric")
+_ON_ERROR = ("rollback", "raise", "skip")
+
+
+@dataclass
+class PlanStep:
+    """One pass of an ordered pipeline, with its validated options and why it is there."""
+
+    name: str
+    cls: type[Pass]
+    options: BaseModel
+    source: str | None = None
+    verify: str | None = None
+    on_error: str | None = None
+    reasons: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        opts = self.options.model_dump(exclude_defaults=True)
+        text = self.name
+        if opts:
+            text += "{" + ",".join(f"{k}={_fmt(v)}" for k, v in opts.items()) + "}"
+        return text
+
+
+@dataclass
+class Plan:
+    """The ordered pipeline: steps in run order, each with the reasons it moved or was added."""
+
+    steps: list[PlanStep]
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+    def __str__(self) -> str:
+        lines = []
+        for i, s in enumerate(self.steps, 1):
+            line = f"{i:>2}. {s.describe()}"
+            if s.reasons:
+                line += "    (" + "; ".join(s.reasons) + ")"
+            lines.append(line)
+        return "\n".join(lines)
+
+    def as_pipeline_string(self) -> str:
+        return ",".join(s.describe() for s in self.steps)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, str) and (not v or any(c in v for c in ",{}[]=\"' ")):
+        return repr(v)
+    return str(v)
+
+
+EntryLike = Any  # str | (str, dict) | PassEntryConfig | Pass subclass | Pass instance
+
+
+class Pipeline:
+    """An ordered list of passes with options, and how to verify them.
+
+    Args:
+        passes: entries, each one of: a pass name (``"eliminate_dead_code"``); a
+            ``(name, options)`` pair; a mapping ``{"name": ..., "options": {...}}``; a pass
+            class (registered or not); a pass instance (its options are used).
+        registry: where names are looked up (default: :func:`fxpasses.registry`).
+        verify: ``"none"``, ``"lint"`` (default) or ``"numeric"``.
+        on_error: ``"rollback"`` (default), ``"raise"`` or ``"skip"``.
+        atol, rtol: tolerances of numeric verification (``|a - b| <= atol + rtol * |b|``).
+        snapshot_tensors: keep a copy of every parameter and buffer so that a pass that writes
+            one in place can be rolled back too (doubles their memory during the run).
+        options: extra options by pass name, merged into every entry of that pass.
+
+    Raises (at construction, before anything runs):
+        UnknownPassError, OptionsError, CycleError, DuplicatePassError, ConfigError.
+    """
+
+    def __init__(
+        self,
+        passes: Sequence[EntryLike],
+        *,
+        registry: Registry | None = None,
+        verify: str = "lint",
+        on_error: str = "rollback",
+        atol: float = 1e-5,
+        rtol: float = 1e-5,
+        snapshot_tensors: bool = False,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        source: str | None = None,
+    ) -> None:
+        if verify not in _VERIFY:
+            raise ConfigError(f"verify must be one of {', '.join(_VERIFY)}, got {verify!r}")
+        if on_error not in _ON_ERROR:
+            raise ConfigError(f"on_error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}")
+        if isinstance(passes, str):
+            raise ConfigError("Pipeline() takes a list of entries; use Pipeline.from_string for a pipeline string")
+        self.registry = registry if registry is not None else default_registry()
+        self.verify = verify
+        self.on_error = on_error
+        self.atol = float(atol)
+        self.rtol = float(rtol)
+        self.snapshot_tensors = snapshot_tensors
+        self.source = source or "pipeline"
+        extra = {k: dict(v) for k, v in (options or {}).items()}
+        self._steps = [self._entry(e, i, extra) for i, e in enumerate(passes)]
+        if not self._steps:
+            raise ConfigError("the pipeline is empty: name at least one pass", source=source)
+        unused = set(extra) - {s.name for s in self._steps}
+        if unused:
+            raise ConfigError(
+                "options given for pass(es) not in the pipeline: " + ", ".join(sorted(unused)),
+                source=source,
+            )
+        self._plan = self._order()
+
+    # ------------------------------------------------------------------ construction
+
+    def _entry(self, e: EntryLike, index: int, extra: dict[str, dict[str, Any]]) -> PlanStep:
+        where = f"{self.source}, entry {index + 1}"
+        verify = on_error = None
+        if isinstance(e, SpecEntry):
+            where = f"{self.source}: {e.source}" if self.source != "pipeline string" else e.source
+            e = (e.name, e.options)
+        if isinstance(e, Pass):
+            cls, raw, name = type(e), e.options, type(e).name
+        elif isinstance(e, type):
+            validate_pass_class(e)
+            cls, raw, name = e, {}, e.name
+        else:
+            if isinstance(e, str):
+                name, raw = e, {}
+            elif isinstance(e, PassEntryConfig):
+                name, raw, verify, on_error = e.name, e.options, e.verify, e.on_error
+            elif isinstance(e, Mapping):
+                try:
+                    ec = PassEntryConfig.model_validate(dict(e))
+                except Exception as exc:
+                    raise ConfigError(f"bad pipeline entry {dict(e)!r}: {exc}", source=where) from None
+                name, raw, verify, on_error = ec.name, ec.options, ec.verify, ec.on_error
+            elif isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str):
+                name, raw = e[0], e[1]
+            else:
+                raise ConfigError(f"bad pipeline entry {e!r}: expected a pass name, (name, options) or a table", source=where)
+            cls = self.registry.get(name, source=where)
+        if name in extra:
+            if isinstance(raw, BaseModel):
+                raw = {**raw.model_dump(exclude_unset=True), **extra[name]}
+            else:
+                raw = {**extra[name], **(raw or {})}
+        options = validate_options(name, cls.Options, raw, where)
+        return PlanStep(name, cls, options, where, verify, on_error)
+
+    def _order(self) -> Plan:
+        items = [Item(s.name, s.cls, s) for s in self._steps]
+
+        def resolve(name: str, needed_by: str) -> type[Pass]:
+            return self.registry.get(name, source=f"{self.source}: required by pass {needed_by!r}")
+
+        ordered = order(items, resolve)
+        steps = []
+        for it in ordered:
+            if it.payload is None:  # pulled in
+                step = PlanStep(it.name, it.cls, it.cls.Options(), None)
+            else:
+                step = it.payload
+            step.reasons = list(it.reasons)
+            steps.append(step)
+        return Plan(steps)
+
+    @classmethod
+    def from_string(cls, text: str, **kwargs: Any) -> "Pipeline":
+        """A pipeline from ``"name{key=value,...},name2"`` (see :mod:`fxpasses.spec`)."""
+        kwargs.setdefault("source", "pipeline string")
+        return cls(parse_pipeline_string(text), **kwargs)
+
+    @classmethod
+    def from_config(
+        cls, config: str | Path | Mapping[str, Any] | Config | None = None, *, registry: Registry | None = None
+    ) -> "Pipeline":
+        """A pipeline from a config file, a mapping or a :class:`~fxpasses.config.Config`.
+
+        ``config=None`` looks for ``[tool.fxpasses]`` in the nearest ``pyproject.toml``.
+        The config's ``[plugins]`` section, when present, selects the registry's plugins.
+
+        Raises:
+            ConfigError, UnknownPassError, OptionsError, CycleError.
+        """
+        cfg = _as_config(config)
+        return cls._from_config_obj(cfg, registry=registry)
+
+    @classmethod
+    def _from_config_obj(cls, cfg: Config, *, registry: Registry | None = None) -> "Pipeline":
+        if registry is None:
+            registry = registry_for(cfg)
+        if cfg.pipeline is None:
+            raise ConfigError("no pipeline given: set `pipeline = \"pass1,pass2\"` or a list", source=cfg._source)
+        common = dict(
+            registry=registry,
+            verify=cfg.verify,
+            on_error=cfg.on_error,
+            atol=cfg.atol,
+            rtol=cfg.rtol,
+            options=cfg.options,
+        )
+        if isinstance(cfg.pipeline, str):
+            return cls(parse_pipeline_string(cfg.pipeline), source=f"{cfg._source}: pipeline", **common)
+        return cls(cfg.pipeline, source=f"{cfg._source}: pipeline", **common)
+
+    # ------------------------------------------------------------------ inspection
+
+    def plan(self) -> Plan:
+        """The passes in run order, each with why it moved or was pulled in."""
+        return self._plan
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self._plan.as_pipeline_string()!r}, verify={self.verify!r}, on_error={self.on_error!r})"
+
+    # ------------------------------------------------------------------ running
+
+    def run(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | None = None
+    ) -> RunReport:
+        """Run the pipeline over ``gm`` in place and return the report.
+
+        ``example_inputs`` (positional inputs of ``gm``) are needed for ``verify="numeric"``
+        and by passes that evaluate the graph (``propagate_shapes``).
+
+        Raises:
+            PassFailedError: a pass failed and ``on_error`` is ``rollback`` or ``raise``; with
+                ``rollback`` the graph is as it was before that pass.
+            UserError: ``gm`` is not a GraphModule, or numeric verification lacks inputs.
+        """
+        if not isinstance(gm, torch.fx.GraphModule):
+            raise UserError(f"Pipeline.run takes a torch.fx.GraphModule, got {type(gm).__name__}")
+        steps = self._plan.steps
+        needs_numeric = any((s.verify or self.verify) == "numeric" for s in steps)
+        if needs_numeric and example_inputs is None:
+            raise UserError("numeric verification needs example_inputs")
+        t_start = time.perf_counter()
+        dialect = detect_dialect(gm)
+        report = RunReport(
+            dialect=dialect, nodes_before=len(gm.graph.nodes), verification=self.verify
+        )
+        reference = _run_module(gm, example_inputs) if needs_numeric else None
+        hook = self.registry.hook
+        analyses: dict[str, Any] = {}
+        dirty = False  # graph differs from the compiled code
+        try:
+            for step in steps:
+                verify = step.verify or self.verify
+                on_error = step.on_error or self.on_error
+                pass_ = step.cls(step.options)
+                ctx = PassContext(
+                    gm, pass_name=step.name, dialect=dialect, example_inputs=example_inputs, analyses=analyses
+                )
+                pr = PassReport(step.name, nodes_before=len(gm.graph.nodes))
+                snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
+                hook.fxpasses_before_pass(pass_name=step.name, gm=gm, ctx=ctx)
+                t0 = time.perf_counter()
+                try:
+                    try:
+                        hint = run_pass(pass_, gm, ctx)
+                    finally:
+                        ctx.graph = gm.graph
+                    changed = bool(hint) or snap.changed()
+                    if changed and step.cls.kind == "analysis":
+                        raise VerificationError(f"analysis pass {step.name!r} changed the graph")
+                    if changed and verify != "none":
+                        _lint(gm)
+                    if changed:
+                        dirty = True
+                    if verify == "numeric" and changed:
+                        gm.recompile()
+                        dirty = False
+                        err = compare_outputs(_run_module(gm, example_inputs), reference, self.atol, self.rtol)
+                        report.max_abs_error = max(report.max_abs_error or 0.0, err.max_abs)
+                        if err.message:
+                            raise VerificationError(err.message)
+                except (HookError, VerificationError, RuntimeError, AssertionError) as exc:
+                    pr.seconds = time.perf_counter() - t0
+                    failure = self._failure(step.name, exc, snap, on_error)
+                    if on_error != "raise":
+                        dirty = True  # the compiled code may have been replaced
+                    pr.status = "skipped" if on_error == "skip" else "failed"
+                    pr.error = str(failure)
+                    pr.nodes_after = len(gm.graph.nodes)
+                    pr.counters = dict(ctx.counters)
+                    pr.skipped = list(ctx.skipped)
+                    report.passes.append(pr)
+                    hook.fxpasses_pass_failed(pass_name=step.name, gm=gm, error=failure)
+                    if on_error == "skip":
+                        continue
+                    raise failure from failure.__cause__
+                pr.seconds = time.perf_counter() - t0
+                pr.changed = changed
+                pr.nodes_after = len(gm.graph.nodes)
+                pr.counters = dict(ctx.counters)
+                pr.skipped = list(ctx.skipped)
+                report.passes.append(pr)
+                hook.fxpasses_after_pass(pass_name=step.name, gm=gm, ctx=ctx, report=pr)
+        finally:
+            if dirty:
+                gm.recompile()
+            report.nodes_after = len(gm.graph.nodes)
+            report.seconds = time.perf_counter() - t_start
+        return report
+
+    def _failure(self, name: str, exc: BaseException, snap: Snapshot, on_error: str) -> PassFailedError:
+        notes: list[str] = []
+        rolled_back = False
+        if on_error != "raise":
+            snap.restore()
+            rolled_back = True
+            if snap.unrestorable:
+                notes.append(
+                    "these tensors were written in place by the pass and could not be restored "
+                    "(run with snapshot_tensors=True to restore them): " + ", ".join(snap.unrestorable)
+                )
+        if isinstance(exc, HookError):
+            return hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
+        if isinstance(exc, VerificationError):
+            reason = f"verification failed: {exc}"
+        else:
+            reason = f"graph lint failed: {type(exc).__name__}: {exc}"
+        failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes)
+        failure.__cause__ = exc
+        return failure
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _as_config(config: str | Path | Mapping[str, Any] | Config | None) -> Config:
+    if isinstance(config, Config):
+        return config
+    if config is None:
+        found = find_pyproject()
+        if found is None:
+            raise ConfigError("no config given and no pyproject.toml with a [tool.fxpasses] table found")
+        return load_config_file(found)
+    if isinstance(config, (str, Path)):
+        return load_config_file(config)
+    if isinstance(config, Mapping):
+        return parse_config(config)
+    raise ConfigError(f"a config must be a path, a mapping or a Config, got {type(config).__name__}")
+
+
+def registry_for(cfg: Config) -> Registry:
+    """The default registry, or a new one when the config's [plugins] section selects plugins."""
+    p = cfg.plugins
+    if not (p.enable or p.disable or p.strict or p.prefer):
+        return default_registry()
+    return Registry(enable=p.enable, disable=p.disable, strict=p.strict, prefer=p.prefer)
+
+
+def _lint(gm: torch.fx.GraphModule) -> None:
+    gm.graph.lint()
+    for node in gm.graph.find_nodes(op="call_module"):
+        try:
+            gm.get_submodule(node.target)  # type: ignore[arg-type]
+        except AttributeError as exc:
+            raise VerificationError(
+                f"node %{node.name} calls submodule {node.target!r}, which does not exist"
+            ) from exc
+
+
+def _run_module(gm: torch.nn.Module, inputs: Sequence[Any] | None) -> Any:
+    with torch.no_grad():
+        out = gm(*(inputs or ()))
+    return _detach(out)
+
+
+def _detach(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (list, tuple)):
+        return type(out)(_detach(o) for o in out) if not hasattr(out, "_fields") else type(out)(*(_detach(o) for o in out))
+    if isinstance(out, dict):
+        return {k: _detach(v) for k, v in out.items()}
+    return out
+
+
+@dataclass
+class Comparison:
+    """Result of :func:`compare_outputs`: empty ``message`` means equal within tolerance."""
+
+    message: str
+    max_abs: float
+
+
+def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: str = "output") -> Comparison:
+    """Compare nested outputs leaf by leaf: structure, dtype, shape, NaN positions, values.
+
+    Values match when ``|actual - expected| <= atol + rtol * |expected|`` elementwise.
+    Returns the first mismatch as a message naming the leaf (``output[0][1]``) and the
+    largest absolute error seen.
+    """
+    worst = 0.0
+
+    def walk(a: Any, e: Any, p: str) -> str:
+        nonlocal worst
+        if isinstance(e, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                return f"{p}: expected a tensor, got {type(a).__name__}"
+            if a.dtype != e.dtype:
+                return f"{p}: dtype changed from {e.dtype} to {a.dtype}"
+            if a.shape != e.shape:
+                return f"{p}: shape changed from {tuple(e.shape)} to {tuple(a.shape)}"
+            if e.numel() == 0:
+                return ""
+            if e.is_floating_point() or e.is_complex():
+                ea, aa = e.to(torch.float64), a.to(torch.float64)
+                nan_e, nan_a = torch.isnan(ea), torch.isnan(aa)
+                if not torch.equal(nan_e, nan_a):
+                    return f"{p}: NaN positions differ"
+                ok = ~nan_e
+                diff = (aa - ea).abs()
+                diff = torch.where(ok, diff, torch.zeros_like(diff))
+                inf_mismatch = torch.isinf(ea) | torch.isinf(aa)
+                if inf_mismatch.any() and not torch.equal(ea[inf_mismatch], aa[inf_mismatch]):
+                    return f"{p}: infinities differ"
+                diff = torch.where(inf_mismatch, torch.zeros_like(diff), diff)
+                m = float(diff.max())
+                worst = max(worst, m)
+                bound = atol + rtol * ea.abs()
+                bad = diff > torch.where(ok, bound, torch.full_like(bound, math.inf))
+                if bad.any():
+                    idx = tuple(int(i) for i in bad.nonzero()[0])
+                    return (
+                        f"{p}: max abs error {m:.3g} exceeds atol={atol:g}, rtol={rtol:g} "
+                        f"(first at index {idx}: {float(aa[idx]):.6g} vs expected {float(ea[idx]):.6g})"
+                    )
+                return ""
+            if not torch.equal(a, e):
+                m = float((a.to(torch.float64) - e.to(torch.float64)).abs().max())
+                worst = max(worst, m)
+                return f"{p}: values differ (max abs error {m:.3g})"
+            return ""
+        if isinstance(e, (list, tuple)):
+            if not isinstance(a, (list, tuple)) or len(a) != len(e):
+                return f"{p}: expected a sequence of {len(e)}, got {type(a).__name__} of {len(a) if hasattr(a, '__len__') else '?'}"
+            for i, (x, y) in enumerate(zip(a, e)):
+                msg = walk(x, y, f"{p}[{i}]")
+                if msg:
+                    return msg
+            return ""
+        if isinstance(e, dict):
+            if not isinstance(a, dict) or a.keys() != e.keys():
+                return f"{p}: expected keys {sorted(e)}"
+            for k in e:
+                msg = walk(a[k], e[k], f"{p}[{k!r}]")
+                if msg:
+                    return msg
+            return ""
+        if a != e and not (isinstance(e, float) and math.isnan(e) and isinstance(a, float) and math.isnan(a)):
+            return f"{p}: expected {e!r}, got {a!r}"
+        return ""
+
+    msg = walk(actual, expected, path)
+    return Comparison(msg, worst)
+
+
+def run(
+    gm: torch.fx.GraphModule,
+    pipeline: str | Sequence[EntryLike] | Pipeline,
+    example_inputs: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> RunReport:
+    """Run ``pipeline`` (a string, a list of entries or a :class:`Pipeline`) over ``gm``."""
+    if isinstance(pipeline, str):
+        pipeline = Pipeline.from_string(pipeline, **kwargs)
+    elif not isinstance(pipeline, Pipeline):
+        pipeline = Pipeline(pipeline, **kwargs)
+    return pipeline.run(gm, example_inputs)

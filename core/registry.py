@@ -1,0 +1,478 @@
+"""The pass registry: discovery through pluggy entry points, lookup, descriptions.
+
+Discovery and loading are kept apart (as in flake8): :func:`discover` lists the entry points of
+the ``fxpasses`` group as plain :class:`PluginRecord` records, sorted by distribution and entry
+point name; :class:`Registry` then loads each one on its own, so one broken plugin is reported
+with its distribution name and version and skipped while every other plugin keeps working
+(``strict=True`` turns such a report into an exception).
+
+Environment:
+    ``FXPASSES_DISABLE_PLUGIN_AUTOLOAD=1``: load only the built-in passes (and plugins named in
+    ``enable``), like pytest's ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import importlib.metadata as md
+import inspect
+import os
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import pluggy
+
+from . import hookspecs
+from .errors import DuplicatePassError, PassDefinitionError, PluginError, UnknownPassError
+from .passes import Pass, validate_pass_class
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "BUILTIN_DISTRIBUTION",
+    "PluginRecord",
+    "PassInfo",
+    "OptionInfo",
+    "PassDescription",
+    "Registry",
+    "registry",
+    "discover",
+]
+
+ENTRY_POINT_GROUP = "fxpasses"
+BUILTIN_DISTRIBUTION = "fxpasses"
+AUTOLOAD_ENV = "FXPASSES_DISABLE_PLUGIN_AUTOLOAD"
+
+
+@dataclass
+class PluginRecord:
+    """One entry point of the ``fxpasses`` group and what became of it.
+
+    ``status`` is ``"found"`` (not loaded yet), ``"loaded"``, ``"failed"`` or ``"disabled"``;
+    ``error`` holds the message when it failed; ``passes`` the names it registered.
+    """
+
+    distribution: str
+    version: str
+    name: str
+    value: str
+    status: str = "found"
+    error: str | None = None
+    passes: list[str] = field(default_factory=list)
+
+    @property
+    def entry_point(self) -> str:
+        return f"{self.name} = {self.value}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.distribution} {self.version}"
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    """A registered pass: its class and where it came from."""
+
+    name: str
+    cls: type[Pass]
+    distribution: str
+    version: str
+
+    @property
+    def source(self) -> str:
+        return f"{self.distribution} {self.version}".strip()
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """One option of a pass: name, type, default (``required`` when it has none), help."""
+
+    name: str
+    type: str
+    default: Any
+    required: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class PassDescription:
+    """Everything ``fxpasses show`` prints about a pass."""
+
+    name: str
+    summary: str
+    doc: str
+    kind: str
+    options: tuple[OptionInfo, ...]
+    requires: tuple[str, ...]
+    after: tuple[str, ...]
+    before: tuple[str, ...]
+    dialects: tuple[str, ...]
+    distribution: str
+    version: str
+    module: str
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["options"] = [dataclasses.asdict(o) for o in self.options]
+        for o in d["options"]:
+            if not _jsonable(o["default"]):
+                o["default"] = repr(o["default"])
+        return d
+
+
+def discover() -> list[PluginRecord]:
+    """The entry points of the ``fxpasses`` group, one record each, sorted, de-duplicated."""
+    seen: set[tuple[str, str, str]] = set()
+    records = []
+    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        dname = dist.metadata["Name"] if dist is not None else "<unknown distribution>"
+        version = dist.version if dist is not None else "?"
+        key = (_norm(dname), ep.name, ep.value)
+        if key in seen:
+            continue
+        seen.add(key)
+        records.append(PluginRecord(dname, version, ep.name, ep.value))
+    records.sort(key=lambda r: (_norm(r.distribution) != BUILTIN_DISTRIBUTION, _norm(r.distribution), r.name))
+    return records
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+class Registry:
+    """Registered passes by name, loaded from plugins through pluggy.
+
+    Args:
+        autoload: load the ``fxpasses`` entry points now (see the module doc for the
+            environment variable that limits this to the built-in passes).
+        strict: raise :class:`~fxpasses.errors.PluginError` /
+            :class:`~fxpasses.errors.DuplicatePassError` instead of reporting and skipping.
+        enable: distribution or entry-point names to load even when autoload is disabled.
+        disable: distribution or entry-point names never to load (``-p no:NAME``).
+        prefer: ``{pass name: distribution}`` choosing the winner when two distributions
+            register the same pass name.
+    """
+
+    def __init__(
+        self,
+        *,
+        autoload: bool = True,
+        strict: bool = False,
+        enable: Iterable[str] = (),
+        disable: Iterable[str] = (),
+        prefer: Mapping[str, str] | None = None,
+    ) -> None:
+        self.strict = strict
+        self.enable = {_norm(n) for n in enable}
+        self.disable = {_norm(n) for n in disable}
+        self.prefer = {k: _norm(v) for k, v in (prefer or {}).items()}
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.plugins: list[PluginRecord] = []
+        self.problems: list[Exception] = []
+        self._passes: dict[str, PassInfo] = {}
+        self._conflicts: dict[str, list[PassInfo]] = {}
+        if autoload:
+            self.load_entry_points()
+
+    # ------------------------------------------------------------------ loading
+
+    @property
+    def hook(self) -> Any:
+        """pluggy's hook relay: ``registry.hook.fxpasses_after_pass(...)``."""
+        return self.pm.hook
+
+    def load_entry_points(self) -> None:
+        """Load every ``fxpasses`` entry point not loaded yet (see the class doc)."""
+        autoload = os.environ.get(AUTOLOAD_ENV, "").strip() not in ("1", "true", "yes")
+        loaded = {(r.distribution, r.name) for r in self.plugins}
+        for rec in discover():
+            if (rec.distribution, rec.name) in loaded:
+                continue
+            names = {_norm(rec.distribution), _norm(rec.name)}
+            builtin = _norm(rec.distribution) == BUILTIN_DISTRIBUTION
+            self.plugins.append(rec)
+            if names & self.disable:
+                rec.status = "disabled"
+                continue
+            if not (autoload or builtin or names & self.enable):
+                rec.status = "disabled"
+                continue
+            self._load_record(rec)
+        missing = self.enable - {
+            n for r in self.plugins for n in (_norm(r.distribution), _norm(r.name))
+        }
+        if missing:
+            self._problem(
+                PluginError(
+                    "requested with enable/-p but not installed",
+                    distribution=", ".join(sorted(missing)),
+                    version="",
+                )
+            )
+
+    def _load_record(self, rec: PluginRecord) -> None:
+        try:
+            module_name, _, attr = rec.value.partition(":")
+            obj: Any = importlib.import_module(module_name.strip())
+            for part in filter(None, attr.strip().split(".")):
+                obj = getattr(obj, part)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a plugin may even sys.exit() on import
+            self._fail(rec, f"import failed: {type(exc).__name__}: {exc}", exc)
+            return
+        self._register_plugin_object(obj, rec)
+
+    def register_plugin(self, plugin: Any, name: str | None = None) -> PluginRecord:
+        """Register a plugin object (module or instance with ``@hookimpl`` functions).
+
+        Its ``fxpasses_register_passes`` hook runs at once. Returns the plugin's record;
+        problems are reported as for entry points.
+        """
+        label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        rec = PluginRecord(label, "", label, f"{getattr(plugin, '__module__', '')}")
+        self.plugins.append(rec)
+        self._register_plugin_object(plugin, rec)
+        return rec
+
+    def _register_plugin_object(self, obj: Any, rec: PluginRecord) -> None:
+        plugin_name = f"{rec.distribution}:{rec.name}"
+        try:
+            self._check_hookimpl_defaults(obj)
+            self.pm.register(obj, name=plugin_name)
+        except Exception as exc:
+            self._fail(rec, f"invalid hook implementation: {exc}", exc)
+            return
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            self.pm.unregister(obj)
+            self._fail(rec, f"unknown hook: {exc}", exc)
+            return
+        impls = [
+            impl
+            for impl in self.pm.hook.fxpasses_register_passes.get_hookimpls()
+            if impl.plugin is obj
+        ]
+        added: list[str] = []
+
+        def register(pass_cls: type) -> None:
+            info = self._add(pass_cls, rec.distribution, rec.version)
+            if info is not None:
+                added.append(info.name)
+
+        for impl in impls:
+            try:
+                impl.function(register=register)
+            except Exception as exc:
+                for n in added:  # all or nothing: a half-registered plugin is skipped whole
+                    self._remove(n, rec.distribution)
+                self.pm.unregister(obj)
+                self._fail(rec, f"fxpasses_register_passes raised {type(exc).__name__}: {exc}", exc)
+                return
+        rec.status = "loaded"
+        rec.passes = added
+
+    @staticmethod
+    def _check_hookimpl_defaults(obj: Any) -> None:
+        for attr in dir(obj):
+            if not attr.startswith("fxpasses_"):
+                continue
+            fn = getattr(obj, attr, None)
+            if not callable(fn):
+                continue
+            try:
+                params = inspect.signature(fn).parameters.values()
+            except (TypeError, ValueError):
+                continue
+            defaulted = [p.name for p in params if p.default is not inspect.Parameter.empty]
+            if defaulted:
+                raise PassDefinitionError(
+                    f"hook {attr} gives a default to {', '.join(defaulted)}; pluggy does not pass "
+                    "arguments that have defaults, so remove the defaults"
+                )
+
+    def _fail(self, rec: PluginRecord, message: str, cause: BaseException | None) -> None:
+        rec.status = "failed"
+        rec.error = message
+        err = PluginError(
+            message,
+            distribution=rec.distribution,
+            version=rec.version,
+            entry_point=rec.entry_point if rec.value else None,
+        )
+        if cause is not None:
+            err.__cause__ = cause
+        self._problem(err)
+
+    def _problem(self, err: Exception) -> None:
+        if self.strict:
+            raise err
+        self.problems.append(err)
+
+    # ------------------------------------------------------------------ registering passes
+
+    def register(self, pass_cls: type, *, source: str | None = None) -> PassInfo:
+        """Register a pass class from Python code (not through a plugin).
+
+        ``source`` names where it came from in descriptions (default: its module).
+
+        Raises:
+            PassDefinitionError: the class is malformed.
+            DuplicatePassError: another source already registered that name.
+        """
+        validate_pass_class(pass_cls)
+        src = source or f"python:{pass_cls.__module__}"
+        existing = self._passes.get(pass_cls.name)
+        if existing is not None and existing.cls is not pass_cls:
+            raise DuplicatePassError(pass_cls.name, [existing.source, src])
+        info = PassInfo(pass_cls.name, pass_cls, src, "")
+        self._passes[pass_cls.name] = info
+        return info
+
+    def _add(self, pass_cls: type, distribution: str, version: str) -> PassInfo | None:
+        try:
+            validate_pass_class(pass_cls)
+        except PassDefinitionError as exc:
+            self._problem(PluginError(str(exc), distribution=distribution, version=version))
+            return None
+        name = pass_cls.name
+        info = PassInfo(name, pass_cls, distribution, version)
+        existing = self._passes.get(name)
+        if name in self._conflicts:
+            self._conflicts[name].append(info)
+            self._resolve_conflict(name)
+            return info
+        if existing is None:
+            self._passes[name] = info
+            return info
+        if existing.cls is pass_cls:
+            return existing
+        self._conflicts[name] = [existing, info]
+        if self.strict and name not in self.prefer:
+            raise DuplicatePassError(name, [existing.source, info.source])
+        self._resolve_conflict(name)
+        return info
+
+    def _resolve_conflict(self, name: str) -> None:
+        candidates = self._conflicts[name]
+        wanted = self.prefer.get(name)
+        chosen = [c for c in candidates if wanted and _norm(c.distribution) == wanted]
+        if chosen:
+            self._passes[name] = chosen[0]
+        else:
+            self._passes.pop(name, None)
+
+    def _remove(self, name: str, distribution: str) -> None:
+        info = self._passes.get(name)
+        if info is not None and info.distribution == distribution:
+            del self._passes[name]
+        if name in self._conflicts:
+            self._conflicts[name] = [c for c in self._conflicts[name] if c.distribution != distribution]
+            if len(self._conflicts[name]) <= 1:
+                rest = self._conflicts.pop(name)
+                if rest:
+                    self._passes[name] = rest[0]
+            else:
+                self._resolve_conflict(name)
+
+    # ------------------------------------------------------------------ lookup
+
+    def names(self) -> list[str]:
+        """Every registered pass name, sorted (names in conflict included)."""
+        return sorted(set(self._passes) | set(self._conflicts))
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._passes or name in self._conflicts
+
+    def get(self, name: str, *, source: str | None = None) -> type[Pass]:
+        """The pass class registered as ``name``.
+
+        Raises:
+            UnknownPassError: no such pass; with close names (difflib) and installed plugins.
+            DuplicatePassError: two distributions register ``name`` and no ``prefer`` chose.
+        """
+        return self.info(name, source=source).cls
+
+    def info(self, name: str, *, source: str | None = None) -> PassInfo:
+        """:class:`PassInfo` of ``name`` (raises as :meth:`get`)."""
+        info = self._passes.get(name)
+        if info is not None:
+            return info
+        if name in self._conflicts:
+            raise DuplicatePassError(name, [c.source for c in self._conflicts[name]])
+        suggestions = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
+        plugins = [r.label for r in self.plugins if r.status == "loaded"]
+        raise UnknownPassError(name, suggestions, plugins, source=source)
+
+    def describe(self, name: str) -> PassDescription:
+        """Options (types, defaults, help), dependencies and source of pass ``name``."""
+        info = self.info(name)
+        cls = info.cls
+        options = []
+        for fname, f in cls.Options.model_fields.items():
+            required = f.is_required()
+            default = None if required else f.get_default(call_default_factory=True)
+            options.append(
+                OptionInfo(
+                    name=fname,
+                    type=_type_str(f.annotation),
+                    default=default,
+                    required=required,
+                    description=f.description or "",
+                )
+            )
+        return PassDescription(
+            name=name,
+            summary=cls.summary(),
+            doc=inspect.cleandoc(cls.__doc__ or ""),
+            kind=cls.kind,
+            options=tuple(options),
+            requires=tuple(cls.requires),
+            after=tuple(cls.after),
+            before=tuple(cls.before),
+            dialects=tuple(cls.dialects),
+            distribution=info.distribution,
+            version=info.version,
+            module=cls.__module__,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Registry {len(self._passes)} passes from {len(self.plugins)} plugins>"
+
+
+def _type_str(annotation: Any) -> str:
+    if annotation is None:
+        return "None"
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    text = repr(annotation)
+    return text.replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def _jsonable(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str, list, dict, tuple))
+
+
+_default: Registry | None = None
+
+
+def registry(*, reload: bool = False) -> Registry:
+    """The process-wide default :class:`Registry` (loaded on first use).
+
+    ``reload=True`` discards it and loads the entry points again (after installing a plugin).
+    """
+    global _default
+    if _default is None or reload:
+        _default = Registry()
+    return _default
+
+
+def problems_summary(problems: Sequence[Exception]) -> str:
+    """One line per plugin problem, for warnings and the CLI."""
+    return "\n".join(f"warning: {p}" for p in problems)

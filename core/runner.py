@@ -1,0 +1,201 @@
+"""Running one pass over one graph: node dispatch and the return protocol.
+
+The runner visits only the nodes a :class:`~fxpasses.NodePass` subscribed to. Candidates are
+found through FX's own index of nodes by ``(op, target)`` (``Graph.find_nodes``), so a pass
+that wants ``conv`` nodes never looks at the other 99% of a graph; matched nodes are visited in
+graph order. Nodes created during the pass are not visited; nodes erased before their turn
+are skipped. The graph is edited in place and is *not* recompiled here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.fx
+from torch.fx.node import Node
+
+from .context import PassContext, describe_node, replace_all_uses, user_source_line
+from .errors import NodeHasUsersError, PassFailedError
+from .ops import callable_op_name, family_members, module_op_name
+from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace, Subscription
+
+__all__ = ["run_pass", "HookError"]
+
+
+class HookError(Exception):
+    """Raised by the runner when a hook fails; carries the node. Wrapped by the pipeline."""
+
+    def __init__(self, node: Node | None, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.node = node
+        self.cause = cause
+        # described now: a rollback afterwards puts the node back as it was before the pass
+        self.description = describe_node(node) if node is not None else None
+        self.source_line = user_source_line(node) if node is not None else None
+
+
+class _Matcher:
+    """One subscription compiled for fast tests: op kinds, canonical names, exact targets."""
+
+    __slots__ = ("ops", "names", "targets", "module_targets", "all_of_op", "hook")
+
+    def __init__(self, sub: Subscription, hook: Callable[..., Any]) -> None:
+        self.ops = sub.ops
+        names: set[str] = set()
+        for n in sub.names:
+            names |= family_members(n)
+        self.names = frozenset(names)
+        self.module_targets = tuple(t for t in sub.targets if isinstance(t, type))
+        self.targets = tuple(t for t in sub.targets if not isinstance(t, type))
+        self.all_of_op = sub.wants_all_of_op()
+        self.hook = hook
+
+    def match_function(self, target: Any) -> bool:
+        if "call_function" not in self.ops:
+            return False
+        if self.all_of_op:
+            return True
+        if self.names and callable_op_name(target) in self.names:
+            return True
+        return any(target is t or _same_op(target, t) for t in self.targets)
+
+    def match_node(self, node: Node, gm: torch.nn.Module) -> bool:
+        op = node.op
+        if op not in self.ops:
+            return False
+        if op == "call_function":
+            return self.match_function(node.target)
+        if self.all_of_op:
+            return True
+        if op == "call_method":
+            return node.target in self.names or node.target in self.targets
+        if op == "call_module":
+            try:
+                mod = gm.get_submodule(node.target)  # type: ignore[arg-type]
+            except AttributeError:
+                return False
+            if self.module_targets and isinstance(mod, self.module_targets):
+                return True
+            return bool(self.names) and module_op_name(type(mod)) in self.names
+        return node.target in self.targets
+
+
+def _same_op(target: Any, wanted: Any) -> bool:
+    """An OpOverloadPacket subscription matches each of its overloads."""
+    if isinstance(wanted, torch._ops.OpOverloadPacket) and isinstance(target, torch._ops.OpOverload):
+        return target.overloadpacket is wanted
+    return False
+
+
+def _work_list(p: NodePass, gm: torch.fx.GraphModule) -> list[tuple[Node, list[_Matcher]]]:
+    """(node, matching hooks) for every subscribed node, in graph order."""
+    matchers = [_Matcher(sub, getattr(p, attr)) for attr, sub in type(p)._hooks]
+    graph = gm.graph
+    found: dict[Node, list[_Matcher]] = {}
+    table = getattr(graph, "_find_nodes_lookup_table", None)
+    wanted_ops = set().union(*(m.ops for m in matchers))
+    if table is not None and isinstance(getattr(table, "table", None), dict):
+        for (op, target), nodes in list(table.table.items()):
+            if op not in wanted_ops or not nodes:
+                continue
+            if op == "call_function":
+                ms = [m for m in matchers if m.match_function(target)]
+                if ms:
+                    for n in nodes:
+                        found[n] = ms
+            else:
+                for n in nodes:
+                    ms = [m for m in matchers if m.match_node(n, gm)]
+                    if ms:
+                        found[n] = ms
+        return sorted(found.items(), key=lambda item: item[0]._sort_key)
+    for n in graph.nodes:  # pragma: no cover - torch without the lookup table
+        ms = [m for m in matchers if m.match_node(n, gm)]
+        if ms:
+            found[n] = ms
+    return list(found.items())
+
+
+def _apply(node: Node, action: Any, ctx: PassContext) -> bool:
+    """Carry out a hook's returned action; True when the graph changed."""
+    if action is None or action is KEEP or isinstance(action, Keep):
+        return False
+    if isinstance(action, Replace):
+        value = action.value
+        if value is node:
+            return False
+        replace_all_uses(node, value)
+        if not node.users and node.op != "placeholder" and node.op != "output":
+            ctx.graph.erase_node(node)
+        return True
+    if action is ERASE or isinstance(action, Erase):
+        if node.users:
+            raise NodeHasUsersError(node)
+        ctx.graph.erase_node(node)
+        return True
+    if isinstance(action, Node):
+        raise TypeError(
+            f"hook returned the node %{action.name}; return fxpasses.Replace(node) to replace "
+            "uses, or None to keep the node"
+        )
+    raise TypeError(
+        f"hook returned {action!r}; expected None, fxpasses.KEEP, fxpasses.Replace(value) "
+        "or fxpasses.ERASE"
+    )
+
+
+def run_pass(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool | None:
+    """Run ``p`` over ``gm`` in place.
+
+    Returns whether the pass reported a change (node passes: any action other than keep;
+    graph passes: what ``run`` returned, possibly None = unknown).
+
+    Raises:
+        HookError: a hook or the pass raised; ``node`` is the node being visited, if any.
+    """
+    p.setup(gm, ctx)
+    if isinstance(p, GraphPass):
+        try:
+            return p.run(gm, ctx)
+        except Exception as exc:
+            raise HookError(ctx.node, exc) from exc
+    assert isinstance(p, NodePass)
+    changed = False
+    graph = gm.graph
+    for node, matchers in _work_list(p, gm):
+        for m in matchers:
+            if node._erased:
+                break
+            ctx.node = node
+            try:
+                with graph.inserting_before(node):
+                    action = m.hook(node, ctx)
+                    did = _apply(node, action, ctx)
+            except Exception as exc:
+                raise HookError(node, exc) from exc
+            changed |= did
+            if did:
+                break
+    ctx.node = None
+    try:
+        p.finish(gm, ctx)
+    except Exception as exc:
+        raise HookError(None, exc) from exc
+    return changed
+
+
+def hook_failure(pass_name: str, err: HookError, *, rolled_back: bool, notes: list[str]) -> PassFailedError:
+    """The user-facing error for a failed hook, with node context and source line."""
+    cause = err.cause
+    reason = f"{type(cause).__name__}: {cause}"
+    exc = PassFailedError(
+        pass_name,
+        reason,
+        node=err.description,
+        source_line=err.source_line,
+        rolled_back=rolled_back,
+        notes=notes,
+    )
+    exc.__cause__ = cause
+    return exc

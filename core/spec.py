@@ -1,0 +1,169 @@
+"""The one-line pipeline syntax: ``name{key=value,...},name2``.
+
+Grammar (white space between tokens is ignored)::
+
+    pipeline := entry ("," entry)*
+    entry    := NAME ["{" [option ("," option)*] "}"]
+    option   := KEY "=" value
+    value    := "[" [value ("," value)*] "]" | '"..."' | "'...'" | bare
+    bare     := true | false | none | an int | a float | any other run of
+                characters other than ``,{}[]="'`` and white space (a string)
+
+Examples: ``remove_dropout,fold_constants{max_numel=4096},eliminate_dead_code``,
+``print_graph{format=code}``, ``my_pass{names=[a, b],scale=0.5,verbose=true}``.
+
+Errors are :class:`~fxpasses.errors.ConfigError` naming the column and showing a caret.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["SpecEntry", "parse_pipeline_string"]
+
+
+@dataclass(frozen=True)
+class SpecEntry:
+    """One entry of a pipeline string: pass name, raw options, and where it stood."""
+
+    name: str
+    options: dict[str, Any]
+    source: str
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BARE = re.compile(r"[^,{}\[\]=\"'\s]+")
+_INT = re.compile(r"[+-]?(0|[1-9][0-9_]*)$")
+_FLOAT = re.compile(r"[+-]?(\d[\d_]*\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|nan)$")
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def error(self, message: str, pos: int | None = None) -> ConfigError:
+        pos = self.pos if pos is None else pos
+        caret = " " * pos + "^"
+        return ConfigError(
+            f"{message}\n  {self.text}\n  {caret}", source=f"pipeline string, column {pos + 1}"
+        )
+
+    def ws(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def peek(self) -> str:
+        self.ws()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def expect(self, ch: str, what: str) -> None:
+        if self.peek() != ch:
+            found = repr(self.text[self.pos]) if self.pos < len(self.text) else "end of string"
+            raise self.error(f"expected {ch!r} {what}, found {found}")
+        self.pos += 1
+
+    def name(self, what: str) -> tuple[str, int]:
+        self.ws()
+        m = _NAME.match(self.text, self.pos)
+        if not m:
+            found = repr(self.text[self.pos]) if self.pos < len(self.text) else "end of string"
+            raise self.error(f"expected {what}, found {found}")
+        self.pos = m.end()
+        return m.group(), m.start()
+
+    def value(self) -> Any:
+        ch = self.peek()
+        if ch == "[":
+            self.pos += 1
+            items = []
+            if self.peek() == "]":
+                self.pos += 1
+                return items
+            while True:
+                items.append(self.value())
+                ch = self.peek()
+                if ch == ",":
+                    self.pos += 1
+                    continue
+                if ch == "]":
+                    self.pos += 1
+                    return items
+                raise self.error("expected ',' or ']' in list")
+        if ch in ("'", '"'):
+            start = self.pos
+            end = self.text.find(ch, start + 1)
+            if end < 0:
+                raise self.error("unterminated string", start)
+            self.pos = end + 1
+            return self.text[start + 1 : end]
+        m = _BARE.match(self.text, self.pos)
+        if not m:
+            found = repr(ch) if ch else "end of string"
+            raise self.error(f"expected a value, found {found}")
+        self.pos = m.end()
+        return _scalar(m.group())
+
+    def entries(self) -> list[SpecEntry]:
+        if not self.text.strip():
+            raise ConfigError("the pipeline string is empty", source="pipeline string")
+        out = []
+        while True:
+            name, start = self.name("a pass name")
+            options: dict[str, Any] = {}
+            if self.peek() == "{":
+                self.pos += 1
+                if self.peek() == "}":
+                    self.pos += 1
+                else:
+                    while True:
+                        key, kpos = self.name(f"an option name for {name!r}")
+                        self.expect("=", f"after option {key!r} of {name!r}")
+                        if key in options:
+                            raise self.error(f"option {key!r} of {name!r} given twice", kpos)
+                        options[key] = self.value()
+                        ch = self.peek()
+                        if ch == ",":
+                            self.pos += 1
+                            continue
+                        if ch == "}":
+                            self.pos += 1
+                            break
+                        raise self.error(f"expected ',' or '}}' in the options of {name!r}")
+            out.append(
+                SpecEntry(name, options, f"pipeline string, entry {len(out) + 1} ({name!r}) at column {start + 1}")
+            )
+            ch = self.peek()
+            if ch == "":
+                return out
+            if ch != ",":
+                raise self.error(f"expected ',' between passes, found {ch!r}")
+            self.pos += 1
+
+
+def _scalar(token: str) -> Any:
+    low = token.lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    if low in ("none", "null"):
+        return None
+    if _INT.match(token):
+        return int(token)
+    if _FLOAT.match(low):
+        return float(token)
+    return token
+
+
+def parse_pipeline_string(text: str) -> list[SpecEntry]:
+    """Parse a pipeline string (see the module doc).
+
+    Raises:
+        ConfigError: with the column of the fault and a caret under it.
+    """
+    return _Parser(text).entries()

@@ -1,0 +1,129 @@
+"""Assertions for pass authors (also used by fxpasses' own test suite).
+
+``assert_preserves_outputs`` captures a module in each dialect, runs a pass or pipeline over
+each captured graph and compares the outputs with those of the graph before the pass;
+``assert_graph_equal`` compares two graphs by their normalised generated code.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+
+from .capture import DIALECTS, capture
+from .report import RunReport
+
+__all__ = ["assert_preserves_outputs", "assert_graph_equal", "normalized_code"]
+
+
+def _as_pipeline(p: Any, registry: Any = None) -> Any:
+    from .passes import Pass
+    from .pipeline import Pipeline
+
+    if isinstance(p, Pipeline):
+        return p
+    if isinstance(p, str):
+        return Pipeline.from_string(p, registry=registry) if registry else Pipeline.from_string(p)
+    if isinstance(p, (type, Pass)):
+        p = [p]
+    return Pipeline(list(p), registry=registry) if registry else Pipeline(list(p))
+
+
+def assert_preserves_outputs(
+    pass_or_pipeline: Any,
+    module: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    dialects: Sequence[str] = DIALECTS,
+    registry: Any = None,
+    check_inputs: Sequence[Sequence[Any]] = (),
+) -> dict[str, tuple[torch.fx.GraphModule, RunReport]]:
+    """Check that a pass (or pipeline) keeps ``module``'s outputs in every dialect.
+
+    For each dialect: capture ``module`` on ``example_inputs``, compute the captured graph's
+    outputs, run the pass over the graph, and compare (dtype, shape, NaN positions, values
+    within ``atol + rtol * |expected|``) on ``example_inputs`` and on every input tuple of
+    ``check_inputs``. ``pass_or_pipeline`` is a pass class or instance, a pipeline string, a
+    list of entries or a :class:`~fxpasses.Pipeline`.
+
+    Returns ``{dialect: (transformed GraphModule, RunReport)}``.
+
+    Raises:
+        AssertionError: naming the pass, the dialect, the input set, the first differing
+            output and its largest absolute error.
+    """
+    from .pipeline import compare_outputs
+
+    pipeline = _as_pipeline(pass_or_pipeline, registry)
+    results = {}
+    for dialect in dialects:
+        model = copy.deepcopy(module)
+        cap = capture(model, example_inputs, dialect)
+        gm = cap.gm
+        extra = [list(_with_params(cap, dialect, inp)) for inp in check_inputs]
+        sets = [cap.inputs, *extra]
+        with torch.no_grad():
+            before = [_clone(gm(*inp)) for inp in sets]
+        report = pipeline.run(gm, cap.inputs)
+        with torch.no_grad():
+            after = [_clone(gm(*inp)) for inp in sets]
+        for k, (a, b) in enumerate(zip(after, before)):
+            cmp = compare_outputs(a, b, atol, rtol)
+            if cmp.message:
+                label = "example_inputs" if k == 0 else f"check_inputs[{k - 1}]"
+                raise AssertionError(
+                    f"{pipeline.plan().as_pipeline_string()} changed the outputs of "
+                    f"{type(module).__name__} captured with {dialect} on {label}: {cmp.message} "
+                    f"(max abs error {cmp.max_abs:.3g})\n{report.table()}"
+                )
+        results[dialect] = (gm, report)
+    return results
+
+
+def _with_params(cap: Any, dialect: str, inputs: Sequence[Any]) -> list[Any]:
+    """Dynamo graphs take parameters first: keep the captured ones, swap the user inputs."""
+    if dialect != "dynamo":
+        return list(inputs)
+    n_user = len(inputs)
+    user_pos = [i for i, v in enumerate(cap.inputs) if not isinstance(v, torch.nn.Parameter)]
+    out = list(cap.inputs)
+    # user inputs are the non-parameter placeholders whose values are not module buffers
+    buffers = {id(b) for b in cap.gm.buffers()}
+    user_pos = [i for i in user_pos if id(out[i]) not in buffers][-n_user:] if n_user else []
+    for i, v in zip(user_pos, inputs):
+        out[i] = v
+    return out
+
+
+def _clone(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (list, tuple)):
+        return [_clone(o) for o in out]
+    if isinstance(out, dict):
+        return {k: _clone(v) for k, v in out.items()}
+    return out
+
+
+def normalized_code(gm: torch.fx.GraphModule | torch.fx.Graph) -> str:
+    """The graph's generated Python code with blank lines and trailing space removed."""
+    graph = gm.graph if isinstance(gm, torch.fx.GraphModule) else gm
+    src = graph.python_code("self").src
+    return "\n".join(line.rstrip() for line in src.splitlines() if line.strip())
+
+
+def assert_graph_equal(gm: Any, expected: Any) -> None:
+    """Assert that two graphs generate the same code (``expected``: a graph or code text)."""
+    got = normalized_code(gm)
+    want = expected if isinstance(expected, str) else normalized_code(expected)
+    want = "\n".join(line.rstrip() for line in want.strip("\n").splitlines() if line.strip())
+    if got != want:
+        import difflib
+
+        diff = "\n".join(difflib.unified_diff(want.splitlines(), got.splitlines(), "expected", "actual", lineterm=""))
+        raise AssertionError(f"graphs differ:\n{diff}")
