@@ -9,8 +9,10 @@ Constraints, for an entry ``X`` of the pipeline:
 - ``X.before = (B,)``: every ``B`` in the pipeline runs after ``X``.
 
 The order is a stable topological sort (stdlib ``graphlib``): among the entries whose
-constraints are met, the one given first by the user runs first, so the user's order is kept
-wherever the constraints allow. A cycle is reported as its path, ``a -> b -> a`` (each arrow
+constraints are met, the one given first by the user runs first, where an entry that others
+must wait for counts as given at the position of its earliest dependent. So the user's order is
+kept wherever the constraints allow, and a required pass moves up to just before the first
+pass that needs it rather than that pass moving down. A cycle is reported as its path, ``a -> b -> a`` (each arrow
 reads "must run before"), with the declaration behind each arrow.
 """
 
@@ -92,12 +94,23 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
         detail = "; ".join(why.get((u, v), "?") for u, v in zip(cycle, cycle[1:]))
         raise CycleError(names, f"because: {detail}") from None
 
-    heap: list[int] = []
+    # An entry that others wait for inherits the earliest position among them, so it moves up
+    # to just before its first dependent instead of the dependent moving down.
+    succs: dict[int, list[int]] = {i: [] for i in preds}
+    for v, us in preds.items():
+        for u in us:
+            succs[u].append(v)
+    rank = {i: i for i in preds}
+    for i in reversed(list(graphlib.TopologicalSorter(preds).static_order())):
+        for v in succs[i]:
+            rank[i] = min(rank[i], rank[v])
+
+    heap: list[tuple[int, int]] = []
     result: list[int] = []
     while ts.is_active():
         for i in ts.get_ready():
-            heapq.heappush(heap, i)
-        i = heapq.heappop(heap)
+            heapq.heappush(heap, (rank[i], i))
+        _, i = heapq.heappop(heap)
         result.append(i)
         ts.done(i)
 

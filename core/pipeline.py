@@ -39,7 +39,7 @@ from .runner import HookError, hook_failure, run_pass
 from .snapshot import Snapshot
 from .spec import SpecEntry, parse_pipeline_string
 
-__all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs"]
+__all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
 
 _VERIFY = ("none", "lint", "numeric")
 _ON_ERROR = ("rollback", "raise", "skip")
@@ -247,7 +247,7 @@ class Pipeline:
             options=cfg.options,
         )
         if isinstance(cfg.pipeline, str):
-            return cls(parse_pipeline_string(cfg.pipeline), source=f"{cfg._source}: pipeline", **common)
+            return cls(parse_pipeline_string(cfg.pipeline), source=cfg._source, **common)
         return cls(cfg.pipeline, source=f"{cfg._source}: pipeline", **common)
 
     # ------------------------------------------------------------------ inspection
@@ -411,16 +411,17 @@ def _lint(gm: torch.fx.GraphModule) -> None:
 def _run_module(gm: torch.nn.Module, inputs: Sequence[Any] | None) -> Any:
     with torch.no_grad():
         out = gm(*(inputs or ()))
-    return _detach(out)
+    return clone_outputs(out)
 
 
-def _detach(out: Any) -> Any:
+def clone_outputs(out: Any) -> Any:
+    """Detached copies of every tensor in a (nested) output, structure kept."""
     if isinstance(out, torch.Tensor):
         return out.detach().clone()
     if isinstance(out, (list, tuple)):
-        return type(out)(_detach(o) for o in out) if not hasattr(out, "_fields") else type(out)(*(_detach(o) for o in out))
+        return type(out)(clone_outputs(o) for o in out) if not hasattr(out, "_fields") else type(out)(*(clone_outputs(o) for o in out))
     if isinstance(out, dict):
-        return {k: _detach(v) for k, v in out.items()}
+        return {k: clone_outputs(v) for k, v in out.items()}
     return out
 
 

@@ -269,6 +269,8 @@ class Registry:
         for impl in impls:
             try:
                 impl.function(register=register)
+            except (DuplicatePassError, PluginError):
+                raise  # only raised in strict mode, already naming the distribution
             except Exception as exc:
                 for n in added:  # all or nothing: a half-registered plugin is skipped whole
                     self._remove(n, rec.distribution)

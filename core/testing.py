@@ -57,7 +57,7 @@ def assert_preserves_outputs(
         AssertionError: naming the pass, the dialect, the input set, the first differing
             output and its largest absolute error.
     """
-    from .pipeline import compare_outputs
+    from .pipeline import clone_outputs, compare_outputs
 
     pipeline = _as_pipeline(pass_or_pipeline, registry)
     results = {}
@@ -68,10 +68,10 @@ def assert_preserves_outputs(
         extra = [list(_with_params(cap, dialect, inp)) for inp in check_inputs]
         sets = [cap.inputs, *extra]
         with torch.no_grad():
-            before = [_clone(gm(*inp)) for inp in sets]
+            before = [clone_outputs(gm(*inp)) for inp in sets]
         report = pipeline.run(gm, cap.inputs)
         with torch.no_grad():
-            after = [_clone(gm(*inp)) for inp in sets]
+            after = [clone_outputs(gm(*inp)) for inp in sets]
         for k, (a, b) in enumerate(zip(after, before)):
             cmp = compare_outputs(a, b, atol, rtol)
             if cmp.message:
@@ -99,15 +99,6 @@ def _with_params(cap: Any, dialect: str, inputs: Sequence[Any]) -> list[Any]:
         out[i] = v
     return out
 
-
-def _clone(out: Any) -> Any:
-    if isinstance(out, torch.Tensor):
-        return out.detach().clone()
-    if isinstance(out, (list, tuple)):
-        return [_clone(o) for o in out]
-    if isinstance(out, dict):
-        return {k: _clone(v) for k, v in out.items()}
-    return out
 
 
 def normalized_code(gm: torch.fx.GraphModule | torch.fx.Graph) -> str:

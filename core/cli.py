@@ -1,0 +1,300 @@
+"""The ``fxpasses`` command line.
+
+Exit status: 0 on success; 2 for a user error (bad config, unknown pass, bad options, cycle,
+unreadable model factory, bad command line), printed as one message without a traceback
+(``--traceback`` shows it); 1 when a pass fails or the outputs change.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["main", "cli"]
+
+
+class _State:
+    def __init__(self, traceback: bool, plugins: tuple[str, ...], strict: bool) -> None:
+        self.traceback = traceback
+        self.enable = [p for p in plugins if not p.startswith("no:")]
+        self.disable = [p[3:] for p in plugins if p.startswith("no:")]
+        self.strict = strict
+        self._registry: Any = None
+
+    def registry(self, plugins_cfg: Any = None) -> Any:
+        from .registry import Registry
+
+        enable = list(self.enable)
+        disable = list(self.disable)
+        strict = self.strict
+        prefer: dict[str, str] = {}
+        if plugins_cfg is not None:
+            enable += plugins_cfg.enable
+            disable += plugins_cfg.disable
+            strict = strict or plugins_cfg.strict
+            prefer = dict(plugins_cfg.prefer)
+        reg = Registry(enable=enable, disable=disable, strict=strict, prefer=prefer)
+        for problem in reg.problems:
+            click.echo(f"warning: {problem}", err=True)
+        return reg
+
+
+def _handle_errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from .errors import FxPassesError, UserError
+
+        state: _State = click.get_current_context().find_object(_State)  # type: ignore[assignment]
+        try:
+            return fn(*args, **kwargs)
+        except click.exceptions.ClickException:
+            raise
+        except UserError as exc:
+            if state is not None and state.traceback:
+                raise
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+        except FxPassesError as exc:
+            if state is not None and state.traceback:
+                raise
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:
+            if state is not None and state.traceback:
+                raise
+            click.echo(
+                f"error: unexpected {type(exc).__name__}: {exc}\n(run with --traceback for details)",
+                err=True,
+            )
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--traceback", is_flag=True, help="Show the full traceback of errors.")
+@click.option(
+    "-p",
+    "plugins",
+    multiple=True,
+    metavar="NAME",
+    help="Load plugin NAME (distribution or entry point) even with autoload disabled; "
+    "-p no:NAME never loads it. Repeatable.",
+)
+@click.option("--strict-plugins", is_flag=True, help="A broken plugin is an error, not a warning.")
+@click.version_option(package_name="fxpasses")
+@click.pass_context
+def cli(ctx: click.Context, traceback: bool, plugins: tuple[str, ...], strict_plugins: bool) -> None:
+    """A plugin-based pass registry for PyTorch FX graphs."""
+    ctx.obj = _State(traceback, plugins, strict_plugins)
+
+
+_format = click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="Output for people (text) or machines (json).",
+)
+
+
+@cli.command("list")
+@_format
+@click.pass_obj
+@_handle_errors
+def list_cmd(state: _State, fmt: str) -> None:
+    """List the registered passes and the plugins they come from."""
+    from .console import print_table
+
+    reg = state.registry()
+    rows = []
+    for name in reg.names():
+        try:
+            info = reg.info(name)
+            rows.append((name, info.cls.kind, info.source, info.cls.summary()))
+        except Exception as exc:  # a name in conflict
+            rows.append((name, "?", "CONFLICT", str(exc).split(";")[0]))
+    if fmt == "json":
+        out = {
+            "passes": [dict(zip(("name", "kind", "source", "summary"), r)) for r in rows],
+            "plugins": [
+                {
+                    "distribution": p.distribution,
+                    "version": p.version,
+                    "entry_point": p.entry_point,
+                    "status": p.status,
+                    "error": p.error,
+                    "passes": p.passes,
+                }
+                for p in reg.plugins
+            ],
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    print_table(("pass", "kind", "source", "summary"), rows, title=f"{len(rows)} passes")
+    plugin_rows = [(p.label, p.status, ", ".join(p.passes) or (p.error or "")) for p in reg.plugins]
+    click.echo()
+    print_table(("plugin", "status", "passes"), plugin_rows)
+
+
+@cli.command("show")
+@click.argument("name")
+@_format
+@click.pass_obj
+@_handle_errors
+def show_cmd(state: _State, name: str, fmt: str) -> None:
+    """Show a pass: options with types and defaults, dependencies, source package."""
+    from .console import print_table
+
+    reg = state.registry()
+    d = reg.describe(name)
+    if fmt == "json":
+        click.echo(json.dumps(d.as_dict(), indent=2, default=repr))
+        return
+    click.echo(f"{d.name} ({d.kind}) — {d.summary}")
+    click.echo(f"source:   {d.distribution} {d.version} ({d.module})".rstrip())
+    click.echo(f"requires: {', '.join(d.requires) or '-'}")
+    click.echo(f"after:    {', '.join(d.after) or '-'}")
+    click.echo(f"before:   {', '.join(d.before) or '-'}")
+    click.echo(f"dialects: {', '.join(d.dialects)}")
+    click.echo()
+    if d.options:
+        rows = [
+            (o.name, o.type, "(required)" if o.required else repr(o.default), o.description)
+            for o in d.options
+        ]
+        print_table(("option", "type", "default", "description"), rows)
+    else:
+        click.echo("options:  none")
+    body = d.doc.split("\n", 1)[1].strip() if "\n" in d.doc else ""
+    if body:
+        click.echo()
+        click.echo(body)
+
+
+def _load_cfg(config: str | None, pipeline: str | None) -> Any:
+    from .config import find_pyproject, load_config_file, parse_config
+
+    if config is not None:
+        cfg = load_config_file(config)
+    else:
+        found = find_pyproject() if pipeline is None else None
+        cfg = load_config_file(found) if found is not None else None
+    if pipeline is not None:
+        if cfg is None:
+            cfg = parse_config({"pipeline": pipeline}, source="--pipeline")
+        else:
+            base, source = cfg._base_dir, cfg._source
+            cfg = cfg.model_copy(update={"pipeline": pipeline})
+            cfg._base_dir, cfg._source = base, source
+    return cfg
+
+
+@cli.command("check")
+@click.argument("config", required=False)
+@click.option("--pipeline", help="A pipeline string, instead of (or overriding) the config's.")
+@_format
+@click.pass_obj
+@_handle_errors
+def check_cmd(state: _State, config: str | None, pipeline: str | None, fmt: str) -> None:
+    """Validate CONFIG (or --pipeline) and print the ordered plan; no model needed."""
+    from .errors import ConfigError
+    from .pipeline import Pipeline
+
+    cfg = _load_cfg(config, pipeline)
+    if cfg is None:
+        raise ConfigError("give a CONFIG file or --pipeline (no pyproject.toml with [tool.fxpasses] found)")
+    reg = state.registry(cfg.plugins)
+    pipe = Pipeline._from_config_obj(cfg, registry=reg)
+    plan = pipe.plan()
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "steps": [
+                        {"name": s.name, "options": s.options.model_dump(mode="json"), "reasons": s.reasons}
+                        for s in plan.steps
+                    ],
+                    "verify": pipe.verify,
+                    "on_error": pipe.on_error,
+                },
+                indent=2,
+            )
+        )
+        return
+    click.echo(f"{cfg._source}: OK, {len(plan.steps)} passes (verify={pipe.verify}, on_error={pipe.on_error})")
+    click.echo(str(plan))
+
+
+@cli.command("run")
+@click.argument("config", required=False)
+@click.option("--pipeline", help="A pipeline string, instead of the config's.")
+@click.option("--output", "-o", type=click.Path(file_okay=False), help="Directory for the result.")
+@click.option("--no-save", is_flag=True, help="Do not write the result.")
+@click.option("--repeat", type=click.IntRange(1), default=20, show_default=True, help="Timed runs per latency figure.")
+@_format
+@click.pass_obj
+@_handle_errors
+def run_cmd(
+    state: _State,
+    config: str | None,
+    pipeline: str | None,
+    output: str | None,
+    no_save: bool,
+    repeat: int,
+    fmt: str,
+) -> None:
+    """Capture a model, run the pipeline, verify, time and save it.
+
+    Without CONFIG (and no pyproject.toml with [tool.fxpasses]) it optimizes the bundled
+    example CNN and saves it under fxpasses-out/example.
+    """
+    from .console import print_table
+    from .job import default_config, run_job
+
+    cfg = _load_cfg(config, pipeline)
+    if cfg is None or cfg.model is None and config is None:
+        base = default_config()
+        if cfg is not None and cfg.pipeline is not None:
+            base = base.model_copy(update={"pipeline": cfg.pipeline})
+        cfg = base
+    reg = state.registry(cfg.plugins)
+    result = run_job(cfg, registry=reg, output=output, repeat=repeat, save=not no_save)
+    if fmt == "json":
+        click.echo(json.dumps(result.as_dict(), indent=2, default=str))
+        return
+    rep = result.report
+    click.echo(f"model: {result.model_name} ({rep.dialect}, captured in {result.capture_seconds:.2f} s)")
+    rows = []
+    for p in rep.passes:
+        counters = ", ".join(f"{k}={v}" for k, v in sorted(p.counters.items()))
+        rows.append(
+            (p.name, p.status, "yes" if p.changed else "no", str(p.nodes_before), str(p.nodes_after),
+             f"{p.seconds * 1000:.1f}", counters)
+        )
+    print_table(("pass", "status", "changed", "nodes before", "nodes after", "ms", "counters"), rows)
+    speedup = result.latency_before_ms / result.latency_after_ms if result.latency_after_ms else float("nan")
+    click.echo(f"nodes: {rep.nodes_before} -> {rep.nodes_after}")
+    click.echo(f"outputs: match (max abs error {result.max_abs_error:.3g})")
+    click.echo(
+        f"latency: {result.latency_before_ms:.3f} ms -> {result.latency_after_ms:.3f} ms "
+        f"(median of {repeat}; {speedup:.2f}x)"
+    )
+    for path in result.saved:
+        click.echo(f"saved: {path}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``fxpasses`` console script."""
+    cli.main(args=argv, prog_name="fxpasses")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

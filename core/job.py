@@ -1,0 +1,298 @@
+"""The main job behind ``fxpasses run``: build, capture, optimize, verify, time, save.
+
+1. Build the model from ``[model] factory`` (``module:callable``; the module is looked up next to
+   the config file first), in eval mode unless ``train = true``.
+2. Make the example inputs from ``[model] inputs`` (seeded by ``[model] seed``).
+3. Capture it (``symbolic_trace``, ``dynamo`` or ``export``).
+4. Run the pipeline over the captured graph.
+5. Check the outputs of the optimized graph against the captured graph before the pipeline
+   (``atol``/``rtol`` of the config) and measure the latency of both (median of repeated
+   runs, after warm-up).
+6. Save: for the export capture a ``model.pt2`` (re-exported from the optimized graph) that
+   ``torch.export.load`` reads back, checked to give the same outputs; otherwise the generated
+   code (``model.py``) and the state dict (``state_dict.pt``). ``report.json`` always.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from .capture import capture
+from .config import Config, InputSpec, ModelConfig, parse_config
+from .errors import ConfigError, UserError, VerificationError
+from .pipeline import Pipeline, clone_outputs, compare_outputs
+from .registry import Registry
+from .report import RunReport
+
+__all__ = ["JobResult", "run_job", "load_factory", "make_inputs", "default_config", "DEFAULT_PIPELINE"]
+
+#: The pipeline of ``fxpasses run`` when the config names none.
+DEFAULT_PIPELINE = (
+    "remove_dropout,fuse_conv_bn,simplify_algebra,fold_constants,"
+    "eliminate_common_subexpressions,eliminate_dead_code"
+)
+
+_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+
+
+@dataclass
+class JobResult:
+    """What ``fxpasses run`` did.
+
+    Attributes:
+        report: the pipeline's :class:`~fxpasses.RunReport`.
+        max_abs_error: largest absolute output difference after vs before the pipeline.
+        latency_before_ms / latency_after_ms: median latency of one forward call, in ms.
+        saved: the files written.
+        capture_seconds: wall time of the capture.
+    """
+
+    report: RunReport
+    max_abs_error: float
+    latency_before_ms: float
+    latency_after_ms: float
+    saved: list[Path] = field(default_factory=list)
+    capture_seconds: float = 0.0
+    model_name: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model_name,
+            "report": self.report.as_dict(),
+            "max_abs_error": self.max_abs_error,
+            "latency_before_ms": self.latency_before_ms,
+            "latency_after_ms": self.latency_after_ms,
+            "capture_seconds": self.capture_seconds,
+            "saved": [str(p) for p in self.saved],
+        }
+
+
+def default_config() -> Config:
+    """The embedded config of ``fxpasses run`` without a CONFIG: the bundled example model."""
+    return parse_config(
+        {
+            "pipeline": DEFAULT_PIPELINE,
+            "model": {
+                "factory": "fxpasses._example:convnet",
+                "capture": "export",
+                "inputs": [{"shape": [1, 3, 32, 32], "dtype": "float32"}],
+            },
+            "output": "fxpasses-out/example",
+        },
+        source="embedded default config",
+    )
+
+
+@contextlib.contextmanager
+def _on_path(path: Path | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    entry = str(path)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(entry)
+
+
+def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
+    """Import ``module:callable`` (``module`` may also be a ``.py`` path, relative to ``base_dir``).
+
+    Raises:
+        ConfigError: the module cannot be imported or has no such callable; names both.
+    """
+    module_name, _, attr = spec.partition(":")
+    module_name = module_name.strip()
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_absolute() and base_dir is not None:
+                path = base_dir / path
+            if not path.is_file():
+                raise ConfigError(f"model factory file not found: {path}", source="[model] factory")
+            mod_spec = importlib.util.spec_from_file_location(path.stem, path)
+            assert mod_spec is not None and mod_spec.loader is not None
+            module = importlib.util.module_from_spec(mod_spec)
+            with _on_path(path.parent):
+                mod_spec.loader.exec_module(module)
+        else:
+            with _on_path(base_dir):
+                if base_dir is not None and module_name in sys.modules:
+                    cached = getattr(sys.modules[module_name], "__file__", None) or ""
+                    if cached and not Path(cached).resolve().is_relative_to(base_dir.resolve()):
+                        del sys.modules[module_name]  # a same-named module from elsewhere
+                module = importlib.import_module(module_name)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot import model factory module {module_name!r}: {type(exc).__name__}: {exc}",
+            source="[model] factory",
+        ) from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"module {module_name!r} has no attribute {attr!r}", source="[model] factory")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ConfigError(f"{spec!r} is not callable", source="[model] factory")
+    return obj
+
+
+def make_inputs(specs: Sequence[InputSpec], seed: int = 0) -> list[torch.Tensor]:
+    """Random tensors for ``[model] inputs`` (see :class:`~fxpasses.config.InputSpec`)."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for s in specs:
+        dtype = _DTYPES[s.dtype]
+        shape = tuple(s.shape)
+        if dtype == torch.bool:
+            t = torch.randint(0, 2, shape, generator=gen).bool()
+        elif dtype.is_floating_point:
+            if s.low is not None or s.high is not None:
+                lo = 0.0 if s.low is None else s.low
+                hi = 1.0 if s.high is None else s.high
+                t = (torch.rand(shape, generator=gen) * (hi - lo) + lo).to(dtype)
+            else:
+                t = torch.randn(shape, generator=gen).to(dtype)
+        else:
+            lo = 0 if s.low is None else int(s.low)
+            hi = 10 if s.high is None else int(s.high)
+            if hi <= lo:
+                raise ConfigError(f"input high ({hi}) must be greater than low ({lo})", source="[model] inputs")
+            t = torch.randint(lo, hi, shape, generator=gen, dtype=dtype)
+        out.append(t)
+    return out
+
+
+def _build_model(mc: ModelConfig, base_dir: Path | None) -> torch.nn.Module:
+    factory = load_factory(mc.factory, base_dir)
+    try:
+        model = factory(**mc.kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"calling {mc.factory} with kwargs {mc.kwargs}: {exc}", source="[model] kwargs") from exc
+    if not isinstance(model, torch.nn.Module):
+        raise ConfigError(f"{mc.factory} returned {type(model).__name__}, not a torch.nn.Module", source="[model] factory")
+    return model.train(mc.train)
+
+
+def _latency_ms(fn: Callable[[], Any], repeat: int, warmup: int = 3) -> float:
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000.0
+
+
+def run_job(
+    cfg: Config,
+    *,
+    registry: Registry | None = None,
+    output: str | Path | None = None,
+    repeat: int = 20,
+    save: bool = True,
+) -> JobResult:
+    """Run the main job described by ``cfg`` (see the module doc).
+
+    Raises:
+        ConfigError/UserError: a bad model section, factory or capture.
+        PassFailedError: a pass failed (the graph was rolled back).
+        VerificationError: outputs changed beyond ``atol``/``rtol``, or the saved program
+            does not reproduce them.
+    """
+    if cfg.model is None:
+        raise ConfigError("no [model] section: `fxpasses run` needs a model factory and inputs", source=cfg._source)
+    pipeline = Pipeline._from_config_obj(cfg, registry=registry) if cfg.pipeline is not None else None
+    if pipeline is None:
+        cfg = cfg.model_copy(update={"pipeline": DEFAULT_PIPELINE})
+        cfg._source = "default pipeline"
+        pipeline = Pipeline._from_config_obj(cfg, registry=registry)
+    mc = cfg.model
+    base_dir = cfg._base_dir
+    torch.manual_seed(mc.seed)
+    model = _build_model(mc, base_dir)
+    inputs = make_inputs(mc.inputs, mc.seed)
+    t0 = time.perf_counter()
+    cap = capture(model, inputs, mc.capture)
+    capture_seconds = time.perf_counter() - t0
+    gm = cap.gm
+    with torch.no_grad():
+        expected = clone_outputs(gm(*cap.inputs))
+    before_ms = _latency_ms(lambda: gm(*cap.inputs), repeat)
+    report = pipeline.run(gm, cap.inputs)
+    with torch.no_grad():
+        actual = clone_outputs(gm(*cap.inputs))
+    cmp = compare_outputs(actual, expected, cfg.atol, cfg.rtol)
+    if cmp.message:
+        raise VerificationError(f"the optimized model's outputs differ from the original: {cmp.message}")
+    after_ms = _latency_ms(lambda: gm(*cap.inputs), repeat)
+    result = JobResult(
+        report=report,
+        max_abs_error=cmp.max_abs,
+        latency_before_ms=before_ms,
+        latency_after_ms=after_ms,
+        capture_seconds=capture_seconds,
+        model_name=mc.factory,
+    )
+    out_dir = Path(output) if output is not None else (Path(cfg.output) if cfg.output else None)
+    if save and out_dir is not None:
+        result.saved = _save(gm, cap.inputs, mc.capture, out_dir, expected, cfg)
+        (out_dir / "report.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
+        result.saved.append(out_dir / "report.json")
+    return result
+
+
+def _save(
+    gm: torch.fx.GraphModule, inputs: list[Any], capture_kind: str, out_dir: Path, expected: Any, cfg: Config
+) -> list[Path]:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create output directory {out_dir}: {exc}") from exc
+    saved = []
+    if capture_kind == "export":
+        path = out_dir / "model.pt2"
+        ep = torch.export.export(gm, tuple(inputs))
+        torch.export.save(ep, str(path))
+        loaded = torch.export.load(str(path)).module()
+        with torch.no_grad():
+            got = clone_outputs(loaded(*inputs))
+        cmp = compare_outputs(got, expected, cfg.atol, cfg.rtol)
+        if cmp.message:
+            raise VerificationError(f"{path} read back with torch.export.load gives other outputs: {cmp.message}")
+        saved.append(path)
+    else:
+        code = out_dir / "model.py"
+        code.write_text(gm.code)
+        state = out_dir / "state_dict.pt"
+        torch.save(gm.state_dict(), state)
+        saved += [code, state]
+    return saved

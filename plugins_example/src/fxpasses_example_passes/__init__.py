@@ -1,0 +1,78 @@
+"""Example third-party passes for fxpasses.
+
+- ``remove_identity``: drops no-op nodes (``nn.Identity`` modules, ``aten.alias``, and
+  ``contiguous()``/``.to(same dtype)`` calls on values known to be unchanged by them).
+- ``count_ops``: an analysis that counts the graph's nodes by canonical op name.
+
+Registered through the ``fxpasses`` entry-point group (see pyproject.toml).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.fx
+
+import fxpasses
+from fxpasses import GraphPass, NodePass, PassOptions, Replace, on
+from fxpasses.ops import op_name
+
+__all__ = ["RemoveIdentity", "CountOps", "fxpasses_register_passes"]
+
+
+class RemoveIdentity(NodePass):
+    """Remove no-op nodes: nn.Identity, aten.alias, and .to() to the dtype a value already has.
+
+    A ``.to(dtype)`` call is removed only when the node's recorded metadata (``meta["val"]``,
+    ``["example_value"]`` or ``["tensor_meta"]``, e.g. from ``propagate_shapes``) proves its
+    input already has that dtype; otherwise it is left alone.
+    """
+
+    name = "remove_identity"
+    before = ("eliminate_dead_code",)
+
+    @on("identity", op="call_module")
+    def identity_module(self, node, ctx):
+        ctx.count("removed")
+        return Replace(node.args[0])
+
+    @on("alias", op="call_function")
+    def alias(self, node, ctx):
+        ctx.count("removed")
+        return Replace(node.args[0])
+
+    @on("to", op="call_method")
+    def to_same_dtype(self, node, ctx):
+        src = node.args[0]
+        if len(node.args) != 2 or node.kwargs or not isinstance(node.args[1], torch.dtype):
+            return None
+        info = ctx.tensor_info(src) if isinstance(src, torch.fx.Node) else None
+        if info is None or info[1] != node.args[1]:
+            return None
+        ctx.count("removed")
+        return Replace(src)
+
+
+class CountOps(GraphPass):
+    """Count the graph's nodes by canonical op name (shown as the pass's counters)."""
+
+    name = "count_ops"
+    kind = "analysis"
+
+    class Options(PassOptions):
+        #: only count these op names (empty: all)
+        only: list[str] = []
+
+    def run(self, gm, ctx):
+        for node in gm.graph.nodes:
+            name = op_name(node, gm) or node.op
+            if not self.options.only or name in self.options.only:
+                ctx.count(name)
+        return False
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register: Callable[[type], None]) -> None:
+    register(RemoveIdentity)
+    register(CountOps)

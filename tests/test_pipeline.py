@@ -1,0 +1,260 @@
+"""Pipelines: construction from lists, strings and config files; ordering; plans; errors."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+import fxpasses
+from fxpasses import ConfigError, CycleError, OptionsError, Pipeline, Registry, UnknownPassError
+from fxpasses.spec import parse_pipeline_string
+
+
+def make_pass(name, requires=(), after=(), before=(), options=None):
+    ns = {
+        "__doc__": f"{name} pass",
+        "name": name,
+        "requires": tuple(requires),
+        "after": tuple(after),
+        "before": tuple(before),
+        "run": lambda self, gm, ctx: False,
+    }
+    if options is not None:
+        ns["Options"] = options
+    return type(name.title(), (fxpasses.GraphPass,), ns)
+
+
+class CSEOptions(fxpasses.PassOptions):
+    skip_random_ops: bool = True
+    max_numel: int = 4096
+    scale: float = 1.0
+    names: list[str] = []
+
+
+@pytest.fixture
+def reg():
+    r = Registry(autoload=False)
+    for p in [
+        make_pass("a"),
+        make_pass("b"),
+        make_pass("c", requires=("a",)),
+        make_pass("d", after=("b",)),
+        make_pass("e", before=("a",)),
+        make_pass("f", requires=("c",)),
+        make_pass("cse", options=CSEOptions),
+        make_pass("x", after=("y",)),
+        make_pass("y", after=("z",)),
+        make_pass("z", after=("x",)),
+    ]:
+        r.register(p)
+    return r
+
+
+def names(p):
+    return p.plan().names()
+
+
+def test_user_order_kept_when_no_constraints(reg):
+    assert names(Pipeline(["b", "a", "cse"], registry=reg)) == ["b", "a", "cse"]
+
+
+def test_requires_pulls_in_missing_pass_before_its_user(reg):
+    plan = Pipeline(["b", "f"], registry=reg).plan()
+    assert plan.names() == ["b", "a", "c", "f"]
+    assert plan.steps[1].reasons == ["pulled in: required by c"]
+    assert plan.steps[2].reasons == ["pulled in: required by f"]
+
+
+def test_requires_moves_a_later_instance_earlier(reg):
+    plan = Pipeline(["c", "b", "a"], registry=reg).plan()
+    assert plan.names() == ["a", "c", "b"]
+    assert plan.steps[0].reasons == ["moved before c: c requires a"]
+
+
+def test_after_and_before_only_order_present_passes(reg):
+    assert names(Pipeline(["d", "a"], registry=reg)) == ["d", "a"]  # b absent: nothing pulled in
+    assert names(Pipeline(["d", "b"], registry=reg)) == ["b", "d"]
+    assert names(Pipeline(["a", "e"], registry=reg)) == ["e", "a"]
+
+
+def test_cycle_is_reported_as_path(reg):
+    with pytest.raises(CycleError) as info:
+        Pipeline(["x", "y", "z"], registry=reg)
+    cycle = info.value.cycle
+    assert cycle[0] == cycle[-1] and set(cycle) == {"x", "y", "z"} and len(cycle) == 4
+    text = str(info.value)
+    assert " -> ".join(cycle) in text
+    # each arrow reads "runs before": x must run after y, so y -> x appears
+    i = cycle.index("y")
+    assert cycle[i + 1] == "x"
+    assert "x declares after = y" in text
+
+
+def test_duplicate_entries_allowed_and_kept(reg):
+    assert names(Pipeline(["a", "b", "a"], registry=reg)) == ["a", "b", "a"]
+
+
+def test_pipeline_string_with_options(reg):
+    p = Pipeline.from_string("cse{skip_random_ops=false,max_numel=10,scale=0.5,names=[p, 'q r']},a", registry=reg)
+    step = p.plan().steps[0]
+    assert step.options.model_dump() == {"skip_random_ops": False, "max_numel": 10, "scale": 0.5, "names": ["p", "q r"]}
+    assert p.plan().as_pipeline_string() == "cse{skip_random_ops=false,max_numel=10,scale=0.5,names=[p,'q r']},a"
+
+
+def test_options_error_names_pass_field_suggestion_and_position(reg):
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("a, cse{skip_random_op=false}", registry=reg)
+    msg = str(info.value)
+    assert "cse.skip_random_op" in msg
+    assert "did you mean 'skip_random_ops'" in msg
+    assert "entry 2 ('cse') at column 4" in msg
+    with pytest.raises(OptionsError) as info:
+        Pipeline([("cse", {"max_numel": "lots"})], registry=reg)
+    assert info.value.problems[0][0] == "max_numel" and info.value.problems[0][2] == "lots"
+
+
+def test_unknown_pass_in_string_names_position_and_suggests(reg):
+    with pytest.raises(UnknownPassError) as info:
+        Pipeline.from_string("a,cs", registry=reg)
+    assert info.value.suggestions[0] == "cse"
+    assert "entry 2 ('cs') at column 3" in str(info.value)
+
+
+def test_required_pass_that_does_not_exist():
+    r = Registry(autoload=False)
+    r.register(make_pass("needs_ghost", requires=("ghost",)))
+    with pytest.raises(UnknownPassError) as info:
+        Pipeline(["needs_ghost"], registry=r)
+    assert "required by pass 'needs_ghost'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text, fault",
+    [
+        ("", "empty"),
+        ("a,,b", "column 3"),
+        ("a{x}", "expected '='"),
+        ("a{x=1", "expected ',' or '}'"),
+        ("a{x=[1,2}", "expected ',' or ']'"),
+        ("a{x='open}", "unterminated string"),
+        ("a b", "expected ',' between passes"),
+        ("a{x=1,x=2}", "given twice"),
+        ("1a", "expected a pass name"),
+    ],
+)
+def test_malformed_pipeline_strings(text, fault):
+    with pytest.raises(ConfigError, match=fault):
+        parse_pipeline_string(text)
+
+
+def test_scalars_in_pipeline_strings():
+    (e,) = parse_pipeline_string("p{a=1,b=-2.5e3,c=true,d=False,e=none,f=hello,g=\"1\",h=[],i=1e-5}")
+    assert e.options == {"a": 1, "b": -2500.0, "c": True, "d": False, "e": None, "f": "hello", "g": "1", "h": [], "i": 1e-5}
+    assert type(e.options["a"]) is int
+
+
+def test_empty_pipeline_and_options_for_absent_pass(reg):
+    with pytest.raises(ConfigError, match="empty"):
+        Pipeline([], registry=reg)
+    with pytest.raises(ConfigError, match="not in the pipeline: cse"):
+        Pipeline(["a"], registry=reg, options={"cse": {"max_numel": 1}})
+
+
+TOML = """
+pipeline = ["b", {name = "cse", options = {max_numel = 7}}, "c"]
+verify = "none"
+on_error = "skip"
+[options.cse]
+scale = 2.0
+"""
+YAML = """
+pipeline: "b,cse{max_numel=7},c"
+verify: none
+on_error: skip
+options:
+  cse: {scale: 2.0}
+"""
+JSON = json.dumps({"pipeline": ["b", {"name": "cse", "options": {"max_numel": 7}}, "c"], "verify": "none", "on_error": "skip", "options": {"cse": {"scale": 2.0}}})
+PYPROJECT = "[project]\nname='x'\n[tool.fxpasses]\n" + TOML.replace("[options.cse]", "[tool.fxpasses.options.cse]")
+
+
+@pytest.mark.parametrize("filename, text", [("c.toml", TOML), ("c.yaml", YAML), ("c.json", JSON), ("pyproject.toml", PYPROJECT)])
+def test_config_files_give_the_same_pipeline(tmp_path, reg, filename, text):
+    path = tmp_path / filename
+    path.write_text(text)
+    p = Pipeline.from_config(path, registry=reg)
+    assert p.plan().names() == ["b", "cse", "a", "c"]
+    cse = p.plan().steps[1].options
+    assert (cse.max_numel, cse.scale) == (7, 2.0)
+    assert (p.verify, p.on_error) == ("none", "skip")
+
+
+def test_pyproject_found_from_cwd(tmp_path, reg, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    sub = tmp_path / "deep" / "er"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    assert Pipeline.from_config(None, registry=reg).plan().names() == ["b", "cse", "a", "c"]
+
+
+@pytest.mark.parametrize(
+    "filename, text, fault",
+    [
+        ("bad.toml", "pipeline = [", "invalid TOML"),
+        ("bad.yaml", "pipeline: [a, b", "invalid YAML"),
+        ("bad.json", "{", "invalid JSON"),
+        ("bad.toml", "pipelin = 'a'", "pipelin: unknown option; did you mean 'pipeline'"),
+        ("bad.toml", "pipeline = 'a'\nverify = 'sometimes'", "verify"),
+        ("bad.toml", "pipeline = 'a'\natol = -1", "atol"),
+        ("bad.ini", "x", "unsupported config file type"),
+        ("pyproject.toml", "[project]\nname='x'", "no [tool.fxpasses] table"),
+        ("bad.yaml", "- a\n- b", "must be a table"),
+        ("bad.toml", "", "no pipeline given"),
+    ],
+)
+def test_bad_config_files(tmp_path, reg, filename, text, fault):
+    path = tmp_path / filename
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(path, registry=reg)
+    assert fault in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_missing_config_file(tmp_path, reg):
+    with pytest.raises(ConfigError, match="not found"):
+        Pipeline.from_config(tmp_path / "nope.toml", registry=reg)
+
+
+def test_run_report_counts_and_changed_flags():
+    class MulOne(fxpasses.NodePass):
+        """x*1 -> x"""
+
+        name = "mul_one"
+
+        @fxpasses.on("mul")
+        def mul(self, node, ctx):
+            if node.args[1] == 1 and type(node.args[1]) is int:
+                ctx.count("removed")
+                return fxpasses.Replace(node.args[0])
+            ctx.skip(node, "not a multiply by the int 1")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return (x * 1) * 2
+
+    r = Registry(autoload=False)
+    r.register(MulOne)
+    gm = torch.fx.symbolic_trace(M())
+    report = Pipeline(["mul_one", "mul_one"], registry=r).run(gm, [torch.ones(2)])
+    first, second = report.passes
+    assert (first.changed, first.nodes_before, first.nodes_after) == (True, 4, 3)
+    assert first.counters == {"removed": 1, "skipped": 1}
+    assert first.skipped == [("mul_1", "not a multiply by the int 1")]
+    assert (second.changed, second.nodes_before, second.nodes_after) == (False, 3, 3)
+    assert report.nodes_before == 4 and report.nodes_after == 3
+    assert torch.equal(gm(torch.ones(2)), torch.full((2,), 2.0))
+    assert "mul_1" not in gm.code or "x * 2" in gm.code.replace("mul_1", "x")

@@ -1,0 +1,259 @@
+"""The registry: discovery through real entry points, isolation of broken plugins, lookup."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+import torch
+
+import fxpasses
+from fxpasses import DuplicatePassError, PluginError, Registry, UnknownPassError
+from fxpasses.errors import PassDefinitionError
+
+from dists import forget_modules, good_pass_source, make_dist
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    d = tmp_path / "site"
+    d.mkdir()
+    monkeypatch.syspath_prepend(str(d))
+    importlib.invalidate_caches()
+    yield d
+    importlib.invalidate_caches()
+
+
+def test_builtin_and_example_plugin_come_through_entry_points():
+    reg = Registry()
+    by_dist = {r.distribution: r for r in reg.plugins}
+    assert by_dist["fxpasses"].status == "loaded"
+    assert by_dist["fxpasses"].entry_point == "builtin = fxpasses.builtin_passes"
+    assert by_dist["fxpasses-example-passes"].passes == ["remove_identity", "count_ops"]
+    assert reg.info("count_ops").source == "fxpasses-example-passes 0.1.0"
+
+
+def test_six_distributions_third_broken_all_healthy_registered(site):
+    names = []
+    for i in range(6):
+        mod = f"fxp_test_pass_{i}"
+        src = "raise ImportError('no such dependency: missing_lib')\n" if i == 2 else good_pass_source(f"pass_{i}")
+        make_dist(site, f"pass-{i}", "1.0", mod, src)
+        names.append(mod)
+    forget_modules(*names)
+    reg = Registry()
+    for i in (0, 1, 3, 4, 5):
+        assert reg.info(f"pass_{i}").distribution == f"pass-{i}"
+    assert "pass_2" not in reg
+    failed = [r for r in reg.plugins if r.status == "failed"]
+    assert [r.distribution for r in failed] == ["pass-2"]
+    assert len(reg.problems) == 1
+    msg = str(reg.problems[0])
+    assert "pass-2 1.0" in msg and "fxp_test_pass_2" in msg and "missing_lib" in msg
+    forget_modules(*names)
+
+
+def test_strict_mode_makes_a_broken_plugin_an_error(site):
+    make_dist(site, "broken-dist", "2.3", "fxp_broken", "1/0\n")
+    forget_modules("fxp_broken")
+    with pytest.raises(PluginError) as info:
+        Registry(strict=True)
+    assert info.value.distribution == "broken-dist" and info.value.version == "2.3"
+    assert "ZeroDivisionError" in str(info.value)
+
+
+def test_two_distributions_same_pass_name_error_names_both(site):
+    make_dist(site, "dist-a", "1.0", "fxp_dup_a", good_pass_source("shared_name"))
+    make_dist(site, "dist-b", "2.0", "fxp_dup_b", good_pass_source("shared_name"))
+    forget_modules("fxp_dup_a", "fxp_dup_b")
+    reg = Registry()
+    with pytest.raises(DuplicatePassError) as info:
+        reg.get("shared_name")
+    assert "dist-a 1.0" in str(info.value) and "dist-b 2.0" in str(info.value)
+    assert "shared_name" in reg.names()
+    # a documented override picks one; never a silent winner
+    reg2 = Registry(prefer={"shared_name": "dist-b"})
+    assert reg2.info("shared_name").distribution == "dist-b"
+    with pytest.raises(DuplicatePassError):
+        Registry(strict=True)
+
+
+def test_hook_that_raises_and_bad_options_are_isolated(site):
+    make_dist(
+        site,
+        "raising-dist",
+        "0.1",
+        "fxp_raising",
+        """
+        import fxpasses
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            raise RuntimeError("cannot register today")
+        """,
+    )
+    make_dist(
+        site,
+        "bad-options-dist",
+        "0.2",
+        "fxp_badopts",
+        """
+        import fxpasses
+        class P(fxpasses.GraphPass):
+            "doc"
+            name = "bad_options"
+            Options = dict
+            def run(self, gm, ctx):
+                return False
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            register(P)
+        """,
+    )
+    forget_modules("fxp_raising", "fxp_badopts")
+    reg = Registry()
+    messages = [str(p) for p in reg.problems]
+    assert any("raising-dist 0.1" in m and "cannot register today" in m for m in messages)
+    assert any("bad-options-dist 0.2" in m and "pydantic" in m for m in messages)
+    assert "bad_options" not in reg
+    assert "eliminate_dead_code" in reg or len(reg.names()) >= 2  # the rest keep working
+    assert reg.get("count_ops").name == "count_ops"
+
+
+def test_hookimpl_with_default_argument_is_reported(site):
+    make_dist(
+        site,
+        "default-arg-dist",
+        "0.3",
+        "fxp_defaultarg",
+        """
+        import fxpasses
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register=None):
+            register(None)
+        """,
+    )
+    forget_modules("fxp_defaultarg")
+    reg = Registry()
+    (problem,) = [p for p in reg.problems if "default-arg-dist" in str(p)]
+    assert "gives a default to register" in str(problem)
+
+
+def test_misspelled_hook_is_reported(site):
+    make_dist(
+        site,
+        "typo-dist",
+        "0.4",
+        "fxp_typo",
+        """
+        import fxpasses
+        @fxpasses.hookimpl
+        def fxpasses_register_pases(register):
+            pass
+        """,
+    )
+    forget_modules("fxp_typo")
+    reg = Registry()
+    (problem,) = [p for p in reg.problems if "typo-dist" in str(p)]
+    assert "fxpasses_register_pases" in str(problem)
+
+
+def test_disable_and_autoload_env(site, monkeypatch):
+    make_dist(site, "extra-dist", "1.0", "fxp_extra", good_pass_source("extra_pass"))
+    forget_modules("fxp_extra")
+    assert "extra_pass" in Registry()
+    assert "extra_pass" not in Registry(disable=["extra-dist"])
+    monkeypatch.setenv("FXPASSES_DISABLE_PLUGIN_AUTOLOAD", "1")
+    reg = Registry()
+    assert "extra_pass" not in reg and "count_ops" not in reg
+    assert reg.plugins[0].distribution == "fxpasses" and reg.plugins[0].status == "loaded"
+    assert "extra_pass" in Registry(enable=["extra-dist"])
+
+
+def test_unknown_pass_suggests_close_names_and_lists_plugins():
+    reg = Registry()
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("count_op")
+    assert info.value.suggestions[0] == "count_ops"
+    assert "fxpasses-example-passes 0.1.0" in info.value.plugins
+    assert "did you mean 'count_ops'" in str(info.value)
+
+
+def test_programmatic_register_and_describe():
+    class Scale(fxpasses.NodePass):
+        """Scale things.
+
+        Longer text.
+        """
+
+        name = "scale_things"
+        requires = ("count_ops",)
+
+        class Options(fxpasses.PassOptions):
+            factor: float = 2.0
+            names: list[str] = []
+            mode: str
+
+        @fxpasses.on("mul")
+        def mul(self, node, ctx):
+            return None
+
+    reg = Registry()
+    reg.register(Scale)
+    d = reg.describe("scale_things")
+    assert d.summary == "Scale things."
+    assert [(o.name, o.type, o.default, o.required) for o in d.options] == [
+        ("factor", "float", 2.0, False),
+        ("names", "list[str]", [], False),
+        ("mode", "str", None, True),
+    ]
+    assert d.requires == ("count_ops",)
+    assert d.distribution == f"python:{__name__}" or d.distribution.startswith("python:")
+
+    class Other(fxpasses.GraphPass):
+        """x"""
+
+        name = "scale_things"
+
+        def run(self, gm, ctx):
+            return False
+
+    with pytest.raises(DuplicatePassError):
+        reg.register(Other)
+
+
+@pytest.mark.parametrize(
+    "attrs, message",
+    [
+        ({"name": "has space"}, "identifier"),
+        ({"name": "ok", "Options": int}, "pydantic"),
+        ({"name": "ok", "requires": "single_string"}, "tuple of pass names"),
+        ({"name": "ok", "kind": "mutation"}, "kind"),
+    ],
+)
+def test_malformed_pass_classes_are_rejected(attrs, message):
+    def hook(self, node, ctx):
+        return None
+
+    ns = {"__doc__": "doc", "h": fxpasses.on("mul")(hook), **attrs}
+    cls = type("Bad", (fxpasses.NodePass,), ns)
+    with pytest.raises(PassDefinitionError, match=message):
+        Registry(autoload=False).register(cls)
+
+
+def test_node_pass_without_hooks_and_hook_with_wrong_signature():
+    class NoHooks(fxpasses.NodePass):
+        name = "no_hooks"
+
+    with pytest.raises(PassDefinitionError, match="no @on hooks"):
+        Registry(autoload=False).register(NoHooks)
+
+    class WrongSig(fxpasses.NodePass):
+        name = "wrong_sig"
+
+        @fxpasses.on("mul")
+        def mul(self, node):
+            return None
+
+    with pytest.raises(PassDefinitionError, match=r"\(self, node, ctx\)"):
+        Registry(autoload=False).register(WrongSig)
