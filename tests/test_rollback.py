@@ -1,0 +1,238 @@
+"""Exact rollback: a failed pass leaves the GraphModule exactly as it was before that pass."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+
+import fxpasses
+from fxpasses import ERASE, PassFailedError, Pipeline, Registry, Replace
+from fxpasses._example import convnet
+from fxpasses.capture import capture
+
+
+def state(gm):
+    """Everything rollback promises to restore, in comparable form."""
+    nodes = list(gm.graph.nodes)
+    return {
+        "code": gm.graph.python_code("self").src,
+        "nodes": [(n, n.name, n.op, n.target, n.args, n.kwargs, dict(n.meta), list(n.users)) for n in nodes],
+        "params": {k: v for k, v in gm.named_parameters()},
+        "buffers": {k: v for k, v in gm.named_buffers()},
+        "modules": {k: v for k, v in gm.named_modules()},
+        "values": {k: v.detach().clone() for k, v in gm.state_dict().items()},
+    }
+
+
+def assert_same_state(before, after):
+    assert after["code"] == before["code"]
+    assert len(after["nodes"]) == len(before["nodes"])
+    for a, b in zip(after["nodes"], before["nodes"]):
+        assert a[0] is b[0]
+        assert a[1:6] == b[1:6]
+        assert a[6].keys() == b[6].keys() and all(a[6][k] is b[6][k] for k in a[6])
+        assert a[7] == b[7]
+    for key in ("params", "buffers", "modules"):
+        assert after[key].keys() == before[key].keys()
+        assert all(after[key][k] is before[key][k] for k in after[key])
+    for k, v in before["values"].items():
+        assert torch.equal(after["values"][k], v)
+
+
+class Wrecker(fxpasses.NodePass):
+    """Rewrites every call_function node it visits, then fails at the k-th one."""
+
+    name = "wrecker"
+
+    class Options(fxpasses.PassOptions):
+        fail_at: int = 0
+
+    def setup(self, gm, ctx):
+        self.seen = 0
+
+    @fxpasses.on(op="call_function")
+    def visit(self, node, ctx):
+        if self.seen == self.options.fail_at:
+            raise ValueError(f"planted failure at visit {self.seen}")
+        self.seen += 1
+        node.meta["wrecked"] = True
+        node.meta.pop("stack_trace", None)
+        ctx.rename(node, f"renamed_{node.name}")
+        if node.args and isinstance(node.args[0], torch.fx.Node) and node.args[0].op != "get_attr":
+            neg = ctx.call_function(operator.neg, (node.args[0],))
+            neg2 = ctx.call_function(operator.neg, (neg,))
+            node.args = (neg2, *node.args[1:])
+        if not node.users and node.target is not operator.getitem:
+            return ERASE
+        return None
+
+
+@pytest.fixture(scope="module")
+def exported():
+    model = convnet()
+    x = torch.randn(2, 3, 32, 32)
+    return model, x
+
+
+def test_failure_at_every_node_restores_exactly(exported):
+    model, x = exported
+    cap = capture(model, [x], "export")
+    gm = cap.gm
+    reg = Registry(autoload=False)
+    reg.register(Wrecker)
+    n_calls = len(gm.graph.find_nodes(op="call_function", target=torch.ops.aten.conv2d.default)) and sum(
+        1 for n in gm.graph.nodes if n.op == "call_function"
+    )
+    assert n_calls > 10
+    expected = gm(x)
+    before = state(gm)
+    for k in range(n_calls):
+        with pytest.raises(PassFailedError) as info:
+            Pipeline([("wrecker", {"fail_at": k})], registry=reg).run(gm, [x])
+        err = info.value
+        assert err.rolled_back and err.pass_name == "wrecker"
+        assert f"planted failure at visit {k}" in str(err)
+        assert isinstance(err.__cause__, ValueError)
+        assert err.node is not None and err.node["op"] == "call_function"
+        assert_same_state(before, state(gm))
+    assert torch.equal(gm(x), expected)
+
+
+def test_error_names_node_and_user_source_line(exported):
+    model, x = exported
+    gm = capture(model, [x], "export").gm
+    reg = Registry(autoload=False)
+    reg.register(Wrecker)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([("wrecker", {"fail_at": 0})], registry=reg).run(gm, [x])
+    text = str(info.value)
+    first = next(n for n in gm.graph.nodes if n.op == "call_function")
+    assert f"at node %{first.name} (op=call_function, target=aten.conv2d.default" in text
+    assert "user code: File" in text and "_example.py" in text and "in forward:" in text
+    assert "restored to its state before 'wrecker'" in text
+
+
+class SubmoduleThief(fxpasses.GraphPass):
+    """Deletes a submodule, adds a buffer and changes a parameter, then fails lint."""
+
+    name = "thief"
+
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            gm.fc.weight.mul_(0)
+        del gm._modules["fc"]
+        gm.register_buffer("stolen", torch.ones(3))
+        return True
+
+
+def test_deleted_submodule_and_in_place_parameter_restored_with_tensor_snapshot():
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    gm = capture(model, [x], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    reg.register(SubmoduleThief)
+    before = state(gm)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["thief"], registry=reg, snapshot_tensors=True).run(gm, [x])
+    assert "fc" in str(info.value)  # lint: the call_module target no longer exists
+    assert_same_state(before, state(gm))
+    assert not hasattr(gm, "stolen")
+    assert torch.allclose(gm(x), model(x))
+
+
+def test_in_place_parameter_change_without_tensor_snapshot_is_reported():
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    gm = capture(model, [x], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    reg.register(SubmoduleThief)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["thief"], registry=reg).run(gm, [x])
+    assert "could not be restored" in str(info.value) and "fc.weight" in str(info.value)
+    assert "fc" in dict(gm.named_children())  # structure is still restored
+
+
+class Dangler(fxpasses.NodePass):
+    """Points a node at a node from another graph (a dangling use)."""
+
+    name = "dangler"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        other = torch.fx.Graph().placeholder("ghost")
+        node.args = (other,)
+
+
+def test_lint_failure_rolls_back_and_skip_continues():
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    gm = capture(model, [x], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    reg.register(Dangler)
+    before = state(gm)
+    with pytest.raises(PassFailedError, match="graph lint failed"):
+        Pipeline(["dangler"], registry=reg).run(gm, [x])
+    assert_same_state(before, state(gm))
+    report = Pipeline(["dangler"], registry=reg, on_error="skip").run(gm, [x])
+    assert report.passes[0].status == "skipped" and "lint" in report.passes[0].error
+    assert_same_state(before, state(gm))
+
+
+def test_on_error_raise_leaves_the_broken_graph_for_debugging():
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    gm = capture(model, [x], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    reg.register(Dangler)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["dangler"], registry=reg, on_error="raise").run(gm, [x])
+    assert not info.value.rolled_back
+    assert any(a.name == "ghost" for n in gm.graph.nodes for a in n.all_input_nodes)
+
+
+def test_erase_with_users_names_each_user():
+    class EraseSum(fxpasses.NodePass):
+        """Erase sum nodes."""
+
+        name = "erase_sum"
+
+        @fxpasses.on("sum")
+        def s(self, node, ctx):
+            return ERASE
+
+    def f(x, mask):
+        torch._assert(mask.sum() >= 0, "mask must be non-negative")
+        return x + 1
+
+    gm = torch.fx.symbolic_trace(f)
+    reg = Registry(autoload=False)
+    reg.register(EraseSum)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["erase_sum"], registry=reg).run(gm, [torch.ones(2), torch.ones(2)])
+    assert isinstance(info.value.__cause__, fxpasses.NodeHasUsersError)
+    assert "cannot erase node %sum_1" in str(info.value) and "%ge (op=call_function)" in str(info.value)
+    gm.graph.lint()
+
+
+def test_numeric_verification_catches_a_wrong_rewrite_and_rolls_back():
+    class Wrong(fxpasses.NodePass):
+        """relu -> identity (wrong)."""
+
+        name = "wrong"
+
+        @fxpasses.on("relu")
+        def r(self, node, ctx):
+            return Replace(node.args[0])
+
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    gm = capture(model, [x], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    reg.register(Wrong)
+    before = state(gm)
+    with pytest.raises(PassFailedError, match="verification failed: output: max abs error"):
+        Pipeline(["wrong"], registry=reg, verify="numeric").run(gm, [x])
+    assert_same_state(before, state(gm))
+    assert torch.allclose(gm(x), model(x))
