@@ -1,0 +1,90 @@
+"""The fxpasses command line: output, exit status, and one clear message per user error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fxpasses.cli import cli
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_list_shows_passes_with_their_source():
+    r = invoke("list")
+    assert r.exit_code == 0, r.output
+    lines = {line.split()[0]: line for line in r.output.splitlines() if line.strip()}
+    assert "fxpasses-example-passes 0.1.0" in lines["count_ops"]
+    assert "analysis" in lines["count_ops"]
+
+
+def test_list_json():
+    r = invoke("list", "--format", "json")
+    data = json.loads(r.output)
+    passes = {p["name"]: p for p in data["passes"]}
+    assert passes["remove_identity"]["source"] == "fxpasses-example-passes 0.1.0"
+    assert {p["distribution"] for p in data["plugins"]} >= {"fxpasses", "fxpasses-example-passes"}
+
+
+def test_show_options_and_dependencies():
+    r = invoke("show", "count_ops")
+    assert r.exit_code == 0
+    assert "count_ops (analysis)" in r.output
+    assert "only" in r.output and "list[str]" in r.output and "[]" in r.output
+    assert "fxpasses-example-passes 0.1.0" in r.output
+    d = json.loads(invoke("show", "remove_identity", "--format", "json").output)
+    assert d["before"] == ["eliminate_dead_code"] and d["options"] == []
+
+
+def test_unknown_pass_exit_2_one_message_no_traceback():
+    r = CliRunner().invoke(cli, ["show", "count_op"])
+    assert r.exit_code == 2
+    assert "unknown pass 'count_op'; did you mean 'count_ops'?" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_traceback_flag_shows_the_traceback():
+    r = CliRunner().invoke(cli, ["--traceback", "show", "count_op"])
+    assert r.exit_code != 0 and r.exception is not None
+
+
+def test_check_prints_plan(tmp_path):
+    cfg = tmp_path / "p.toml"
+    cfg.write_text('pipeline = "count_ops{only=[add]},remove_identity"\nverify = "none"\n')
+    r = invoke("check", str(cfg))
+    assert r.exit_code == 0, r.output
+    assert "OK, 2 passes (verify=none, on_error=rollback)" in r.output
+    assert " 1. count_ops{only=[add]}" in r.output and " 2. remove_identity" in r.output
+
+
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["check", "--pipeline", "count_ops{onl=[add]}"], "did you mean 'only'"),
+        (["check", "--pipeline", "count_ops,,"], "expected a pass name"),
+        (["check", "does-not-exist.toml"], "config file not found"),
+        (["check"], "give a CONFIG file or --pipeline"),
+    ],
+)
+def test_check_user_errors_exit_2(args, text, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2, r.output
+    assert text in r.output
+    assert "Traceback" not in r.output
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "fxpasses"
+    assert script.is_file()
+    out = subprocess.run([str(script), "show", "nope"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: unknown pass 'nope'")
+    assert out.stdout == ""
