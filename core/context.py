@@ -95,8 +95,16 @@ class PassContext:
         kwargs: dict[str, Argument] | None = None,
         name: str | None = None,
     ) -> Node:
-        """Create a node at the current insertion point with the current provenance."""
-        node = self.graph.create_node(op, target, tuple(args), dict(kwargs or {}), name)
+        """Create a node with the current provenance, before the visited node by default.
+
+        Inside :meth:`inserting_before`/:meth:`inserting_after` it goes where they say;
+        outside a hook (no visited node) at the graph's current insertion point.
+        """
+        if self._provenance is None and self.node is not None:
+            with self.graph.inserting_before(self.node):
+                node = self.graph.create_node(op, target, tuple(args), dict(kwargs or {}), name)
+        else:
+            node = self.graph.create_node(op, target, tuple(args), dict(kwargs or {}), name)
         src = self._provenance if self._provenance is not None else self.node
         if src is not None:
             copy_provenance(src, node)

@@ -162,16 +162,14 @@ def run_pass(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool | None
             raise HookError(ctx.node, exc) from exc
     assert isinstance(p, NodePass)
     changed = False
-    graph = gm.graph
     for node, matchers in _work_list(p, gm):
         for m in matchers:
             if node._erased:
                 break
             ctx.node = node
             try:
-                with graph.inserting_before(node):
-                    action = m.hook(node, ctx)
-                    did = _apply(node, action, ctx)
+                action = m.hook(node, ctx)
+                did = _apply(node, action, ctx)
             except Exception as exc:
                 raise HookError(node, exc) from exc
             changed |= did
