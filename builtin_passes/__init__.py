@@ -11,9 +11,15 @@ from typing import Callable
 
 from fxpasses import hookimpl
 
+from .print_graph import PrintGraph
+from .shapes import PropagateShapes
+
 __all__ = ["BUILTIN_PASSES", "fxpasses_register_passes"]
 
-BUILTIN_PASSES: tuple[type, ...] = ()
+BUILTIN_PASSES: tuple[type, ...] = (
+    PropagateShapes,
+    PrintGraph,
+)
 
 
 @hookimpl

@@ -1,0 +1,270 @@
+"""``propagate_shapes``: record the shape and dtype of every node (an analysis pass).
+
+After the pass, every node whose value is a tensor (or a tuple/list of tensors) carries:
+
+- ``node.meta["val"]``: a ``FakeTensor`` with the node's shape, dtype, strides and device (a
+  tuple/list of them for multi-output nodes; Python ints/floats/bools as they are);
+- ``node.meta["tensor_meta"]``: ``torch.fx.passes.shape_prop.TensorMetadata`` (shape, dtype,
+  requires_grad, stride, memory_format, ...), as ``ShapeProp`` writes it.
+
+so that other passes can call ``ctx.tensor_info(node)`` -> ``(torch.Size, torch.dtype)``.
+Nodes whose value is not a tensor or number (``None``, modules) get nothing.
+
+How values are computed (option ``mode``):
+
+- ``"fake"``: ``torch.fx.passes.fake_tensor_prop.FakeTensorProp`` under a ``FakeTensorMode``:
+  no real computation, no memory for activations. The graph's parameters and buffers (read by
+  ``call_module`` or ``get_attr``) are swapped for fake copies while it runs, so nothing real
+  is read or written; example inputs are converted to fake tensors with static shapes (inputs
+  that are already fake keep their mode, e.g. inside a ``torch.compile`` backend).
+  Data-dependent ops (``nonzero``, ``.item()``, boolean masking) and ops without a fake
+  kernel fail here.
+- ``"real"``: the graph is executed on the real example inputs (``torch.fx.Interpreter``, under
+  ``torch.no_grad()``, with the CPU/CUDA RNG state restored afterwards); buffers and
+  non-parameter inputs are cloned first, so in-place writes (BatchNorm statistics in training
+  mode) do not reach the module or the caller's tensors. The results are recorded as fake
+  copies (metadata only; no activation is kept alive), ``requires_grad`` is False throughout.
+- ``"auto"`` (default): ``"fake"``, and ``"real"`` when the fake propagation fails (the
+  counter ``real_fallback`` is 1 and the reason is logged on the ``fxpasses.propagate_shapes``
+  logger).
+
+Dialects: ``symbolic_trace`` (submodules as ``call_module``), ``dynamo`` (parameters and
+buffers are placeholders, so the example inputs include them: pass the inputs the capture
+returned), ``export`` (parameters as ``get_attr``; existing ``meta["val"]`` is overwritten with
+values for the run's example inputs).
+
+Inputs: the run's example inputs (``ctx.example_inputs``: the positional inputs of ``gm``).
+Without them, in ``"fake"``/``"auto"`` mode, the placeholders' own values are used when every
+placeholder has one (``meta["val"]`` from ``torch.export``, ``meta["example_value"]`` from
+TorchDynamo).
+
+The graph is not changed (it is an analysis pass: the pipeline checks). The pass result is
+also stored in ``ctx.analyses["propagate_shapes"]`` (``{"mode": "fake" | "real",
+"nodes_annotated": int}``). Counter ``nodes_annotated``: nodes given tensor metadata.
+
+Raises:
+    MissingExampleInputsError (a ``UserError``, from ``setup``: before anything runs): no
+        example inputs and (``mode="real"``, or a placeholder without a recorded value), or
+        ``mode="real"`` with fake example inputs.
+    RuntimeError: propagation failed (``"fake"``: the fake error; ``"auto"``: both errors).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Callable, Iterator, Literal, Sequence
+
+import torch
+import torch.fx
+from pydantic import Field
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.fx.node import map_aggregate
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
+
+from fxpasses import GraphPass, PassContext, PassOptions, UserError
+
+__all__ = ["PropagateShapes", "MissingExampleInputsError"]
+
+log = logging.getLogger("fxpasses.propagate_shapes")
+
+
+class MissingExampleInputsError(UserError):
+    """``propagate_shapes`` has no inputs to propagate (see the module doc)."""
+
+
+class PropagateShapes(GraphPass):
+    """Record each node's shape and dtype in node.meta (val, tensor_meta), using fake tensors where possible."""
+
+    name = "propagate_shapes"
+    kind = "analysis"
+
+    class Options(PassOptions):
+        mode: Literal["fake", "real", "auto"] = Field(
+            "auto",
+            description='"fake": FakeTensorProp, no real computation; "real": execute the graph on '
+            'the example inputs; "auto": fake, and real when fake propagation fails',
+        )
+
+    def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
+        mode = self.options.mode
+        self._flat = False  # True: the inputs are the placeholders' values, not gm's inputs
+        if ctx.example_inputs is not None:
+            self._inputs = list(ctx.example_inputs)
+            if mode == "real" and any(isinstance(t, FakeTensor) for t in self._inputs):
+                raise MissingExampleInputsError(
+                    "pass 'propagate_shapes' (mode='real') needs real example inputs, "
+                    "got fake tensors; use mode='fake' or 'auto'"
+                )
+            return
+        recorded = [_placeholder_value(n) for n in gm.graph.find_nodes(op="placeholder")]
+        if mode != "real" and all(v is not None for v in recorded):
+            self._inputs, self._flat = recorded, True
+            return
+        why = "" if mode == "real" else " and not every placeholder has a recorded meta['val']"
+        raise MissingExampleInputsError(
+            f"pass 'propagate_shapes' (mode={mode!r}) needs example inputs: none were given{why}; "
+            "pass them as pipeline.run(gm, example_inputs=[...]) (for a TorchDynamo graph: the "
+            "inputs the capture returned, parameters included)"
+        )
+
+    def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
+        if self.options.mode == "real":
+            n, used = _propagate_real(gm, self._inputs), "real"
+        else:
+            try:
+                n, used = _propagate_fake(gm, self._inputs, flat=self._flat), "fake"
+            except Exception as exc:
+                n, used = self._fall_back(gm, exc), "real"
+                ctx.count("real_fallback")
+        ctx.count("nodes_annotated", n)
+        ctx.analyses[self.name] = {"mode": used, "nodes_annotated": n}
+        return False
+
+    def _fall_back(self, gm: torch.fx.GraphModule, fake_exc: Exception) -> int:
+        """Real propagation after the fake one failed (``mode="auto"`` only)."""
+        why = f"fake tensor propagation failed ({_first_line(fake_exc)})"
+        if self.options.mode == "fake":
+            raise RuntimeError(why) from fake_exc
+        if self._flat or any(isinstance(t, FakeTensor) for t in self._inputs):
+            raise RuntimeError(f"{why} and real propagation needs real example inputs") from fake_exc
+        log.info("propagate_shapes: %s; running the graph on the real example inputs", why)
+        try:
+            return _propagate_real(gm, self._inputs)
+        except Exception as real_exc:
+            raise RuntimeError(f"{why} and real propagation failed ({_first_line(real_exc)})") from real_exc
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _placeholder_value(node: torch.fx.Node) -> Any:
+    meta = node.meta
+    return meta["val"] if meta.get("val") is not None else meta.get("example_value")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _tensor_meta(value: Any) -> Any:
+    """``TensorMetadata`` for each tensor of ``value`` (None when it holds no tensor)."""
+    found = False
+
+    def extract(v: Any) -> Any:
+        nonlocal found
+        if isinstance(v, torch.Tensor):
+            found = True
+            return _extract_tensor_metadata(v)
+        return v
+
+    meta = map_aggregate(value, extract)
+    return meta if found else None
+
+
+@contextlib.contextmanager
+def _swapped_state(gm: torch.nn.Module, convert: Callable[[torch.Tensor], torch.Tensor], buffers_only: bool = False) -> Iterator[None]:
+    """Replace every parameter/buffer of ``gm``'s module tree by ``convert(t)`` inside.
+
+    A tensor shared by several modules is converted once. The very same objects are put back.
+    """
+    saved: list[tuple[dict[str, Any], str, torch.Tensor]] = []
+    for m in gm.modules():
+        stores = (m._buffers,) if buffers_only else (m._parameters, m._buffers)
+        for store in stores:
+            saved.extend((store, k, t) for k, t in store.items() if t is not None)
+    converted: dict[int, torch.Tensor] = {}
+    try:
+        for store, k, t in saved:
+            if id(t) not in converted:
+                converted[id(t)] = convert(t)
+            store[k] = converted[id(t)]
+        yield
+    finally:
+        for store, k, t in saved:
+            store[k] = t
+
+
+class _FakeProp(FakeTensorProp):
+    """FakeTensorProp that also fakes plain tensor attributes and writes ``tensor_meta``."""
+
+    annotated = 0
+
+    def get_attr(self, target: Any, args: Any, kwargs: Any) -> Any:
+        value = super().get_attr(target, args, kwargs)
+        if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+            value = self._mode.from_tensor(value, static_shapes=True)
+        return value
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        tm = _tensor_meta(result)
+        if tm is not None:
+            n.meta["tensor_meta"] = tm
+            self.annotated += 1
+        return result
+
+
+def _propagate_fake(gm: torch.fx.GraphModule, inputs: Sequence[Any], *, flat: bool) -> int:
+    """Run ``gm`` on fake tensors, annotating each node; return the number annotated."""
+    from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode(inputs) or FakeTensorMode(allow_non_fake_inputs=True)
+
+    def fake(t: Any) -> Any:
+        if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor):
+            return mode.from_tensor(t, static_shapes=True)
+        return t
+
+    prop = _FakeProp(gm, mode)
+    args = [fake(t) for t in inputs]
+    with _swapped_state(gm, fake), mode:
+        prop.run(*args, enable_io_processing=not flat)
+    return prop.annotated
+
+
+class _RealProp(torch.fx.Interpreter):
+    """Executes the graph on real tensors; records fake copies and ``tensor_meta`` per node."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.fake_mode = FakeTensorMode()
+        self.annotated = 0
+
+    def _fake(self, v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            try:
+                return self.fake_mode.from_tensor(v, static_shapes=True)
+            except Exception:  # a tensor kind fake tensors cannot represent: no "val"
+                return None
+        return v if isinstance(v, (int, float, bool, torch.SymInt)) else None
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        val = map_aggregate(result, self._fake)
+        if val is not None:
+            n.meta["val"] = val
+        tm = _tensor_meta(result)
+        if tm is not None:
+            n.meta["tensor_meta"] = tm
+            self.annotated += 1
+        return result
+
+
+def _propagate_real(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> int:
+    """Execute ``gm`` on ``inputs`` without side effects on them or on its buffers."""
+
+    def clone(t: Any) -> Any:
+        if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
+            return t.detach().clone()
+        return t
+
+    tensors = [*inputs, *gm.parameters()]
+    devices = sorted({t.device.index or 0 for t in tensors if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
+    prop = _RealProp(gm)
+    args = [clone(t) for t in inputs]
+    with _swapped_state(gm, clone, buffers_only=True), torch.random.fork_rng(devices=devices), torch.no_grad():
+        prop.run(*args)
+    return prop.annotated
