@@ -330,6 +330,11 @@ class Pipeline:
                             raise VerificationError(err.message)
                 except (HookError, VerificationError, RuntimeError, AssertionError) as exc:
                     pr.seconds = time.perf_counter() - t0
+                    if isinstance(exc, HookError) and isinstance(exc.cause, UserError):
+                        # the pass reports a user error (e.g. missing example inputs): undo
+                        # what it did and let the user see the error itself
+                        snap.restore()
+                        raise exc.cause from None
                     failure = self._failure(step.name, exc, snap, on_error)
                     if on_error != "raise":
                         dirty = True  # the compiled code may have been replaced
@@ -471,8 +476,10 @@ def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: 
     def walk(a: Any, e: Any, p: str) -> str:
         nonlocal worst
         if isinstance(e, torch.Tensor):
+            e = e.detach()
             if not isinstance(a, torch.Tensor):
                 return f"{p}: expected a tensor, got {type(a).__name__}"
+            a = a.detach()
             if a.dtype != e.dtype:
                 return f"{p}: dtype changed from {e.dtype} to {a.dtype}"
             if a.shape != e.shape:
@@ -491,7 +498,7 @@ def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: 
                 if inf_mismatch.any() and not torch.equal(ea[inf_mismatch], aa[inf_mismatch]):
                     return f"{p}: infinities differ"
                 diff = torch.where(inf_mismatch, torch.zeros_like(diff), diff)
-                m = float(diff.max())
+                m = float(diff.max().detach())
                 worst = max(worst, m)
                 bound = atol + rtol * ea.abs()
                 bad = diff > torch.where(ok, bound, torch.full_like(bound, math.inf))

@@ -154,7 +154,10 @@ def run_pass(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool | None
     Raises:
         HookError: a hook or the pass raised; ``node`` is the node being visited, if any.
     """
-    p.setup(gm, ctx)
+    try:
+        p.setup(gm, ctx)
+    except Exception as exc:
+        raise HookError(None, exc) from exc
     if isinstance(p, GraphPass):
         try:
             return p.run(gm, ctx)
