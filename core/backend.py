@@ -1,0 +1,96 @@
+"""``torch.compile(model, backend="fxpasses")``: run a pipeline on every TorchDynamo graph.
+
+Registered through torch's ``torch_dynamo_backends`` entry-point group, so it works as soon as
+fxpasses is installed. The pipeline is taken from, in order:
+
+1. ``torch.compile(..., options={"pipeline": "remove_dropout,eliminate_dead_code"})``
+   (a pipeline string or a list of entries);
+2. the ``FXPASSES_PIPELINE`` environment variable (a pipeline string);
+3. ``pipeline`` in ``[tool.fxpasses]`` of the nearest ``pyproject.toml`` (from the working
+   directory up);
+4. :data:`DEFAULT_BACKEND_PIPELINE`.
+
+After the pipeline the graph goes to the backend named by ``options={"then": ...}``
+(default ``"inductor"``; ``"eager"`` runs the optimized graph as is). Other options:
+``verify`` (``none``/``lint``/``numeric``, default ``lint``), ``on_error`` (default
+``rollback``).
+
+Every graph's :class:`~fxpasses.RunReport` is appended to :data:`reports` (the last 100) and
+logged at INFO level on the ``fxpasses.backend`` logger. With graph breaks, each graph
+TorchDynamo produces goes through the pipeline on its own.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+
+__all__ = ["fxpasses_backend", "reports", "DEFAULT_BACKEND_PIPELINE"]
+
+#: The pipeline used when no option, environment variable or pyproject.toml names one.
+DEFAULT_BACKEND_PIPELINE = "remove_dropout,simplify_algebra,eliminate_common_subexpressions,eliminate_dead_code"
+
+#: Reports of the most recent compiled graphs, newest last.
+reports: collections.deque[Any] = collections.deque(maxlen=100)
+
+log = logging.getLogger("fxpasses.backend")
+
+_KNOWN = {"pipeline", "then", "verify", "on_error"}
+
+
+def _pipeline_spec(options: dict[str, Any]) -> tuple[Any, str]:
+    if options.get("pipeline"):
+        return options["pipeline"], "options['pipeline']"
+    env = os.environ.get("FXPASSES_PIPELINE", "").strip()
+    if env:
+        return env, "FXPASSES_PIPELINE"
+    from .config import find_pyproject, load_config_file
+
+    found = find_pyproject()
+    if found is not None:
+        cfg = load_config_file(found)
+        if cfg.pipeline is not None:
+            return cfg.pipeline, str(found)
+    return DEFAULT_BACKEND_PIPELINE, "default"
+
+
+def fxpasses_backend(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any
+) -> Callable[..., Any]:
+    """TorchDynamo backend: run the fxpasses pipeline over ``gm``, then hand it on.
+
+    Raises:
+        ConfigError: unknown keys in ``options`` (naming them), or a bad pipeline.
+        PassFailedError: a pass failed (with ``on_error="rollback"`` the graph is restored
+            first; TorchDynamo then reports the backend failure).
+    """
+    from .errors import ConfigError
+    from .pipeline import Pipeline
+
+    options = dict(kwargs.get("options") or {})
+    unknown = set(options) - _KNOWN
+    if unknown:
+        raise ConfigError(
+            f"unknown torch.compile option(s) for backend 'fxpasses': {', '.join(sorted(unknown))} "
+            f"(known: {', '.join(sorted(_KNOWN))})"
+        )
+    spec, source = _pipeline_spec(options)
+    common = dict(verify=options.get("verify", "lint"), on_error=options.get("on_error", "rollback"))
+    if isinstance(spec, str):
+        pipeline = Pipeline.from_string(spec, **common)
+    else:
+        pipeline = Pipeline(list(spec), source=source, **common)
+    report = pipeline.run(gm, list(example_inputs))
+    reports.append(report)
+    log.info("fxpasses pipeline (%s) on a %d-node graph:\n%s", source, report.nodes_before, report.table())
+    then = options.get("then", "inductor")
+    if then == "eager":
+        return gm.forward
+    from torch._dynamo.backends.registry import lookup_backend
+
+    return lookup_backend(then)(gm, example_inputs)
