@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .context import PassContext
 from .errors import (
     ConfigError,
     CycleError,
@@ -73,13 +72,17 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .context import PassContext
     from .pipeline import Pipeline, run
+
+# Importing fxpasses does not import torch (the pytest plugin is imported by every pytest run
+# in an environment where fxpasses is installed): these load on first use.
+_LAZY = {"Pipeline": "pipeline", "run": "pipeline", "PassContext": "context"}
 
 
 def __getattr__(name: str) -> Any:
-    # the pipeline module pulls in config parsing; load it on first use
-    if name in ("Pipeline", "run"):
-        from . import pipeline
+    if name in _LAZY:
+        import importlib
 
-        return getattr(pipeline, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'fxpasses' has no attribute {name!r}")

@@ -1,12 +1,15 @@
-"""Tests of the example plugin, through the installed entry point like any user would."""
+"""Tests of the example plugin, through the installed entry point like any user would.
+
+They use fxpasses' pytest plugin (installed with fxpasses, entry point ``pytest11``): the
+``fxpasses_registry`` / ``fxpasses_run`` fixtures and ``assert_preserves_outputs``.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-import fxpasses
-from fxpasses.testing import assert_preserves_outputs
+from fxpasses.pytest_plugin import assert_preserves_outputs
 
 
 class Net(nn.Module):
@@ -19,35 +22,40 @@ class Net(nn.Module):
         return self.id(self.lin(x)).to(torch.float32).relu()
 
 
-def test_passes_come_from_this_distribution() -> None:
-    reg = fxpasses.Registry()
+def test_passes_come_from_this_distribution(fxpasses_registry) -> None:
     for name in ("remove_identity", "count_ops"):
-        info = reg.info(name)
+        info = fxpasses_registry.info(name)
         assert info.distribution == "fxpasses-example-passes"
         assert info.version == "0.1.0"
 
 
-def test_remove_identity_preserves_outputs_and_removes_the_identity() -> None:
-    results = assert_preserves_outputs(
-        "remove_identity", Net(), [torch.randn(3, 4)], dialects=("symbolic_trace",)
-    )
+def test_remove_identity_preserves_outputs_in_every_dialect() -> None:
+    results = assert_preserves_outputs("remove_identity", Net(), [torch.randn(3, 4)])
     gm, report = results["symbolic_trace"]
     assert [n.op for n in gm.graph.nodes].count("call_module") == 1  # only the Linear
+    assert [n.target for n in gm.graph.nodes].count("to") == 1  # dtype unknown: kept
     assert report["remove_identity"].counters == {"removed": 1}
+    # TorchDynamo and torch.export inline nn.Identity; they record dtypes, so the .to goes
+    for dialect in ("dynamo", "export"):
+        gm, report = results[dialect]
+        assert report["remove_identity"].counters == {"removed": 1}
+        assert not [n for n in gm.graph.nodes if str(n.target) in ("to", "aten.to.dtype")]
 
 
-def test_remove_identity_drops_to_same_dtype_only_when_known() -> None:
+def test_remove_identity_drops_to_same_dtype_only_when_known(fxpasses_run) -> None:
     gm = torch.fx.symbolic_trace(Net())
-    fxpasses.Pipeline.from_string("remove_identity").run(gm, [torch.randn(3, 4)])
+    fxpasses_run("remove_identity", gm, [torch.randn(3, 4)])
     assert any(n.target == "to" for n in gm.graph.nodes)  # dtype unknown: kept
     gm = torch.fx.symbolic_trace(Net())
-    torch.fx.passes.shape_prop.ShapeProp(gm).propagate(torch.randn(3, 4))
-    fxpasses.Pipeline.from_string("remove_identity").run(gm, [torch.randn(3, 4)])
+    fxpasses_run("propagate_shapes,remove_identity", gm, [torch.randn(3, 4)])
     assert not any(n.target == "to" for n in gm.graph.nodes)
 
 
-def test_count_ops_counts_by_op_name() -> None:
+def test_count_ops_counts_by_op_name(fxpasses_run) -> None:
     gm = torch.fx.symbolic_trace(Net())
-    report = fxpasses.Pipeline.from_string("count_ops{only=[linear,relu]}").run(gm)
+    report = fxpasses_run("count_ops{only=[linear,relu]}", gm)
     assert report["count_ops"].counters == {"linear": 1, "relu": 1}
+    assert fxpasses_run("count_ops", gm).passes[0].counters == {
+        "placeholder": 1, "linear": 1, "identity": 1, "to": 1, "relu": 1, "output": 1
+    }
     assert report["count_ops"].changed is False

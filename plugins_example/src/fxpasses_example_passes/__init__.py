@@ -42,7 +42,7 @@ class RemoveIdentity(NodePass):
         ctx.count("removed")
         return Replace(node.args[0])
 
-    @on("to", op="call_method")
+    @on("to", op=("call_method", "call_function"))  # x.to(dtype), aten.to.dtype
     def to_same_dtype(self, node, ctx):
         src = node.args[0]
         if len(node.args) != 2 or node.kwargs or not isinstance(node.args[1], torch.dtype):

@@ -1,0 +1,61 @@
+"""pytest plugin for pass authors (entry point ``pytest11``: ``fxpasses``).
+
+Fixtures:
+    ``fxpasses_registry``: a fresh :class:`fxpasses.Registry` loaded from the installed plugins.
+    ``fxpasses_run``: ``fxpasses_run(pipeline, gm, example_inputs=None, **options)`` runs a
+    pipeline string/list/Pipeline over ``gm`` with the test's registry and returns the report.
+
+Assertions (also importable from :mod:`fxpasses.testing`):
+    ``assert_preserves_outputs(pass_or_pipeline, module, example_inputs, atol=..., rtol=...,
+    dialects=("symbolic_trace", "dynamo", "export"))`` and ``assert_graph_equal(gm, expected)``.
+
+This module is imported by every pytest run in an environment where fxpasses is installed, so
+it imports torch and fxpasses lazily, inside the fixtures.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+
+__all__ = ["fxpasses_registry", "fxpasses_run", "assert_preserves_outputs", "assert_graph_equal"]
+
+
+def assert_preserves_outputs(*args: Any, **kwargs: Any) -> Any:
+    """See :func:`fxpasses.testing.assert_preserves_outputs`."""
+    __tracebackhide__ = True
+    from .testing import assert_preserves_outputs as impl
+
+    return impl(*args, **kwargs)
+
+
+def assert_graph_equal(*args: Any, **kwargs: Any) -> None:
+    """See :func:`fxpasses.testing.assert_graph_equal`."""
+    __tracebackhide__ = True
+    from .testing import assert_graph_equal as impl
+
+    impl(*args, **kwargs)
+
+
+@pytest.fixture
+def fxpasses_registry() -> Any:
+    """A fresh registry with every installed pass plugin loaded."""
+    from . import Registry
+
+    return Registry()
+
+
+@pytest.fixture
+def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
+    """Run a pipeline (string, list of entries or Pipeline) over a GraphModule; returns the report."""
+    from .pipeline import Pipeline
+
+    def run(pipeline: Any, gm: Any, example_inputs: Any = None, **options: Any) -> Any:
+        if isinstance(pipeline, str):
+            pipeline = Pipeline.from_string(pipeline, registry=fxpasses_registry, **options)
+        elif not isinstance(pipeline, Pipeline):
+            pipeline = Pipeline(list(pipeline), registry=fxpasses_registry, **options)
+        return pipeline.run(gm, example_inputs)
+
+    return run
