@@ -291,6 +291,16 @@ def run_cmd(
         click.echo(f"saved: {path}")
 
 
+@cli.command("schema")
+@click.pass_obj
+@_handle_errors
+def schema_cmd(state: _State) -> None:
+    """Print the JSON Schema of the config file (per-pass options selected by pass name)."""
+    from .schema import config_schema
+
+    click.echo(json.dumps(config_schema(state.registry()), indent=2, default=str))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``fxpasses`` console script."""
     cli.main(args=argv, prog_name="fxpasses")

@@ -1,0 +1,96 @@
+"""JSON Schema of the config, for editors (``fxpasses schema``).
+
+The schema is the :class:`~fxpasses.config.Config` model's, with each pass's own ``Options``
+schema selected by pass name: in ``[options.NAME]`` tables, in ``{name = ..., options = ...}``
+pipeline entries (one ``oneOf`` branch per pass, told apart by ``name``), and a pattern for
+pipeline strings that admits only registered pass names.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from .config import Config
+from .registry import Registry
+
+__all__ = ["config_schema"]
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    schema = copy.deepcopy(options_cls.model_json_schema())
+    local = schema.pop("$defs", {})
+    prefix = f"{name}__"
+    text_refs = {f"#/$defs/{k}": f"#/$defs/{prefix}{k}" for k in local}
+
+    def fix(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (text_refs.get(v, v) if k == "$ref" else fix(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [fix(v) for v in node]
+        return node
+
+    for k, v in local.items():
+        defs[prefix + k] = fix(v)
+    schema = fix(schema)
+    schema.setdefault("additionalProperties", False)
+    schema["title"] = f"options of {name}"
+    return schema
+
+
+def _pipeline_string_pattern(names: list[str]) -> str:
+    alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
+    entry = rf"\s*(?:{alt})\s*(?:\{{[^{{}}]*\}})?\s*"
+    return rf"^{entry}(?:,{entry})*$"
+
+
+def config_schema(registry: Registry) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a config, with per-pass options by name."""
+    schema = Config.model_json_schema()
+    defs: dict[str, Any] = schema.setdefault("$defs", {})
+    names = []
+    option_schemas: dict[str, dict[str, Any]] = {}
+    for name in registry.names():
+        try:
+            cls = registry.get(name)
+        except Exception:  # a name two plugins register: leave it out
+            continue
+        names.append(name)
+        key = f"options_{name}"
+        defs[key] = _pass_options_schema(name, cls.Options, defs)
+        option_schemas[name] = {"$ref": f"#/$defs/{key}"}
+
+    entry_branches = [
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": n},
+                "options": option_schemas[n],
+                "verify": {"enum": ["none", "lint", "numeric"]},
+                "on_error": {"enum": ["rollback", "raise", "skip"]},
+            },
+            "required": ["name"],
+            "additionalProperties": False,
+        }
+        for n in names
+    ]
+    props = schema["properties"]
+    props["pipeline"] = {
+        "description": "the passes, as a pipeline string or a list of names and {name, options} tables",
+        "anyOf": [
+            {"type": "string", "pattern": _pipeline_string_pattern(names)},
+            {"type": "array", "minItems": 1, "items": {"anyOf": [{"enum": names}, *entry_branches]}},
+        ],
+    }
+    props["options"] = {
+        "description": "options by pass name, merged into that pass's pipeline entries",
+        "type": "object",
+        "properties": option_schemas,
+        "additionalProperties": False,
+    }
+    schema["$schema"] = SCHEMA_DIALECT
+    schema["title"] = "fxpasses config"
+    return schema
