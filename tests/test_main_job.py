@@ -1,0 +1,102 @@
+"""`fxpasses run`: the main job on the bundled example and on real models (GPT-2, BERT, a CNN)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from fxpasses.cli import cli
+from fxpasses.config import load_config_file
+from fxpasses.job import load_factory, make_inputs
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run_cli(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_default_run_optimizes_the_bundled_example(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run_cli("run", "--repeat", "2")
+    assert r.exit_code == 0, r.output
+    report = json.loads((tmp_path / "fxpasses-out/example/report.json").read_text())
+    passes = {p["name"]: p for p in report["report"]["passes"]}
+    assert passes["fuse_conv_bn"]["counters"]["fused"] == 2
+    assert passes["remove_dropout"]["counters"]["removed"] == 1
+    assert report["report"]["nodes_after"] < report["report"]["nodes_before"]
+    assert report["max_abs_error"] <= 1e-5
+    assert "latency:" in r.output and "nodes:" in r.output
+    # the saved program reads back and gives the model's outputs
+    from fxpasses._example import convnet
+
+    program = torch.export.load(str(tmp_path / "fxpasses-out/example/model.pt2")).module()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.allclose(program(x), convnet()(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "name, min_removed, pass_counts",
+    [
+        ("convnet", 10, {"fuse_conv_bn": ("fused", 3), "remove_dropout": ("removed", 1)}),
+        ("gpt2", 10, {"remove_dropout": ("removed", 5), "eliminate_common_subexpressions": ("merged", 6)}),
+        ("bert", 10, {"remove_dropout": ("removed", 5)}),
+    ],
+)
+def test_real_models_shrink_and_keep_outputs(tmp_path, name, min_removed, pass_counts):
+    out = tmp_path / name
+    r = run_cli("run", str(EXAMPLES / f"{name}.toml"), "-o", str(out), "--repeat", "2")
+    assert r.exit_code == 0, r.output
+    data = json.loads((out / "report.json").read_text())
+    rep = data["report"]
+    assert rep["dialect"] == "export"
+    assert rep["nodes_before"] - rep["nodes_after"] >= min_removed
+    assert data["max_abs_error"] <= 1e-5
+    passes = {p["name"]: p for p in rep["passes"]}
+    assert all(p["status"] == "ok" for p in passes.values())
+    for pass_name, (counter, value) in pass_counts.items():
+        assert passes[pass_name]["counters"][counter] == value
+    # the .pt2 reproduces the original model's outputs on fresh inputs
+    cfg = load_config_file(EXAMPLES / f"{name}.toml")
+    model = load_factory(cfg.model.factory, cfg._base_dir)(**cfg.model.kwargs).eval()
+    inputs = make_inputs(cfg.model.inputs, seed=123)
+    program = torch.export.load(str(out / "model.pt2")).module()
+    with torch.no_grad():
+        torch.testing.assert_close(program(*inputs), model(*inputs), atol=1e-5, rtol=1e-5)
+
+
+def test_symbolic_trace_capture_saves_code_and_state_dict(tmp_path):
+    out = tmp_path / "mlp"
+    r = run_cli("run", str(EXAMPLES / "mlp.json"), "-o", str(out), "--repeat", "2")
+    assert r.exit_code == 0, r.output
+    assert (out / "model.py").read_text().lstrip().startswith("def forward")
+    state = torch.load(out / "state_dict.pt", weights_only=True)
+    assert state and all(isinstance(v, torch.Tensor) for v in state.values())
+
+
+@pytest.mark.parametrize(
+    "config, fault",
+    [
+        ('pipeline = "eliminate_dead_code"\n[model]\nfactory = "nowhere_module:f"\ninputs = [{shape = [1]}]\n', "cannot import model factory module 'nowhere_module'"),
+        ('pipeline = "eliminate_dead_code"\n[model]\nfactory = "models:nothing"\ninputs = [{shape = [1]}]\n', "has no attribute 'nothing'"),
+        ('pipeline = "eliminate_dead_code"\n[model]\nfactory = "models:convnet"\ninputs = []\n', "inputs"),
+        ('pipeline = "eliminate_dead_code"\n[model]\nfactory = "models:convnet"\ninputs = [{shape = [1, 3], dtype = "complex"}]\n', "dtype"),
+        ('pipeline = "eliminate_dead_code"\n[model]\nfactory = "models:convnet"\ncapture = "jit"\ninputs = [{shape = [1]}]\n', "capture"),
+        ('pipeline = "eliminate_dead_code"\n[model]\nfactory = "models:convnet"\ninputs = [{shape = [1, 7, 5, 5]}]\n', "could not capture"),
+    ],
+)
+def test_bad_run_configs_exit_2_and_write_nothing(tmp_path, config, fault):
+    (tmp_path / "models.py").write_text((EXAMPLES / "models.py").read_text())
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(config)
+    out = tmp_path / "out"
+    r = run_cli("run", str(cfg), "-o", str(out))
+    assert r.exit_code == 2, r.output
+    assert fault in r.output
+    assert "Traceback" not in r.output
+    assert not out.exists()
