@@ -1,0 +1,88 @@
+"""torch.compile(model, backend="fxpasses")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+from torch import nn
+
+import fxpasses.backend as backend
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, x):
+        y = self.drop(self.lin(x)) * 1
+        return (y + 0).relu() - y.sigmoid()
+
+
+class Broken(Net):
+    def forward(self, x):
+        y = self.drop(self.lin(x)) * 1
+        torch._dynamo.graph_break()
+        return (y + 0).relu()
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    torch._dynamo.reset()
+    backend.reports.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def test_registered_through_entry_point_and_outputs_match_eager():
+    model = Net().eval()
+    x = torch.randn(4, 8)
+    compiled = torch.compile(model, backend="fxpasses", options={"then": "eager", "pipeline": "remove_dropout,simplify_algebra,eliminate_dead_code"})
+    torch.testing.assert_close(compiled(x), model(x))
+    (report,) = backend.reports
+    assert report.dialect == "dynamo"
+    assert report["remove_dropout"].counters == {"removed": 1}
+    assert report["simplify_algebra"].counters["simplified"] == 2
+    assert report.nodes_after == report.nodes_before - 3
+
+
+def test_graph_breaks_each_graph_goes_through_the_pipeline():
+    model = Broken().eval()
+    x = torch.randn(4, 8)
+    compiled = torch.compile(model, backend="fxpasses", options={"then": "eager", "pipeline": "remove_dropout,simplify_algebra"})
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.reports) == 2
+    assert [r["simplify_algebra"].counters.get("simplified", 0) for r in backend.reports] == [1, 1]
+
+
+def test_pipeline_from_environment(monkeypatch):
+    monkeypatch.setenv("FXPASSES_PIPELINE", "remove_dropout")
+    model = Net().eval()
+    torch.compile(model, backend="fxpasses", options={"then": "eager"})(torch.randn(2, 8))
+    assert [p.name for p in backend.reports[-1].passes] == ["remove_dropout"]
+
+
+def test_pipeline_from_pyproject(tmp_path, monkeypatch):
+    monkeypatch.delenv("FXPASSES_PIPELINE", raising=False)
+    (tmp_path / "pyproject.toml").write_text('[tool.fxpasses]\npipeline = "simplify_algebra"\n')
+    monkeypatch.chdir(tmp_path)
+    torch.compile(Net().eval(), backend="fxpasses", options={"then": "eager"})(torch.randn(2, 8))
+    assert [p.name for p in backend.reports[-1].passes] == ["simplify_algebra"]
+
+
+def test_default_pipeline_then_inductor(tmp_path, monkeypatch):
+    monkeypatch.delenv("FXPASSES_PIPELINE", raising=False)
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml with [tool.fxpasses] above
+    model = Net().eval()
+    x = torch.randn(4, 8)
+    compiled = torch.compile(model, backend="fxpasses")
+    torch.testing.assert_close(compiled(x), model(x))
+    assert [p.name for p in backend.reports[-1].passes] == backend.DEFAULT_BACKEND_PIPELINE.split(",")
+
+
+def test_unknown_option_is_named():
+    with pytest.raises(Exception) as info:
+        torch.compile(Net(), backend="fxpasses", options={"pipline": "x"})(torch.randn(2, 8))
+    assert "unknown torch.compile option(s) for backend 'fxpasses': pipline" in str(info.value)
