@@ -11,7 +11,11 @@ from typing import Callable
 
 from fxpasses import hookimpl
 
+from .algebra import SimplifyAlgebra
+from .conv_bn import FuseConvBN
+from .dropout import RemoveDropout
 from .print_graph import PrintGraph
+from .rename import RenameNodes
 from .shapes import PropagateShapes
 
 __all__ = ["BUILTIN_PASSES", "fxpasses_register_passes"]
@@ -19,6 +23,10 @@ __all__ = ["BUILTIN_PASSES", "fxpasses_register_passes"]
 BUILTIN_PASSES: tuple[type, ...] = (
     PropagateShapes,
     PrintGraph,
+    FuseConvBN,
+    RemoveDropout,
+    SimplifyAlgebra,
+    RenameNodes,
 )
 
 

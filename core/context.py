@@ -218,23 +218,33 @@ class PassContext:
     def rename(self, node: Node, name: str, *, on_conflict: str = "suffix") -> str:
         """Rename ``node`` to ``name`` and return the name it got.
 
-        The name is made a valid identifier first. When another node already has it,
-        ``on_conflict="suffix"`` gives ``name_1``, ``name_2``, ... (the first free one) and
-        ``on_conflict="error"`` raises :class:`~fxpasses.errors.UserError` naming the node
-        that holds it.
+        The name is made a valid identifier first (each character other than an ASCII
+        letter, digit or ``_`` becomes ``_``; a leading digit gets a ``_``). A name is taken
+        when a node has it, had it earlier (FX never reuses a name), or is reserved: a Python
+        keyword or builtin, a name the generated code imports (``torch``, ``inf``, ...), or
+        ``self``. For a taken name, ``on_conflict="suffix"`` gives FX's next free numbered
+        variant (``name_1``, ``name_2``, ...; a name already ending in ``_<n>`` counts up from
+        ``n``: ``relu_1`` -> ``relu_2``) and ``on_conflict="error"`` raises
+        :class:`~fxpasses.errors.UserError` naming what holds it.
         """
         if on_conflict not in ("suffix", "error"):
             raise ValueError(f"on_conflict must be 'suffix' or 'error', got {on_conflict!r}")
-        candidate = re.sub(r"\W", "_", name)
+        candidate = re.sub(r"[^0-9a-zA-Z_]", "_", name)  # FX's own names are ASCII
         if not candidate or candidate[0].isdigit():
             candidate = "_" + candidate
         if candidate == node.name:
             return candidate
         taken = self.graph._graph_namespace._used_names
-        if candidate in taken and on_conflict == "error":
+        reserved = _reserved_name(candidate)
+        if on_conflict == "error" and (candidate in taken or reserved):
             holder = next((n for n in self.graph.nodes if n.name == candidate), None)
-            who = f"node %{holder.name} (op={holder.op})" if holder is not None else "an erased node"
+            if holder is not None:
+                who = f"node %{holder.name} (op={holder.op})"
+            else:
+                who = reserved or "an earlier node (erased or renamed; FX never reuses a name)"
             raise UserError(f"cannot rename %{node.name} to {candidate!r}: the name is taken by {who}")
+        if candidate == "self":  # FX does not reserve it, but forward(self, ...) needs it
+            candidate = "self_1"
         node._rename(candidate)
         return node.name
 
@@ -309,6 +319,21 @@ def _short(arg: Any) -> str:
         return f"tensor(shape={tuple(arg.shape)}, dtype={arg.dtype})"
     r = repr(arg)
     return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _reserved_name(name: str) -> str | None:
+    """Why generated code cannot use ``name`` for a node's value (None when it can)."""
+    import builtins
+    import keyword
+
+    if name == "self":
+        return "the module itself (the first parameter of the generated forward)"
+    if keyword.iskeyword(name):
+        return "a Python keyword"
+    fx_reserved = getattr(torch.fx.graph, "_illegal_names", builtins.__dict__)
+    if name in fx_reserved:
+        return "a Python builtin or a name the generated code imports"
+    return None
 
 
 def describe_node(node: Node) -> dict[str, str]:

@@ -65,7 +65,7 @@ def assert_preserves_outputs(
         model = copy.deepcopy(module)
         cap = capture(model, example_inputs, dialect)
         gm = cap.gm
-        extra = [list(_with_params(cap, dialect, inp)) for inp in check_inputs]
+        extra = [_with_params(cap, dialect, inp, example_inputs) for inp in check_inputs]
         sets = [cap.inputs, *extra]
         with torch.no_grad():
             before = [clone_outputs(gm(*inp)) for inp in sets]
@@ -85,20 +85,18 @@ def assert_preserves_outputs(
     return results
 
 
-def _with_params(cap: Any, dialect: str, inputs: Sequence[Any]) -> list[Any]:
-    """Dynamo graphs take parameters first: keep the captured ones, swap the user inputs."""
+def _with_params(cap: Any, dialect: str, inputs: Sequence[Any], example_inputs: Sequence[Any]) -> list[Any]:
+    """Dynamo graphs also take the parameters and buffers as inputs, in the graph's own order:
+    keep the captured ones and put each new user input where the example input it stands
+    for was passed (dynamo hands the backend the caller's tensors themselves)."""
     if dialect != "dynamo":
         return list(inputs)
-    n_user = len(inputs)
-    user_pos = [i for i, v in enumerate(cap.inputs) if not isinstance(v, torch.nn.Parameter)]
     out = list(cap.inputs)
-    # user inputs are the non-parameter placeholders whose values are not module buffers
-    buffers = {id(b) for b in cap.gm.buffers()}
-    user_pos = [i for i in user_pos if id(out[i]) not in buffers][-n_user:] if n_user else []
-    for i, v in zip(user_pos, inputs):
-        out[i] = v
+    for example, value in zip(example_inputs, inputs):
+        for i, captured in enumerate(cap.inputs):
+            if captured is example:
+                out[i] = value
     return out
-
 
 
 def normalized_code(gm: torch.fx.GraphModule | torch.fx.Graph) -> str:

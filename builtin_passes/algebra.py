@@ -1,0 +1,207 @@
+"""``simplify_algebra``: remove arithmetic identities (x*1, x+0, neg(neg(x)), ...)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.fx
+from pydantic import Field
+from torch.fx.node import Node
+
+from fxpasses import NodePass, PassContext, PassOptions, Replace, on
+from fxpasses.ops import callable_op_name
+
+from ._facts import arg, erase_dead, first_mutation, substitution_problem
+
+__all__ = ["SimplifyAlgebra"]
+
+_ZERO_FILLS = {"zeros": None, "zeros_like": None, "new_zeros": None}
+_ONE_FILLS = {"ones": None, "ones_like": None, "new_ones": None}
+# creation ops with an explicit fill value: name -> (position, keyword) of the value
+_FULL = {"full": (1, "fill_value"), "full_like": (1, "fill_value"), "new_full": (2, "fill_value"),
+         "scalar_tensor": (0, "s")}
+_KNOWN_KWARGS = {"input", "self", "other", "exponent", "alpha", "rounding_mode"}
+
+
+class SimplifyAlgebraOptions(PassOptions):
+    """Options of ``simplify_algebra``."""
+
+    keep_signed_zeros: bool = Field(
+        False,
+        description="keep floating-point x + 0 and x - (-0.0): they turn -0.0 into +0.0 (equal "
+        "values; only the sign of a zero, seen through 1/x, atan2 or copysign, differs)",
+    )
+
+
+class SimplifyAlgebra(NodePass):
+    """Replace x*1, 1*x, x+0, 0+x, x-0, x/1, x**1 and neg(neg(x)) by x where that is exact.
+
+    Every dialect's spelling is matched through the op families ``mul``, ``add``, ``sub``,
+    ``div``, ``pow`` and ``neg``: ``operator.mul``, ``torch.mul``, ``Tensor.mul``
+    (call_method), ``aten.mul.Tensor``/``aten.mul.Scalar``, ``aten.add.Tensor`` with
+    ``alpha``, ``torch.true_divide``, ``aten.neg.default``, ... The identity operand is a
+    Python number (``1``, ``1.0``, ``True``; ``0``, ``0.0``) or a node that creates a filled
+    tensor (``zeros``/``ones``/``zeros_like``/``ones_like``/``new_zeros``/``full(..., 0)``...).
+
+    A node is replaced by its operand ``x`` only when all of these hold:
+
+    - **dtype, shape, device and strides are provably unchanged**: both the node and ``x``
+      carry ``meta["val"]``/``["example_value"]``/``["tensor_meta"]`` (export, TorchDynamo,
+      or ``propagate_shapes`` run first) and they agree. Type promotion (``int * 1.0`` is
+      float, ``bool * 1`` is int64, ``int / 1`` is float) and broadcasting
+      (``x + zeros(bigger)``) therefore block it. Without metadata only ``neg(neg(x))`` is
+      simplified (negation never changes dtype or shape).
+    - the op is the plain identity: ``alpha`` finite (``x + a*0``) or 1 (``0 + a*x``), no
+      ``rounding_mode`` (``floor(x / 1)`` is not ``x`` for floats), no ``out=``, never
+      ``rsub``.
+    - **aliasing is unchanged** (``_facts.substitution_problem``): ``x * 1`` is a new tensor
+      while ``x`` may be the caller's input; the node is kept when it (or a view of it) is
+      returned by the graph and ``x`` is not a fresh, otherwise unreturned tensor, and the
+      pass changes nothing in graphs that write tensors in place.
+
+    ``x + 0`` turns ``-0.0`` into ``+0.0``; like TorchInductor's ``remove_no_ops``
+    (``torch/_inductor/fx_passes/joint_graph.py``), which this pass generalises to every
+    dialect, it is simplified by default; ``keep_signed_zeros=true`` keeps it for floating
+    point.
+
+    Options: ``keep_signed_zeros: bool = False``. Counters: ``simplified``; refused
+    candidates are reported with the reason.
+    """
+
+    name = "simplify_algebra"
+    Options = SimplifyAlgebraOptions
+    after = ("propagate_shapes",)
+    before = ("eliminate_dead_code",)
+
+    def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
+        self._mutation = first_mutation(gm)
+        self._orphans: list[Node] = []
+
+    def finish(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
+        erase_dead(ctx.graph, self._orphans, inputs=False)
+
+    @on("mul", "add", "sub", "div", "pow", "neg", op=("call_function", "call_method"))
+    def simplify(self, node: Node, ctx: PassContext) -> Any:
+        found = _identity(node)
+        if found is None:
+            return None
+        x, spent, what = found
+        if self.options.keep_signed_zeros and _may_flip_zero_sign(node, spent, what):
+            facts = _tensor_facts(x)
+            if facts is None or facts[1].is_floating_point:
+                return ctx.skip(node, f"{what} kept (keep_signed_zeros): it turns -0.0 into +0.0")
+        problem = _type_problem(node, x, allow_unknown=what == "neg(neg(x))")
+        if problem is not None:
+            return ctx.skip(node, f"{what} kept: {problem}")
+        problem = substitution_problem(node, x, ctx.gm, self._mutation)
+        if problem is not None:
+            return ctx.skip(node, f"{what} kept: {problem}")
+        if isinstance(spent, Node):
+            self._orphans.append(spent)
+        ctx.count("simplified")
+        return Replace(x)
+
+
+def _identity(node: Node) -> tuple[Node, Any, str] | None:
+    """``(x, the identity operand or inner neg, description)`` when ``node`` is an identity."""
+    name = node.target if node.op == "call_method" else callable_op_name(node.target)
+    if not isinstance(name, str) or set(node.kwargs) - _KNOWN_KWARGS or node.kwargs.get("rounding_mode") is not None:
+        return None
+    a = arg(node, 0, "input", node.kwargs.get("self"))
+    if name in ("neg", "negative"):
+        if len(node.args) + len(node.kwargs) != 1 or not isinstance(a, Node) or a.op not in ("call_function", "call_method"):
+            return None
+        inner = a.target if a.op == "call_method" else callable_op_name(a.target)
+        x = arg(a, 0, "input", a.kwargs.get("self"))
+        if inner in ("neg", "negative") and len(a.args) + len(a.kwargs) == 1 and isinstance(x, Node):
+            return x, a, "neg(neg(x))"
+        return None
+    b = arg(node, 1, "other", node.kwargs.get("exponent"))
+    alpha = node.kwargs.get("alpha", 1)
+    if not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+        return None
+    if name in ("mul", "multiply"):
+        if _fill(b) == 1 and isinstance(a, Node):
+            return a, b, "x * 1"
+        if _fill(a) == 1 and isinstance(b, Node):
+            return b, a, "1 * x"
+    elif name == "add":
+        if _fill(b) == 0 and isinstance(a, Node):
+            return a, b, "x + 0"
+        if _fill(a) == 0 and alpha == 1 and isinstance(b, Node):
+            return b, a, "x + 0"
+    elif name in ("sub", "subtract"):
+        if _fill(b) == 0 and isinstance(a, Node):
+            return a, b, "x - 0"
+    elif name in ("div", "divide", "true_divide"):
+        if _fill(b) == 1 and isinstance(a, Node):
+            return a, b, "x / 1"
+    elif name == "pow":
+        if _fill(b) == 1 and isinstance(a, Node):
+            return a, b, "x ** 1"
+    return None
+
+
+def _fill(v: Any) -> Any:
+    """The value of a Python number, or of a node that creates a tensor filled with one value."""
+    if isinstance(v, (bool, int, float, complex)):
+        return v
+    if not isinstance(v, Node) or v.op not in ("call_function", "call_method") or "out" in v.kwargs:
+        return None
+    name = v.target if v.op == "call_method" else callable_op_name(v.target)
+    if name in _ZERO_FILLS:
+        return 0
+    if name in _ONE_FILLS:
+        return 1
+    if name in _FULL:
+        index, key = _FULL[name]
+        value = arg(v, index, key, None)
+        return value if isinstance(value, (bool, int, float)) else None
+    return None
+
+
+def _tensor_facts(node: Node) -> tuple[tuple[str, ...], torch.dtype, Any, Any] | None:
+    """``(shape, dtype, device or None, strides or None)`` recorded in the node's meta."""
+    meta = node.meta
+    for key in ("val", "example_value"):
+        v = meta.get(key)
+        if isinstance(v, torch.Tensor):
+            strides = tuple(map(str, v.stride())) if v.layout == torch.strided else None
+            return tuple(map(str, v.shape)), v.dtype, v.device, strides
+    tm = meta.get("tensor_meta")
+    if tm is not None and hasattr(tm, "shape") and hasattr(tm, "dtype"):
+        stride = getattr(tm, "stride", None)
+        return tuple(map(str, tm.shape)), tm.dtype, None, tuple(map(str, stride)) if stride is not None else None
+    return None
+
+
+def _may_flip_zero_sign(node: Node, zero: Any, what: str) -> bool:
+    """``x + 0`` and ``x - (-0.0)`` give ``+0.0`` for ``x = -0.0``; ``x + (-0.0)``, ``x - 0`` do not."""
+    negative_zero = isinstance(zero, float) and math.copysign(1.0, zero) < 0
+    return (what == "x + 0" and not negative_zero) or (what == "x - 0" and negative_zero)
+
+
+def _type_problem(node: Node, x: Node, *, allow_unknown: bool = False) -> str | None:
+    """Why the node's value may differ from ``x`` in dtype, shape, device or strides.
+
+    With ``allow_unknown``, missing metadata is no problem (for ops that keep them anyway).
+    """
+    got, want = _tensor_facts(node), _tensor_facts(x)
+    if got is None or want is None:
+        if allow_unknown:
+            return None
+        return "shape/dtype not recorded in node.meta (run propagate_shapes first)"
+    (shape, dtype, device, strides), (xshape, xdtype, xdevice, xstrides) = got, want
+    if dtype != xdtype:
+        return f"the result is {dtype}, the operand {xdtype} (type promotion)"
+    if dtype.is_complex:
+        return "complex multiplication and addition are not exact identities (inf * 0 is nan)"
+    if shape != xshape:
+        return f"the result has shape ({', '.join(shape)}), the operand ({', '.join(xshape)}) (broadcasting)"
+    if device is not None and xdevice is not None and device != xdevice:
+        return f"the result is on {device}, the operand on {xdevice}"
+    if strides is not None and xstrides is not None and strides != xstrides:
+        return "the result and the operand have different strides"
+    return None

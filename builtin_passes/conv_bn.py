@@ -1,0 +1,310 @@
+"""``fuse_conv_bn``: fold an eval-mode BatchNorm into the convolution that feeds it."""
+
+from __future__ import annotations
+
+import copy
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.node import Node
+from torch.nn.utils.fusion import fuse_conv_bn_weights
+
+from fxpasses import ERASE, NodePass, PassContext, Replace, on
+from fxpasses.context import tensor_info
+from fxpasses.ops import FAMILIES, callable_op_name
+
+from ._facts import arg, erase_dead
+
+__all__ = ["FuseConvBN"]
+
+_CONV_MODULES = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+_BN_MODULES = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)
+
+# Argument layouts of the functional batch norms: (parameter names in order, returns a tuple).
+# ``training`` absent from the names means the op is eval-only.
+_ATEN_ORDER = ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
+_NO_TRAINING = ("input", "weight", "bias", "running_mean", "running_var", "momentum", "eps")
+_F_ORDER = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
+_BN_LAYOUTS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "batch_norm": (_ATEN_ORDER, False),  # torch.batch_norm, aten.batch_norm (F.batch_norm below)
+    "native_batch_norm": (_ATEN_ORDER, True),
+    "_native_batch_norm_legit": (_ATEN_ORDER, True),
+    "_native_batch_norm_legit_no_training": (_NO_TRAINING, True),
+    "_batch_norm_no_update": (_NO_TRAINING, True),
+}
+_BN_FAMILY = FAMILIES["batch_norm"]
+_BN_DEFAULTS = {"weight": None, "bias": None, "training": False, "momentum": 0.1, "eps": 1e-5}
+
+
+class FuseConvBN(NodePass):
+    """Fold eval-mode BatchNorm into the preceding Conv1d/2d/3d (one conv with a bias, no BN).
+
+    Matches a convolution whose only user is a BatchNorm in eval mode (running statistics),
+    in every dialect:
+
+    - ``symbolic_trace``: ``call_module`` ``nn.Conv1d/2d/3d`` -> ``nn.BatchNorm1d/2d/3d``
+      (or ``SyncBatchNorm``). The fused conv is a new module (a deep copy of the conv with
+      the folded weight and bias) added to the graph module; the original conv and BN modules
+      are never modified, so a conv called from several sites keeps working at its other
+      sites, and a module shared with the user's model is untouched.
+    - ``torch.export``: ``aten.conv1d/2d/3d`` or ``aten.convolution`` whose weights are
+      ``get_attr``, followed by ``aten.batch_norm(training=False)``, or after
+      ``run_decompositions()`` by ``_native_batch_norm_legit_no_training`` + ``getitem(0)``.
+      The folded weight and bias are stored as new buffers (``ctx.add_constant``) and the
+      result is one convolution with a bias.
+    - TorchDynamo: ``torch.conv2d``/``F.conv2d`` + ``F.batch_norm(training=False)`` whose
+      parameters and statistics are *placeholders*: their values are not known when the pass
+      runs, so the fold is emitted as graph code on the (small) weight tensors:
+      ``w' = (w * (gamma * rsqrt(var + eps)).reshape(-1, 1, ...)).type_as(w)`` and
+      ``b' = ((b - mean) * rsqrt(var + eps) * gamma + beta).type_as(b)`` feeding one conv.
+      This removes the activation-sized normalisation and stays equal to the original within
+      float rounding whatever values the placeholders get. The same is done for torch-level
+      graphs whose BN inputs are not ``get_attr`` constants.
+
+    Math (``torch.nn.utils.fusion.fuse_conv_bn_weights``, used for the constant cases):
+    ``W' = W * gamma / sqrt(var + eps)`` per output channel and
+    ``b' = (b - mean) * gamma / sqrt(var + eps) + beta`` (``b = 0`` for a conv without bias).
+
+    Left unchanged, with the reason in the run report (``ctx.skip``): BN in training mode or
+    without running statistics (``track_running_stats=False``), a conv output with other users
+    (the unnormalised value is still needed), a BN module or BN parameters/statistics shared
+    by several call sites (issue 2: each site would get its own frozen copy of the shared
+    statistics), transposed convolutions, ATen graphs whose BN statistics or conv weights are
+    not constants, and batch norms whose saved mean/invstd outputs are used.
+
+    Counters: ``fused``. The orphaned original modules / attributes stay in the module until
+    ``eliminate_dead_code`` removes them (this pass orders itself before it).
+
+    Options: none.
+    """
+
+    name = "fuse_conv_bn"
+    before = ("eliminate_dead_code",)
+
+    def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
+        self._dead: list[Node] = []
+        self._module_refs: dict[int, int] | None = None
+
+    def finish(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
+        erase_dead(ctx.graph, self._dead)
+
+    @on("batch_norm")
+    def fuse(self, node: Node, ctx: PassContext) -> Any:
+        if node.op == "call_module":
+            return self._fuse_modules(node, ctx)
+        if node.op == "call_function":
+            return self._fuse_functional(node, ctx)
+        return None
+
+    # ------------------------------------------------------------------ symbolic_trace
+
+    def _fuse_modules(self, node: Node, ctx: PassContext) -> Any:
+        bn = ctx.module(node)
+        if type(bn) not in _BN_MODULES or len(node.args) != 1 or node.kwargs:
+            return None
+        conv_node = node.args[0]
+        if not isinstance(conv_node, Node) or conv_node.op != "call_module":
+            return None
+        conv = ctx.module(conv_node)
+        if type(conv) not in _CONV_MODULES:
+            return None
+        if bn.training:
+            return ctx.skip(node, "BatchNorm is in training mode (normalises with batch statistics)")
+        if not bn.track_running_stats or bn.running_mean is None or bn.running_var is None:
+            return ctx.skip(
+                node, "BatchNorm has no running statistics (track_running_stats=False): it uses batch statistics"
+            )
+        if len(conv_node.users) != 1:
+            return ctx.skip(node, f"the output of conv %{conv_node.name} has other users")
+        if self._refs(ctx).get(id(bn), 0) > 1:
+            return ctx.skip(node, f"BatchNorm module {node.target!r} is used at more than one site")
+        if conv.out_channels != bn.num_features:
+            return ctx.skip(node, f"conv has {conv.out_channels} output channels, BatchNorm {bn.num_features}")
+        fused = copy.deepcopy(conv)
+        with torch.no_grad():
+            fused.weight, fused.bias = fuse_conv_bn_weights(
+                conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias
+            )
+        name = ctx.add_submodule(fused, f"{conv_node.target}_fused")
+        new = ctx.call_module(name, conv_node.args, conv_node.kwargs)
+        _copy_value_meta(node, new)
+        self._dead.append(conv_node)
+        ctx.count("fused")
+        return Replace(new)
+
+    def _refs(self, ctx: PassContext) -> dict[int, int]:
+        """id(module) -> number of nodes that call it or read something inside it."""
+        if self._module_refs is None:
+            refs: dict[int, int] = {}
+            for n in ctx.graph.nodes:
+                if n.op not in ("call_module", "get_attr"):
+                    continue
+                parts = n.target.split(".")  # type: ignore[union-attr]
+                obj: Any = ctx.gm
+                for part in parts:
+                    obj = getattr(obj, part, None)
+                    if isinstance(obj, torch.nn.Module):
+                        refs[id(obj)] = refs.get(id(obj), 0) + 1
+            self._module_refs = refs
+        return self._module_refs
+
+    # ------------------------------------------------------------------ call_function forms
+
+    def _fuse_functional(self, node: Node, ctx: PassContext) -> Any:
+        bn = _bind_bn(node)
+        if bn is None:
+            return None
+        conv_node = bn["input"]
+        if not isinstance(conv_node, Node) or conv_node.op != "call_function":
+            return None
+        conv_name = callable_op_name(conv_node.target)
+        if conv_name not in ("conv1d", "conv2d", "conv3d", "convolution", "_convolution"):
+            return None
+        if conv_name in ("convolution", "_convolution") and arg(conv_node, 6, "transposed", True) is not False:
+            return ctx.skip(node, "transposed convolution")
+        if bn["training"] is not False:
+            if bn["running_mean"] is None:
+                reason = "BatchNorm has no running statistics (track_running_stats=False): it uses batch statistics"
+            else:
+                reason = "BatchNorm is in training mode (normalises with batch statistics)"
+            return ctx.skip(node, reason)
+        if bn["running_mean"] is None or bn["running_var"] is None:
+            return ctx.skip(node, "BatchNorm has no running statistics")
+        eps = bn["eps"]
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+            return ctx.skip(node, "BatchNorm eps is not a constant number")
+        if len(conv_node.users) != 1:
+            return ctx.skip(node, f"the output of conv %{conv_node.name} has other users")
+        getitems = list(node.users) if bn["tuple"] else []
+        if bn["tuple"] and not getitems:
+            return None
+        if any(u.target is not operator.getitem or u.args[1] != 0 for u in getitems):
+            return ctx.skip(node, "the saved mean/invstd outputs of the batch norm are used")
+        shared = _shared_with(node, [bn["running_mean"], bn["running_var"]], ctx)
+        if shared is not None:
+            return ctx.skip(node, f"BatchNorm statistics are shared with batch norm %{shared.name}")
+        w, b = arg(conv_node, 1, "weight"), arg(conv_node, 2, "bias", None)
+        params = {"w": w, "b": b, **{k: bn[k] for k in ("weight", "bias", "running_mean", "running_var")}}
+        if all(v is None or (isinstance(v, Node) and v.op == "get_attr") for v in params.values()):
+            new_w, new_b = self._constant_fold(params, eps, ctx)
+            if new_w is None:
+                return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
+        elif isinstance(node.target, torch._ops.OpOverload):
+            return ctx.skip(node, "conv weights or BatchNorm statistics are not constants (get_attr) in an ATen graph")
+        else:
+            ndim = _weight_ndim(conv_name, w)
+            if ndim is None:
+                return ctx.skip(node, "the rank of the conv weight is unknown")
+            new_w, new_b = _emit_fold(params, eps, ndim, ctx)
+        new_args = list(conv_node.args)
+        new_kwargs = dict(conv_node.kwargs)
+        _set_arg(new_args, new_kwargs, 1, "weight", new_w)
+        _set_arg(new_args, new_kwargs, 2, "bias", new_b)
+        new = ctx.call_function(conv_node.target, tuple(new_args), new_kwargs)
+        self._dead.append(conv_node)
+        ctx.count("fused")
+        if not bn["tuple"]:
+            _copy_value_meta(node, new)
+            return Replace(new)
+        for g in getitems:
+            _copy_value_meta(g, new)
+            ctx.replace_uses(g, new)
+            ctx.graph.erase_node(g)
+        return ERASE
+
+    def _constant_fold(self, params: dict[str, Any], eps: float, ctx: PassContext) -> tuple[Any, Any]:
+        """Fold get_attr constants with ``fuse_conv_bn_weights``; store the results as buffers."""
+        val = {k: (ctx.attr(v.target) if isinstance(v, Node) else None) for k, v in params.items()}
+        w, rm, rv = val["w"], val["running_mean"], val["running_var"]
+        if not all(isinstance(t, torch.Tensor) for t in (w, rm, rv)) or rm.shape != (w.shape[0],) or rv.shape != rm.shape:
+            return None, None
+        with torch.no_grad():
+            fw, fb = fuse_conv_bn_weights(w, val["b"], rm, rv, eps, val["weight"], val["bias"])
+        prefix = params["w"].target.removesuffix(".weight")
+        for v in params.values():
+            if isinstance(v, Node):
+                self._dead.append(v)
+        return (
+            ctx.add_constant(fw.detach(), f"{prefix}_fused_weight"),
+            ctx.add_constant(fb.detach(), f"{prefix}_fused_bias"),
+        )
+
+
+
+def _bind_bn(node: Node) -> dict[str, Any] | None:
+    """The arguments of a functional batch norm by name, plus ``tuple`` (returns a tuple)."""
+    target = node.target
+    if target is torch.nn.functional.batch_norm:
+        names, is_tuple = _F_ORDER, False
+    else:
+        layout = _BN_LAYOUTS.get(callable_op_name(target) or "")
+        if layout is None:
+            return None
+        if isinstance(target, torch._ops.OpOverload) and target._overloadname not in ("default",):
+            return None  # e.g. _native_batch_norm_legit.no_stats, out= overloads
+        names, is_tuple = layout
+    out = dict(_BN_DEFAULTS)
+    for i, name in enumerate(names):
+        if i < len(node.args):
+            out[name] = node.args[i]
+        elif name in node.kwargs:
+            out[name] = node.kwargs[name]
+        elif name not in _BN_DEFAULTS:
+            return None
+    out["tuple"] = is_tuple
+    return out
+
+
+def _shared_with(bn_node: Node, stats: list[Any], ctx: PassContext) -> Node | None:
+    """Another batch norm that reads the same running statistics, if any."""
+    for v in stats:
+        if not isinstance(v, Node):
+            continue
+        twins = ctx.graph.find_nodes(op="get_attr", target=v.target) if v.op == "get_attr" else [v]
+        for twin in twins:
+            for user in twin.users:
+                if user is not bn_node and user.op == "call_function" and callable_op_name(user.target) in _BN_FAMILY:
+                    return user
+    return None
+
+
+def _weight_ndim(conv_name: str, w: Any) -> int | None:
+    if conv_name in ("conv1d", "conv2d", "conv3d"):
+        return int(conv_name[4]) + 2
+    info = tensor_info(w) if isinstance(w, Node) else None
+    return len(info[0]) if info is not None else None
+
+
+def _emit_fold(params: dict[str, Any], eps: float, ndim: int, ctx: PassContext) -> tuple[Node, Node]:
+    """Emit the fold as torch-level graph code (values unknown until the graph runs)."""
+    w, b = params["w"], params["b"]
+    gamma, beta, mean, var = (params[k] for k in ("weight", "bias", "running_mean", "running_var"))
+    f = ctx.call_function
+    inv_std = f(torch.rsqrt, (f(torch.add, (var, eps)),))
+    scale = f(torch.mul, (gamma, inv_std)) if gamma is not None else inv_std
+    shape = (-1,) + (1,) * (ndim - 1)
+    new_w = ctx.call_method("type_as", (f(torch.mul, (w, ctx.call_method("reshape", (scale, shape)))), w))
+    centred = f(torch.sub, (b, mean)) if b is not None else f(torch.neg, (mean,))
+    new_b = f(torch.mul, (centred, scale)) if gamma is not None else f(torch.mul, (centred, inv_std))
+    if beta is not None:
+        new_b = f(torch.add, (new_b, beta))
+    new_b = ctx.call_method("type_as", (new_b, b if b is not None else w))
+    return new_w, new_b
+
+
+def _set_arg(args: list[Any], kwargs: dict[str, Any], index: int, name: str, value: Any) -> None:
+    if len(args) > index:
+        args[index] = value
+    elif name in kwargs or len(args) < index:
+        kwargs[name] = value
+    else:
+        args.append(value)
+
+
+def _copy_value_meta(src: Node, dst: Node) -> None:
+    """The new node computes the same value as ``src``: carry its shape/dtype metadata."""
+    for key in ("val", "example_value", "tensor_meta"):
+        if key in src.meta:
+            dst.meta[key] = src.meta[key]

@@ -1,0 +1,191 @@
+"""``remove_dropout``: drop dropouts that do nothing (eval mode), in every dialect."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+from pydantic import Field
+from torch.fx.node import Node
+
+from fxpasses import ERASE, NodePass, PassContext, PassOptions, Replace, on
+from fxpasses.ops import FAMILIES, callable_op_name
+
+from ._facts import arg, first_mutation, substitution_problem
+
+__all__ = ["RemoveDropout"]
+
+_DROPOUT_MODULES = (
+    torch.nn.Dropout,
+    torch.nn.Dropout1d,
+    torch.nn.Dropout2d,
+    torch.nn.Dropout3d,
+    torch.nn.AlphaDropout,
+    torch.nn.FeatureAlphaDropout,
+)
+# Python functions whose ``training`` defaults to False (the others default to True).
+_EVAL_BY_DEFAULT = {F.alpha_dropout, F.feature_alpha_dropout}
+_F_DROPOUTS = {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout}
+_DROPOUT_NAMES = FAMILIES["dropout"]
+
+
+class RemoveDropoutOptions(PassOptions):
+    """Options of ``remove_dropout``."""
+
+    inference: bool = Field(
+        False,
+        description="the graph is used for inference only: remove active (training-mode) dropouts "
+        "too, as if the model were in eval mode",
+    )
+
+
+class RemoveDropout(NodePass):
+    """Remove dropouts that are the identity (eval mode), or every dropout with ``inference``.
+
+    Recognised forms:
+
+    - ``call_module`` ``nn.Dropout``, ``Dropout1d/2d/3d``, ``AlphaDropout``,
+      ``FeatureAlphaDropout`` not in training mode;
+    - ``F.dropout``/``dropout1d/2d/3d``/``alpha_dropout``/``feature_alpha_dropout`` and
+      ``torch.dropout``/``feature_dropout``/``alpha_dropout``/``feature_alpha_dropout`` with
+      ``training=False`` (TorchDynamo and torch-level graphs);
+    - ``aten.dropout``/``feature_dropout``/``alpha_dropout``/``feature_alpha_dropout`` with
+      ``train=False`` (``torch.export``);
+    - after ``run_decompositions()``: ``aten.native_dropout(x, p, train=False)`` with its
+      ``getitem(0)`` (and the unused mask ``getitem(1)``), and the ``aten.clone(x)`` that the
+      decomposition of an eval-mode dropout leaves behind, recognised by its provenance
+      (``meta["torch_fn"]`` / ``meta["from_node"]`` naming a dropout) and only without a
+      ``memory_format``.
+
+    An active dropout (training mode, or a training flag that is not a literal) is never
+    removed unless the option ``inference=True`` declares the graph to be inference only;
+    then it is removed as if the model were in eval mode. A dropout whose mask output is
+    used is kept.
+
+    Aliasing: eval-mode ``dropout`` returns its input tensor itself, so removing it is exact.
+    ``native_dropout``, the decomposition's ``clone`` and active dropouts return a new
+    tensor; they are removed only where that cannot be observed (see
+    :func:`fxpasses.builtin_passes._facts.substitution_problem`: the result is not returned
+    by the graph, or its input is a fresh tensor not otherwise returned, and nothing in the
+    graph writes in place). Otherwise a clone remnant is kept (reported) and an active or
+    ``native_dropout`` is replaced by a plain ``clone`` of its input.
+
+    Options: ``inference: bool = False``. Counters: ``removed`` (``kept_copy`` for dropouts
+    replaced by a clone).
+    """
+
+    name = "remove_dropout"
+    Options = RemoveDropoutOptions
+    before = ("eliminate_dead_code",)
+
+    def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
+        self._mutation = first_mutation(gm)
+
+    @on("dropout")
+    def dropout(self, node: Node, ctx: PassContext) -> Any:
+        if node.op == "call_module":
+            mod = ctx.module(node)
+            if not isinstance(mod, _DROPOUT_MODULES) or len(node.args) != 1 or node.kwargs:
+                return None
+            active = mod.training
+            fresh_result = active and not mod.inplace
+        elif node.op == "call_function":
+            if callable_op_name(node.target) == "native_dropout":
+                return self._native_dropout(node, ctx)
+            if isinstance(node.target, torch._ops.OpOverload) and node.target._overloadname != "default":
+                return None
+            active = _training(node)
+            fresh_result = active is not False and not _inplace(node)
+        else:
+            return None
+        x = arg(node, 0, "input", None)
+        if not isinstance(x, Node):
+            return None
+        if active is not False and not self.options.inference:
+            why = "in training mode" if active is True else "with a training flag that is not a constant"
+            return ctx.skip(node, f"active dropout ({why}); set inference=true to remove it")
+        return Replace(self._substitute(node, x, fresh_result, ctx))
+
+    def _native_dropout(self, node: Node, ctx: PassContext) -> Any:
+        """``native_dropout(x, p, train)`` -> ``(out, mask)``, used through getitem."""
+        x = arg(node, 0, "input", None)
+        train = arg(node, 2, "train", None)
+        if not isinstance(x, Node):
+            return None
+        if train is not False and not self.options.inference:
+            return ctx.skip(node, "active dropout (native_dropout with train=True); set inference=true to remove it")
+        outs, masks = [], []
+        for user in node.users:
+            if user.op != "call_function" or user.target is not operator.getitem:
+                return ctx.skip(node, f"native_dropout result used by %{user.name} other than through getitem")
+            (outs if user.args[1] == 0 else masks).append(user)
+        if any(m.users for m in masks):
+            return ctx.skip(node, "the dropout mask is used")
+        for out in outs:
+            ctx.replace_uses(out, self._substitute(out, x, True, ctx))
+            ctx.graph.erase_node(out)
+        for m in masks:
+            ctx.graph.erase_node(m)
+        return ERASE
+
+    @on(target=torch.ops.aten.clone.default, op="call_function")
+    def clone_remnant(self, node: Node, ctx: PassContext) -> Any:
+        """The ``clone`` an eval-mode ``aten.dropout`` decomposes into."""
+        if node.kwargs.get("memory_format") is not None or len(node.args) != 1 or not _from_dropout(node):
+            return None
+        x = node.args[0]
+        if not isinstance(x, Node):
+            return None
+        problem = substitution_problem(node, x, ctx.gm, self._mutation)
+        if problem is not None:
+            return ctx.skip(node, f"dropout remnant clone kept: {problem}")
+        ctx.count("removed")
+        return Replace(x)
+
+    def _substitute(self, node: Node, x: Node, fresh_result: bool, ctx: PassContext) -> Node:
+        """What replaces ``node`` (a dropout of ``x``): ``x``, or ``clone(x)`` where a copy is needed."""
+        if fresh_result and substitution_problem(node, x, ctx.gm, self._mutation) is not None:
+            if isinstance(node.target, torch._ops.OpOverload) or node.target is operator.getitem:
+                copy = ctx.call_function(torch.ops.aten.clone.default, (x,))
+            else:
+                copy = ctx.call_method("clone", (x,))
+            for key in ("val", "example_value", "tensor_meta"):
+                if key in node.meta:
+                    copy.meta[key] = node.meta[key]
+            ctx.count("kept_copy")
+            return copy
+        ctx.count("removed")
+        return x
+
+
+def _training(node: Node) -> Any:
+    """The training flag of a functional dropout: True, False or a non-literal value."""
+    if len(node.args) > 2:
+        return node.args[2]
+    for key in ("training", "train"):
+        if key in node.kwargs:
+            return node.kwargs[key]
+    return node.target not in _EVAL_BY_DEFAULT
+
+
+def _inplace(node: Node) -> bool:
+    """``inplace=True`` of the ``torch.nn.functional`` dropouts (in training mode they then
+    return their input itself)."""
+    return node.target in _F_DROPOUTS and arg(node, 3, "inplace", False) is True
+
+
+def _from_dropout(node: Node) -> bool:
+    """Whether the node's provenance says it was produced by decomposing a dropout."""
+    fn = node.meta.get("torch_fn")
+    if isinstance(fn, tuple) and len(fn) == 2 and isinstance(fn[1], str):
+        return fn[1].rsplit(".", 1)[-1] in _DROPOUT_NAMES
+    for src in node.meta.get("from_node") or ():
+        while getattr(src, "from_node", None):
+            src = src.from_node[-1]
+        target = str(getattr(src, "target", ""))
+        if any(f"aten.{name}." in target for name in _DROPOUT_NAMES):
+            return True
+    return False

@@ -1,0 +1,277 @@
+"""simplify_algebra: identities removed only where dtype, shape and aliasing stay the same."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+import torch.nn as nn
+
+import fxpasses
+from fxpasses.capture import capture
+from fxpasses.ops import op_name
+from fxpasses.testing import assert_preserves_outputs, normalized_code
+
+DIALECTS = ("symbolic_trace", "dynamo", "export")
+# symbolic_trace records no shapes: the shape pass runs first there (and is harmless elsewhere)
+PIPELINE = "propagate_shapes,simplify_algebra"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()  # keep dynamo's recompile limit out of the way of repeated captures
+
+
+def simplify(gm, inputs, text=PIPELINE):
+    return fxpasses.Pipeline.from_string(text).run(gm, inputs)["simplify_algebra"]
+
+
+def op_names(gm):
+    return [op_name(n, gm) for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module") and n.target != "_guards_fn"]
+
+
+def as_tuple(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+# ------------------------------------------------------------------ issue 5, case 13
+
+
+class Case13(nn.Module):
+    """The four expressions of the issue on tensors made inside the graph (fresh tensors)."""
+
+    def forward(self, x):
+        i = torch.arange(3)
+        f = torch.ones(3)
+        b = x > 0
+        m = torch.ones(2, 3)
+        return i * 1.0, f + torch.zeros_like(m), b * 1, f * 1
+
+
+CASE13_EXPECTED = [
+    (torch.float32, (3,), [0.0, 1.0, 2.0]),
+    (torch.float32, (2, 3), [[1.0] * 3] * 2),
+    (torch.int64, (3,), [1, 0, 1]),
+    (torch.float32, (3,), [1.0, 1.0, 1.0]),
+]
+
+
+def check_case13_outputs(outs):
+    assert len(outs) == 4
+    for out, (dtype, shape, values) in zip(outs, CASE13_EXPECTED):
+        assert out.dtype == dtype and tuple(out.shape) == shape and out.tolist() == values
+
+
+@pytest.mark.parametrize("dialect", ["dynamo", "export"])
+def test_case13_only_f_times_one_is_simplified(dialect):
+    x = torch.tensor([1.0, -1.0, 2.0])  # b = [True, False, True]
+    cap = capture(Case13(), [x], dialect)
+    check_case13_outputs(as_tuple(cap.gm(*cap.inputs)))
+    pr = simplify(cap.gm, cap.inputs, "simplify_algebra")
+    assert pr.counters == {"simplified": 1, "skipped": 3}
+    reasons = sorted(why for _, why in pr.skipped)
+    assert reasons == [
+        "x * 1 kept: the result is torch.float32, the operand torch.int64 (type promotion)",
+        "x * 1 kept: the result is torch.int64, the operand torch.bool (type promotion)",
+        "x + 0 kept: the result has shape (2, 3), the operand (3) (broadcasting)",
+    ]
+    names = op_names(cap.gm)
+    assert names.count("mul") == 2 and names.count("add") == 1, names  # i * 1.0, b * 1; f + zeros
+    check_case13_outputs(as_tuple(cap.gm(*cap.inputs)))
+
+
+class Case13Inputs(nn.Module):
+    def forward(self, i, f, b, m):
+        return i * 1.0, f + torch.zeros_like(m), b * 1, f * 1
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_case13_with_inputs_f_times_one_is_kept_because_it_would_alias_f(dialect):
+    inputs = [torch.arange(3), torch.ones(3), torch.tensor([True, False, True]), torch.ones(2, 3)]
+    results = assert_preserves_outputs(PIPELINE, Case13Inputs(), inputs, dialects=[dialect], atol=0, rtol=0)
+    gm, report = results[dialect]
+    pr = report["simplify_algebra"]
+    assert "simplified" not in pr.counters and pr.counters["skipped"] == 4
+    assert any("alias" in why for _, why in pr.skipped)
+    cap_inputs = inputs if dialect != "dynamo" else capture(Case13Inputs(), inputs, dialect).inputs
+    outs = as_tuple(gm(*cap_inputs))
+    check_case13_outputs(outs)
+    assert not any(o is t for o in outs for t in cap_inputs)  # no output aliases an input
+
+
+# ------------------------------------------------------------------ every spelling
+
+
+class Spellings(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x)  # a fresh tensor: its identities may go
+        a = y * 1
+        b = 1 * a
+        c = b + 0
+        d = 0 + c
+        e = d - 0
+        f = e / 1
+        g = f**1
+        h = torch.mul(g, 1.0)
+        i = h.mul(1)
+        j = torch.add(i, 0, alpha=3)  # i + 3*0
+        k = torch.sub(j, 0.0, alpha=2)
+        m = torch.true_divide(k, 1)
+        n = -(-m)
+        o = torch.neg(torch.neg(n))
+        p = o * torch.ones_like(o)
+        q = p + torch.zeros_like(p)
+        r = q.add(x.new_zeros(4, 3))
+        return torch.tanh(r)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_spelling_of_every_identity_goes(dialect):
+    x = torch.randn(4, 3)
+    results = assert_preserves_outputs(
+        PIPELINE, Spellings(), [x], dialects=[dialect], atol=0, rtol=0, check_inputs=[[torch.randn(4, 3)]]
+    )
+    gm, report = results[dialect]
+    assert report["simplify_algebra"].counters == {"simplified": 17}, report["simplify_algebra"].skipped
+    assert op_names(gm) == ["relu", "tanh"], op_names(gm)  # the fill nodes went too
+
+
+def test_after_decompositions_aten_overloads():
+    x = torch.randn(4, 3)
+    gm = torch.export.export(Spellings(), (x,)).run_decompositions().module()
+    want = gm(x)
+    pr = simplify(gm, [x], "simplify_algebra")
+    assert "skipped" not in pr.counters, pr.skipped
+    assert op_names(gm) == ["relu", "tanh"]
+    assert torch.equal(gm(x), want)
+
+
+class Refused(nn.Module):
+    def forward(self, x, n, flag):
+        y = torch.relu(x)
+        return (
+            n * 1.0,  # int64 -> float32
+            flag * 1,  # bool -> int64
+            n / 1,  # true division: int64 -> float32
+            y + x.new_zeros(2, 4, 3),  # broadcasts to (2, 4, 3)
+            torch.rsub(y, 0),  # 0 - y
+            torch.div(y, 1, rounding_mode="floor"),  # floor(y)
+            torch.add(torch.zeros_like(y), y, alpha=2),  # 2 * y
+            y * 2,
+            y ** 2,
+            y.expand(2, 4, 3) * 1,  # strides differ: the expanded view is not dense
+        )
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_not_identities_or_changing_dtype_shape_strides_are_kept(dialect):
+    inputs = [torch.randn(4, 3) * 3, torch.arange(12).reshape(4, 3), torch.rand(4, 3) > 0.5]
+    results = assert_preserves_outputs(PIPELINE, Refused(), inputs, dialects=[dialect], atol=0, rtol=0)
+    gm, report = results[dialect]
+    pr = report["simplify_algebra"]
+    assert "simplified" not in pr.counters, pr.skipped
+    whys = " | ".join(why for _, why in pr.skipped)
+    for expected in ("torch.int64, the operand torch.bool", "torch.float32, the operand torch.int64", "broadcasting", "strides"):
+        assert expected in whys, whys
+    assert pr.counters["skipped"] == 5, pr.skipped  # n * 1.0, flag * 1, n / 1, + zeros, expand * 1
+
+
+# ------------------------------------------------------------------ aliasing
+
+
+class ReturnsTimesOne(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x)
+        return x * 1, y * 1, y, (x * 1).view(-1), torch.exp(x) * 1
+
+
+def test_aliasing_of_outputs_is_unchanged():
+    x = torch.randn(2, 3)
+    for dialect in DIALECTS:
+        torch._dynamo.reset()
+        cap = capture(ReturnsTimesOne(), [x], dialect)
+        pr = simplify(cap.gm, cap.inputs)
+        # x * 1 (would alias the input), y * 1 (would alias output 2), (x * 1).view (a view of x):
+        # kept; exp(x) * 1 -> exp(x): fresh and returned nowhere else
+        assert pr.counters == {"simplified": 1, "skipped": 3}, (dialect, pr.skipped)
+        outs = as_tuple(cap.gm(*cap.inputs))
+        ins = cap.inputs
+        assert not any(o is i or o.untyped_storage().data_ptr() == i.untyped_storage().data_ptr() for o in outs for i in ins if isinstance(i, torch.Tensor))
+        assert outs[1] is not outs[2]
+        torch.testing.assert_close(outs[4], torch.exp(x))
+
+
+class InplaceGraph(nn.Module):
+    def forward(self, x):
+        y = x * 1
+        y.add_(1)
+        return y * 2
+
+
+def test_graph_with_inplace_writes_is_left_alone():
+    x = torch.zeros(3)
+    gm = torch.fx.symbolic_trace(InplaceGraph())
+    code = normalized_code(gm)
+    pr = simplify(gm, [x.clone()])
+    assert "simplified" not in pr.counters and "in place" in pr.skipped[0][1]
+    assert normalized_code(gm) == code
+    out = gm(x)
+    assert torch.equal(x, torch.zeros(3)) and torch.equal(out, torch.full((3,), 2.0))
+
+
+def test_without_metadata_only_double_negation_is_simplified():
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.neg(-torch.relu(x)) * 1
+
+    gm = torch.fx.symbolic_trace(M())
+    pr = simplify(gm, None, "simplify_algebra")
+    assert pr.counters == {"simplified": 1, "skipped": 1}
+    assert "propagate_shapes" in pr.skipped[0][1]
+    assert op_names(gm) == ["relu", "mul"]
+    x = torch.randn(5)
+    assert torch.equal(gm(x), torch.relu(x))
+
+
+class SignedZero(nn.Module):
+    def forward(self, x):
+        z = (torch.relu(x) - 1) * 0.0  # -0.0 where relu(x) < 1
+        return (z + 0) * 2, z - 0
+
+
+def test_keep_signed_zeros_option():
+    x = torch.tensor([-3.0, 0.5, 4.0])  # z = [-0.0, -0.0, +0.0]
+    for keep, simplified, signs in ((False, 2, [True, True, False]), (True, 1, [False, False, False])):
+        cap = capture(SignedZero(), [x], "export")
+        want = cap.gm(x)
+        assert torch.signbit(want[0]).tolist() == [False, False, False]  # -0.0 + 0 is +0.0
+        pr = simplify(cap.gm, [x], f"simplify_algebra{{keep_signed_zeros={str(keep).lower()}}}")
+        assert pr.counters.get("simplified") == simplified, pr.skipped
+        got = cap.gm(x)
+        torch.testing.assert_close(got, want, atol=0, rtol=0)  # -0.0 == +0.0
+        assert torch.signbit(got[0]).tolist() == signs
+        if keep:
+            assert pr.skipped == [("add", "x + 0 kept (keep_signed_zeros): it turns -0.0 into +0.0")]
+
+
+def test_options_are_validated():
+    with pytest.raises(fxpasses.OptionsError, match="keep_signed_zero"):
+        fxpasses.Pipeline.from_string("simplify_algebra{keep_signed_zero=true}")
+
+
+def test_call_method_and_operator_forms_in_a_hand_built_graph():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    r = g.call_function(torch.relu, (x,))
+    a = g.call_method("mul", (r, 1))
+    b = g.call_function(operator.truediv, (a, 1))
+    c = g.call_function(operator.pow, (b, 1))
+    d = g.call_method("neg", (g.call_method("neg", (c,)),))
+    g.output(g.call_function(torch.tanh, (d,)))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    inp = torch.randn(3)
+    pr = simplify(gm, [inp])
+    assert pr.counters == {"simplified": 4}
+    assert [n.target for n in gm.graph.nodes if n.op != "placeholder" and n.op != "output"] == [torch.relu, torch.tanh]
+    assert torch.equal(gm(inp), torch.tanh(torch.relu(inp)))

@@ -1,0 +1,406 @@
+"""fuse_conv_bn: exact folding in every dialect, and everything it must leave alone."""
+
+from __future__ import annotations
+
+import copy
+import operator
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fxpasses
+from fxpasses.capture import capture
+from fxpasses.ops import op_name
+from fxpasses.testing import assert_preserves_outputs, normalized_code
+
+DIALECTS = ("symbolic_trace", "dynamo", "export")
+BN_NAMES = {"batch_norm", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "native_batch_norm"}
+CONV_NAMES = {"conv1d", "conv2d", "conv3d", "convolution"}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    # every capture compiles the same forward code objects again; keep dynamo's recompile
+    # limit (8 per code object) from failing later captures
+    torch._dynamo.reset()
+
+
+def randomize_bn(bn: nn.modules.batchnorm._BatchNorm) -> None:
+    """Non-trivial statistics and affine parameters, so that a wrong fold shows."""
+    with torch.no_grad():
+        bn.running_mean.uniform_(-2, 2)
+        bn.running_var.uniform_(0.25, 4)
+        if bn.weight is not None:
+            bn.weight.uniform_(0.5, 2)
+            bn.bias.uniform_(-1, 1)
+
+
+def ops_of(gm: torch.fx.GraphModule) -> list[str]:
+    return [op_name(n, gm) for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+
+
+def run(gm, text="fuse_conv_bn", inputs=None):
+    return fxpasses.Pipeline.from_string(text).run(gm, inputs)["fuse_conv_bn"]
+
+
+class ConvNet(nn.Module):
+    """conv(bias) -> bn -> relu -> conv(no bias) -> bn -> + skip, in 1, 2 or 3 dimensions."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        Conv = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[dim]
+        BN = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d, 3: nn.BatchNorm3d}[dim]
+        self.conv1 = Conv(3, 6, 3, padding=1, bias=True)
+        self.bn1 = BN(6)
+        self.conv2 = Conv(6, 6, 3, padding=1, stride=1, groups=2, bias=False)
+        self.bn2 = BN(6, affine=dim != 3)  # the 3-d net also covers BN without weight/bias
+        for bn in (self.bn1, self.bn2):
+            randomize_bn(bn)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return self.bn2(self.conv2(y)) + y
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_convnet_outputs_preserved_and_bn_gone_in_every_dialect(dim):
+    shape = {1: (2, 3, 10), 2: (2, 3, 6, 6), 3: (1, 3, 4, 4, 4)}[dim]
+    model = ConvNet(dim).eval()
+    results = assert_preserves_outputs(
+        fxpasses.Pipeline.from_string("fuse_conv_bn"),
+        model,
+        [torch.randn(shape)],
+        check_inputs=[[torch.randn(shape) * 3]],
+    )
+    for dialect, (gm, report) in results.items():
+        ops = ops_of(gm)
+        assert report["fuse_conv_bn"].counters == {"fused": 2}, dialect
+        assert not BN_NAMES & set(ops), (dialect, ops)
+        assert sum(o in CONV_NAMES for o in ops) == 2, (dialect, ops)
+        gm.graph.lint()
+        if dialect != "dynamo":  # against eager too, not only against the captured graph
+            x = torch.randn(shape)
+            torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_symbolic_trace_fused_module_equals_torch_fusion_and_originals_untouched():
+    model = ConvNet(2).eval()
+    gm = torch.fx.symbolic_trace(model)
+    w_before = model.conv1.weight.detach().clone()
+    report = run(gm)
+    assert report.counters == {"fused": 2}
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_module"]
+    assert targets == ["conv1_fused", "conv2_fused"]
+    expected = torch.nn.utils.fusion.fuse_conv_bn_eval(model.conv1, model.bn1)
+    assert torch.equal(gm.conv1_fused.weight, expected.weight)
+    assert torch.equal(gm.conv1_fused.bias, expected.bias)
+    assert gm.conv2_fused.bias is not None  # conv without bias gets one
+    # the user's modules (shared with the traced module) are not modified
+    assert torch.equal(model.conv1.weight, w_before)
+    assert model.conv2.bias is None
+    assert gm.conv1 is model.conv1
+
+
+def test_export_constant_fold_stores_new_buffers():
+    model = ConvNet(2).eval()
+    cap = capture(model, [torch.randn(1, 3, 6, 6)], "export")
+    gm = cap.gm
+    run(gm)
+    convs = [n for n in gm.graph.nodes if op_name(n) in CONV_NAMES]
+    assert [n.args[1].target for n in convs] == ["conv1_fused_weight", "conv2_fused_weight"]
+    assert [n.args[2].target for n in convs] == ["conv1_fused_bias", "conv2_fused_bias"]
+    assert "conv1_fused_weight" in gm.state_dict()
+    # no dead nodes of the pass's own making are left behind
+    assert not [n for n in gm.graph.nodes if n.op == "get_attr" and not n.users and "bn" in n.target and "num_batches" not in n.target]
+
+
+# ------------------------------------------------------------------ issue 5, case 11
+
+
+class ConvBNReLU(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+        randomize_bn(self.bn)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+@pytest.mark.parametrize("decompose", [False, True])
+def test_case11_export_conv_without_bias_bn_relu(decompose):
+    model = ConvBNReLU().eval()
+    x = torch.randn(1, 3, 8, 8)
+    ep = torch.export.export(model, (x,))
+    if decompose:
+        ep = ep.run_decompositions()
+    gm = ep.module()
+    before = [(n.op, str(n.target)) for n in gm.graph.nodes if n.op == "call_function"]
+    if decompose:
+        assert before == [
+            ("call_function", "aten.convolution.default"),
+            ("call_function", "aten._native_batch_norm_legit_no_training.default"),
+            ("call_function", "<built-in function getitem>"),
+            ("call_function", "aten.relu.default"),
+        ]
+        conv = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.convolution.default)
+        assert conv.args[2] is None
+    report = run(gm)
+    assert report.counters == {"fused": 1}
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    conv_target = torch.ops.aten.convolution.default if decompose else torch.ops.aten.conv2d.default
+    assert [n.target for n in calls] == [conv_target, torch.ops.aten.relu.default]
+    conv = calls[0]
+    assert isinstance(conv.args[2], torch.fx.Node) and conv.args[2].op == "get_attr"
+    assert tuple(getattr(gm, conv.args[2].target).shape) == (4,)
+    gm.graph.lint()
+    torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=0)
+    x2 = torch.randn(1, 3, 8, 8)
+    torch.testing.assert_close(gm(x2), model(x2), atol=1e-5, rtol=0)
+
+
+# ------------------------------------------------------------------ issue 5, case 9
+
+
+class SharedConv(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+        self.bn = nn.BatchNorm2d(2)
+        randomize_bn(self.bn)
+
+    def forward(self, x, y):
+        return self.conv(x), self.bn(self.conv(y))
+
+
+def test_case9_conv_called_twice_is_cloned_for_the_fused_site():
+    model = SharedConv().eval()
+    x, y = torch.randn(1, 2, 4, 4), torch.randn(1, 2, 4, 4)
+    want = model(x, y)
+    for dialect in DIALECTS:
+        torch._dynamo.reset()
+        cap = capture(model, [x, y], dialect)
+        report = run(cap.gm)
+        assert report.counters == {"fused": 1}, dialect
+        ops = ops_of(cap.gm)
+        assert not BN_NAMES & set(ops) and sum(o in CONV_NAMES for o in ops) == 2, (dialect, ops)
+        got = cap.gm(*cap.inputs)
+        torch.testing.assert_close(got[0], want[0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(got[1], want[1], atol=1e-6, rtol=0)
+        if dialect == "symbolic_trace":
+            # the unfused site still calls the original, unmodified conv
+            assert [n.target for n in cap.gm.graph.nodes if n.op == "call_module"] == ["conv", "conv_fused"]
+            assert cap.gm.conv is not cap.gm.conv_fused
+            torch.testing.assert_close(cap.gm.conv(x), want[0], atol=0, rtol=0)
+
+
+class SharedBN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(2, 3, 3)
+        self.conv2 = nn.Conv2d(2, 3, 3)
+        self.bn = nn.BatchNorm2d(3)
+        randomize_bn(self.bn)
+
+    def forward(self, x):
+        return self.bn(self.conv1(x)) + self.bn(self.conv2(x))
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_case9_bn_shared_by_two_convs_is_left_alone(dialect):
+    model = SharedBN().eval()
+    cap = capture(model, [torch.randn(1, 2, 5, 5)], dialect)
+    code = normalized_code(cap.gm)
+    results = assert_preserves_outputs("fuse_conv_bn", model, [torch.randn(1, 2, 5, 5)], dialects=[dialect])
+    gm, report = results[dialect]
+    pr = report["fuse_conv_bn"]
+    assert pr.counters == {"skipped": 2} and not pr.changed
+    assert all("shared" in why or "more than one site" in why for _, why in pr.skipped), pr.skipped
+    assert normalized_code(gm) == code
+
+
+# ------------------------------------------------------------------ issue 5, case 10
+
+
+class ConvBN(nn.Module):
+    def __init__(self, **bn_kwargs) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4, **bn_kwargs)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+@pytest.mark.parametrize(
+    "make, reason",
+    [
+        (lambda: ConvBN().train(), "training mode"),
+        (lambda: ConvBN(track_running_stats=False).eval(), "track_running_stats=False"),
+    ],
+    ids=["train", "no_running_stats"],
+)
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_case10_training_and_batch_statistics_are_skipped_with_reason(make, reason, dialect):
+    model = make()
+    x = torch.randn(2, 3, 6, 6)
+    cap = capture(copy.deepcopy(model), [x], dialect)
+    code = normalized_code(cap.gm)
+    before = cap.gm(*cap.inputs)
+    report = fxpasses.Pipeline.from_string("fuse_conv_bn").run(cap.gm)  # no exception
+    pr = report["fuse_conv_bn"]
+    assert pr.status == "ok" and not pr.changed and "fused" not in pr.counters
+    assert len(pr.skipped) == 1 and reason in pr.skipped[0][1], pr.skipped
+    assert normalized_code(cap.gm) == code
+    torch.testing.assert_close(cap.gm(*cap.inputs), before, atol=0, rtol=0)
+
+
+# ------------------------------------------------------------------ other refusals
+
+
+class ConvUsedTwice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        randomize_bn(self.bn)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return self.bn(y), y
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_conv_output_with_other_users_is_skipped(dialect):
+    model = ConvUsedTwice().eval()
+    results = assert_preserves_outputs("fuse_conv_bn", model, [torch.randn(1, 3, 6, 6)], dialects=[dialect])
+    gm, report = results[dialect]
+    pr = report["fuse_conv_bn"]
+    assert not pr.changed and len(pr.skipped) == 1 and "other users" in pr.skipped[0][1]
+    assert BN_NAMES & set(ops_of(gm))
+
+
+class StatsAsInput(nn.Module):
+    """BN statistics that are graph inputs: not constants."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.register_buffer("var", torch.rand(4) + 0.5)
+        self.gamma = nn.Parameter(torch.rand(4) + 0.5)
+        self.beta = nn.Parameter(torch.randn(4))
+
+    def forward(self, x, mean):
+        return F.batch_norm(self.conv(x), mean, self.var, self.gamma, self.beta, False, 0.1, 1e-3)
+
+
+def test_non_constant_statistics_skipped_in_export_folded_in_graph_for_dynamo():
+    model = StatsAsInput().eval()
+    inputs = [torch.randn(1, 3, 6, 6), torch.randn(4)]
+    other = [[torch.randn(1, 3, 6, 6), torch.randn(4) * 5]]  # other values of the mean too
+    results = assert_preserves_outputs(
+        "fuse_conv_bn", model, inputs, dialects=["dynamo", "export", "symbolic_trace"], check_inputs=other
+    )
+    export_report = results["export"][1]["fuse_conv_bn"]
+    assert not export_report.changed
+    assert "not constants" in export_report.skipped[0][1]
+    gm, report = results["dynamo"]  # torch level: the fold is emitted as graph code
+    assert report["fuse_conv_bn"].counters == {"fused": 1}
+    assert "batch_norm" not in ops_of(gm)
+    assert {"rsqrt", "type_as"} <= set(ops_of(gm))
+    # symbolic_trace: an nn.Conv2d module followed by F.batch_norm is not a recognised pair
+    assert "batch_norm" in ops_of(results["symbolic_trace"][0])
+
+
+class FunctionalConstants(nn.Module):
+    """F.conv1d + F.batch_norm on attributes: get_attr constants at torch level."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(5, 2, 3))
+        self.register_buffer("rm", torch.randn(5))
+        self.register_buffer("rv", torch.rand(5) + 0.5)
+
+    def forward(self, x):
+        return F.batch_norm(F.conv1d(x, self.w, padding=1), self.rm, self.rv, None, None, False, 0.1, 1e-5)
+
+
+def test_torch_level_functional_with_constants_is_folded():
+    model = FunctionalConstants().eval()
+    results = assert_preserves_outputs("fuse_conv_bn", model, [torch.randn(2, 2, 7)], check_inputs=[[torch.randn(2, 2, 7)]])
+    gm, report = results["symbolic_trace"]
+    assert report["fuse_conv_bn"].counters == {"fused": 1}
+    assert ops_of(gm) == ["conv1d"]
+    conv = next(n for n in gm.graph.nodes if n.op == "call_function")
+    assert conv.kwargs == {"padding": 1} and conv.args[2].target == "w_fused_bias"
+
+
+class TransposedConvBN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        randomize_bn(self.bn)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+def test_transposed_convolution_is_not_fused():
+    model = TransposedConvBN().eval()
+    for dialect in DIALECTS:
+        results = assert_preserves_outputs("fuse_conv_bn", model, [torch.randn(1, 3, 5, 5)], dialects=[dialect])
+        assert not results[dialect][1]["fuse_conv_bn"].changed, dialect
+    gm = torch.export.export(model, (torch.randn(1, 3, 5, 5),)).run_decompositions().module()
+    pr = run(gm)
+    assert not pr.changed and "transposed" in pr.skipped[0][1]
+
+
+def test_saved_statistics_output_used_is_skipped():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    w, rm, rv = (g.get_attr(n) for n in ("w", "rm", "rv"))
+    conv = g.call_function(torch.ops.aten.convolution.default, (x, w, None, [1], [0], [1], False, [0], 1))
+    bn = g.call_function(torch.ops.aten._native_batch_norm_legit_no_training.default, (conv, None, None, rm, rv, 0.1, 1e-5))
+    out0 = g.call_function(operator.getitem, (bn, 0))
+    out1 = g.call_function(operator.getitem, (bn, 1))
+    g.output((out0, out1))
+    root = nn.Module()
+    root.w = nn.Parameter(torch.randn(2, 2, 1))
+    root.register_buffer("rm", torch.zeros(2))
+    root.register_buffer("rv", torch.ones(2))
+    gm = torch.fx.GraphModule(root, g)
+    pr = run(gm)
+    assert not pr.changed and "saved mean/invstd" in pr.skipped[0][1]
+
+
+def test_float64_conv_keeps_its_dtype_and_precision():
+    model = ConvBNReLU().eval().to(torch.float64)
+    x = torch.randn(1, 3, 8, 8, dtype=torch.float64)
+    results = assert_preserves_outputs("fuse_conv_bn", model, [x], atol=1e-12, rtol=1e-12)
+    for dialect, (gm, report) in results.items():
+        assert report["fuse_conv_bn"].counters == {"fused": 1}, dialect
+
+
+def test_rollback_restores_graph_and_module_when_a_later_pass_fails_lint():
+    """The pass adds modules/buffers: a failure in the same pass must leave nothing behind."""
+    model = ConvBNReLU().eval()
+    gm = torch.fx.symbolic_trace(model)
+    code = normalized_code(gm)
+    names = set(dict(gm.named_modules()))
+    from fxpasses.builtin_passes.conv_bn import FuseConvBN
+
+    class Broken(FuseConvBN):
+        name = "broken_fuse"
+
+        def finish(self, gm, ctx):
+            super().finish(gm, ctx)
+            raise RuntimeError("boom")
+
+    with pytest.raises(fxpasses.PassFailedError, match="boom"):
+        fxpasses.Pipeline([Broken]).run(gm)
+    assert normalized_code(gm) == code
+    assert set(dict(gm.named_modules())) == names
