@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.fx
@@ -32,8 +32,10 @@ from fxpasses.ops import callable_op_name, is_inplace_name, module_op_name
 
 __all__ = [
     "arg",
+    "is_torch_op",
     "may_mutate",
     "first_mutation",
+    "lazy_first_mutation",
     "returns_fresh",
     "reaches_output",
     "substitution_problem",
@@ -55,6 +57,21 @@ def arg(node: Node, index: int, name: str, default: Any = _MISSING) -> Any:
     if default is _MISSING:
         raise KeyError(name)
     return default
+
+
+def is_torch_op(target: Any) -> bool:
+    """Whether a ``call_function`` target is PyTorch's or Python's own operator (an ATen
+    overload, an ``operator`` function, a ``torch``/``torch.nn.functional``/``Tensor``
+    function), not a user function that happens to share its name."""
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return target.namespace == "aten"
+    module = getattr(target, "__module__", None)
+    if module in ("_operator", "operator"):
+        return True
+    name = getattr(target, "__name__", None)
+    if not isinstance(name, str):
+        return False
+    return any(getattr(ns, name, None) is target for ns in (torch, torch.nn.functional, torch.Tensor))
 
 
 # Canonical op names (see fxpasses.ops) whose result is always a new tensor, never a view or
@@ -148,6 +165,19 @@ def first_mutation(gm: torch.fx.GraphModule) -> Node | None:
     return None
 
 
+def lazy_first_mutation(gm: torch.fx.GraphModule) -> Callable[[], Node | None]:
+    """:func:`first_mutation`, computed on the first call only (an O(n) scan a pass should
+    not pay when it finds nothing to do)."""
+    found: list[Node | None] = []
+
+    def get() -> Node | None:
+        if not found:
+            found.append(first_mutation(gm))
+        return found[0]
+
+    return get
+
+
 def returns_fresh(node: Node, gm: torch.nn.Module) -> bool:
     """Whether ``node``'s result is certainly a new tensor (not a view, not an input).
 
@@ -188,14 +218,18 @@ def reaches_output(node: Node, gm: torch.nn.Module) -> bool:
     return False
 
 
-def substitution_problem(old: Node, new: Any, gm: torch.fx.GraphModule, mutation: Node | None) -> str | None:
+def substitution_problem(
+    old: Node, new: Any, gm: torch.fx.GraphModule, find_mutation: Callable[[], Node | None]
+) -> str | None:
     """Why replacing every use of ``old`` (a fresh result) by ``new`` changes aliasing.
 
-    ``mutation`` is :func:`first_mutation` of the graph (computed once by the caller).
-    Returns None when the replacement is safe (see the module doc for the rules).
+    ``find_mutation`` returns the graph's first mutating node (see
+    :func:`lazy_first_mutation`). Returns None when the replacement is safe (see the module
+    doc for the rules).
     """
     if not isinstance(new, Node):
         return None
+    mutation = find_mutation()
     if mutation is not None:
         return (
             f"the graph writes tensors in place (%{mutation.name}), so replacing a fresh "

@@ -13,7 +13,7 @@ from torch.fx.node import Node
 from fxpasses import NodePass, PassContext, PassOptions, Replace, on
 from fxpasses.ops import callable_op_name
 
-from ._facts import arg, erase_dead, first_mutation, substitution_problem
+from ._facts import arg, erase_dead, is_torch_op, lazy_first_mutation, substitution_problem
 
 __all__ = ["SimplifyAlgebra"]
 
@@ -76,7 +76,7 @@ class SimplifyAlgebra(NodePass):
     before = ("eliminate_dead_code",)
 
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
-        self._mutation = first_mutation(gm)
+        self._mutation = lazy_first_mutation(gm)
         self._orphans: list[Node] = []
 
     def finish(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
@@ -104,16 +104,25 @@ class SimplifyAlgebra(NodePass):
         return Replace(x)
 
 
+def _name(node: Node) -> str | None:
+    """Canonical op name of a call_method, or of a call_function of PyTorch's own operators."""
+    if node.op == "call_method":
+        return node.target  # type: ignore[return-value]
+    if node.op == "call_function" and is_torch_op(node.target):
+        return callable_op_name(node.target)
+    return None
+
+
 def _identity(node: Node) -> tuple[Node, Any, str] | None:
     """``(x, the identity operand or inner neg, description)`` when ``node`` is an identity."""
-    name = node.target if node.op == "call_method" else callable_op_name(node.target)
+    name = _name(node)
     if not isinstance(name, str) or set(node.kwargs) - _KNOWN_KWARGS or node.kwargs.get("rounding_mode") is not None:
         return None
     a = arg(node, 0, "input", node.kwargs.get("self"))
     if name in ("neg", "negative"):
-        if len(node.args) + len(node.kwargs) != 1 or not isinstance(a, Node) or a.op not in ("call_function", "call_method"):
+        if len(node.args) + len(node.kwargs) != 1 or not isinstance(a, Node):
             return None
-        inner = a.target if a.op == "call_method" else callable_op_name(a.target)
+        inner = _name(a)
         x = arg(a, 0, "input", a.kwargs.get("self"))
         if inner in ("neg", "negative") and len(a.args) + len(a.kwargs) == 1 and isinstance(x, Node):
             return x, a, "neg(neg(x))"
@@ -148,9 +157,9 @@ def _fill(v: Any) -> Any:
     """The value of a Python number, or of a node that creates a tensor filled with one value."""
     if isinstance(v, (bool, int, float, complex)):
         return v
-    if not isinstance(v, Node) or v.op not in ("call_function", "call_method") or "out" in v.kwargs:
+    if not isinstance(v, Node) or "out" in v.kwargs:
         return None
-    name = v.target if v.op == "call_method" else callable_op_name(v.target)
+    name = _name(v)
     if name in _ZERO_FILLS:
         return 0
     if name in _ONE_FILLS:

@@ -15,7 +15,7 @@ from fxpasses import ERASE, NodePass, PassContext, Replace, on
 from fxpasses.context import tensor_info
 from fxpasses.ops import FAMILIES, callable_op_name
 
-from ._facts import arg, erase_dead
+from ._facts import arg, erase_dead, is_torch_op
 
 __all__ = ["FuseConvBN"]
 
@@ -159,7 +159,7 @@ class FuseConvBN(NodePass):
         conv_node = bn["input"]
         if not isinstance(conv_node, Node) or conv_node.op != "call_function":
             return None
-        conv_name = callable_op_name(conv_node.target)
+        conv_name = callable_op_name(conv_node.target) if is_torch_op(conv_node.target) else None
         if conv_name not in ("conv1d", "conv2d", "conv3d", "convolution", "_convolution"):
             return None
         if conv_name in ("convolution", "_convolution") and arg(conv_node, 6, "transposed", True) is not False:
@@ -197,6 +197,9 @@ class FuseConvBN(NodePass):
             ndim = _weight_ndim(conv_name, w)
             if ndim is None:
                 return ctx.skip(node, "the rank of the conv weight is unknown")
+            w_info, mean_info = (tensor_info(v) if isinstance(v, Node) else None for v in (w, bn["running_mean"]))
+            if w_info and mean_info and tuple(mean_info[0]) != (w_info[0][0],):
+                return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
             new_w, new_b = _emit_fold(params, eps, ndim, ctx)
         new_args = list(conv_node.args)
         new_kwargs = dict(conv_node.kwargs)
@@ -232,10 +235,11 @@ class FuseConvBN(NodePass):
         )
 
 
-
 def _bind_bn(node: Node) -> dict[str, Any] | None:
     """The arguments of a functional batch norm by name, plus ``tuple`` (returns a tuple)."""
     target = node.target
+    if not is_torch_op(target):
+        return None
     if target is torch.nn.functional.batch_norm:
         names, is_tuple = _F_ORDER, False
     else:

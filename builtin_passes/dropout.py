@@ -14,7 +14,7 @@ from torch.fx.node import Node
 from fxpasses import ERASE, NodePass, PassContext, PassOptions, Replace, on
 from fxpasses.ops import FAMILIES, callable_op_name
 
-from ._facts import arg, first_mutation, substitution_problem
+from ._facts import arg, is_torch_op, lazy_first_mutation, substitution_problem
 
 __all__ = ["RemoveDropout"]
 
@@ -82,7 +82,7 @@ class RemoveDropout(NodePass):
     before = ("eliminate_dead_code",)
 
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
-        self._mutation = first_mutation(gm)
+        self._mutation = lazy_first_mutation(gm)
 
     @on("dropout")
     def dropout(self, node: Node, ctx: PassContext) -> Any:
@@ -92,7 +92,7 @@ class RemoveDropout(NodePass):
                 return None
             active = mod.training
             fresh_result = active and not mod.inplace
-        elif node.op == "call_function":
+        elif node.op == "call_function" and is_torch_op(node.target):
             if callable_op_name(node.target) == "native_dropout":
                 return self._native_dropout(node, ctx)
             if isinstance(node.target, torch._ops.OpOverload) and node.target._overloadname != "default":

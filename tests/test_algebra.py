@@ -275,3 +275,20 @@ def test_call_method_and_operator_forms_in_a_hand_built_graph():
     assert pr.counters == {"simplified": 4}
     assert [n.target for n in gm.graph.nodes if n.op != "placeholder" and n.op != "output"] == [torch.relu, torch.tanh]
     assert torch.equal(gm(inp), torch.tanh(torch.relu(inp)))
+
+
+def mul(a, b):
+    """A user function that shares the name of torch.mul but is not the identity at b == 1."""
+    return a * b + 1
+
+
+def test_user_function_named_like_an_operator_is_not_touched():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    r = g.call_function(torch.relu, (x,))
+    g.output(g.call_function(torch.tanh, (g.call_function(mul, (r, 1)),)))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    inp = torch.randn(3)
+    pr = simplify(gm, [inp])  # shapes recorded: only the target's identity protects it
+    assert not pr.changed and pr.counters == {}
+    assert torch.equal(gm(inp), torch.tanh(torch.relu(inp) + 1))

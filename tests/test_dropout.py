@@ -293,3 +293,18 @@ def test_inplace_write_on_removed_dropout_result_does_not_reach_the_input():
     x = torch.zeros(5)
     out = gm(x)
     assert torch.equal(x, torch.zeros(5)) and torch.equal(out, torch.full((5,), 2.0))
+
+
+def dropout(x, p, training):
+    """A user function that shares the name of F.dropout."""
+    return x * 2
+
+
+def test_user_function_named_dropout_is_not_removed():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(dropout, (x, 0.5, False)))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    pr = run(gm, "remove_dropout{inference=true}")
+    assert not pr.changed and pr.counters == {}
+    assert torch.equal(gm(torch.ones(2)), torch.full((2,), 2.0))
