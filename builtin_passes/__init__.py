@@ -12,7 +12,10 @@ from typing import Callable
 from fxpasses import hookimpl
 
 from .algebra import SimplifyAlgebra
+from .constant_folding import FoldConstants
 from .conv_bn import FuseConvBN
+from .cse import EliminateCommonSubexpressions
+from .dead_code import EliminateDeadCode
 from .dropout import RemoveDropout
 from .print_graph import PrintGraph
 from .rename import RenameNodes
@@ -23,6 +26,9 @@ __all__ = ["BUILTIN_PASSES", "fxpasses_register_passes"]
 BUILTIN_PASSES: tuple[type, ...] = (
     PropagateShapes,
     PrintGraph,
+    EliminateDeadCode,
+    EliminateCommonSubexpressions,
+    FoldConstants,
     FuseConvBN,
     RemoveDropout,
     SimplifyAlgebra,

@@ -1,0 +1,389 @@
+"""``fold_constants``: evaluate the parts of a graph that depend only on constants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+from pydantic import Field
+from torch.fx.node import Node
+
+from fxpasses import GraphPass, PassContext, PassOptions
+from fxpasses.effects import EffectAnalysis
+
+from .dead_code import prune_unused_state
+
+__all__ = ["FoldConstants", "FoldConstantsOptions"]
+
+_CALLS = ("call_function", "call_method", "call_module")
+#: Python values a folded node may be replaced by, spelled as literals in the generated code.
+_LITERALS = (bool, int, float, complex, str, type(None), torch.dtype, torch.device)
+_META_KEYS = ("val", "tensor_meta", "example_value")
+
+
+class FoldConstantsOptions(PassOptions):
+    """Options of ``fold_constants``."""
+
+    max_numel: int = Field(
+        default=1 << 20,
+        ge=0,
+        description=(
+            "Never store a folded tensor with more elements than this (default 1048576 = 2**20, "
+            "4 MiB of float32): a bigger result is left to be computed at run time."
+        ),
+    )
+    max_growth_bytes: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "How many bytes folding may add to the module's tensor storage in total: the bytes "
+            "of the new constants minus those of the parameters/buffers they leave unused. "
+            "The default 0 never lets the module grow (x + b.expand(1024, 1024) keeps the small "
+            "b); raise it to fold constants built from literals (torch.arange(n), masks)."
+        ),
+    )
+    fold_parameters: bool = Field(
+        default=True,
+        description=(
+            "Treat parameters as constants (inference: weights are frozen). Set false to fold "
+            "only buffers and literals, e.g. for a graph that will be trained: folded results "
+            "do not require grad."
+        ),
+    )
+
+
+class FoldConstants(GraphPass):
+    """Evaluate subgraphs that depend only on constants and store their results as buffers.
+
+    A node is *constant* when it is a ``get_attr`` of a tensor (or plain scalar) that no node of
+    the graph writes (see :meth:`fxpasses.effects.EffectAnalysis.mutated_attributes`: in-place
+    ops on it or a view of it, ``out=``, submodules updating their own state, shared storage),
+    or a pure call (:func:`fxpasses.effects.is_pure`: no random, in-place, assert, ... op) whose
+    inputs are all constant and whose value no node writes. Anything that depends on a
+    placeholder is not constant: in the TorchDynamo dialect parameters and buffers are
+    placeholders, so only literal-built values can fold there.
+
+    Constants are evaluated one node at a time on the real tensors, under ``torch.no_grad()``,
+    in graph order, with values cached (O(n) evaluations). A node is then *folded* when its
+    value is needed at run time (a non-constant node or the output uses it): a tensor result is
+    stored with :meth:`PassContext.add_constant` (a new, uniquely named persistent buffer,
+    ``_folded_<node>``) and replaces the node's uses; a Python scalar, dtype or device result
+    becomes a literal.
+
+    Refused, and left as they are (the constants they read are then folded where possible):
+
+    - results with more than ``max_numel`` elements (counter ``skipped_size``);
+    - results that would make the module's tensor storage grow by more than
+      ``max_growth_bytes`` (default 0) - the bytes of the new buffers against the bytes of the
+      parameters/buffers that folding leaves unused, accounted per connected group of constant
+      nodes; ``x + self.b.expand(1024, 1024)`` keeps the 4 KiB ``b`` rather than storing 4 MiB
+      (counter ``skipped_size``);
+    - results that reach the graph's output (directly or as a view): the caller would receive
+      the module's buffer itself, shared between calls (counter ``skipped_output``);
+    - results that are not tensors or literals (tuples, lists), and nodes whose evaluation
+      raises (recorded in the report's skips).
+
+    After replacing uses, the pass erases the constant nodes it made dead and deletes the
+    parameters/buffers no node reads any more (so the storage bound holds without a later
+    ``eliminate_dead_code``); it runs before ``eliminate_dead_code`` when both are in a
+    pipeline, which removes any other dead code.
+
+    Caveats: the values are computed once, with the global state at folding time (default
+    dtype, autocast off, grad off); parameters are frozen (see ``fold_parameters``).
+
+    Counters: ``folded``, ``skipped_size``, ``skipped_output``, ``removed_nodes``,
+    ``removed_parameters``/``removed_buffers``/``removed_constants``, ``bytes_added``,
+    ``bytes_freed``.
+
+    Source: the constant-subgraph split of ``torch.fx.experimental.const_fold``, evaluated in
+    place (no graph copy) with :mod:`fxpasses.effects` deciding what is constant.
+    """
+
+    name = "fold_constants"
+    Options = FoldConstantsOptions
+    before = ("eliminate_dead_code",)
+
+    def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
+        opts: FoldConstantsOptions = self.options  # type: ignore[assignment]
+        analysis = EffectAnalysis(gm)
+        graph = gm.graph
+        values = self._evaluate(gm, ctx, analysis, opts)
+        if not values:
+            return False
+        folds, needed = self._choose(graph, ctx, analysis, values, opts)
+        if not folds:
+            return False
+        accepted, removable = self._check_growth(gm, ctx, values, folds, needed, opts)
+        if not accepted:
+            return False
+        self._apply(gm, ctx, values, accepted, removable)
+        return True
+
+    # ------------------------------------------------------------------ 1. evaluate
+
+    def _evaluate(
+        self, gm: torch.fx.GraphModule, ctx: PassContext, analysis: EffectAnalysis, opts: FoldConstantsOptions
+    ) -> dict[Node, Any]:
+        """Values of the constant nodes, in graph order."""
+        mutated = analysis.mutated_attributes()
+        values: dict[Node, Any] = {}
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                obj = _attr(gm, node.target)
+                if isinstance(obj, torch.Tensor):
+                    if (
+                        node.target not in mutated
+                        and not analysis.is_written(node)
+                        and (opts.fold_parameters or not isinstance(obj, torch.nn.Parameter))
+                    ):
+                        values[node] = obj
+                elif isinstance(obj, _LITERALS):
+                    values[node] = obj
+                continue
+            if node.op not in _CALLS or not node.users:
+                continue
+            if any(i not in values for i in node.all_input_nodes):
+                continue
+            if not analysis.is_pure(node) or analysis.is_written(node):
+                continue
+            if node.op == "call_module" and not opts.fold_parameters:
+                if any(True for _ in gm.get_submodule(node.target).parameters()):  # type: ignore[arg-type]
+                    continue
+            try:
+                with torch.no_grad():
+                    values[node] = _run(gm, node, values)
+            except Exception as exc:  # evaluation is best effort: leave the node alone
+                ctx.skip(node, f"could not evaluate: {type(exc).__name__}: {exc}"[:200])
+        return values
+
+    # ------------------------------------------------------------------ 2. choose
+
+    def _choose(
+        self,
+        graph: torch.fx.Graph,
+        ctx: PassContext,
+        analysis: EffectAnalysis,
+        values: dict[Node, Any],
+        opts: FoldConstantsOptions,
+    ) -> tuple[dict[Node, Any], set[Node]]:
+        """Constant nodes to replace (and the constant nodes that stay needed), chosen from the output backwards: a node is folded when
+        its value is needed at run time and it passes the per-node limits; otherwise it stays
+        and its constant inputs become needed."""
+        output = next(iter(graph.find_nodes(op="output")), None)
+        out_roots: frozenset[Any] = frozenset()
+        if output is not None:
+            out_roots = frozenset().union(*(analysis.alias_roots(n) for n in output.all_input_nodes))
+        cone: dict[Node, dict[Any, int]] = {}  # storages of the constant attributes a node reads
+        for node in values:
+            if node.op == "get_attr" and isinstance(values[node], torch.Tensor):
+                t = values[node]
+                cone[node] = {_storage_key(t): _storage_bytes(t)}
+            else:
+                merged: dict[Any, int] = {}
+                for i in node.all_input_nodes:
+                    merged.update(cone.get(i, {}))
+                cone[node] = merged
+        needed: set[Node] = set()
+        folds: dict[Node, Any] = {}
+        for node in reversed(list(values)):
+            if not any(u not in values or u in needed for u in node.users):
+                continue
+            if node.op == "get_attr":
+                needed.add(node)
+                continue
+            value = values[node]
+            reason = None
+            if isinstance(value, torch.Tensor):
+                nbytes = value.numel() * value.element_size()
+                if value.numel() > opts.max_numel:
+                    reason = f"result has {value.numel()} elements > max_numel={opts.max_numel}"
+                    ctx.count("skipped_size")
+                elif nbytes > sum(cone[node].values()) + opts.max_growth_bytes:
+                    reason = (
+                        f"result of {nbytes} bytes would replace {sum(cone[node].values())} bytes of "
+                        f"constants (max_growth_bytes={opts.max_growth_bytes})"
+                    )
+                    ctx.count("skipped_size")
+                elif not out_roots.isdisjoint(analysis.alias_roots(node)):
+                    reason = "result reaches the output (it would be the module's own buffer)"
+                    ctx.count("skipped_output")
+            elif not isinstance(value, _LITERALS) or isinstance(value, torch.SymInt):
+                reason = f"result is a {type(value).__name__}, not a tensor or literal"
+            if reason is None:
+                folds[node] = value
+            else:
+                ctx.skip(node, reason)
+                needed.add(node)
+        return folds, needed
+
+    # ------------------------------------------------------------------ 3. storage bound
+
+    def _check_growth(
+        self,
+        gm: torch.fx.GraphModule,
+        ctx: PassContext,
+        values: dict[Node, Any],
+        folds: dict[Node, Any],
+        needed: set[Node],
+        opts: FoldConstantsOptions,
+    ) -> tuple[dict[Node, Any], set[str]]:
+        """The folds of each connected group of constant nodes whose new buffers do not
+        outweigh the parameters/buffers they free, within ``max_growth_bytes`` overall, and the
+        qualified names those folds leave unused."""
+        parent: dict[Any, Any] = {}
+
+        def find(x: Any) -> Any:
+            parent.setdefault(x, x)
+            while parent[x] is not x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        def union(a: Any, b: Any) -> None:
+            parent[find(a)] = find(b)
+
+        for node in values:
+            find(node)
+            for i in node.all_input_nodes:
+                if i in values:
+                    union(node, i)
+            if node.op == "get_attr" and isinstance(values[node], torch.Tensor):
+                union(node, _storage_key(values[node]))
+        # storages that stay referenced whatever is folded
+        live_keys: set[Any] = set()
+        names_by_key: dict[Any, set[str]] = {}
+        for name, t in _named_tensors(gm):
+            names_by_key.setdefault(_storage_key(t), set()).add(name)
+        for node in gm.graph.nodes:
+            if node.op == "get_attr" and (node not in values or node in needed):
+                obj = _attr(gm, node.target)
+                if isinstance(obj, torch.Tensor):
+                    live_keys.add(_storage_key(obj))
+                elif isinstance(obj, torch.nn.Module):
+                    live_keys |= {_storage_key(t) for _, t in _module_tensors(obj)}
+            elif node.op == "call_module":
+                mod = _attr(gm, node.target)
+                if isinstance(mod, torch.nn.Module):
+                    live_keys |= {_storage_key(t) for _, t in _module_tensors(mod)}
+        dead_targets: dict[Any, set[str]] = {}  # storage key -> targets of dead constant get_attrs
+        dead_bytes: dict[Any, int] = {}
+        for node in values:
+            if node.op == "get_attr" and node not in needed and isinstance(values[node], torch.Tensor):
+                k = _storage_key(values[node])
+                dead_targets.setdefault(k, set()).add(str(node.target))
+                dead_bytes[k] = _storage_bytes(values[node])
+        groups: dict[Any, list[Node]] = {}
+        for node in folds:
+            groups.setdefault(find(node), []).append(node)
+        freed_by_group: dict[Any, int] = {}
+        removable: set[str] = set()
+        removable_by_group: dict[Any, set[str]] = {}
+        for k, targets in dead_targets.items():
+            if k in live_keys or not names_by_key.get(k, set()) <= targets:
+                continue
+            g = find(k)
+            freed_by_group[g] = freed_by_group.get(g, 0) + dead_bytes[k]
+            removable_by_group.setdefault(g, set()).update(targets)
+        budget = opts.max_growth_bytes
+        accepted: dict[Node, Any] = {}
+        for g, nodes in groups.items():
+            added = sum(v.numel() * v.element_size() for n in nodes if isinstance(v := folds[n], torch.Tensor))
+            growth = added - freed_by_group.get(g, 0)
+            if growth > budget:
+                for n in nodes:
+                    ctx.count("skipped_size")
+                    ctx.skip(n, f"folding its group would grow the module by {growth} bytes (max_growth_bytes={opts.max_growth_bytes})")
+                continue
+            budget -= max(growth, 0)
+            for n in nodes:
+                accepted[n] = folds[n]
+            removable |= removable_by_group.get(g, set())
+            for key, n in (("bytes_added", added), ("bytes_freed", freed_by_group.get(g, 0))):
+                if n:
+                    ctx.count(key, n)
+        return accepted, removable
+
+    # ------------------------------------------------------------------ 4. rewrite
+
+    def _apply(
+        self,
+        gm: torch.fx.GraphModule,
+        ctx: PassContext,
+        values: dict[Node, Any],
+        accepted: dict[Node, Any],
+        removable: set[str],
+    ) -> None:
+        """Replace the accepted nodes, erase the constant nodes left without users (only pure
+        constants: their groups' nodes), delete the attributes left unread."""
+        graph = gm.graph
+        for node, value in accepted.items():
+            if isinstance(value, torch.Tensor):
+                with ctx.inserting_before(node):
+                    const = ctx.add_constant(value.detach().clone(), hint=f"_folded_{node.name}")
+                for key in _META_KEYS:
+                    if key in node.meta:
+                        const.meta[key] = node.meta[key]
+                node.replace_all_uses_with(const)
+            else:
+                ctx.replace_uses(node, value)
+            ctx.count("folded")
+        removed = 0
+        for node in reversed(list(values)):
+            if not node.users and not node._erased:
+                graph.erase_node(node)
+                removed += 1
+        if removed:
+            ctx.count("removed_nodes", removed)
+        for key, n in prune_unused_state(gm, candidates=removable).items():
+            ctx.count(key, n)
+
+
+def _attr(gm: torch.nn.Module, target: Any) -> Any:
+    obj: Any = gm
+    try:
+        for part in str(target).split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        return None
+    return obj
+
+
+def _run(gm: torch.fx.GraphModule, node: Node, values: dict[Node, Any]) -> Any:
+    args = torch.fx.node.map_arg(node.args, values.__getitem__)
+    kwargs = torch.fx.node.map_arg(node.kwargs, values.__getitem__)
+    if node.op == "call_function":
+        return node.target(*args, **kwargs)  # type: ignore[operator]
+    if node.op == "call_method":
+        self_obj, *rest = args
+        return getattr(self_obj, node.target)(*rest, **kwargs)  # type: ignore[arg-type]
+    return gm.get_submodule(node.target)(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def _storage_key(t: torch.Tensor) -> Any:
+    from fxpasses.effects import _storage_key as key
+
+    return key(t)
+
+
+def _storage_bytes(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().nbytes())
+    except Exception:
+        return t.numel() * t.element_size()
+
+
+def _module_tensors(mod: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    out = list(mod.named_parameters(remove_duplicate=False)) + list(mod.named_buffers(remove_duplicate=False))
+    for m in mod.modules():
+        out += [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor)]
+    return out
+
+
+def _named_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    out = list(gm.named_parameters(remove_duplicate=False)) + list(gm.named_buffers(remove_duplicate=False))
+    for prefix, m in gm.named_modules(remove_duplicate=False):
+        for k, v in vars(m).items():
+            if isinstance(v, torch.Tensor):
+                out.append((f"{prefix}.{k}" if prefix else k, v))
+    return out

@@ -1,0 +1,153 @@
+"""``eliminate_common_subexpressions``: merge nodes that compute the same value."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Literal
+
+import torch
+import torch.fx
+from pydantic import Field
+from torch.fx.node import Node
+
+from fxpasses import GraphPass, PassContext, PassOptions
+from fxpasses.effects import EffectAnalysis
+
+__all__ = ["EliminateCommonSubexpressions", "CSEOptions"]
+
+
+class CSEOptions(PassOptions):
+    """Options of ``eliminate_common_subexpressions``."""
+
+    skip_random_ops: Literal[True] = Field(
+        default=True,
+        description=(
+            "Random ops are never merged (two draws are two different values); the option "
+            "exists to say so and accepts only true."
+        ),
+    )
+
+
+class _Unkeyable(Exception):
+    """An argument that cannot be compared safely: the node is not merged."""
+
+
+class EliminateCommonSubexpressions(GraphPass):
+    """Merge pure nodes that compute the same value (same op, target, args and kwargs).
+
+    One forward sweep with a hash table (O(n)): each candidate's key is its op kind, target,
+    and arguments, where
+
+    - nodes compare by identity *and* by how often their storage was written so far, so
+      ``x * 2`` after ``x.add_(1)`` differs from ``x * 2`` before it (every placeholder is
+      assumed to possibly alias every other, parameters/buffers alias when they share storage);
+    - literals compare by type and value: ``1``, ``1.0`` and ``True`` differ, ``0.0`` and
+      ``-0.0`` differ (floats compare by their bit pattern, so NaN matches the same NaN);
+      lists differ from tuples; ``dtype``/``device``/``slice``/``torch.Size`` by value;
+    - tensors and any other objects compare by identity.
+
+    Never merged: nodes with any effect per :mod:`fxpasses.effects` (random ops, in-place and
+    ``out=`` ops, ops writing an input, asserts, calls of unknown functions or modules, ...);
+    nodes whose value is written anywhere in the graph (through any alias), including
+    ``get_attr`` of a parameter/buffer the graph mutates; and two nodes that would both flow to
+    the graph's output (the caller would get one tensor twice where it got two).
+
+    Counters: ``merged``, ``kept_distinct_outputs``.
+
+    Source: value numbering keyed by ``(target, args, kwargs)`` as in
+    ``torch.fx.passes.dialect.common.cse_pass``, extended with mutation epochs and typed
+    literal keys.
+    """
+
+    name = "eliminate_common_subexpressions"
+    Options = CSEOptions
+
+    def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
+        analysis = EffectAnalysis(gm)
+        graph = gm.graph
+        output = next(iter(graph.find_nodes(op="output")), None)
+        out_roots: frozenset[Any] = frozenset()
+        if output is not None:
+            out_roots = frozenset().union(*(analysis.alias_roots(n) for n in output.all_input_nodes))
+        written = analysis.written_roots
+        epoch: dict[Any, int] = {}
+        table: dict[Any, Node] = {}
+
+        def node_key(n: Node) -> Any:
+            return (n, sum(epoch.get(r, 0) for r in analysis.alias_roots(n)))
+
+        merged = 0
+        for node in list(graph.nodes):
+            eff = analysis.effects(node)
+            if (
+                node.op in ("call_function", "call_method", "call_module", "get_attr")
+                and not eff.kinds
+                and written.isdisjoint(analysis.alias_roots(node))
+            ):
+                try:
+                    key = (node.op, _target_key(node.target), _key(node.args, node_key), _key(node.kwargs, node_key))
+                    hash(key)
+                except _Unkeyable:
+                    key = None
+                if key is not None:
+                    prev = table.get(key)
+                    if prev is None:
+                        table[key] = node
+                    elif _escapes(prev, analysis, out_roots) and _escapes(node, analysis, out_roots):
+                        ctx.count("kept_distinct_outputs")
+                    else:
+                        node.replace_all_uses_with(prev)
+                        graph.erase_node(node)
+                        merged += 1
+                        continue
+            for w in eff.writes:
+                for r in analysis.alias_roots(w):
+                    epoch[r] = epoch.get(r, 0) + 1
+        if merged:
+            ctx.count("merged", merged)
+        return merged > 0
+
+
+def _escapes(node: Node, analysis: EffectAnalysis, out_roots: frozenset[Any]) -> bool:
+    return not out_roots.isdisjoint(analysis.alias_roots(node))
+
+
+def _target_key(target: Any) -> Any:
+    if isinstance(target, str):
+        return target
+    try:
+        hash(target)
+    except TypeError:
+        return ("id", id(target))
+    return target
+
+
+_SCALAR_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format, str, bytes, type(None), type(...))
+
+
+def _key(a: Any, node_key: Any) -> Any:
+    """A hashable key equal for two arguments only when they are interchangeable."""
+    if isinstance(a, Node):
+        return ("node", node_key(a))
+    t = type(a)
+    if t is bool or t is int:
+        return (t, a)
+    if t is float:
+        return (float, struct.pack("<d", a))
+    if t is complex:
+        return (complex, struct.pack("<dd", a.real, a.imag))
+    if isinstance(a, _SCALAR_TYPES):
+        return (t, a)
+    if isinstance(a, torch.Size):
+        return ("size", tuple(a))
+    if isinstance(a, slice):
+        return ("slice", _key(a.start, node_key), _key(a.stop, node_key), _key(a.step, node_key))
+    if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
+        kind = "list" if isinstance(a, list) else "tuple"
+        return (kind, tuple(_key(x, node_key) for x in a))
+    if isinstance(a, dict):
+        return ("dict", tuple(sorted(((repr(k), _key(v, node_key)) for k, v in a.items()), key=lambda kv: kv[0])))
+    if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise _Unkeyable(a)
+    # tensors, functions, enums, other objects: the same object only
+    return ("id", t, id(a))

@@ -1,0 +1,183 @@
+"""``eliminate_dead_code``: remove nodes whose results are unused and that do nothing else."""
+
+from __future__ import annotations
+
+import collections
+from typing import Iterable
+
+import torch
+import torch.fx
+from pydantic import Field
+
+from fxpasses import GraphPass, PassContext, PassOptions
+from fxpasses.effects import ASSERT, RANDOM, EffectAnalysis
+
+__all__ = ["EliminateDeadCode", "DeadCodeOptions", "prune_unused_state"]
+
+
+class DeadCodeOptions(PassOptions):
+    """Options of ``eliminate_dead_code``."""
+
+    remove_random: bool = Field(
+        default=False,
+        description=(
+            "Also remove dead random ops (torch.rand, active dropout, ...). Off by default: each "
+            "removed draw shifts the global RNG stream, so later random ops would no longer give "
+            "the numbers eager mode gives under the same seed."
+        ),
+    )
+    strip_asserts: bool = Field(
+        default=False,
+        description=(
+            "Also remove runtime asserts (torch._assert, aten._assert_async, aten._assert_scalar, "
+            "sym_constrain_range, torch.export's input guards) and with them their now-dead "
+            "condition chains. Off by default: inputs that used to raise would run through."
+        ),
+    )
+    remove_unused_state: bool = Field(
+        default=True,
+        description=(
+            "After removing nodes, delete the submodules, parameters, buffers and tensor "
+            "constants that no get_attr/call_module node references any more."
+        ),
+    )
+
+
+class EliminateDeadCode(GraphPass):
+    """Remove unused nodes without side effects, then the module state nothing references.
+
+    One reverse sweep over the graph (O(n)): a node with no users is erased when
+    :mod:`fxpasses.effects` finds it pure, so its inputs are seen after it and go too when it
+    was their last user. Never removed: placeholders and the output; nodes that mutate (in-place
+    ``call_method``/``call_function``/``call_module``, ``out=``, ``inplace=True``, schemas that
+    write an argument, modules updating their own state); asserts (unless ``strip_asserts``);
+    random ops (unless ``remove_random``); print, profiler, grad-mode/autocast and other global
+    state changes; ``call_module`` of a submodule with any such node inside, or of a leaf module
+    that cannot be shown pure (anything but standard ``torch.nn`` modules with
+    ``inplace=False``); calls of unknown Python functions.
+
+    Then (``remove_unused_state``, default on) every submodule, parameter, buffer and root
+    tensor constant that no ``get_attr``/``call_module`` node references is deleted, so it also
+    leaves ``state_dict()``: a module still called keeps all its children and state, an
+    attribute still read by ``get_attr`` stays with its owning modules (see
+    :func:`prune_unused_state`). Subgraphs of submodules are not swept.
+
+    Counters: ``removed_nodes`` (of which ``removed_random``, ``removed_asserts``),
+    ``kept_impure`` (unused nodes kept for their effects), ``removed_submodules``,
+    ``removed_parameters``, ``removed_buffers``, ``removed_constants``.
+
+    Sources: the sweep is ``torch.fx.Graph.eliminate_dead_code``'s, with
+    :mod:`fxpasses.effects` in place of ``Node.is_impure`` (which treats in-place
+    ``call_method`` nodes, GraphModule submodules with impure bodies and non-standard leaf
+    modules as pure).
+    """
+
+    name = "eliminate_dead_code"
+    Options = DeadCodeOptions
+
+    def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
+        opts: DeadCodeOptions = self.options  # type: ignore[assignment]
+        removable = set()
+        if opts.remove_random:
+            removable.add(RANDOM)
+        if opts.strip_asserts:
+            removable.add(ASSERT)
+        analysis = EffectAnalysis(gm)
+        graph = gm.graph
+        removed = 0
+        for node in reversed(graph.nodes):
+            if node.users or node.op in ("placeholder", "output"):
+                continue
+            kinds = analysis.effects(node).kinds
+            if not kinds <= removable:
+                ctx.count("kept_impure")
+                continue
+            if RANDOM in kinds:
+                ctx.count("removed_random")
+            if ASSERT in kinds:
+                ctx.count("removed_asserts")
+            graph.erase_node(node)
+            removed += 1
+        if removed:
+            ctx.count("removed_nodes", removed)
+        pruned = 0
+        if opts.remove_unused_state:
+            for key, n in prune_unused_state(gm).items():
+                ctx.count(key, n)
+                pruned += n
+        return bool(removed or pruned)
+
+
+def _referenced(gm: torch.fx.GraphModule) -> tuple[set[str], set[str]]:
+    """(targets of get_attr/call_module nodes, their proper ancestors' paths)."""
+    subtrees: set[str] = set()
+    ancestors: set[str] = set()
+    for node in gm.graph.nodes:
+        if node.op in ("get_attr", "call_module") and isinstance(node.target, str):
+            subtrees.add(node.target)
+            parts = node.target.split(".")
+            for i in range(1, len(parts)):
+                ancestors.add(".".join(parts[:i]))
+    return subtrees, ancestors
+
+
+def prune_unused_state(
+    gm: torch.fx.GraphModule, candidates: Iterable[str] | None = None
+) -> collections.Counter[str]:
+    """Delete the parts of ``gm`` that no node of its graph references; return counts.
+
+    A qualified name is *referenced* when a ``get_attr`` or ``call_module`` node targets it or
+    something above it (a called module keeps its whole subtree; ``get_attr`` of a submodule, as
+    higher-order operators use, keeps that subtree) or below it (the modules on the path to a
+    referenced attribute stay). Unreferenced submodules (with everything in them), parameters,
+    buffers and plain tensor attributes of ``gm`` itself (constants created by tracing) are
+    deleted.
+
+    Args:
+        candidates: when given, only these qualified names of parameters, buffers and tensor
+            attributes may be deleted (no submodules).
+
+    Returns counts under ``removed_submodules``, ``removed_parameters``, ``removed_buffers``,
+    ``removed_constants``.
+    """
+    subtrees, ancestors = _referenced(gm)
+    allowed = None if candidates is None else set(candidates)
+    counts: collections.Counter[str] = collections.Counter()
+
+    def used(q: str) -> bool:
+        if q in ancestors:
+            return True
+        parts = q.split(".")
+        return any(".".join(parts[:i]) in subtrees for i in range(1, len(parts) + 1))
+
+    def may_remove(q: str) -> bool:
+        return not used(q) and (allowed is None or q in allowed)
+
+    def visit(mod: torch.nn.Module, prefix: str) -> None:
+        for name in list(mod._parameters):
+            if may_remove(prefix + name):
+                del mod._parameters[name]
+                counts["removed_parameters"] += 1
+        for name in list(mod._buffers):
+            if may_remove(prefix + name):
+                del mod._buffers[name]
+                mod._non_persistent_buffers_set.discard(name)
+                counts["removed_buffers"] += 1
+        for name, child in list(mod._modules.items()):
+            q = prefix + name
+            if child is None or q in subtrees:
+                continue
+            if used(q):
+                visit(child, q + ".")
+            elif allowed is None:
+                counts["removed_submodules"] += sum(1 for _ in child.modules())
+                counts["removed_parameters"] += sum(1 for _ in child.parameters(recurse=True))
+                counts["removed_buffers"] += sum(1 for _ in child.buffers(recurse=True))
+                del mod._modules[name]
+
+    visit(gm, "")
+    for name, value in list(vars(gm).items()):
+        if isinstance(value, torch.Tensor) and not name.startswith("__") and may_remove(name):
+            delattr(gm, name)
+            counts["removed_constants"] += 1
+    return +counts

@@ -1,0 +1,1284 @@
+"""Side effects, randomness, mutation and aliasing of FX nodes, in every dialect.
+
+Passes that delete, merge, reorder or evaluate nodes must know what a node does besides
+computing its result. This module answers that for the three dialects fxpasses handles
+(``symbolic_trace``, TorchDynamo, ``torch.export``) and is public: third-party passes use it too.
+
+Quick use::
+
+    from fxpasses.effects import has_side_effects, is_random, written_inputs, is_pure
+
+    has_side_effects(node, gm)   # must be kept even when its result is unused
+    is_random(node, gm)          # draws from a random number generator
+    written_inputs(node, gm)     # the input nodes whose value the node mutates
+    is_pure(node, gm)            # result depends only on the inputs, and nothing else happens
+
+Passes that ask about many nodes build one :class:`EffectAnalysis` (caches per node and per
+submodule, O(n) over a graph), which also answers graph-level questions: which nodes may share
+storage (:meth:`EffectAnalysis.alias_roots`), whether a node's value is written anywhere
+(:meth:`EffectAnalysis.is_written`) and which parameters/buffers the graph mutates
+(:meth:`EffectAnalysis.mutated_attributes`).
+
+What counts as an effect (the *kinds* in :attr:`NodeEffects.kinds`)
+===================  ==========================================================================
+kind                 nodes
+===================  ==========================================================================
+``graph_io``         placeholders and the output node
+``mutation``         writes an input or module state: in-place ``call_method`` (``x.add_``,
+                     ``x.__setitem__``, ``x.__iadd__``); in-place torch functions
+                     (``torch.relu_``, ``F.relu_``, ``torch.nn.init.normal_``); ``operator.iadd``
+                     and the other ``operator.i*``, ``operator.setitem``/``delitem``;
+                     ``inplace=True`` (``F.relu(x, inplace=True)``); an ``out=`` argument;
+                     ATen ``OpOverload`` whose schema writes an argument (``alias_info.is_write``,
+                     e.g. ``aten.add_.Tensor``, ``aten.add.out``, ``aten.copy_``); batch norm in
+                     training mode (updates ``running_mean``/``running_var``, which the
+                     ``aten.batch_norm``/``native_batch_norm`` schemas do not declare);
+                     ``F.embedding(max_norm=...)`` (renormalises the weight); ``setattr``
+``random``           draws from a generator: ``rand``, ``randn``, ``randint``, ``randperm``,
+                     ``*_like``, ``bernoulli``, ``multinomial``, ``normal``, ``poisson``, the
+                     in-place ``uniform_``/``normal_``/... and every ATen op tagged
+                     ``nondeterministic_seeded``; conditionally: dropout and its relatives
+                     (``F.dropout``/``torch.dropout``/``aten.dropout``/``native_dropout``...)
+                     unless ``training``/``train`` is literally False, ``rrelu`` when training,
+                     ``scaled_dot_product_attention`` unless ``dropout_p`` is literally 0, RNNs
+                     with dropout in training, ``F.fractional_max_pool*`` without samples,
+                     ``F.gumbel_softmax``
+``assert``           ``torch._assert``, ``torch._assert_async``, ``torch._check*``,
+                     ``aten._assert_async`` (``.default`` and ``.msg``),
+                     ``aten._assert_scalar``, ``aten._assert_tensor_metadata``,
+                     ``aten.sym_constrain_range*`` and their ``_functional_`` forms
+``io``               ``print``, ``aten._print``, ``warnings.warn``
+``profiler``         ``torch.ops.profiler.*`` (record_function enter/exit),
+                     ``torch.autograd.profiler.record_function``
+``global_state``     grad mode and autocast (``torch._C._set_grad_enabled``,
+                     ``torch.set_grad_enabled``, inference-mode and autocast enter/exit), RNG
+                     seeding/state, ``torch.set_*``, tensor hooks, functorch nesting
+``declared``         declared effectful to torch: ``torch.fx.node._side_effectful_functions``
+                     (``torch.fx.node.has_side_effect``), the effect-token registry
+                     (``torch._higher_order_ops.effects``), ``node.is_impure()``
+``unknown``          cannot be shown pure, so treated as writing every input: calls of
+                     arbitrary Python functions (``torch.fx.wrap``), methods that are not
+                     ``torch.Tensor`` methods, unknown higher-order operators, leaf modules
+                     that are not standard ``torch.nn`` modules, modules with forward hooks
+===================  ==========================================================================
+
+``call_module``: a submodule that is a ``GraphModule`` has the effects of the nodes of its
+graph (recursively). A standard ``torch.nn`` module (its class defined in
+``torch.nn.modules``) is pure unless ``inplace=True`` (writes its input), it is a dropout /
+``RReLU`` / ``MultiheadAttention`` / RNN with dropout in training mode (random), a batch or
+instance norm tracking running statistics in training mode, or an ``Embedding`` with
+``max_norm`` (writes its own state); its children are checked the same way. Any other leaf
+module is ``unknown`` unless registered with :func:`register_pure_module`. Modules marked
+``_is_impure = True`` (torch's own flag) or with forward (pre-)hooks are ``unknown``.
+
+Sources: ``torch.fx.node._side_effectful_functions`` and ``Node.is_impure`` (used as one
+input), ``torch._library.utils.is_impure`` (schema mutability, ``nondeterministic_seeded``),
+ATen schemas (``FunctionSchema.arguments[i].alias_info.is_write``, return alias sets) and
+tags (``maybe_aliasing_or_mutating``), and the ATen implementations of the composite ops whose
+schemas understate what they do (batch norm, dropout returning its input).
+
+Aliasing: a node's output *may alias* an input when its ATen schema says so (views,
+``reshape``, ``contiguous``, in-place ops return ``self``, ``out=`` returns ``out``), when the
+op is tagged ``maybe_aliasing_or_mutating``, when it is a known composite that returns its
+input as is (``type_as``, ``einsum``, ``broadcast_tensors``...), ``getitem``/``getattr``, and
+whenever nothing proves otherwise (unknown functions, non-standard modules). All placeholders
+are assumed to possibly alias one another (callers may pass one tensor twice); parameters and
+buffers alias when they share storage.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import math
+import operator
+import types
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+import torch.fx
+from torch.fx.node import Node
+
+from .ops import callable_op_name, is_inplace_name, module_op_name
+
+__all__ = [
+    "NodeEffects",
+    "EffectAnalysis",
+    "node_effects",
+    "has_side_effects",
+    "is_random",
+    "written_inputs",
+    "is_pure",
+    "may_alias_inputs",
+    "mutated_attributes",
+    "register_side_effect",
+    "register_pure_function",
+    "register_pure_module",
+    "KINDS",
+    "MUTATION",
+    "RANDOM",
+    "ASSERT",
+    "IO",
+    "PROFILER",
+    "GLOBAL_STATE",
+    "DECLARED",
+    "GRAPH_IO",
+    "UNKNOWN",
+]
+
+MUTATION = "mutation"
+RANDOM = "random"
+ASSERT = "assert"
+IO = "io"
+PROFILER = "profiler"
+GLOBAL_STATE = "global_state"
+DECLARED = "declared"
+GRAPH_IO = "graph_io"
+UNKNOWN = "unknown"
+#: Every effect kind, see the module documentation.
+KINDS = (GRAPH_IO, MUTATION, RANDOM, ASSERT, IO, PROFILER, GLOBAL_STATE, DECLARED, UNKNOWN)
+
+
+@dataclass(frozen=True)
+class NodeEffects:
+    """What a node does besides computing its result.
+
+    Attributes:
+        kinds: effect kinds (:data:`KINDS`); empty for a pure node.
+        writes: input nodes whose value the node may mutate (for ``unknown`` effects: all of
+            its inputs).
+        state_writes: qualified names of parameters/buffers of the graph's module that the node
+            writes without reading them through an input node (a submodule updating its own
+            state); a name ending in ``.*`` stands for everything under that prefix.
+        reason: a short human-readable explanation (empty for pure nodes).
+    """
+
+    kinds: frozenset[str] = frozenset()
+    writes: tuple[Node, ...] = ()
+    state_writes: frozenset[str] = frozenset()
+    reason: str = ""
+
+    @property
+    def pure(self) -> bool:
+        return not self.kinds
+
+
+_PURE = NodeEffects()
+
+# ---------------------------------------------------------------------------------------------
+# registries (extension points for third-party code)
+
+_user_effects: dict[Any, str] = {}
+_user_pure: set[Any] = set()
+_user_pure_modules: set[type] = set()
+
+
+def register_side_effect(fn: Any, kind: str = DECLARED) -> Any:
+    """Declare that calling ``fn`` (a ``call_function`` target) has an effect of ``kind``.
+
+    Usable as a decorator. For new operators prefer torch's own mechanisms (a mutable schema,
+    ``torch.library._register_effectful_op``), which this module reads as well.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown effect kind {kind!r}; expected one of {', '.join(KINDS)}")
+    _user_effects[fn] = kind
+    _user_pure.discard(fn)
+    return fn
+
+
+def register_pure_function(fn: Any) -> Any:
+    """Declare that ``fn`` (a ``call_function`` target) is pure and returns a fresh value
+    (no aliasing of its inputs). Usable as a decorator."""
+    _user_pure.add(fn)
+    _user_effects.pop(fn, None)
+    return fn
+
+
+def register_pure_module(cls: type) -> type:
+    """Declare that calling an instance of the ``nn.Module`` subclass ``cls`` is pure (its
+    ``inplace`` attribute, hooks and children are still checked). Usable as a decorator."""
+    _user_pure_modules.add(cls)
+    return cls
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+
+
+def _resolve(path: str) -> Any:
+    obj: Any = None
+    parts = path.split(".")
+    try:
+        obj = __import__(parts[0])
+        for p in parts[1:]:
+            obj = getattr(obj, p)
+    except (AttributeError, ImportError, RuntimeError):
+        return None
+    return obj
+
+
+def _table(kind: str, *paths: str) -> dict[Any, str]:
+    out = {}
+    for p in paths:
+        obj = _resolve(p)
+        if obj is not None:
+            try:
+                out[obj] = kind
+            except TypeError:  # pragma: no cover - unhashable
+                pass
+    return out
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_SPECIAL: dict[Any, str] = {}
+_SPECIAL.update(
+    _table(
+        ASSERT,
+        *"""torch._assert torch._assert_async torch._assert_scalar torch._check torch._check_is_size
+        torch._check_with torch._check_index torch._check_value torch._check_type
+        torch._check_tensor_all torch._check_not_implemented torch.sym_constrain_range
+        torch.sym_constrain_range_for_size torch._constrain_as_size""".split(),
+    )
+)
+_SPECIAL.update(_table(IO, "builtins.print", "warnings.warn"))
+_SPECIAL.update(
+    _table(
+        PROFILER,
+        *"""torch.autograd.profiler.record_function torch.profiler.record_function
+        torch._C._autograd._record_function_with_args_enter
+        torch._C._autograd._record_function_with_args_exit""".split(),
+    )
+)
+_SPECIAL.update(
+    _table(
+        GLOBAL_STATE,
+        *"""torch._C._set_grad_enabled torch.set_grad_enabled torch._C._set_fwd_grad_enabled
+        torch.autograd.grad_mode._enter_inference_mode torch.autograd.grad_mode._exit_inference_mode
+        torch.amp._enter_autocast torch.amp._exit_autocast torch.amp.autocast_mode._enter_autocast
+        torch.amp.autocast_mode._exit_autocast torch._C._set_autocast_enabled torch.manual_seed
+        torch.seed torch.set_rng_state torch.get_rng_state torch.random.manual_seed
+        torch.random.seed torch.random.set_rng_state
+        torch._C._set_deterministic_algorithms""".split(),
+    )
+)
+
+#: The same by qualified name: wrappers keep it (``import torch._dynamo`` wraps
+#: ``torch.manual_seed`` in a new function object).
+_SPECIAL_BY_NAME = {f"{getattr(k, '__module__', '')}.{getattr(k, '__qualname__', '')}": v for k, v in _SPECIAL.items()}
+
+#: ATen overload packets by name: asserts and printing (every overload).
+_ATEN_KIND_BY_NAME = {
+    **dict.fromkeys(
+        _names(
+            """_assert_async _assert_scalar _assert_tensor_metadata _functional_assert_async
+            _functional_assert_scalar sym_constrain_range sym_constrain_range_for_size
+            _functional_sym_constrain_range _functional_sym_constrain_range_for_size"""
+        ),
+        ASSERT,
+    ),
+    "_print": IO,
+    "_make_dep_token": DECLARED,
+}
+
+_DROPOUT_NAMES = _names(
+    "dropout dropout1d dropout2d dropout3d feature_dropout alpha_dropout feature_alpha_dropout native_dropout"
+)
+_RRELU_NAMES = _names("rrelu rrelu_with_noise rrelu_with_noise_functional")
+_RNN_NAMES = _names("lstm gru rnn_tanh rnn_relu _cudnn_rnn miopen_rnn")
+#: torch-level random functions that have no ATen op of the same name.
+_TORCH_RANDOM = _names("gumbel_softmax")
+#: ``torch.nn.init`` functions that do not draw random numbers.
+_INIT_DETERMINISTIC = _names("constant_ ones_ zeros_ eye_ dirac_ calculate_gain")
+_BATCH_NORM_NAMES = _names("batch_norm native_batch_norm _batch_norm_impl_index cudnn_batch_norm miopen_batch_norm")
+#: In-place dunder methods (``is_inplace_name`` excludes dunders).
+_INPLACE_DUNDERS = _names(
+    """__iadd__ __isub__ __imul__ __itruediv__ __ifloordiv__ __imod__ __ipow__ __imatmul__
+    __iand__ __ior__ __ixor__ __ilshift__ __irshift__ __setitem__ __delitem__ __setstate__"""
+)
+#: Tensor methods with effects that their names do not reveal.
+_METHOD_EFFECTS = {
+    "backward": UNKNOWN,
+    **dict.fromkeys(
+        _names("register_hook register_post_accumulate_grad_hook retain_grad record_stream"), GLOBAL_STATE
+    ),
+}
+_OPERATOR_WRITES = frozenset(
+    getattr(operator, n)
+    for n in """iadd isub imul itruediv ifloordiv imod ipow imatmul iand ior ixor ilshift irshift
+    iconcat setitem delitem""".split()
+)
+_PURE_BUILTINS = frozenset(
+    getattr(builtins, n)
+    for n in """abs all any bool callable chr complex dict divmod enumerate float format frozenset
+    getattr hasattr hash id int isinstance issubclass len list max min ord pow range repr reversed
+    round set slice sorted str sum tuple type zip""".split()
+)
+#: Modules whose functions are pure unless a rule of ``_by_name`` says otherwise.
+_TORCH_PURE_MODULES = _names(
+    """torch torch.functional torch.nn.functional torch.nn.init torch._C._nn
+    torch._C._VariableFunctions torch._C._linalg torch._C._special torch._C._fft torch._C._nested
+    torch.linalg torch.special torch.fft torch._tensor torch._refs torch._refs.nn.functional
+    torch.fx.experimental.sym_node torch.fx.experimental.symbolic_shapes torch.random
+    torch.overrides math cmath _operator operator"""
+)
+#: Composite ops whose schema declares a fresh result but which may return an input as is
+#: (found by running them: ``einsum('ij->ji', x)`` is a view of ``x``).
+_MAY_RETURN_INPUT = _DROPOUT_NAMES | _names(
+    """type_as einsum broadcast_tensors meshgrid to_dense atleast_1d atleast_2d atleast_3d
+    cartesian_prod chain_matmul multi_dot linalg_multi_dot sum_to_size coalesce to_sparse
+    to_mkldnn pin_memory identity"""
+)
+#: Higher-order operators that are pure when their subgraphs are.
+_PURE_HOPS = _names(
+    """cond while_loop map_impl scan associative_scan wrap wrap_with_set_grad_enabled
+    wrap_with_autocast invoke_subgraph flex_attention flex_attention_backward out_dtype
+    tag_activation_checkpoint strict_mode hints_wrapper auto_functionalized
+    auto_functionalized_v2 triton_kernel_wrapper_functional"""
+)
+_RANDOM_HOPS = _names("run_and_save_rng_state run_with_rng_state graphsafe_run_with_rng_state")
+
+_MISSING = object()
+_INPUT_ROOT = ("input",)
+
+
+def _torch_side_effectful() -> Any:
+    try:
+        from torch.fx.node import _side_effectful_functions
+
+        return _side_effectful_functions
+    except ImportError:  # pragma: no cover
+        return set()
+
+
+def _declared_effect(op: Any) -> bool:
+    """Torch's effect-token registry (``torch.library._register_effectful_op``)."""
+    try:
+        from torch._higher_order_ops.effects import _get_effect
+    except ImportError:  # pragma: no cover
+        return False
+    try:
+        return _get_effect(op) is not None
+    except Exception:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# ATen lookups
+
+
+_packets: dict[str, Any] = {}
+
+
+def _aten_packet(name: str | None) -> Any:
+    """``torch.ops.aten.<name>`` or None (cached, including misses)."""
+    if not name:
+        return None
+    try:
+        return _packets[name]
+    except KeyError:
+        pass
+    try:
+        pk = getattr(torch.ops.aten, name)
+        if not isinstance(pk, torch._ops.OpOverloadPacket):
+            pk = None
+    except (AttributeError, RuntimeError):
+        pk = None
+    _packets[name] = pk
+    return pk
+
+
+def _overloads(pk: Any) -> list[Any]:
+    out = []
+    for ov in pk.overloads():
+        try:
+            out.append(getattr(pk, ov))
+        except (AttributeError, RuntimeError):  # pragma: no cover
+            pass
+    return out
+
+
+_packet_info: dict[str, tuple[bool, bool]] = {}
+
+
+def _name_info(name: str) -> tuple[bool, bool] | None:
+    """``(seeded, aliasing)`` of the ATen packet ``name`` over all overloads, or None."""
+    if name in _packet_info:
+        return _packet_info[name]
+    pk = _aten_packet(name)
+    if pk is None:
+        return None
+    seeded = aliasing = False
+    for op in _overloads(pk):
+        tags = getattr(op, "tags", ())
+        if torch.Tag.nondeterministic_seeded in tags:
+            seeded = True
+        if torch.Tag.maybe_aliasing_or_mutating in tags:
+            aliasing = True
+        # a view-like return (``Tensor(a)``); ``Tensor(a!)`` returns of in-place and out=
+        # overloads alias the written argument, which the write rules already cover
+        if any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns):
+            aliasing = True
+    _packet_info[name] = (seeded, aliasing)
+    return seeded, aliasing
+
+
+def _schema_pairs(schema: Any, args: tuple, kwargs: dict) -> Iterator[tuple[Any, Any]]:
+    """(schema argument, value) for each given argument of a call."""
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    by_name = {a.name: a for a in schema.arguments}
+    for i, v in enumerate(args):
+        if i < len(positional):
+            yield positional[i], v
+    for k, v in kwargs.items():
+        a = by_name.get(k)
+        if a is not None:
+            yield a, v
+
+
+def _schema_bind(schema: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    names = {a.name for a in schema.arguments}
+    if len(args) > len(positional) or any(k not in names for k in kwargs):
+        return None
+    bound: dict[str, Any] = {}
+    for a in schema.arguments:
+        if a.has_default_value():
+            bound[a.name] = a.default_value
+    for a, v in _schema_pairs(schema, args, kwargs):
+        bound[a.name] = v
+    return bound
+
+
+_signatures: dict[Any, Any] = {}
+
+
+def _bind(target: Any, name: str | None, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """Arguments of a call by parameter name, defaults included; None when unknown.
+
+    Uses the OpOverload schema, else the Python signature, else the schema of the ATen op of
+    the same name (torch builtins such as ``torch.dropout`` have no Python signature).
+    """
+    if isinstance(target, torch._ops.OpOverload):
+        return _schema_bind(target._schema, args, kwargs)
+    if target is not None and not isinstance(target, str):
+        try:
+            sig = _signatures[target]
+        except (KeyError, TypeError):
+            try:
+                sig = inspect.signature(target)
+            except (TypeError, ValueError):
+                sig = None
+            try:
+                _signatures[target] = sig
+            except TypeError:  # pragma: no cover
+                pass
+        if sig is not None and not any(
+            p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values()
+        ):
+            try:
+                b = sig.bind(*args, **kwargs)
+            except TypeError:
+                return None
+            b.apply_defaults()
+            return dict(b.arguments)
+    pk = _aten_packet(name)
+    if pk is None:
+        return None
+    for op in _overloads(pk):
+        bound = _schema_bind(op._schema, args, kwargs)
+        if bound is not None:
+            return bound
+    return None
+
+
+def _nodes_in(a: Any) -> list[Node]:
+    out: list[Node] = []
+    torch.fx.node.map_arg(a, lambda n: out.append(n) or n)
+    return out
+
+
+def _literal_false(v: Any) -> bool:
+    return not isinstance(v, Node) and v is not _MISSING and v is not None and not bool(v)
+
+
+def _literal_zero(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0
+
+
+def _conditional_random(name: str, bound: dict[str, Any] | None) -> bool | None:
+    """Random-or-not for ops whose randomness depends on arguments; None: not such an op."""
+    base = name[:-1] if is_inplace_name(name) else name
+    if base in _DROPOUT_NAMES:
+        if bound is None:
+            return True
+        train = bound.get("train", bound.get("training", _MISSING))
+        return not _literal_false(train)
+    if base in _RRELU_NAMES:
+        if bound is None:
+            return True
+        return not _literal_false(bound.get("training", _MISSING))
+    if base in _RNN_NAMES:
+        if bound is None:
+            return True
+        return not (_literal_zero(bound.get("dropout")) or _literal_false(bound.get("train", _MISSING)))
+    if base == "multi_head_attention_forward":
+        if bound is None:
+            return True
+        return not (_literal_zero(bound.get("dropout_p")) or _literal_false(bound.get("training", _MISSING)))
+    if "scaled_dot_product" in base or base.endswith("_attention_forward"):
+        if bound is None:
+            return True
+        return not _literal_zero(bound.get("dropout_p", _MISSING))
+    if base.startswith("fractional_max_pool"):
+        if bound is None:
+            return True
+        if "_random_samples" in bound:
+            return bound["_random_samples"] is None
+        return None
+    return None
+
+
+def _batch_norm_writes(name: str, bound: dict[str, Any] | None, args: tuple) -> list[Node]:
+    """Running statistics written by a batch/instance norm in training mode."""
+    if name in _BATCH_NORM_NAMES:
+        flag = "training"
+    elif name == "instance_norm":
+        flag = "use_input_stats"
+    else:
+        return []
+    if bound is None:
+        return [n for a in args for n in _nodes_in(a)]
+    if _literal_false(bound.get(flag, _MISSING)):
+        return []
+    return _nodes_in(bound.get("running_mean")) + _nodes_in(bound.get("running_var"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the analysis
+
+
+def _effects(kinds: Iterable[str], writes: Iterable[Node] = (), reason: str = "", state: Iterable[str] = ()) -> NodeEffects:
+    ws = tuple(dict.fromkeys(writes))
+    return NodeEffects(frozenset(kinds), ws, frozenset(state), reason)
+
+
+def _merge(parts: list[NodeEffects], reason: str = "") -> NodeEffects:
+    kinds: set[str] = set()
+    writes: list[Node] = []
+    state: set[str] = set()
+    reasons = []
+    for p in parts:
+        kinds |= p.kinds
+        writes.extend(p.writes)
+        state |= p.state_writes
+        if p.reason:
+            reasons.append(p.reason)
+    if not kinds:
+        return _PURE
+    return _effects(kinds, writes, reason or "; ".join(reasons), state)
+
+
+def _torch_module_of(fn: Any) -> str | None:
+    objclass = getattr(fn, "__objclass__", None)
+    if objclass is not None and isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
+        return "torch._tensor"
+    mod = getattr(fn, "__module__", None)
+    if mod is None and isinstance(fn, types.BuiltinFunctionType):
+        self_obj = getattr(fn, "__self__", None)
+        if self_obj is torch._C._VariableFunctions or self_obj is torch._C._VariableFunctionsClass:
+            return "torch"
+    return mod
+
+
+def _is_tensor_method(fn: Any) -> bool:
+    return _torch_module_of(fn) == "torch._tensor"
+
+
+def _module_is_standard(mod: torch.nn.Module) -> bool:
+    return type(mod).__module__.startswith("torch.nn.modules.")
+
+
+def _has_forward_hooks(mod: torch.nn.Module) -> bool:
+    from torch.nn.modules import module as nn_module
+
+    return bool(
+        mod._forward_hooks
+        or mod._forward_pre_hooks
+        or getattr(nn_module, "_global_forward_hooks", None)
+        or getattr(nn_module, "_global_forward_pre_hooks", None)
+    )
+
+
+def _storage_key(t: torch.Tensor) -> Any:
+    try:
+        ptr = t.untyped_storage().data_ptr()
+    except Exception:
+        ptr = 0
+    if ptr:
+        return ("storage", t.device.type, t.device.index, ptr)
+    return ("tensor", id(t))
+
+
+def _lookups(t: Any) -> tuple[str | None, bool, str | None, bool, bool, bool]:
+    """Table lookups for a call_function target (any of them may be unhashable)."""
+    special = _SPECIAL_BY_NAME.get(f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', '')}")
+    try:
+        return (
+            _user_effects.get(t),
+            t in _user_pure,
+            _SPECIAL.get(t, special),
+            t in _OPERATOR_WRITES,
+            t in _PURE_BUILTINS,
+            t in _torch_side_effectful(),
+        )
+    except TypeError:
+        return None, False, special, False, False, False
+
+
+class EffectAnalysis:
+    """Effects, aliasing and mutation of the nodes of one graph (caches; O(n) overall).
+
+    Args:
+        gm: the ``GraphModule`` whose graph is analysed (submodules are looked up in it).
+
+    Per-node answers (:meth:`effects`, :meth:`aliased_inputs`) are computed on demand and
+    cached. Graph-level answers (:meth:`alias_roots`, :meth:`is_written`,
+    :attr:`written_roots`, :meth:`mutated_attributes`) come from one forward sweep done on
+    first use; build a new analysis after editing the graph in ways that add writes.
+    """
+
+    def __init__(self, gm: torch.nn.Module) -> None:
+        self.gm = gm
+        self._node: dict[Node, NodeEffects] = {}
+        self._aliases: dict[Node, tuple[Node, ...]] = {}
+        self._module: dict[int, NodeEffects] = {}
+        self._sub: dict[int, "EffectAnalysis"] = {}
+        self._in_progress: set[int] = set()
+        self._roots: dict[Node, frozenset[Any]] | None = None
+        self._written: set[Any] = set()
+        self._state_written: set[str] = set()
+        self._mutated: set[str] | None = None
+
+    # ------------------------------------------------------------------ per node
+
+    def effects(self, node: Node) -> NodeEffects:
+        """The :class:`NodeEffects` of ``node``."""
+        try:
+            return self._node[node]
+        except KeyError:
+            pass
+        eff = self._compute(node)
+        self._node[node] = eff
+        return eff
+
+    def has_side_effects(self, node: Node) -> bool:
+        return bool(self.effects(node).kinds)
+
+    def is_random(self, node: Node) -> bool:
+        return RANDOM in self.effects(node).kinds
+
+    def written_inputs(self, node: Node) -> list[Node]:
+        return list(self.effects(node).writes)
+
+    def is_pure(self, node: Node) -> bool:
+        return node.op not in ("placeholder", "output") and not self.effects(node).kinds
+
+    def _compute(self, node: Node) -> NodeEffects:
+        op = node.op
+        if op in ("placeholder", "output"):
+            return _effects({GRAPH_IO}, reason=f"{op} node")
+        if op == "get_attr":
+            return _PURE
+        if op == "call_function":
+            eff = self._function(node)
+        elif op == "call_method":
+            eff = self._method(node)
+        elif op == "call_module":
+            eff = self._call_module(node)
+        else:  # pragma: no cover - unknown op kind
+            return _effects({UNKNOWN}, node.all_input_nodes, f"unknown op kind {op!r}")
+        if not eff.kinds and op != "call_module":
+            # torch's own judgement, as one more input (it covers registered effects)
+            try:
+                impure = node.is_impure(impure_random=False)
+            except TypeError:  # older torch: no impure_random (and no random rule)
+                impure = node.is_impure()
+            except Exception:
+                impure = False
+            if impure:
+                eff = _effects({DECLARED}, (), "torch.fx Node.is_impure()")
+        return eff
+
+    # call_function -------------------------------------------------------------------------
+
+    def _function(self, node: Node) -> NodeEffects:
+        t = node.target
+        args, kwargs = tuple(node.args), dict(node.kwargs)
+        user, pure, special, op_write, pure_builtin, in_torch_table = _lookups(t)
+        if pure:
+            return _PURE
+        if user is not None:
+            writes = node.all_input_nodes if user in (MUTATION, UNKNOWN) else ()
+            return _effects({user}, writes, f"{_name(t)} registered as {user}")
+        parts: list[NodeEffects] = []
+        if special is not None:
+            parts.append(_effects({special}, reason=f"{_name(t)} ({special})"))
+        if isinstance(t, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            return _merge([*parts, self._aten(node, t, args, kwargs)])
+        if isinstance(t, torch._ops.HigherOrderOperator):
+            return _merge([*parts, self._hop(node, t, args)])
+        if op_write or t is builtins.setattr or t is builtins.delattr:
+            parts.append(_effects({MUTATION}, _nodes_in(args[:1]), f"{_name(t)} writes its first argument"))
+        elif in_torch_table and special is None:
+            parts.append(_effects({DECLARED}, reason=f"{_name(t)} is in torch.fx.node._side_effectful_functions"))
+        if parts:
+            return _merge(parts)
+        mod = getattr(t, "__module__", None)
+        if mod in ("_operator", "operator", "math", "cmath") or pure_builtin:
+            return _PURE
+        if isinstance(t, type) and (mod == "builtins" or mod == "torch" or t is torch.Size):
+            return _PURE  # constructing a value: int(...), torch.Size(...), torch.device(...)
+        tmod = _torch_module_of(t)
+        if tmod in _TORCH_PURE_MODULES:
+            return self._torch_callable(node, t, tmod, args, kwargs)
+        return _effects({UNKNOWN}, node.all_input_nodes, f"{_name(t)} is not known to be pure")
+
+    def _torch_callable(self, node: Node, t: Any, tmod: str, args: tuple, kwargs: dict) -> NodeEffects:
+        name = callable_op_name(t) or ""
+        if tmod.startswith("torch") and (name.startswith(("set_", "_set_")) or name in ("save", "load", "compile")):
+            return _effects({GLOBAL_STATE}, reason=f"torch.{name} changes global state")
+        bound = _bind(t, name, args, kwargs)
+        return self._by_name(node, name, bound, args, kwargs, is_init=(tmod == "torch.nn.init"))
+
+    def _by_name(
+        self,
+        node: Node,
+        name: str,
+        bound: dict[str, Any] | None,
+        args: tuple,
+        kwargs: dict,
+        *,
+        is_init: bool = False,
+    ) -> NodeEffects:
+        """Effects of a torch-level function or Tensor method from its name and arguments."""
+        kinds: set[str] = set()
+        writes: list[Node] = []
+        reasons = []
+        if is_inplace_name(name) or name in _INPLACE_DUNDERS:
+            kinds.add(MUTATION)
+            writes += _nodes_in(args[:1])
+            reasons.append(f"{name} is in-place")
+        if kwargs.get("out") is not None:
+            kinds.add(MUTATION)
+            writes += _nodes_in(kwargs["out"])
+            reasons.append("out= argument")
+        inplace = bound.get("inplace", _MISSING) if bound is not None else kwargs.get("inplace", _MISSING)
+        if inplace is not _MISSING and not _literal_false(inplace) and inplace is not None:
+            kinds.add(MUTATION)
+            writes += _nodes_in(args[:1]) if args else _nodes_in(bound.get("input") if bound else None)
+            reasons.append("inplace=True")
+        base = name[:-1] if is_inplace_name(name) else name
+        bn = _batch_norm_writes(base, bound, args)
+        if bn:
+            kinds.add(MUTATION)
+            writes += bn
+            reasons.append(f"{name} in training mode updates running statistics")
+        if base in ("embedding", "embedding_bag") and bound is not None:
+            mn = bound.get("max_norm")
+            if mn is not None:
+                kinds.add(MUTATION)
+                writes += _nodes_in(bound.get("weight"))
+                reasons.append(f"{name} with max_norm renormalises its weight in place")
+        # randomness
+        cond = _conditional_random(name, bound)
+        if cond is None:
+            info = _name_info(name) or _name_info(base)
+            random = bool(info and info[0]) or base in _TORCH_RANDOM or (is_init and name not in _INIT_DETERMINISTIC)
+        else:
+            random = cond
+        if random:
+            kinds.add(RANDOM)
+            reasons.append(f"{name} draws random numbers")
+        if name in _METHOD_EFFECTS:
+            k = _METHOD_EFFECTS[name]
+            kinds.add(k)
+            if k == UNKNOWN:
+                writes += node.all_input_nodes
+            reasons.append(f"{name} ({k})")
+        if not kinds:
+            return _PURE
+        return _effects(kinds, writes, "; ".join(reasons))
+
+    def _aten(self, node: Node, t: Any, args: tuple, kwargs: dict) -> NodeEffects:
+        ops = [t] if isinstance(t, torch._ops.OpOverload) else _overloads(t)
+        name = t.__name__ if isinstance(t, torch._ops.OpOverloadPacket) else t.overloadpacket.__name__
+        namespace = getattr(t, "namespace", None) or getattr(t, "_qualified_op_name", "::").split("::")[0]
+        kinds: set[str] = set()
+        writes: list[Node] = []
+        reasons = []
+        if namespace == "profiler":
+            kinds.add(PROFILER)
+            reasons.append(f"{t} is a profiler op")
+        if namespace == "aten" and name in _ATEN_KIND_BY_NAME:
+            k = _ATEN_KIND_BY_NAME[name]
+            kinds.add(k)
+            reasons.append(f"{t} ({k})")
+        side = _torch_side_effectful()
+        seeded = False
+        for op in ops:
+            schema = op._schema
+            if schema.is_mutable:
+                for a, v in _schema_pairs(schema, args, kwargs):
+                    if a.alias_info is not None and a.alias_info.is_write:
+                        ns = _nodes_in(v)
+                        if ns:
+                            kinds.add(MUTATION)
+                            writes += ns
+                if MUTATION not in kinds and isinstance(t, torch._ops.OpOverload):
+                    # a mutable schema whose written argument is not a node (or absent)
+                    kinds.add(MUTATION)
+                if MUTATION in kinds:
+                    reasons.append(f"{t} writes its argument(s) per its schema")
+            if torch.Tag.nondeterministic_seeded in getattr(op, "tags", ()):
+                seeded = True
+            try:
+                if op in side and not kinds:
+                    kinds.add(DECLARED)
+                    reasons.append(f"{t} is in torch.fx.node._side_effectful_functions")
+            except TypeError:  # pragma: no cover
+                pass
+            if _declared_effect(op):
+                kinds.add(DECLARED)
+                reasons.append(f"{t} is registered as effectful")
+        if namespace == "aten":
+            bn = _batch_norm_writes(name, _bind(t if isinstance(t, torch._ops.OpOverload) else None, name, args, kwargs), args)
+            if bn:
+                kinds.add(MUTATION)
+                writes += bn
+                reasons.append(f"{t} in training mode updates running statistics")
+        if seeded:
+            cond = _conditional_random(name, _bind(t if isinstance(t, torch._ops.OpOverload) else None, name, args, kwargs))
+            if cond is None or cond:
+                kinds.add(RANDOM)
+                reasons.append(f"{t} draws random numbers")
+        if not kinds:
+            return _PURE
+        return _effects(kinds, writes, "; ".join(reasons))
+
+    def _hop(self, node: Node, t: Any, args: tuple) -> NodeEffects:
+        name = getattr(t, "_name", None) or getattr(t, "__name__", "") or ""
+        if _declared_effect(t):
+            return _effects({DECLARED}, node.all_input_nodes, f"{name} is registered as effectful")
+        if name in ("auto_functionalized", "auto_functionalized_v2"):
+            if args and args[0] in _torch_side_effectful():
+                return _effects({DECLARED}, (), f"{name} of a side-effectful op")
+            return _PURE
+        if name in _RANDOM_HOPS:
+            return _effects({RANDOM}, (), f"{name} uses the RNG state")
+        if name not in _PURE_HOPS:
+            return _effects({UNKNOWN}, node.all_input_nodes, f"higher-order operator {name} is not known to be pure")
+        parts = []
+        for a in _nodes_in(args) + _nodes_in(dict(node.kwargs)):
+            if a.op == "get_attr":
+                try:
+                    sub = self.gm.get_submodule(a.target)  # type: ignore[arg-type]
+                except AttributeError:
+                    continue
+                if isinstance(sub, torch.fx.GraphModule):
+                    parts.append(self._module_call(sub, a.target, node))  # type: ignore[arg-type]
+        return _merge(parts, f"{name} runs a subgraph with effects") if parts else _PURE
+
+    # call_method ---------------------------------------------------------------------------
+
+    def _method(self, node: Node) -> NodeEffects:
+        name = node.target
+        assert isinstance(name, str)
+        if not hasattr(torch.Tensor, name):
+            return _effects({UNKNOWN}, node.all_input_nodes, f".{name}() is not a torch.Tensor method")
+        args, kwargs = tuple(node.args), dict(node.kwargs)
+        fn = getattr(torch.Tensor, name)
+        bound = _bind(fn, name, args, kwargs)
+        return self._by_name(node, name, bound, args, kwargs)
+
+    # call_module ---------------------------------------------------------------------------
+
+    def _call_module(self, node: Node) -> NodeEffects:
+        try:
+            mod = self.gm.get_submodule(node.target)  # type: ignore[arg-type]
+        except AttributeError:
+            return _effects({UNKNOWN}, node.all_input_nodes, f"submodule {node.target!r} not found")
+        return self._module_call(mod, node.target, node)  # type: ignore[arg-type]
+
+    def _module_call(self, mod: torch.nn.Module, prefix: str, node: Node) -> NodeEffects:
+        """Effects of calling ``mod`` (qualified name ``prefix``) at ``node``."""
+        key = id(mod)
+        if key in self._module:
+            me = self._module[key]
+        else:
+            if key in self._in_progress:
+                return _effects({UNKNOWN}, node.all_input_nodes, f"{prefix} calls itself")
+            self._in_progress.add(key)
+            try:
+                me = self._module_effects(mod)
+            finally:
+                self._in_progress.discard(key)
+            self._module[key] = me
+        if not me.kinds:
+            return _PURE
+        # module-level summary -> this call: input writes are marked by the sentinel "input"
+        writes = node.all_input_nodes if "input" in me.state_writes else ()
+        state = {f"{prefix}.{s}" for s in me.state_writes if s != "input"}
+        return _effects(me.kinds, writes, f"{prefix}: {me.reason}", state)
+
+    def _module_effects(self, mod: torch.nn.Module) -> NodeEffects:
+        """Effects of calling ``mod``; ``state_writes`` holds names relative to ``mod`` and the
+        sentinel ``"input"`` when the call may write its inputs."""
+        cls = type(mod)
+        if cls.__name__ == "GuardsFn" and cls.__module__ == "torch.export._unlift":
+            # torch.export's input guards: torch._assert calls on the inputs' shapes
+            return _effects({ASSERT}, (), "torch.export input guards")
+        if getattr(mod, "_is_impure", False):
+            return _effects({UNKNOWN}, (), f"{cls.__name__} is marked _is_impure", {"input", "*"})
+        if _has_forward_hooks(mod):
+            return _effects({UNKNOWN}, (), f"{cls.__name__} has forward hooks", {"input", "*"})
+        if isinstance(mod, torch.fx.GraphModule):
+            sub = self._sub.get(id(mod))
+            if sub is None:
+                sub = self._sub[id(mod)] = EffectAnalysis(mod)
+            return sub._summary()
+        standard = _module_is_standard(mod)
+        if not standard and not any(issubclass(cls, c) for c in _user_pure_modules):
+            return _effects({UNKNOWN}, (), f"{cls.__name__} is not a standard torch.nn module", {"input", "*"})
+        if standard and isinstance(mod, torch.nn.modules.lazy.LazyModuleMixin) and mod.has_uninitialized_params():
+            return _effects({UNKNOWN}, (), f"{cls.__name__} initialises its parameters on first call", {"input", "*"})
+        kinds: set[str] = set()
+        state: set[str] = set()
+        reasons = []
+        if getattr(mod, "inplace", False) is True:
+            kinds.add(MUTATION)
+            state.add("input")
+            reasons.append(f"{cls.__name__}(inplace=True) writes its input")
+        nn = torch.nn
+        if standard and mod.training:
+            if isinstance(mod, (nn.modules.dropout._DropoutNd, nn.RReLU)):
+                kinds.add(RANDOM)
+                reasons.append(f"{cls.__name__} in training mode is random")
+            if isinstance(mod, nn.MultiheadAttention) and mod.dropout:
+                kinds.add(RANDOM)
+                reasons.append("MultiheadAttention with dropout in training mode is random")
+            if isinstance(mod, nn.RNNBase) and mod.dropout and mod.num_layers > 1:
+                kinds.add(RANDOM)
+                reasons.append(f"{cls.__name__} with dropout in training mode is random")
+            if isinstance(mod, (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)) and (
+                mod.track_running_stats
+            ):
+                kinds.add(MUTATION)
+                state |= {n for n, _ in mod.named_buffers(recurse=False)}
+                reasons.append(f"{cls.__name__} in training mode updates its running statistics")
+        if standard and isinstance(mod, (nn.Embedding, nn.EmbeddingBag)) and mod.max_norm is not None:
+            kinds.add(MUTATION)
+            state.add("weight")
+            reasons.append(f"{cls.__name__}(max_norm=...) renormalises its weight in place")
+        for cname, child in mod.named_children():
+            ce = self._module_effects(child) if id(child) not in self._in_progress else _effects(
+                {UNKNOWN}, (), "recursive module", {"input", "*"}
+            )
+            if ce.kinds:
+                kinds |= ce.kinds
+                state |= {"input" if s == "input" else f"{cname}.{s}" for s in ce.state_writes}
+                reasons.append(f"{cname}: {ce.reason}")
+        if not kinds:
+            return _PURE
+        return _effects(kinds, (), "; ".join(reasons), state)
+
+    def _summary(self) -> NodeEffects:
+        """Effects of running this analysis' graph as a submodule (relative state names)."""
+        graph = self.gm.graph  # type: ignore[union-attr]
+        kinds: set[str] = set()
+        reasons = []
+        for n in graph.nodes:
+            if n.op in ("placeholder", "output"):
+                continue
+            e = self.effects(n)
+            if e.kinds:
+                kinds |= e.kinds
+                if len(reasons) < 3:
+                    reasons.append(f"%{n.name}: {e.reason}")
+        if not kinds:
+            return _PURE
+        self._sweep()
+        state = set(self.mutated_attributes())
+        if _INPUT_ROOT in self._written:
+            state.add("input")
+        state |= {s for s in self._state_written if s.endswith("*")}
+        return _effects(kinds, (), "; ".join(reasons), state)
+
+    # ------------------------------------------------------------------ aliasing
+
+    def aliased_inputs(self, node: Node) -> tuple[Node, ...]:
+        """Input nodes whose storage ``node``'s output may share (conservative)."""
+        try:
+            return self._aliases[node]
+        except KeyError:
+            pass
+        res = self._compute_aliases(node)
+        self._aliases[node] = res
+        return res
+
+    def _compute_aliases(self, node: Node) -> tuple[Node, ...]:
+        op = node.op
+        if op in ("placeholder", "get_attr", "output"):
+            return ()
+        inputs = tuple(node.all_input_nodes)
+        if not inputs:
+            return ()
+        t = node.target
+        if op == "call_function" and isinstance(t, torch._ops.OpOverload):
+            return self._schema_aliases(node, t)
+        writes = self._returned_writes(node)
+        if op == "call_function":
+            if t in _user_pure:
+                return tuple(writes)
+            if t is operator.getitem or t is builtins.getattr:
+                return inputs
+            if isinstance(t, torch._ops.OpOverloadPacket) or isinstance(t, torch._ops.HigherOrderOperator):
+                return inputs
+            mod = getattr(t, "__module__", None)
+            if t in _PURE_BUILTINS or mod in ("math", "cmath"):
+                return tuple(writes)
+            name = callable_op_name(t)
+            if mod in ("_operator", "operator") and name and not self._name_may_alias(name):
+                return tuple(writes)
+            if _torch_module_of(t) in _TORCH_PURE_MODULES and name and not self._name_may_alias(name):
+                return tuple(writes)
+            return inputs
+        if op == "call_method":
+            if not self._name_may_alias(t):  # type: ignore[arg-type]
+                return tuple(writes)
+            return inputs
+        if op == "call_module":
+            try:
+                mod = self.gm.get_submodule(t)  # type: ignore[arg-type]
+            except AttributeError:
+                return inputs
+            if (
+                _module_is_standard(mod)
+                and not getattr(mod, "inplace", False)
+                and not list(mod.children())
+                and not self._name_may_alias(module_op_name(type(mod)))
+            ):
+                return ()
+            return inputs
+        return inputs  # pragma: no cover
+
+    def _returned_writes(self, node: Node) -> tuple[Node, ...]:
+        """Written inputs that the call also returns: ``self`` of an in-place op
+        (``x.add_``, ``torch.relu_``, ``inplace=True``, ``operator.iadd``) and ``out=``."""
+        eff = self.effects(node)
+        if not eff.writes:
+            return ()
+        if UNKNOWN in eff.kinds:
+            return tuple(node.all_input_nodes)
+        t = node.target
+        name = t if isinstance(t, str) else (callable_op_name(t) or "")
+        out: list[Node] = []
+        inplace = node.kwargs.get("inplace")
+        if is_inplace_name(name) or name in _INPLACE_DUNDERS or inplace or t in _OPERATOR_WRITES:
+            out += _nodes_in(node.args[:1])
+        if inplace is None and node.op == "call_function" and any(w in _nodes_in(node.args[:1]) for w in eff.writes):
+            # inplace=True given positionally (F.relu(x, True)): the first argument is written
+            out += _nodes_in(node.args[:1])
+        out += _nodes_in(node.kwargs.get("out"))
+        return tuple(dict.fromkeys(out))
+
+    @staticmethod
+    def _name_may_alias(name: str) -> bool:
+        base = name[:-1] if is_inplace_name(name) else name
+        if base in _MAY_RETURN_INPUT or name in _INPLACE_DUNDERS:
+            return True
+        info = _name_info(name)
+        if info is None:
+            return True
+        return info[1]
+
+    @staticmethod
+    def _schema_aliases(node: Node, op: Any) -> tuple[Node, ...]:
+        schema = op._schema
+        sets: set[str] = set()
+        for r in schema.returns:
+            if r.alias_info is not None:
+                sets |= set(r.alias_info.before_set) | set(r.alias_info.after_set)
+        if torch.Tag.maybe_aliasing_or_mutating in getattr(op, "tags", ()):
+            return tuple(node.all_input_nodes)
+        if not sets:
+            return ()
+        out: list[Node] = []
+        for a, v in _schema_pairs(schema, tuple(node.args), dict(node.kwargs)):
+            ai = a.alias_info
+            if ai is not None and (set(ai.before_set) | set(ai.after_set)) & sets:
+                out += _nodes_in(v)
+        return tuple(out) if out else tuple(node.all_input_nodes)
+
+    # ------------------------------------------------------------------ graph level
+
+    def _root_of_attr(self, node: Node) -> Any:
+        try:
+            obj: Any = self.gm
+            for part in str(node.target).split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            return ("attr", node.target)
+        if isinstance(obj, torch.Tensor):
+            return _storage_key(obj)
+        return ("attr", node.target)
+
+    def _sweep(self) -> None:
+        if self._roots is not None:
+            return
+        roots: dict[Node, frozenset[Any]] = {}
+        written: set[Any] = set()
+        state_written: set[str] = set()
+        for n in self.gm.graph.nodes:  # type: ignore[union-attr]
+            if n.op == "placeholder":
+                roots[n] = frozenset({_INPUT_ROOT})
+            elif n.op == "get_attr":
+                roots[n] = frozenset({self._root_of_attr(n)})
+            elif n.op == "output":
+                roots[n] = frozenset()
+            else:
+                al = self.aliased_inputs(n)
+                if al:
+                    r: frozenset[Any] = frozenset().union(*(roots.get(a, frozenset({a})) for a in al))
+                    if len(al) != len(n.all_input_nodes) or self.effects(n).writes:
+                        roots[n] = r
+                    else:  # conservative alias of every input: may also be fresh
+                        roots[n] = r | {n}
+                else:
+                    roots[n] = frozenset({n})
+                eff = self.effects(n)
+                for w in eff.writes:
+                    written |= roots.get(w, frozenset({w}))
+                state_written |= eff.state_writes
+        self._roots = roots
+        self._written = written
+        self._state_written = state_written
+
+    def alias_roots(self, node: Node) -> frozenset[Any]:
+        """Storage roots ``node``'s value may share: placeholders (one shared root), parameter
+        and buffer storages, or fresh nodes (the node itself)."""
+        self._sweep()
+        assert self._roots is not None
+        r = self._roots.get(node)
+        return r if r is not None else frozenset({node})
+
+    @property
+    def written_roots(self) -> frozenset[Any]:
+        """Roots written by some node of the graph."""
+        self._sweep()
+        return frozenset(self._written)
+
+    def is_written(self, node: Node) -> bool:
+        """Whether some node of the graph may write ``node``'s value (through any alias)."""
+        self._sweep()
+        return not self.alias_roots(node).isdisjoint(self._written)
+
+    def mutated_attributes(self) -> set[str]:
+        """Qualified names of parameters, buffers and tensor attributes of ``gm`` that the graph
+        may write: directly, through views, through storage shared with a written tensor, or
+        inside a called submodule."""
+        if self._mutated is not None:
+            return self._mutated
+        self._sweep()
+        gm = self.gm
+        named: dict[str, torch.Tensor] = {}
+        for name, t in gm.named_parameters(remove_duplicate=False):
+            named[name] = t
+        for name, t in gm.named_buffers(remove_duplicate=False):
+            named[name] = t
+        for n in gm.graph.find_nodes(op="get_attr"):  # type: ignore[union-attr]
+            try:
+                obj: Any = gm
+                for part in str(n.target).split("."):
+                    obj = getattr(obj, part)
+            except AttributeError:
+                continue
+            if isinstance(obj, torch.Tensor):
+                named[str(n.target)] = obj
+        keys = {name: _storage_key(t) for name, t in named.items()}
+        written_keys = {k for k in self._written if isinstance(k, tuple) and k and k[0] in ("storage", "tensor")}
+        mutated = {name for name, k in keys.items() if k in written_keys}
+        for s in self._state_written:
+            if s.endswith("*"):
+                prefix = s[:-1]
+                mutated |= {name for name in named if name.startswith(prefix)}
+            elif s in named:
+                mutated.add(s)
+        mutated_keys = {keys[m] for m in mutated if m in keys}
+        mutated |= {name for name, k in keys.items() if k in mutated_keys}
+        self._mutated = mutated
+        return mutated
+
+
+def _name(t: Any) -> str:
+    if isinstance(t, str):
+        return t
+    mod = getattr(t, "__module__", None)
+    qual = getattr(t, "__qualname__", None) or getattr(t, "__name__", None)
+    if qual is None:
+        return str(t)
+    return f"{mod}.{qual}" if mod and mod != "builtins" else qual
+
+
+# ---------------------------------------------------------------------------------------------
+# convenience functions
+
+
+def _analysis(node: Node, gm: torch.nn.Module | None) -> EffectAnalysis:
+    root = gm if gm is not None else node.graph.owning_module
+    if root is None:
+        root = torch.fx.GraphModule(torch.nn.Module(), node.graph)
+    return EffectAnalysis(root)
+
+
+def node_effects(node: Node, gm: torch.nn.Module | None = None) -> NodeEffects:
+    """The :class:`NodeEffects` of ``node`` (``gm``: the module owning its graph, default the
+    graph's owning module)."""
+    return _analysis(node, gm).effects(node)
+
+
+def has_side_effects(node: Node, gm: torch.nn.Module | None = None) -> bool:
+    """True when ``node`` must be kept even if its result is unused: it mutates, is random
+    (advances the global RNG), asserts, prints, profiles, changes global state, is a
+    placeholder/output, or cannot be shown pure."""
+    return bool(node_effects(node, gm).kinds)
+
+
+def is_random(node: Node, gm: torch.nn.Module | None = None) -> bool:
+    """True when ``node`` draws random numbers (see the module documentation)."""
+    return RANDOM in node_effects(node, gm).kinds
+
+
+def written_inputs(node: Node, gm: torch.nn.Module | None = None) -> list[Node]:
+    """Input nodes whose value ``node`` may mutate (all inputs for unknown effects)."""
+    return list(node_effects(node, gm).writes)
+
+
+def is_pure(node: Node, gm: torch.nn.Module | None = None) -> bool:
+    """True when ``node`` computes its result from its inputs only and does nothing else:
+    no effect of any kind (``get_attr`` is pure; placeholders and output are not)."""
+    return node.op not in ("placeholder", "output") and not node_effects(node, gm).kinds
+
+
+def may_alias_inputs(node: Node, gm: torch.nn.Module | None = None) -> bool:
+    """True when ``node``'s output may share storage with one of its inputs."""
+    return bool(_analysis(node, gm).aliased_inputs(node))
+
+
+def mutated_attributes(gm: torch.fx.GraphModule) -> set[str]:
+    """Qualified names of the parameters/buffers/tensor attributes ``gm``'s graph may write."""
+    return EffectAnalysis(gm).mutated_attributes()

@@ -1,0 +1,536 @@
+"""fxpasses.effects: side effects, randomness, writes and aliasing in every dialect's spelling."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+from fxpasses import effects
+from fxpasses.capture import capture
+from fxpasses.effects import (
+    EffectAnalysis,
+    has_side_effects,
+    is_pure,
+    is_random,
+    may_alias_inputs,
+    mutated_attributes,
+    node_effects,
+    written_inputs,
+)
+
+aten = torch.ops.aten
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+
+
+def build(fn, root: nn.Module | None = None, n_inputs: int = 1) -> torch.fx.GraphModule:
+    """A GraphModule whose graph is made by ``fn(graph, *placeholders)`` (returns the output)."""
+    g = torch.fx.Graph()
+    xs = [g.placeholder(f"x{i}") for i in range(n_inputs)]
+    g.output(fn(g, *xs))
+    return torch.fx.GraphModule(root if root is not None else nn.Module(), g)
+
+
+def calls(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+
+
+def only_call(gm: torch.fx.GraphModule, index: int = 0) -> torch.fx.Node:
+    return calls(gm)[index]
+
+
+def placeholder(gm: torch.fx.GraphModule, i: int = 0) -> torch.fx.Node:
+    return list(gm.graph.find_nodes(op="placeholder"))[i]
+
+
+def kinds(node: torch.fx.Node, gm: torch.fx.GraphModule) -> set[str]:
+    return set(node_effects(node, gm).kinds)
+
+
+# ------------------------------------------------------------------------------ in-place writes
+
+
+WRITES_FIRST_INPUT = {
+    "call_method add_": lambda g, x: g.call_method("add_", (x, 1)),
+    "call_method __setitem__": lambda g, x: g.call_method("__setitem__", (x, 0, 1.0)),
+    "call_method __iadd__": lambda g, x: g.call_method("__iadd__", (x, 1)),
+    "call_method normal_": lambda g, x: g.call_method("normal_", (x,)),
+    "torch.relu_": lambda g, x: g.call_function(torch.relu_, (x,)),
+    "torch.Tensor.add_": lambda g, x: g.call_function(torch.Tensor.add_, (x, 1)),
+    "F.relu_": lambda g, x: g.call_function(F.relu_, (x,)),
+    "F.relu inplace kwarg": lambda g, x: g.call_function(F.relu, (x,), {"inplace": True}),
+    "F.relu inplace positional": lambda g, x: g.call_function(F.relu, (x, True)),
+    "F.dropout inplace": lambda g, x: g.call_function(F.dropout, (x,), {"training": False, "inplace": True}),
+    "F.hardtanh inplace": lambda g, x: g.call_function(F.hardtanh, (x,), {"inplace": True}),
+    "operator.iadd": lambda g, x: g.call_function(operator.iadd, (x, 1)),
+    "operator.imul": lambda g, x: g.call_function(operator.imul, (x, 2)),
+    "operator.setitem": lambda g, x: g.call_function(operator.setitem, (x, 0, 1.0)),
+    "nn.init.normal_": lambda g, x: g.call_function(nn.init.normal_, (x,)),
+    "aten.add_.Tensor": lambda g, x: g.call_function(aten.add_.Tensor, (x, x)),
+    "aten.relu_.default": lambda g, x: g.call_function(aten.relu_.default, (x,)),
+    "aten.index_put_.default": lambda g, x: g.call_function(aten.index_put_.default, (x, [None], x)),
+    "aten.copy_.default": lambda g, x: g.call_function(aten.copy_.default, (x, 1.0)),
+    "aten.add_ packet": lambda g, x: g.call_function(aten.add_, (x, 1)),
+}
+
+
+@pytest.mark.parametrize("case", list(WRITES_FIRST_INPUT))
+def test_in_place_spellings_write_their_first_input(case):
+    gm = build(WRITES_FIRST_INPUT[case])
+    node, x = only_call(gm), placeholder(gm)
+    assert has_side_effects(node, gm)
+    assert not is_pure(node, gm)
+    assert written_inputs(node, gm) == [x]
+    assert "mutation" in kinds(node, gm)
+    assert may_alias_inputs(node, gm)  # an in-place op returns its input
+
+
+def test_out_kwarg_writes_the_out_tensor_only():
+    for target in (torch.add, aten.add.out):
+        gm = build(lambda g, x, y: g.call_function(target, (x, 1), {"out": y}), n_inputs=2)
+        node = only_call(gm)
+        assert written_inputs(node, gm) == [placeholder(gm, 1)], target
+        assert kinds(node, gm) == {"mutation"}
+
+
+def test_schema_writes_every_tensor_of_a_written_list():
+    gm = build(lambda g, x, y: g.call_function(aten._foreach_add_.Scalar, ([x, y], 1.0)), n_inputs=2)
+    assert written_inputs(only_call(gm), gm) == [placeholder(gm, 0), placeholder(gm, 1)]
+
+
+def test_out_of_place_spellings_are_pure_and_fresh():
+    cases = [
+        lambda g, x: g.call_function(operator.add, (x, 1)),
+        lambda g, x: g.call_function(torch.add, (x, 1)),
+        lambda g, x: g.call_method("add", (x, 1)),
+        lambda g, x: g.call_function(aten.add.Tensor, (x, x)),
+        lambda g, x: g.call_function(F.relu, (x,)),
+        lambda g, x: g.call_function(torch._C._nn.linear, (x, x)),
+        lambda g, x: g.call_function(aten.matmul.default, (x, x)),
+        lambda g, x: g.call_function(F.dropout, (x, 0.5, False)),
+    ]
+    for i, case in enumerate(cases):
+        gm = build(case)
+        node = only_call(gm)
+        assert is_pure(node, gm), i
+        assert not has_side_effects(node, gm), i
+        assert written_inputs(node, gm) == [], i
+    # dropout with training=False returns its input itself (the schema does not say so)
+    assert may_alias_inputs(only_call(build(cases[-1])))
+    assert not any(may_alias_inputs(only_call(gm := build(c)), gm) for c in cases[:-1])
+
+
+def test_views_alias_their_input():
+    for case in (
+        lambda g, x: g.call_method("view", (x, -1)),
+        lambda g, x: g.call_method("reshape", (x, -1)),
+        lambda g, x: g.call_method("contiguous", (x,)),
+        lambda g, x: g.call_function(aten.t.default, (x,)),
+        lambda g, x: g.call_function(operator.getitem, (x, 0)),
+        lambda g, x: g.call_function(torch.einsum, ("ij->ji", x)),
+        lambda g, x: g.call_method("float", (x,)),
+    ):
+        gm = build(case)
+        node = only_call(gm)
+        assert may_alias_inputs(node, gm)
+        assert is_pure(node, gm)
+
+
+# ------------------------------------------------------------------------------ randomness
+
+RANDOM = {
+    "torch.rand": lambda g, x: g.call_function(torch.rand, (3,)),
+    "torch.randn": lambda g, x: g.call_function(torch.randn, (3,)),
+    "torch.randint": lambda g, x: g.call_function(torch.randint, (0, 5, (3,))),
+    "torch.randperm": lambda g, x: g.call_function(torch.randperm, (5,)),
+    "torch.rand_like": lambda g, x: g.call_function(torch.rand_like, (x,)),
+    "torch.randn_like": lambda g, x: g.call_function(torch.randn_like, (x,)),
+    "torch.bernoulli": lambda g, x: g.call_function(torch.bernoulli, (x,)),
+    "torch.multinomial": lambda g, x: g.call_function(torch.multinomial, (x, 1)),
+    "torch.normal": lambda g, x: g.call_function(torch.normal, (x, 1.0)),
+    "torch.poisson": lambda g, x: g.call_function(torch.poisson, (x,)),
+    "method bernoulli": lambda g, x: g.call_method("bernoulli", (x,)),
+    "F.dropout default": lambda g, x: g.call_function(F.dropout, (x,)),
+    "F.dropout training=True": lambda g, x: g.call_function(F.dropout, (x, 0.5, True)),
+    "F.dropout2d": lambda g, x: g.call_function(F.dropout2d, (x,)),
+    "F.alpha_dropout training": lambda g, x: g.call_function(F.alpha_dropout, (x, 0.5, True)),
+    "F.rrelu training": lambda g, x: g.call_function(F.rrelu, (x,), {"training": True}),
+    "F.gumbel_softmax": lambda g, x: g.call_function(F.gumbel_softmax, (x,)),
+    "F.sdpa dropout": lambda g, x: g.call_function(F.scaled_dot_product_attention, (x, x, x), {"dropout_p": 0.1}),
+    "torch.dropout train": lambda g, x: g.call_function(torch.dropout, (x, 0.5, True)),
+    "aten.rand.default": lambda g, x: g.call_function(aten.rand.default, ([3],)),
+    "aten.randn_like.default": lambda g, x: g.call_function(aten.randn_like.default, (x,)),
+    "aten.bernoulli.p": lambda g, x: g.call_function(aten.bernoulli.p, (x, 0.5)),
+    "aten.dropout train=True": lambda g, x: g.call_function(aten.dropout.default, (x, 0.5, True)),
+    "aten.native_dropout train=True": lambda g, x: g.call_function(aten.native_dropout.default, (x, 0.5, True)),
+    "aten.native_dropout train=None": lambda g, x: g.call_function(aten.native_dropout.default, (x, 0.5, None)),
+    "aten.uniform_": lambda g, x: g.call_function(aten.uniform_.default, (x,)),
+}
+NOT_RANDOM = {
+    "F.dropout training=False": lambda g, x: g.call_function(F.dropout, (x, 0.5, False)),
+    "F.dropout training kwarg False": lambda g, x: g.call_function(F.dropout, (x,), {"training": False}),
+    "F.alpha_dropout default": lambda g, x: g.call_function(F.alpha_dropout, (x,)),
+    "F.rrelu default": lambda g, x: g.call_function(F.rrelu, (x,)),
+    "F.sdpa no dropout": lambda g, x: g.call_function(F.scaled_dot_product_attention, (x, x, x)),
+    "torch.dropout train=False": lambda g, x: g.call_function(torch.dropout, (x, 0.5, False)),
+    "aten.dropout train=False": lambda g, x: g.call_function(aten.dropout.default, (x, 0.5, False)),
+    "aten.native_dropout train=False": lambda g, x: g.call_function(aten.native_dropout.default, (x, 0.5, False)),
+    "torch.zeros": lambda g, x: g.call_function(torch.zeros, (3,)),
+    "aten.empty": lambda g, x: g.call_function(aten.empty.memory_format, ([3],)),
+}
+
+
+@pytest.mark.parametrize("case", list(RANDOM))
+def test_random_ops(case):
+    gm = build(RANDOM[case])
+    node = only_call(gm)
+    assert is_random(node, gm)
+    assert has_side_effects(node, gm)
+    assert not is_pure(node, gm)
+
+
+@pytest.mark.parametrize("case", list(NOT_RANDOM))
+def test_not_random(case):
+    gm = build(NOT_RANDOM[case])
+    node = only_call(gm)
+    assert not is_random(node, gm)
+    assert is_pure(node, gm)
+
+
+def test_dropout_whose_training_flag_is_a_graph_value_counts_as_random():
+    gm = build(lambda g, x, t: g.call_function(F.dropout, (x, 0.5, t)), n_inputs=2)
+    assert is_random(only_call(gm), gm)
+
+
+# ------------------------------------------------------------------------------ other effects
+
+
+def _assert_graph(target, with_msg):
+    def fn(g, x):
+        gt = g.call_function(aten.gt.Scalar, (x, -1e9))
+        cond = g.call_function(aten.all.default, (gt,))
+        g.call_function(target, (cond, "x too small") if with_msg else (cond,))
+        return g.call_function(aten.add.Tensor, (x, 1))
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "target,with_msg",
+    [
+        (torch._assert, True),
+        (aten._assert_async.default, False),
+        (aten._assert_async.msg, True),
+        (aten._functional_assert_async.msg, True),
+    ],
+)
+def test_asserts(target, with_msg):
+    gm = build(_assert_graph(target, with_msg))
+    node = only_call(gm, 2)
+    assert kinds(node, gm) == {"assert"}
+    assert written_inputs(node, gm) == []
+    assert is_pure(only_call(gm, 0), gm) and is_pure(only_call(gm, 1), gm)  # the condition chain
+
+
+def test_scalar_asserts_and_range_constraints():
+    def fn(g, x):
+        item = g.call_function(aten.item.default, (x,))
+        g.call_function(aten._assert_scalar.default, (item, "msg"))
+        g.call_function(aten.sym_constrain_range.default, (item,), {"min": 0, "max": 10})
+        g.call_function(aten.sym_constrain_range_for_size.default, (item,))
+        return x
+
+    gm = build(fn)
+    assert is_pure(only_call(gm, 0), gm)
+    assert [kinds(n, gm) for n in calls(gm)[1:]] == [{"assert"}] * 3
+
+
+def test_print_profiler_and_grad_mode():
+    def fn(g, x):
+        g.call_function(print, (x,))
+        rec = g.call_function(torch.ops.profiler._record_function_enter_new.default, ("region",))
+        g.call_function(torch.ops.profiler._record_function_exit._RecordFunction, (rec,))
+        g.call_function(torch._C._set_grad_enabled, (False,))
+        g.call_function(torch.autograd.grad_mode._enter_inference_mode, (True,))
+        g.call_function(torch.manual_seed, (0,))
+        return x
+
+    gm = build(fn)
+    assert [kinds(n, gm) for n in calls(gm)] == [
+        {"io"},
+        {"profiler"},
+        {"profiler"},
+        {"global_state"},
+        {"global_state"},
+        {"global_state"},
+    ]
+    assert all(written_inputs(n, gm) == [] for n in calls(gm))
+
+
+def test_grad_mode_and_profiler_in_captured_graphs():
+    class M(nn.Module):
+        def forward(self, x):
+            with torch.autograd.profiler.record_function("region"):
+                y = x * 2
+            with torch.no_grad():
+                z = y + 1
+            return z
+
+    gm = capture(M(), (torch.ones(3),), "export").gm
+    # export wraps the no_grad region in a higher-order op over a pure subgraph
+    (hop,) = [n for n in calls(gm) if "wrap_with_set_grad_enabled" in str(n.target)]
+    assert is_pure(hop, gm)
+    gm = capture(M(), (torch.ones(3),), "dynamo").gm
+    grad = [n for n in calls(gm) if n.target is torch._C._set_grad_enabled]
+    assert len(grad) == 2 and all(kinds(n, gm) == {"global_state"} for n in grad)
+
+
+def test_placeholders_output_and_get_attr():
+    root = nn.Module()
+    root.register_buffer("b", torch.ones(2))
+
+    def fn(g, x):
+        return g.call_function(operator.add, (x, g.get_attr("b")))
+
+    gm = build(fn, root)
+    ph, attr, add, out = list(gm.graph.nodes)
+    assert kinds(ph, gm) == {"graph_io"} and kinds(out, gm) == {"graph_io"}
+    assert not is_pure(ph, gm) and not is_pure(out, gm)
+    assert is_pure(attr, gm) and is_pure(add, gm)
+
+
+def test_unknown_functions_are_impure_and_write_every_input():
+    def opaque(a, b):
+        return a + b
+
+    gm = build(lambda g, x, y: g.call_function(opaque, (x, y)), n_inputs=2)
+    node = only_call(gm)
+    assert kinds(node, gm) == {"unknown"}
+    assert written_inputs(node, gm) == [placeholder(gm, 0), placeholder(gm, 1)]
+    try:
+        effects.register_pure_function(opaque)
+        assert is_pure(node, gm) and not may_alias_inputs(node, gm)
+        effects.register_side_effect(opaque, "io")
+        assert kinds(node, gm) == {"io"}
+    finally:
+        effects._user_pure.discard(opaque)
+        effects._user_effects.pop(opaque, None)
+
+
+def test_methods_that_are_not_tensor_methods_are_unknown():
+    gm = build(lambda g, x: g.call_method("append", (x, 1)))
+    assert kinds(only_call(gm), gm) == {"unknown"}
+
+
+def test_torch_side_effectful_registry_is_honoured():
+    def logger(x):
+        return x
+
+    torch.fx.node.has_side_effect(logger)
+    try:
+        gm = build(lambda g, x: g.call_function(logger, (x,)))
+        assert kinds(only_call(gm), gm) == {"declared"}
+    finally:
+        torch.fx.node._side_effectful_functions.discard(logger)
+
+
+def test_stricter_than_torch_is_impure():
+    # torch's Node.is_impure() calls in-place call_method nodes and GraphModule submodules with
+    # in-place bodies pure; both are side effects here
+    gm = build(lambda g, x: g.call_method("add_", (x, 1)))
+    node = only_call(gm)
+    assert not node.is_impure()
+    assert has_side_effects(node, gm)
+
+
+# ------------------------------------------------------------------------------ modules
+
+
+class AddOneInPlace(nn.Module):
+    def forward(self, x):
+        x.add_(1)
+        return x
+
+
+class BufferTracer(torch.fx.Tracer):
+    proxy_buffer_attributes = True  # symbolic_trace's default runs buffer writes at trace time
+
+
+class LeafTracer(torch.fx.Tracer):
+    def __init__(self, *leaves: type) -> None:
+        super().__init__()
+        self.leaves = leaves
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return isinstance(m, self.leaves) or super().is_leaf_module(m, qualname)
+
+
+def call_module_node(module: nn.Module) -> tuple[torch.fx.Node, torch.fx.GraphModule]:
+    root = nn.Module()
+    root.m = module
+    gm = build(lambda g, x: g.call_module("m", (x,)), root)
+    return only_call(gm), gm
+
+
+@pytest.mark.parametrize(
+    "module",
+    [nn.Linear(3, 3), nn.Conv2d(3, 3, 1), nn.ReLU(), nn.Dropout().eval(), nn.BatchNorm1d(3).eval(),
+     nn.Sequential(nn.Linear(3, 3), nn.GELU()), nn.LayerNorm(3), nn.Embedding(4, 3),
+     nn.MultiheadAttention(4, 2).eval(), nn.BatchNorm1d(3, track_running_stats=False)],
+    ids=lambda m: type(m).__name__,
+)
+def test_standard_modules_are_pure(module):
+    node, gm = call_module_node(module)
+    assert is_pure(node, gm)
+
+
+def test_in_place_modules_write_their_input():
+    for module in (nn.ReLU(inplace=True), nn.Hardtanh(inplace=True), nn.Dropout(inplace=True).eval(),
+                   nn.Sequential(nn.ReLU(inplace=True))):
+        node, gm = call_module_node(module)
+        assert kinds(node, gm) == {"mutation"}, module
+        assert written_inputs(node, gm) == [placeholder(gm)]
+
+
+def test_training_mode_modules():
+    node, gm = call_module_node(nn.Dropout(0.1))
+    assert kinds(node, gm) == {"random"}
+    node, gm = call_module_node(nn.RReLU())
+    assert kinds(node, gm) == {"random"}
+    node, gm = call_module_node(nn.TransformerEncoderLayer(4, 2, 8))  # dropout children
+    assert "random" in kinds(node, gm)
+    node, gm = call_module_node(nn.BatchNorm1d(3))
+    assert kinds(node, gm) == {"mutation"} and written_inputs(node, gm) == []
+    assert node_effects(node, gm).state_writes == {"m.running_mean", "m.running_var", "m.num_batches_tracked"}
+    assert mutated_attributes(gm) == {"m.running_mean", "m.running_var", "m.num_batches_tracked"}
+    node, gm = call_module_node(nn.Embedding(4, 3, max_norm=1.0))
+    assert kinds(node, gm) == {"mutation"} and mutated_attributes(gm) == {"m.weight"}
+
+
+def test_unknown_leaf_modules_hooks_and_is_impure_flag():
+    class Custom(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    node, gm = call_module_node(Custom())
+    assert kinds(node, gm) == {"unknown"}
+    assert written_inputs(node, gm) == [placeholder(gm)]
+    try:
+        effects.register_pure_module(Custom)
+        assert is_pure(*call_module_node(Custom()))
+    finally:
+        effects._user_pure_modules.discard(Custom)
+    hooked = nn.Linear(3, 3)
+    hooked.register_forward_hook(lambda m, i, o: None)
+    assert kinds(*call_module_node(hooked)) == {"unknown"}
+    flagged = nn.Linear(3, 3)
+    flagged._is_impure = True
+    assert kinds(*call_module_node(flagged)) == {"unknown"}
+
+
+def test_graph_module_submodule_has_the_effects_of_its_body():
+    impure = torch.fx.symbolic_trace(AddOneInPlace())
+    node, gm = call_module_node(impure)
+    assert not node.is_impure()  # torch: GraphModule submodules are pure
+    assert kinds(node, gm) == {"mutation"}
+    assert written_inputs(node, gm) == [placeholder(gm)]
+
+    class Pure(nn.Module):
+        def forward(self, x):
+            return (x * 2).relu()
+
+    node, gm = call_module_node(torch.fx.symbolic_trace(Pure()))
+    assert is_pure(node, gm)
+
+    class WritesOwnBuffer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros(1))
+
+        def forward(self, x):
+            self.count.add_(1)
+            return x + 1
+
+    m = WritesOwnBuffer()
+    node, gm = call_module_node(torch.fx.GraphModule(m, BufferTracer().trace(m)))
+    assert kinds(node, gm) == {"mutation"}
+    assert written_inputs(node, gm) == []  # it writes its own state, not its input
+    assert mutated_attributes(gm) == {"m.count"}
+
+
+# ------------------------------------------------------------------------------ graph level
+
+
+def test_mutated_attributes_through_views_and_shared_storage():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("a", torch.zeros(8))
+            self.register_buffer("b", torch.zeros(4))
+            self.register_buffer("c", torch.zeros(4))
+            self.register_buffer("a_view", self.a[4:])  # shares a's storage
+
+        def forward(self, x):
+            self.a.view(2, 4)[0].add_(1)  # written through two views
+            return x + self.b + self.c + self.a_view
+
+    m = M()
+    gm = torch.fx.GraphModule(m, BufferTracer().trace(m))
+    assert mutated_attributes(gm) == {"a", "a_view"}
+    export_gm = capture(M(), (torch.zeros(4),), "export").gm
+    assert {"a", "a_view"} <= mutated_attributes(export_gm)
+    assert not {"b", "c"} & mutated_attributes(export_gm)
+
+
+def test_is_written_follows_aliases_and_inputs_may_alias_each_other():
+    def fn(g, x, y):
+        v = g.call_method("view", (x, -1))
+        fresh = g.call_function(operator.mul, (y, 2))
+        other = g.call_function(operator.mul, (y, 3))
+        g.call_method("add_", (v, 1))
+        g.call_method("mul_", (fresh, 2))
+        return (other,)
+
+    gm = build(fn, n_inputs=2)
+    a = EffectAnalysis(gm)
+    x, y, v, fresh, other = list(gm.graph.nodes)[:5]
+    assert a.is_written(x) and a.is_written(v)
+    assert a.is_written(y)  # placeholders may be the same tensor as x
+    assert a.is_written(fresh)
+    assert not a.is_written(other)
+    assert a.alias_roots(x) <= a.alias_roots(v)
+    assert a.alias_roots(other) == frozenset({other})
+
+
+def test_dialect_spellings_of_one_module():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("steps", torch.zeros(1))
+            self.act = nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            y = x * 1
+            y += 1
+            F.relu(y, inplace=True)
+            torch.relu_(y)
+            self.act(y)
+            self.steps.add_(1)
+            return y + self.steps, F.dropout(x, 0.5, True), F.dropout(x, 0.5, False)
+
+    for dialect in ("dynamo", "export"):
+        gm = capture(M(), (torch.zeros(3),), dialect).gm
+        a = EffectAnalysis(gm)
+        writes = [n for n in calls(gm) if "mutation" in a.effects(n).kinds]
+        random = [n for n in calls(gm) if a.is_random(n)]
+        assert len(writes) == 5, (dialect, [n.format_node() for n in writes])
+        assert len(random) == 1, dialect
+    assert mutated_attributes(gm) == {"steps"}  # export: buffers are get_attr
