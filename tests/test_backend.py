@@ -86,3 +86,19 @@ def test_unknown_option_is_named():
     with pytest.raises(Exception) as info:
         torch.compile(Net(), backend="fxpasses", options={"pipline": "x"})(torch.randn(2, 8))
     assert "unknown torch.compile option(s) for backend 'fxpasses': pipline" in str(info.value)
+
+
+def test_capture_keeps_working_past_dynamos_recompile_limit():
+    from fxpasses.capture import capture
+
+    class Scaled(nn.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.k = k
+
+        def forward(self, x):
+            return x * self.k
+
+    for k in range(12):  # recompile_limit is 8
+        cap = capture(Scaled(k), [torch.ones(2)], "dynamo")
+        assert torch.equal(cap.gm(*cap.inputs)[0], torch.full((2,), float(k)))
