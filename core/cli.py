@@ -239,6 +239,10 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, fmt: str)
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Directory for the result.")
 @click.option("--no-save", is_flag=True, help="Do not write the result.")
 @click.option("--repeat", type=click.IntRange(1), default=20, show_default=True, help="Timed runs per latency figure.")
+@click.option("--print-after-all", is_flag=True, help="Print the graph's code after every pass (stderr).")
+@click.option("--print-after", metavar="NAME,...", help="Print the graph's code after these passes (stderr).")
+@click.option("--print-changed", is_flag=True, help="Print a unified diff of the code for each pass that changed it.")
+@click.option("--time-passes", is_flag=True, help="Print wall time per pass, slowest first (stderr).")
 @_format
 @click.pass_obj
 @_handle_errors
@@ -249,6 +253,10 @@ def run_cmd(
     output: str | None,
     no_save: bool,
     repeat: int,
+    print_after_all: bool,
+    print_after: str | None,
+    print_changed: bool,
+    time_passes: bool,
     fmt: str,
 ) -> None:
     """Capture a model, run the pipeline, verify, time and save it.
@@ -265,8 +273,23 @@ def run_cmd(
         if cfg is not None and cfg.pipeline is not None:
             base = base.model_copy(update={"pipeline": cfg.pipeline})
         cfg = base
+    from .instruments import PrintAfter, PrintChanged, TimePasses
+
     reg = state.registry(cfg.plugins)
-    result = run_job(cfg, registry=reg, output=output, repeat=repeat, save=not no_save)
+    instruments: list[Any] = []
+    if print_after_all or print_after:
+        names = None if print_after_all else [n.strip() for n in print_after.split(",") if n.strip()]  # type: ignore[union-attr]
+        for n in names or ():
+            reg.get(n, source="--print-after")  # unknown names: exit 2 with suggestions
+        instruments.append(PrintAfter(names, file=sys.stderr))
+    if print_changed:
+        instruments.append(PrintChanged(file=sys.stderr))
+    timer = TimePasses() if time_passes else None
+    if timer is not None:
+        instruments.append(timer)
+    result = run_job(cfg, registry=reg, output=output, repeat=repeat, save=not no_save, instruments=instruments)
+    if timer is not None:
+        click.echo(timer.table(), err=True)
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2, default=str))
         return

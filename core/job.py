@@ -219,6 +219,7 @@ def run_job(
     output: str | Path | None = None,
     repeat: int = 20,
     save: bool = True,
+    instruments: Sequence[Any] = (),
 ) -> JobResult:
     """Run the main job described by ``cfg`` (see the module doc).
 
@@ -247,7 +248,7 @@ def run_job(
     with torch.no_grad():
         expected = clone_outputs(gm(*cap.inputs))
     before_ms = _latency_ms(lambda: gm(*cap.inputs), repeat)
-    report = pipeline.run(gm, cap.inputs)
+    report = pipeline.run(gm, cap.inputs, instruments=instruments)
     with torch.no_grad():
         actual = clone_outputs(gm(*cap.inputs))
     cmp = compare_outputs(actual, expected, cfg.atol, cfg.rtol)

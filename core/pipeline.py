@@ -264,12 +264,18 @@ class Pipeline:
     # ------------------------------------------------------------------ running
 
     def run(
-        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | None = None
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any] | None = None,
+        *,
+        instruments: Sequence[Any] = (),
     ) -> RunReport:
         """Run the pipeline over ``gm`` in place and return the report.
 
         ``example_inputs`` (positional inputs of ``gm``) are needed for ``verify="numeric"``
-        and by passes that evaluate the graph (``propagate_shapes``).
+        and by passes that evaluate the graph (``propagate_shapes``). ``instruments`` are
+        pluggy plugins (``@fxpasses.hookimpl`` methods for ``fxpasses_before_pass`` etc., e.g.
+        :class:`fxpasses.instruments.PrintChanged`) active for this run only.
 
         Raises:
             PassFailedError: a pass failed and ``on_error`` is ``rollback`` or ``raise``; with
@@ -282,8 +288,17 @@ class Pipeline:
         needs_numeric = any((s.verify or self.verify) == "numeric" for s in steps)
         if needs_numeric and example_inputs is None:
             raise UserError("numeric verification needs example_inputs")
-        with _gc_paused():
-            return self._run(gm, example_inputs, steps, needs_numeric)
+        pm = self.registry.pm
+        registered = []
+        try:
+            for inst in instruments:
+                pm.register(inst)
+                registered.append(inst)
+            with _gc_paused():
+                return self._run(gm, example_inputs, steps, needs_numeric)
+        finally:
+            for inst in registered:
+                pm.unregister(inst)
 
     def _run(
         self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | None, steps: list[PlanStep], needs_numeric: bool

@@ -1,0 +1,105 @@
+"""Built-in instruments: LLVM-style ``print-after``, ``print-changed`` and ``time-passes``.
+
+Each instrument is an ordinary pluggy plugin implementing the ``fxpasses_before_pass`` /
+``fxpasses_after_pass`` / ``fxpasses_pass_failed`` hooks, exactly like a third-party one; pass
+instances to ``Pipeline.run(..., instruments=[...])`` or use the ``fxpasses run`` flags
+``--print-after-all``, ``--print-after=NAME,...``, ``--print-changed`` and ``--time-passes``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from typing import Any, Iterable, TextIO
+
+from .hookspecs import hookimpl
+
+__all__ = ["PrintAfter", "PrintChanged", "TimePasses", "graph_code"]
+
+
+def graph_code(gm: Any) -> str:
+    """The Python code of ``gm``'s *current* graph (valid before the final recompile)."""
+    return gm.graph.python_code("self").src.strip("\n") + "\n"
+
+
+class PrintAfter:
+    """Print the graph's code after passes: all (``names=None``) or those named.
+
+    Args:
+        names: pass names to print after, or None for every pass.
+        file: where to write (default ``sys.stderr``).
+    """
+
+    def __init__(self, names: Iterable[str] | None = None, file: TextIO | None = None) -> None:
+        self.names = None if names is None else set(names)
+        self.file = file
+
+    @hookimpl
+    def fxpasses_after_pass(self, pass_name: str, gm: Any, ctx: Any, report: Any) -> None:
+        if self.names is None or pass_name in self.names:
+            out = self.file or sys.stderr
+            print(f"# *** graph after {pass_name} ({report.nodes_after} nodes) ***", file=out)
+            print(graph_code(gm), file=out)
+
+
+class PrintChanged:
+    """Print a unified diff of the graph's code for every pass that changed it."""
+
+    def __init__(self, file: TextIO | None = None, context: int = 3) -> None:
+        self.file = file
+        self.context = context
+        self._before: str | None = None
+
+    @hookimpl
+    def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
+        self._before = graph_code(gm)
+
+    @hookimpl
+    def fxpasses_after_pass(self, pass_name: str, gm: Any, ctx: Any, report: Any) -> None:
+        before, self._before = self._before, None
+        if not report.changed or before is None:
+            return
+        after = graph_code(gm)
+        diff = difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            f"before {pass_name}",
+            f"after {pass_name}",
+            n=self.context,
+        )
+        out = self.file or sys.stderr
+        print(f"# *** {pass_name} changed the graph ({report.nodes_before} -> {report.nodes_after} nodes) ***", file=out)
+        out.write("".join(diff))
+
+
+class TimePasses:
+    """Collect wall time per pass; :meth:`table` lists them, slowest first, with shares."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self.runs: dict[str, int] = {}
+
+    @hookimpl
+    def fxpasses_after_pass(self, pass_name: str, gm: Any, ctx: Any, report: Any) -> None:
+        self._add(pass_name, report.seconds)
+
+    @hookimpl
+    def fxpasses_pass_failed(self, pass_name: str, gm: Any, error: Any) -> None:
+        self.runs.setdefault(pass_name, 0)
+
+    def _add(self, name: str, seconds: float) -> None:
+        self.times[name] = self.times.get(name, 0.0) + seconds
+        self.runs[name] = self.runs.get(name, 0) + 1
+
+    def rows(self) -> list[tuple[str, int, float, float]]:
+        """``(pass, runs, seconds, share of total)``, slowest first."""
+        total = sum(self.times.values()) or 1.0
+        items = sorted(self.times.items(), key=lambda kv: (-kv[1], kv[0]))
+        return [(n, self.runs[n], s, s / total) for n, s in items]
+
+    def table(self) -> str:
+        from .console import plain_table
+
+        rows = [(n, str(r), f"{s * 1000:.2f}", f"{share * 100:.1f}%") for n, r, s, share in self.rows()]
+        total = sum(self.times.values())
+        return plain_table(("pass", "runs", "ms", "share"), rows) + f"\ntotal: {total * 1000:.2f} ms"
