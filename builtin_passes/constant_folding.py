@@ -10,7 +10,7 @@ from pydantic import Field
 from torch.fx.node import Node
 
 from fxpasses import GraphPass, PassContext, PassOptions
-from fxpasses.effects import EffectAnalysis
+from fxpasses.effects import GLOBAL_STATE, EffectAnalysis
 
 from .dead_code import prune_unused_state
 
@@ -20,6 +20,14 @@ _CALLS = ("call_function", "call_method", "call_module")
 #: Python values a folded node may be replaced by, spelled as literals in the generated code.
 _LITERALS = (bool, int, float, complex, str, type(None), torch.dtype, torch.device)
 _META_KEYS = ("val", "tensor_meta", "example_value")
+#: Global state changes that do not change values (only whether autograd records).
+_GRAD_MODE = frozenset(
+    {
+        torch._C._set_grad_enabled,
+        torch.autograd.grad_mode._enter_inference_mode,
+        torch.autograd.grad_mode._exit_inference_mode,
+    }
+)
 
 
 class FoldConstantsOptions(PassOptions):
@@ -82,7 +90,9 @@ class FoldConstants(GraphPass):
     - results that reach the graph's output (directly or as a view): the caller would receive
       the module's buffer itself, shared between calls (counter ``skipped_output``);
     - results that are not tensors or literals (tuples, lists), and nodes whose evaluation
-      raises (recorded in the report's skips).
+      raises (recorded in the report's skips);
+    - anything after a change of global state other than grad mode (autocast enter/exit in
+      TorchDynamo graphs, ``torch.set_default_dtype``, ...): its value depends on that state.
 
     After replacing uses, the pass erases the constant nodes it made dead and deletes the
     parameters/buffers no node reads any more (so the storage bound holds without a later
@@ -128,7 +138,10 @@ class FoldConstants(GraphPass):
         """Values of the constant nodes, in graph order."""
         mutated = analysis.mutated_attributes()
         values: dict[Node, Any] = {}
+        state_changed = False  # values after autocast/default-dtype changes depend on them
         for node in gm.graph.nodes:
+            if GLOBAL_STATE in analysis.effects(node).kinds and node.target not in _GRAD_MODE:
+                state_changed = True
             if node.op == "get_attr":
                 obj = _attr(gm, node.target)
                 if isinstance(obj, torch.Tensor):
@@ -141,7 +154,7 @@ class FoldConstants(GraphPass):
                 elif isinstance(obj, _LITERALS):
                     values[node] = obj
                 continue
-            if node.op not in _CALLS or not node.users:
+            if node.op not in _CALLS or not node.users or state_changed:
                 continue
             if any(i not in values for i in node.all_input_nodes):
                 continue
@@ -167,9 +180,12 @@ class FoldConstants(GraphPass):
         values: dict[Node, Any],
         opts: FoldConstantsOptions,
     ) -> tuple[dict[Node, Any], set[Node]]:
-        """Constant nodes to replace (and the constant nodes that stay needed), chosen from the output backwards: a node is folded when
-        its value is needed at run time and it passes the per-node limits; otherwise it stays
-        and its constant inputs become needed."""
+        """Constant nodes to replace, and the constant nodes that stay needed.
+
+        Chosen from the output backwards: a node is folded when its value is needed at run
+        time and it passes the per-node limits; otherwise it stays and its constant inputs
+        become needed (so the small part of a chain that ends in a large result still folds).
+        """
         output = next(iter(graph.find_nodes(op="output")), None)
         out_roots: frozenset[Any] = frozenset()
         if output is not None:
@@ -187,34 +203,39 @@ class FoldConstants(GraphPass):
         needed: set[Node] = set()
         folds: dict[Node, Any] = {}
         for node in reversed(list(values)):
-            if not any(u not in values or u in needed for u in node.users):
+            frontier = any(u not in values for u in node.users)  # used by a run-time node
+            if not frontier and not any(u in needed for u in node.users):
                 continue
             if node.op == "get_attr":
                 needed.add(node)
                 continue
             value = values[node]
-            reason = None
+            reason = counter = None
             if isinstance(value, torch.Tensor):
                 nbytes = value.numel() * value.element_size()
+                replaced = sum(cone[node].values())
                 if value.numel() > opts.max_numel:
                     reason = f"result has {value.numel()} elements > max_numel={opts.max_numel}"
-                    ctx.count("skipped_size")
-                elif nbytes > sum(cone[node].values()) + opts.max_growth_bytes:
+                    counter = "skipped_size"
+                elif nbytes > replaced + opts.max_growth_bytes:
                     reason = (
-                        f"result of {nbytes} bytes would replace {sum(cone[node].values())} bytes of "
-                        f"constants (max_growth_bytes={opts.max_growth_bytes})"
+                        f"result of {nbytes} bytes would replace {replaced} bytes of constants "
+                        f"(max_growth_bytes={opts.max_growth_bytes})"
                     )
-                    ctx.count("skipped_size")
+                    counter = "skipped_size"
                 elif not out_roots.isdisjoint(analysis.alias_roots(node)):
                     reason = "result reaches the output (it would be the module's own buffer)"
-                    ctx.count("skipped_output")
-            elif not isinstance(value, _LITERALS) or isinstance(value, torch.SymInt):
+                    counter = "skipped_output"
+            elif not isinstance(value, _LITERALS):
                 reason = f"result is a {type(value).__name__}, not a tensor or literal"
             if reason is None:
                 folds[node] = value
-            else:
+                continue
+            needed.add(node)  # computed at run time: its constant inputs are needed instead
+            if frontier:  # report where a constant meets run-time code, not every node above
                 ctx.skip(node, reason)
-                needed.add(node)
+                if counter:
+                    ctx.count(counter)
         return folds, needed
 
     # ------------------------------------------------------------------ 3. storage bound
@@ -288,12 +309,16 @@ class FoldConstants(GraphPass):
         budget = opts.max_growth_bytes
         accepted: dict[Node, Any] = {}
         for g, nodes in groups.items():
-            added = sum(v.numel() * v.element_size() for n in nodes if isinstance(v := folds[n], torch.Tensor))
+            added = sum(_nbytes(folds[n]) for n in nodes)
             growth = added - freed_by_group.get(g, 0)
             if growth > budget:
                 for n in nodes:
                     ctx.count("skipped_size")
-                    ctx.skip(n, f"folding its group would grow the module by {growth} bytes (max_growth_bytes={opts.max_growth_bytes})")
+                    ctx.skip(
+                        n,
+                        f"folding its group would grow the module by {growth} bytes "
+                        f"(max_growth_bytes={opts.max_growth_bytes})",
+                    )
                 continue
             budget -= max(growth, 0)
             for n in nodes:
@@ -364,6 +389,10 @@ def _storage_key(t: torch.Tensor) -> Any:
     from fxpasses.effects import _storage_key as key
 
     return key(t)
+
+
+def _nbytes(v: Any) -> int:
+    return v.numel() * v.element_size() if isinstance(v, torch.Tensor) else 0
 
 
 def _storage_bytes(t: torch.Tensor) -> int:

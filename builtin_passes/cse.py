@@ -11,7 +11,7 @@ from pydantic import Field
 from torch.fx.node import Node
 
 from fxpasses import GraphPass, PassContext, PassOptions
-from fxpasses.effects import EffectAnalysis
+from fxpasses.effects import GLOBAL_STATE, EffectAnalysis
 
 __all__ = ["EliminateCommonSubexpressions", "CSEOptions"]
 
@@ -44,7 +44,9 @@ class EliminateCommonSubexpressions(GraphPass):
     - literals compare by type and value: ``1``, ``1.0`` and ``True`` differ, ``0.0`` and
       ``-0.0`` differ (floats compare by their bit pattern, so NaN matches the same NaN);
       lists differ from tuples; ``dtype``/``device``/``slice``/``torch.Size`` by value;
-    - tensors and any other objects compare by identity.
+    - tensors and any other objects compare by identity;
+    - nodes on either side of a global state change (grad mode, autocast enter/exit, default
+      dtype, ...) never match: ``x @ w`` under autocast is not ``x @ w`` outside it.
 
     Never merged: nodes with any effect per :mod:`fxpasses.effects` (random ops, in-place and
     ``out=`` ops, ops writing an input, asserts, calls of unknown functions or modules, ...);
@@ -71,6 +73,7 @@ class EliminateCommonSubexpressions(GraphPass):
             out_roots = frozenset().union(*(analysis.alias_roots(n) for n in output.all_input_nodes))
         written = analysis.written_roots
         epoch: dict[Any, int] = {}
+        state = 0  # global state changes so far (grad mode, autocast, ...): regions differ
         table: dict[Any, Node] = {}
 
         def node_key(n: Node) -> Any:
@@ -85,7 +88,13 @@ class EliminateCommonSubexpressions(GraphPass):
                 and written.isdisjoint(analysis.alias_roots(node))
             ):
                 try:
-                    key = (node.op, _target_key(node.target), _key(node.args, node_key), _key(node.kwargs, node_key))
+                    key = (
+                        state,
+                        node.op,
+                        _target_key(node.target),
+                        _key(node.args, node_key),
+                        _key(node.kwargs, node_key),
+                    )
                     hash(key)
                 except _Unkeyable:
                     key = None
@@ -103,6 +112,8 @@ class EliminateCommonSubexpressions(GraphPass):
             for w in eff.writes:
                 for r in analysis.alias_roots(w):
                     epoch[r] = epoch.get(r, 0) + 1
+            if GLOBAL_STATE in eff.kinds:
+                state += 1
         if merged:
             ctx.count("merged", merged)
         return merged > 0
@@ -122,7 +133,9 @@ def _target_key(target: Any) -> Any:
     return target
 
 
-_SCALAR_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format, str, bytes, type(None), type(...))
+_SCALAR_TYPES = (
+    torch.dtype, torch.device, torch.layout, torch.memory_format, str, bytes, type(None), type(...)
+)
 
 
 def _key(a: Any, node_key: Any) -> Any:
@@ -146,7 +159,8 @@ def _key(a: Any, node_key: Any) -> Any:
         kind = "list" if isinstance(a, list) else "tuple"
         return (kind, tuple(_key(x, node_key) for x in a))
     if isinstance(a, dict):
-        return ("dict", tuple(sorted(((repr(k), _key(v, node_key)) for k, v in a.items()), key=lambda kv: kv[0])))
+        items = sorted(((repr(k), _key(v, node_key)) for k, v in a.items()), key=lambda kv: kv[0])
+        return ("dict", tuple(items))
     if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         raise _Unkeyable(a)
     # tensors, functions, enums, other objects: the same object only

@@ -10,7 +10,7 @@ import torch.fx
 from pydantic import Field
 
 from fxpasses import GraphPass, PassContext, PassOptions
-from fxpasses.effects import ASSERT, RANDOM, EffectAnalysis
+from fxpasses.effects import ASSERT, NO_SIDE_EFFECT, RANDOM, EffectAnalysis
 
 __all__ = ["EliminateDeadCode", "DeadCodeOptions", "prune_unused_state"]
 
@@ -77,7 +77,7 @@ class EliminateDeadCode(GraphPass):
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
         opts: DeadCodeOptions = self.options  # type: ignore[assignment]
-        removable = set()
+        removable = set(NO_SIDE_EFFECT)
         if opts.remove_random:
             removable.add(RANDOM)
         if opts.strip_asserts:

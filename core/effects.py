@@ -53,6 +53,9 @@ kind                 nodes
 ``global_state``     grad mode and autocast (``torch._C._set_grad_enabled``,
                      ``torch.set_grad_enabled``, inference-mode and autocast enter/exit), RNG
                      seeding/state, ``torch.set_*``, tensor hooks, functorch nesting
+``reads_state``      no side effect, but the result depends on global state, not only on
+                     the inputs (``torch.is_grad_enabled()``, ``torch.get_default_dtype()``):
+                     not pure (never merged or folded), removable when unused
 ``declared``         declared effectful to torch: ``torch.fx.node._side_effectful_functions``
                      (``torch.fx.node.has_side_effect``), the effect-token registry
                      (``torch._higher_order_ops.effects``), ``node.is_impure()``
@@ -117,12 +120,14 @@ __all__ = [
     "register_pure_function",
     "register_pure_module",
     "KINDS",
+    "NO_SIDE_EFFECT",
     "MUTATION",
     "RANDOM",
     "ASSERT",
     "IO",
     "PROFILER",
     "GLOBAL_STATE",
+    "READS_STATE",
     "DECLARED",
     "GRAPH_IO",
     "UNKNOWN",
@@ -134,11 +139,14 @@ ASSERT = "assert"
 IO = "io"
 PROFILER = "profiler"
 GLOBAL_STATE = "global_state"
+READS_STATE = "reads_state"
 DECLARED = "declared"
 GRAPH_IO = "graph_io"
 UNKNOWN = "unknown"
 #: Every effect kind, see the module documentation.
-KINDS = (GRAPH_IO, MUTATION, RANDOM, ASSERT, IO, PROFILER, GLOBAL_STATE, DECLARED, UNKNOWN)
+KINDS = (GRAPH_IO, MUTATION, RANDOM, ASSERT, IO, PROFILER, GLOBAL_STATE, READS_STATE, DECLARED, UNKNOWN)
+#: Kinds that are no side effect: such a node is not pure, but removing it when unused is safe.
+NO_SIDE_EFFECT = frozenset({READS_STATE})
 
 
 @dataclass(frozen=True)
@@ -269,7 +277,11 @@ _SPECIAL.update(
 
 #: The same by qualified name: wrappers keep it (``import torch._dynamo`` wraps
 #: ``torch.manual_seed`` in a new function object).
-_SPECIAL_BY_NAME = {f"{getattr(k, '__module__', '')}.{getattr(k, '__qualname__', '')}": v for k, v in _SPECIAL.items()}
+def _qualified(t: Any) -> str:
+    return f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', '')}"
+
+
+_SPECIAL_BY_NAME = {_qualified(k): v for k, v in _SPECIAL.items()}
 
 #: ATen overload packets by name: asserts and printing (every overload).
 _ATEN_KIND_BY_NAME = {
@@ -294,7 +306,9 @@ _RNN_NAMES = _names("lstm gru rnn_tanh rnn_relu _cudnn_rnn miopen_rnn")
 _TORCH_RANDOM = _names("gumbel_softmax")
 #: ``torch.nn.init`` functions that do not draw random numbers.
 _INIT_DETERMINISTIC = _names("constant_ ones_ zeros_ eye_ dirac_ calculate_gain")
-_BATCH_NORM_NAMES = _names("batch_norm native_batch_norm _batch_norm_impl_index cudnn_batch_norm miopen_batch_norm")
+_BATCH_NORM_NAMES = _names(
+    "batch_norm native_batch_norm _batch_norm_impl_index cudnn_batch_norm miopen_batch_norm"
+)
 #: In-place dunder methods (``is_inplace_name`` excludes dunders).
 _INPLACE_DUNDERS = _names(
     """__iadd__ __isub__ __imul__ __itruediv__ __ifloordiv__ __imod__ __ipow__ __imatmul__
@@ -339,6 +353,14 @@ _PURE_HOPS = _names(
     wrap_with_autocast invoke_subgraph flex_attention flex_attention_backward out_dtype
     tag_activation_checkpoint strict_mode hints_wrapper auto_functionalized
     auto_functionalized_v2 triton_kernel_wrapper_functional"""
+)
+#: Functions of the ``torch`` namespace that change global state (besides ``set_*``).
+_TORCH_GLOBAL_STATE = _names("save load compile use_deterministic_algorithms manual_seed seed")
+#: Functions of the ``torch`` namespace whose result depends on global state, not on inputs.
+_TORCH_READS_STATE = _names(
+    """is_grad_enabled is_inference_mode_enabled is_autocast_enabled is_autocast_cpu_enabled
+    get_autocast_dtype get_autocast_gpu_dtype get_autocast_cpu_dtype get_default_dtype
+    get_default_device are_deterministic_algorithms_enabled get_num_threads initial_seed"""
 )
 _RANDOM_HOPS = _names("run_and_save_rng_state run_with_rng_state graphsafe_run_with_rng_state")
 
@@ -503,7 +525,8 @@ def _nodes_in(a: Any) -> list[Node]:
 
 
 def _literal_false(v: Any) -> bool:
-    return not isinstance(v, Node) and v is not _MISSING and v is not None and not bool(v)
+    """A flag given as a literal false value (not a graph value, not absent, not None)."""
+    return isinstance(v, (bool, int, float)) and not v
 
 
 def _literal_zero(v: Any) -> bool:
@@ -562,7 +585,9 @@ def _batch_norm_writes(name: str, bound: dict[str, Any] | None, args: tuple) -> 
 # the analysis
 
 
-def _effects(kinds: Iterable[str], writes: Iterable[Node] = (), reason: str = "", state: Iterable[str] = ()) -> NodeEffects:
+def _effects(
+    kinds: Iterable[str], writes: Iterable[Node] = (), reason: str = "", state: Iterable[str] = ()
+) -> NodeEffects:
     ws = tuple(dict.fromkeys(writes))
     return NodeEffects(frozenset(kinds), ws, frozenset(state), reason)
 
@@ -624,9 +649,30 @@ def _storage_key(t: torch.Tensor) -> Any:
     return ("tensor", id(t))
 
 
+_op_infos: dict[Any, tuple[str | None, bool, bool, bool]] = {}
+
+
+def _op_info(t: Any, ops: list[Any], name: str) -> tuple[str | None, bool, bool, bool]:
+    """``(kind by name/namespace, schema mutable, nondeterministic_seeded, declared effectful)``
+    of an ATen/custom op or packet, over its overloads (cached)."""
+    try:
+        return _op_infos[t]
+    except KeyError:
+        pass
+    namespace = getattr(t, "namespace", None) or getattr(t, "_qualified_op_name", "::").split("::")[0]
+    kind = {"profiler": PROFILER, "aten": _ATEN_KIND_BY_NAME.get(name)}.get(namespace)
+    side = _torch_side_effectful()
+    mutable = any(op._schema.is_mutable for op in ops)
+    seeded = any(torch.Tag.nondeterministic_seeded in getattr(op, "tags", ()) for op in ops)
+    declared = any(op in side or _declared_effect(op) for op in ops)
+    info = (kind, mutable, seeded, declared)
+    _op_infos[t] = info
+    return info
+
+
 def _lookups(t: Any) -> tuple[str | None, bool, str | None, bool, bool, bool]:
     """Table lookups for a call_function target (any of them may be unhashable)."""
-    special = _SPECIAL_BY_NAME.get(f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', '')}")
+    special = _SPECIAL_BY_NAME.get(_qualified(t))
     try:
         return (
             _user_effects.get(t),
@@ -677,7 +723,7 @@ class EffectAnalysis:
         return eff
 
     def has_side_effects(self, node: Node) -> bool:
-        return bool(self.effects(node).kinds)
+        return not self.effects(node).kinds <= NO_SIDE_EFFECT
 
     def is_random(self, node: Node) -> bool:
         return RANDOM in self.effects(node).kinds
@@ -702,7 +748,7 @@ class EffectAnalysis:
             eff = self._call_module(node)
         else:  # pragma: no cover - unknown op kind
             return _effects({UNKNOWN}, node.all_input_nodes, f"unknown op kind {op!r}")
-        if not eff.kinds and op != "call_module":
+        if not eff.kinds and op != "call_module" and not isinstance(node.target, torch._ops.OpOverload):
             # torch's own judgement, as one more input (it covers registered effects)
             try:
                 impure = node.is_impure(impure_random=False)
@@ -735,7 +781,8 @@ class EffectAnalysis:
         if op_write or t is builtins.setattr or t is builtins.delattr:
             parts.append(_effects({MUTATION}, _nodes_in(args[:1]), f"{_name(t)} writes its first argument"))
         elif in_torch_table and special is None:
-            parts.append(_effects({DECLARED}, reason=f"{_name(t)} is in torch.fx.node._side_effectful_functions"))
+            reason = f"{_name(t)} is in torch.fx.node._side_effectful_functions"
+            parts.append(_effects({DECLARED}, reason=reason))
         if parts:
             return _merge(parts)
         mod = getattr(t, "__module__", None)
@@ -750,8 +797,10 @@ class EffectAnalysis:
 
     def _torch_callable(self, node: Node, t: Any, tmod: str, args: tuple, kwargs: dict) -> NodeEffects:
         name = callable_op_name(t) or ""
-        if tmod.startswith("torch") and (name.startswith(("set_", "_set_")) or name in ("save", "load", "compile")):
+        if tmod.startswith("torch") and (name.startswith(("set_", "_set_")) or name in _TORCH_GLOBAL_STATE):
             return _effects({GLOBAL_STATE}, reason=f"torch.{name} changes global state")
+        if tmod.startswith("torch") and name in _TORCH_READS_STATE:
+            return _effects({READS_STATE}, reason=f"torch.{name} reads global state")
         bound = _bind(t, name, args, kwargs)
         return self._by_name(node, name, bound, args, kwargs, is_init=(tmod == "torch.nn.init"))
 
@@ -798,7 +847,11 @@ class EffectAnalysis:
         cond = _conditional_random(name, bound)
         if cond is None:
             info = _name_info(name) or _name_info(base)
-            random = bool(info and info[0]) or base in _TORCH_RANDOM or (is_init and name not in _INIT_DETERMINISTIC)
+            random = (
+                bool(info and info[0])
+                or base in _TORCH_RANDOM
+                or (is_init and name not in _INIT_DETERMINISTIC)
+            )
         else:
             random = cond
         if random:
@@ -817,53 +870,29 @@ class EffectAnalysis:
     def _aten(self, node: Node, t: Any, args: tuple, kwargs: dict) -> NodeEffects:
         ops = [t] if isinstance(t, torch._ops.OpOverload) else _overloads(t)
         name = t.__name__ if isinstance(t, torch._ops.OpOverloadPacket) else t.overloadpacket.__name__
-        namespace = getattr(t, "namespace", None) or getattr(t, "_qualified_op_name", "::").split("::")[0]
-        kinds: set[str] = set()
+        kind, mutable, seeded, declared = _op_info(t, ops, name)
+        kinds: set[str] = {kind} if kind else set()
         writes: list[Node] = []
-        reasons = []
-        if namespace == "profiler":
-            kinds.add(PROFILER)
-            reasons.append(f"{t} is a profiler op")
-        if namespace == "aten" and name in _ATEN_KIND_BY_NAME:
-            k = _ATEN_KIND_BY_NAME[name]
-            kinds.add(k)
-            reasons.append(f"{t} ({k})")
-        side = _torch_side_effectful()
-        seeded = False
-        for op in ops:
-            schema = op._schema
-            if schema.is_mutable:
-                for a, v in _schema_pairs(schema, args, kwargs):
+        reasons = [f"{t} ({kind})"] if kind else []
+        if mutable:
+            for op in ops:
+                for a, v in _schema_pairs(op._schema, args, kwargs):
                     if a.alias_info is not None and a.alias_info.is_write:
-                        ns = _nodes_in(v)
-                        if ns:
-                            kinds.add(MUTATION)
-                            writes += ns
-                if MUTATION not in kinds and isinstance(t, torch._ops.OpOverload):
-                    # a mutable schema whose written argument is not a node (or absent)
-                    kinds.add(MUTATION)
-                if MUTATION in kinds:
-                    reasons.append(f"{t} writes its argument(s) per its schema")
-            if torch.Tag.nondeterministic_seeded in getattr(op, "tags", ()):
-                seeded = True
-            try:
-                if op in side and not kinds:
-                    kinds.add(DECLARED)
-                    reasons.append(f"{t} is in torch.fx.node._side_effectful_functions")
-            except TypeError:  # pragma: no cover
-                pass
-            if _declared_effect(op):
-                kinds.add(DECLARED)
-                reasons.append(f"{t} is registered as effectful")
-        if namespace == "aten":
-            bn = _batch_norm_writes(name, _bind(t if isinstance(t, torch._ops.OpOverload) else None, name, args, kwargs), args)
+                        writes += _nodes_in(v)
+            if writes or isinstance(t, torch._ops.OpOverload):
+                kinds.add(MUTATION)
+                reasons.append(f"{t} writes its argument(s) per its schema")
+        if declared and not kinds:
+            kinds.add(DECLARED)
+            reasons.append(f"{t} is declared effectful to torch")
+        if name in _BATCH_NORM_NAMES or name == "instance_norm" or seeded:
+            bound = _bind(t if isinstance(t, torch._ops.OpOverload) else None, name, args, kwargs)
+            bn = _batch_norm_writes(name, bound, args)
             if bn:
                 kinds.add(MUTATION)
                 writes += bn
                 reasons.append(f"{t} in training mode updates running statistics")
-        if seeded:
-            cond = _conditional_random(name, _bind(t if isinstance(t, torch._ops.OpOverload) else None, name, args, kwargs))
-            if cond is None or cond:
+            if seeded and _conditional_random(name, bound) is not False:
                 kinds.add(RANDOM)
                 reasons.append(f"{t} draws random numbers")
         if not kinds:
@@ -881,7 +910,8 @@ class EffectAnalysis:
         if name in _RANDOM_HOPS:
             return _effects({RANDOM}, (), f"{name} uses the RNG state")
         if name not in _PURE_HOPS:
-            return _effects({UNKNOWN}, node.all_input_nodes, f"higher-order operator {name} is not known to be pure")
+            reason = f"higher-order operator {name} is not known to be pure"
+            return _effects({UNKNOWN}, node.all_input_nodes, reason)
         parts = []
         for a in _nodes_in(args) + _nodes_in(dict(node.kwargs)):
             if a.op == "get_attr":
@@ -916,24 +946,29 @@ class EffectAnalysis:
 
     def _module_call(self, mod: torch.nn.Module, prefix: str, node: Node) -> NodeEffects:
         """Effects of calling ``mod`` (qualified name ``prefix``) at ``node``."""
-        key = id(mod)
-        if key in self._module:
-            me = self._module[key]
-        else:
-            if key in self._in_progress:
-                return _effects({UNKNOWN}, node.all_input_nodes, f"{prefix} calls itself")
-            self._in_progress.add(key)
-            try:
-                me = self._module_effects(mod)
-            finally:
-                self._in_progress.discard(key)
-            self._module[key] = me
+        me = self._module_summary(mod)
         if not me.kinds:
             return _PURE
         # module-level summary -> this call: input writes are marked by the sentinel "input"
         writes = node.all_input_nodes if "input" in me.state_writes else ()
         state = {f"{prefix}.{s}" for s in me.state_writes if s != "input"}
         return _effects(me.kinds, writes, f"{prefix}: {me.reason}", state)
+
+    def _module_summary(self, mod: torch.nn.Module) -> NodeEffects:
+        """:meth:`_module_effects`, cached per module object; a module reached again while
+        being analysed (a cycle in the module tree) is ``unknown``."""
+        key = id(mod)
+        if key in self._module:
+            return self._module[key]
+        if key in self._in_progress:
+            return _effects({UNKNOWN}, (), f"{type(mod).__name__} contains itself", {"input", "*"})
+        self._in_progress.add(key)
+        try:
+            me = self._module_effects(mod)
+        finally:
+            self._in_progress.discard(key)
+        self._module[key] = me
+        return me
 
     def _module_effects(self, mod: torch.nn.Module) -> NodeEffects:
         """Effects of calling ``mod``; ``state_writes`` holds names relative to ``mod`` and the
@@ -952,10 +987,13 @@ class EffectAnalysis:
                 sub = self._sub[id(mod)] = EffectAnalysis(mod)
             return sub._summary()
         standard = _module_is_standard(mod)
+        anything = {"input", "*"}  # may write its inputs and all of its state
         if not standard and not any(issubclass(cls, c) for c in _user_pure_modules):
-            return _effects({UNKNOWN}, (), f"{cls.__name__} is not a standard torch.nn module", {"input", "*"})
-        if standard and isinstance(mod, torch.nn.modules.lazy.LazyModuleMixin) and mod.has_uninitialized_params():
-            return _effects({UNKNOWN}, (), f"{cls.__name__} initialises its parameters on first call", {"input", "*"})
+            return _effects({UNKNOWN}, (), f"{cls.__name__} is not a standard torch.nn module", anything)
+        lazy = isinstance(mod, torch.nn.modules.lazy.LazyModuleMixin)
+        if standard and lazy and mod.has_uninitialized_params():  # type: ignore[operator]
+            reason = f"{cls.__name__} initialises its parameters on first call"
+            return _effects({UNKNOWN}, (), reason, anything)
         kinds: set[str] = set()
         state: set[str] = set()
         reasons = []
@@ -985,9 +1023,7 @@ class EffectAnalysis:
             state.add("weight")
             reasons.append(f"{cls.__name__}(max_norm=...) renormalises its weight in place")
         for cname, child in mod.named_children():
-            ce = self._module_effects(child) if id(child) not in self._in_progress else _effects(
-                {UNKNOWN}, (), "recursive module", {"input", "*"}
-            )
+            ce = self._module_summary(child)
             if ce.kinds:
                 kinds |= ce.kinds
                 state |= {"input" if s == "input" else f"{cname}.{s}" for s in ce.state_writes}
@@ -1090,7 +1126,8 @@ class EffectAnalysis:
         inplace = node.kwargs.get("inplace")
         if is_inplace_name(name) or name in _INPLACE_DUNDERS or inplace or t in _OPERATOR_WRITES:
             out += _nodes_in(node.args[:1])
-        if inplace is None and node.op == "call_function" and any(w in _nodes_in(node.args[:1]) for w in eff.writes):
+        first = _nodes_in(node.args[:1])
+        if inplace is None and node.op == "call_function" and any(w in first for w in eff.writes):
             # inplace=True given positionally (F.relu(x, True)): the first argument is written
             out += _nodes_in(node.args[:1])
         out += _nodes_in(node.kwargs.get("out"))
@@ -1210,7 +1247,7 @@ class EffectAnalysis:
             if isinstance(obj, torch.Tensor):
                 named[str(n.target)] = obj
         keys = {name: _storage_key(t) for name, t in named.items()}
-        written_keys = {k for k in self._written if isinstance(k, tuple) and k and k[0] in ("storage", "tensor")}
+        written_keys = {k for k in self._written if isinstance(k, tuple) and k[0] in ("storage", "tensor")}
         mutated = {name for name, k in keys.items() if k in written_keys}
         for s in self._state_written:
             if s.endswith("*"):
@@ -1255,7 +1292,7 @@ def has_side_effects(node: Node, gm: torch.nn.Module | None = None) -> bool:
     """True when ``node`` must be kept even if its result is unused: it mutates, is random
     (advances the global RNG), asserts, prints, profiles, changes global state, is a
     placeholder/output, or cannot be shown pure."""
-    return bool(node_effects(node, gm).kinds)
+    return not node_effects(node, gm).kinds <= NO_SIDE_EFFECT
 
 
 def is_random(node: Node, gm: torch.nn.Module | None = None) -> bool:

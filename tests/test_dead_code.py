@@ -384,7 +384,8 @@ def test_case14_the_dependent_chain_goes_in_reverse_order():
     assert gm(torch.zeros(2), -torch.ones(2)).tolist() == [1.0, 1.0]
     # the same through the pass
     gm = torch.fx.symbolic_trace(MaskChecked())
-    assert dce(gm, "eliminate_dead_code{strip_asserts=true}").counters == {"removed_asserts": 1, "removed_nodes": 3}
+    report = dce(gm, "eliminate_dead_code{strip_asserts=true}")
+    assert report.counters == {"removed_asserts": 1, "removed_nodes": 3}
     assert [n.name for n in gm.graph.nodes] == ["x", "mask", "add", "output"]
 
 
@@ -434,6 +435,9 @@ def test_case15_state_of_removed_call_module_leaves_state_dict():
     gm.graph.lint()
 
 
+KEPT_STATE = ["block.inner.bias", "block.inner.weight", "head.weight", "scale"]
+
+
 def test_case15_in_every_dialect():
     model = StateOwner()
     for dialect in ("dynamo", "export"):
@@ -444,7 +448,7 @@ def test_case15_in_every_dialect():
         assert torch.equal(cap.gm(*cap.inputs)[0] if dialect == "dynamo" else cap.gm(*cap.inputs),
                            before[0] if dialect == "dynamo" else before)
         if dialect == "export":
-            assert sorted(cap.gm.state_dict()) == ["block.inner.bias", "block.inner.weight", "head.weight", "scale"]
+            assert sorted(cap.gm.state_dict()) == KEPT_STATE
 
 
 # ------------------------------------------------------------------------------ more that must stay
@@ -550,3 +554,8 @@ def test_one_reverse_sweep_is_linear():
 def test_options_are_validated():
     with pytest.raises(fxpasses.OptionsError, match="remove_randoms"):
         fxpasses.Pipeline.from_string("eliminate_dead_code{remove_randoms=true}")
+
+
+def test_readers_of_global_state_go_when_unused():
+    gm = build(lambda g, x: (g.call_function(torch.is_grad_enabled, ()), x)[1])
+    assert dce(gm).counters == {"removed_nodes": 1}

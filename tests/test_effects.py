@@ -146,6 +146,7 @@ def test_views_alias_their_input():
 
 # ------------------------------------------------------------------------------ randomness
 
+NATIVE_DROPOUT = aten.native_dropout.default
 RANDOM = {
     "torch.rand": lambda g, x: g.call_function(torch.rand, (3,)),
     "torch.randn": lambda g, x: g.call_function(torch.randn, (3,)),
@@ -164,14 +165,16 @@ RANDOM = {
     "F.alpha_dropout training": lambda g, x: g.call_function(F.alpha_dropout, (x, 0.5, True)),
     "F.rrelu training": lambda g, x: g.call_function(F.rrelu, (x,), {"training": True}),
     "F.gumbel_softmax": lambda g, x: g.call_function(F.gumbel_softmax, (x,)),
-    "F.sdpa dropout": lambda g, x: g.call_function(F.scaled_dot_product_attention, (x, x, x), {"dropout_p": 0.1}),
+    "F.sdpa dropout": lambda g, x: g.call_function(
+        F.scaled_dot_product_attention, (x, x, x), {"dropout_p": 0.1}
+    ),
     "torch.dropout train": lambda g, x: g.call_function(torch.dropout, (x, 0.5, True)),
     "aten.rand.default": lambda g, x: g.call_function(aten.rand.default, ([3],)),
     "aten.randn_like.default": lambda g, x: g.call_function(aten.randn_like.default, (x,)),
     "aten.bernoulli.p": lambda g, x: g.call_function(aten.bernoulli.p, (x, 0.5)),
     "aten.dropout train=True": lambda g, x: g.call_function(aten.dropout.default, (x, 0.5, True)),
-    "aten.native_dropout train=True": lambda g, x: g.call_function(aten.native_dropout.default, (x, 0.5, True)),
-    "aten.native_dropout train=None": lambda g, x: g.call_function(aten.native_dropout.default, (x, 0.5, None)),
+    "aten.native_dropout train=True": lambda g, x: g.call_function(NATIVE_DROPOUT, (x, 0.5, True)),
+    "aten.native_dropout train=None": lambda g, x: g.call_function(NATIVE_DROPOUT, (x, 0.5, None)),
     "aten.uniform_": lambda g, x: g.call_function(aten.uniform_.default, (x,)),
 }
 NOT_RANDOM = {
@@ -182,7 +185,7 @@ NOT_RANDOM = {
     "F.sdpa no dropout": lambda g, x: g.call_function(F.scaled_dot_product_attention, (x, x, x)),
     "torch.dropout train=False": lambda g, x: g.call_function(torch.dropout, (x, 0.5, False)),
     "aten.dropout train=False": lambda g, x: g.call_function(aten.dropout.default, (x, 0.5, False)),
-    "aten.native_dropout train=False": lambda g, x: g.call_function(aten.native_dropout.default, (x, 0.5, False)),
+    "aten.native_dropout train=False": lambda g, x: g.call_function(NATIVE_DROPOUT, (x, 0.5, False)),
     "torch.zeros": lambda g, x: g.call_function(torch.zeros, (3,)),
     "aten.empty": lambda g, x: g.call_function(aten.empty.memory_format, ([3],)),
 }
@@ -534,3 +537,10 @@ def test_dialect_spellings_of_one_module():
         assert len(writes) == 5, (dialect, [n.format_node() for n in writes])
         assert len(random) == 1, dialect
     assert mutated_attributes(gm) == {"steps"}  # export: buffers are get_attr
+
+
+def test_readers_of_global_state_are_not_pure_but_have_no_side_effect():
+    gm = build(lambda g, x: g.call_function(torch.is_grad_enabled, ()))
+    node = only_call(gm)
+    assert kinds(node, gm) == {"reads_state"}
+    assert not is_pure(node, gm) and not has_side_effects(node, gm)
