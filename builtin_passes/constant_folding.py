@@ -117,11 +117,10 @@ class FoldConstants(GraphPass):
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
         opts: FoldConstantsOptions = self.options  # type: ignore[assignment]
         analysis = EffectAnalysis(gm)
-        graph = gm.graph
         values = self._evaluate(gm, ctx, analysis, opts)
         if not values:
             return False
-        folds, needed = self._choose(graph, ctx, analysis, values, opts)
+        folds, needed = self._choose(ctx, analysis, values, opts)
         if not folds:
             return False
         accepted, removable = self._check_growth(gm, ctx, values, folds, needed, opts)
@@ -174,7 +173,6 @@ class FoldConstants(GraphPass):
 
     def _choose(
         self,
-        graph: torch.fx.Graph,
         ctx: PassContext,
         analysis: EffectAnalysis,
         values: dict[Node, Any],
@@ -186,10 +184,6 @@ class FoldConstants(GraphPass):
         time and it passes the per-node limits; otherwise it stays and its constant inputs
         become needed (so the small part of a chain that ends in a large result still folds).
         """
-        output = next(iter(graph.find_nodes(op="output")), None)
-        out_roots: frozenset[Any] = frozenset()
-        if output is not None:
-            out_roots = frozenset().union(*(analysis.alias_roots(n) for n in output.all_input_nodes))
         cone: dict[Node, dict[Any, int]] = {}  # storages of the constant attributes a node reads
         for node in values:
             if node.op == "get_attr" and isinstance(values[node], torch.Tensor):
@@ -223,7 +217,7 @@ class FoldConstants(GraphPass):
                         f"(max_growth_bytes={opts.max_growth_bytes})"
                     )
                     counter = "skipped_size"
-                elif not out_roots.isdisjoint(analysis.alias_roots(node)):
+                elif analysis.reaches_output(node):
                     reason = "result reaches the output (it would be the module's own buffer)"
                     counter = "skipped_output"
             elif not isinstance(value, _LITERALS):

@@ -11,7 +11,7 @@ from pydantic import Field
 from torch.fx.node import Node
 
 from fxpasses import GraphPass, PassContext, PassOptions
-from fxpasses.effects import GLOBAL_STATE, EffectAnalysis
+from fxpasses.effects import GLOBAL_STATE, EffectAnalysis, WriteClock
 
 __all__ = ["EliminateCommonSubexpressions", "CSEOptions"]
 
@@ -66,29 +66,20 @@ class EliminateCommonSubexpressions(GraphPass):
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
         analysis = EffectAnalysis(gm)
+        clock = WriteClock(analysis)
         graph = gm.graph
-        output = next(iter(graph.find_nodes(op="output")), None)
-        out_roots: frozenset[Any] = frozenset()
-        if output is not None:
-            out_roots = frozenset().union(*(analysis.alias_roots(n) for n in output.all_input_nodes))
-        written = analysis.written_roots
-        epoch: dict[Any, int] = {}
         state = 0  # global state changes so far (grad mode, autocast, ...): regions differ
         table: dict[Any, Node] = {}
 
         def node_key(n: Node) -> Any:
-            return (n, sum(epoch.get(r, 0) for r in analysis.alias_roots(n)))
+            return (n, clock.version(n))
 
         merged = 0
         for node in list(graph.nodes):
             eff = analysis.effects(node)
-            if (
-                node.op in ("call_function", "call_method", "call_module", "get_attr")
-                and not eff.kinds
-                and written.isdisjoint(analysis.alias_roots(node))
-            ):
+            if node.op in _CANDIDATE_OPS and not eff.kinds and not analysis.is_written(node):
                 try:
-                    key = (
+                    key: Any = (
                         state,
                         node.op,
                         _target_key(node.target),
@@ -96,22 +87,19 @@ class EliminateCommonSubexpressions(GraphPass):
                         _key(node.kwargs, node_key),
                     )
                     hash(key)
-                except _Unkeyable:
+                except (_Unkeyable, TypeError):
                     key = None
-                if key is not None:
-                    prev = table.get(key)
-                    if prev is None:
-                        table[key] = node
-                    elif _escapes(prev, analysis, out_roots) and _escapes(node, analysis, out_roots):
-                        ctx.count("kept_distinct_outputs")
-                    else:
-                        node.replace_all_uses_with(prev)
-                        graph.erase_node(node)
-                        merged += 1
-                        continue
-            for w in eff.writes:
-                for r in analysis.alias_roots(w):
-                    epoch[r] = epoch.get(r, 0) + 1
+                prev = table.get(key) if key is not None else None
+                if key is not None and prev is None:
+                    table[key] = node
+                elif prev is not None and analysis.reaches_output(prev) and analysis.reaches_output(node):
+                    ctx.count("kept_distinct_outputs")
+                elif prev is not None:
+                    node.replace_all_uses_with(prev)
+                    graph.erase_node(node)
+                    merged += 1
+                    continue
+            clock.record(node)
             if GLOBAL_STATE in eff.kinds:
                 state += 1
         if merged:
@@ -119,8 +107,7 @@ class EliminateCommonSubexpressions(GraphPass):
         return merged > 0
 
 
-def _escapes(node: Node, analysis: EffectAnalysis, out_roots: frozenset[Any]) -> bool:
-    return not out_roots.isdisjoint(analysis.alias_roots(node))
+_CANDIDATE_OPS = ("call_function", "call_method", "call_module", "get_attr")
 
 
 def _target_key(target: Any) -> Any:

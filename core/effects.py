@@ -93,12 +93,10 @@ from __future__ import annotations
 
 import builtins
 import inspect
-import math
 import operator
 import types
-import warnings
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
 
 import torch
 import torch.fx
@@ -109,6 +107,7 @@ from .ops import callable_op_name, is_inplace_name, module_op_name
 __all__ = [
     "NodeEffects",
     "EffectAnalysis",
+    "WriteClock",
     "node_effects",
     "has_side_effects",
     "is_random",
@@ -366,6 +365,16 @@ _RANDOM_HOPS = _names("run_and_save_rng_state run_with_rng_state graphsafe_run_w
 
 _MISSING = object()
 _INPUT_ROOT = ("input",)
+_ANY_ROOT = ("any",)
+_ANY_ROOTS = frozenset({_ANY_ROOT})
+_MAX_ROOTS = 64  # larger alias-root sets collapse to "any": keeps the sweep O(n)
+
+
+def _overlap(a: frozenset[Any], b: frozenset[Any] | set[Any]) -> bool:
+    """Whether two root sets may share storage ("any" overlaps every non-empty set)."""
+    if not a or not b:
+        return False
+    return _ANY_ROOT in a or _ANY_ROOT in b or not a.isdisjoint(b)
 
 
 def _torch_side_effectful() -> Any:
@@ -709,6 +718,7 @@ class EffectAnalysis:
         self._written: set[Any] = set()
         self._state_written: set[str] = set()
         self._mutated: set[str] | None = None
+        self._out_roots: frozenset[Any] = frozenset()
 
     # ------------------------------------------------------------------ per node
 
@@ -1190,11 +1200,9 @@ class EffectAnalysis:
             else:
                 al = self.aliased_inputs(n)
                 if al:
+                    # a fresh result that is written marks its inputs' roots: conservative
                     r: frozenset[Any] = frozenset().union(*(roots.get(a, frozenset({a})) for a in al))
-                    if len(al) != len(n.all_input_nodes) or self.effects(n).writes:
-                        roots[n] = r
-                    else:  # conservative alias of every input: may also be fresh
-                        roots[n] = r | {n}
+                    roots[n] = r if len(r) <= _MAX_ROOTS else _ANY_ROOTS
                 else:
                     roots[n] = frozenset({n})
                 eff = self.effects(n)
@@ -1204,25 +1212,27 @@ class EffectAnalysis:
         self._roots = roots
         self._written = written
         self._state_written = state_written
+        out = next(iter(self.gm.graph.find_nodes(op="output")), None)  # type: ignore[union-attr]
+        self._out_roots = frozenset().union(*(roots[a] for a in out.all_input_nodes)) if out else frozenset()
 
     def alias_roots(self, node: Node) -> frozenset[Any]:
-        """Storage roots ``node``'s value may share: placeholders (one shared root), parameter
-        and buffer storages, or fresh nodes (the node itself)."""
+        """Storage roots ``node``'s value may share: one root for all placeholders (they may
+        alias each other), one per parameter/buffer storage, the node itself when its value is
+        fresh, or the single root "any" when the set grew beyond 64 (it overlaps everything)."""
         self._sweep()
         assert self._roots is not None
         r = self._roots.get(node)
         return r if r is not None else frozenset({node})
 
-    @property
-    def written_roots(self) -> frozenset[Any]:
-        """Roots written by some node of the graph."""
-        self._sweep()
-        return frozenset(self._written)
-
     def is_written(self, node: Node) -> bool:
         """Whether some node of the graph may write ``node``'s value (through any alias)."""
         self._sweep()
-        return not self.alias_roots(node).isdisjoint(self._written)
+        return _overlap(self.alias_roots(node), self._written)
+
+    def reaches_output(self, node: Node) -> bool:
+        """Whether ``node``'s value may be returned by the graph (itself or through a view)."""
+        self._sweep()
+        return _overlap(self.alias_roots(node), self._out_roots)
 
     def mutated_attributes(self) -> set[str]:
         """Qualified names of parameters, buffers and tensor attributes of ``gm`` that the graph
@@ -1248,6 +1258,8 @@ class EffectAnalysis:
                 named[str(n.target)] = obj
         keys = {name: _storage_key(t) for name, t in named.items()}
         written_keys = {k for k in self._written if isinstance(k, tuple) and k[0] in ("storage", "tensor")}
+        if _ANY_ROOT in self._written:  # a write through a value that may alias anything
+            written_keys = set(keys.values())
         mutated = {name for name, k in keys.items() if k in written_keys}
         for s in self._state_written:
             if s.endswith("*"):
@@ -1259,6 +1271,39 @@ class EffectAnalysis:
         mutated |= {name for name, k in keys.items() if k in mutated_keys}
         self._mutated = mutated
         return mutated
+
+
+class WriteClock:
+    """Versions of values along a forward walk of the graph, for comparing two reads.
+
+    Call :meth:`record` on each node in graph order (after looking at it); two reads of one
+    node give the same :meth:`version` exactly when no write that may alias the node's value
+    happened between them.
+    """
+
+    def __init__(self, analysis: EffectAnalysis) -> None:
+        self.analysis = analysis
+        self._epoch: dict[Any, int] = {}
+        self._writes = 0  # all writes
+        self._any_writes = 0  # writes through values that may alias anything
+
+    def record(self, node: Node) -> None:
+        """Account for the writes ``node`` does."""
+        for w in self.analysis.effects(node).writes:
+            self._writes += 1
+            roots = self.analysis.alias_roots(w)
+            if _ANY_ROOT in roots:
+                self._any_writes += 1
+            else:
+                for r in roots:
+                    self._epoch[r] = self._epoch.get(r, 0) + 1
+
+    def version(self, node: Node) -> int:
+        """A number that grows whenever a write may have changed ``node``'s value."""
+        roots = self.analysis.alias_roots(node)
+        if _ANY_ROOT in roots:
+            return self._writes
+        return self._any_writes + sum(self._epoch.get(r, 0) for r in roots)
 
 
 def _name(t: Any) -> str:

@@ -332,3 +332,16 @@ def test_never_merges_across_an_autocast_or_grad_mode_boundary():
     after = cap.gm(*cap.inputs)
     assert [t.dtype for t in after] == [torch.float32, torch.bfloat16, torch.float32, torch.float32]
     assert [t.requires_grad for t in after] == [t.requires_grad for t in before] == [True, True, False, True]
+
+
+def test_long_view_chains_stay_linear():
+    def fn(g, x):
+        v = x
+        for _ in range(8000):
+            v = g.call_method("view", (v, -1))
+        return v
+
+    gm = build(fn)
+    t0 = time.perf_counter()
+    assert cse(gm).counters == {}
+    assert time.perf_counter() - t0 < 3.0

@@ -544,3 +544,20 @@ def test_readers_of_global_state_are_not_pure_but_have_no_side_effect():
     node = only_call(gm)
     assert kinds(node, gm) == {"reads_state"}
     assert not is_pure(node, gm) and not has_side_effects(node, gm)
+
+
+def test_large_alias_sets_collapse_to_any_and_stay_conservative():
+    def fn(g, x):
+        parts = [g.call_function(operator.mul, (x, float(i))) for i in range(70)]
+        together = g.call_function(torch.broadcast_tensors, tuple(parts))  # may alias all 70
+        unrelated = g.call_function(operator.mul, (x, 100.0))
+        g.call_method("add_", (g.call_function(operator.getitem, (together, 0)), 1))
+        return (unrelated,)
+
+    gm = build(fn)
+    a = EffectAnalysis(gm)
+    together = next(n for n in gm.graph.nodes if n.target is torch.broadcast_tensors)
+    unrelated = next(n for n in gm.graph.nodes if n.args[1:] == (100.0,))
+    assert len(a.alias_roots(together)) == 1 and a.alias_roots(together) != a.alias_roots(unrelated)
+    assert a.is_written(unrelated)  # a write through "any" may have hit it
+    assert a.reaches_output(unrelated) and a.reaches_output(together)  # "any" overlaps the output
