@@ -20,6 +20,7 @@ _CALLS = ("call_function", "call_method", "call_module")
 #: Python values a folded node may be replaced by, spelled as literals in the generated code.
 _LITERALS = (bool, int, float, complex, str, type(None), torch.dtype, torch.device)
 _META_KEYS = ("val", "tensor_meta", "example_value")
+_MAX_CONE = 64
 #: Global state changes that do not change values (only whether autograd records).
 _GRAD_MODE = frozenset(
     {
@@ -76,7 +77,7 @@ class FoldConstants(GraphPass):
     in graph order, with values cached (O(n) evaluations). A node is then *folded* when its
     value is needed at run time (a non-constant node or the output uses it): a tensor result is
     stored with :meth:`PassContext.add_constant` (a new, uniquely named persistent buffer,
-    ``_folded_<node>``) and replaces the node's uses; a Python scalar, dtype or device result
+    ``folded_<node name>``) and replaces the node's uses; a Python scalar, dtype or device result
     becomes a literal.
 
     Refused, and left as they are (the constants they read are then folded where possible):
@@ -184,16 +185,22 @@ class FoldConstants(GraphPass):
         time and it passes the per-node limits; otherwise it stays and its constant inputs
         become needed (so the small part of a chain that ends in a large result still folds).
         """
-        cone: dict[Node, dict[Any, int]] = {}  # storages of the constant attributes a node reads
+        # storages of the constant attributes each node reads (None: too many to track; the
+        # exact per-group check in _check_growth decides then)
+        cone: dict[Node, dict[Any, int] | None] = {}
         for node in values:
             if node.op == "get_attr" and isinstance(values[node], torch.Tensor):
                 t = values[node]
                 cone[node] = {_storage_key(t): _storage_bytes(t)}
-            else:
-                merged: dict[Any, int] = {}
-                for i in node.all_input_nodes:
-                    merged.update(cone.get(i, {}))
-                cone[node] = merged
+                continue
+            merged: dict[Any, int] | None = {}
+            for i in node.all_input_nodes:
+                c = cone.get(i, {})
+                if c is None or merged is None or len(merged) + len(c) > _MAX_CONE:
+                    merged = None
+                    break
+                merged.update(c)
+            cone[node] = merged
         needed: set[Node] = set()
         folds: dict[Node, Any] = {}
         for node in reversed(list(values)):
@@ -207,7 +214,8 @@ class FoldConstants(GraphPass):
             reason = counter = None
             if isinstance(value, torch.Tensor):
                 nbytes = value.numel() * value.element_size()
-                replaced = sum(cone[node].values())
+                c = cone[node]
+                replaced = sum(c.values()) if c is not None else float("inf")
                 if value.numel() > opts.max_numel:
                     reason = f"result has {value.numel()} elements > max_numel={opts.max_numel}"
                     counter = "skipped_size"
@@ -265,22 +273,6 @@ class FoldConstants(GraphPass):
                     union(node, i)
             if node.op == "get_attr" and isinstance(values[node], torch.Tensor):
                 union(node, _storage_key(values[node]))
-        # storages that stay referenced whatever is folded
-        live_keys: set[Any] = set()
-        names_by_key: dict[Any, set[str]] = {}
-        for name, t in _named_tensors(gm):
-            names_by_key.setdefault(_storage_key(t), set()).add(name)
-        for node in gm.graph.nodes:
-            if node.op == "get_attr" and (node not in values or node in needed):
-                obj = _attr(gm, node.target)
-                if isinstance(obj, torch.Tensor):
-                    live_keys.add(_storage_key(obj))
-                elif isinstance(obj, torch.nn.Module):
-                    live_keys |= {_storage_key(t) for _, t in _module_tensors(obj)}
-            elif node.op == "call_module":
-                mod = _attr(gm, node.target)
-                if isinstance(mod, torch.nn.Module):
-                    live_keys |= {_storage_key(t) for _, t in _module_tensors(mod)}
         dead_targets: dict[Any, set[str]] = {}  # storage key -> targets of dead constant get_attrs
         dead_bytes: dict[Any, int] = {}
         for node in values:
@@ -288,6 +280,7 @@ class FoldConstants(GraphPass):
                 k = _storage_key(values[node])
                 dead_targets.setdefault(k, set()).add(str(node.target))
                 dead_bytes[k] = _storage_bytes(values[node])
+        live_keys, names_by_key = _live_storages(gm, values, needed) if dead_targets else (set(), {})
         groups: dict[Any, list[Node]] = {}
         for node in folds:
             groups.setdefault(find(node), []).append(node)
@@ -339,7 +332,7 @@ class FoldConstants(GraphPass):
         for node, value in accepted.items():
             if isinstance(value, torch.Tensor):
                 with ctx.inserting_before(node):
-                    const = ctx.add_constant(value.detach().clone(), hint=f"_folded_{node.name}")
+                    const = ctx.add_constant(value.detach().clone(), hint=f"folded_{node.name}")
                 for key in _META_KEYS:
                     if key in node.meta:
                         const.meta[key] = node.meta[key]
@@ -356,6 +349,29 @@ class FoldConstants(GraphPass):
             ctx.count("removed_nodes", removed)
         for key, n in prune_unused_state(gm, candidates=removable).items():
             ctx.count(key, n)
+
+
+def _live_storages(
+    gm: torch.fx.GraphModule, values: dict[Node, Any], needed: set[Node]
+) -> tuple[set[Any], dict[Any, set[str]]]:
+    """Storages that stay referenced whatever is folded (non-constant or needed get_attr nodes,
+    called modules, get_attr of submodules), and the qualified names of every storage."""
+    live: set[Any] = set()
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and (node not in values or node in needed):
+            obj = _attr(gm, node.target)
+            if isinstance(obj, torch.Tensor):
+                live.add(_storage_key(obj))
+            elif isinstance(obj, torch.nn.Module):
+                live |= {_storage_key(t) for _, t in _module_tensors(obj)}
+        elif node.op == "call_module":
+            mod = _attr(gm, node.target)
+            if isinstance(mod, torch.nn.Module):
+                live |= {_storage_key(t) for _, t in _module_tensors(mod)}
+    names: dict[Any, set[str]] = {}
+    for name, t in _named_tensors(gm):
+        names.setdefault(_storage_key(t), set()).add(name)
+    return live, names
 
 
 def _attr(gm: torch.nn.Module, target: Any) -> Any:
