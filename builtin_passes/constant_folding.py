@@ -100,6 +100,9 @@ class FoldConstants(GraphPass):
     ``eliminate_dead_code``); it runs before ``eliminate_dead_code`` when both are in a
     pipeline, which removes any other dead code.
 
+    Options (see :class:`FoldConstantsOptions`): ``max_numel`` (default 2**20 elements),
+    ``max_growth_bytes`` (default 0), ``fold_parameters`` (default true).
+
     Caveats: the values are computed once, with the global state at folding time (default
     dtype, autocast off, grad off); parameters are frozen (see ``fold_parameters``).
 

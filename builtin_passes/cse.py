@@ -54,6 +54,9 @@ class EliminateCommonSubexpressions(GraphPass):
     ``get_attr`` of a parameter/buffer the graph mutates; and two nodes that would both flow to
     the graph's output (the caller would get one tensor twice where it got two).
 
+    Options: ``skip_random_ops`` (default true, and only true is accepted: merging two draws
+    would change results, so no option allows it).
+
     Counters: ``merged``, ``kept_distinct_outputs``.
 
     Source: value numbering keyed by ``(target, args, kwargs)`` as in

@@ -62,6 +62,9 @@ class EliminateDeadCode(GraphPass):
     attribute still read by ``get_attr`` stays with its owning modules (see
     :func:`prune_unused_state`). Subgraphs of submodules are not swept.
 
+    Options (see :class:`DeadCodeOptions`): ``remove_random`` (default false),
+    ``strip_asserts`` (default false), ``remove_unused_state`` (default true).
+
     Counters: ``removed_nodes`` (of which ``removed_random``, ``removed_asserts``),
     ``kept_impure`` (unused nodes kept for their effects), ``removed_submodules``,
     ``removed_parameters``, ``removed_buffers``, ``removed_constants``.
