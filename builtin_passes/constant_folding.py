@@ -69,7 +69,8 @@ class FoldConstants(GraphPass):
     the graph writes (see :meth:`fxpasses.effects.EffectAnalysis.mutated_attributes`: in-place
     ops on it or a view of it, ``out=``, submodules updating their own state, shared storage),
     or a pure call (:func:`fxpasses.effects.is_pure`: no random, in-place, assert, ... op) whose
-    inputs are all constant and whose value no node writes. Anything that depends on a
+    inputs are all constant and whose value no node writes (for a ``call_module``: whose
+    module's state no node writes either). Anything that depends on a
     placeholder is not constant: in the TorchDynamo dialect parameters and buffers are
     placeholders, so only literal-built values can fold there.
 
@@ -161,7 +162,7 @@ class FoldConstants(GraphPass):
                 continue
             if any(i not in values for i in node.all_input_nodes):
                 continue
-            if not analysis.is_pure(node) or analysis.is_written(node):
+            if not analysis.is_pure(node) or analysis.is_written(node) or analysis.reads_written_state(node):
                 continue
             if node.op == "call_module" and not opts.fold_parameters:
                 if any(True for _ in gm.get_submodule(node.target).parameters()):  # type: ignore[arg-type]

@@ -51,7 +51,8 @@ class EliminateCommonSubexpressions(GraphPass):
     Never merged: nodes with any effect per :mod:`fxpasses.effects` (random ops, in-place and
     ``out=`` ops, ops writing an input, asserts, calls of unknown functions or modules, ...);
     nodes whose value is written anywhere in the graph (through any alias), including
-    ``get_attr`` of a parameter/buffer the graph mutates; and two nodes that would both flow to
+    ``get_attr`` of a parameter/buffer the graph mutates and ``call_module`` of a module whose
+    state the graph mutates; and two nodes that would both flow to
     the graph's output (the caller would get one tensor twice where it got two).
 
     Options: ``skip_random_ops`` (default true, and only true is accepted: merging two draws
@@ -80,7 +81,12 @@ class EliminateCommonSubexpressions(GraphPass):
         merged = 0
         for node in list(graph.nodes):
             eff = analysis.effects(node)
-            if node.op in _CANDIDATE_OPS and not eff.kinds and not analysis.is_written(node):
+            if (
+                node.op in _CANDIDATE_OPS
+                and not eff.kinds
+                and not analysis.is_written(node)
+                and not analysis.reads_written_state(node)
+            ):
                 try:
                     key: Any = (
                         state,

@@ -1229,6 +1229,14 @@ class EffectAnalysis:
         self._sweep()
         return _overlap(self.alias_roots(node), self._written)
 
+    def reads_written_state(self, node: Node) -> bool:
+        """Whether a ``call_module`` node's module has a parameter/buffer that the graph may
+        write (so two calls with equal inputs may differ, and no call is a constant)."""
+        if node.op != "call_module":
+            return False
+        prefix = f"{node.target}."
+        return any(name.startswith(prefix) for name in self.mutated_attributes())
+
     def reaches_output(self, node: Node) -> bool:
         """Whether ``node``'s value may be returned by the graph (itself or through a view)."""
         self._sweep()

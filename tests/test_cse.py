@@ -345,3 +345,24 @@ def test_long_view_chains_stay_linear():
     t0 = time.perf_counter()
     assert cse(gm).counters == {}
     assert time.perf_counter() - t0 < 3.0
+
+
+def test_calls_of_a_module_whose_state_is_written_are_not_merged():
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3).eval()
+
+        def forward(self, x):
+            a = self.bn(x)
+            self.bn.running_mean.add_(1)  # written between two identical calls
+            b = self.bn(x)
+            return a - b
+
+    class Tracer(torch.fx.Tracer):
+        proxy_buffer_attributes = True
+
+    m = M()
+    gm = torch.fx.GraphModule(m, Tracer().trace(m))
+    assert cse(gm).counters == {}
+    assert torch.allclose(gm(torch.zeros(2, 3)), torch.full((2, 3), 1.0), atol=1e-4)
