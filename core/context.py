@@ -155,7 +155,7 @@ class PassContext:
 
     def unique_attr_name(self, hint: str) -> str:
         """A top-level attribute name of ``gm`` that is free, derived from ``hint``."""
-        base = re.sub(r"\W", "_", hint).strip("_") or "attr"
+        base = re.sub(r"\W", "_", hint).rstrip("_") or "attr"
         if base[0].isdigit():
             base = "_" + base
         name = base

@@ -46,7 +46,8 @@ def assert_preserves_outputs(
     """Check that a pass (or pipeline) keeps ``module``'s outputs in every dialect.
 
     For each dialect: capture ``module`` on ``example_inputs``, compute the captured graph's
-    outputs, run the pass over the graph, and compare (dtype, shape, NaN positions, values
+    outputs, run the pass over the graph, and compare (every call on fresh copies of the
+    inputs, with the module's tensors as captured and ``torch.manual_seed(0)``) (dtype, shape, NaN positions, values
     within ``atol + rtol * |expected|``) on ``example_inputs`` and on every input tuple of
     ``check_inputs``. ``pass_or_pipeline`` is a pass class or instance, a pipeline string, a
     list of entries or a :class:`~fxpasses.Pipeline`.
@@ -67,11 +68,24 @@ def assert_preserves_outputs(
         gm = cap.gm
         extra = [_with_params(cap, dialect, inp, example_inputs) for inp in check_inputs]
         sets = [cap.inputs, *extra]
-        with torch.no_grad():
-            before = [clone_outputs(gm(*inp)) for inp in sets]
+        # Each call starts from the same state: fresh copies of the inputs, the module's
+        # tensors as captured, the same RNG seed. So modules that write their inputs or
+        # buffers, or draw random numbers, compare like for like.
+        state = [(t, t.detach().clone()) for t in gm.state_dict(keep_vars=True).values()]
+
+        def call(inputs: Sequence[Any]) -> Any:
+            with torch.no_grad():
+                for t, saved in state:
+                    t.copy_(saved)
+                torch.manual_seed(0)
+                return clone_outputs(gm(*clone_outputs(list(inputs))))
+
+        before = [call(inp) for inp in sets]
+        for t, saved in state:
+            with torch.no_grad():
+                t.copy_(saved)
         report = pipeline.run(gm, cap.inputs)
-        with torch.no_grad():
-            after = [clone_outputs(gm(*inp)) for inp in sets]
+        after = [call(inp) for inp in sets]
         for k, (a, b) in enumerate(zip(after, before)):
             cmp = compare_outputs(a, b, atol, rtol)
             if cmp.message:
