@@ -21,7 +21,7 @@ from .print_graph import PrintGraph
 from .rename import RenameNodes
 from .shapes import PropagateShapes
 
-__all__ = ["BUILTIN_PASSES", "fxpasses_register_passes"]
+__all__ = ["BUILTIN_PASSES", "BUILTIN_PRESETS", "fxpasses_register_passes", "fxpasses_register_presets"]
 
 BUILTIN_PASSES: tuple[type, ...] = (
     PropagateShapes,
@@ -36,7 +36,28 @@ BUILTIN_PASSES: tuple[type, ...] = (
 )
 
 
+#: name -> (pipeline string, description)
+BUILTIN_PRESETS: dict[str, tuple[str, str]] = {
+    "cleanup": (
+        "eliminate_common_subexpressions,eliminate_dead_code",
+        "Merge duplicate pure nodes and remove dead code.",
+    ),
+    "inference": (
+        "remove_dropout,fuse_conv_bn,simplify_algebra,fold_constants,"
+        "eliminate_common_subexpressions,eliminate_dead_code",
+        "Everything that keeps eval-mode outputs: dropout removal, conv-bn fusion, algebraic "
+        "simplification, constant folding, CSE and DCE.",
+    ),
+}
+
+
 @hookimpl
 def fxpasses_register_passes(register: Callable[[type], None]) -> None:
     for cls in BUILTIN_PASSES:
         register(cls)
+
+
+@hookimpl
+def fxpasses_register_presets(register: Callable[[str, str, str], None]) -> None:
+    for name, (pipeline, description) in BUILTIN_PRESETS.items():
+        register(name, pipeline, description)

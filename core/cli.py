@@ -124,6 +124,10 @@ def list_cmd(state: _State, fmt: str) -> None:
     if fmt == "json":
         out = {
             "passes": [dict(zip(("name", "kind", "source", "summary"), r)) for r in rows],
+            "presets": [
+                {"name": p.name, "pipeline": p.pipeline, "description": p.description, "source": p.source}
+                for p in reg.presets().values()
+            ],
             "plugins": [
                 {
                     "distribution": p.distribution,
@@ -139,6 +143,10 @@ def list_cmd(state: _State, fmt: str) -> None:
         click.echo(json.dumps(out, indent=2))
         return
     print_table(("pass", "kind", "source", "summary"), rows, title=f"{len(rows)} passes")
+    presets = reg.presets()
+    if presets:
+        click.echo()
+        print_table(("preset", "source", "pipeline"), [(p.name, p.source, p.pipeline) for p in presets.values()])
     plugin_rows = [(p.label, p.status, ", ".join(p.passes) or (p.error or "")) for p in reg.plugins]
     click.echo()
     print_table(("plugin", "status", "passes"), plugin_rows)
@@ -179,20 +187,25 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
         click.echo(body)
 
 
-def _load_cfg(config: str | None, pipeline: str | None) -> Any:
+def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = None) -> Any:
+    """The config from CONFIG (or the nearest pyproject.toml), with --pipeline/--preset applied."""
     from .config import find_pyproject, load_config_file, parse_config
+    from .errors import ConfigError
 
+    if pipeline is not None and preset is not None:
+        raise ConfigError("give either --pipeline or --preset, not both")
     if config is not None:
         cfg = load_config_file(config)
     else:
-        found = find_pyproject() if pipeline is None else None
+        found = find_pyproject() if pipeline is None and preset is None else None
         cfg = load_config_file(found) if found is not None else None
-    if pipeline is not None:
+    if pipeline is not None or preset is not None:
+        update = {"pipeline": pipeline, "preset": preset}
         if cfg is None:
-            cfg = parse_config({"pipeline": pipeline}, source="--pipeline")
+            cfg = parse_config(update, source="--pipeline" if pipeline is not None else "--preset")
         else:
             base, source = cfg._base_dir, cfg._source
-            cfg = cfg.model_copy(update={"pipeline": pipeline})
+            cfg = cfg.model_copy(update=update)
             cfg._base_dir, cfg._source = base, source
     return cfg
 
@@ -200,17 +213,18 @@ def _load_cfg(config: str | None, pipeline: str | None) -> Any:
 @cli.command("check")
 @click.argument("config", required=False)
 @click.option("--pipeline", help="A pipeline string, instead of (or overriding) the config's.")
+@click.option("--preset", help="A named pipeline (see `fxpasses list`), instead of the config's.")
 @_format
 @click.pass_obj
 @_handle_errors
-def check_cmd(state: _State, config: str | None, pipeline: str | None, fmt: str) -> None:
-    """Validate CONFIG (or --pipeline) and print the ordered plan; no model needed."""
+def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
+    """Validate CONFIG (or --pipeline/--preset) and print the ordered plan; no model needed."""
     from .errors import ConfigError
     from .pipeline import Pipeline
 
-    cfg = _load_cfg(config, pipeline)
+    cfg = _load_cfg(config, pipeline, preset)
     if cfg is None:
-        raise ConfigError("give a CONFIG file or --pipeline (no pyproject.toml with [tool.fxpasses] found)")
+        raise ConfigError("give a CONFIG file, --pipeline or --preset (no pyproject.toml with [tool.fxpasses] found)")
     reg = state.registry(cfg.plugins)
     pipe = Pipeline._from_config_obj(cfg, registry=reg)
     plan = pipe.plan()
@@ -236,6 +250,7 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, fmt: str)
 @cli.command("run")
 @click.argument("config", required=False)
 @click.option("--pipeline", help="A pipeline string, instead of the config's.")
+@click.option("--preset", help="A named pipeline (see `fxpasses list`), instead of the config's.")
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Directory for the result.")
 @click.option("--no-save", is_flag=True, help="Do not write the result.")
 @click.option("--repeat", type=click.IntRange(1), default=20, show_default=True, help="Timed runs per latency figure.")
@@ -250,6 +265,7 @@ def run_cmd(
     state: _State,
     config: str | None,
     pipeline: str | None,
+    preset: str | None,
     output: str | None,
     no_save: bool,
     repeat: int,
@@ -267,11 +283,11 @@ def run_cmd(
     from .console import print_table
     from .job import default_config, run_job
 
-    cfg = _load_cfg(config, pipeline)
+    cfg = _load_cfg(config, pipeline, preset)
     if cfg is None or cfg.model is None and config is None:
         base = default_config()
-        if cfg is not None and cfg.pipeline is not None:
-            base = base.model_copy(update={"pipeline": cfg.pipeline})
+        if cfg is not None and (cfg.pipeline is not None or cfg.preset is not None):
+            base = base.model_copy(update={"pipeline": cfg.pipeline, "preset": cfg.preset})
         cfg = base
     from .instruments import PrintAfter, PrintChanged, TimePasses
 

@@ -52,24 +52,34 @@ class ConfigError(UserError):
 
 
 class UnknownPassError(UserError):
-    """A pass name that no installed plugin registers.
+    """A pass (or preset) name that no installed plugin registers.
 
     Attributes: ``name``, ``suggestions`` (close names, best first), ``plugins`` (installed
-    distributions as ``"name version"``).
+    distributions as ``"name version"``), ``kind`` (``"pass"`` or ``"preset"``).
     """
 
     def __init__(
-        self, name: str, suggestions: Sequence[str], plugins: Sequence[str], *, source: str | None = None
+        self,
+        name: str,
+        suggestions: Sequence[str],
+        plugins: Sequence[str],
+        *,
+        source: str | None = None,
+        kind: str = "pass",
+        available: Sequence[str] | None = None,
     ) -> None:
         self.name = name
         self.suggestions = list(suggestions)
         self.plugins = list(plugins)
         self.source = source
-        msg = f"unknown pass {name!r}"
+        self.kind = kind
+        msg = f"unknown {kind} {name!r}"
         if source:
             msg = f"{source}: {msg}"
         if self.suggestions:
             msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        if available is not None:
+            msg += f"\navailable {kind}s: " + (", ".join(available) or "(none)")
         msg += "\ninstalled pass plugins: " + (", ".join(self.plugins) or "(none)")
         super().__init__(msg)
 

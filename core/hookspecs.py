@@ -8,7 +8,7 @@ fxpasses rejects such plugins with an error naming them.
 Phases:
 
 1. Registration (called once per plugin, at load time)
-   - :func:`fxpasses_register_passes`
+   - :func:`fxpasses_register_passes`, :func:`fxpasses_register_presets`
 2. Instrumentation (called around every pass of every run)
    - :func:`fxpasses_before_pass`, :func:`fxpasses_after_pass`, :func:`fxpasses_pass_failed`
 """
@@ -47,6 +47,19 @@ def fxpasses_register_passes(register: Callable[[type], None]) -> None:
     already registers, is reported with this plugin's distribution name and version.
 
     :param register: the callback that adds one pass class to the registry.
+    """
+
+
+@hookspec
+def fxpasses_register_presets(register: Callable[[str, str, str], None]) -> None:
+    """Register named pipelines (presets), usable as ``preset = "NAME"`` in a config and as
+    ``fxpasses run --preset NAME``.
+
+    Call ``register(name, pipeline, description)`` once per preset: ``pipeline`` is a
+    pipeline string (``"remove_dropout,eliminate_dead_code"``), ``description`` one sentence.
+    A name another distribution already registers is reported naming both and skipped.
+
+    :param register: the callback that adds one preset.
     """
 
 

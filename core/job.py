@@ -35,13 +35,10 @@ from .pipeline import Pipeline, clone_outputs, compare_outputs
 from .registry import Registry
 from .report import RunReport
 
-__all__ = ["JobResult", "run_job", "load_factory", "make_inputs", "default_config", "DEFAULT_PIPELINE"]
+__all__ = ["JobResult", "run_job", "load_factory", "make_inputs", "default_config", "DEFAULT_PRESET"]
 
-#: The pipeline of ``fxpasses run`` when the config names none.
-DEFAULT_PIPELINE = (
-    "remove_dropout,fuse_conv_bn,simplify_algebra,fold_constants,"
-    "eliminate_common_subexpressions,eliminate_dead_code"
-)
+#: The preset ``fxpasses run`` uses when the config names no pipeline or preset.
+DEFAULT_PRESET = "inference"
 
 _DTYPES = {
     "float32": torch.float32,
@@ -93,7 +90,7 @@ def default_config() -> Config:
     """The embedded config of ``fxpasses run`` without a CONFIG: the bundled example model."""
     return parse_config(
         {
-            "pipeline": DEFAULT_PIPELINE,
+            "preset": "inference",
             "model": {
                 "factory": "fxpasses._example:convnet",
                 "capture": "export",
@@ -231,11 +228,11 @@ def run_job(
     """
     if cfg.model is None:
         raise ConfigError("no [model] section: `fxpasses run` needs a model factory and inputs", source=cfg._source)
-    pipeline = Pipeline._from_config_obj(cfg, registry=registry) if cfg.pipeline is not None else None
-    if pipeline is None:
-        cfg = cfg.model_copy(update={"pipeline": DEFAULT_PIPELINE})
-        cfg._source = "default pipeline"
-        pipeline = Pipeline._from_config_obj(cfg, registry=registry)
+    if cfg.pipeline is None and cfg.preset is None:
+        base, source = cfg._base_dir, cfg._source
+        cfg = cfg.model_copy(update={"preset": DEFAULT_PRESET})
+        cfg._base_dir, cfg._source = base, source
+    pipeline = Pipeline._from_config_obj(cfg, registry=registry)
     mc = cfg.model
     base_dir = cfg._base_dir
     torch.manual_seed(mc.seed)

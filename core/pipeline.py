@@ -238,8 +238,18 @@ class Pipeline:
     def _from_config_obj(cls, cfg: Config, *, registry: Registry | None = None) -> "Pipeline":
         if registry is None:
             registry = registry_for(cfg)
+        if cfg.pipeline is not None and cfg.preset is not None:
+            raise ConfigError("give either `pipeline` or `preset`, not both", source=cfg._source)
+        if cfg.preset is not None:
+            where = cfg._source if cfg._source == "--preset" else f"{cfg._source}: preset"
+            preset = registry.preset(cfg.preset, source=where)
+            cfg = cfg.model_copy(update={"pipeline": preset.pipeline, "preset": None})
+            cfg._source = f"{cfg._source}: preset {preset.name!r}"
         if cfg.pipeline is None:
-            raise ConfigError("no pipeline given: set `pipeline = \"pass1,pass2\"` or a list", source=cfg._source)
+            raise ConfigError(
+                "no pipeline given: set `pipeline = \"pass1,pass2\"` (or a list) or `preset = \"inference\"`",
+                source=cfg._source,
+            )
         common = dict(
             registry=registry,
             verify=cfg.verify,

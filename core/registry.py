@@ -34,6 +34,7 @@ __all__ = [
     "BUILTIN_DISTRIBUTION",
     "PluginRecord",
     "PassInfo",
+    "PresetInfo",
     "OptionInfo",
     "PassDescription",
     "Registry",
@@ -77,6 +78,21 @@ class PassInfo:
 
     name: str
     cls: type[Pass]
+    distribution: str
+    version: str
+
+    @property
+    def source(self) -> str:
+        return f"{self.distribution} {self.version}".strip()
+
+
+@dataclass(frozen=True)
+class PresetInfo:
+    """A named pipeline: its pipeline string, one-line description and source."""
+
+    name: str
+    pipeline: str
+    description: str
     distribution: str
     version: str
 
@@ -176,6 +192,7 @@ class Registry:
         self.problems: list[Exception] = []
         self._passes: dict[str, PassInfo] = {}
         self._conflicts: dict[str, list[PassInfo]] = {}
+        self._presets: dict[str, PresetInfo] = {}
         if autoload:
             self.load_entry_points()
 
@@ -266,16 +283,47 @@ class Registry:
             if info is not None:
                 added.append(info.name)
 
-        for impl in impls:
+        presets: list[str] = []
+
+        def register_preset(name: str, pipeline: str, description: str) -> None:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise PassDefinitionError(f"preset name must be an identifier, got {name!r}")
+            if not isinstance(pipeline, str) or not pipeline.strip():
+                raise PassDefinitionError(f"preset {name!r}: the pipeline must be a non-empty pipeline string")
+            info = PresetInfo(name, pipeline, str(description), rec.distribution, rec.version)
+            existing = self._presets.get(name)
+            if existing is not None and existing != info:
+                self._problem(
+                    PluginError(
+                        f"preset {name!r} is already registered by {existing.source}; skipped",
+                        distribution=rec.distribution,
+                        version=rec.version,
+                    )
+                )
+                return
+            self._presets[name] = info
+            presets.append(name)
+
+        calls = [
+            (impl, {"register": register})
+            for impl in impls
+        ] + [
+            (impl, {"register": register_preset})
+            for impl in self.pm.hook.fxpasses_register_presets.get_hookimpls()
+            if impl.plugin is obj
+        ]
+        for impl, kwargs in calls:
             try:
-                impl.function(register=register)
+                impl.function(**kwargs)
             except (DuplicatePassError, PluginError):
                 raise  # only raised in strict mode, already naming the distribution
             except Exception as exc:
                 for n in added:  # all or nothing: a half-registered plugin is skipped whole
                     self._remove(n, rec.distribution)
+                for n in presets:
+                    self._presets.pop(n, None)
                 self.pm.unregister(obj)
-                self._fail(rec, f"fxpasses_register_passes raised {type(exc).__name__}: {exc}", exc)
+                self._fail(rec, f"{impl.function.__name__} raised {type(exc).__name__}: {exc}", exc)
                 return
         rec.status = "loaded"
         rec.passes = added
@@ -411,6 +459,23 @@ class Registry:
         suggestions = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
         plugins = [r.label for r in self.plugins if r.status == "loaded"]
         raise UnknownPassError(name, suggestions, plugins, source=source)
+
+    def presets(self) -> dict[str, PresetInfo]:
+        """Registered presets by name (sorted)."""
+        return dict(sorted(self._presets.items()))
+
+    def preset(self, name: str, *, source: str | None = None) -> PresetInfo:
+        """The preset ``name``.
+
+        Raises:
+            UnknownPassError: no such preset (with close names); the message says "preset".
+        """
+        info = self._presets.get(name)
+        if info is not None:
+            return info
+        suggestions = difflib.get_close_matches(name, list(self._presets), n=3, cutoff=0.6)
+        plugins = [r.label for r in self.plugins if r.status == "loaded"]
+        raise UnknownPassError(name, suggestions, plugins, source=source, kind="preset", available=list(self._presets))
 
     def describe(self, name: str) -> PassDescription:
         """Options (types, defaults, help), dependencies and source of pass ``name``."""

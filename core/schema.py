@@ -85,6 +85,10 @@ def config_schema(registry: Registry) -> dict[str, Any]:
             {"type": "array", "minItems": 1, "items": {"anyOf": [{"enum": names}, *entry_branches]}},
         ],
     }
+    props["preset"] = {
+        "description": "a named pipeline instead of `pipeline`",
+        "enum": list(registry.presets()),
+    }
     props["options"] = {
         "description": "options by pass name, merged into that pass's pipeline entries",
         "type": "object",

@@ -70,7 +70,7 @@ def test_check_prints_plan(tmp_path):
         (["check", "--pipeline", "count_ops{onl=[add]}"], "did you mean 'only'"),
         (["check", "--pipeline", "count_ops,,"], "expected a pass name"),
         (["check", "does-not-exist.toml"], "config file not found"),
-        (["check"], "give a CONFIG file or --pipeline"),
+        (["check"], "give a CONFIG file, --pipeline or --preset"),
     ],
 )
 def test_check_user_errors_exit_2(args, text, tmp_path, monkeypatch):

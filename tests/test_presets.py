@@ -1,0 +1,69 @@
+"""Presets: named pipelines from plugins, used as `preset = "..."` or `--preset`."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from click.testing import CliRunner
+
+import fxpasses
+from fxpasses import ConfigError, Pipeline, UnknownPassError
+from fxpasses.cli import cli
+
+from dists import forget_modules, make_dist
+
+
+def test_builtin_presets():
+    reg = fxpasses.Registry()
+    presets = reg.presets()
+    assert presets["cleanup"].pipeline == "eliminate_common_subexpressions,eliminate_dead_code"
+    assert presets["inference"].pipeline.split(",") == [
+        "remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants",
+        "eliminate_common_subexpressions", "eliminate_dead_code",
+    ]
+    assert presets["inference"].source == "fxpasses 0.1.0"
+
+
+def test_preset_in_config_and_errors(tmp_path):
+    p = Pipeline.from_config({"preset": "cleanup", "verify": "none"})
+    assert p.plan().names() == ["eliminate_common_subexpressions", "eliminate_dead_code"]
+    with pytest.raises(ConfigError, match="either `pipeline` or `preset`"):
+        Pipeline.from_config({"preset": "cleanup", "pipeline": "eliminate_dead_code"})
+    with pytest.raises(UnknownPassError) as info:
+        Pipeline.from_config({"preset": "inferenc"})
+    assert "unknown preset 'inferenc'; did you mean 'inference'?" in str(info.value)
+    assert "available presets: cleanup, inference" in str(info.value)
+
+
+def test_cli_preset_flag():
+    r = CliRunner().invoke(cli, ["check", "--preset", "cleanup"])
+    assert r.exit_code == 0, r.output
+    assert " 1. eliminate_common_subexpressions" in r.output and " 2. eliminate_dead_code" in r.output
+    r = CliRunner().invoke(cli, ["check", "--preset", "cleanup", "--pipeline", "x"])
+    assert r.exit_code == 2 and "either --pipeline or --preset" in r.output
+    r = CliRunner().invoke(cli, ["check", "--preset", "nope"])
+    assert r.exit_code == 2 and "--preset: unknown preset 'nope'" in r.output
+
+
+def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    source = """
+        import fxpasses
+        @fxpasses.hookimpl
+        def fxpasses_register_presets(register):
+            register("{name}", "{pipeline}", "A preset from a plugin.")
+        """
+    make_dist(site, "preset-dist", "1.2", "fxp_presets", source.format(name="tidy", pipeline="eliminate_dead_code"))
+    make_dist(site, "clash-dist", "0.9", "fxp_clash", source.format(name="cleanup", pipeline="remove_dropout"))
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    forget_modules("fxp_presets", "fxp_clash")
+    reg = fxpasses.Registry()
+    assert reg.preset("tidy").pipeline == "eliminate_dead_code"
+    assert reg.preset("tidy").source == "preset-dist 1.2"
+    # the built-in one wins (loaded first); the clash is reported naming both
+    assert reg.preset("cleanup").source == "fxpasses 0.1.0"
+    (problem,) = [str(p) for p in reg.problems if "clash-dist" in str(p)]
+    assert "preset 'cleanup' is already registered by fxpasses 0.1.0" in problem
+    forget_modules("fxp_presets", "fxp_clash")
