@@ -7,6 +7,7 @@ unreadable model factory, bad command line), printed as one message without a tr
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -303,7 +304,12 @@ def run_cmd(
     timer = TimePasses() if time_passes else None
     if timer is not None:
         instruments.append(timer)
-    result = run_job(cfg, registry=reg, output=output, repeat=repeat, save=not no_save, instruments=instruments)
+    with contextlib.ExitStack() as stack:
+        if fmt == "text" and sys.stderr.isatty():
+            from .instruments import Progress
+
+            instruments.append(stack.enter_context(Progress(file=sys.stderr)))
+        result = run_job(cfg, registry=reg, output=output, repeat=repeat, save=not no_save, instruments=instruments)
     if timer is not None:
         click.echo(timer.table(), err=True)
     if fmt == "json":

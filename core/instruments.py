@@ -14,7 +14,7 @@ from typing import Any, Iterable, TextIO
 
 from .hookspecs import hookimpl
 
-__all__ = ["PrintAfter", "PrintChanged", "TimePasses", "graph_code"]
+__all__ = ["PrintAfter", "PrintChanged", "TimePasses", "Progress", "graph_code"]
 
 
 def graph_code(gm: Any) -> str:
@@ -103,3 +103,51 @@ class TimePasses:
         rows = [(n, str(r), f"{s * 1000:.2f}", f"{share * 100:.1f}%") for n, r, s, share in self.rows()]
         total = sum(self.times.values())
         return plain_table(("pass", "runs", "ms", "share"), rows) + f"\ntotal: {total * 1000:.2f} ms"
+
+
+class Progress:
+    """A progress bar over the passes of a run (``rich``), for terminals.
+
+    ``total`` is the number of passes in the plan (None: unknown, the bar counts up); the bar
+    shows the running pass's name and the graph's size. Use it as a context manager around
+    the run so that the bar is closed even on failure.
+    """
+
+    def __init__(self, total: int | None = None, file: TextIO | None = None) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichProgress
+
+        self._progress = RichProgress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(file=file or sys.stderr),
+            transient=True,
+        )
+        self._task = self._progress.add_task("passes", total=total)
+
+    def __enter__(self) -> "Progress":
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._progress.stop()
+
+    @hookimpl
+    def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
+        self._progress.update(self._task, description=f"{pass_name} ({len(gm.graph.nodes)} nodes)")
+
+    @hookimpl
+    def fxpasses_after_pass(self, pass_name: str, gm: Any, ctx: Any, report: Any) -> None:
+        self._progress.advance(self._task)
+
+    @hookimpl
+    def fxpasses_pass_failed(self, pass_name: str, gm: Any, error: Any) -> None:
+        self._progress.advance(self._task)
+
+    @property
+    def completed(self) -> int:
+        """How many passes have finished (ok or failed)."""
+        return int(self._progress.tasks[0].completed)

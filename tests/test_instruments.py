@@ -107,3 +107,15 @@ def test_cli_flags(tmp_path, monkeypatch):
     assert "share" in r.output and "total:" in r.output
     r = CliRunner().invoke(cli, ["run", "--no-save", "--print-after", "fuse_conv"])
     assert r.exit_code == 2 and "did you mean 'fuse_conv_bn'" in r.output
+
+
+def test_progress_counts_passes():
+    from fxpasses.instruments import Progress
+
+    out = io.StringIO()
+    gm = torch.fx.symbolic_trace(Net())
+    with Progress(total=3, file=out) as progress:
+        Pipeline.from_string("remove_dropout,simplify_algebra,eliminate_dead_code").run(
+            gm, [torch.ones(2)], instruments=[progress]
+        )
+        assert progress.completed == 3
