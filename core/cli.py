@@ -1,8 +1,9 @@
 """The ``fxpasses`` command line.
 
 Exit status: 0 on success; 2 for a user error (bad config, unknown pass, bad options, cycle,
-unreadable model factory, bad command line), printed as one message without a traceback
-(``--traceback`` shows it); 1 when a pass fails or the outputs change.
+unreadable model factory, bad command line, a broken plugin under ``--strict-plugins``), printed
+as one message without a traceback (``--traceback`` shows it); 1 when a pass fails or the
+outputs change (``bisect``: when it finds a bad pass or rewrite).
 """
 
 from __future__ import annotations
@@ -46,18 +47,31 @@ class _State:
             click.echo(f"warning: {problem}", err=True)
         return reg
 
+    def plugins_table(self, plugins_cfg: Any = None) -> dict[str, Any] | None:
+        """The plugin selection in effect (-p flags and config), as a config [plugins] table."""
+        table: dict[str, Any] = {}
+        enable = [*self.enable, *(plugins_cfg.enable if plugins_cfg is not None else ())]
+        disable = [*self.disable, *(plugins_cfg.disable if plugins_cfg is not None else ())]
+        if enable:
+            table["enable"] = enable
+        if disable:
+            table["disable"] = disable
+        if plugins_cfg is not None and plugins_cfg.prefer:
+            table["prefer"] = dict(plugins_cfg.prefer)
+        return table or None
+
 
 def _handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from .errors import FxPassesError, UserError
+        from .errors import FxPassesError, PluginError, UserError
 
         state: _State = click.get_current_context().find_object(_State)  # type: ignore[assignment]
         try:
             return fn(*args, **kwargs)
         except click.exceptions.ClickException:
             raise
-        except UserError as exc:
+        except (UserError, PluginError) as exc:  # PluginError: a broken plugin in strict mode
             if state is not None and state.traceback:
                 raise
             click.echo(f"error: {exc}", err=True)
@@ -259,6 +273,20 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
 @click.option("--print-after", metavar="NAME,...", help="Print the graph's code after these passes (stderr).")
 @click.option("--print-changed", is_flag=True, help="Print a unified diff of the code for each pass that changed it.")
 @click.option("--time-passes", is_flag=True, help="Print wall time per pass, slowest first (stderr).")
+@click.option(
+    "--reproducer",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="When a pass fails, write DIR: the graph before it, its tensors and inputs, and a config "
+    "that replays the failure with `fxpasses run DIR/fxpasses.json` (no model code needed).",
+)
+@click.option(
+    "--rewrite-limit",
+    metavar="N",
+    type=click.IntRange(0),
+    help="Apply only the first N rewrites of the run, then stop (like LLVM's -opt-bisect-limit; "
+    "see `fxpasses bisect`).",
+)
 @_format
 @click.pass_obj
 @_handle_errors
@@ -274,6 +302,8 @@ def run_cmd(
     print_after: str | None,
     print_changed: bool,
     time_passes: bool,
+    reproducer: str | None,
+    rewrite_limit: int | None,
     fmt: str,
 ) -> None:
     """Capture a model, run the pipeline, verify, time and save it.
@@ -282,6 +312,7 @@ def run_cmd(
     example CNN and saves it under fxpasses-out/example.
     """
     from .console import print_table
+    from .errors import FxPassesError, UserError
     from .job import default_config, run_job
 
     cfg = _load_cfg(config, pipeline, preset)
@@ -304,12 +335,36 @@ def run_cmd(
     timer = TimePasses() if time_passes else None
     if timer is not None:
         instruments.append(timer)
-    with contextlib.ExitStack() as stack:
-        if fmt == "text" and sys.stderr.isatty():
-            from .instruments import Progress
+    writer = None
+    if reproducer is not None:
+        from .reproducer import ReproducerWriter
 
-            instruments.append(stack.enter_context(Progress(file=sys.stderr)))
-        result = run_job(cfg, registry=reg, output=output, repeat=repeat, save=not no_save, instruments=instruments)
+        writer = ReproducerWriter(reproducer, None, plugins=state.plugins_table(cfg.plugins))
+    try:
+        with contextlib.ExitStack() as stack:
+            if fmt == "text" and sys.stderr.isatty():
+                from .instruments import Progress
+
+                instruments.append(stack.enter_context(Progress(file=sys.stderr)))
+            result = run_job(
+                cfg,
+                registry=reg,
+                output=output,
+                repeat=repeat,
+                save=not no_save,
+                instruments=instruments,
+                rewrite_limit=rewrite_limit,
+                reproducer=writer,
+                snapshot_tensors=writer is not None,
+            )
+    except FxPassesError as exc:
+        if writer is None or (writer.written is None and writer.error is None) or state.traceback:
+            raise
+        click.echo(f"error: {exc}", err=True)
+        _echo_reproducer(writer)
+        sys.exit(2 if isinstance(exc, UserError) else 1)
+    if writer is not None:
+        _echo_reproducer(writer)
     if timer is not None:
         click.echo(timer.table(), err=True)
     if fmt == "json":
@@ -334,6 +389,56 @@ def run_cmd(
     )
     for path in result.saved:
         click.echo(f"saved: {path}")
+
+
+def _echo_reproducer(writer: Any) -> None:
+    if writer.written is not None:
+        click.echo(
+            f"reproducer of the failure of {writer.failed_pass!r} written to {writer.written.parent}; "
+            f"replay it with: fxpasses run {writer.written}",
+            err=True,
+        )
+    elif writer.error is not None:
+        click.echo(f"warning: no reproducer written for {writer.failed_pass!r}: {writer.error}", err=True)
+
+
+@cli.command("bisect")
+@click.argument("config", required=False)
+@click.option("--pipeline", help="A pipeline string, instead of the config's.")
+@click.option("--preset", help="A named pipeline (see `fxpasses list`), instead of the config's.")
+@_format
+@click.pass_obj
+@_handle_errors
+def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
+    """Find the first pass, then the first rewrite in it, that changes the model's outputs.
+
+    Captures the model of CONFIG once, runs the pipeline with numeric verification after every
+    pass, then bisects the rewrites of the first failing pass with a global rewrite limit
+    (see `fxpasses run --rewrite-limit`). Exit status 1 when a bad rewrite (or pass) is found,
+    0 when every pass keeps the outputs.
+    """
+    from .bisect import bisect
+    from .errors import ConfigError
+    from .job import prepare_model
+    from .pipeline import Pipeline
+
+    cfg = _load_cfg(config, pipeline, preset)
+    if cfg is None:
+        raise ConfigError("give a CONFIG file with a [model] section (no pyproject.toml with [tool.fxpasses] found)")
+    if cfg.model is None:
+        raise ConfigError("no [model] section: `fxpasses bisect` needs a model factory (or saved graph) and inputs", source=cfg._source)
+    reg = state.registry(cfg.plugins)
+    pipe = Pipeline._from_config_obj(cfg, registry=reg)
+    prepared = prepare_model(cfg)
+    cap = prepared.captured
+    log = None if fmt == "json" else (lambda line: click.echo(f"  {line}", err=True))
+    result = bisect(pipe, cap.gm, cap.inputs, atol=cfg.atol, rtol=cfg.rtol, log=log)
+    if fmt == "json":
+        click.echo(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        click.echo(result.text())
+    if result.status != "clean":
+        sys.exit(1)
 
 
 @cli.command("schema")

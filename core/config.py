@@ -6,6 +6,7 @@ A config is a mapping with these keys (all optional except where a command needs
     # or a list: ["remove_dropout", {name = "fold_constants", options = {max_numel = 4096}}]
     verify = "lint"            # none | lint | numeric
     on_error = "rollback"      # rollback | raise | skip
+    order = "dependencies"     # or "as-given": run the entries as listed, pull nothing in
     atol = 1e-5                # numeric verification tolerances
     rtol = 1e-5
     output = "out/model"       # where `fxpasses run` saves the result
@@ -21,9 +22,10 @@ A config is a mapping with these keys (all optional except where a command needs
 
     [model]                    # for `fxpasses run`
     factory = "models:convnet" # module:callable (module resolved next to the config file too)
+    # graph = "graph.py"       # or: a graph saved by a reproducer, instead of factory/capture
     kwargs = {}
     capture = "export"         # symbolic_trace | dynamo | export
-    inputs = [{shape = [1, 3, 32, 32], dtype = "float32"}]
+    inputs = [{shape = [1, 3, 32, 32], dtype = "float32"}]   # or "inputs.safetensors"
     seed = 0
 
 Files: ``.toml`` (``pyproject.toml``: the ``[tool.fxpasses]`` table), ``.yaml``/``.yml``,
@@ -39,7 +41,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError, OptionsError
 
@@ -121,14 +123,30 @@ class InputSpec(_Strict):
 
 
 class ModelConfig(_Strict):
-    """The model ``fxpasses run`` optimizes."""
+    """The model ``fxpasses run`` optimizes: a factory to capture, or a saved graph.
 
-    factory: str = Field(pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$")
+    ``factory`` (``module:callable``) builds an ``nn.Module`` that is captured with
+    ``capture``; ``graph`` instead names a graph file written by a reproducer
+    (:mod:`fxpasses.reproducer`), loaded as it is. ``inputs`` is a list of input specs
+    (random tensors) or the path of a tensor file (``.safetensors`` or ``.pt``, tensors named
+    ``0``, ``1``, ...) holding the exact inputs. Paths are relative to the config file.
+    """
+
+    factory: str | None = Field(default=None, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$")
+    graph: str | None = Field(default=None, min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     capture: Capture = "export"
-    inputs: list[InputSpec] = Field(min_length=1)
+    inputs: Union[list[InputSpec], str] = Field(min_length=1)
     seed: int = 0
     train: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelConfig":
+        if (self.factory is None) == (self.graph is None):
+            raise ValueError("give either `factory` (a model to capture) or `graph` (a saved graph file), not both or neither")
+        if self.graph is not None and self.kwargs:
+            raise ValueError("`kwargs` are for a factory; a saved `graph` takes none")
+        return self
 
 
 class Config(_Strict):
@@ -139,6 +157,7 @@ class Config(_Strict):
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     verify: VerifyMode = "lint"
     on_error: OnError = "rollback"
+    order: Literal["dependencies", "as-given"] = "dependencies"
     atol: float = Field(default=1e-5, ge=0)
     rtol: float = Field(default=1e-5, ge=0)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)

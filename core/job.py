@@ -2,8 +2,10 @@
 
 1. Build the model from ``[model] factory`` (``module:callable``; the module is looked up next to
    the config file first), in eval mode unless ``train = true``.
-2. Make the example inputs from ``[model] inputs`` (seeded by ``[model] seed``).
-3. Capture it (``symbolic_trace``, ``dynamo`` or ``export``).
+2. Make the example inputs from ``[model] inputs`` (seeded by ``[model] seed``), or read them
+   from the tensor file it names.
+3. Capture it (``symbolic_trace``, ``dynamo`` or ``export``). With ``[model] graph`` (a graph
+   saved by a reproducer, :mod:`fxpasses.reproducer`) steps 1 and 3 are replaced by loading it.
 4. Run the pipeline over the captured graph.
 5. Check the outputs of the optimized graph against the captured graph before the pipeline
    (``atol``/``rtol`` of the config) and measure the latency of both (median of repeated
@@ -28,14 +30,24 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from .capture import capture
+from .capture import Captured, capture
 from .config import Config, InputSpec, ModelConfig, parse_config
 from .errors import ConfigError, UserError, VerificationError
 from .pipeline import Pipeline, clone_outputs, compare_outputs
 from .registry import Registry
 from .report import RunReport
 
-__all__ = ["JobResult", "run_job", "load_factory", "make_inputs", "default_config", "DEFAULT_PRESET"]
+__all__ = [
+    "JobResult",
+    "PreparedModel",
+    "run_job",
+    "prepare_model",
+    "load_factory",
+    "make_inputs",
+    "load_model_inputs",
+    "default_config",
+    "DEFAULT_PRESET",
+]
 
 #: The preset ``fxpasses run`` uses when the config names no pipeline or preset.
 DEFAULT_PRESET = "inference"
@@ -187,14 +199,72 @@ def make_inputs(specs: Sequence[InputSpec], seed: int = 0) -> list[torch.Tensor]
 
 
 def _build_model(mc: ModelConfig, base_dir: Path | None) -> torch.nn.Module:
+    assert mc.factory is not None
     factory = load_factory(mc.factory, base_dir)
     try:
         model = factory(**mc.kwargs)
     except TypeError as exc:
         raise ConfigError(f"calling {mc.factory} with kwargs {mc.kwargs}: {exc}", source="[model] kwargs") from exc
+    except Exception as exc:
+        raise ConfigError(
+            f"the model factory {mc.factory} raised {type(exc).__name__}: {exc}", source="[model] factory"
+        ) from exc
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(f"{mc.factory} returned {type(model).__name__}, not a torch.nn.Module", source="[model] factory")
     return model.train(mc.train)
+
+
+@dataclass
+class PreparedModel:
+    """A model made ready for a pipeline: the captured (or loaded) graph and its inputs."""
+
+    captured: Captured
+    name: str
+    seconds: float
+
+
+def load_model_inputs(mc: ModelConfig, base_dir: Path | None) -> list[torch.Tensor]:
+    """``[model] inputs``: random tensors from specs, or the tensors of an inputs file."""
+    if isinstance(mc.inputs, str):
+        from .reproducer import load_inputs
+
+        path = Path(mc.inputs)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            return load_inputs(path)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), source="[model] inputs") from None
+    return make_inputs(mc.inputs, mc.seed)
+
+
+def prepare_model(cfg: Config) -> PreparedModel:
+    """Build and capture ``[model] factory``, or load ``[model] graph``; make the inputs.
+
+    Raises:
+        ConfigError/UserError: no [model] section, a bad factory, graph, inputs or capture.
+    """
+    mc = cfg.model
+    if mc is None:
+        raise ConfigError("no [model] section: a model factory (or saved graph) and inputs are needed", source=cfg._source)
+    base_dir = cfg._base_dir
+    torch.manual_seed(mc.seed)
+    if mc.graph is not None:
+        from .dialect import detect_dialect
+        from .reproducer import load_graph
+
+        path = Path(mc.graph)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        inputs = load_model_inputs(mc, base_dir)
+        t0 = time.perf_counter()
+        gm = load_graph(path)
+        return PreparedModel(Captured(gm, inputs, detect_dialect(gm)), str(mc.graph), time.perf_counter() - t0)
+    model = _build_model(mc, base_dir)
+    inputs = load_model_inputs(mc, base_dir)
+    t0 = time.perf_counter()
+    cap = capture(model, inputs, mc.capture)
+    return PreparedModel(cap, str(mc.factory), time.perf_counter() - t0)
 
 
 def _latency_ms(fn: Callable[[], Any], repeat: int, warmup: int = 3) -> float:
@@ -217,8 +287,15 @@ def run_job(
     repeat: int = 20,
     save: bool = True,
     instruments: Sequence[Any] = (),
+    rewrite_limit: int | None = None,
+    reproducer: Any = None,
+    snapshot_tensors: bool = False,
 ) -> JobResult:
     """Run the main job described by ``cfg`` (see the module doc).
+
+    ``rewrite_limit`` applies only the first N rewrites (:mod:`fxpasses.rewrites`);
+    ``reproducer`` (a :class:`~fxpasses.reproducer.ReproducerWriter`) writes a reproducer
+    when a pass fails; ``snapshot_tensors`` lets rollback restore tensors written in place.
 
     Raises:
         ConfigError/UserError: a bad model section, factory or capture.
@@ -233,19 +310,31 @@ def run_job(
         cfg = cfg.model_copy(update={"preset": DEFAULT_PRESET})
         cfg._base_dir, cfg._source = base, source
     pipeline = Pipeline._from_config_obj(cfg, registry=registry)
+    if snapshot_tensors:
+        pipeline.snapshot_tensors = True
+    if reproducer is not None:
+        raising = [s.name for s in pipeline.plan().steps if (s.on_error or pipeline.on_error) == "raise"]
+        if raising:
+            raise ConfigError(
+                "a reproducer needs the graph as it was before the failing pass, which on_error = "
+                f"'raise' does not keep (passes: {', '.join(raising)}); use 'rollback' or 'skip'",
+                source=cfg._source,
+            )
+        reproducer.pipeline = pipeline
+        instruments = [*instruments, reproducer]
     mc = cfg.model
-    base_dir = cfg._base_dir
-    torch.manual_seed(mc.seed)
-    model = _build_model(mc, base_dir)
-    inputs = make_inputs(mc.inputs, mc.seed)
-    t0 = time.perf_counter()
-    cap = capture(model, inputs, mc.capture)
-    capture_seconds = time.perf_counter() - t0
+    model_in = prepare_model(cfg)
+    cap = model_in.captured
     gm = cap.gm
     with torch.no_grad():
-        expected = clone_outputs(gm(*cap.inputs))
+        try:
+            expected = clone_outputs(gm(*cap.inputs))
+        except Exception as exc:
+            if mc.graph is None:
+                raise
+            raise UserError(f"the graph of [model] graph does not run on [model] inputs: {type(exc).__name__}: {exc}") from exc
     before_ms = _latency_ms(lambda: gm(*cap.inputs), repeat)
-    report = pipeline.run(gm, cap.inputs, instruments=instruments)
+    report = pipeline.run(gm, cap.inputs, instruments=instruments, rewrite_limit=rewrite_limit)
     with torch.no_grad():
         actual = clone_outputs(gm(*cap.inputs))
     cmp = compare_outputs(actual, expected, cfg.atol, cfg.rtol)
@@ -257,12 +346,12 @@ def run_job(
         max_abs_error=cmp.max_abs,
         latency_before_ms=before_ms,
         latency_after_ms=after_ms,
-        capture_seconds=capture_seconds,
-        model_name=mc.factory,
+        capture_seconds=model_in.seconds,
+        model_name=model_in.name,
     )
     out_dir = Path(output) if output is not None else (Path(cfg.output) if cfg.output else None)
     if save and out_dir is not None:
-        result.saved = _save(gm, cap.inputs, mc.capture, out_dir, expected, cfg)
+        result.saved = _save(gm, cap.inputs, cap.dialect if mc.graph is None else "graph", out_dir, expected, cfg)
         (out_dir / "report.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
         result.saved.append(out_dir / "report.json")
     return result

@@ -37,6 +37,7 @@ from .ordering import Item, order
 from .passes import Pass, validate_pass_class
 from .registry import Registry, registry as default_registry
 from .report import PassReport, RunReport
+from .rewrites import RewriteLimit, run_pass_limited
 from .runner import HookError, hook_failure, run_pass
 from .snapshot import Snapshot
 from .spec import SpecEntry, parse_pipeline_string
@@ -116,6 +117,9 @@ class Pipeline:
         snapshot_tensors: keep a copy of every parameter and buffer so that a pass that writes
             one in place can be rolled back too (doubles their memory during the run).
         options: extra options by pass name, merged into every entry of that pass.
+        order: ``"dependencies"`` (default: order by ``requires``/``after``/``before`` and pull
+            in missing requirements) or ``"as-given"`` (run the entries exactly as listed;
+            reproducers use it, their list being a slice of an ordered plan).
 
     Raises (at construction, before anything runs):
         UnknownPassError, OptionsError, CycleError, DuplicatePassError, ConfigError.
@@ -133,11 +137,15 @@ class Pipeline:
         snapshot_tensors: bool = False,
         options: Mapping[str, Mapping[str, Any]] | None = None,
         source: str | None = None,
+        order: str = "dependencies",
     ) -> None:
         if verify not in _VERIFY:
             raise ConfigError(f"verify must be one of {', '.join(_VERIFY)}, got {verify!r}")
         if on_error not in _ON_ERROR:
             raise ConfigError(f"on_error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}")
+        if order not in ("dependencies", "as-given"):
+            raise ConfigError(f"order must be 'dependencies' or 'as-given', got {order!r}")
+        self.order = order
         if isinstance(passes, str):
             raise ConfigError("Pipeline() takes a list of entries; use Pipeline.from_string for a pipeline string")
         self.registry = registry if registry is not None else default_registry()
@@ -197,6 +205,8 @@ class Pipeline:
         return PlanStep(name, cls, options, where, verify, on_error)
 
     def _order(self) -> Plan:
+        if self.order == "as-given":
+            return Plan(list(self._steps))
         items = [Item(s.name, s.cls, s) for s in self._steps]
 
         def resolve(name: str, needed_by: str) -> type[Pass]:
@@ -257,6 +267,7 @@ class Pipeline:
             atol=cfg.atol,
             rtol=cfg.rtol,
             options=cfg.options,
+            order=cfg.order,
         )
         if isinstance(cfg.pipeline, str):
             return cls(parse_pipeline_string(cfg.pipeline), source=cfg._source, **common)
@@ -279,6 +290,7 @@ class Pipeline:
         example_inputs: Sequence[Any] | None = None,
         *,
         instruments: Sequence[Any] = (),
+        rewrite_limit: "int | RewriteLimit | None" = None,
     ) -> RunReport:
         """Run the pipeline over ``gm`` in place and return the report.
 
@@ -286,6 +298,10 @@ class Pipeline:
         and by passes that evaluate the graph (``propagate_shapes``). ``instruments`` are
         pluggy plugins (``@fxpasses.hookimpl`` methods for ``fxpasses_before_pass`` etc., e.g.
         :class:`fxpasses.instruments.PrintChanged`) active for this run only.
+        ``rewrite_limit=N`` applies only the first ``N`` rewrites of the run (see
+        :mod:`fxpasses.rewrites`); each pass report then gives its ``rewrites`` and whether
+        the limit ``cut_off`` the pass. A :class:`~fxpasses.rewrites.RewriteLimit` object
+        (``limit=None`` to count only) is filled in with every step's range of rewrites.
 
         Raises:
             PassFailedError: a pass failed and ``on_error`` is ``rollback`` or ``raise``; with
@@ -298,6 +314,11 @@ class Pipeline:
         needs_numeric = any((s.verify or self.verify) == "numeric" for s in steps)
         if needs_numeric and example_inputs is None:
             raise UserError("numeric verification needs example_inputs")
+        limit = rewrite_limit
+        if limit is not None and not isinstance(limit, RewriteLimit):
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise UserError(f"rewrite_limit must be an int >= 0, got {limit!r}")
+            limit = RewriteLimit(limit)
         pm = self.registry.pm
         registered = []
         try:
@@ -305,13 +326,18 @@ class Pipeline:
                 pm.register(inst)
                 registered.append(inst)
             with _gc_paused():
-                return self._run(gm, example_inputs, steps, needs_numeric)
+                return self._run(gm, example_inputs, steps, needs_numeric, limit)
         finally:
             for inst in registered:
                 pm.unregister(inst)
 
     def _run(
-        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | None, steps: list[PlanStep], needs_numeric: bool
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any] | None,
+        steps: list[PlanStep],
+        needs_numeric: bool,
+        limit: RewriteLimit | None = None,
     ) -> RunReport:
         t_start = time.perf_counter()
         dialect = detect_dialect(gm)
@@ -323,7 +349,7 @@ class Pipeline:
         analyses: dict[str, Any] = {}
         dirty = False  # graph differs from the compiled code
         try:
-            for step in steps:
+            for index, step in enumerate(steps):
                 verify = step.verify or self.verify
                 on_error = step.on_error or self.on_error
                 pass_ = step.cls(step.options)
@@ -336,7 +362,11 @@ class Pipeline:
                 t0 = time.perf_counter()
                 try:
                     try:
-                        hint = run_pass(pass_, gm, ctx)
+                        if limit is None:
+                            hint = run_pass(pass_, gm, ctx)
+                        else:
+                            hint, span = run_pass_limited(pass_, gm, ctx, limit, index)
+                            pr.rewrites, pr.cut_off = span.count, span.cut_off
                     finally:
                         ctx.graph = gm.graph
                     changed = bool(hint) or snap.changed()
@@ -385,6 +415,9 @@ class Pipeline:
                 gm.recompile()
             report.nodes_after = len(gm.graph.nodes)
             report.seconds = time.perf_counter() - t_start
+            if limit is not None:
+                report.rewrites = limit.count
+                report.rewrite_limit = limit.limit
         return report
 
     def _failure(self, name: str, exc: BaseException, snap: Snapshot, on_error: str) -> PassFailedError:

@@ -24,6 +24,9 @@ class PassReport:
         skipped: ``(node name, reason)`` for nodes the pass declined (``ctx.skip``).
         error: the error message when the pass failed.
         iteration: fixpoint iteration this run belongs to (0 outside fixpoint groups).
+        rewrites: under a rewrite limit (:mod:`fxpasses.rewrites`), how many rewrites the
+            pass applied (None in ordinary runs); ``cut_off``: the limit stopped it early or
+            kept it from running.
     """
 
     name: str
@@ -36,6 +39,8 @@ class PassReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     error: str | None = None
     iteration: int = 0
+    rewrites: int | None = None
+    cut_off: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -52,6 +57,7 @@ class RunReport:
         seconds: wall time of the whole run, including the final ``recompile()``.
         verification: ``"none"``, ``"lint"`` or ``"numeric"``; ``max_abs_error`` is the largest
             absolute output difference seen by numeric verification (None otherwise).
+        rewrites / rewrite_limit: under a rewrite limit, the rewrites applied and the limit.
     """
 
     passes: list[PassReport] = field(default_factory=list)
@@ -61,6 +67,8 @@ class RunReport:
     seconds: float = 0.0
     verification: str = "lint"
     max_abs_error: float | None = None
+    rewrites: int | None = None
+    rewrite_limit: int | None = None
 
     @property
     def changed(self) -> bool:

@@ -1,0 +1,229 @@
+"""``fxpasses bisect``: the first pass, then the first rewrite in it, that breaks the outputs.
+
+Like LLVM's ``-opt-bisect-limit``, on the global rewrite counter of :mod:`fxpasses.rewrites`:
+
+1. Run the pipeline once with numeric verification after every pass (outputs against the
+   module before the pipeline, ``atol``/``rtol``), counting rewrites. The first pass that
+   fails is the *first bad pass*; its rewrites are numbers ``first .. last``. A pass whose
+   hook raised is reported at once (the error names the node; nothing to bisect).
+2. Binary search for the smallest limit ``N`` in ``first .. last`` for which the run with
+   rewrites ``1..N`` applied (and no rewrite after) gives wrong outputs or a broken graph:
+   rewrite ``N`` is the *first bad rewrite*. With ``N - 1`` the outputs still match.
+
+Every trial starts from the same graph: the module is snapshotted once
+(:class:`~fxpasses.snapshot.Snapshot` with tensor copies) and restored exactly before each run,
+so the model is captured once. A search takes about ``log2(last - first + 1) + 3`` runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+
+from .errors import PassFailedError, UserError
+from .pipeline import Pipeline, Plan, _gc_paused, _run_module, compare_outputs
+from .rewrites import RewriteLimit, RewriteRecord
+from .snapshot import Snapshot
+
+__all__ = ["BisectResult", "Trial", "bisect"]
+
+
+@dataclass
+class Trial:
+    """One run with a rewrite limit: whether it was bad and what was seen."""
+
+    limit: int
+    bad: bool
+    message: str
+
+
+@dataclass
+class BisectResult:
+    """What :func:`bisect` found.
+
+    Attributes:
+        status: ``"clean"`` (every pass keeps the outputs), ``"found"`` (``culprit`` is the
+            first bad rewrite), ``"raised"`` (the first bad pass raised in a hook: ``error``
+            names the node), ``"unreported"`` (the first bad pass broke the outputs without
+            returning any rewrite: a hook that edits the graph and returns keep) or
+            ``"not-reproducible"`` (the full run was bad, the same run with a limit not).
+        pass_name / step: the first bad pass and its 1-based position in the plan.
+        steps: the plan's length. ``error``: the first bad pass's failure message.
+        first / last: the global numbers of that pass's rewrites (``last < first``: none).
+        culprit: the first bad rewrite; ``good`` / ``bad``: the trials just before and at it.
+        trials: every run made, in order (the first is the verified full run).
+        total_rewrites: rewrites applied by the verified full run up to the failure.
+    """
+
+    status: str
+    pass_name: str | None = None
+    step: int | None = None
+    steps: int = 0
+    error: str | None = None
+    first: int | None = None
+    last: int | None = None
+    culprit: RewriteRecord | None = None
+    good: Trial | None = None
+    bad: Trial | None = None
+    trials: list[Trial] = field(default_factory=list)
+    total_rewrites: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["culprit"] = self.culprit.as_dict() if self.culprit is not None else None
+        return d
+
+    def text(self) -> str:
+        """The human-readable report printed by ``fxpasses bisect``."""
+        if self.status == "clean":
+            return (
+                f"no failure: each of the {self.steps} passes keeps the outputs "
+                f"({self.total_rewrites} rewrites); nothing to bisect"
+            )
+        lines = [f"first bad pass: {self.pass_name!r} (step {self.step} of {self.steps})"]
+        if self.error:
+            lines.append("  " + self.error.replace("\n", "\n  "))
+        if self.status == "raised":
+            lines.append("the pass raised in a hook (node above); there is no rewrite to bisect")
+            return "\n".join(lines)
+        if self.status == "unreported":
+            lines.append(
+                f"{self.pass_name!r} changed the graph without returning a rewrite (a hook that "
+                "edits the graph and returns keep): no rewrite to blame inside it"
+            )
+            return "\n".join(lines)
+        n = (self.last or 0) - (self.first or 0) + 1
+        lines.append(f"its rewrites: #{self.first}..#{self.last} ({n}); {len(self.trials)} runs")
+        if self.status == "not-reproducible":
+            lines.append(
+                "not reproducible: the run with every rewrite up to #{} applied keeps the outputs "
+                "(a pass that does not always do the same thing?)".format(self.last)
+            )
+            return "\n".join(lines)
+        assert self.culprit is not None
+        lines.append("first bad " + self.culprit.describe())
+        if self.good is not None:
+            lines.append(f"  with rewrites #1..#{self.good.limit}: {self.good.message}")
+        if self.bad is not None:
+            lines.append(f"  with rewrites #1..#{self.bad.limit}: {self.bad.message}")
+        lines.append(f"reproduce with: fxpasses run ... --rewrite-limit {self.culprit.index}")
+        return "\n".join(lines)
+
+
+def _variant(pipeline: Pipeline, verify: str, on_error: str) -> Pipeline:
+    """A copy of ``pipeline`` with one verify/on_error for every step (per-entry ones dropped)."""
+    p = copy.copy(pipeline)
+    p.verify = verify
+    p.on_error = on_error
+    p._plan = Plan([dataclasses.replace(s, verify=None, on_error=None) for s in pipeline.plan().steps])
+    return p
+
+
+def bisect(
+    pipeline: Pipeline,
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+    log: Callable[[str], None] | None = None,
+) -> BisectResult:
+    """Find the first pass, then the first rewrite in it, after which ``gm``'s outputs change.
+
+    ``gm`` is left as it was (restored from a snapshot). ``atol``/``rtol`` default to the
+    pipeline's. ``log`` receives one line per run.
+
+    Raises:
+        UserError: no example inputs, or a pass reports a user error.
+    """
+    if example_inputs is None:
+        raise UserError("bisect needs example inputs")
+    atol = pipeline.atol if atol is None else float(atol)
+    rtol = pipeline.rtol if rtol is None else float(rtol)
+    say = log or (lambda _line: None)
+    steps = pipeline.plan().steps
+    result = BisectResult("clean", steps=len(steps))
+    with _gc_paused():
+        reference = _run_module(gm, example_inputs)
+        snap = Snapshot(gm, copy_tensors=True)
+
+    def restore() -> None:
+        snap.restore()
+        gm.recompile()
+
+    # 1. the first bad pass, with numeric verification after each pass
+    verified = _variant(pipeline, "numeric", "rollback")
+    verified.atol, verified.rtol = atol, rtol
+    counter = RewriteLimit(None)
+    try:
+        verified.run(gm, example_inputs, rewrite_limit=counter)
+        failure: PassFailedError | None = None
+    except PassFailedError as exc:
+        failure = exc
+    finally:
+        restore()
+    result.total_rewrites = counter.count
+    if failure is None:
+        say(f"full run: every pass keeps the outputs ({counter.count} rewrites)")
+        result.trials.append(Trial(counter.count, False, "every pass keeps the outputs"))
+        return result
+    span = counter.spans[-1]
+    result.pass_name, result.step = span.name, span.step + 1
+    result.error = str(failure).split("\n  the graph was restored")[0]
+    result.first, result.last = span.first, span.first + span.count - 1
+    result.trials.append(Trial(counter.count, True, result.error.splitlines()[0]))
+    say(f"full run: pass {span.name!r} (step {span.step + 1}) fails; its rewrites #{result.first}..#{result.last}")
+    if failure.node is not None:
+        result.status = "raised"
+        return result
+    if span.count == 0:
+        result.status = "unreported"
+        return result
+
+    # 2. binary search over that pass's rewrites
+    trial_pipeline = _variant(pipeline, "lint", "rollback")
+    records: dict[int, RewriteRecord | None] = {}
+
+    def trial(n: int) -> Trial:
+        limit = RewriteLimit(n)
+        try:
+            trial_pipeline.run(gm, example_inputs, rewrite_limit=limit)
+            with _gc_paused():
+                cmp = compare_outputs(_run_module(gm, example_inputs), reference, atol, rtol)
+            t = Trial(n, bool(cmp.message), cmp.message or f"outputs match (max abs error {cmp.max_abs:.3g})")
+        except PassFailedError as exc:
+            t = Trial(n, True, str(exc).splitlines()[0])
+        finally:
+            restore()
+        records[n] = limit.last
+        result.trials.append(t)
+        say(f"rewrites #1..#{n}: {'bad' if t.bad else 'good'} ({t.message})")
+        return t
+
+    lo, hi = result.first - 1, result.last
+    bad = trial(hi)
+    if not bad.bad:
+        result.status = "not-reproducible"
+        return result
+    good: Trial | None = None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        t = trial(mid)
+        if t.bad:
+            hi, bad = mid, t
+        else:
+            lo, good = mid, t
+    if good is None:
+        good = trial(lo)
+        if good.bad:  # not monotone: the rewrites before this pass alone are bad now
+            result.status = "not-reproducible"
+            return result
+    result.status = "found"
+    result.culprit = records[hi]
+    result.good, result.bad = good, bad
+    return result

@@ -1,0 +1,779 @@
+"""Crash reproducers: a directory that replays a failed pass without the user's model code.
+
+``fxpasses run CONFIG --reproducer DIR`` writes, when a pass fails:
+
+============================  ==================================================================
+``DIR/fxpasses.json``         the config: the failing pass and every pass after it, in plan
+                              order (``order = "as-given"``: nothing is moved or pulled in),
+                              with their options and verification, and the plugin selection
+``DIR/graph.py``              the graph as it was before the failing pass, as Python code: the
+                              FX code of ``forward`` (for people) and a ``build`` function that
+                              recreates every node with its name, op, target, args, kwargs and
+                              metadata (``stack_trace``, ``val``, ``nn_module_stack``, ...), the
+                              submodule tree (classes and plain attributes) and the code
+                              generator (pytree in/out specs of ``torch.export`` modules)
+``DIR/tensors.safetensors``   parameters, buffers and tensor attributes (``.pt`` written with
+                              ``torch.save`` when safetensors is not installed or cannot hold
+                              one of them; read back with ``weights_only=True``)
+``DIR/inputs.safetensors``    the example inputs, exactly (``.pt`` likewise)
+``DIR/error.txt``             the failure as reported
+``DIR/README.md``             what failed and how to replay it
+============================  ==================================================================
+
+``fxpasses run DIR/fxpasses.json`` then fails the same way (same pass, same node, same source
+line) on any machine with fxpasses and the pass packages installed: the config's
+``[model] graph = "graph.py"`` loads the graph with :func:`load_graph` instead of calling a
+model factory. Only submodules called by ``call_module`` nodes need their classes importable
+(``torch.nn`` ones always are).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import importlib.util
+import json
+import math
+import operator
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+import torch.fx
+
+from .errors import ConfigError, FxPassesError, PassFailedError
+from .hookspecs import hookimpl
+
+__all__ = [
+    "ReproducerError",
+    "ReproducerWriter",
+    "write_reproducer",
+    "graph_source",
+    "load_graph",
+    "save_tensors",
+    "load_tensors",
+    "load_inputs",
+    "GraphBuilder",
+]
+
+CONFIG_NAME = "fxpasses.json"
+GRAPH_NAME = "graph.py"
+
+
+class ReproducerError(FxPassesError):
+    """A reproducer cannot be written (an object in the graph has no spelling in code)."""
+
+
+# ------------------------------------------------------------------------------------ tensors
+
+
+def save_tensors(stem: Path, tensors: dict[str, torch.Tensor]) -> Path:
+    """Write ``tensors`` to ``stem.safetensors`` (or ``stem.pt`` when safetensors cannot)."""
+    plain = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+    try:
+        from safetensors.torch import save_file
+
+        path = stem.with_suffix(".safetensors")
+        save_file(plain, str(path))
+        return path
+    except Exception:  # not installed, or a dtype it does not hold
+        path = stem.with_suffix(".pt")
+        torch.save(plain, path)
+        return path
+
+
+def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
+    """Read a tensor file written by :func:`save_tensors` (``weights_only`` for ``.pt``).
+
+    Raises:
+        ConfigError: the file is missing, unreadable, or safetensors is not installed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"tensor file not found: {path}")
+    try:
+        if path.suffix == ".safetensors":
+            try:
+                from safetensors.torch import load_file
+            except ImportError:
+                raise ConfigError(f"{path} needs the safetensors package: pip install safetensors") from None
+            return dict(load_file(str(path)))
+        data = torch.load(path, weights_only=True, map_location="cpu")
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"cannot read tensor file {path}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
+        raise ConfigError(f"{path} does not hold a name -> tensor mapping")
+    return data
+
+
+def load_inputs(path: str | Path) -> list[torch.Tensor]:
+    """Example inputs saved by a reproducer: tensors named ``0``, ``1``, ... in order."""
+    data = load_tensors(path)
+    try:
+        keys = sorted(data, key=int)
+    except ValueError:
+        raise ConfigError(f"{path}: input tensors must be named 0, 1, 2, ...") from None
+    return [data[k] for k in keys]
+
+
+# ------------------------------------------------------------------------------ naming things
+
+
+def resolve(qualname: str) -> Any:
+    """The object called ``qualname`` (``torch.ops.aten.add.Tensor``, ``operator.add``, ...)."""
+    parts = qualname.split(".")
+    obj: Any = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], 1):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            obj = importlib.import_module(".".join(parts[: i + 1]))
+    return obj
+
+
+def _qualname(obj: Any) -> str | None:
+    """An importable name for a function, op or class, checked by resolving it back."""
+    candidates: list[str] = []
+    if isinstance(obj, torch._ops.OpOverload):
+        ns, _, name = obj._schema.name.partition("::")
+        candidates.append(f"torch.ops.{ns}.{name}.{obj._overloadname}")
+    elif isinstance(obj, torch._ops.OpOverloadPacket):
+        ns, _, name = obj._qualified_op_name.partition("::")
+        candidates.append(f"torch.ops.{ns}.{name}")
+    elif isinstance(obj, torch._ops.HigherOrderOperator):
+        candidates.append(f"torch.ops.higher_order.{obj.name()}")
+    if isinstance(obj, type):
+        candidates.append(f"{obj.__module__}.{obj.__qualname__}")
+    try:
+        from torch.fx.node import _get_qualified_name
+
+        candidates.append(_get_qualified_name(obj))
+    except Exception:
+        pass
+    mod, qn = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if mod and qn:
+        candidates.append(f"{mod}.{qn}")
+    for name in candidates:
+        if "<" in name:
+            continue
+        try:
+            if resolve(name) is obj:
+                return name
+        except Exception:
+            continue
+    return None
+
+
+class _Unsupported(Exception):
+    pass
+
+
+class _Encoder:
+    """Python source for values found in args, kwargs, metadata and module attributes."""
+
+    def __init__(self) -> None:
+        self.tensor_literals = False
+
+    def __call__(self, v: Any, *, in_meta: bool = False) -> str:
+        return self.enc(v, in_meta)
+
+    def enc(self, v: Any, meta: bool) -> str:
+        if v is None or isinstance(v, (bool, int, str)) and type(v) in (bool, int, str):
+            return repr(v)
+        if type(v) is float:
+            if math.isnan(v):
+                return 'float("nan")'
+            if math.isinf(v):
+                return 'float("inf")' if v > 0 else 'float("-inf")'
+            return repr(v)
+        if type(v) is complex:
+            return f"complex({self.enc(v.real, meta)}, {self.enc(v.imag, meta)})"
+        if isinstance(v, torch.fx.Node):
+            return f"N[{v.name!r}]"
+        if isinstance(v, torch.Size):
+            return f"torch.Size([{', '.join(self.enc(int(d), meta) for d in v)}])"
+        if isinstance(v, tuple) and hasattr(v, "_fields"):
+            from torch.fx.passes.shape_prop import TensorMetadata
+
+            if isinstance(v, TensorMetadata):
+                fields = ", ".join(f"{k}={self.enc(getattr(v, k), meta)}" for k in v._fields)
+                return f"b.tensor_meta({fields})"
+            raise _Unsupported(f"named tuple {type(v).__name__}")
+        if isinstance(v, tuple):
+            inner = ", ".join(self.enc(x, meta) for x in v)
+            return f"({inner},)" if len(v) == 1 else f"({inner})"
+        if isinstance(v, list):
+            return "[" + ", ".join(self.enc(x, meta) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{self.enc(k, meta)}: {self.enc(x, meta)}" for k, x in v.items()) + "}"
+        if isinstance(v, slice):
+            return f"slice({self.enc(v.start, meta)}, {self.enc(v.stop, meta)}, {self.enc(v.step, meta)})"
+        if v is Ellipsis:
+            return "..."
+        if isinstance(v, (torch.dtype, torch.layout, torch.memory_format)):
+            text = repr(v)
+            if not text.startswith("torch."):
+                raise _Unsupported(text)
+            return text
+        if isinstance(v, torch.device):
+            return f"torch.device({str(v)!r})"
+        if isinstance(v, torch.Tensor):
+            if not meta:
+                raise _Unsupported("a tensor in node arguments (store it as a module attribute)")
+            shape = [int(d) for d in v.shape]  # a SymInt raises
+            stride = [int(s) for s in v.stride()] if v.layout == torch.strided else None
+            return (
+                f"b.fake({shape}, {stride}, {v.dtype}, {str(v.device)!r}, "
+                f"requires_grad={bool(v.requires_grad)}, parameter={isinstance(v, torch.nn.Parameter)})"
+            )
+        if type(v).__name__ == "NodeSource" and hasattr(v, "to_dict"):
+            return f"b.node_source({self.enc(v.to_dict(), meta)})"
+        if type(v).__name__ in ("TreeSpec", "LeafSpec") or type(v).__module__ == "torch.utils._pytree":
+            from torch.utils._pytree import treespec_dumps
+
+            return f"b.treespec({treespec_dumps(v)!r})"
+        if isinstance(v, type):
+            return f"b.cls({v.__module__ + '.' + v.__qualname__!r})"
+        if callable(v):
+            name = _qualname(v)
+            if name is None:
+                raise _Unsupported(f"a {type(v).__name__} without an importable name")
+            return f"b.target({name!r})"
+        raise _Unsupported(f"a {type(v).__module__}.{type(v).__qualname__}")
+
+
+# ------------------------------------------------------------------------------ writing graphs
+
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()).keys()) - {"training"}
+_GM_INTERNALS = frozenset(vars(torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())).keys()) - {"training"}
+
+
+def graph_source(gm: torch.fx.GraphModule, *, title: str = "", tensor_file: str = "tensors.safetensors") -> tuple[str, dict[str, torch.Tensor]]:
+    """Python source that rebuilds ``gm``, and the tensors it refers to by name.
+
+    Raises:
+        ReproducerError: a node target or argument, or a called submodule's class, cannot be
+            written as code; the message names the node or module.
+    """
+    enc = _Encoder()
+    lines: list[str] = []
+    dropped: dict[str, set[str]] = {}
+    tensors: dict[str, torch.Tensor] = {}
+    tensor_keys: dict[int, str] = {}
+    emit = lines.append
+
+    def tensor_key(name: str, t: torch.Tensor) -> tuple[str, bool]:
+        key = tensor_keys.get(id(t))
+        if key is not None:
+            return key, False
+        if type(t) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(t, torch.nn.Parameter):
+            raise ReproducerError(f"tensor {name!r} is a {type(t).__name__}, which a reproducer cannot store")
+        tensor_keys[id(t)] = name
+        tensors[name] = t
+        return name, True
+
+    # -- modules
+    seen: dict[int, str] = {}
+    emit("    # modules: qualified name, class, plain attributes")
+    for qualname, mod in gm.named_modules(remove_duplicate=False):
+        if id(mod) in seen:
+            emit(f"    b.alias_module({qualname!r}, {seen[id(mod)]!r})")
+            continue
+        seen[id(mod)] = qualname
+        internals = _GM_INTERNALS if qualname == "" else _MODULE_INTERNALS
+        if qualname and isinstance(mod, torch.fx.GraphModule):
+            raise ReproducerError(
+                f"submodule {qualname!r} is itself a GraphModule (control flow); reproducers do not "
+                "support nested graphs yet"
+            )
+        cls = type(mod)
+        # a class that cannot be imported is written by name all the same: loading replaces
+        # it by torch.nn.Module unless a call_module node calls it (then it must be importable)
+        cls_name = (_qualname(cls) or f"{cls.__module__}.{cls.__qualname__}") if qualname else None
+        attrs: list[str] = []
+        for k, v in vars(mod).items():
+            if k in internals or (qualname == "" and k == "meta"):
+                continue
+            if isinstance(v, torch.Tensor):
+                full = f"{qualname}.{k}" if qualname else k
+                key, _ = tensor_key(full, v)
+                attrs.append(f"{k!r}: b.tensor({key!r})")
+                continue
+            try:
+                attrs.append(f"{k!r}: {enc(v, in_meta=True)}")
+            except (_Unsupported, TypeError, ValueError) as exc:
+                dropped.setdefault(f"module {qualname or '(root)'}", set()).add(f"{k} ({exc})")
+        body = "{" + ", ".join(attrs) + "}"
+        if qualname == "":
+            emit(f"    b.root({body})")
+        else:
+            emit(f"    b.module({qualname!r}, {cls_name!r}, {body})")
+        for pname, p in mod._parameters.items():
+            full = f"{qualname}.{pname}" if qualname else pname
+            if p is None:
+                emit(f"    b.parameter({full!r}, None)")
+                continue
+            key, _ = tensor_key(full, p)
+            emit(f"    b.parameter({full!r}, {key!r}, requires_grad={bool(p.requires_grad)})")
+        for bname, buf in mod._buffers.items():
+            full = f"{qualname}.{bname}" if qualname else bname
+            persistent = bname not in mod._non_persistent_buffers_set
+            if buf is None:
+                emit(f"    b.buffer({full!r}, None, persistent={persistent})")
+                continue
+            key, _ = tensor_key(full, buf)
+            emit(f"    b.buffer({full!r}, {key!r}, persistent={persistent})")
+    meta_items = []
+    for k, v in (getattr(gm, "meta", None) or {}).items():
+        try:
+            meta_items.append(f"{k!r}: {enc(v, in_meta=True)}")
+        except (_Unsupported, TypeError, ValueError) as exc:
+            dropped.setdefault("gm.meta", set()).add(f"{k} ({exc})")
+    emit(f"    b.gm_meta({{{', '.join(meta_items)}}})")
+
+    # -- nodes
+    emit("")
+    emit("    # nodes: op, name, target, args, kwargs, metadata")
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            name = _qualname(n.target)
+            if name is None:
+                raise ReproducerError(
+                    f"node %{n.name}: its target {n.target!r} cannot be imported by name (a local "
+                    "function or lambda?), so a reproducer cannot refer to it"
+                )
+            target = f"b.target({name!r})"
+        else:
+            target = repr(n.target)
+        try:
+            args = enc(tuple(n.args))
+            kwargs = enc(dict(n.kwargs))
+        except _Unsupported as exc:
+            raise ReproducerError(f"node %{n.name} (op={n.op}): cannot write its arguments: {exc}") from None
+        meta = []
+        for k, v in n.meta.items():
+            try:
+                meta.append(f"{k!r}: {enc(v, in_meta=True)}")
+            except (_Unsupported, TypeError, ValueError, RuntimeError) as exc:
+                dropped.setdefault(f"node meta[{k!r}]", set()).add(str(exc))
+        type_expr = ""
+        if isinstance(n.type, str):
+            type_expr = f", type_expr={n.type!r}"
+        elif n.type is not None:
+            tname = _qualname(n.type) if isinstance(n.type, type) else None
+            if tname is not None:
+                type_expr = f", type_expr=b.target({tname!r})"
+        emit(
+            f"    N[{n.name!r}] = b.node({n.op!r}, {n.name!r}, {target}, {args}, {kwargs}, "
+            f"{{{', '.join(meta)}}}{type_expr})"
+        )
+
+    # -- graph state
+    emit("")
+    ns = gm.graph._graph_namespace
+    used = sorted(getattr(ns, "_used_names", ()))
+    base = dict(sorted(getattr(ns, "_base_count", {}).items()))
+    emit(f"    b.namespace({used!r}, {base!r})")
+    codegen = gm.graph._codegen
+    info = getattr(codegen, "pytree_info", None)
+    if info is not None:
+        from torch.utils._pytree import treespec_dumps
+
+        in_spec = treespec_dumps(info.in_spec) if info.in_spec is not None else None
+        out_spec = treespec_dumps(info.out_spec) if info.out_spec is not None else None
+        emit(f"    b.pytree_codegen({list(info.orig_args)!r}, {in_spec!r}, {out_spec!r})")
+
+    code = gm.graph.python_code("self").src.strip("\n")
+    notes = ""
+    if dropped:
+        notes = "\nNot written (no spelling in code; passes rarely read them):\n" + "\n".join(
+            f"  {where}: {', '.join(sorted(what))}" for where, what in sorted(dropped.items())
+        )
+    header = (
+        f'"""{title or "A graph saved by fxpasses"}.\n\n'
+        "Load it with ``fxpasses.reproducer.load_graph(path)``; ``TENSORS`` names the file with\n"
+        "its parameters, buffers and tensor attributes.\n"
+        f"{notes}\n\n"
+        "Its code:\n\n" + textwrap.indent(code, "    ").replace('"""', "'''").replace("\\", "\\\\") + '\n"""\n'
+    )
+    src = (
+        header
+        + "\nimport torch\n\n"
+        + f"TENSORS = {tensor_file!r}\n\n\n"
+        + "def build(b):\n"
+        + "    N = b.nodes\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+    return src, tensors
+
+
+# ------------------------------------------------------------------------------ loading graphs
+
+
+class GraphBuilder:
+    """What a ``graph.py`` file's ``build(b)`` calls to recreate a GraphModule."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor], source: str) -> None:
+        self.tensors = tensors
+        self.source = source
+        self.graph = torch.fx.Graph()
+        self.nodes: dict[str, torch.fx.Node] = {}
+        self.gm = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
+        self._fake_mode: Any = None
+        self._used: list[str] | None = None
+        self._base: dict[str, int] | None = None
+
+    # values
+    def tensor(self, key: str) -> torch.Tensor:
+        try:
+            return self.tensors[key]
+        except KeyError:
+            raise ConfigError(f"{self.source}: the tensor file has no tensor {key!r}") from None
+
+    def target(self, qualname: str) -> Any:
+        try:
+            return resolve(qualname)
+        except Exception as exc:
+            raise ConfigError(
+                f"{self.source}: cannot import {qualname!r} ({type(exc).__name__}: {exc}); install the "
+                "package that defines it"
+            ) from None
+
+    def cls(self, qualname: str) -> type:
+        """The class, or a stand-in with the same name when it cannot be imported here."""
+        try:
+            obj = resolve(qualname)
+            if isinstance(obj, type):
+                return obj
+        except Exception:
+            pass
+        module, _, name = qualname.rpartition(".")
+        return type(name, (), {"__module__": module, "__qualname__": name})
+
+    def treespec(self, text: str) -> Any:
+        from torch.utils._pytree import treespec_loads
+
+        return treespec_loads(text)
+
+    def node_source(self, d: dict[str, Any]) -> Any:
+        from torch.fx.traceback import NodeSource
+
+        try:
+            return NodeSource._from_dict(d)
+        except Exception:
+            return d
+
+    def tensor_meta(self, **fields: Any) -> Any:
+        from torch.fx.passes.shape_prop import TensorMetadata
+
+        return TensorMetadata(**fields)
+
+    def fake(
+        self,
+        shape: list[int],
+        stride: list[int] | None,
+        dtype: torch.dtype,
+        device: str,
+        *,
+        requires_grad: bool = False,
+        parameter: bool = False,
+    ) -> torch.Tensor:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        if self._fake_mode is None:
+            self._fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        with self._fake_mode:
+            if stride is None:
+                t = torch.empty(shape, dtype=dtype, device=device)
+            else:
+                t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        if requires_grad and (dtype.is_floating_point or dtype.is_complex):
+            t.requires_grad_(True)
+        if parameter:
+            t = torch.nn.Parameter(t, requires_grad=t.requires_grad)
+        return t
+
+    # modules
+    def _owner(self, qualname: str) -> tuple[torch.nn.Module, str]:
+        *path, last = qualname.split(".")
+        mod: torch.nn.Module = self.gm
+        for p in path:
+            mod = mod._modules[p]  # type: ignore[assignment]
+        return mod, last
+
+    def root(self, attrs: dict[str, Any]) -> None:
+        self.gm.__dict__.update(attrs)
+
+    def module(self, qualname: str, cls_name: str, attrs: dict[str, Any]) -> None:
+        try:
+            cls = resolve(cls_name)
+        except Exception:
+            cls = None
+        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+            called = any(
+                n.op == "call_module" and (n.target == qualname or str(n.target).startswith(qualname + "."))
+                for n in self.graph.nodes
+            )
+            if called:
+                raise ConfigError(f"{self.source}: submodule {qualname!r} needs class {cls_name}, which cannot be imported")
+            cls = torch.nn.Module
+        mod = cls.__new__(cls)
+        torch.nn.Module.__init__(mod)
+        mod.__dict__.update(attrs)
+        owner, name = self._owner(qualname)
+        owner._modules[name] = mod
+
+    def alias_module(self, qualname: str, existing: str) -> None:
+        owner, name = self._owner(qualname)
+        owner._modules[name] = self.gm.get_submodule(existing)
+
+    def parameter(self, qualname: str, key: str | None, requires_grad: bool = True) -> None:
+        owner, name = self._owner(qualname)
+        if key is None:
+            owner._parameters[name] = None
+            return
+        t = self.tensor(key)
+        p = t if isinstance(t, torch.nn.Parameter) else torch.nn.Parameter(t, requires_grad=requires_grad)
+        self.tensors[key] = p
+        owner._parameters[name] = p
+
+    def buffer(self, qualname: str, key: str | None, persistent: bool = True) -> None:
+        owner, name = self._owner(qualname)
+        owner._buffers[name] = None if key is None else self.tensor(key)
+        if not persistent:
+            owner._non_persistent_buffers_set.add(name)
+
+    def gm_meta(self, meta: dict[str, Any]) -> None:
+        self.gm.meta.update(meta)
+
+    # nodes
+    def node(
+        self, op: str, name: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], meta: dict[str, Any],
+        type_expr: Any = None,
+    ) -> torch.fx.Node:
+        n = self.graph.create_node(op, target, args, kwargs, name=name, type_expr=type_expr)
+        if n.name != name:
+            raise ConfigError(f"{self.source}: node {name!r} came out as {n.name!r} (names out of order?)")
+        n.meta.clear()
+        n.meta.update(meta)
+        return n
+
+    def namespace(self, used: list[str], base_count: dict[str, int]) -> None:
+        self._used, self._base = used, base_count
+
+    def pytree_codegen(self, orig_args: list[str], in_spec: str | None, out_spec: str | None) -> None:
+        from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+
+        info = _PyTreeInfo(
+            list(orig_args),
+            self.treespec(in_spec) if in_spec is not None else None,
+            self.treespec(out_spec) if out_spec is not None else None,
+        )
+        self.graph._codegen = _PyTreeCodeGen(info)
+
+    def finish(self) -> torch.fx.GraphModule:
+        ns = self.graph._graph_namespace
+        if self._used is not None and hasattr(ns, "_used_names"):
+            ns._used_names.update(self._used)
+        if self._base is not None and hasattr(ns, "_base_count"):
+            for k, v in self._base.items():
+                ns._base_count[k] = max(ns._base_count.get(k, 0), v)
+        self.gm.graph = self.graph
+        self.gm.recompile()
+        return self.gm
+
+
+def load_graph(path: str | Path) -> torch.fx.GraphModule:
+    """The GraphModule a ``graph.py`` written by :func:`graph_source` describes.
+
+    Raises:
+        ConfigError: the file is missing or does not build (naming what is wrong).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"graph file not found: {path}", source="[model] graph")
+    name = f"_fxpasses_graph_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot load {path} as Python", source="[model] graph")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ConfigError(f"cannot load {path}: {type(exc).__name__}: {exc}", source="[model] graph") from None
+    build = getattr(module, "build", None)
+    tensor_file = getattr(module, "TENSORS", None)
+    if not callable(build) or not isinstance(tensor_file, str):
+        raise ConfigError(f"{path} is not a graph file: it needs `TENSORS = \"...\"` and `def build(b)`", source="[model] graph")
+    tensors = load_tensors(path.parent / tensor_file)
+    b = GraphBuilder(tensors, str(path))
+    try:
+        build(b)
+        return b.finish()
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"{path} does not build: {type(exc).__name__}: {exc}", source="[model] graph") from None
+
+
+# ------------------------------------------------------------------------------ the directory
+
+
+def _entry(step: Any, verify: str, on_error: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": step.name}
+    opts = step.options.model_dump(mode="json", exclude_defaults=True)
+    if opts:
+        entry["options"] = opts
+    entry["verify"] = verify
+    entry["on_error"] = on_error
+    return entry
+
+
+def write_reproducer(
+    directory: str | Path,
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any] | None,
+    *,
+    pipeline: Any,
+    failed_step: int,
+    error: BaseException,
+    plugins: dict[str, Any] | None = None,
+) -> Path:
+    """Write a reproducer of ``pipeline``'s failure at plan step ``failed_step`` (0-based).
+
+    ``gm`` must be the graph as it was before that step (after a rollback). Returns the
+    config's path.
+
+    Raises:
+        ReproducerError: the graph cannot be written as code (see :func:`graph_source`).
+    """
+    directory = Path(directory)
+    steps = pipeline.plan().steps
+    failing = steps[failed_step]
+    title = f"The graph before pass {failing.name!r} (step {failed_step + 1} of {len(steps)}) failed"
+    tensors_stem = directory / "tensors"
+    src, tensors = graph_source(gm, title=title, tensor_file="tensors.safetensors")
+    inputs = list(example_inputs or ())
+    bad = [i for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)]
+    if bad:
+        raise ReproducerError(f"example input {bad[0]} is a {type(inputs[bad[0]]).__name__}, not a tensor")
+    directory.mkdir(parents=True, exist_ok=True)
+    tensor_path = save_tensors(tensors_stem, tensors)
+    if tensor_path.name != "tensors.safetensors":
+        src = src.replace("TENSORS = 'tensors.safetensors'", f"TENSORS = {tensor_path.name!r}")
+    (directory / GRAPH_NAME).write_text(src)
+    input_path = save_tensors(directory / "inputs", {str(i): x for i, x in enumerate(inputs)})
+    entries = []
+    for i, s in enumerate(steps[failed_step:]):
+        verify = s.verify or pipeline.verify
+        on_error = s.on_error or pipeline.on_error
+        if i == 0 and on_error == "skip":
+            on_error = "rollback"  # the failure must show
+        entries.append(_entry(s, verify, on_error))
+    config: dict[str, Any] = {
+        "pipeline": entries,
+        "order": "as-given",
+        "verify": pipeline.verify,
+        "on_error": "rollback",
+        "atol": pipeline.atol,
+        "rtol": pipeline.rtol,
+        "model": {"graph": GRAPH_NAME, "inputs": input_path.name},
+    }
+    if plugins:
+        config["plugins"] = plugins
+    cfg_path = directory / CONFIG_NAME
+    cfg_path.write_text(json.dumps(config, indent=2) + "\n")
+    (directory / "error.txt").write_text(str(error) + "\n")
+    versions = _versions(s.cls for s in steps[failed_step:])
+    (directory / "README.md").write_text(
+        f"# fxpasses reproducer\n\n"
+        f"Written {datetime.datetime.now().isoformat(timespec='seconds')} by fxpasses "
+        f"{_version('fxpasses')}, torch {torch.__version__}, Python {sys.version.split()[0]}.\n\n"
+        f"Pass `{failing.name}` (step {failed_step + 1} of {len(steps)}) failed:\n\n"
+        + textwrap.indent(str(error), "    ")
+        + "\n\nReplay it (needs only fxpasses and the pass packages, not the model's code):\n\n"
+        f"    fxpasses run {cfg_path}\n\n"
+        "Files: `fxpasses.json` (the failing pass and the passes after it, in order), "
+        f"`graph.py` (the graph before the pass, as code), `{tensor_path.name}` (parameters and "
+        f"buffers), `{input_path.name}` (the example inputs), `error.txt`.\n\n"
+        "Pass packages: " + (", ".join(versions) or "(built-in passes only)") + "\n"
+    )
+    return cfg_path
+
+
+def _version(dist: str) -> str:
+    try:
+        import importlib.metadata as md
+
+        return md.version(dist)
+    except Exception:
+        return "?"
+
+
+def _versions(classes: Iterable[type]) -> list[str]:
+    mods = sorted({c.__module__.split(".")[0] for c in classes})
+    out = []
+    for m in mods:
+        try:
+            import importlib.metadata as md
+
+            dists = md.packages_distributions().get(m, [])
+        except Exception:
+            dists = []
+        for d in dists:
+            out.append(f"{d} {_version(d)}")
+    return sorted(set(out))
+
+
+class ReproducerWriter:
+    """An instrument that writes a reproducer when the first pass of a run fails.
+
+    Args:
+        directory: where to write.
+        pipeline: the pipeline being run (for its plan and settings).
+        plugins: the config's ``[plugins]`` table, copied into the reproducer's config.
+
+    After the run, ``written`` is the config's path (None if nothing failed) and ``error``
+    says why a reproducer could not be written.
+    """
+
+    def __init__(self, directory: str | Path, pipeline: Any, plugins: dict[str, Any] | None = None) -> None:
+        self.directory = Path(directory)
+        self.pipeline = pipeline
+        self.plugins = plugins
+        self.step = -1
+        self.inputs: Sequence[Any] | None = None
+        self.written: Path | None = None
+        self.error: str | None = None
+        self.failed_pass: str | None = None
+
+    @hookimpl
+    def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
+        self.step += 1
+        self.inputs = ctx.example_inputs
+
+    @hookimpl
+    def fxpasses_pass_failed(self, pass_name: str, gm: Any, error: Any) -> None:
+        if self.written is not None or self.error is not None:
+            return
+        self.failed_pass = pass_name
+        if isinstance(error, PassFailedError) and not error.rolled_back:
+            self.error = "the graph was not rolled back (on_error = raise), so the graph before the pass is gone"
+            return
+        try:
+            self.written = write_reproducer(
+                self.directory,
+                gm,
+                self.inputs,
+                pipeline=self.pipeline,
+                failed_step=self.step,
+                error=error,
+                plugins=self.plugins,
+            )
+        except Exception as exc:  # never hide the pass's own failure
+            self.error = f"{type(exc).__name__}: {exc}"

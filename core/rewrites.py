@@ -1,0 +1,185 @@
+"""A global rewrite counter with a limit, in the spirit of LLVM's ``-opt-bisect-limit``.
+
+A *rewrite* is one action a node hook returns other than keep (``Replace(...)`` or ``ERASE``),
+or one run of a transforming :class:`~fxpasses.GraphPass`. Rewrites are numbered from 1 across
+the whole pipeline run, in the order they are applied. With a limit ``N`` the runner applies
+rewrites 1..N and then stops: the pass that made rewrite ``N`` calls no further hook (its
+``finish`` still runs, to clean up after the rewrites it made) and every later transforming
+pass is not run at all. Analyses (``kind = "analysis"``) never rewrite, are not counted and
+always run.
+
+``Pipeline.run(gm, inputs, rewrite_limit=N)`` and ``fxpasses run --rewrite-limit N`` apply a
+limit by hand; ``fxpasses bisect`` (:mod:`fxpasses.bisect`) searches for the first bad one.
+Runs without a limit take the ordinary, uncounted path of :func:`fxpasses.runner.run_pass`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.fx
+
+from .context import PassContext, describe_node, user_source_line
+from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace
+from .runner import HookError, _apply, _work_list, run_pass
+
+__all__ = ["RewriteRecord", "RewriteLimit", "run_pass_limited"]
+
+
+@dataclass
+class RewriteRecord:
+    """One rewrite: its global number, the pass and plan step that made it, the node.
+
+    Attributes:
+        index: global rewrite number, from 1.
+        pass_name: the pass that made it; ``step`` its 0-based plan position.
+        pass_index: the rewrite's number within that pass's run, from 1.
+        node: ``describe_node`` of the node (``name``, ``op``, ``target``, ``args``,
+            ``kwargs``) as it was before the rewrite; None for a whole-graph pass.
+        source_line: the node's user source line (``meta["stack_trace"]``), if recorded.
+        action: what was done: ``Replace(%x)``, ``Replace(0.0)``, ``ERASE`` or ``run``.
+    """
+
+    index: int
+    pass_name: str
+    step: int
+    pass_index: int
+    node: dict[str, str] | None
+    source_line: str | None
+    action: str
+
+    def describe(self) -> str:
+        where = f"rewrite #{self.index} (#{self.pass_index} of pass {self.pass_name!r})"
+        if self.node is None:
+            return f"{where}: the whole-graph pass run"
+        n = self.node
+        text = (
+            f"{where}: {self.action} at node %{n['name']} (op={n['op']}, target={n['target']}, "
+            f"args={n['args']}, kwargs={n['kwargs']})"
+        )
+        if self.source_line:
+            text += f"\n  user code: {self.source_line}"
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class PassSpan:
+    """The rewrites of one plan step: numbers ``first .. first + count - 1``."""
+
+    name: str
+    step: int
+    first: int
+    count: int = 0
+    cut_off: bool = False
+
+
+@dataclass
+class RewriteLimit:
+    """Counts rewrites across one pipeline run and stops applying them past ``limit``.
+
+    ``limit=None`` counts without stopping. After the run, ``count`` is the number of
+    rewrites applied, ``spans`` gives each step's range, and ``last`` describes rewrite
+    number ``limit`` (the last one applied) when the run got that far.
+    """
+
+    limit: int | None = None
+    count: int = 0
+    last: RewriteRecord | None = None
+    spans: list[PassSpan] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 0):
+            raise ValueError(f"rewrite limit must be an int >= 0, got {self.limit!r}")
+
+    @property
+    def exhausted(self) -> bool:
+        return self.limit is not None and self.count >= self.limit
+
+    def _take(self, span: PassSpan, node: torch.fx.Node | None, action: Any) -> None:
+        self.count += 1
+        span.count += 1
+        if self.limit is not None and self.count == self.limit:
+            self.last = RewriteRecord(
+                index=self.count,
+                pass_name=span.name,
+                step=span.step,
+                pass_index=span.count,
+                node=describe_node(node) if node is not None else None,
+                source_line=user_source_line(node) if node is not None else None,
+                action=_action_str(action),
+            )
+
+
+def _is_keep(action: Any) -> bool:
+    return action is None or action is KEEP or isinstance(action, Keep)
+
+
+def _action_str(action: Any) -> str:
+    if action is None:
+        return "run"
+    if action is ERASE or isinstance(action, Erase):
+        return "ERASE"
+    if isinstance(action, Replace):
+        v = action.value
+        return f"Replace(%{v.name})" if isinstance(v, torch.fx.Node) else f"Replace({v!r})"
+    return repr(action)
+
+
+def run_pass_limited(
+    p: Pass, gm: torch.fx.GraphModule, ctx: PassContext, limit: RewriteLimit, step: int
+) -> tuple[bool | None, PassSpan]:
+    """Run ``p`` like :func:`~fxpasses.runner.run_pass`, counting rewrites against ``limit``.
+
+    Returns the pass's change hint and its :class:`PassSpan`; ``span.cut_off`` tells that
+    the limit stopped the pass (or kept it from running at all).
+
+    Raises:
+        HookError: as :func:`~fxpasses.runner.run_pass`.
+    """
+    span = PassSpan(type(p).name, step, limit.count + 1)
+    limit.spans.append(span)
+    if type(p).kind == "analysis":
+        return run_pass(p, gm, ctx), span
+    if limit.exhausted:
+        span.cut_off = True
+        return False, span
+    try:
+        p.setup(gm, ctx)
+    except Exception as exc:
+        raise HookError(None, exc) from exc
+    if isinstance(p, GraphPass):
+        limit._take(span, None, None)
+        try:
+            return p.run(gm, ctx), span
+        except Exception as exc:
+            raise HookError(ctx.node, exc) from exc
+    assert isinstance(p, NodePass)
+    changed = False
+    for node, matchers in _work_list(p, gm):
+        if limit.exhausted:
+            span.cut_off = True
+            break
+        for m in matchers:
+            if node._erased:
+                break
+            ctx.node = node
+            try:
+                action = m.hook(node, ctx)
+                if not _is_keep(action):
+                    limit._take(span, node, action)
+                did = _apply(node, action, ctx)
+            except Exception as exc:
+                raise HookError(node, exc) from exc
+            changed |= did
+            if did or limit.exhausted:
+                break
+    ctx.node = None
+    try:
+        p.finish(gm, ctx)
+    except Exception as exc:
+        raise HookError(None, exc) from exc
+    return changed, span

@@ -1,0 +1,216 @@
+"""Crash reproducers: written on a pass failure, replayed without the model's code."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from fxpasses.capture import capture
+from fxpasses.cli import cli
+from fxpasses.job import load_factory
+from fxpasses.reproducer import graph_source, load_graph, load_tensors, save_tensors
+
+from dists import forget_modules, make_dist
+from planted import PLANTED_SOURCE
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+PIPELINE = "remove_dropout,fuse_conv_bn,simplify_algebra,{planted},fold_constants,eliminate_common_subexpressions,eliminate_dead_code"
+
+
+def roundtrip(gm, tmp_path):
+    src, tensors = graph_source(gm)
+    (tmp_path / "graph.py").write_text(src)
+    save_tensors(tmp_path / "tensors", tensors)
+    return load_graph(tmp_path / "graph.py")
+
+
+@pytest.mark.parametrize(
+    "name, dialect, inputs",
+    [
+        ("convnet", "export", lambda: [torch.randn(2, 3, 32, 32)]),
+        ("convnet", "symbolic_trace", lambda: [torch.randn(2, 3, 32, 32)]),
+        ("convnet", "dynamo", lambda: [torch.randn(2, 3, 32, 32)]),
+        ("gpt2", "export", lambda: [torch.randint(0, 100, (1, 8))]),
+    ],
+)
+def test_graph_as_code_rebuilds_the_same_graph(tmp_path, name, dialect, inputs):
+    model = load_factory(f"models:{name}", EXAMPLES)()
+    cap = capture(model, inputs(), dialect)
+    gm = cap.gm
+    loaded = roundtrip(gm, tmp_path)
+    assert loaded.graph.python_code("self").src == gm.graph.python_code("self").src
+    for a, b in zip(gm.graph.nodes, loaded.graph.nodes, strict=True):
+        assert (a.name, a.op, a.target) == (b.name, b.op, b.target)
+        assert str(a.args) == str(b.args) and str(a.kwargs) == str(b.kwargs)
+        for key in ("stack_trace", "nn_module_stack", "torch_fn"):
+            assert a.meta.get(key) is None or str(a.meta[key]) == str(b.meta[key]) or key == "nn_module_stack"
+        if isinstance(a.meta.get("val"), torch.Tensor):
+            assert (b.meta["val"].shape, b.meta["val"].dtype) == (a.meta["val"].shape, a.meta["val"].dtype)
+    assert {k: v.shape for k, v in gm.state_dict().items()} == {k: v.shape for k, v in loaded.state_dict().items()}
+    for k, v in gm.state_dict().items():
+        assert torch.equal(v, loaded.state_dict()[k])
+    assert [k for k, _ in gm.named_modules()] == [k for k, _ in loaded.named_modules()]
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(*cap.inputs), gm(*cap.inputs), rtol=0, atol=0)
+
+
+def test_tensors_fall_back_to_torch_save_read_with_weights_only(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "safetensors", None)  # "not installed"
+    monkeypatch.setitem(sys.modules, "safetensors.torch", None)
+    t = {"a": torch.arange(6.0).reshape(2, 3).t(), "b": torch.ones(2, dtype=torch.int64)}
+    path = save_tensors(tmp_path / "t", t)
+    assert path.suffix == ".pt"
+    back = torch.load(path, weights_only=True)
+    assert torch.equal(back["a"], t["a"]) and torch.equal(back["b"], t["b"])
+    assert torch.equal(load_tensors(path)["a"], t["a"])
+
+
+@pytest.fixture
+def planted_site(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    make_dist(site, "planted-passes", "0.3", "fxp_planted", PLANTED_SOURCE)
+    forget_modules("fxp_planted")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    yield site
+    forget_modules("fxp_planted")
+
+
+def model_config(tmp_path, planted: str, capture_kind: str = "export", extra: str = "") -> Path:
+    """A config whose model factory lives next to it, in a module the replay will not have."""
+    d = tmp_path / "project"
+    d.mkdir(exist_ok=True)
+    (d / "repro_models.py").write_text((EXAMPLES / "models.py").read_text())
+    cfg = d / "fxpasses.toml"
+    cfg.write_text(
+        f'pipeline = "{PIPELINE.format(planted=planted)}"\n'
+        f"{extra}"
+        "[model]\n"
+        'factory = "repro_models:convnet"\n'
+        f'capture = "{capture_kind}"\n'
+        "inputs = [{shape = [2, 3, 32, 32]}]\n"
+    )
+    return cfg
+
+
+def failure_lines(text: str) -> list[str]:
+    """The lines that identify a failure: pass and reason head, node, user source line."""
+    keep = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("error: pass") or line.startswith("pass "):
+            keep.append(line.replace("error: ", "").split(" max abs error")[0])
+        elif line.startswith("at node %") or line.startswith("user code:"):
+            keep.append(line)
+    return keep
+
+
+def replay_in_subprocess(reproducer_dir: Path, site: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`fxpasses run DIR/fxpasses.json` with only the pass package on the path, elsewhere."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(site)
+    script = Path(sys.executable).parent / "fxpasses"
+    return subprocess.run(
+        [str(script), "run", str(reproducer_dir / "fxpasses.json"), "--repeat", "1", "--no-save"],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "capture_kind, planted, cause",
+    [
+        ("export", "planted{raise_at=2}", "RuntimeError: planted failure at %"),
+        ("dynamo", "planted{wrong_at=3}", "verification failed: output"),
+    ],
+)
+def test_reproducer_replays_the_same_failure_without_the_model(planted_site, tmp_path, capture_kind, planted, cause):
+    verify = 'verify = "numeric"\n' if "wrong_at" in planted else ""
+    cfg = model_config(tmp_path, planted, capture_kind, extra=verify)
+    rep = tmp_path / "repro"
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--reproducer", str(rep), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 1, r.output
+    assert cause in r.output
+    assert f"replay it with: fxpasses run {rep / 'fxpasses.json'}" in r.output
+    original = failure_lines(r.output)
+    assert original[0].startswith("pass 'planted' failed")
+    if "raise_at" in planted:
+        assert original[1].startswith("at node %relu_1 (op=call_function, target=aten.relu.default")
+        assert original[2].startswith('user code: File "') and "repro_models.py" in original[2]
+
+    # what was written
+    assert sorted(p.name for p in rep.iterdir()) == [
+        "README.md", "error.txt", "fxpasses.json", "graph.py", "inputs.safetensors", "tensors.safetensors"
+    ]
+    config = json.loads((rep / "fxpasses.json").read_text())
+    assert [e["name"] for e in config["pipeline"]] == [
+        "planted", "fold_constants", "eliminate_common_subexpressions", "eliminate_dead_code"
+    ]
+    assert config["order"] == "as-given" and config["model"] == {"graph": "graph.py", "inputs": "inputs.safetensors"}
+    assert "def forward(self" in (rep / "graph.py").read_text()
+    assert "repro_models" not in (rep / "fxpasses.json").read_text()
+
+    # the replay: another directory, the model's module gone, only the pass package on the path
+    (cfg.parent / "repro_models.py").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = replay_in_subprocess(rep, planted_site, elsewhere)
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    assert failure_lines(out.stderr) == original
+
+
+def test_no_reproducer_when_nothing_fails(planted_site, tmp_path):
+    ok = model_config(tmp_path, "planted")
+    rep = tmp_path / "repro"
+    r = CliRunner().invoke(cli, ["run", str(ok), "--reproducer", str(rep), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 0, r.output
+    assert not rep.exists()
+    assert "reproducer" not in r.output
+
+
+def test_reproducer_of_a_dynamo_skip_is_replayed_in_process(planted_site, tmp_path):
+    cfg = model_config(tmp_path, "planted{raise_at=4}", "dynamo", extra='on_error = "skip"\n')
+    rep = tmp_path / "repro"
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--reproducer", str(rep), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 0, r.output  # skipped: the run goes on
+    assert "reproducer of the failure of 'planted'" in r.output
+    config = json.loads((rep / "fxpasses.json").read_text())
+    assert config["pipeline"][0]["on_error"] == "rollback"  # so that the replay shows the failure
+    assert config["pipeline"][1]["on_error"] == "skip"
+    replay = CliRunner().invoke(cli, ["run", str(rep / "fxpasses.json"), "--repeat", "1", "--no-save"])
+    assert replay.exit_code == 1
+    error = (rep / "error.txt").read_text()
+    assert failure_lines(replay.output) == failure_lines(error)
+    assert "planted failure at %" in replay.output
+
+
+def test_reproducer_refuses_on_error_raise(planted_site, tmp_path):
+    cfg = model_config(tmp_path, "planted{raise_at=1}", extra='on_error = "raise"\n')
+    rep = tmp_path / "repro"
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--reproducer", str(rep)])
+    assert r.exit_code == 2
+    assert "on_error = 'raise'" in r.output and "Traceback" not in r.output
+    assert not rep.exists()
+
+
+def test_graph_with_a_local_function_target_is_refused_with_the_node(tmp_path):
+    def local_fn(x):
+        return x + 1
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.call_function(local_fn, (x,))
+    graph.output(y)
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    from fxpasses.reproducer import ReproducerError
+
+    with pytest.raises(ReproducerError, match="node %local_fn: its target .* cannot be imported by name"):
+        graph_source(gm)
