@@ -403,9 +403,35 @@ class Registry:
             return info
         if existing.cls is pass_cls:
             return existing
+        wanted = self.prefer.get(name)
+        if (
+            _norm(existing.distribution) == BUILTIN_DISTRIBUTION
+            and _norm(distribution) != BUILTIN_DISTRIBUTION
+            and wanted != _norm(distribution)
+        ):
+            # a built-in name is never taken over silently: the plugin's pass is skipped
+            self._problem(
+                PluginError(
+                    f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) skipped: the name is "
+                    f"taken by the built-in pass of {existing.source} (choose the plugin's with "
+                    f'`prefer = {{{name} = "{distribution}"}}` in the [plugins] config section)',
+                    distribution=distribution,
+                    version=version,
+                )
+            )
+            return None
         self._conflicts[name] = [existing, info]
-        if self.strict and name not in self.prefer:
-            raise DuplicatePassError(name, [existing.source, info.source])
+        if name not in self.prefer:
+            if self.strict:
+                raise DuplicatePassError(name, [existing.source, info.source])
+            self._problem(
+                PluginError(
+                    f"pass {name!r} is also registered by {existing.source}; neither is used until "
+                    f'`prefer = {{{name} = "<distribution>"}}` in the [plugins] config section chooses one',
+                    distribution=distribution,
+                    version=version,
+                )
+            )
         self._resolve_conflict(name)
         return info
 

@@ -1,0 +1,194 @@
+"""Plugin isolation and control through the command line, with real broken distributions.
+
+Each distribution is a module plus a ``*.dist-info`` folder (``dists.make_dist``) on sys.path:
+``importlib.metadata`` finds its entry points as it finds a pip-installed package's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from fxpasses.cli import cli
+
+from dists import forget_modules, good_pass_source, make_dist
+
+BROKEN = {
+    # distribution: (version, module, source, what the report says)
+    "import-broken": ("1.1", "fxp_importbroken", "raise ImportError('no module named missing_dep')\n", "import failed: ImportError: no module named missing_dep"),
+    "hook-raises": (
+        "1.2",
+        "fxp_hookraises",
+        """
+        import fxpasses
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            raise RuntimeError("cannot register today")
+        """,
+        "fxpasses_register_passes raised RuntimeError: cannot register today",
+    ),
+    "name-taken": (
+        "1.3",
+        "fxp_nametaken",
+        good_pass_source("eliminate_dead_code", "Claims a built-in name."),
+        "pass 'eliminate_dead_code' (fxp_nametaken.EliminateDeadCodePass) skipped: the name is taken by the built-in pass of fxpasses",
+    ),
+    "bad-options": (
+        "1.4",
+        "fxp_badoptions",
+        """
+        import fxpasses
+        class P(fxpasses.GraphPass):
+            "Options that are not a pydantic model."
+            name = "bad_options_pass"
+            Options = dict
+            def run(self, gm, ctx):
+                return False
+        class Q(fxpasses.GraphPass):
+            "A fine pass next to it."
+            name = "fine_sibling"
+            def run(self, gm, ctx):
+                return False
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            register(P)
+            register(Q)
+        """,
+        "pass 'bad_options_pass' (fxp_badoptions.P): Options must be a pydantic BaseModel subclass",
+    ),
+}
+MODULES = [v[1] for v in BROKEN.values()] + ["fxp_healthy", "fxp_rival_a", "fxp_rival_b"]
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    d = tmp_path / "site"
+    for dist, (version, module, source, _) in BROKEN.items():
+        make_dist(d, dist, version, module, source)
+    make_dist(d, "healthy", "2.0", "fxp_healthy", good_pass_source("healthy_pass"))
+    forget_modules(*MODULES)
+    monkeypatch.syspath_prepend(str(d))
+    monkeypatch.delenv("FXPASSES_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.chdir(tmp_path)
+    importlib.invalidate_caches()
+    yield d
+    forget_modules(*MODULES)
+    importlib.invalidate_caches()
+
+
+def invoke(*args, env=None):
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def warnings_of(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("warning: plugin ")]
+
+
+def assert_each_broken_reported_once(output: str) -> None:
+    lines = warnings_of(output)
+    for dist, (version, _, _, what) in BROKEN.items():
+        mine = [line for line in lines if line.startswith(f"warning: plugin {dist} {version}")]
+        assert len(mine) == 1, (dist, output)
+        assert what in mine[0], (what, mine[0])
+    assert len(lines) == len(BROKEN), output
+
+
+def test_list_reports_each_broken_plugin_once_and_lists_the_rest(site):
+    r = invoke("list")
+    assert r.exit_code == 0, r.output
+    assert_each_broken_reported_once(r.output)
+    rows = {line.split()[0]: line for line in r.output.splitlines() if line.strip() and not line.startswith("warning")}
+    assert "healthy 2.0" in rows["healthy_pass"]
+    assert "fxpasses 0.1.0" in rows["eliminate_dead_code"]  # the built-in keeps its name
+    assert "bad-options 1.4" in rows["fine_sibling"]  # the bad pass's sibling still registers
+    assert "bad_options_pass" not in rows
+    assert "Traceback" not in r.output
+
+
+def test_check_and_run_work_with_broken_plugins_installed(site):
+    r = invoke("check", "--pipeline", "eliminate_dead_code,healthy_pass,fine_sibling,count_ops")
+    assert r.exit_code == 0, r.output
+    assert_each_broken_reported_once(r.output)
+    assert "OK, 4 passes" in r.output
+    r = invoke("run", "--pipeline", "remove_dropout,fuse_conv_bn,healthy_pass,eliminate_dead_code", "--no-save", "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    assert_each_broken_reported_once(r.output)
+    assert re.search(r"eliminate_dead_code\s+ok", r.output) and re.search(r"healthy_pass\s+ok", r.output)
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_strict_mode_makes_the_first_broken_plugin_an_error(site, tmp_path, how):
+    if how == "flag":
+        r = invoke("--strict-plugins", "check", "--pipeline", "eliminate_dead_code")
+    else:
+        cfg = tmp_path / "strict.toml"
+        cfg.write_text('pipeline = "eliminate_dead_code"\n[plugins]\nstrict = true\n')
+        r = invoke("check", str(cfg))
+    assert r.exit_code == 2, r.output
+    errors = [line for line in r.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and len(r.output.strip().splitlines()) == 1, r.output
+    # distributions load in name order: bad-options is the first broken one
+    assert errors[0].startswith("error: plugin bad-options 1.4: pass 'bad_options_pass'")
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_disable_selected_plugins(site, tmp_path, how):
+    names = ["import-broken", "hook_raises", "Name_Taken"]  # distribution or entry point names, any spelling
+    if how == "flag":
+        args = [a for n in names for a in ("-p", f"no:{n}")] + ["check", "--pipeline", "healthy_pass"]
+    else:
+        cfg = tmp_path / "disable.toml"
+        cfg.write_text('pipeline = "healthy_pass"\n[plugins]\ndisable = ["import-broken", "hook_raises", "name-taken"]\n')
+        args = ["check", str(cfg)]
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output
+    lines = warnings_of(r.output)
+    assert len(lines) == 1 and lines[0].startswith("warning: plugin bad-options 1.4"), r.output
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_autoload_disabled_loads_only_builtins_and_named_plugins(site, tmp_path, how):
+    env = {"FXPASSES_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    r = invoke("check", "--pipeline", "eliminate_dead_code", env=env)
+    assert r.exit_code == 0 and warnings_of(r.output) == [], r.output
+    r = invoke("check", "--pipeline", "healthy_pass", env=env)
+    assert r.exit_code == 2 and "unknown pass 'healthy_pass'" in r.output
+    assert "installed pass plugins: fxpasses 0.1.0\n" in r.output + "\n"  # only the built-ins loaded
+    if how == "flag":
+        r = invoke("-p", "healthy", "check", "--pipeline", "healthy_pass,eliminate_dead_code", env=env)
+    else:
+        cfg = tmp_path / "enable.toml"
+        cfg.write_text('pipeline = "healthy_pass,eliminate_dead_code"\n[plugins]\nenable = ["healthy"]\n')
+        r = invoke("check", str(cfg), env=env)
+    assert r.exit_code == 0, r.output
+    assert warnings_of(r.output) == []  # the broken ones were never imported
+    assert "OK, 2 passes" in r.output
+
+
+def test_prefer_gives_a_taken_name_to_the_plugin(site, tmp_path):
+    cfg = tmp_path / "prefer.toml"
+    cfg.write_text('pipeline = "eliminate_dead_code"\n[plugins]\nprefer = {eliminate_dead_code = "name-taken"}\n')
+    r = invoke("check", str(cfg), "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert not any("name-taken" in w for w in warnings_of(r.output))
+
+
+def test_two_plugins_with_one_name_reported_once_naming_both(site):
+    make_dist(site, "rival-a", "0.1", "fxp_rival_a", good_pass_source("contested"))
+    make_dist(site, "rival-b", "0.2", "fxp_rival_b", good_pass_source("contested"))
+    importlib.invalidate_caches()
+    r = invoke("check", "--pipeline", "healthy_pass")
+    assert r.exit_code == 0, r.output
+    contested = [w for w in warnings_of(r.output) if "contested" in w]
+    assert contested == [
+        "warning: plugin rival-b 0.2: pass 'contested' is also registered by rival-a 0.1; neither is used until "
+        '`prefer = {contested = "<distribution>"}` in the [plugins] config section chooses one'
+    ]
+    r = invoke("check", "--pipeline", "contested")
+    assert r.exit_code == 2
+    assert "registered by more than one plugin: rival-a 0.1 and rival-b 0.2" in r.output
+    assert "Traceback" not in r.output
