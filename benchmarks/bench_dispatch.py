@@ -1,0 +1,175 @@
+"""1. Dispatch overhead: the same rewrite (``x * 1 -> x``) as an fxpasses ``NodePass``, a
+hand-written in-place loop over ``graph.nodes`` and a ``torch.fx.Transformer`` subclass."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.node import Node
+
+import fxpasses
+from fxpasses import NodePass, Replace, on
+from fxpasses.context import PassContext
+from fxpasses.runner import run_pass
+
+import torch_baselines as tb
+from common import Config, Result, Target, fmt_s, fmt_x, md_table, measure
+from graphs import BlockModel, block_graph, n_blocks_for
+from slow import run_limited
+
+MULS = tb.MULS
+
+
+class MulByOne(NodePass):
+    """x * 1 -> x (the dispatch benchmark's rewrite)."""
+
+    name = "bench_mul_by_one"
+
+    @on("mul")
+    def mul(self, node: Node, ctx: PassContext) -> Any:
+        a = node.args
+        if len(a) == 2 and type(a[1]) is int and a[1] == 1 and isinstance(a[0], Node):
+            return Replace(a[0])
+        return None
+
+
+def hand_loop(gm: torch.fx.GraphModule) -> int:
+    """The rewrite as most hand-written FX code does it: one walk over every node."""
+    graph = gm.graph
+    n = 0
+    for node in graph.nodes:
+        if (node.op == "call_function" and node.target in MULS) or (node.op == "call_method" and node.target == "mul"):
+            a = node.args
+            if len(a) == 2 and type(a[1]) is int and a[1] == 1 and isinstance(a[0], Node):
+                node.replace_all_uses_with(a[0])
+                graph.erase_node(node)
+                n += 1
+    return n
+
+
+def run_node_pass(gm: torch.fx.GraphModule) -> bool | None:
+    """The pass's own time: the runner's dispatch and surgery, no snapshot/lint/recompile."""
+    ctx = PassContext(gm, pass_name=MulByOne.name, dialect="symbolic_trace")
+    return run_pass(MulByOne(), gm, ctx)
+
+
+def run(cfg: Config) -> Result:
+    res = Result("dispatch", "1. Dispatch overhead (x * 1 -> x)")
+    res.add(
+        "The same rewrite three ways on the synthetic block graph (`benchmarks/graphs.py`; one "
+        "`x * 1` per 19-node block). **Pass only**: the transformation itself (fxpasses: "
+        "`runner.run_pass`, i.e. the node index lookup, hook calls and surgery; Transformer: "
+        "`Transformer.run` building the new graph, without the final `GraphModule`). "
+        "**Whole run**: what a user calls, ready to run: `Pipeline([...]).run(gm)` (snapshot for "
+        "rollback, the pass, lint, one `recompile()`), the hand loop followed by `recompile()`, "
+        "and `Transformer.transform()` (which builds and compiles a new `GraphModule`). "
+        "Ratios are against the hand-written loop measured in the same run."
+    )
+    pass_rows, whole_rows = [], []
+    targets: dict[str, float] = {}
+    pipe = fxpasses.Pipeline([MulByOne], verify="none")
+    pipe_lint = fxpasses.Pipeline([MulByOne])
+    # warm-up (imports, first-call caches) on a tiny graph, for every variant alike
+    for fn in (hand_loop, run_node_pass, tb.transformer_graph, tb.transformer_module, pipe.run, pipe_lint.run):
+        fn(block_graph(100, compile=False))
+    for n in cfg.sizes:
+        reps = cfg.repeats_small if n <= 10_000 else cfg.repeats_big
+        model = BlockModel(n_blocks_for(n))
+
+        def fresh(compile: bool = False) -> torch.fx.GraphModule:
+            return block_graph(n, model=model, compile=compile)
+
+        def check_count(gm: Any, out: Any) -> None:
+            left = sum(1 for x in gm.graph.nodes if x.target in MULS and x.args[1:] == (1,))
+            assert left == 0, f"{left} x*1 nodes left"
+
+        nodes = len(fresh().graph.nodes)
+        loop = measure(hand_loop, fresh, reps, check_count)
+        npass = measure(run_node_pass, fresh, reps, check_count)
+        tr_reps = 1 if cfg.quick and n >= 10_000 else reps
+        if n <= 30_000:
+            tr = measure(tb.transformer_graph, fresh, tr_reps)
+            tr_s, tr_done = tr.median, True
+            tr_txt = str(tr)
+        else:
+            tr_s, tr_done, _ = run_limited("transformer_graph", n, cfg.slow_timeout)
+            tr_txt = fmt_s(tr_s) if tr_done else f"> {fmt_s(tr_s)} (stopped)"
+        pass_rows.append(
+            [
+                f"{nodes:,}",
+                str(loop),
+                str(npass),
+                tr_txt,
+                fmt_x(npass.median / loop.median),
+                fmt_x(tr_s / npass.median, lower_bound=not tr_done),
+            ]
+        )
+        targets[f"np_vs_loop_{n}"] = npass.median / loop.median
+        targets[f"tr_vs_np_{n}"] = tr_s / npass.median
+        targets[f"tr_done_{n}"] = float(tr_done)
+
+        # whole runs
+        loop_rc = measure(lambda gm: (hand_loop(gm), gm.recompile()), fresh, reps, check_count)
+        whole = measure(lambda gm: pipe.run(gm), fresh, reps, check_count)
+        whole_lint = measure(lambda gm: pipe_lint.run(gm), fresh, reps, check_count)
+        if n <= 30_000:
+            trm = measure(tb.transformer_module, fresh, tr_reps)
+            trm_s, trm_done, trm_txt = trm.median, True, str(trm)
+        else:
+            trm_s, trm_done, _ = run_limited("transformer_module", n, cfg.slow_timeout)
+            trm_txt = fmt_s(trm_s) if trm_done else f"> {fmt_s(trm_s)} (stopped)"
+        whole_rows.append(
+            [
+                f"{nodes:,}",
+                str(loop_rc),
+                str(whole),
+                str(whole_lint),
+                trm_txt,
+                fmt_x(whole.median / loop_rc.median),
+                fmt_x(whole_lint.median / loop_rc.median),
+                fmt_x(trm_s / whole_lint.median, lower_bound=not trm_done),
+            ]
+        )
+        del model
+    res.add("**Pass only** (median of repeats; n, min-max)")
+    res.add(
+        md_table(
+            ["nodes", "hand loop", "fxpasses NodePass", "Transformer", "NodePass / loop", "Transformer / NodePass"],
+            pass_rows,
+        )
+    )
+    res.add("**Whole run** (ready-to-run module)")
+    res.add(
+        md_table(
+            [
+                "nodes",
+                "loop + recompile",
+                "Pipeline verify=none",
+                "Pipeline verify=lint",
+                "Transformer.transform()",
+                "none / loop",
+                "lint / loop",
+                "Transformer / lint",
+            ],
+            whole_rows,
+        )
+    )
+    for n in cfg.sizes:
+        r = targets[f"np_vs_loop_{n}"]
+        res.targets.append(Target(f"dispatch {n:,} nodes: NodePass / hand loop", r, "<= 1.2x", r <= 1.2))
+    for n in cfg.sizes:
+        r = targets[f"tr_vs_np_{n}"]
+        lb = not targets[f"tr_done_{n}"]
+        res.targets.append(
+            Target(
+                f"dispatch {n:,} nodes: Transformer / NodePass",
+                r,
+                ">= 10x",
+                r >= 10,
+                "lower bound (Transformer stopped)" if lb else "",
+            )
+        )
+    return res

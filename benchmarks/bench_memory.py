@@ -1,0 +1,204 @@
+"""7. Peak memory of a pipeline run with rollback snapshots, without them, and with
+``snapshot_tensors=True``.
+
+Python objects (the graph, snapshots) are measured with ``tracemalloc`` on the synthetic
+graph; tensor memory (parameter copies of ``snapshot_tensors=True``) is invisible to
+tracemalloc, so it is measured as peak resident memory (Linux ``VmHWM``, reset through
+``/proc/self/clear_refs``) of a subprocess running a real model.
+
+"Without snapshots" replaces the pipeline's ``Snapshot`` by a stub for the measurement only
+(benchmark code, no switch in fxpasses): every pass reports a change, nothing can be rolled back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import tracemalloc
+import warnings
+from typing import Any, Iterator
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class NoSnapshot:
+    """Stands in for fxpasses.snapshot.Snapshot: records nothing."""
+
+    def __init__(self, gm: Any, *, copy_tensors: bool = False) -> None:
+        self.unrestorable: list[str] = []
+
+    def changed(self) -> bool:
+        return True
+
+    def restore(self) -> None:  # pragma: no cover - not reached in the benchmark
+        raise RuntimeError("benchmark run without snapshots cannot roll back")
+
+
+@contextlib.contextmanager
+def snapshots_off() -> Iterator[None]:
+    import fxpasses.pipeline as pl
+
+    saved = pl.Snapshot
+    pl.Snapshot = NoSnapshot  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        pl.Snapshot = saved  # type: ignore[misc]
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def run(cfg: Any) -> Any:
+    import torch
+
+    import fxpasses
+    from fxpasses.snapshot import Snapshot
+
+    from bench_pipeline import PIPELINE
+    from common import Result, Target, md_table
+    from graphs import BlockModel, block_graph, n_blocks_for
+
+    res = Result("memory", "7. Peak memory: rollback snapshots on vs off")
+    n = cfg.small
+    model = BlockModel(n_blocks_for(n))
+    rows = []
+    peaks: dict[str, int] = {}
+
+    # size of the graph itself and of one snapshot
+    gc.collect()
+    tracemalloc.start()
+    t0 = tracemalloc.get_traced_memory()[0]
+    gm = block_graph(n, model=model, compile=False)
+    graph_bytes = tracemalloc.get_traced_memory()[0] - t0
+    t1 = tracemalloc.get_traced_memory()[0]
+    snap = Snapshot(gm)
+    snap_bytes = tracemalloc.get_traced_memory()[0] - t1
+    tracemalloc.stop()
+    del snap, gm
+    gc.collect()
+
+    for label, pipe_kwargs, off in (
+        ("rollback snapshots (default)", {}, False),
+        ("no snapshots (stub)", {}, True),
+        ("snapshot_tensors=True", {"snapshot_tensors": True}, False),
+    ):
+        pipe = fxpasses.Pipeline(PIPELINE, **pipe_kwargs)
+        gm = block_graph(n, model=model, compile=False)
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        with snapshots_off() if off else contextlib.nullcontext():
+            pipe.run(gm)
+        peak = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        peaks[label] = peak
+        del gm
+        gc.collect()
+    ref = peaks["no snapshots (stub)"]
+    for label, peak in peaks.items():
+        rows.append([label, _mb(peak), f"{peak / ref:.2f}x"])
+    res.add(
+        f"**Python heap** (`tracemalloc`), pipeline over the {n:,}-node block graph: peak traced "
+        f"memory above the start of the run. For scale: the graph module itself takes "
+        f"{_mb(graph_bytes)} ({graph_bytes / n:.0f} B/node); one `Snapshot` {_mb(snap_bytes)} "
+        f"({snap_bytes / n:.0f} B/node, {snap_bytes / graph_bytes:.0%} of the graph; only one "
+        "lives at a time). Tensor storage is not seen by tracemalloc."
+    )
+    res.add(md_table(["pipeline run", "peak above start", "vs no snapshots"], rows))
+    res.targets.append(
+        Target(
+            "peak heap with rollback / without (synthetic graph)",
+            peaks["rollback snapshots (default)"] / ref,
+            "(reported)",
+            None,
+        )
+    )
+
+    # RSS with a real model, one subprocess per variant
+    model_kw = "quick" if cfg.quick else "full"
+    rss_rows = []
+    rss: dict[str, dict[str, Any]] = {}
+    for variant in ("default", "nosnap", "tensors"):
+        out = subprocess.run(
+            [sys.executable, os.path.join(HERE, "bench_memory.py"), variant, model_kw],
+            capture_output=True, text=True, timeout=600,
+        )
+        line = [x for x in out.stdout.splitlines() if x.startswith("{")]
+        if out.returncode != 0 or not line:
+            raise RuntimeError(f"memory subprocess {variant} failed: {out.stderr[-2000:]}")
+        rss[variant] = json.loads(line[-1])
+    ref_rss = rss["nosnap"]["peak_delta"]
+    names = {"default": "rollback snapshots (default)", "nosnap": "no snapshots (stub)", "tensors": "snapshot_tensors=True"}
+    for v, d in rss.items():
+        rss_rows.append([names[v], _mb(d["peak_delta"]), f"{d['peak_delta'] / ref_rss:.2f}x" if ref_rss > 0 else "-"])
+    d0 = rss["default"]
+    res.add(
+        f"**Resident memory** (peak `VmHWM` above the RSS before the run, one subprocess per row), "
+        f"pipeline over `torch.export` of {d0['model']} ({d0['params_mb']:.0f} MiB of parameters "
+        f"and buffers, {d0['nodes']} nodes)."
+    )
+    res.add(md_table(["pipeline run", "peak RSS above start", "vs no snapshots"], rss_rows))
+    res.targets.append(
+        Target(
+            "peak RSS snapshot_tensors=True / without snapshots (real model)",
+            rss["tensors"]["peak_delta"] / ref_rss if ref_rss > 0 else None,
+            "(reported)",
+            None,
+            "copies every parameter and buffer while a pass runs",
+        )
+    )
+    return res
+
+
+# ------------------------------------------------------------------ child process
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        m = re.search(rf"{key}:\s+(\d+) kB", f.read())
+    return int(m.group(1)) * 1024 if m else 0
+
+
+def _child(variant: str, size: str) -> None:
+    warnings.simplefilter("ignore")
+    import torch
+
+    sys.path.insert(0, HERE)
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+    import models
+
+    import fxpasses
+    from bench_pipeline import PIPELINE
+
+    if size == "quick":
+        label, model = "GPT-2 2x128", models.gpt2(n_layer=2, n_embd=128, n_head=4)
+    else:
+        label, model = "GPT-2 12x768", models.gpt2(n_layer=12, n_embd=768, n_head=12)
+    x = torch.randint(0, 1000, (1, 32))
+    gm = torch.export.export(model, (x,)).module()
+    del model
+    params = sum(t.numel() * t.element_size() for t in list(gm.parameters()) + list(gm.buffers()))
+    pipe = fxpasses.Pipeline(PIPELINE, snapshot_tensors=(variant == "tensors"))
+    nodes = len(gm.graph.nodes)
+    gc.collect()
+    time.sleep(0.1)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _status("VmRSS")
+    with snapshots_off() if variant == "nosnap" else contextlib.nullcontext():
+        pipe.run(gm)
+    peak = _status("VmHWM")
+    print(json.dumps({"peak_delta": peak - before, "model": label, "params_mb": params / 2**20, "nodes": nodes}))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], sys.argv[2])

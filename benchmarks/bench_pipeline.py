@@ -1,0 +1,348 @@
+"""2. The built-in pipeline vs torch's PassManager and one recompile(); 3. each built-in pass
+vs torch's equivalent; 5. scaling from the small to the big graph."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.fx
+
+import fxpasses
+
+import torch_baselines as tb
+from common import Config, Result, Stat, Target, fmt_s, fmt_x, md_table, measure
+from graphs import BlockModel, block_graph, n_blocks_for
+from slow import run_limited
+
+PIPELINE = [
+    "remove_dropout",
+    "fuse_conv_bn",
+    "simplify_algebra",
+    "fold_constants",
+    "eliminate_common_subexpressions",
+    "eliminate_dead_code",
+]
+TORCH_TRIO = ["remove_dropout", "eliminate_common_subexpressions", "eliminate_dead_code"]
+
+
+def run_pipeline(names: list[str]) -> Callable[[torch.fx.GraphModule], Any]:
+    pipe = fxpasses.Pipeline(names)
+
+    def go(gm: torch.fx.GraphModule) -> Any:
+        return pipe.run(gm)
+
+    return go
+
+
+class _Sizes:
+    """Fresh graphs of one size around one shared model (see graphs.block_graph)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.model = BlockModel(n_blocks_for(n))
+
+    def fresh(self, compile: bool = False) -> torch.fx.GraphModule:
+        return block_graph(self.n, model=self.model, compile=compile)
+
+    def compiled(self) -> torch.fx.GraphModule:
+        return self.fresh(True)
+
+
+def _nodes_after(store: list[int]) -> Callable[[Any, Any], None]:
+    def check(gm: Any, out: Any) -> None:
+        m = out if isinstance(out, torch.fx.GraphModule) else gm
+        store.append(len(m.graph.nodes))
+
+    return check
+
+
+# --------------------------------------------------------------------------- leftovers
+
+def _is_dropout(gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+    if n.op == "call_module":
+        return isinstance(gm.get_submodule(n.target), torch.nn.modules.dropout._DropoutNd)
+    return n.op == "call_function" and "dropout" in getattr(n.target, "__name__", "")
+
+
+def _is_bn(gm: torch.fx.GraphModule, n: torch.fx.Node) -> bool:
+    return n.op == "call_module" and isinstance(gm.get_submodule(n.target), torch.nn.modules.batchnorm._BatchNorm)
+
+
+def _constant_calls(gm: torch.fx.GraphModule) -> int:
+    const: set[torch.fx.Node] = set()
+    count = 0
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            const.add(n)
+        elif n.op in ("call_function", "call_method", "call_module"):
+            ins = n.all_input_nodes
+            if ins and all(i in const for i in ins):
+                const.add(n)
+                count += 1
+    return count
+
+
+def _duplicates(gm: torch.fx.GraphModule) -> int:
+    seen: set[Any] = set()
+    dup = 0
+    for n in gm.graph.nodes:
+        if n.op not in ("call_function", "call_method", "call_module"):
+            continue
+        try:
+            key = (n.op, n.target, n.args, tuple(sorted(n.kwargs.items())))
+            if key in seen:
+                dup += 1
+            seen.add(key)
+        except TypeError:
+            pass
+    return dup
+
+
+def _dead(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if not n.users and n.op not in ("output", "placeholder") and not n.is_impure())
+
+
+#: what is left of each pass's job after it ran (0: all done)
+LEFTOVER: dict[str, tuple[str, Callable[[torch.fx.GraphModule], int]]] = {
+    "remove_dropout": ("dropout nodes", lambda gm: sum(_is_dropout(gm, n) for n in gm.graph.nodes)),
+    "fuse_conv_bn": ("batch-norm nodes", lambda gm: sum(_is_bn(gm, n) for n in gm.graph.nodes)),
+    "simplify_algebra": (
+        "x*1 / x+0 nodes",
+        lambda gm: sum(1 for n in gm.graph.nodes if n.op == "call_function" and n.args[1:] in ((1,), (0,))),
+    ),
+    "fold_constants": ("run-time ops on constants only", _constant_calls),
+    "eliminate_common_subexpressions": ("duplicate nodes", _duplicates),
+    "eliminate_dead_code": ("unused pure nodes", _dead),
+}
+
+
+# --------------------------------------------------------------------------- 2 + 5
+
+def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
+    res = Result("pipeline", "2. The built-in pipeline vs torch's PassManager and one recompile()")
+    scale = Result("scaling", "5. Scaling (small -> big graph)")
+    big, small = _Sizes(cfg.big), _Sizes(cfg.small)
+    pipe_all = run_pipeline(PIPELINE)
+    rows = []
+    per_pass: dict[int, dict[str, list[float]]] = {}
+    stats: dict[int, Stat] = {}
+    nodes: dict[int, tuple[int, int]] = {}
+    for sz, reps in ((small, cfg.repeats_small), (big, cfg.repeats_big)):
+        after: list[int] = []
+        passes: dict[str, list[float]] = {}
+
+        def go(gm: torch.fx.GraphModule, _after: list[int] = after, _passes: dict = passes) -> Any:
+            rep = pipe_all(gm)
+            for p in rep.passes:
+                _passes.setdefault(p.name, []).append(p.seconds)
+            return rep
+
+        before = len(sz.fresh().graph.nodes)
+        st = measure(go, sz.fresh, reps, _nodes_after(after))
+        rc = measure(lambda gm: gm.recompile(), sz.fresh, reps)
+        stats[sz.n] = st
+        per_pass[sz.n] = passes
+        nodes[sz.n] = (before, after[-1])
+        rows.append([f"{before:,}", f"{after[-1]:,}", str(st), str(rc), fmt_x(st.median / rc.median)])
+        if sz is big:
+            big_ratio = st.median / rc.median
+    res.add(
+        "The built-in pipeline (`" + ",".join(PIPELINE) + "`, default `verify=lint`, "
+        "`on_error=rollback`: a snapshot before and a `Graph.lint()` after each pass, one "
+        "`recompile()` at the end) against one `GraphModule.recompile()` of the input graph "
+        "(the cost every FX transformation pays at least once)."
+    )
+    res.add(md_table(["nodes", "after", "fxpasses pipeline", "one recompile()", "pipeline / recompile"], rows))
+    res.targets.append(Target(f"pipeline {cfg.big:,} nodes / one recompile()", big_ratio, "<= 1.5x", big_ratio <= 1.5))
+
+    # torch's PassManager at the small size (in process) and the big one (limited subprocess)
+    pm_rows = []
+    for label, names in (("dropout + CSE + DCE", TORCH_TRIO), ("all equivalents", PIPELINE)):
+        ours_after: list[int] = []
+        theirs_after: list[int] = []
+        ours = measure(run_pipeline(names), small.fresh, cfg.repeats_small, _nodes_after(ours_after))
+        reps = max(1, cfg.repeats_small - 2)
+        theirs = measure(lambda gm: tb.run_pass_manager(names, gm), small.compiled, reps, _nodes_after(theirs_after))
+        r = theirs.median / ours.median
+        torch_names = [n for n in names if tb.EQUIVALENTS.get(n) is not None]
+        pm_rows.append(
+            [
+                f"{nodes[cfg.small][0]:,}",
+                label,
+                str(ours),
+                f"{ours_after[-1]:,}",
+                str(theirs),
+                f"{theirs_after[-1]:,}",
+                fmt_x(r),
+            ]
+        )
+        if names is TORCH_TRIO:
+            res.targets.append(
+                Target(f"{cfg.small:,} nodes: torch PassManager (dropout, CSE, DCE) / fxpasses", r, ">= 15x", r >= 15)
+            )
+        _ = torch_names
+    big_pm = (("dropout + CSE + DCE", "pm_dropout_cse_dce", TORCH_TRIO), ("all equivalents", "pm_all", PIPELINE))
+    for label, kind, names in big_pm if cfg.slow_timeout > 0 else ():
+        ours = measure(run_pipeline(names), big.fresh, 1)
+        secs, done, extra = run_limited(kind, cfg.big, cfg.slow_timeout)
+        pm_rows.append(
+            [
+                f"{nodes[cfg.big][0]:,}",
+                label,
+                str(ours),
+                "",
+                fmt_s(secs) if done else f"> {fmt_s(secs)} (stopped)",
+                f"{extra.get('nodes_after', ''):,}" if done else "",
+                fmt_x(secs / ours.median, lower_bound=not done),
+            ]
+        )
+    res.add(
+        "torch's `PassManager` (it recompiles after every pass) running torch's equivalents "
+        "(see `benchmarks/torch_baselines.py`; simplify_algebra has none), against an fxpasses "
+        "pipeline of the same passes. "
+        + (
+            f"On the big graph torch runs once in a subprocess and is stopped after "
+            f"{cfg.slow_timeout:.0f} s (its remove_dropout re-traces the module and grows "
+            "superlinearly): the ratio is then a lower bound."
+            if cfg.slow_timeout > 0
+            else "(The quick run skips the big graph, where torch takes minutes.)"
+        )
+    )
+    res.add(
+        md_table(
+            ["nodes", "passes", "fxpasses", "nodes after", "torch PassManager", "nodes after", "torch / fxpasses"],
+            pm_rows,
+        )
+    )
+
+    # 5. scaling
+    ratio = stats[cfg.big].median / stats[cfg.small].median
+    node_ratio = nodes[cfg.big][0] / nodes[cfg.small][0]
+    srows = [["whole pipeline", fmt_s(stats[cfg.small].median), fmt_s(stats[cfg.big].median), fmt_x(ratio)]]
+    for name in PIPELINE:
+        a = _median(per_pass[cfg.small].get(name, []))
+        b = _median(per_pass[cfg.big].get(name, []))
+        srows.append([name, fmt_s(a), fmt_s(b), fmt_x(b / a) if a and b else "-"])
+    scale.add(
+        f"Pipeline time on {nodes[cfg.small][0]:,} vs {nodes[cfg.big][0]:,} nodes "
+        f"({node_ratio:.1f}x the nodes), from the runs of group 2; per pass: the pass's own "
+        "time from the run report (pass, verification)."
+    )
+    scale.add(md_table(["", f"{cfg.small:,} nodes", f"{cfg.big:,} nodes", "time ratio"], srows))
+    bound = 12 * node_ratio / 10
+    scale.targets.append(
+        Target(
+            f"scaling {cfg.small:,} -> {cfg.big:,} nodes ({node_ratio:.1f}x nodes)",
+            ratio,
+            f"<= {bound:.1f}x",
+            ratio <= bound,
+        )
+    )
+    return res, scale
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    s = sorted(xs)
+    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+
+
+# --------------------------------------------------------------------------- 3
+
+def run_per_pass(cfg: Config) -> Result:
+    res = Result("per_pass", "3. Each built-in pass vs torch's equivalent")
+    sz = _Sizes(cfg.small)
+    rows = []
+    nodes0 = len(sz.fresh().graph.nodes)
+    for name in PIPELINE:
+        eq = tb.EQUIVALENTS[name]
+        ours_after: list[int] = []
+        ours_left: list[int] = []
+        own: list[float] = []
+        pipe = fxpasses.Pipeline([name])
+
+        def ours_run(gm: torch.fx.GraphModule, _own: list[float] = own) -> Any:
+            rep = pipe.run(gm)
+            _own.append(rep.passes[0].seconds)
+            return gm
+
+        what, left_fn = LEFTOVER[name]
+
+        def ours_check(gm: Any, out: Any, _a: list[int] = ours_after, _l: list[int] = ours_left, _f: Any = left_fn) -> None:
+            _a.append(len(out.graph.nodes))
+            _l.append(_f(out))
+
+        ours = measure(ours_run, sz.fresh, cfg.repeats_small, ours_check)
+        if eq is None:
+            rows.append(
+                [name, "(none)", str(ours), "-", "-", f"{nodes0 - ours_after[-1]:,}", "-", f"{ours_left[-1]} / -", what]
+            )
+            res.targets.append(Target(f"{name} vs torch", None, "no slower, >= nodes", None, "torch has no equivalent"))
+            continue
+        fn, tname = eq
+        theirs_after: list[int] = []
+        theirs_left: list[int] = []
+
+        def theirs_check(gm: Any, out: Any, _a: list[int] = theirs_after, _l: list[int] = theirs_left, _f: Any = left_fn) -> None:
+            _a.append(len(out.graph.nodes))
+            _l.append(_f(out))
+
+        setup = sz.compiled if name == "remove_dropout" else sz.fresh
+        reps = max(1, cfg.repeats_small - 2) if name == "remove_dropout" else cfg.repeats_small
+        theirs = measure(fn, setup, reps, theirs_check)
+        ratio = ours.median / theirs.median
+        ours_removed = nodes0 - ours_after[-1]
+        theirs_removed = nodes0 - theirs_after[-1]
+        rows.append(
+            [
+                name,
+                tname,
+                str(ours),
+                str(theirs),
+                fmt_x(ratio),
+                f"{ours_removed:,}",
+                f"{theirs_removed:,}",
+                f"{ours_left[-1]} / {theirs_left[-1]}",
+                what,
+            ]
+        )
+        ok = ratio <= 1.0 and ours_left[-1] <= theirs_left[-1]
+        res.targets.append(
+            Target(
+                f"{name}: time fxpasses / torch",
+                ratio,
+                "<= 1x, job done at least as fully",
+                ok,
+                f"left undone: {ours_left[-1]} vs torch {theirs_left[-1]} {what}",
+            )
+        )
+    res.add(
+        f"Each pass alone on the fresh {nodes0:,}-node block graph, as a user runs it, output ready "
+        "to run: fxpasses `Pipeline([name]).run(gm)` (snapshot, pass, lint, one `recompile()`); "
+        "torch's function (those that build a new `GraphModule` compile it; "
+        "`eliminate_dead_code` is followed by `recompile()`). *Left undone* counts what the pass "
+        "is for that remains in its output (e.g. dropout nodes after dropout removal); *nodes "
+        "removed* counts every node either removes, including side effects: torch's "
+        "`remove_dropout` re-traces the module, which evaluates the buffer arithmetic "
+        "(`scale * 2 + 1`) into constants, and `split_const_subgraphs` drops dead code (that is "
+        "`eliminate_dead_code`'s job in fxpasses)."
+    )
+    res.add(
+        md_table(
+            [
+                "pass",
+                "torch equivalent",
+                "fxpasses",
+                "torch",
+                "fxpasses / torch",
+                "nodes removed (fxpasses)",
+                "nodes removed (torch)",
+                "left undone (fxpasses / torch)",
+                "of",
+            ],
+            rows,
+        )
+    )
+    return res

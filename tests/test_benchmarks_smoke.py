@@ -1,0 +1,115 @@
+"""The benchmarks' graph builders and baselines stay valid (no timing here: benchmarks/run.py).
+
+Runs the builders at a few hundred nodes: the synthetic graph is the graph symbolic_trace gives
+for its model, every built-in pass has work to do on it, the pipeline preserves its outputs, and
+the torch baselines and the dispatch variants compute the same thing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import pytest
+import torch
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, BENCH)
+    try:
+        import bench_dispatch
+        import bench_pipeline
+        import graphs
+        import torch_baselines
+
+        yield graphs, torch_baselines, bench_dispatch, bench_pipeline
+    finally:
+        sys.path.remove(BENCH)
+
+
+N = 300
+
+
+def test_builder_matches_symbolic_trace(bench):
+    graphs = bench[0]
+    model = graphs.BlockModel(graphs.n_blocks_for(N))
+    built = graphs.block_graph(N, model=model)
+    traced = graphs.trace(model)
+    spell = lambda gm: [(n.op, str(n.target), n.name, tuple(map(str, n.args))) for n in gm.graph.nodes]  # noqa: E731
+    assert spell(built) == spell(traced)
+    x = graphs.example_input()
+    assert torch.equal(built(x), model(x))
+    lazy = graphs.block_graph(N, model=model, compile=False)
+    lazy.recompile()
+    assert lazy.code == built.code
+
+
+@pytest.mark.parametrize("compile", [True, False])
+def test_pipeline_does_every_pass_and_keeps_outputs(bench, compile):
+    import fxpasses
+
+    graphs, _, _, bench_pipeline = bench
+    model = graphs.BlockModel(graphs.n_blocks_for(N))
+    gm = graphs.block_graph(N, model=model, compile=compile)
+    x = graphs.example_input()
+    nb = graphs.n_blocks_for(N)
+    # numeric verification runs the module before the pipeline: only when it is compiled
+    verify = "numeric" if compile else "lint"
+    rep = fxpasses.Pipeline(bench_pipeline.PIPELINE, verify=verify, atol=1e-4, rtol=1e-4).run(gm, [x])
+    counters = {p.name: p.counters for p in rep.passes}
+    assert counters["remove_dropout"]["removed"] == nb
+    assert counters["fuse_conv_bn"]["fused"] == nb
+    assert counters["simplify_algebra"]["simplified"] == 2 * nb
+    assert counters["fold_constants"]["folded"] == nb
+    assert counters["eliminate_common_subexpressions"]["merged"] == 2 * nb
+    assert counters["eliminate_dead_code"]["removed_nodes"] == 2 * nb
+    assert len(gm.graph.nodes) == 9 * nb + 2
+    torch.testing.assert_close(gm(x), model(x), atol=1e-4, rtol=1e-4)
+    for name, (what, left) in bench_pipeline.LEFTOVER.items():
+        assert left(gm) == 0, f"{name}: {what} left"
+
+
+def test_torch_baselines_keep_outputs(bench):
+    graphs, tb, _, bench_pipeline = bench
+    model = graphs.BlockModel(graphs.n_blocks_for(N))
+    x = graphs.example_input()
+    ref = model(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, eq in tb.EQUIVALENTS.items():
+            if eq is None:
+                continue
+            out = eq[0](graphs.block_graph(N, model=model))
+            torch.testing.assert_close(out(x), ref, atol=1e-4, rtol=1e-4, msg=name)
+            what, left = bench_pipeline.LEFTOVER[name]
+            if name != "fold_constants":  # torch leaves getitem nodes of its folded tuple
+                assert left(out) == 0, f"{name}: {what} left by torch"
+        for names in (bench_pipeline.TORCH_TRIO, bench_pipeline.PIPELINE):
+            out = tb.run_pass_manager(list(names), graphs.block_graph(N, model=model))
+            torch.testing.assert_close(out(x), ref, atol=1e-4, rtol=1e-4)
+    # the shared model's leaf modules are never modified by any of them
+    torch.testing.assert_close(model(x), ref)
+
+
+def test_dispatch_variants_agree(bench):
+    graphs, tb, bd, _ = bench
+    model = graphs.BlockModel(graphs.n_blocks_for(N))
+    x = graphs.example_input()
+    ref = model(x)
+    codes = []
+    for fn in (bd.hand_loop, bd.run_node_pass):
+        gm = graphs.block_graph(N, model=model, compile=False)
+        fn(gm)
+        gm.recompile()
+        torch.testing.assert_close(gm(x), ref)
+        codes.append(gm.code)
+    assert codes[0] == codes[1]
+    gm = graphs.block_graph(N, model=model)
+    new = tb.transformer_module(gm)
+    torch.testing.assert_close(new(x), ref)
+    expected = len(gm.graph.nodes) - graphs.n_blocks_for(N)  # one x * 1 per block
+    assert len(tb.transformer_graph(gm).nodes) == len(new.graph.nodes) == expected
