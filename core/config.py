@@ -172,34 +172,163 @@ class Config(_Strict):
 def validation_problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[str, str, Any]]:
     """``(field path, message, given value)`` for each error of a pydantic ``ValidationError``.
 
-    Unknown keys get a "did you mean" suggestion from the model's field names.
+    Unknown keys get a "did you mean" suggestion from the model's field names. For a field that
+    takes one of several types (``pipeline``: a string or a list), pydantic reports a failure
+    under every alternative; only the alternative that fits the given value is kept (the one
+    whose errors reach deepest), and alternatives that all fail at once are merged into one
+    "should be X or Y" message. Union tags are left out of the field paths.
     """
+    items = [_Problem(err, model) for err in exc.errors()]
+    items = _pick_union_branches(items)
     problems = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        msg = err["msg"]
+    for it in items:
+        err = it.err
+        loc = ".".join(str(p) for p in it.loc) or "(root)"
+        msg = it.msg
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
         if err["type"] == "extra_forbidden" and model is not None:
-            fields = _fields_at(model, err["loc"][:-1])
-            close = difflib.get_close_matches(str(err["loc"][-1]), fields, n=1, cutoff=0.6)
+            fields = it.parent_fields
+            close = difflib.get_close_matches(str(it.loc[-1]), fields, n=1, cutoff=0.6) if it.loc else []
             msg = "unknown option"
             if close:
                 msg += f"; did you mean {close[0]!r}?"
             if fields:
                 msg += f" (valid: {', '.join(fields)})"
-        problems.append((loc, msg, err.get("input")))
+        problems.append((loc, msg, it.input))
     return problems
 
 
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    cur: Any = model
-    for part in loc:
-        if isinstance(cur, type) and issubclass(cur, BaseModel) and part in cur.model_fields:
-            cur = cur.model_fields[part].annotation
+class _Problem:
+    """One pydantic error with union tags taken out of its location."""
+
+    def __init__(self, err: Any, model: type[BaseModel] | None) -> None:
+        self.err = err
+        self.msg = err["msg"]
+        self.input = err.get("input")
+        self.loc: tuple[Any, ...] = ()
+        self.unions: list[tuple[tuple[Any, ...], str]] = []  # (path of the union, branch tag)
+        self.parent_fields: list[str] = []
+        cur: Any = model
+        raw = tuple(err["loc"])
+        for i, part in enumerate(raw):
+            cur = _unwrap(cur)
+            members = _union_members(cur)
+            if members is not None and isinstance(part, str):
+                chosen = _branch(members, part)
+                if chosen is not _NO_BRANCH:
+                    self.unions.append((self.loc, part))
+                    cur = chosen
+                    continue
+            if i == len(raw) - 1 and isinstance(cur, type) and issubclass(cur, BaseModel):
+                self.parent_fields = list(cur.model_fields)
+            self.loc += (part,)
+            cur = _child(cur, part)
+        if not raw and isinstance(cur, type) and issubclass(cur, BaseModel):
+            self.parent_fields = list(cur.model_fields)
+
+
+_NO_BRANCH = object()
+
+
+def _unwrap(ann: Any) -> Any:
+    """``Annotated[X, ...]`` -> X; ``Optional[X]`` -> X."""
+    import typing
+
+    while True:
+        origin = typing.get_origin(ann)
+        if origin is typing.Annotated:
+            ann = typing.get_args(ann)[0]
+            continue
+        members = _union_members(ann, keep_none=True)
+        if members is not None:
+            rest = [m for m in members if m is not type(None)]
+            if len(rest) == 1:
+                ann = rest[0]
+                continue
+        return ann
+
+
+def _union_members(ann: Any, keep_none: bool = False) -> list[Any] | None:
+    import types
+    import typing
+
+    if typing.get_origin(ann) in (Union, types.UnionType):
+        members = list(typing.get_args(ann))
+        return members if keep_none else [m for m in members if m is not type(None)]
+    return None
+
+
+def _branch(members: list[Any], tag: str) -> Any:
+    """The union member pydantic names ``tag`` (``str``, ``list[...]``, a model's name)."""
+    import typing
+
+    for m in members:
+        m2 = _unwrap(m)
+        origin = typing.get_origin(m2)
+        if isinstance(m2, type) and m2.__name__ == tag:
+            return m2
+        if origin is not None and tag.startswith(f"{getattr(origin, '__name__', origin)}["):
+            return m2
+        if typing.get_origin(m2) is Literal and tag.startswith("literal["):
+            return m2
+    return _NO_BRANCH
+
+
+def _child(ann: Any, part: Any) -> Any:
+    import typing
+
+    ann = _unwrap(ann)
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        f = ann.model_fields.get(part) if isinstance(part, str) else None
+        return f.annotation if f is not None else None
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin in (list, set, frozenset) and args:
+        return args[0]
+    if origin is tuple and args:
+        return args[0] if len(args) == 2 and args[1] is Ellipsis else (args[part] if isinstance(part, int) and part < len(args) else None)
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return None
+
+
+def _pick_union_branches(items: list[_Problem]) -> list[_Problem]:
+    """At each union where alternatives disagree, keep the alternative that fits the value."""
+    while True:
+        points: dict[tuple[Any, ...], set[str]] = {}
+        for it in items:
+            for path, tag in it.unions:
+                points.setdefault(path, set()).add(tag)
+        contested = sorted((p for p, tags in points.items() if len(tags) > 1), key=len)
+        if not contested:
+            return items
+        path = contested[0]
+        through = [it for it in items if any(p == path for p, _ in it.unions)]
+        others = [it for it in items if it not in through]
+        depth: dict[str, int] = {}
+        for it in through:
+            tag = next(t for p, t in it.unions if p == path)
+            depth[tag] = max(depth.get(tag, 0), len(it.loc))
+        best = max(depth.values())
+        keep = {t for t, d in depth.items() if d == best}
+        chosen = [it for it in through if next(t for p, t in it.unions if p == path) in keep]
+        if len(keep) > 1 and best == len(path):
+            # every alternative failed on the value itself: one merged message
+            first = chosen[0]
+            wants = []
+            for it in chosen:
+                m = it.msg[len("Input should be "):] if it.msg.startswith("Input should be ") else it.msg
+                if m not in wants:
+                    wants.append(m)
+            first.msg = "Input should be " + " or ".join(wants)
+            first.unions = [(p, t) for p, t in first.unions if p != path]
+            chosen = [first]
         else:
-            return []
-    if isinstance(cur, type) and issubclass(cur, BaseModel):
-        return list(cur.model_fields)
-    return []
+            for it in chosen:
+                it.unions = [(p, t) for p, t in it.unions if p != path]
+        items = others + chosen
+        items.sort(key=lambda it: [str(x) for x in it.loc])
 
 
 def validate_options(pass_name: str, options_cls: type[BaseModel], raw: Any, source: str | None) -> BaseModel:
@@ -234,11 +363,9 @@ def _read(path: Path) -> Any:
         if suffix == ".toml":
             data = tomllib.loads(text)
         elif suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
+            data = _load_yaml(text)
         elif suffix == ".json":
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
         else:
             raise ConfigError(
                 f"unsupported config file type {suffix or '(none)'!r}: use .toml, .yaml, .yml or .json",
@@ -248,11 +375,53 @@ def _read(path: Path) -> Any:
         raise
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", source=str(path)) from None
+    except _DuplicateKey as exc:
+        kind = "JSON" if suffix == ".json" else "YAML"
+        raise ConfigError(f"invalid {kind}: {exc}", source=str(path)) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc}", source=str(path)) from None
     except Exception as exc:  # yaml.YAMLError and friends
         raise ConfigError(f"invalid YAML: {exc}", source=str(path)) from None
     return data
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """A JSON object hook that refuses a key given twice (json keeps the last one silently)."""
+    out: dict[Any, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that refuses a mapping key given twice (PyYAML keeps the last one)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            try:
+                dup = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+            if dup:
+                mark = key_node.start_mark
+                raise _DuplicateKey(f"duplicate key {key!r} (line {mark.line + 1}, column {mark.column + 1})")
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 def load_config_file(path: str | Path) -> Config:
