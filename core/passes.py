@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import types
+import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from .errors import PassDefinitionError
 
@@ -53,9 +55,34 @@ DIALECTS = ("symbolic_trace", "dynamo", "export")
 
 
 class PassOptions(BaseModel):
-    """Base class of pass options: unknown keys are rejected, instances are immutable."""
+    """Base class of pass options: unknown keys are rejected, instances are immutable, and
+    values are not coerced between types (pydantic strict mode: ``true`` is not an ``int``,
+    ``"12"`` is not a number, ``1.5`` is not an ``int``; an ``int`` is accepted for a
+    ``float``). Config files and pipeline strings give lists; a field typed as a ``tuple``
+    accepts them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lists_to_tuples(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, value in data.items():
+            f = cls.model_fields.get(name)
+            if isinstance(value, list) and f is not None and _is_tuple_type(f.annotation):
+                out[name] = tuple(value)
+        return out
+
+
+def _is_tuple_type(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_tuple_type(a) for a in typing.get_args(annotation))
+    return False
 
 
 # ---------------------------------------------------------------------------------------------

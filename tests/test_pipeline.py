@@ -258,3 +258,31 @@ def test_run_report_counts_and_changed_flags():
     assert report.nodes_before == 4 and report.nodes_after == 3
     assert torch.equal(gm(torch.ones(2)), torch.full((2,), 2.0))
     assert "mul_1" not in gm.code or "x * 2" in gm.code.replace("mul_1", "x")
+
+
+@pytest.mark.parametrize(
+    "spec, field, given",
+    [
+        ("cse{max_numel=true}", "max_numel", True),
+        ("cse{max_numel='12'}", "max_numel", "12"),
+        ("cse{max_numel=1e3}", "max_numel", 1000.0),
+        ("cse{skip_random_ops=1}", "skip_random_ops", 1),
+        ("cse{scale='0.5'}", "scale", "0.5"),
+        ("cse{names=a}", "names", "a"),
+    ],
+)
+def test_options_are_not_coerced_between_types(reg, spec, field, given):
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string(spec, registry=reg)
+    assert info.value.problems[0][0] == field and info.value.problems[0][2] == given
+
+
+def test_int_accepted_for_float_and_list_for_tuple():
+    class TupleOptions(fxpasses.PassOptions):
+        ops: tuple[str, ...] = ()
+        scale: float = 1.0
+
+    r = Registry(autoload=False)
+    r.register(make_pass("tup", options=TupleOptions))
+    step = Pipeline.from_string("tup{ops=[a, b],scale=2}", registry=r).plan().steps[0]
+    assert step.options.ops == ("a", "b") and step.options.scale == 2.0 and type(step.options.scale) is float
