@@ -3,8 +3,8 @@
 =================  ==========================================================================
 dialect            how
 =================  ==========================================================================
-``symbolic_trace`` ``torch.fx.symbolic_trace(model)``: torch-level ops, submodules as
-                   ``call_module``, parameters read through the modules
+``symbolic_trace`` ``torch.fx.symbolic_trace(model)`` (recording stack traces): torch-level
+                   ops, submodules as ``call_module``, parameters read through the modules
 ``dynamo``         ``torch.compile(model, backend=<capture>, fullgraph=True)``: the graph
                    TorchDynamo hands a backend; parameters and buffers arrive as placeholders,
                    so the captured inputs are ``[*parameters_and_buffers, *inputs]`` in the
@@ -37,6 +37,18 @@ class Captured:
     dialect: str
 
 
+def _short(exc: BaseException, max_lines: int = 6) -> str:
+    """The informative head of a torch error: up to its hints/debug context, a few lines."""
+    lines = []
+    for line in str(exc).strip().splitlines():
+        if line.strip().startswith(("Hint:", "Developer debug context", "For more details", "from user code:")):
+            break
+        if line.strip():
+            lines.append(line.rstrip())
+    text = "\n".join(lines[:max_lines])
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def capture(model: torch.nn.Module, example_inputs: Sequence[Any], dialect: str) -> Captured:
     """Capture ``model`` called on ``example_inputs`` in ``dialect`` (see the module doc).
 
@@ -47,15 +59,20 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], dialect: str)
     inputs = tuple(example_inputs)
     if dialect == "symbolic_trace":
         try:
-            gm = torch.fx.symbolic_trace(model)
+            # as torch.fx.symbolic_trace, but recording each node's stack trace so that
+            # errors can name the user's source line
+            tracer = torch.fx.Tracer()
+            tracer.record_stack_traces = True
+            graph = tracer.trace(model)
+            gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
         except Exception as exc:
-            raise UserError(f"symbolic_trace could not trace {type(model).__name__}: {exc}") from exc
+            raise UserError(f"symbolic_trace could not trace {type(model).__name__}: {_short(exc)}") from exc
         return Captured(gm, list(inputs), dialect)
     if dialect == "export":
         try:
             gm = torch.export.export(model, inputs).module()
         except Exception as exc:
-            raise UserError(f"torch.export could not capture {type(model).__name__}: {exc}") from exc
+            raise UserError(f"torch.export could not capture {type(model).__name__}: {_short(exc)}") from exc
         return Captured(gm, list(inputs), dialect)
     if dialect == "dynamo":
         return _capture_dynamo(model, inputs)
@@ -82,7 +99,7 @@ def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...]) -> Captured
             torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs)
         except Exception as exc:
             raise UserError(
-                f"TorchDynamo could not capture {type(model).__name__} as one graph: {exc}"
+                f"TorchDynamo could not capture {type(model).__name__} as one graph: {_short(exc)}"
             ) from exc
         if graphs:
             break

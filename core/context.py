@@ -349,7 +349,7 @@ def describe_node(node: Node) -> dict[str, str]:
     }
 
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)(?:\n(?![ \t]*File ")[ \t]*(.*))?')
 
 
 def user_source_line(node: Node) -> str | None:
@@ -371,7 +371,8 @@ def user_source_line(node: Node) -> str | None:
         if "/torch/" not in path and "/site-packages/" not in path:
             chosen = frame
             break
-    return f'File "{chosen[0]}", line {chosen[1]}, in {chosen[2]}: {chosen[3].strip()}'
+    code = chosen[3].strip()
+    return f'File "{chosen[0]}", line {chosen[1]}, in {chosen[2]}' + (f": {code}" if code else "")
 
 
 def tensor_info(node: Node) -> tuple[torch.Size, torch.dtype] | None:

@@ -10,9 +10,16 @@
 5. Check the outputs of the optimized graph against the captured graph before the pipeline
    (``atol``/``rtol`` of the config) and measure the latency of both (median of repeated
    runs, after warm-up).
-6. Save: for the export capture a ``model.pt2`` (re-exported from the optimized graph) that
-   ``torch.export.load`` reads back, checked to give the same outputs; otherwise the generated
-   code (``model.py``) and the state dict (``state_dict.pt``). ``report.json`` always.
+6. Save (the output directory is checked for writability first, before any work): for the
+   export capture a ``model.pt2`` (re-exported from the optimized graph) that
+   ``torch.export.load`` reads back, checked to give the same outputs; otherwise torch.fx's
+   ``GraphModule.to_folder``: ``module/module.py`` (a class ``OptimizedModule`` with its
+   imports) and ``module/state_dict.pt``; for the dynamo capture also ``inputs.pt`` (the
+   graph's inputs, parameters included, since TorchDynamo passes them as inputs).
+   ``report.json`` always. Relative output paths are relative to the working directory.
+
+Outputs are compared with :func:`fxpasses.verify.call_isolated`: each call starts from the
+same module state, on copies of the inputs, under one RNG seed.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import json
+import os
 import statistics
 import sys
 import time
@@ -33,9 +42,10 @@ import torch
 from .capture import Captured, capture
 from .config import Config, InputSpec, ModelConfig, parse_config
 from .errors import ConfigError, UserError, VerificationError
-from .pipeline import Pipeline, clone_outputs, compare_outputs
+from .pipeline import Pipeline
 from .registry import Registry
 from .report import RunReport
+from .verify import TensorState, call_isolated, clone_outputs, compare_outputs
 
 __all__ = [
     "JobResult",
@@ -202,9 +212,13 @@ def _build_model(mc: ModelConfig, base_dir: Path | None) -> torch.nn.Module:
     assert mc.factory is not None
     factory = load_factory(mc.factory, base_dir)
     try:
-        model = factory(**mc.kwargs)
+        inspect.signature(factory).bind(**mc.kwargs)
     except TypeError as exc:
-        raise ConfigError(f"calling {mc.factory} with kwargs {mc.kwargs}: {exc}", source="[model] kwargs") from exc
+        raise ConfigError(f"{mc.factory} does not take kwargs {mc.kwargs}: {exc}", source="[model] kwargs") from exc
+    except ValueError:  # no signature (a builtin): let the call say
+        pass
+    try:
+        model = factory(**mc.kwargs)
     except Exception as exc:
         raise ConfigError(
             f"the model factory {mc.factory} raised {type(exc).__name__}: {exc}", source="[model] factory"
@@ -323,24 +337,32 @@ def run_job(
         reproducer.pipeline = pipeline
         instruments = [*instruments, reproducer]
     mc = cfg.model
+    out_dir = Path(output) if output is not None else (Path(cfg.output) if cfg.output else None)
+    if save and out_dir is not None:
+        _check_writable(out_dir)  # before the expensive part, and without writing anything
     model_in = prepare_model(cfg)
     cap = model_in.captured
     gm = cap.gm
-    with torch.no_grad():
-        try:
-            expected = clone_outputs(gm(*cap.inputs))
-        except Exception as exc:
-            if mc.graph is None:
-                raise
-            raise UserError(f"the graph of [model] graph does not run on [model] inputs: {type(exc).__name__}: {exc}") from exc
-    before_ms = _latency_ms(lambda: gm(*cap.inputs), repeat)
+    # Every comparison call starts from the same module state, on input copies, under one
+    # seed (fxpasses.verify), so models that write buffers/inputs or draw random numbers
+    # compare like for like; timing runs in between do not leak into the comparison.
+    state = TensorState(gm)
+    try:
+        expected = call_isolated(gm, cap.inputs, state)
+    except Exception as exc:
+        what = "[model] graph" if mc.graph is not None else "the captured model"
+        raise ConfigError(
+            f"{what} does not run on the given inputs: {type(exc).__name__}: {exc}", source="[model] inputs"
+        ) from exc
+    before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs)), repeat)
+    state.restore()
     report = pipeline.run(gm, cap.inputs, instruments=instruments, rewrite_limit=rewrite_limit)
-    with torch.no_grad():
-        actual = clone_outputs(gm(*cap.inputs))
+    actual = call_isolated(gm, cap.inputs, state)
     cmp = compare_outputs(actual, expected, cfg.atol, cfg.rtol)
     if cmp.message:
         raise VerificationError(f"the optimized model's outputs differ from the original: {cmp.message}")
-    after_ms = _latency_ms(lambda: gm(*cap.inputs), repeat)
+    after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs)), repeat)
+    state.restore()
     result = JobResult(
         report=report,
         max_abs_error=cmp.max_abs,
@@ -349,37 +371,60 @@ def run_job(
         capture_seconds=model_in.seconds,
         model_name=model_in.name,
     )
-    out_dir = Path(output) if output is not None else (Path(cfg.output) if cfg.output else None)
     if save and out_dir is not None:
-        result.saved = _save(gm, cap.inputs, cap.dialect if mc.graph is None else "graph", out_dir, expected, cfg)
+        result.saved = _save(gm, cap.inputs, cap.dialect if mc.graph is None else "graph", out_dir, expected, cfg, state)
         (out_dir / "report.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
         result.saved.append(out_dir / "report.json")
     return result
 
 
+def _check_writable(out_dir: Path) -> None:
+    """Raise a UserError now if ``out_dir`` could not be created or written later."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"output path {out_dir} exists and is not a directory")
+    probe = out_dir
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write the output directory {out_dir}: {probe} is not a writable directory")
+
+
 def _save(
-    gm: torch.fx.GraphModule, inputs: list[Any], capture_kind: str, out_dir: Path, expected: Any, cfg: Config
+    gm: torch.fx.GraphModule,
+    inputs: list[Any],
+    capture_kind: str,
+    out_dir: Path,
+    expected: Any,
+    cfg: Config,
+    state: TensorState,
 ) -> list[Path]:
+    """Write the optimized model (see the module doc); check that what is written reads back."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create output directory {out_dir}: {exc}") from exc
-    saved = []
     if capture_kind == "export":
         path = out_dir / "model.pt2"
-        ep = torch.export.export(gm, tuple(inputs))
+        state.restore()
+        ep = torch.export.export(gm, tuple(clone_outputs(inputs)))
+        state.restore()
         torch.export.save(ep, str(path))
         loaded = torch.export.load(str(path)).module()
-        with torch.no_grad():
-            got = clone_outputs(loaded(*inputs))
+        got = call_isolated(loaded, inputs, TensorState(loaded))
         cmp = compare_outputs(got, expected, cfg.atol, cfg.rtol)
         if cmp.message:
             raise VerificationError(f"{path} read back with torch.export.load gives other outputs: {cmp.message}")
+        return [path]
+    # torch.fx's own writer: a module.py with imports and a class, plus state_dict.pt;
+    # `import <out_dir>.module` (or run module.py's class) gives the module back.
+    folder = out_dir / "module"
+    gm.to_folder(folder, "OptimizedModule")
+    saved = sorted(p for p in folder.rglob("*") if p.is_file())
+    if capture_kind == "dynamo":
+        # TorchDynamo graphs take parameters and buffers as inputs: keep them to call it
+        path = out_dir / "inputs.pt"
+        torch.save([t.detach() if isinstance(t, torch.Tensor) else t for t in inputs], path)
         saved.append(path)
-    else:
-        code = out_dir / "model.py"
-        code.write_text(gm.code)
-        state = out_dir / "state_dict.pt"
-        torch.save(gm.state_dict(), state)
-        saved += [code, state]
     return saved

@@ -236,3 +236,72 @@ def test_numeric_verification_catches_a_wrong_rewrite_and_rolls_back():
         Pipeline(["wrong"], registry=reg, verify="numeric").run(gm, [x])
     assert_same_state(before, state(gm))
     assert torch.allclose(gm(x), model(x))
+
+
+def test_hook_error_names_node_args_kwargs_and_keeps_the_cause():
+    class SumBreaker(fxpasses.NodePass):
+        """Fails on sum nodes."""
+
+        name = "sum_breaker"
+
+        @fxpasses.on("sum")
+        def s(self, node, ctx):
+            raise KeyError("no rule for this reduction")
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.sum(x * 2, dim=1, keepdim=True)
+
+    tracer = torch.fx.Tracer()
+    tracer.record_stack_traces = True  # symbolic_trace records no source lines by default
+    gm = torch.fx.GraphModule(Net(), tracer.trace(Net()))
+    reg = Registry(autoload=False)
+    reg.register(SumBreaker)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["sum_breaker"], registry=reg).run(gm, [torch.ones(2, 3)])
+    err = info.value
+    assert err.node == {
+        "name": "sum_1",
+        "op": "call_function",
+        "target": "torch.sum",
+        "args": "(%mul,)",
+        "kwargs": "{dim: 1, keepdim: True}",
+    }
+    assert "at node %sum_1 (op=call_function, target=torch.sum, args=(%mul,), kwargs={dim: 1, keepdim: True})" in str(err)
+    assert "KeyError: 'no rule for this reduction'" in str(err)
+    assert isinstance(err.__cause__, KeyError)
+    assert "user code: File" in str(err) and "in forward: return torch.sum(x * 2, dim=1, keepdim=True)" in str(err)
+
+
+def test_symbolic_trace_capture_records_the_user_source_line(tmp_path):
+    from fxpasses.context import user_source_line
+
+    (tmp_path / "usermod.py").write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        y = torch.relu(x)\n"
+        "        return y + 1\n"
+    )
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("usermod", tmp_path / "usermod.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    gm = capture(mod.M(), [torch.ones(2)], "symbolic_trace").gm
+    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
+    line = user_source_line(relu)
+    assert line == f'File "{tmp_path / "usermod.py"}", line 4, in forward: y = torch.relu(x)'
+
+
+def test_source_line_of_a_frame_without_source_text():
+    from fxpasses.context import user_source_line
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x.meta["stack_trace"] = (
+        '  File "<stdin>", line 12, in forward\n'
+        '  File "/site-packages/torch/fx/proxy.py", line 800, in __torch_function__\n'
+        "    return tracer.create_proxy()\n"
+    )
+    assert user_source_line(x) == 'File "<stdin>", line 12, in forward'

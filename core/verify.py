@@ -1,0 +1,198 @@
+"""Numeric verification: run a module without leaving a trace, and compare nested outputs.
+
+A model may write its inputs or buffers in place (``x.add_(1)``, BatchNorm statistics, step
+counters) or draw random numbers. Comparing two runs is only fair when both start from the
+same state, so :func:`call_isolated` runs ``gm`` on fresh copies of the inputs, with the
+module's tensors reset to recorded values (:class:`TensorState`), under a fixed RNG seed in a
+forked RNG (the caller's random stream is left as it was), and puts the tensors back after.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+__all__ = [
+    "TensorState",
+    "call_isolated",
+    "clone_outputs",
+    "Comparison",
+    "compare_outputs",
+    "tolerances",
+    "SEED",
+]
+
+#: The RNG seed every verification call runs under.
+SEED = 0
+
+# Lower bounds for the tolerances of low-precision float outputs: torch.testing.assert_close's
+# defaults for these dtypes (rtol, atol). A float16 result of an exact rewrite can differ by an
+# ulp or two (~1e-3 relative), which no float32 tolerance admits.
+_DTYPE_FLOORS = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+}
+
+
+def tolerances(dtype: torch.dtype, atol: float, rtol: float) -> tuple[float, float]:
+    """``(atol, rtol)`` for outputs of ``dtype``: the given ones, raised for float16/bfloat16
+    to at least ``torch.testing.assert_close``'s defaults for that dtype."""
+    floor = _DTYPE_FLOORS.get(dtype)
+    if floor is None:
+        return atol, rtol
+    return max(atol, floor[1]), max(rtol, floor[0])
+
+
+def _module_tensors(gm: torch.nn.Module) -> list[torch.Tensor]:
+    seen: set[int] = set()
+    out = []
+    for t in (*gm.parameters(), *gm.buffers()):
+        if id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    for m in gm.modules():
+        for value in vars(m).values():
+            if isinstance(value, torch.Tensor) and id(value) not in seen:
+                seen.add(id(value))
+                out.append(value)
+    return out
+
+
+class TensorState:
+    """The values of every tensor a module holds (parameters, buffers, tensor attributes),
+    recorded by identity so that they can be put back after a run that wrote them."""
+
+    def __init__(self, gm: torch.nn.Module) -> None:
+        with torch.no_grad():
+            self.saved = [(t, t._version, t.detach().clone()) for t in _module_tensors(gm)]
+
+    def restore(self) -> None:
+        """Write the recorded values back into every tensor that was written since."""
+        with torch.no_grad():
+            for i, (t, version, value) in enumerate(self.saved):
+                if t._version != version:
+                    t.copy_(value)
+                    self.saved[i] = (t, t._version, value)
+
+
+def clone_outputs(out: Any) -> Any:
+    """Detached copies of every tensor in a (nested) output, structure kept."""
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (list, tuple)):
+        items = [clone_outputs(o) for o in out]
+        return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
+    if isinstance(out, dict):
+        return {k: clone_outputs(v) for k, v in out.items()}
+    return out
+
+
+def call_isolated(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: TensorState) -> Any:
+    """``gm(*inputs)`` from the recorded ``state``, on input copies, under :data:`SEED`.
+
+    The module's tensors are reset to ``state`` before the call and again after it, the
+    inputs are cloned (the caller's tensors are not written), and the RNG is forked so the
+    caller's random stream does not move. Returns detached copies of the outputs.
+    """
+    state.restore()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED)
+            return clone_outputs(gm(*clone_outputs(list(inputs or ()))))
+    finally:
+        state.restore()
+
+
+@dataclass
+class Comparison:
+    """Result of :func:`compare_outputs`: an empty ``message`` means equal within tolerance."""
+
+    message: str
+    max_abs: float
+
+
+def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: str = "output") -> Comparison:
+    """Compare nested outputs leaf by leaf: structure, dtype, shape, NaN positions, values.
+
+    Float values match when ``|actual - expected| <= atol + rtol * |expected|`` elementwise
+    (see :func:`tolerances` for float16/bfloat16); infinities must be equal; other dtypes and
+    Python values must be equal. Returns the first mismatch as a message naming the leaf
+    (``output[0][1]``) and the largest absolute error seen (0 when all match exactly).
+
+    Raises:
+        ValueError: ``atol`` or ``rtol`` is negative or not finite.
+    """
+    if not (math.isfinite(atol) and math.isfinite(rtol)) or atol < 0 or rtol < 0:
+        raise ValueError(f"atol and rtol must be finite and >= 0, got atol={atol!r}, rtol={rtol!r}")
+    worst = 0.0
+
+    def walk(a: Any, e: Any, p: str) -> str:
+        nonlocal worst
+        if isinstance(e, torch.Tensor):
+            e = e.detach()
+            if not isinstance(a, torch.Tensor):
+                return f"{p}: expected a tensor, got {type(a).__name__}"
+            a = a.detach()
+            if a.dtype != e.dtype:
+                return f"{p}: dtype changed from {e.dtype} to {a.dtype}"
+            if a.shape != e.shape:
+                return f"{p}: shape changed from {tuple(e.shape)} to {tuple(a.shape)}"
+            if e.numel() == 0:
+                return ""
+            if e.is_floating_point() or e.is_complex():
+                at, rt = tolerances(e.dtype, atol, rtol)
+                ea, aa = e.to(torch.complex128 if e.is_complex() else torch.float64), a.to(
+                    torch.complex128 if e.is_complex() else torch.float64
+                )
+                nan_e, nan_a = torch.isnan(ea), torch.isnan(aa)
+                if not torch.equal(nan_e, nan_a):
+                    return f"{p}: NaN positions differ"
+                inf_e, inf_a = torch.isinf(ea), torch.isinf(aa)
+                inf = inf_e | inf_a
+                if inf.any() and not torch.equal(ea[inf], aa[inf]):
+                    return f"{p}: infinities differ"
+                skip = nan_e | inf
+                diff = torch.where(skip, torch.zeros((), dtype=torch.float64), (aa - ea).abs())
+                m = float(diff.max())
+                worst = max(worst, m)
+                bad = diff > at + rt * torch.where(skip, torch.zeros((), dtype=torch.float64), ea.abs())
+                if bad.any():
+                    idx = tuple(int(i) for i in bad.nonzero()[0])
+                    return (
+                        f"{p}: max abs error {m:.3g} exceeds atol={at:g}, rtol={rt:g} "
+                        f"(first at index {idx}: {aa[idx].item():.6g} vs expected {ea[idx].item():.6g})"
+                    )
+                return ""
+            if not torch.equal(a, e):
+                m = float((a.to(torch.float64) - e.to(torch.float64)).abs().max())
+                worst = max(worst, m)
+                return f"{p}: values differ (max abs error {m:.3g})"
+            return ""
+        if isinstance(e, (list, tuple)):
+            if not isinstance(a, (list, tuple)) or len(a) != len(e):
+                got = f"{type(a).__name__} of {len(a)}" if isinstance(a, (list, tuple)) else type(a).__name__
+                return f"{p}: expected a sequence of {len(e)}, got {got}"
+            for i, (x, y) in enumerate(zip(a, e)):
+                msg = walk(x, y, f"{p}[{i}]")
+                if msg:
+                    return msg
+            return ""
+        if isinstance(e, dict):
+            if not isinstance(a, dict) or a.keys() != e.keys():
+                return f"{p}: expected keys {sorted(map(str, e))}"
+            for k in e:
+                msg = walk(a[k], e[k], f"{p}[{k!r}]")
+                if msg:
+                    return msg
+            return ""
+        if isinstance(e, float) and isinstance(a, float) and math.isnan(e) and math.isnan(a):
+            return ""
+        if type(a) is not type(e) or a != e:
+            return f"{p}: expected {e!r}, got {a!r}"
+        return ""
+
+    msg = walk(actual, expected, path)
+    return Comparison(msg, worst)
