@@ -119,3 +119,24 @@ def test_progress_counts_passes():
             gm, [torch.ones(2)], instruments=[progress]
         )
         assert progress.completed == 3
+
+
+def test_cli_print_after_a_list_and_print_after_all(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(
+        cli, ["run", "--no-save", "--repeat", "1", "--print-after", "remove_dropout, eliminate_dead_code"]
+    )
+    assert r.exit_code == 0, r.output
+    printed = [line for line in r.output.splitlines() if line.startswith("# *** graph after ")]
+    assert [line.split()[4] for line in printed] == ["remove_dropout", "eliminate_dead_code"]
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--print-after-all"])
+    assert r.exit_code == 0, r.output
+    printed = [line.split()[4] for line in r.output.splitlines() if line.startswith("# *** graph after ")]
+    table = [line.split()[0] for line in r.output.splitlines() if line.split() and line.split()[0] in printed]
+    assert printed == [
+        "remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants",
+        "eliminate_common_subexpressions", "eliminate_dead_code",
+    ]
+    assert set(table) == set(printed)
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--print-after", "remove_dropout,fold_constant"])
+    assert r.exit_code == 2 and "--print-after: unknown pass 'fold_constant'; did you mean 'fold_constants'?" in r.output
