@@ -2,8 +2,9 @@
 
 Fixtures:
     ``fxpasses_registry``: a fresh :class:`fxpasses.Registry` loaded from the installed plugins.
-    ``fxpasses_run``: ``fxpasses_run(pipeline, gm, example_inputs=None, **options)`` runs a
-    pipeline string/list/Pipeline over ``gm`` with the test's registry and returns the report.
+    ``fxpasses_run``: ``fxpasses_run(gm, pipeline, example_inputs=None, **options)`` runs a
+    pipeline string/list/Pipeline over ``gm`` with the test's registry and returns the report
+    (the same argument order as :func:`fxpasses.run`).
 
 Assertions (also importable from :mod:`fxpasses.testing`):
     ``assert_preserves_outputs(pass_or_pipeline, module, example_inputs, atol=..., rtol=...,
@@ -51,7 +52,14 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
     """Run a pipeline (string, list of entries or Pipeline) over a GraphModule; returns the report."""
     from .pipeline import Pipeline
 
-    def run(pipeline: Any, gm: Any, example_inputs: Any = None, **options: Any) -> Any:
+    def run(gm: Any, pipeline: Any, example_inputs: Any = None, **options: Any) -> Any:
+        import torch.fx
+
+        if not isinstance(gm, torch.fx.GraphModule):
+            raise TypeError(
+                f"fxpasses_run(gm, pipeline, example_inputs=None): gm must be a GraphModule, "
+                f"got {type(gm).__name__}"
+            )
         if isinstance(pipeline, str):
             pipeline = Pipeline.from_string(pipeline, registry=fxpasses_registry, **options)
         elif not isinstance(pipeline, Pipeline):

@@ -24,7 +24,7 @@ def test_plugin_is_active_in_a_fresh_pytest_run(pytester):
         def test_it(fxpasses_registry, fxpasses_run):
             assert "count_ops" in fxpasses_registry
             gm = torch.fx.symbolic_trace(torch.nn.ReLU())
-            assert fxpasses_run("count_ops", gm).passes[0].counters == {"placeholder": 1, "relu": 1, "output": 1}
+            assert fxpasses_run(gm, "count_ops").passes[0].counters == {"placeholder": 1, "relu": 1, "output": 1}
         """
     )
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")

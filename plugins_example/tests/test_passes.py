@@ -44,18 +44,18 @@ def test_remove_identity_preserves_outputs_in_every_dialect() -> None:
 
 def test_remove_identity_drops_to_same_dtype_only_when_known(fxpasses_run) -> None:
     gm = torch.fx.symbolic_trace(Net())
-    fxpasses_run("remove_identity", gm, [torch.randn(3, 4)])
+    fxpasses_run(gm, "remove_identity", [torch.randn(3, 4)])
     assert any(n.target == "to" for n in gm.graph.nodes)  # dtype unknown: kept
     gm = torch.fx.symbolic_trace(Net())
-    fxpasses_run("propagate_shapes,remove_identity", gm, [torch.randn(3, 4)])
+    fxpasses_run(gm, "propagate_shapes,remove_identity", [torch.randn(3, 4)])
     assert not any(n.target == "to" for n in gm.graph.nodes)
 
 
 def test_count_ops_counts_by_op_name(fxpasses_run) -> None:
     gm = torch.fx.symbolic_trace(Net())
-    report = fxpasses_run("count_ops{only=[linear,relu]}", gm)
+    report = fxpasses_run(gm, "count_ops{only=[linear,relu]}")
     assert report["count_ops"].counters == {"linear": 1, "relu": 1}
-    assert fxpasses_run("count_ops", gm).passes[0].counters == {
+    assert fxpasses_run(gm, "count_ops").passes[0].counters == {
         "placeholder": 1, "linear": 1, "identity": 1, "to": 1, "relu": 1, "output": 1
     }
     assert report["count_ops"].changed is False
