@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -84,6 +85,11 @@ def _handle_errors(fn: F) -> F:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:
+            # the reader went away (`fxpasses show X | head -1`): stop quietly, as cat does
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(0)
         except Exception as exc:
             if state is not None and state.traceback:
                 raise
@@ -174,13 +180,28 @@ def list_cmd(state: _State, fmt: str) -> None:
 @_handle_errors
 def show_cmd(state: _State, name: str, fmt: str) -> None:
     """Show a pass: options with types and defaults, dependencies, source package."""
-    from .console import print_table
+    from .errors import DuplicatePassError
 
     reg = state.registry()
-    d = reg.describe(name)
+    try:
+        descriptions = [reg.describe(name)]
+    except DuplicatePassError as exc:
+        # show every registration, so the user can choose one with `prefer`
+        click.echo(f"warning: {exc}", err=True)
+        descriptions = [reg.describe(name, distribution=c.distribution) for c in reg.candidates(name)]
     if fmt == "json":
-        click.echo(json.dumps(d.as_dict(), indent=2, default=repr))
+        out = [d.as_dict() for d in descriptions]
+        click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, default=repr))
         return
+    for i, d in enumerate(descriptions):
+        if i:
+            click.echo("\n" + "-" * 60)
+        _show_text(d)
+
+
+def _show_text(d: Any) -> None:
+    from .console import print_table
+
     click.echo(f"{d.name} ({d.kind}) — {d.summary}")
     click.echo(f"source:   {d.distribution} {d.version} ({d.module})".rstrip())
     click.echo(f"requires: {', '.join(d.requires) or '-'}")
@@ -380,6 +401,9 @@ def run_cmd(
              f"{p.seconds * 1000:.1f}", counters)
         )
     print_table(("pass", "status", "changed", "nodes before", "nodes after", "ms", "counters"), rows)
+    for p in rep.passes:
+        if p.status != "ok" and p.error:
+            click.echo(f"{p.status}: {p.error}")
     speedup = result.latency_before_ms / result.latency_after_ms if result.latency_after_ms else float("nan")
     click.echo(f"nodes: {rep.nodes_before} -> {rep.nodes_after}")
     click.echo(f"outputs: match (max abs error {result.max_abs_error:.3g})")

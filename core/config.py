@@ -470,15 +470,23 @@ def _short(value: Any) -> str:
 
 
 def find_pyproject(start: str | Path | None = None) -> Path | None:
-    """The nearest ``pyproject.toml`` with a ``[tool.fxpasses]`` table, from ``start`` upwards."""
+    """The nearest ``pyproject.toml`` with a ``[tool.fxpasses]`` table, from ``start`` upwards.
+
+    Raises:
+        ConfigError: a ``pyproject.toml`` on the way up cannot be read or parsed (it is not
+            skipped: it may hold the table meant).
+    """
     here = Path(start or Path.cwd()).resolve()
     for d in (here, *here.parents):
         candidate = d / "pyproject.toml"
         if candidate.is_file():
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-                continue
+            except tomllib.TOMLDecodeError as exc:
+                # it may well hold the [tool.fxpasses] table meant here: never skip it silently
+                raise ConfigError(f"invalid TOML: {exc}", source=str(candidate)) from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"cannot read {candidate}: {exc}") from None
             if "fxpasses" in (data.get("tool") or {}):
                 return candidate
     return None

@@ -220,6 +220,7 @@ class Registry:
                 rec.status = "disabled"
                 continue
             self._load_record(rec)
+        self._check_prefer()
         missing = self.enable - {
             n for r in self.plugins for n in (_norm(r.distribution), _norm(r.name))
         }
@@ -231,6 +232,21 @@ class Registry:
                     version="",
                 )
             )
+
+    def _check_prefer(self) -> None:
+        """Report ``prefer`` entries that choose nothing (a typo would otherwise pass silently)."""
+        installed = {_norm(r.distribution) for r in self.plugins}
+        for name, dist in self.prefer.items():
+            if dist not in installed:
+                problem = f"prefer = {{{name} = {dist!r}}}: no distribution {dist!r} is installed"
+            elif not any(
+                _norm(c.distribution) == dist
+                for c in (*self._conflicts.get(name, ()), *([self._passes[name]] if name in self._passes else []))
+            ):
+                problem = f"prefer = {{{name} = {dist!r}}}: {dist!r} registers no pass {name!r}"
+            else:
+                continue
+            self._problem(PluginError(problem, distribution=dist, version=""))
 
     def _load_record(self, rec: PluginRecord) -> None:
         try:
@@ -312,6 +328,7 @@ class Registry:
             for impl in self.pm.hook.fxpasses_register_presets.get_hookimpls()
             if impl.plugin is obj
         ]
+        problems_before = len(self.problems)
         for impl, kwargs in calls:
             try:
                 impl.function(**kwargs)
@@ -325,8 +342,17 @@ class Registry:
                 self.pm.unregister(obj)
                 self._fail(rec, f"{impl.function.__name__} raised {type(exc).__name__}: {exc}", exc)
                 return
-        rec.status = "loaded"
         rec.passes = added
+        rejected = len(self.problems) - problems_before
+        if not self.pm.get_hookcallers(obj):
+            rec.status = "empty"
+            self._fail(rec, "implements no fxpasses hook (nothing was loaded from it)", None)
+            rec.status = "empty"
+        elif rejected:
+            rec.status = "partial" if added or presets else "failed"
+            rec.error = f"{rejected} problem(s) while registering; see the warnings"
+        else:
+            rec.status = "loaded"
 
     @staticmethod
     def _check_hookimpl_defaults(obj: Any) -> None:
@@ -466,6 +492,12 @@ class Registry:
     def __contains__(self, name: str) -> bool:
         return name in self._passes or name in self._conflicts
 
+    def candidates(self, name: str) -> list[PassInfo]:
+        """Every registration of ``name`` (more than one when two distributions clash)."""
+        if name in self._conflicts:
+            return list(self._conflicts[name])
+        return [self._passes[name]] if name in self._passes else []
+
     def get(self, name: str, *, source: str | None = None) -> type[Pass]:
         """The pass class registered as ``name``.
 
@@ -503,9 +535,18 @@ class Registry:
         plugins = [r.label for r in self.plugins if r.status == "loaded"]
         raise UnknownPassError(name, suggestions, plugins, source=source, kind="preset", available=list(self._presets))
 
-    def describe(self, name: str) -> PassDescription:
-        """Options (types, defaults, help), dependencies and source of pass ``name``."""
-        info = self.info(name)
+    def describe(self, name: str, *, distribution: str | None = None) -> PassDescription:
+        """Options (types, defaults, help), dependencies and source of pass ``name``.
+
+        ``distribution`` picks one of several registrations of a name in conflict.
+        """
+        if distribution is not None:
+            picked = [c for c in self.candidates(name) if _norm(c.distribution) == _norm(distribution)]
+            if not picked:
+                raise UnknownPassError(name, [], [c.source for c in self.candidates(name)])
+            info = picked[0]
+        else:
+            info = self.info(name)
         cls = info.cls
         options = []
         for fname, f in cls.Options.model_fields.items():

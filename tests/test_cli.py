@@ -88,3 +88,24 @@ def test_console_script_is_installed():
     assert out.returncode == 2
     assert out.stderr.startswith("error: unknown pass 'nope'")
     assert out.stdout == ""
+
+
+def test_closed_pipe_is_not_an_error():
+    script = Path(sys.executable).parent / "fxpasses"
+    proc = subprocess.Popen([str(script), "schema"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    assert proc.wait() == 0
+    assert first.strip() == b"{"
+    assert proc.stderr.read() == b""
+
+
+def test_broken_pyproject_on_the_way_up_is_reported(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.fxpasses]\npipeline = "eliminate_dead_code"\n')
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "pyproject.toml").write_text("[tool.fxpasses\n")
+    monkeypatch.chdir(sub)
+    r = CliRunner().invoke(cli, ["check"])
+    assert r.exit_code == 2
+    assert f"{sub / 'pyproject.toml'}: invalid TOML" in r.output

@@ -144,3 +144,36 @@ def test_bad_run_configs_exit_2_and_write_nothing(tmp_path, config, fault):
     assert fault in r.output
     assert "Traceback" not in r.output
     assert not out.exists()
+
+
+def test_skipped_pass_reason_is_printed(tmp_path, monkeypatch):
+    from dists import forget_modules, make_dist
+
+    site = tmp_path / "site"
+    make_dist(
+        site, "failing-dist", "0.1", "fxp_failing",
+        """
+        import fxpasses
+        class Fails(fxpasses.GraphPass):
+            "Always fails."
+            name = "always_fails"
+            def run(self, gm, ctx):
+                raise RuntimeError("nothing works today")
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            register(Fails)
+        """,
+    )
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    forget_modules("fxp_failing")
+    monkeypatch.chdir(tmp_path)
+    r = run_cli("run", "--no-save", "--repeat", "1", "--pipeline", "always_fails,eliminate_dead_code")
+    assert r.exit_code == 1 and "nothing works today" in r.output
+    cfg = tmp_path / "skip.toml"
+    cfg.write_text('pipeline = "always_fails,eliminate_dead_code"\non_error = "skip"\n'
+                   '[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{shape = [1, 3, 32, 32]}]\n')
+    r = run_cli("run", str(cfg), "--no-save", "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    assert "skipped: pass 'always_fails' failed: RuntimeError: nothing works today" in r.output
+    forget_modules("fxp_failing")

@@ -257,3 +257,49 @@ def test_node_pass_without_hooks_and_hook_with_wrong_signature():
 
     with pytest.raises(PassDefinitionError, match=r"\(self, node, ctx\)"):
         Registry(autoload=False).register(WrongSig)
+
+
+def test_plugin_statuses_empty_partial_failed_and_prefer_typos(site):
+    make_dist(site, "empty-dist", "1.0", "fxp_empty", "X = 1\n")
+    bad_pass = '''
+        class Bad(fxpasses.GraphPass):
+            "doc."
+            name = "bad one"
+            def run(self, gm, ctx):
+                return False
+    '''
+    make_dist(
+        site, "partial-dist", "1.0", "fxp_partial",
+        good_pass_source("partial_good").replace("@fxpasses.hookimpl", bad_pass.replace("\n        ", "\n") + "\n@fxpasses.hookimpl")
+        .replace("    register(PartialGoodPass)", "    register(PartialGoodPass)\n    register(Bad)"),
+    )
+    make_dist(
+        site, "allbad-dist", "1.0", "fxp_allbad",
+        "import fxpasses\n" + bad_pass.replace("\n        ", "\n") + "\n@fxpasses.hookimpl\ndef fxpasses_register_passes(register):\n    register(Bad)\n",
+    )
+    forget_modules("fxp_empty", "fxp_partial", "fxp_allbad")
+    reg = Registry(prefer={"count_ops": "no-such-dist", "eliminate_dead_code": "fxpasses-example-passes"})
+    status = {r.distribution: r.status for r in reg.plugins}
+    assert status["empty-dist"] == "empty"
+    assert status["partial-dist"] == "partial" and "partial_good" in reg
+    assert status["allbad-dist"] == "failed"
+    text = "\n".join(str(p) for p in reg.problems)
+    assert "empty-dist 1.0" in text and "implements no fxpasses hook" in text
+    assert "prefer = {count_ops = 'no-such-dist'}: no distribution 'no-such-dist' is installed" in text
+    assert "'fxpasses-example-passes' registers no pass 'eliminate_dead_code'" in text
+    forget_modules("fxp_empty", "fxp_partial", "fxp_allbad")
+
+
+def test_show_lists_every_registration_of_a_name_in_conflict(site):
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    make_dist(site, "dist-a", "1.0", "fxp_show_a", good_pass_source("clashing", "First one."))
+    make_dist(site, "dist-b", "2.0", "fxp_show_b", good_pass_source("clashing", "Second one."))
+    forget_modules("fxp_show_a", "fxp_show_b")
+    r = CliRunner().invoke(cli, ["show", "clashing"])
+    assert r.exit_code == 0, r.output
+    assert "clashing (transform) — First one." in r.output and "clashing (transform) — Second one." in r.output
+    assert "source:   dist-a 1.0" in r.output and "source:   dist-b 2.0" in r.output
+    forget_modules("fxp_show_a", "fxp_show_b")
