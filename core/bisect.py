@@ -78,8 +78,8 @@ class BisectResult:
         d["culprit"] = self.culprit.as_dict() if self.culprit is not None else None
         return d
 
-    def text(self) -> str:
-        """The human-readable report printed by ``fxpasses bisect``."""
+    def text(self, config: str | None = None) -> str:
+        """The human-readable report printed by ``fxpasses bisect`` (``config``: its path)."""
         if self.status == "clean":
             return (
                 f"no failure: each of the {self.steps} passes keeps the outputs "
@@ -107,11 +107,11 @@ class BisectResult:
             return "\n".join(lines)
         assert self.culprit is not None
         lines.append("first bad " + self.culprit.describe())
-        if self.good is not None:
-            lines.append(f"  with rewrites #1..#{self.good.limit}: {self.good.message}")
-        if self.bad is not None:
-            lines.append(f"  with rewrites #1..#{self.bad.limit}: {self.bad.message}")
-        lines.append(f"reproduce with: fxpasses run ... --rewrite-limit {self.culprit.index}")
+        for t in (self.good, self.bad):
+            if t is not None:
+                applied = f"rewrites #1..#{t.limit}" if t.limit else "no rewrite"
+                lines.append(f"  with {applied}: {t.message}")
+        lines.append(f"reproduce with: fxpasses run {config or 'CONFIG'} --rewrite-limit {self.culprit.index}")
         return "\n".join(lines)
 
 

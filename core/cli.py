@@ -460,7 +460,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2, default=str))
     else:
-        click.echo(result.text())
+        click.echo(result.text(config))
     if result.status != "clean":
         sys.exit(1)
 

@@ -153,6 +153,7 @@ def test_bisect_blames_a_whole_graph_pass_run(reg, convnet_export):
     assert result.status == "found" and result.pass_name == "planted_graph"
     assert result.culprit.index == k + 1 and result.culprit.node is None
     assert "the whole-graph pass run" in result.text()
+    assert f"with rewrites #1..#{k}: outputs match" in result.text()
 
 
 def test_bisect_clean_pipeline_and_raising_pass(reg, convnet_export):
@@ -201,6 +202,7 @@ def test_cli_bisect_names_pass_rewrite_and_node(planted_site, tmp_path):
     assert f"at node %{node} (op=call_function" in r.output
     assert "Traceback" not in r.output
     index = int(r.output.split("first bad rewrite #")[1].split()[0])
+    assert f"reproduce with: fxpasses run {cfg} --rewrite-limit {index}" in r.output
     # the limit it names reproduces the bad outputs; one less keeps them
     out = tmp_path / "out"
     bad = CliRunner().invoke(cli, ["run", str(cfg), "--rewrite-limit", str(index), "--repeat", "1", "-o", str(out)])
