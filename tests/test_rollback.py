@@ -305,3 +305,38 @@ def test_source_line_of_a_frame_without_source_text():
         "    return tracer.create_proxy()\n"
     )
     assert user_source_line(x) == 'File "<stdin>", line 12, in forward'
+
+
+def test_per_entry_verify_and_on_error_override_the_pipeline_settings():
+    class Wrong(fxpasses.NodePass):
+        """relu -> identity (wrong)."""
+
+        name = "wrong_relu"
+
+        @fxpasses.on("relu")
+        def r(self, node, ctx):
+            return Replace(node.args[0])
+
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    reg = Registry()
+    reg.register(Wrong)
+    expected = model(x)
+
+    gm = capture(model, [x], "symbolic_trace").gm
+    report = Pipeline(["wrong_relu", "remove_dropout"], registry=reg, verify="none").run(gm, [x])
+    assert report["wrong_relu"].status == "ok"  # nothing checks it: the outputs are now wrong
+    assert not torch.allclose(gm(x), expected)
+
+    gm = capture(model, [x], "symbolic_trace").gm
+    entries = [{"name": "wrong_relu", "verify": "numeric", "on_error": "skip"}, "remove_dropout"]
+    report = Pipeline(entries, registry=reg, verify="none", on_error="raise").run(gm, [x])
+    assert [(p.name, p.status) for p in report.passes] == [("wrong_relu", "skipped"), ("remove_dropout", "ok")]
+    assert "verification failed: output: max abs error" in report["wrong_relu"].error
+    assert torch.allclose(gm(x), expected, atol=1e-6)
+
+    gm = capture(model, [x], "symbolic_trace").gm
+    entries = [{"name": "wrong_relu", "verify": "numeric", "on_error": "raise"}]
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(entries, registry=reg, verify="none", on_error="skip").run(gm, [x])
+    assert not info.value.rolled_back
