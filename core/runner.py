@@ -9,12 +9,14 @@ are skipped. The graph is edited in place and is *not* recompiled here.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 import torch
 import torch.fx
 from torch.fx.node import Node
 
+from ._modpath import MISSING, ModulePaths
 from .context import PassContext, describe_node, replace_all_uses, user_source_line
 from .errors import NodeHasUsersError, PassFailedError
 from .ops import callable_op_name, family_members, module_op_name
@@ -75,10 +77,30 @@ class _Matcher:
                 mod = gm.get_submodule(node.target)  # type: ignore[arg-type]
             except AttributeError:
                 return False
-            if self.module_targets and isinstance(mod, self.module_targets):
-                return True
-            return bool(self.names) and module_op_name(type(mod)) in self.names
+            return self.match_module(mod)
         return node.target in self.targets
+
+    def match_module(self, mod: torch.nn.Module | None) -> bool:
+        """For a ``call_module`` node of this matcher's ops calling ``mod`` (None: missing)."""
+        if self.all_of_op:
+            return True
+        if mod is None:
+            return False
+        if self.module_targets and isinstance(mod, self.module_targets):
+            return True
+        return bool(self.names) and _module_name(type(mod)) in self.names
+
+
+_SORT_KEY = operator.attrgetter("_sort_key")  # graph order
+_module_names: dict[type, str] = {}
+
+
+def _module_name(cls: type) -> str:
+    try:
+        return _module_names[cls]
+    except KeyError:
+        name = _module_names[cls] = module_op_name(cls)
+        return name
 
 
 def _same_op(target: Any, wanted: Any) -> bool:
@@ -95,6 +117,7 @@ def _work_list(p: NodePass, gm: torch.fx.GraphModule) -> list[tuple[Node, list[_
     found: dict[Node, list[_Matcher]] = {}
     table = getattr(graph, "_find_nodes_lookup_table", None)
     wanted_ops = set().union(*(m.ops for m in matchers))
+    modules: dict[str, torch.nn.Module] | None = None
     if table is not None and isinstance(getattr(table, "table", None), dict):
         for (op, target), nodes in list(table.table.items()):
             if op not in wanted_ops or not nodes:
@@ -102,14 +125,47 @@ def _work_list(p: NodePass, gm: torch.fx.GraphModule) -> list[tuple[Node, list[_
             if op == "call_function":
                 ms = [m for m in matchers if m.match_function(target)]
                 if ms:
-                    for n in nodes:
+                    found.update(dict.fromkeys(nodes, ms))
+            elif op == "call_module":
+                # one module lookup per node for all matchers, through the registries
+                mms = [m for m in matchers if "call_module" in m.ops]
+                if modules is None:
+                    modules = ModulePaths(gm).all_modules()
+                by_type: dict[type, list[_Matcher]] = {}  # what matches depends on the class only
+                for n in nodes:
+                    t = n.target
+                    mod = modules.get(t, MISSING) if isinstance(t, str) else MISSING
+                    if mod is MISSING:  # not a plain registry path: exactly as get_submodule
+                        try:
+                            mod = gm.get_submodule(t)  # type: ignore[arg-type]
+                        except AttributeError:
+                            mod = None
+                    cls = type(mod)
+                    ms = by_type.get(cls)
+                    if ms is None:
+                        ms = by_type[cls] = [m for m in mms if m.match_module(mod)]
+                    if ms:
+                        found[n] = ms
+            elif op == "call_method":
+                by_name: dict[Any, list[_Matcher]] = {}  # what matches depends on the name only
+                for n in nodes:
+                    t = n.target
+                    try:
+                        ms = by_name[t]
+                    except KeyError:
+                        ms = by_name[t] = [m for m in matchers if m.match_node(n, gm)]
+                    except TypeError:  # unhashable target
+                        ms = [m for m in matchers if m.match_node(n, gm)]
+                    if ms:
                         found[n] = ms
             else:
                 for n in nodes:
                     ms = [m for m in matchers if m.match_node(n, gm)]
                     if ms:
                         found[n] = ms
-        return sorted(found.items(), key=lambda item: item[0]._sort_key)
+        if len(found) * 6 > len(graph.nodes):  # dense: one walk beats sorting by _sort_key
+            return [(n, found[n]) for n in graph.nodes if n in found]
+        return [(n, found[n]) for n in sorted(found, key=_SORT_KEY)]
     for n in graph.nodes:  # pragma: no cover - torch without the lookup table
         ms = [m for m in matchers if m.match_node(n, gm)]
         if ms:
@@ -172,11 +228,13 @@ def run_pass(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool | None
             ctx.node = node
             try:
                 action = m.hook(node, ctx)
+                if action is None or action is KEEP:  # the common answer, without a call
+                    continue
                 did = _apply(node, action, ctx)
             except Exception as exc:
                 raise HookError(node, exc) from exc
-            changed |= did
             if did:
+                changed = True
                 break
     ctx.node = None
     try:

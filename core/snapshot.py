@@ -76,19 +76,8 @@ class Snapshot:
         self.graph_dict = dict(graph.__dict__)
         ns = graph._graph_namespace
         self.namespace = (dict(ns._obj_to_name), set(ns._used_names), dict(ns._base_count))
-        self.modules = [
-            (
-                m,
-                dict(m.__dict__),
-                dict(m._parameters),
-                dict(m._buffers),
-                dict(m._modules),
-                set(getattr(m, "_non_persistent_buffers_set", ())),
-            )
-            for m in _all_modules(gm)
-        ]
+        self.modules, tensors = _record_modules(gm)
         self.class_forward = type(gm).__dict__.get("forward")
-        tensors = _all_tensors(gm)
         self.tensor_versions = {name: (t, t._version) for name, t in tensors.items()}
         self.tensor_copies: dict[str, torch.Tensor] | None = None
         if copy_tensors:
@@ -241,19 +230,44 @@ def _differs(a: Any, b: Any) -> bool:
         return True
 
 
-def _all_modules(gm: torch.nn.Module) -> list[torch.nn.Module]:
-    return [m for _, m in gm.named_modules(remove_duplicate=True)]
+def _record_modules(
+    gm: torch.nn.Module,
+) -> tuple[list[tuple[Any, ...]], dict[str, torch.Tensor]]:
+    """The state of every submodule (``Snapshot.modules`` records) and :func:`_all_tensors`,
+    in one walk of the module tree (the slowest part of a snapshot on big models)."""
+    records: list[tuple[Any, ...]] = []
+    params: dict[str, torch.Tensor] = {}
+    buffers: dict[str, torch.Tensor] = {}
+    attrs: dict[str, torch.Tensor] = {}
+    seen_p: set[int] = set()
+    seen_b: set[int] = set()
+    tensor = torch.Tensor
+    for mname, m in gm.named_modules(remove_duplicate=True):
+        d = m.__dict__
+        p = m._parameters
+        b = m._buffers
+        records.append(
+            (m, dict(d), dict(p), dict(b), dict(m._modules), set(getattr(m, "_non_persistent_buffers_set", ())))
+        )
+        prefix = mname + "." if mname else ""
+        for k, v in p.items():
+            if v is not None and id(v) not in seen_p:
+                seen_p.add(id(v))
+                params[prefix + k] = v
+        for k, v in b.items():
+            if v is not None and id(v) not in seen_b:
+                seen_b.add(id(v))
+                buffers[prefix + k] = v
+        for k, v in d.items():
+            if isinstance(v, tensor) and not k.startswith("__"):
+                attrs[prefix + k] = v
+    params.update(buffers)
+    params.update(attrs)
+    return records, params
 
 
 def _all_tensors(gm: torch.nn.Module) -> dict[str, torch.Tensor]:
-    out: dict[str, torch.Tensor] = {}
-    for name, t in gm.named_parameters(remove_duplicate=True):
-        out[name] = t
-    for name, t in gm.named_buffers(remove_duplicate=True):
-        out[name] = t
-    for mname, m in gm.named_modules():
-        for attr, value in vars(m).items():
-            if isinstance(value, torch.Tensor) and not attr.startswith("__"):
-                out[f"{mname}.{attr}" if mname else attr] = value
-    return out
-
+    """Parameters, buffers and plain tensor attributes of every submodule by qualified name:
+    the names and order of ``named_parameters()``, then ``named_buffers()`` (each without
+    duplicates), then the tensor attributes of ``named_modules()``."""
+    return _record_modules(gm)[1]

@@ -1,0 +1,115 @@
+"""Where the built-in pipeline's time goes on the synthetic block graph (for profiling work).
+
+    python benchmarks/breakdown.py [N_NODES] [--repeats R] [--profile [PASS]]
+
+Prints the median of R runs (``--cpu``: process CPU time, steadier on a busy machine) (fresh graph each) of: one Snapshot, one lint (as the pipeline
+runs it), one recompile() of the input, each pass's own time from the run report (pass and
+lint), and the whole pipeline. ``--profile`` prints cProfile's top functions for the whole
+pipeline, or for one pass (run after the passes before it in the pipeline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("n", type=int, nargs="?", default=100_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--profile", nargs="?", const="all", default=None)
+    ap.add_argument("--cpu", action="store_true", help="process CPU time instead of wall time (steadier on a busy machine)")
+    args = ap.parse_args()
+    clock = time.process_time if args.cpu else time.perf_counter
+    warnings.simplefilter("ignore")
+
+    import fxpasses
+    from fxpasses.pipeline import _lint
+    from fxpasses.snapshot import Snapshot
+
+    from bench_pipeline import PIPELINE
+    from common import fmt_s, gc_paused
+    from graphs import BlockModel, block_graph, n_blocks_for
+
+    model = BlockModel(n_blocks_for(args.n))
+    fresh = lambda: block_graph(args.n, model=model, compile=False)  # noqa: E731
+    pipe = fxpasses.Pipeline(PIPELINE)
+    if args.profile:
+        gm = fresh()
+        target = pipe
+        if args.profile != "all":
+            i = PIPELINE.index(args.profile)
+            if i:
+                fxpasses.Pipeline(PIPELINE[:i]).run(gm)
+            target = fxpasses.Pipeline([args.profile])
+        with gc_paused():
+            pr = cProfile.Profile()
+            pr.enable()
+            target.run(gm)
+            pr.disable()
+        st = pstats.Stats(pr)
+        st.sort_stats("cumulative").print_stats(40)
+        st.sort_stats("tottime").print_stats(25)
+        return
+
+    rows: dict[str, list[float]] = {}
+
+    def add(k: str, v: float) -> None:
+        rows.setdefault(k, []).append(v)
+
+    class Clock:
+        """Instrument: each pass's time (pass + lint) on ``clock``."""
+
+        def __init__(self) -> None:
+            self.t0 = 0.0
+            self.times: dict[str, float] = {}
+
+        @fxpasses.hookimpl
+        def fxpasses_before_pass(self, pass_name: str) -> None:
+            self.t0 = clock()
+
+        @fxpasses.hookimpl
+        def fxpasses_after_pass(self, pass_name: str) -> None:
+            self.times[pass_name] = clock() - self.t0
+
+    for _ in range(args.repeats):
+        gm = fresh()
+        with gc_paused():
+            t0 = clock()
+            Snapshot(gm)
+            add("Snapshot(gm)", clock() - t0)
+            t0 = clock()
+            _lint(gm)
+            add("lint", clock() - t0)
+            t0 = clock()
+            gm.recompile()
+            add("recompile() of the input", clock() - t0)
+        gm = fresh()
+        inst = Clock()
+        with gc_paused():
+            t0 = clock()
+            rep = pipe.run(gm, instruments=[inst])
+            whole = clock() - t0
+            add("whole pipeline", whole)
+        for name, secs in inst.times.items():
+            add(f"  {name} (pass + lint)", secs)
+        add("  (rest: snapshots, final recompile)", whole - sum(inst.times.values()))
+        nodes = (rep.nodes_before, rep.nodes_after)
+    print(f"{nodes[0]:,} -> {nodes[1]:,} nodes, median of {args.repeats}{' (CPU time)' if args.cpu else ''}")
+    for k, v in rows.items():
+        print(f"{k:48s} {fmt_s(statistics.median(v)):>10s}")
+    ratio = statistics.median(rows["whole pipeline"]) / statistics.median(rows["recompile() of the input"])
+    print(f"{'pipeline / recompile':48s} {ratio:10.2f}x")
+
+
+if __name__ == "__main__":
+    main()

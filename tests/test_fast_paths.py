@@ -1,0 +1,188 @@
+"""The fast paths behind verification and dispatch agree with torch's own checks.
+
+``fxpasses.lint.lint_passes`` may answer True only where ``Graph.lint()`` passes, and
+``fxpasses._modpath.ModulePaths`` may only resolve what ``getattr``/``get_submodule`` resolve
+to the same object.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+import torch.fx
+from torch import nn
+
+import fxpasses
+from fxpasses._modpath import MISSING, ModulePaths
+from fxpasses.lint import lint_passes
+from fxpasses.pipeline import _lint
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.register_buffer("scale", torch.ones(4))
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x) * self.scale + 1)
+
+
+def _gm() -> torch.fx.GraphModule:
+    return torch.fx.symbolic_trace(Net())
+
+
+def _torch_lint_ok(gm: torch.fx.GraphModule) -> bool:
+    try:
+        gm.graph.lint()
+        for n in gm.graph.find_nodes(op="call_module"):
+            gm.get_submodule(n.target)
+    except Exception:
+        return False
+    return True
+
+
+def test_valid_graphs_pass():
+    gm = _gm()
+    assert lint_passes(gm) and _torch_lint_ok(gm)
+    gm = torch.export.export(Net(), (torch.randn(2, 4),)).module()
+    assert lint_passes(gm) and _torch_lint_ok(gm)
+
+
+def _use_before_def(gm):
+    relu = next(n for n in gm.graph.nodes if n.op == "call_module" and n.target == "body.1")
+    relu.prepend(next(n for n in gm.graph.nodes if n.target == "head"))
+
+
+def _duplicate_name(gm):
+    a, b = list(gm.graph.nodes)[1:3]
+    object.__setattr__(b, "name", a.name)
+
+
+def _missing_module(gm):
+    del gm.head
+
+
+def _missing_attr(gm):
+    del gm._buffers["scale"]
+
+
+def _not_a_module(gm):
+    gm.body._modules["1"] = None
+    gm.body.__dict__["1"] = torch.ones(1)
+
+
+def _foreign_arg(gm):
+    other = torch.fx.Graph()
+    p = other.placeholder("z")
+    n = next(n for n in gm.graph.nodes if n.op == "call_function")
+    n.args = (p, *n.args[1:])
+
+
+def _not_in_table(gm):
+    n = next(n for n in gm.graph.nodes if n.op == "call_function")
+    gm.graph._find_nodes_lookup_table.remove(n)
+
+
+def _bad_target_type(gm):
+    n = next(n for n in gm.graph.nodes if n.op == "call_module")
+    gm.graph._find_nodes_lookup_table.remove(n)
+    object.__setattr__(n, "target", 3)
+    gm.graph._find_nodes_lookup_table.insert(n)
+
+
+def _bad_op(gm):
+    n = next(n for n in gm.graph.nodes if n.op == "call_function")
+    object.__setattr__(n, "op", "call_nothing")
+
+
+def _property_shadow(gm):
+    # a class attribute named like the submodule: getattr finds the property, not the child
+    cls = type(gm.body)
+    sub = type("Shadowed", (cls,), {"0": property(lambda self: None)})
+    gm.body.__class__ = sub
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [_use_before_def, _duplicate_name, _missing_module, _missing_attr, _not_a_module, _foreign_arg,
+     _not_in_table, _bad_target_type, _bad_op, _property_shadow],
+)
+def test_fast_lint_never_passes_what_torch_rejects(breakage):
+    gm = _gm()
+    breakage(gm)
+    assert not _torch_lint_ok(gm)
+    assert not lint_passes(gm)
+    with pytest.raises(Exception):
+        _lint(gm)
+
+
+def test_fast_lint_defers_to_torch_when_unsure():
+    gm = _gm()
+    # a target only getattr resolves (a class attribute): torch's lint accepts it
+    type(gm).extra = torch.ones(1)
+    n = gm.graph.create_node("get_attr", "extra")
+    assert not lint_passes(gm)
+    _lint(gm)  # torch's lint decides: passes
+    gm.graph.erase_node(n)
+
+
+def test_module_paths_agree_with_get_submodule():
+    gm = torch.export.export(Net(), (torch.randn(2, 4),)).module()
+    paths = ModulePaths(gm)
+    every = paths.all_modules()
+    for name, mod in gm.named_modules(remove_duplicate=False):
+        assert every[name] is mod
+        assert paths.module(name) is mod
+        assert paths.get_submodule(name) is mod
+    for name, t in list(gm.named_parameters()) + list(gm.named_buffers()):
+        assert paths.attr(name) is t
+    assert paths.module("nope") is MISSING
+    with pytest.raises(AttributeError):
+        paths.get_submodule("body.nope")
+
+
+def test_module_paths_skip_shadowed_names():
+    m = nn.Module()
+    m._modules["eval"] = nn.ReLU()  # nn.Module has a method of that name: getattr gives the method
+    paths = ModulePaths(m)
+    assert "eval" not in paths.all_modules()
+    assert paths.module("eval") is MISSING
+
+
+def test_node_pass_matches_modules_by_class():
+    class Mul(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = Mul()
+            self.r = nn.ReLU()
+
+        def forward(self, x):
+            return self.r(self.m(x) * 3)
+
+    seen = []
+
+    class Spy(fxpasses.NodePass):
+        """Records the nodes it visits."""
+
+        name = "spy"
+
+        @fxpasses.on("mul")
+        def mul(self, node, ctx):
+            seen.append((node.op, str(node.target)))
+
+    class Tracer(torch.fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return isinstance(m, Mul) or super().is_leaf_module(m, qualname)
+
+    model = M()
+    gm = torch.fx.GraphModule(model, Tracer().trace(model))
+    fxpasses.Pipeline([Spy], verify="none").run(gm)
+    assert seen == [("call_module", "m"), ("call_function", str(operator.mul))]
