@@ -1,4 +1,7 @@
-"""Facts about FX nodes that several built-in passes need: arguments, mutation, aliasing.
+"""Helpers several built-in passes share: argument access, op identity, substitution, cleanup.
+
+What a node does besides computing its result (writes, aliasing, what reaches the output) is
+:mod:`fxpasses.effects`' business; this module only holds pass-local policy built on it.
 
 Replacing a node by one of its inputs (``x * 1 -> x``, an active dropout -> its input) is exact
 for values, but it can change *which tensors are the same object*:
@@ -8,39 +11,28 @@ for values, but it can change *which tensors are the same object*:
 - an in-place op on the result now writes into the input, and an in-place op on the input is
   now seen by the result's users.
 
-:func:`substitution_problem` tells whether such a replacement is safe. Its rules are
-deliberately conservative (no full alias analysis):
+:func:`substitution_problem` tells whether such a replacement is safe, from the pass's
+:class:`~fxpasses.effects.EffectAnalysis`:
 
-1. if anything in the graph may write a tensor in place (:func:`may_mutate`), it is unsafe;
+1. if the graph may write the replaced value or the replacement in place (through any alias,
+   by any op: in-place, ``out=``, ``setitem``, unknown functions and modules that may write
+   their inputs, ...), it is unsafe;
 2. otherwise only outputs can observe aliasing: it is safe unless the replaced node reaches
-   the output (directly or through ops that may return a view, see :func:`reaches_output`)
-   and the replacement is not a fresh, otherwise unreturned tensor.
+   the output (directly or as a view) and the replacement is not a fresh, otherwise
+   unreturned tensor.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import operator
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import torch
 import torch.fx
 from torch.fx.node import Node
 
-from fxpasses.ops import callable_op_name, is_inplace_name, module_op_name
+from fxpasses.effects import EffectAnalysis
 
-__all__ = [
-    "arg",
-    "is_torch_op",
-    "may_mutate",
-    "first_mutation",
-    "lazy_first_mutation",
-    "returns_fresh",
-    "reaches_output",
-    "substitution_problem",
-    "erase_dead",
-]
+__all__ = ["arg", "is_torch_op", "substitution_problem", "erase_dead"]
 
 _MISSING = object()
 
@@ -74,176 +66,37 @@ def is_torch_op(target: Any) -> bool:
     return any(getattr(ns, name, None) is target for ns in (torch, torch.nn.functional, torch.Tensor))
 
 
-# Canonical op names (see fxpasses.ops) whose result is always a new tensor, never a view or
-# the input itself. A whitelist on purpose: composite ops such as dropout or type_as may
-# return their input although their schema says otherwise.
-FRESH_OPS = frozenset(
-    """
-    add sub rsub mul div true_divide divide floor_divide remainder fmod pow neg abs exp exp2
-    expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan atan2 sinh cosh tanh
-    sigmoid relu relu6 gelu silu mish hardtanh hardswish hardsigmoid leaky_relu elu selu celu
-    softplus erf erfc reciprocal sign floor ceil round trunc frac clamp clamp_min clamp_max
-    minimum maximum where lerp addcmul addcdiv square bitwise_and bitwise_or bitwise_xor
-    bitwise_not logical_and logical_or logical_not logical_xor eq ne lt le gt ge isnan isinf
-    isfinite sum mean prod amax amin var std norm logsumexp argmax argmin all any cumsum
-    cumprod softmax log_softmax matmul mm bmm addmm baddbmm linear conv1d conv2d conv3d
-    convolution _convolution conv_transpose1d conv_transpose2d conv_transpose3d batch_norm
-    layer_norm group_norm embedding max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d
-    avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d zeros ones full empty
-    arange rand randn randint zeros_like ones_like full_like empty_like rand_like randn_like
-    randint_like new_zeros new_ones new_full new_empty linspace eye scalar_tensor clone cat
-    concat concatenate stack _to_copy copy
-    """.split()
-)
+def substitution_problem(old: Node, new: Any, analysis: EffectAnalysis) -> str | None:
+    """Why replacing every use of ``old`` (a fresh result) by ``new`` is not exact.
 
-
-@functools.lru_cache(maxsize=None)
-def _signature(fn: Any) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-def _inplace_flag(node: Node) -> bool:
-    """``inplace=True`` given to a Python function such as ``F.relu``."""
-    if node.kwargs.get("inplace") is True:
-        return True
-    if node.op != "call_function" or isinstance(node.target, torch._ops.OpOverload):
-        return False
-    try:
-        sig = _signature(node.target)
-    except TypeError:  # unhashable target
-        return False
-    if sig is None or "inplace" not in sig.parameters:
-        return False
-    try:
-        bound = sig.bind(*node.args, **node.kwargs)
-    except TypeError:
-        return False
-    return bound.arguments.get("inplace") is True
-
-
-def may_mutate(node: Node, gm: torch.nn.Module) -> bool:
-    """Whether ``node`` may write one of its tensor arguments in place.
-
-    True for in-place ops (``add_``, ``aten.add_.Tensor``, ``operator.iadd``), ``out=``
-    calls, ATen ops whose schema writes an argument, ``operator.setitem``,
-    ``inplace=True`` calls and modules, and modules from outside ``torch`` (unknown code).
-    """
-    op = node.op
-    if op in ("placeholder", "get_attr", "output"):
-        return False
-    if "out" in node.kwargs or _inplace_flag(node):
-        return True
-    if op == "call_method":
-        return is_inplace_name(node.target) or node.target == "__setitem__"  # type: ignore[arg-type]
-    if op == "call_module":
-        try:
-            mod = gm.get_submodule(node.target)  # type: ignore[arg-type]
-        except AttributeError:
-            return True
-        if getattr(mod, "inplace", False) is True:
-            return True
-        if isinstance(mod, torch.fx.GraphModule):
-            return first_mutation(mod) is not None
-        return not type(mod).__module__.startswith("torch.")
-    target = node.target
-    if target is operator.setitem:
-        return True
-    if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
-        return True
-    name = callable_op_name(target)
-    return bool(name) and is_inplace_name(name)
-
-
-def first_mutation(gm: torch.fx.GraphModule) -> Node | None:
-    """The first node of ``gm`` that :func:`may_mutate`, or None."""
-    for node in gm.graph.nodes:
-        if may_mutate(node, gm):
-            return node
-    return None
-
-
-def lazy_first_mutation(gm: torch.fx.GraphModule) -> Callable[[], Node | None]:
-    """:func:`first_mutation`, computed on the first call only (an O(n) scan a pass should
-    not pay when it finds nothing to do)."""
-    found: list[Node | None] = []
-
-    def get() -> Node | None:
-        if not found:
-            found.append(first_mutation(gm))
-        return found[0]
-
-    return get
-
-
-def returns_fresh(node: Node, gm: torch.nn.Module) -> bool:
-    """Whether ``node``'s result is certainly a new tensor (not a view, not an input).
-
-    Placeholders, get_attr nodes (parameters), views, ``getitem`` and unknown ops are not.
-    """
-    if node.op == "call_function":
-        name = callable_op_name(node.target)
-    elif node.op == "call_method":
-        name = node.target  # type: ignore[assignment]
-    elif node.op == "call_module":
-        try:
-            mod = gm.get_submodule(node.target)  # type: ignore[arg-type]
-        except AttributeError:
-            return False
-        if getattr(mod, "inplace", False) is True or not type(mod).__module__.startswith("torch.nn"):
-            return False
-        name = module_op_name(type(mod))
-    else:
-        return False
-    return name in FRESH_OPS and not may_mutate(node, gm)
-
-
-def reaches_output(node: Node, gm: torch.nn.Module) -> bool:
-    """Whether ``node``'s tensor, or a view of it, may be returned by the graph.
-
-    Follows users through every op that is not known to return a fresh tensor.
-    """
-    seen = {node}
-    work = [node]
-    while work:
-        n = work.pop()
-        for user in n.users:
-            if user.op == "output":
-                return True
-            if user not in seen and not returns_fresh(user, gm):
-                seen.add(user)
-                work.append(user)
-    return False
-
-
-def substitution_problem(
-    old: Node, new: Any, gm: torch.fx.GraphModule, find_mutation: Callable[[], Node | None]
-) -> str | None:
-    """Why replacing every use of ``old`` (a fresh result) by ``new`` changes aliasing.
-
-    ``find_mutation`` returns the graph's first mutating node (see
-    :func:`lazy_first_mutation`). Returns None when the replacement is safe (see the module
-    doc for the rules).
+    ``analysis`` is the pass's :class:`~fxpasses.effects.EffectAnalysis` of the graph. Returns
+    None when the replacement is safe (see the module doc for the rules); the caller then makes
+    it, and the analysis records that ``new`` reaches the output where ``old`` did.
     """
     if not isinstance(new, Node):
         return None
-    mutation = find_mutation()
-    if mutation is not None:
-        return (
-            f"the graph writes tensors in place (%{mutation.name}), so replacing a fresh "
-            "result by its input could change what an in-place op writes or sees"
-        )
-    if reaches_output(old, gm) and (not returns_fresh(new, gm) or reaches_output(new, gm)):
-        what = "a graph input" if new.op == "placeholder" else (
-            "a parameter or buffer" if new.op == "get_attr" else f"%{new.name}"
-        )
-        return (
-            f"%{old.name} is returned by the graph: returning {what} instead would make the "
-            "output alias it"
-        )
+    for node, what in ((old, f"%{old.name}"), (new, _describe(new))):
+        if analysis.is_written(node):
+            return (
+                f"{what} may be written in place (through some alias), so replacing "
+                f"%{old.name} by %{new.name} could change what an in-place op writes or sees"
+            )
+    if analysis.reaches_output(old):
+        if not analysis.is_fresh(new) or analysis.reaches_output(new):
+            return (
+                f"%{old.name} is returned by the graph: returning {_describe(new)} instead would "
+                "make the output alias it"
+            )
+        analysis.mark_reaches_output(new)
     return None
+
+
+def _describe(node: Node) -> str:
+    if node.op == "placeholder":
+        return "a graph input"
+    if node.op == "get_attr":
+        return "a parameter or buffer"
+    return f"%{node.name}"
 
 
 def erase_dead(graph: torch.fx.Graph, nodes: Iterable[Node], *, inputs: bool = True) -> int:

@@ -13,7 +13,9 @@ from torch.fx.node import Node
 from fxpasses import NodePass, PassContext, PassOptions, Replace, on
 from fxpasses.ops import callable_op_name
 
-from ._facts import arg, erase_dead, is_torch_op, lazy_first_mutation, substitution_problem
+from fxpasses.effects import EffectAnalysis
+
+from ._facts import arg, erase_dead, is_torch_op, substitution_problem
 
 __all__ = ["SimplifyAlgebra"]
 
@@ -58,8 +60,9 @@ class SimplifyAlgebra(NodePass):
       ``rsub``.
     - **aliasing is unchanged** (``_facts.substitution_problem``): ``x * 1`` is a new tensor
       while ``x`` may be the caller's input; the node is kept when it (or a view of it) is
-      returned by the graph and ``x`` is not a fresh, otherwise unreturned tensor, and the
-      pass changes nothing in graphs that write tensors in place.
+      returned by the graph and ``x`` is not a fresh, otherwise unreturned tensor, and when
+      the graph may write the node's value or ``x`` in place (through any alias, by any op,
+      unknown functions and modules included; see :mod:`fxpasses.effects`).
 
     ``x + 0`` turns ``-0.0`` into ``+0.0``; like TorchInductor's ``remove_no_ops``
     (``torch/_inductor/fx_passes/joint_graph.py``), which this pass generalises to every
@@ -76,7 +79,7 @@ class SimplifyAlgebra(NodePass):
     before = ("eliminate_dead_code",)
 
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
-        self._mutation = lazy_first_mutation(gm)
+        self._effects = EffectAnalysis(gm)  # swept on first use
         self._orphans: list[Node] = []
 
     def finish(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
@@ -95,7 +98,7 @@ class SimplifyAlgebra(NodePass):
         problem = _type_problem(node, x, allow_unknown=what == "neg(neg(x))")
         if problem is not None:
             return ctx.skip(node, f"{what} kept: {problem}")
-        problem = substitution_problem(node, x, ctx.gm, self._mutation)
+        problem = substitution_problem(node, x, self._effects)
         if problem is not None:
             return ctx.skip(node, f"{what} kept: {problem}")
         if isinstance(spent, Node):

@@ -13,6 +13,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_weights
 
 from fxpasses import ERASE, NodePass, PassContext, Replace, on
 from fxpasses.context import tensor_info
+from fxpasses.effects import EffectAnalysis
 from fxpasses.ops import FAMILIES, callable_op_name
 
 from ._facts import arg, erase_dead, is_torch_op
@@ -86,6 +87,36 @@ class FuseConvBN(NodePass):
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         self._dead: list[Node] = []
         self._module_refs: dict[int, int] | None = None
+        self._effects = EffectAnalysis(gm)  # swept on first use
+
+    def _write_problem(self, conv_node: Node, bn_node: Node, frozen: list[Node]) -> str | None:
+        """Why the fused convolution would not compute what conv + BN computed, because of
+        in-place writes: it runs where the BN ran, so nothing between the two may write what
+        it reads (the conv's inputs, the BN's tensors); and values folded now (``frozen``:
+        ``get_attr`` nodes, or ``call_module`` nodes for their module's state) are frozen, so
+        the graph may not write them at all (a later call would see the new values)."""
+        fx = self._effects
+        for n in frozen:
+            if n.op == "call_module":
+                written = fx.reads_written_state(n)
+            else:  # through a get_attr node, or by a module updating its own state
+                written = n.target in fx.mutated_attributes() or fx.is_written(n)
+            if written:
+                what = f"module {n.target!r}" if n.op == "call_module" else repr(n.target)
+                return f"the graph writes {what} in place, so its current values cannot be folded"
+        reads = [*conv_node.all_input_nodes, *(i for i in bn_node.all_input_nodes if i is not conv_node)]
+        # module state they read: the called modules' tensors, get_attr targets
+        state = [f"{n.target}." for n in (conv_node, bn_node) if n.op == "call_module"]
+        state += [str(r.target) for r in reads if r.op == "get_attr"]
+        n = conv_node.next
+        while n is not bn_node and n.op != "root":
+            eff = fx.effects(n)
+            writes_read = any(fx.may_alias(w, r) for w in eff.writes for r in reads)
+            writes_state = any(_overlaps(w, q) for w in eff.state_writes for q in state)
+            if writes_read or writes_state:
+                return f"%{n.name}, between the conv and the batch norm, may write what they read"
+            n = n.next
+        return None
 
     def finish(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         erase_dead(ctx.graph, self._dead)
@@ -122,6 +153,9 @@ class FuseConvBN(NodePass):
             return ctx.skip(node, f"BatchNorm module {node.target!r} is used at more than one site")
         if conv.out_channels != bn.num_features:
             return ctx.skip(node, f"conv has {conv.out_channels} output channels, BatchNorm {bn.num_features}")
+        problem = self._write_problem(conv_node, node, [conv_node, node])
+        if problem is not None:
+            return ctx.skip(node, problem)
         fused = copy.deepcopy(conv)
         with torch.no_grad():
             fused.weight, fused.bias = fuse_conv_bn_weights(
@@ -187,7 +221,12 @@ class FuseConvBN(NodePass):
             return ctx.skip(node, f"BatchNorm statistics are shared with batch norm %{shared.name}")
         w, b = arg(conv_node, 1, "weight"), arg(conv_node, 2, "bias", None)
         params = {"w": w, "b": b, **{k: bn[k] for k in ("weight", "bias", "running_mean", "running_var")}}
-        if all(v is None or (isinstance(v, Node) and v.op == "get_attr") for v in params.values()):
+        constant = all(v is None or (isinstance(v, Node) and v.op == "get_attr") for v in params.values())
+        frozen = [v for v in params.values() if isinstance(v, Node)] if constant else []
+        problem = self._write_problem(conv_node, node, frozen)
+        if problem is not None:
+            return ctx.skip(node, problem)
+        if constant:
             new_w, new_b = self._constant_fold(params, eps, ctx)
             if new_w is None:
                 return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
@@ -233,6 +272,15 @@ class FuseConvBN(NodePass):
             ctx.add_constant(fw.detach(), f"{prefix}_fused_weight"),
             ctx.add_constant(fb.detach(), f"{prefix}_fused_bias"),
         )
+
+
+def _overlaps(written: str, read: str) -> bool:
+    """Whether a state write (a qualified name, ``prefix.*`` for everything under a prefix)
+    touches ``read`` (a qualified name, or ``prefix.`` for everything under a module)."""
+    if written.endswith("*"):
+        prefix = written[:-1]
+        return read.startswith(prefix) or (read.endswith(".") and prefix.startswith(read))
+    return written.startswith(read) if read.endswith(".") else written == read
 
 
 def _bind_bn(node: Node) -> dict[str, Any] | None:

@@ -52,8 +52,10 @@ class EliminateCommonSubexpressions(GraphPass):
     ``out=`` ops, ops writing an input, asserts, calls of unknown functions or modules, ...);
     nodes whose value is written anywhere in the graph (through any alias), including
     ``get_attr`` of a parameter/buffer the graph mutates and ``call_module`` of a module whose
-    state the graph mutates; and two nodes that would both flow to
-    the graph's output (the caller would get one tensor twice where it got two).
+    state the graph mutates; and two nodes that would both flow to the graph's output (the
+    caller would get one tensor twice where it got two), counting what flows there through
+    earlier merges (``a``, ``b``, ``c`` all ``x + 1``, ``b`` and ``c`` returned: ``b`` becomes
+    ``a``, then ``c`` is kept).
 
     Options: ``skip_random_ops`` (default true, and only true is accepted: merging two draws
     would change results, so no option allows it).
@@ -104,6 +106,8 @@ class EliminateCommonSubexpressions(GraphPass):
                 elif prev is not None and analysis.reaches_output(prev) and analysis.reaches_output(node):
                     ctx.count("kept_distinct_outputs")
                 elif prev is not None:
+                    if analysis.reaches_output(node):  # prev is returned from now on
+                        analysis.mark_reaches_output(prev)
                     node.replace_all_uses_with(prev)
                     graph.erase_node(node)
                     merged += 1

@@ -14,7 +14,9 @@ from torch.fx.node import Node
 from fxpasses import ERASE, NodePass, PassContext, PassOptions, Replace, on
 from fxpasses.ops import FAMILIES, callable_op_name
 
-from ._facts import arg, is_torch_op, lazy_first_mutation, substitution_problem
+from fxpasses.effects import EffectAnalysis
+
+from ._facts import arg, is_torch_op, substitution_problem
 
 __all__ = ["RemoveDropout"]
 
@@ -69,8 +71,8 @@ class RemoveDropout(NodePass):
     ``native_dropout``, the decomposition's ``clone`` and active dropouts return a new
     tensor; they are removed only where that cannot be observed (see
     :func:`fxpasses.builtin_passes._facts.substitution_problem`: the result is not returned
-    by the graph, or its input is a fresh tensor not otherwise returned, and nothing in the
-    graph writes in place). Otherwise a clone remnant is kept (reported) and an active or
+    by the graph, or its input is a fresh tensor not otherwise returned, and the graph writes
+    neither of them in place, through any alias). Otherwise a clone remnant is kept (reported) and an active or
     ``native_dropout`` is replaced by a plain ``clone`` of its input.
 
     Options: ``inference: bool = False``. Counters: ``removed`` (``kept_copy`` for dropouts
@@ -82,7 +84,7 @@ class RemoveDropout(NodePass):
     before = ("eliminate_dead_code",)
 
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
-        self._mutation = lazy_first_mutation(gm)
+        self._effects = EffectAnalysis(gm)  # swept on first use
 
     @on("dropout")
     def dropout(self, node: Node, ctx: PassContext) -> Any:
@@ -139,7 +141,7 @@ class RemoveDropout(NodePass):
         x = node.args[0]
         if not isinstance(x, Node):
             return None
-        problem = substitution_problem(node, x, ctx.gm, self._mutation)
+        problem = substitution_problem(node, x, self._effects)
         if problem is not None:
             return ctx.skip(node, f"dropout remnant clone kept: {problem}")
         ctx.count("removed")
@@ -147,7 +149,7 @@ class RemoveDropout(NodePass):
 
     def _substitute(self, node: Node, x: Node, fresh_result: bool, ctx: PassContext) -> Node:
         """What replaces ``node`` (a dropout of ``x``): ``x``, or ``clone(x)`` where a copy is needed."""
-        if fresh_result and substitution_problem(node, x, ctx.gm, self._mutation) is not None:
+        if fresh_result and substitution_problem(node, x, self._effects) is not None:
             if isinstance(node.target, torch._ops.OpOverload) or node.target is operator.getitem:
                 copy = ctx.call_function(torch.ops.aten.clone.default, (x,))
             else:

@@ -20,13 +20,19 @@ How values are computed (option ``mode``):
   Data-dependent ops (``nonzero``, ``.item()``, boolean masking) and ops without a fake
   kernel fail here.
 - ``"real"``: the graph is executed on the real example inputs (``torch.fx.Interpreter``, under
-  ``torch.no_grad()``, with the CPU/CUDA RNG state restored afterwards); buffers and
-  non-parameter inputs are cloned first, so in-place writes (BatchNorm statistics in training
-  mode) do not reach the module or the caller's tensors. The results are recorded as fake
+  ``torch.no_grad()``, with the CPU/CUDA RNG state restored afterwards); buffers, plain tensor
+  attributes, non-parameter inputs, and the parameters (and parameter inputs) the graph may
+  write are cloned first, so in-place writes (BatchNorm statistics in training mode, ``add_``
+  on a parameter) do not reach the module or the caller's tensors. The results are recorded as fake
   copies (metadata only; no activation is kept alive), ``requires_grad`` is False throughout.
 - ``"auto"`` (default): ``"fake"``, and ``"real"`` when the fake propagation fails (the
   counter ``real_fallback`` is 1 and the reason is logged on the ``fxpasses.propagate_shapes``
   logger).
+
+In every mode, runtime asserts whose result is unused (``torch._assert``,
+``aten._assert_async``, torch.export's input guards; see :mod:`fxpasses.effects`) are stepped
+over, not evaluated: their condition is data-dependent, and example inputs that fail it still
+have shapes.
 
 Dialects: ``symbolic_trace`` (submodules as ``call_module``), ``dynamo`` (parameters and
 buffers are placeholders, so the example inputs include them: pass the inputs the capture
@@ -64,6 +70,7 @@ from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from fxpasses import GraphPass, PassContext, PassOptions, UserError
+from fxpasses.effects import ASSERT, EffectAnalysis
 
 __all__ = ["PropagateShapes", "MissingExampleInputsError"]
 
@@ -165,16 +172,25 @@ def _tensor_meta(value: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _swapped_state(gm: torch.nn.Module, convert: Callable[[torch.Tensor], torch.Tensor], buffers_only: bool = False) -> Iterator[None]:
-    """Replace every parameter/buffer of ``gm``'s module tree by ``convert(t)`` inside.
+def _swapped_state(
+    gm: torch.nn.Module,
+    convert: Callable[[torch.Tensor], torch.Tensor],
+    keep: Callable[[str, torch.Tensor], bool] | None = None,
+) -> Iterator[None]:
+    """Replace the parameters, buffers and plain tensor attributes of ``gm``'s module tree by
+    ``convert(t)`` inside (those for which ``keep(qualified_name, t)`` is false, when given).
 
     A tensor shared by several modules is converted once. The very same objects are put back.
     """
     saved: list[tuple[dict[str, Any], str, torch.Tensor]] = []
-    for m in gm.modules():
-        stores = (m._buffers,) if buffers_only else (m._parameters, m._buffers)
-        for store in stores:
-            saved.extend((store, k, t) for k, t in store.items() if t is not None)
+    for prefix, m in gm.named_modules(remove_duplicate=False):
+        for store in (m._parameters, m._buffers, vars(m)):
+            for k, t in store.items():
+                if not isinstance(t, torch.Tensor) or k.startswith("__"):
+                    continue
+                if keep is not None and keep(f"{prefix}.{k}" if prefix else k, t):
+                    continue
+                saved.append((store, k, t))
     converted: dict[int, torch.Tensor] = {}
     try:
         for store, k, t in saved:
@@ -187,10 +203,26 @@ def _swapped_state(gm: torch.nn.Module, convert: Callable[[torch.Tensor], torch.
             store[k] = t
 
 
+def _is_unused_assert(analysis: EffectAnalysis, n: torch.fx.Node) -> bool:
+    """A runtime assert whose (None) result nothing uses: propagation steps over it.
+
+    Its condition is data-dependent (fake tensors cannot decide it) and whether it holds on the
+    example inputs says nothing about shapes.
+    """
+    return n.op in ("call_function", "call_method", "call_module") and not n.users and (
+        ASSERT in analysis.effects(n).kinds
+    )
+
+
 class _FakeProp(FakeTensorProp):
-    """FakeTensorProp that also fakes plain tensor attributes and writes ``tensor_meta``."""
+    """FakeTensorProp that also fakes plain tensor attributes and writes ``tensor_meta``;
+    runtime asserts are not evaluated (:func:`_is_unused_assert`)."""
 
     annotated = 0
+
+    def __init__(self, gm: torch.fx.GraphModule, mode: Any) -> None:
+        super().__init__(gm, mode)
+        self._effects = EffectAnalysis(gm)
 
     def get_attr(self, target: Any, args: Any, kwargs: Any) -> Any:
         value = super().get_attr(target, args, kwargs)
@@ -199,6 +231,8 @@ class _FakeProp(FakeTensorProp):
         return value
 
     def run_node(self, n: torch.fx.Node) -> Any:
+        if _is_unused_assert(self._effects, n):
+            return None
         result = super().run_node(n)
         tm = _tensor_meta(result)
         if tm is not None:
@@ -226,12 +260,14 @@ def _propagate_fake(gm: torch.fx.GraphModule, inputs: Sequence[Any], *, flat: bo
 
 
 class _RealProp(torch.fx.Interpreter):
-    """Executes the graph on real tensors; records fake copies and ``tensor_meta`` per node."""
+    """Executes the graph on real tensors; records fake copies and ``tensor_meta`` per node.
+    Runtime asserts are not evaluated (:func:`_is_unused_assert`)."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         super().__init__(gm)
         self.fake_mode = FakeTensorMode()
         self.annotated = 0
+        self._effects = EffectAnalysis(gm)
 
     def _fake(self, v: Any) -> Any:
         if isinstance(v, torch.Tensor):
@@ -242,6 +278,8 @@ class _RealProp(torch.fx.Interpreter):
         return v if isinstance(v, (int, float, bool, torch.SymInt)) else None
 
     def run_node(self, n: torch.fx.Node) -> Any:
+        if _is_unused_assert(self._effects, n):
+            return None
         result = super().run_node(n)
         val = map_aggregate(result, self._fake)
         if val is not None:
@@ -254,17 +292,28 @@ class _RealProp(torch.fx.Interpreter):
 
 
 def _propagate_real(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> int:
-    """Execute ``gm`` on ``inputs`` without side effects on them or on its buffers."""
+    """Execute ``gm`` on ``inputs`` without side effects on them or on its tensors.
+
+    Buffers, plain tensor attributes and inputs are run on copies; parameters too when the
+    graph may write them (:meth:`fxpasses.effects.EffectAnalysis.mutated_attributes`, and
+    every input when the graph writes one), other parameters are used as they are.
+    """
+    analysis = EffectAnalysis(gm)
+    written = analysis.mutated_attributes()
+    inputs_written = any(analysis.is_written(p) for p in gm.graph.find_nodes(op="placeholder"))
 
     def clone(t: Any) -> Any:
-        if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
+        if isinstance(t, torch.Tensor) and (inputs_written or not isinstance(t, torch.nn.Parameter)):
             return t.detach().clone()
         return t
+
+    def keep(name: str, t: torch.Tensor) -> bool:
+        return isinstance(t, torch.nn.Parameter) and name not in written
 
     tensors = [*inputs, *gm.parameters()]
     devices = sorted({t.device.index or 0 for t in tensors if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
     prop = _RealProp(gm)
     args = [clone(t) for t in inputs]
-    with _swapped_state(gm, clone, buffers_only=True), torch.random.fork_rng(devices=devices), torch.no_grad():
+    with _swapped_state(gm, lambda t: t.detach().clone(), keep), torch.random.fork_rng(devices=devices), torch.no_grad():
         prop.run(*args)
     return prop.annotated

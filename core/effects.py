@@ -703,8 +703,9 @@ class EffectAnalysis:
 
     Per-node answers (:meth:`effects`, :meth:`aliased_inputs`) are computed on demand and
     cached. Graph-level answers (:meth:`alias_roots`, :meth:`is_written`,
-    :attr:`written_roots`, :meth:`mutated_attributes`) come from one forward sweep done on
-    first use; build a new analysis after editing the graph in ways that add writes.
+    :meth:`reaches_output`, :meth:`may_alias`, :meth:`mutated_attributes`) come from one
+    forward sweep done on first use; build a new analysis after editing the graph in ways that
+    add writes, and call :meth:`mark_reaches_output` when rewiring uses of a returned value.
     """
 
     def __init__(self, gm: torch.nn.Module) -> None:
@@ -1241,6 +1242,23 @@ class EffectAnalysis:
         """Whether ``node``'s value may be returned by the graph (itself or through a view)."""
         self._sweep()
         return _overlap(self.alias_roots(node), self._out_roots)
+
+    def may_alias(self, a: Node, b: Node) -> bool:
+        """Whether the values of ``a`` and ``b`` may share storage."""
+        return _overlap(self.alias_roots(a), self.alias_roots(b))
+
+    def is_fresh(self, node: Node) -> bool:
+        """Whether ``node``'s value is a new tensor when it is made: not a placeholder or
+        module tensor, not a view or the very tensor of another value (views of it come later)."""
+        return self.alias_roots(node) == frozenset({node})
+
+    def mark_reaches_output(self, node: Node) -> None:
+        """Record that ``node``'s value now reaches the output (with everything that may alias
+        it): call it when a pass rewires the uses of a value that reached the output to
+        ``node`` and keeps asking this analysis (graph-level answers come from one sweep and
+        do not follow edits by themselves)."""
+        self._sweep()
+        self._out_roots = self._out_roots | self.alias_roots(node)
 
     def mutated_attributes(self) -> set[str]:
         """Qualified names of parameters, buffers and tensor attributes of ``gm`` that the graph

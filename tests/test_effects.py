@@ -513,6 +513,25 @@ def test_is_written_follows_aliases_and_inputs_may_alias_each_other():
     assert a.alias_roots(other) == frozenset({other})
 
 
+def test_may_alias_is_fresh_and_mark_reaches_output():
+    def fn(g, x):
+        e = g.call_function(torch.exp, (x,))
+        v = g.call_method("view", (e, -1))
+        other = g.call_function(torch.exp, (x,))
+        return (g.call_function(operator.mul, (other, 2)),)
+
+    gm = build(fn)
+    a = EffectAnalysis(gm)
+    x, e, v, other, mul = list(gm.graph.nodes)[:5]
+    assert a.may_alias(e, v) and a.may_alias(v, e) and not a.may_alias(e, other)
+    assert not a.may_alias(x, e)
+    assert a.is_fresh(e) and a.is_fresh(other) and not a.is_fresh(v) and not a.is_fresh(x)
+    assert a.reaches_output(mul) and not a.reaches_output(e) and not a.reaches_output(v)
+    # a pass rewires the output to e (and keeps asking): e and its view now reach the output
+    a.mark_reaches_output(e)
+    assert a.reaches_output(e) and a.reaches_output(v) and not a.reaches_output(other)
+
+
 def test_dialect_spellings_of_one_module():
     class M(nn.Module):
         def __init__(self):
