@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 import fxpasses
-from fxpasses.pipeline import compare_outputs
+from fxpasses.verify import compare_outputs
 
 from bench_pipeline import PIPELINE
 from common import Config, Result, Target, fmt_s, fmt_x, md_table, measure

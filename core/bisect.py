@@ -26,7 +26,8 @@ import torch
 import torch.fx
 
 from .errors import PassFailedError, UserError
-from .pipeline import Pipeline, Plan, _gc_paused, _run_module, compare_outputs
+from .pipeline import Pipeline, Plan, _gc_paused, _run_module
+from .verify import TensorState, compare_outputs
 from .rewrites import RewriteLimit, RewriteRecord
 from .snapshot import Snapshot
 
@@ -149,7 +150,8 @@ def bisect(
     steps = pipeline.plan().steps
     result = BisectResult("clean", steps=len(steps))
     with _gc_paused():
-        reference = _run_module(gm, example_inputs)
+        state = TensorState(gm)
+        reference = _run_module(gm, example_inputs, state)
         snap = Snapshot(gm, copy_tensors=True)
 
     def restore() -> None:
@@ -194,7 +196,7 @@ def bisect(
         try:
             trial_pipeline.run(gm, example_inputs, rewrite_limit=limit)
             with _gc_paused():
-                cmp = compare_outputs(_run_module(gm, example_inputs), reference, atol, rtol)
+                cmp = compare_outputs(_run_module(gm, example_inputs, state), reference, atol, rtol)
             t = Trial(n, bool(cmp.message), cmp.message or f"outputs match (max abs error {cmp.max_abs:.3g})")
         except PassFailedError as exc:
             t = Trial(n, True, str(exc).splitlines()[0])

@@ -41,6 +41,7 @@ from .report import PassReport, RunReport
 from .rewrites import RewriteLimit, run_pass_limited
 from .runner import HookError, hook_failure, run_pass
 from .snapshot import Snapshot
+from .verify import TensorState, call_isolated, clone_outputs, compare_outputs
 from .spec import SpecEntry, parse_pipeline_string
 
 __all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
@@ -152,6 +153,9 @@ class Pipeline:
         self.registry = registry if registry is not None else default_registry()
         self.verify = verify
         self.on_error = on_error
+        for label, value in (("atol", atol), ("rtol", rtol)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{label} must be a finite number >= 0, got {value!r}", source=source)
         self.atol = float(atol)
         self.rtol = float(rtol)
         self.snapshot_tensors = snapshot_tensors
@@ -345,7 +349,8 @@ class Pipeline:
         report = RunReport(
             dialect=dialect, nodes_before=len(gm.graph.nodes), verification=self.verify
         )
-        reference = _run_module(gm, example_inputs) if needs_numeric else None
+        state = TensorState(gm) if needs_numeric else None
+        reference = _run_module(gm, example_inputs, state) if state is not None else None
         hook = self.registry.hook
         analyses: dict[str, Any] = {}
         dirty = False  # graph differs from the compiled code
@@ -380,7 +385,14 @@ class Pipeline:
                     if verify == "numeric" and changed:
                         gm.recompile()
                         dirty = False
-                        err = compare_outputs(_run_module(gm, example_inputs), reference, self.atol, self.rtol)
+                        assert state is not None
+                        try:
+                            actual = call_isolated(gm, example_inputs, state)
+                        except Exception as exc:
+                            raise VerificationError(
+                                f"the module no longer runs on the example inputs: {type(exc).__name__}: {exc}"
+                            ) from exc
+                        err = compare_outputs(actual, reference, self.atol, self.rtol)
                         report.max_abs_error = max(report.max_abs_error or 0.0, err.max_abs)
                         if err.message:
                             raise VerificationError(err.message)
@@ -500,103 +512,15 @@ def _lint(gm: torch.fx.GraphModule) -> None:
             ) from exc
 
 
-def _run_module(gm: torch.nn.Module, inputs: Sequence[Any] | None) -> Any:
-    with torch.no_grad():
-        out = gm(*(inputs or ()))
-    return clone_outputs(out)
-
-
-def clone_outputs(out: Any) -> Any:
-    """Detached copies of every tensor in a (nested) output, structure kept."""
-    if isinstance(out, torch.Tensor):
-        return out.detach().clone()
-    if isinstance(out, (list, tuple)):
-        return type(out)(clone_outputs(o) for o in out) if not hasattr(out, "_fields") else type(out)(*(clone_outputs(o) for o in out))
-    if isinstance(out, dict):
-        return {k: clone_outputs(v) for k, v in out.items()}
-    return out
-
-
-@dataclass
-class Comparison:
-    """Result of :func:`compare_outputs`: empty ``message`` means equal within tolerance."""
-
-    message: str
-    max_abs: float
-
-
-def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: str = "output") -> Comparison:
-    """Compare nested outputs leaf by leaf: structure, dtype, shape, NaN positions, values.
-
-    Values match when ``|actual - expected| <= atol + rtol * |expected|`` elementwise.
-    Returns the first mismatch as a message naming the leaf (``output[0][1]``) and the
-    largest absolute error seen.
-    """
-    worst = 0.0
-
-    def walk(a: Any, e: Any, p: str) -> str:
-        nonlocal worst
-        if isinstance(e, torch.Tensor):
-            e = e.detach()
-            if not isinstance(a, torch.Tensor):
-                return f"{p}: expected a tensor, got {type(a).__name__}"
-            a = a.detach()
-            if a.dtype != e.dtype:
-                return f"{p}: dtype changed from {e.dtype} to {a.dtype}"
-            if a.shape != e.shape:
-                return f"{p}: shape changed from {tuple(e.shape)} to {tuple(a.shape)}"
-            if e.numel() == 0:
-                return ""
-            if e.is_floating_point() or e.is_complex():
-                ea, aa = e.to(torch.float64), a.to(torch.float64)
-                nan_e, nan_a = torch.isnan(ea), torch.isnan(aa)
-                if not torch.equal(nan_e, nan_a):
-                    return f"{p}: NaN positions differ"
-                ok = ~nan_e
-                diff = (aa - ea).abs()
-                diff = torch.where(ok, diff, torch.zeros_like(diff))
-                inf_mismatch = torch.isinf(ea) | torch.isinf(aa)
-                if inf_mismatch.any() and not torch.equal(ea[inf_mismatch], aa[inf_mismatch]):
-                    return f"{p}: infinities differ"
-                diff = torch.where(inf_mismatch, torch.zeros_like(diff), diff)
-                m = float(diff.max().detach())
-                worst = max(worst, m)
-                bound = atol + rtol * ea.abs()
-                bad = diff > torch.where(ok, bound, torch.full_like(bound, math.inf))
-                if bad.any():
-                    idx = tuple(int(i) for i in bad.nonzero()[0])
-                    return (
-                        f"{p}: max abs error {m:.3g} exceeds atol={atol:g}, rtol={rtol:g} "
-                        f"(first at index {idx}: {float(aa[idx]):.6g} vs expected {float(ea[idx]):.6g})"
-                    )
-                return ""
-            if not torch.equal(a, e):
-                m = float((a.to(torch.float64) - e.to(torch.float64)).abs().max())
-                worst = max(worst, m)
-                return f"{p}: values differ (max abs error {m:.3g})"
-            return ""
-        if isinstance(e, (list, tuple)):
-            if not isinstance(a, (list, tuple)) or len(a) != len(e):
-                return f"{p}: expected a sequence of {len(e)}, got {type(a).__name__} of {len(a) if hasattr(a, '__len__') else '?'}"
-            for i, (x, y) in enumerate(zip(a, e)):
-                msg = walk(x, y, f"{p}[{i}]")
-                if msg:
-                    return msg
-            return ""
-        if isinstance(e, dict):
-            if not isinstance(a, dict) or a.keys() != e.keys():
-                return f"{p}: expected keys {sorted(e)}"
-            for k in e:
-                msg = walk(a[k], e[k], f"{p}[{k!r}]")
-                if msg:
-                    return msg
-            return ""
-        if a != e and not (isinstance(e, float) and math.isnan(e) and isinstance(a, float) and math.isnan(a)):
-            return f"{p}: expected {e!r}, got {a!r}"
-        return ""
-
-    msg = walk(actual, expected, path)
-    return Comparison(msg, worst)
+def _run_module(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: TensorState) -> Any:
+    """``gm(*inputs)`` like for like (see :func:`fxpasses.verify.call_isolated`); a module that
+    does not run on its example inputs is the user's error, named as such."""
+    try:
+        return call_isolated(gm, inputs, state)
+    except Exception as exc:
+        raise UserError(
+            f"the module does not run on the example inputs: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def run(

@@ -58,7 +58,7 @@ def assert_preserves_outputs(
         AssertionError: naming the pass, the dialect, the input set, the first differing
             output and its largest absolute error.
     """
-    from .pipeline import clone_outputs, compare_outputs
+    from .verify import TensorState, call_isolated, compare_outputs
 
     pipeline = _as_pipeline(pass_or_pipeline, registry)
     results = {}
@@ -68,24 +68,13 @@ def assert_preserves_outputs(
         gm = cap.gm
         extra = [_with_params(cap, dialect, inp, example_inputs) for inp in check_inputs]
         sets = [cap.inputs, *extra]
-        # Each call starts from the same state: fresh copies of the inputs, the module's
-        # tensors as captured, the same RNG seed. So modules that write their inputs or
-        # buffers, or draw random numbers, compare like for like.
-        state = [(t, t.detach().clone()) for t in gm.state_dict(keep_vars=True).values()]
-
-        def call(inputs: Sequence[Any]) -> Any:
-            with torch.no_grad():
-                for t, saved in state:
-                    t.copy_(saved)
-                torch.manual_seed(0)
-                return clone_outputs(gm(*clone_outputs(list(inputs))))
-
-        before = [call(inp) for inp in sets]
-        for t, saved in state:
-            with torch.no_grad():
-                t.copy_(saved)
+        # Each call starts from the same state (fxpasses.verify.call_isolated): fresh copies
+        # of the inputs, the module's tensors as captured, the same RNG seed. So modules that
+        # write their inputs or buffers, or draw random numbers, compare like for like.
+        state = TensorState(gm)
+        before = [call_isolated(gm, inp, state) for inp in sets]
         report = pipeline.run(gm, cap.inputs)
-        after = [call(inp) for inp in sets]
+        after = [call_isolated(gm, inp, state) for inp in sets]
         for k, (a, b) in enumerate(zip(after, before)):
             cmp = compare_outputs(a, b, atol, rtol)
             if cmp.message:

@@ -16,7 +16,7 @@ from fxpasses import Pipeline
 from fxpasses.capture import capture
 from fxpasses.config import Config, InputSpec, find_pyproject, load_config_file
 from fxpasses.context import tensor_info
-from fxpasses.pipeline import compare_outputs
+from fxpasses.verify import compare_outputs
 from fxpasses.spec import parse_pipeline_string
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

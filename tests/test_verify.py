@@ -1,0 +1,104 @@
+"""Numeric verification compares like for like and leaves no trace on the user's objects."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import fxpasses
+from fxpasses import ConfigError, NodePass, Pipeline, Registry, Replace, on
+from fxpasses.verify import TensorState, call_isolated, compare_outputs, tolerances
+
+
+class Stateful(nn.Module):
+    """Writes a buffer and its input, draws random numbers: each call differs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("n", torch.zeros(1))
+
+    def forward(self, x):
+        self.n.add_(1)
+        x.mul_(2)
+        return (x + self.n) + torch.randn_like(x)
+
+
+class SwapAdd(NodePass):
+    """Rewrites a + b as b + a (exact): a correct pass."""
+
+    name = "swap_add"
+
+    @on("add", op="call_function")
+    def add(self, node, ctx):
+        a, b = node.args[:2]
+        if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node) and not node.kwargs:
+            new = ctx.call_function(node.target, (b, a))
+            return Replace(new)
+
+
+@pytest.fixture
+def reg():
+    r = Registry(autoload=False)
+    r.register(SwapAdd)
+    return r
+
+
+def test_correct_pass_on_stateful_random_model_verifies_and_leaves_no_trace(reg):
+    gm = torch.export.export(Stateful(), (torch.ones(3),)).module()
+    x = torch.ones(3)
+    rng = torch.get_rng_state()
+    report = Pipeline(["swap_add"], registry=reg, verify="numeric").run(gm, [x])
+    assert report.passes[0].status == "ok" and report.passes[0].changed
+    assert report.max_abs_error == 0.0
+    assert torch.equal(x, torch.ones(3))  # the caller's input was not written
+    assert torch.equal(gm.n, torch.zeros(1))  # nor the module's buffer
+    assert torch.equal(torch.get_rng_state(), rng)  # nor the caller's random stream
+
+
+def test_call_isolated_gives_the_same_result_every_time():
+    gm = torch.export.export(Stateful(), (torch.ones(3),)).module()
+    state = TensorState(gm)
+    first = call_isolated(gm, [torch.ones(3)], state)
+    second = call_isolated(gm, [torch.ones(3)], state)
+    assert torch.equal(first, second)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        expected = torch.full((3,), 3.0) + torch.randn(3)
+    torch.testing.assert_close(first, expected)
+
+
+def test_module_that_does_not_run_on_the_inputs_is_a_user_error(reg):
+    gm = torch.fx.symbolic_trace(nn.Linear(4, 4))
+    with pytest.raises(fxpasses.UserError, match="does not run on the example inputs: RuntimeError"):
+        Pipeline(["swap_add"], registry=reg, verify="numeric").run(gm, [torch.ones(2, 5)])
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, True, "1e-5"])
+def test_tolerances_must_be_finite_non_negative_numbers(reg, bad):
+    with pytest.raises(ConfigError, match="atol must be a finite number >= 0"):
+        Pipeline(["swap_add"], registry=reg, verify="numeric", atol=bad)
+    with pytest.raises(ValueError):
+        compare_outputs(torch.ones(1), torch.ones(1), bad if isinstance(bad, float) else -1.0, 0.0)
+
+
+def test_low_precision_floors():
+    assert tolerances(torch.float32, 1e-5, 1e-5) == (1e-5, 1e-5)
+    assert tolerances(torch.float16, 1e-5, 1e-5) == (1e-5, 1e-3)
+    assert tolerances(torch.bfloat16, 0.0, 0.0) == (1e-5, 1.6e-2)
+    a = torch.tensor([2.0], dtype=torch.float16)
+    b = torch.tensor([2.0 + 2**-9], dtype=torch.float16)  # one ulp apart at 2.0
+    assert compare_outputs(b, a, 1e-5, 1e-5).message == ""
+    assert compare_outputs(b.float(), a.float(), 1e-5, 1e-5).message  # not in float32
+
+
+def test_compare_outputs_structure_dtype_nan_and_python_values():
+    t = torch.tensor([1.0, float("nan"), float("inf")])
+    assert compare_outputs((t, {"k": 3}), (t.clone(), {"k": 3}), 0, 0).message == ""
+    assert "NaN positions differ" in compare_outputs(torch.tensor([1.0, 0.0]), torch.tensor([1.0, float("nan")]), 1, 1).message
+    assert "infinities differ" in compare_outputs(torch.tensor([-math.inf]), torch.tensor([math.inf]), 1, 1).message
+    assert "dtype changed from torch.int64 to torch.float32" in compare_outputs(torch.ones(1), torch.ones(1, dtype=torch.long), 1, 1).message
+    assert "output[1]: expected 3, got 3.0" in compare_outputs((t, 3.0), (t, 3), 0, 0).message
+    assert "output['k']" in compare_outputs({"k": torch.zeros(2)}, {"k": torch.ones(2)}, 0, 0).message
