@@ -48,6 +48,7 @@ class Snapshot:
         "namespace",
         "modules",
         "class_forward",
+        "gm_meta",
         "tensor_versions",
         "tensor_copies",
         "unrestorable",
@@ -78,6 +79,8 @@ class Snapshot:
         self.namespace = (dict(ns._obj_to_name), set(ns._used_names), dict(ns._base_count))
         self.modules, tensors = _record_modules(gm)
         self.class_forward = type(gm).__dict__.get("forward")
+        meta = gm.__dict__.get("meta")
+        self.gm_meta = dict(meta) if isinstance(meta, dict) else None  # GraphModule.meta
         self.tensor_versions = {name: (t, t._version) for name, t in tensors.items()}
         self.tensor_copies: dict[str, torch.Tensor] | None = None
         if copy_tensors:
@@ -178,6 +181,10 @@ class Snapshot:
         graph._find_nodes_lookup_table = table
 
     def _restore_module(self) -> None:
+        meta = self.gm.__dict__.get("meta")
+        if self.gm_meta is not None and isinstance(meta, dict) and meta != self.gm_meta:
+            meta.clear()
+            meta.update(self.gm_meta)
         for m, d, params, bufs, mods, non_persistent in self.modules:
             if m.__dict__ != d:
                 m.__dict__.clear()

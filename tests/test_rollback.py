@@ -340,3 +340,24 @@ def test_per_entry_verify_and_on_error_override_the_pipeline_settings():
     with pytest.raises(PassFailedError) as info:
         Pipeline(entries, registry=reg, verify="none", on_error="skip").run(gm, [x])
     assert not info.value.rolled_back
+
+
+def test_graph_module_meta_is_restored():
+    class Scribbler(fxpasses.GraphPass):
+        """Writes gm.meta, then fails."""
+
+        name = "scribbler"
+
+        def run(self, gm, ctx):
+            gm.meta["junk"] = 1
+            gm.meta.pop("keep", None)
+            raise RuntimeError("fails after writing meta")
+
+    gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+    gm.meta["keep"] = "yes"
+    meta = gm.meta
+    reg = Registry(autoload=False)
+    reg.register(Scribbler)
+    with pytest.raises(PassFailedError):
+        Pipeline(["scribbler"], registry=reg).run(gm, [torch.ones(1)])
+    assert gm.meta is meta and gm.meta == {"keep": "yes"}
