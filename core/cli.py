@@ -243,6 +243,7 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
             base, source = cfg._base_dir, cfg._source
             cfg = cfg.model_copy(update=update)
             cfg._base_dir, cfg._source = base, source
+            cfg._pipeline_overridden = True
     return cfg
 
 

@@ -167,6 +167,7 @@ class Config(_Strict):
     # where it came from, for messages (not a config key)
     _source: str = "config"
     _base_dir: Path | None = None
+    _pipeline_overridden: bool = False  # --pipeline/--preset replaced the file's pipeline
 
 
 def validation_problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[str, str, Any]]:

@@ -118,7 +118,8 @@ class Pipeline:
         atol, rtol: tolerances of numeric verification (``|a - b| <= atol + rtol * |b|``).
         snapshot_tensors: keep a copy of every parameter and buffer so that a pass that writes
             one in place can be rolled back too (doubles their memory during the run).
-        options: extra options by pass name, merged into every entry of that pass.
+        options: extra options by pass name, merged into every entry of that pass; options for
+            a pass not in the pipeline are an error (a typo) unless ``ignore_unused_options``.
         order: ``"dependencies"`` (default: order by ``requires``/``after``/``before`` and pull
             in missing requirements) or ``"as-given"`` (run the entries exactly as listed;
             reproducers use it, their list being a slice of an ordered plan).
@@ -140,6 +141,7 @@ class Pipeline:
         options: Mapping[str, Mapping[str, Any]] | None = None,
         source: str | None = None,
         order: str = "dependencies",
+        ignore_unused_options: bool = False,
     ) -> None:
         if verify not in _VERIFY:
             raise ConfigError(f"verify must be one of {', '.join(_VERIFY)}, got {verify!r}")
@@ -165,7 +167,7 @@ class Pipeline:
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
         unused = set(extra) - {s.name for s in self._steps}
-        if unused:
+        if unused and not ignore_unused_options:
             raise ConfigError(
                 "options given for pass(es) not in the pipeline: " + ", ".join(sorted(unused)),
                 source=source,
@@ -272,6 +274,9 @@ class Pipeline:
             atol=cfg.atol,
             rtol=cfg.rtol,
             options=cfg.options,
+            # a pipeline given on the command line replaces the config's: options the config
+            # sets for passes it no longer has are not typos
+            ignore_unused_options=cfg._pipeline_overridden,
             order=cfg.order,
         )
         if isinstance(cfg.pipeline, str):

@@ -109,3 +109,13 @@ def test_broken_pyproject_on_the_way_up_is_reported(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli, ["check"])
     assert r.exit_code == 2
     assert f"{sub / 'pyproject.toml'}: invalid TOML" in r.output
+
+
+def test_pipeline_flag_replaces_the_configs_pipeline_and_its_options(tmp_path):
+    cfg = tmp_path / "merge.toml"
+    cfg.write_text('pipeline = "fold_constants"\n[options.fold_constants]\nmax_numel = 10\n')
+    r = CliRunner().invoke(cli, ["check", str(cfg), "--pipeline", "eliminate_dead_code"])
+    assert r.exit_code == 0, r.output
+    assert " 1. eliminate_dead_code" in r.output and "fold_constants" not in r.output
+    r = CliRunner().invoke(cli, ["check", str(cfg)])
+    assert r.exit_code == 0 and " 1. fold_constants{max_numel=10}" in r.output
