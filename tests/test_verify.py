@@ -102,3 +102,23 @@ def test_compare_outputs_structure_dtype_nan_and_python_values():
     assert "dtype changed from torch.int64 to torch.float32" in compare_outputs(torch.ones(1), torch.ones(1, dtype=torch.long), 1, 1).message
     assert "output[1]: expected 3, got 3.0" in compare_outputs((t, 3.0), (t, 3), 0, 0).message
     assert "output['k']" in compare_outputs({"k": torch.zeros(2)}, {"k": torch.ones(2)}, 0, 0).message
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_half_precision_conv_bn_fusion_verifies_numerically(dtype, dialect):
+    from fxpasses.capture import capture
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+        model[1].weight.uniform_(0.5, 2)
+    model = model.to(dtype)
+    x = torch.randn(2, 3, 8, 8).to(dtype)
+    cap = capture(model, [x], dialect)
+    report = fxpasses.run(cap.gm, "fuse_conv_bn", cap.inputs, verify="numeric", atol=1e-5, rtol=1e-5)
+    assert report["fuse_conv_bn"].counters["fused"] == 1
+    weights = [t for t in cap.gm.state_dict().values() if t.ndim == 4]
+    assert weights and all(t.dtype == dtype for t in weights)  # the fused weight keeps the dtype
