@@ -127,3 +127,22 @@ class ModulePaths:
         if mod is MISSING:
             return self.root.get_submodule(path)
         return mod
+
+    def current_submodule(self, path: Any) -> torch.nn.Module:
+        """Exactly ``root.get_submodule(path)``, looked up now (no memo: for module trees that
+        may change between calls)."""
+        obj: Any = self.root
+        if isinstance(path, str) and path:
+            for atom in path.split("."):
+                shadowed = self._shadow.get((type(obj), atom))
+                if shadowed is None:
+                    shadowed = self._shadowed(obj, atom)
+                d = obj.__dict__
+                # nn.Module.__getattr__ looks in _parameters and _buffers before _modules
+                if shadowed or atom in d or atom in d["_parameters"] or atom in d["_buffers"]:
+                    return self.root.get_submodule(path)
+                obj = d["_modules"].get(atom)
+                if not isinstance(obj, torch.nn.Module):
+                    return self.root.get_submodule(path)
+            return obj
+        return self.root.get_submodule(path)

@@ -101,7 +101,9 @@ from typing import Any, Iterable, Iterator
 import torch
 import torch.fx
 from torch.fx.node import Node
+from torch.nn.modules import module as nn_module
 
+from ._modpath import ModulePaths
 from .ops import callable_op_name, is_inplace_name, module_op_name
 
 __all__ = [
@@ -638,8 +640,6 @@ def _module_is_standard(mod: torch.nn.Module) -> bool:
 
 
 def _has_forward_hooks(mod: torch.nn.Module) -> bool:
-    from torch.nn.modules import module as nn_module
-
     return bool(
         mod._forward_hooks
         or mod._forward_pre_hooks
@@ -695,6 +695,67 @@ def _lookups(t: Any) -> tuple[str | None, bool, str | None, bool, bool, bool]:
         return None, False, special, False, False, False
 
 
+# Per-node answers that depend only on the node's own target, args and kwargs (call_function
+# and call_method nodes, higher-order operators excepted) are shared by every EffectAnalysis of
+# a graph: a pipeline builds one analysis per pass, and deriving every node's effects again
+# dominated those passes on big graphs. An entry ``[target, args, kwargs, token, effects,
+# aliases]`` is used only while the node still holds the very same target, args and kwargs
+# objects (FX replaces the args tuple and kwargs dict on every edit) and the effect registries
+# (ours and torch's side-effectful functions) are unchanged. The table lives on the graph
+# (entries reference its nodes: a table outside it would keep the graph alive).
+_SHARED_ATTR = "_fxpasses_node_facts"
+
+
+_last_token: Any = None
+
+
+def _registry_token() -> Any:
+    """The state of the effect registries; the same object while they do not change."""
+    global _last_token
+    token = (frozenset(_user_effects.items()), frozenset(_user_pure), len(_torch_side_effectful()))
+    if token != _last_token:
+        _last_token = token
+    return _last_token
+
+
+def _new_entry(node: Node, table: dict[Node, list[Any]], token: Any) -> list[Any] | None:
+    """A fresh shared entry for ``node`` (None when its answers may depend on more than the
+    node itself)."""
+    op = node.op
+    if op != "call_function" and op != "call_method":
+        return None
+    if isinstance(node.target, torch._ops.HigherOrderOperator):  # reads submodules of the graph
+        return None
+    entry = table[node] = [node.target, node._args, node._kwargs, token, None, None]
+    return entry
+
+
+#: call_function targets found pure by a rule that looks at the target only (registered pure,
+#: or an ``operator``/``math``/pure builtin function; torch's Node.is_impure agreeing), mapped to
+#: the registry token they were found under: such nodes need no per-node analysis.
+_pure_targets: dict[Any, Any] = {}
+
+
+def _pure_whatever_args(t: Any) -> bool:
+    """Whether :meth:`EffectAnalysis._function` answers pure for ``t`` without looking at the
+    arguments (its first rules), so that the answer holds for every call of ``t``."""
+    try:
+        user, pure, special, op_write, pure_builtin, in_torch_table = _lookups(t)
+        hash(t)
+    except TypeError:
+        return False
+    if pure:
+        return not isinstance(t, torch._ops.HigherOrderOperator)
+    if user is not None or special is not None or op_write or in_torch_table:
+        return False
+    if isinstance(t, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
+        return False
+    if t is builtins.setattr or t is builtins.delattr:
+        return False
+    mod = getattr(t, "__module__", None)
+    return mod in ("_operator", "operator", "math", "cmath") or pure_builtin
+
+
 class EffectAnalysis:
     """Effects, aliasing and mutation of the nodes of one graph (caches; O(n) overall).
 
@@ -710,6 +771,10 @@ class EffectAnalysis:
 
     def __init__(self, gm: torch.nn.Module) -> None:
         self.gm = gm
+        self._token = _registry_token()
+        self._table_graph: Any = None
+        self._table: dict[Node, list[Any]] = {}
+        self._paths: ModulePaths | None = None
         self._node: dict[Node, NodeEffects] = {}
         self._aliases: dict[Node, tuple[Node, ...]] = {}
         self._module: dict[int, NodeEffects] = {}
@@ -729,9 +794,39 @@ class EffectAnalysis:
             return self._node[node]
         except KeyError:
             pass
-        eff = self._compute(node)
+        entry = self._entry(node)
+        if entry is None:
+            eff = self._compute(node)
+        else:
+            eff = entry[4]
+            if eff is None:
+                eff = entry[4] = self._compute(node)
         self._node[node] = eff
         return eff
+
+    def _entry(self, node: Node) -> list[Any] | None:
+        """The graph's shared entry for ``node``, valid for its current target/args/kwargs."""
+        graph = node.graph
+        if graph is self._table_graph:
+            table = self._table
+        else:
+            d = getattr(graph, "__dict__", None)
+            if d is None:  # pragma: no cover - a graph without instance attributes
+                return None
+            table = d.get(_SHARED_ATTR)
+            if table is None:
+                table = d[_SHARED_ATTR] = {}
+            self._table_graph, self._table = graph, table
+        entry = table.get(node)
+        if (
+            entry is not None
+            and entry[0] is node.target
+            and entry[1] is node._args
+            and entry[2] is node._kwargs
+            and entry[3] is self._token
+        ):
+            return entry
+        return _new_entry(node, table, self._token)
 
     def has_side_effects(self, node: Node) -> bool:
         return not self.effects(node).kinds <= NO_SIDE_EFFECT
@@ -752,6 +847,12 @@ class EffectAnalysis:
         if op == "get_attr":
             return _PURE
         if op == "call_function":
+            t = node.target
+            try:
+                if _pure_targets.get(t) is self._token:  # pure whatever the arguments
+                    return _PURE
+            except TypeError:  # unhashable target
+                pass
             eff = self._function(node)
         elif op == "call_method":
             eff = self._method(node)
@@ -769,6 +870,8 @@ class EffectAnalysis:
                 impure = False
             if impure:
                 eff = _effects({DECLARED}, (), "torch.fx Node.is_impure()")
+        if eff is _PURE and op == "call_function" and _pure_whatever_args(node.target):
+            _pure_targets[node.target] = self._token
         return eff
 
     # call_function -------------------------------------------------------------------------
@@ -948,9 +1051,17 @@ class EffectAnalysis:
 
     # call_module ---------------------------------------------------------------------------
 
+    def _submodule(self, target: Any) -> torch.nn.Module:
+        """``gm.get_submodule(target)``, through the module registries (dict lookups instead of
+        hasattr/getattr per path element; the same result or AttributeError)."""
+        paths = self._paths
+        if paths is None:
+            paths = self._paths = ModulePaths(self.gm)
+        return paths.current_submodule(target)
+
     def _call_module(self, node: Node) -> NodeEffects:
         try:
-            mod = self.gm.get_submodule(node.target)  # type: ignore[arg-type]
+            mod = self._submodule(node.target)
         except AttributeError:
             return _effects({UNKNOWN}, node.all_input_nodes, f"submodule {node.target!r} not found")
         return self._module_call(mod, node.target, node)  # type: ignore[arg-type]
@@ -1073,7 +1184,13 @@ class EffectAnalysis:
             return self._aliases[node]
         except KeyError:
             pass
-        res = self._compute_aliases(node)
+        entry = self._entry(node)
+        if entry is None:
+            res = self._compute_aliases(node)
+        else:
+            res = entry[5]
+            if res is None:
+                res = entry[5] = self._compute_aliases(node)
         self._aliases[node] = res
         return res
 
@@ -1110,7 +1227,7 @@ class EffectAnalysis:
             return inputs
         if op == "call_module":
             try:
-                mod = self.gm.get_submodule(t)  # type: ignore[arg-type]
+                mod = self._submodule(t)
             except AttributeError:
                 return inputs
             if (
@@ -1267,6 +1384,13 @@ class EffectAnalysis:
         if self._mutated is not None:
             return self._mutated
         self._sweep()
+        if (
+            not self._state_written
+            and _ANY_ROOT not in self._written
+            and not any(isinstance(k, tuple) and k[0] in ("storage", "tensor") for k in self._written)
+        ):  # nothing writes module state: no need to name every tensor of the module
+            self._mutated = set()
+            return self._mutated
         gm = self.gm
         named: dict[str, torch.Tensor] = {}
         for name, t in gm.named_parameters(remove_duplicate=False):
