@@ -186,3 +186,64 @@ def test_node_pass_matches_modules_by_class():
     gm = torch.fx.GraphModule(model, Tracer().trace(model))
     fxpasses.Pipeline([Spy], verify="none").run(gm)
     assert seen == [("call_module", "m"), ("call_function", str(operator.mul))]
+
+
+def _user_fn(x):
+    return x + 1
+
+
+torch.fx.wrap("_user_fn")
+
+
+def test_shared_effects_follow_edits_and_registrations():
+    from fxpasses import effects
+
+    class M(nn.Module):
+        def forward(self, x):
+            y = torch.relu(x)
+            return _user_fn(y) * 2
+
+    gm = torch.fx.symbolic_trace(M())
+    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
+    user = next(n for n in gm.graph.nodes if n.target is _user_fn)
+    mul = next(n for n in gm.graph.nodes if n.target is operator.mul)
+    a = effects.EffectAnalysis(gm)
+    assert a.effects(relu).pure and a.effects(mul).pure
+    assert not a.effects(user).pure  # an unknown function
+    # an edit to the node (new args, new target) is seen by the next analysis
+    relu.kwargs = {"inplace": False}
+    relu.target = torch.relu_
+    assert not effects.EffectAnalysis(gm).effects(relu).pure
+    # registrations between analyses are seen
+    effects.register_pure_function(_user_fn)
+    try:
+        assert effects.EffectAnalysis(gm).effects(user).pure
+        effects.register_side_effect(operator.mul, effects.IO)
+        assert effects.IO in effects.EffectAnalysis(gm).effects(mul).kinds
+    finally:
+        effects._user_pure.discard(_user_fn)
+        effects._user_effects.pop(operator.mul, None)
+    assert effects.EffectAnalysis(gm).effects(mul).pure
+
+
+def test_mutated_attributes_shortcut_matches_full_answer():
+    from fxpasses import effects
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", torch.zeros(3))
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            self.b.add_(1)
+            return self.lin(x) + self.b
+
+    class Tracer(torch.fx.Tracer):
+        proxy_buffer_attributes = True
+
+    model = M()
+    gm = torch.fx.GraphModule(model, Tracer().trace(model))
+    assert effects.EffectAnalysis(gm).mutated_attributes() == {"b"}
+    gm2 = torch.fx.symbolic_trace(Net())
+    assert effects.EffectAnalysis(gm2).mutated_attributes() == set()
