@@ -10,6 +10,7 @@ from pydantic import Field
 from torch.fx.node import Node
 
 from fxpasses import GraphPass, PassContext, PassOptions
+from fxpasses._modpath import MISSING, ModulePaths
 from fxpasses.effects import GLOBAL_STATE, EffectAnalysis
 
 from .dead_code import prune_unused_state
@@ -143,11 +144,12 @@ class FoldConstants(GraphPass):
         mutated = analysis.mutated_attributes()
         values: dict[Node, Any] = {}
         state_changed = False  # values after autocast/default-dtype changes depend on them
+        paths = ModulePaths(gm)  # the module tree does not change while evaluating
         for node in gm.graph.nodes:
             if GLOBAL_STATE in analysis.effects(node).kinds and node.target not in _GRAD_MODE:
                 state_changed = True
             if node.op == "get_attr":
-                obj = _attr(gm, node.target)
+                obj = _attr(gm, node.target, paths)
                 if isinstance(obj, torch.Tensor):
                     if (
                         node.target not in mutated
@@ -361,25 +363,38 @@ def _live_storages(
     """Storages that stay referenced whatever is folded (non-constant or needed get_attr nodes,
     called modules, get_attr of submodules), and the qualified names of every storage."""
     live: set[Any] = set()
+    paths = ModulePaths(gm)
+    seen_modules: set[int] = set()  # a module called at several sites is counted once
+
+    def add_module(mod: torch.nn.Module) -> None:
+        if id(mod) not in seen_modules:
+            seen_modules.add(id(mod))
+            live.update(_storage_key(t) for t in _module_tensors(mod))
+
     for node in gm.graph.nodes:
         if node.op == "get_attr" and (node not in values or node in needed):
-            obj = _attr(gm, node.target)
+            obj = _attr(gm, node.target, paths)
             if isinstance(obj, torch.Tensor):
                 live.add(_storage_key(obj))
             elif isinstance(obj, torch.nn.Module):
-                live |= {_storage_key(t) for _, t in _module_tensors(obj)}
+                add_module(obj)
         elif node.op == "call_module":
-            mod = _attr(gm, node.target)
+            mod = _attr(gm, node.target, paths)
             if isinstance(mod, torch.nn.Module):
-                live |= {_storage_key(t) for _, t in _module_tensors(mod)}
+                add_module(mod)
     names: dict[Any, set[str]] = {}
     for name, t in _named_tensors(gm):
         names.setdefault(_storage_key(t), set()).add(name)
     return live, names
 
 
-def _attr(gm: torch.nn.Module, target: Any) -> Any:
-    obj: Any = gm
+def _attr(gm: torch.nn.Module, target: Any, paths: ModulePaths | None = None) -> Any:
+    """``getattr`` along the path ``target`` (None when an element is missing)."""
+    if paths is not None and isinstance(target, str):
+        obj = paths.attr(target)  # through the module registries: dict lookups
+        if obj is not MISSING:
+            return obj
+    obj = gm
     try:
         for part in str(target).split("."):
             obj = getattr(obj, part)
@@ -416,17 +431,25 @@ def _storage_bytes(t: torch.Tensor) -> int:
         return t.numel() * t.element_size()
 
 
-def _module_tensors(mod: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
-    out = list(mod.named_parameters(remove_duplicate=False)) + list(mod.named_buffers(remove_duplicate=False))
+def _module_tensors(mod: torch.nn.Module) -> list[torch.Tensor]:
+    """Every parameter, buffer and tensor attribute of ``mod`` and the modules under it (the
+    tensors of ``named_parameters``/``named_buffers(remove_duplicate=False)`` and of each
+    module's attributes, in one walk)."""
+    out: list[torch.Tensor] = []
     for m in mod.modules():
-        out += [(k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor)]
+        out += [v for v in m._parameters.values() if v is not None]
+        out += [v for v in m._buffers.values() if v is not None]
+        out += [v for v in m.__dict__.values() if isinstance(v, torch.Tensor)]
     return out
 
 
 def _named_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
-    out = list(gm.named_parameters(remove_duplicate=False)) + list(gm.named_buffers(remove_duplicate=False))
+    """(qualified name, tensor) for every parameter, buffer and tensor attribute under every
+    path of the module tree (shared tensors under each of their names), in one walk."""
+    out: list[tuple[str, torch.Tensor]] = []
     for prefix, m in gm.named_modules(remove_duplicate=False):
-        for k, v in vars(m).items():
-            if isinstance(v, torch.Tensor):
-                out.append((f"{prefix}.{k}" if prefix else k, v))
+        p = prefix + "." if prefix else ""
+        out += [(p + k, v) for k, v in m._parameters.items() if v is not None]
+        out += [(p + k, v) for k, v in m._buffers.items() if v is not None]
+        out += [(p + k, v) for k, v in m.__dict__.items() if isinstance(v, torch.Tensor)]
     return out
