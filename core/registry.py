@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import gc
 import importlib
 import importlib.metadata as md
 import inspect
@@ -204,7 +205,21 @@ class Registry:
         return self.pm.hook
 
     def load_entry_points(self) -> None:
-        """Load every ``fxpasses`` entry point not loaded yet (see the class doc)."""
+        """Load every ``fxpasses`` entry point not loaded yet (see the class doc).
+
+        The cyclic garbage collector is paused while plugins load: importing them imports
+        torch (about a million objects), and every collection triggered by the allocations of
+        the imports would scan all of them again (a fifth of ``fxpasses list``'s start-up).
+        """
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._load_entry_points()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _load_entry_points(self) -> None:
         autoload = os.environ.get(AUTOLOAD_ENV, "").strip() not in ("1", "true", "yes")
         loaded = {(r.distribution, r.name) for r in self.plugins}
         for rec in discover():
