@@ -68,6 +68,8 @@ class EliminateCommonSubexpressions(GraphPass):
     """
 
     name = "eliminate_common_subexpressions"
+    # merged nodes are replaced by an equal node: the recorded shapes of what remains hold
+    preserves = ("propagate_shapes",)
     Options = CSEOptions
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:

@@ -76,6 +76,8 @@ class EliminateDeadCode(GraphPass):
     """
 
     name = "eliminate_dead_code"
+    # only removes nodes: the recorded shapes of what remains hold
+    preserves = ("propagate_shapes",)
     Options = DeadCodeOptions
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:

@@ -214,6 +214,9 @@ class Pass:
     - ``requires``: passes that must run before this one; pulled into a pipeline when missing.
     - ``after`` / ``before``: ordering only, applied when both passes are in the pipeline.
     - ``kind``: ``"transform"`` (may change the graph) or ``"analysis"`` (must not).
+    - ``preserves``: for a transform, the analyses whose results stay valid when it changes
+      the graph (``"all"``: every one); the others are computed again when next needed
+      (see :mod:`fxpasses.analyses`).
     - ``dialects``: the graph dialects the pass handles (informational; a pass must leave
       alone what it does not recognise).
     """
@@ -224,6 +227,7 @@ class Pass:
     after: ClassVar[tuple[str, ...]] = ()
     before: ClassVar[tuple[str, ...]] = ()
     kind: ClassVar[str] = "transform"
+    preserves: ClassVar[tuple[str, ...] | str] = ()
     dialects: ClassVar[tuple[str, ...]] = DIALECTS
 
     def __init__(self, options: BaseModel | None = None) -> None:
@@ -304,6 +308,12 @@ def validate_pass_class(cls: Any) -> None:
             raise PassDefinitionError(
                 f"pass {name!r} ({where}): `{attr}` must be a tuple of pass names, got {value!r}"
             )
+    preserves = cls.preserves
+    if preserves != "all" and (isinstance(preserves, str) or not all(isinstance(v, str) for v in preserves)):
+        raise PassDefinitionError(
+            f"pass {name!r} ({where}): `preserves` must be a tuple of analysis names or \"all\", "
+            f"got {preserves!r}"
+        )
     if cls.kind not in ("transform", "analysis"):
         raise PassDefinitionError(
             f"pass {name!r} ({where}): kind must be 'transform' or 'analysis', got {cls.kind!r}"

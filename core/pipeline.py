@@ -17,6 +17,7 @@ The module is recompiled once, at the end (and before numeric checks), not after
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import math
@@ -29,6 +30,7 @@ import torch
 import torch.fx
 from pydantic import BaseModel
 
+from .analyses import AnalysisCache
 from .config import Config, PassEntryConfig, find_pyproject, load_config_file, parse_config, validate_options
 from .context import PassContext
 from .dialect import detect_dialect
@@ -358,16 +360,40 @@ class Pipeline:
         reference = _run_module(gm, example_inputs, state) if state is not None else None
         hook = self.registry.hook
         analyses: dict[str, Any] = {}
+        cache = AnalysisCache()
+        queue = collections.deque(steps)
+        on_demand: set[tuple[int, str]] = set()  # (id of the step, analysis) computed for it
         dirty = False  # graph differs from the compiled code
+        index = -1
         try:
-            for index, step in enumerate(steps):
+            while queue:
+                step = queue.popleft()
+                if step.cls.kind == "analysis" and cache.is_current(step.name, step.options):
+                    n = len(gm.graph.nodes)
+                    report.passes.append(
+                        PassReport(step.name, status="cached", nodes_before=n, nodes_after=n, reasons=list(step.reasons))
+                    )
+                    continue
+                needed = [
+                    r
+                    for r in step.cls.requires
+                    if (id(step), r) not in on_demand and not cache.is_current(r) and self._is_analysis(r)
+                ]
+                if needed:
+                    queue.appendleft(step)
+                    for r in reversed(needed):
+                        on_demand.add((id(step), r))
+                        rcls = self.registry.get(r)
+                        queue.appendleft(PlanStep(r, rcls, rcls.Options(), None, reasons=[f"on demand: required by {step.name}"]))
+                    continue
+                index += 1
                 verify = step.verify or self.verify
                 on_error = step.on_error or self.on_error
                 pass_ = step.cls(step.options)
                 ctx = PassContext(
                     gm, pass_name=step.name, dialect=dialect, example_inputs=example_inputs, analyses=analyses
                 )
-                pr = PassReport(step.name, nodes_before=len(gm.graph.nodes))
+                pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons))
                 snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
                 hook.fxpasses_before_pass(pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
@@ -423,6 +449,12 @@ class Pipeline:
                     raise failure from failure.__cause__
                 pr.seconds = time.perf_counter() - t0
                 pr.changed = changed
+                if step.cls.kind == "analysis":
+                    cache.computed(step.name, step.options)
+                    analyses.setdefault(step.name, True)
+                elif changed:
+                    for name in cache.transformed(step.cls.preserves):
+                        analyses.pop(name, None)  # a stale result must not be read
                 pr.nodes_after = len(gm.graph.nodes)
                 pr.counters = dict(ctx.counters)
                 pr.skipped = list(ctx.skipped)
@@ -437,6 +469,12 @@ class Pipeline:
                 report.rewrites = limit.count
                 report.rewrite_limit = limit.limit
         return report
+
+    def _is_analysis(self, name: str) -> bool:
+        try:
+            return self.registry.get(name).kind == "analysis"
+        except Exception:  # an unknown name was reported when the plan was made
+            return False
 
     def _failure(self, name: str, exc: BaseException, snap: Snapshot, on_error: str) -> PassFailedError:
         notes: list[str] = []

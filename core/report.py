@@ -15,8 +15,10 @@ class PassReport:
 
     Attributes:
         name: the pass's registry name.
-        status: ``"ok"``, ``"failed"`` (rolled back, pipeline stopped or raised) or
-            ``"skipped"`` (failed and rolled back, pipeline continued).
+        status: ``"ok"``, ``"failed"`` (rolled back, pipeline stopped or raised),
+            ``"skipped"`` (failed and rolled back, pipeline continued) or ``"cached"`` (an
+            analysis whose result was still current: not run again).
+        reasons: why the pass ran where it did (e.g. computed on demand for a pass requiring it).
         changed: whether the graph or module changed.
         nodes_before / nodes_after: node counts around the pass.
         seconds: wall time of the pass (hooks, surgery and verification), in seconds.
@@ -39,6 +41,7 @@ class PassReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     error: str | None = None
     iteration: int = 0
+    reasons: list[str] = field(default_factory=list)
     rewrites: int | None = None
     cut_off: bool = False
 
@@ -76,7 +79,7 @@ class RunReport:
 
     @property
     def failed(self) -> list[PassReport]:
-        return [p for p in self.passes if p.status != "ok"]
+        return [p for p in self.passes if p.status in ("failed", "skipped")]
 
     def __getitem__(self, name: str) -> PassReport:
         """The (last) report of the pass called ``name``; KeyError when it did not run."""

@@ -1,0 +1,97 @@
+"""Analyses are cached in a run, preserved or invalidated by transforms, computed on demand."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import fxpasses
+from fxpasses import NodePass, Pipeline, Registry, Replace, on
+from fxpasses._example import convnet
+from fxpasses.capture import capture
+
+
+def statuses(report):
+    return [(p.name, p.status) for p in report.passes]
+
+
+def test_cached_analysis_is_reused_until_a_transform_invalidates_it():
+    cap = capture(convnet(), [torch.randn(1, 3, 32, 32)], "export")
+    report = Pipeline.from_string(
+        "propagate_shapes,eliminate_dead_code,propagate_shapes,fuse_conv_bn,propagate_shapes", order="as-given"
+    ).run(cap.gm, cap.inputs)
+    assert statuses(report) == [
+        ("propagate_shapes", "ok"),
+        ("eliminate_dead_code", "ok"),
+        ("propagate_shapes", "cached"),  # DCE changed the graph but preserves shapes
+        ("fuse_conv_bn", "ok"),
+        ("propagate_shapes", "ok"),  # fusion made new nodes: computed again
+    ]
+    assert report["fuse_conv_bn"].changed
+    assert report.passes[1].changed  # the cached run followed a real change
+    # after the recomputation, every node has its shape again
+    assert all("val" in n.meta for n in cap.gm.graph.nodes if n.op == "call_function")
+
+
+def test_other_options_are_not_the_same_result():
+    cap = capture(convnet(), [torch.randn(1, 3, 32, 32)], "symbolic_trace")
+    report = Pipeline.from_string(
+        "propagate_shapes{mode=real},propagate_shapes{mode=real},propagate_shapes{mode=fake}", order="as-given"
+    ).run(cap.gm, cap.inputs)
+    assert [p.status for p in report.passes] == ["ok", "cached", "ok"]
+
+
+class NeedsShapes(NodePass):
+    """Counts relus whose shape is recorded."""
+
+    name = "needs_shapes"
+    requires = ("propagate_shapes",)
+
+    @on("relu")
+    def relu(self, node, ctx):
+        if ctx.tensor_info(node) is not None:
+            ctx.count("with_shape")
+
+
+class MakesNodes(NodePass):
+    """Rewrites relu(x) as a fresh relu node (no shape recorded)."""
+
+    name = "makes_nodes"
+
+    @on("relu")
+    def relu(self, node, ctx):
+        return Replace(ctx.call_function(node.target, node.args, node.kwargs))
+
+
+def test_required_analysis_is_computed_on_demand_when_not_current():
+    reg = Registry()
+    reg.register(NeedsShapes)
+    reg.register(MakesNodes)
+    cap = capture(convnet(), [torch.randn(1, 3, 32, 32)], "export")
+    report = Pipeline(["needs_shapes", "makes_nodes", "needs_shapes"], registry=reg).run(cap.gm, cap.inputs)
+    assert statuses(report) == [
+        ("propagate_shapes", "ok"),  # pulled into the plan
+        ("needs_shapes", "ok"),
+        ("makes_nodes", "ok"),
+        ("propagate_shapes", "ok"),  # on demand: makes_nodes invalidated the shapes
+        ("needs_shapes", "ok"),
+    ]
+    assert report.passes[3].reasons == ["on demand: required by needs_shapes"]
+    assert report.passes[1].counters == {"with_shape": 2}
+    assert report.passes[4].counters == {"with_shape": 2}  # the new relus have shapes again
+
+
+def test_preserves_must_name_analyses_or_all():
+    class Bad(fxpasses.GraphPass):
+        """x."""
+
+        name = "bad_preserves"
+        preserves = "propagate_shapes"
+
+        def run(self, gm, ctx):
+            return False
+
+    import pytest
+
+    with pytest.raises(fxpasses.PassDefinitionError, match="preserves"):
+        Registry(autoload=False).register(Bad)
