@@ -298,6 +298,10 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
 @click.option("--print-changed", is_flag=True, help="Print a unified diff of the code for each pass that changed it.")
 @click.option("--time-passes", is_flag=True, help="Print wall time per pass, slowest first (stderr).")
 @click.option(
+    "--draw", "draw_dir", type=click.Path(file_okay=False), metavar="DIR",
+    help="Write the graph before and after each changing pass to DIR (.dot; .svg with Graphviz). Needs fxpasses[draw].",
+)
+@click.option(
     "--reproducer",
     metavar="DIR",
     type=click.Path(file_okay=False),
@@ -326,6 +330,7 @@ def run_cmd(
     print_after: str | None,
     print_changed: bool,
     time_passes: bool,
+    draw_dir: str | None,
     reproducer: str | None,
     rewrite_limit: int | None,
     fmt: str,
@@ -359,6 +364,12 @@ def run_cmd(
     timer = TimePasses() if time_passes else None
     if timer is not None:
         instruments.append(timer)
+    drawer = None
+    if draw_dir is not None:
+        from .draw import DrawGraphs
+
+        drawer = DrawGraphs(draw_dir)  # a UserError naming the extra when pydot is missing
+        instruments.append(drawer)
     writer = None
     if reproducer is not None:
         from .reproducer import ReproducerWriter
@@ -391,6 +402,9 @@ def run_cmd(
         _echo_reproducer(writer)
     if timer is not None:
         click.echo(timer.table(), err=True)
+    if drawer is not None:
+        what = ".dot and .svg" if drawer.svg else ".dot (install Graphviz's dot program for .svg: apt install graphviz)"
+        click.echo(f"drew {len(drawer.written)} files ({what}) in {draw_dir}", err=True)
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2, default=str))
         return

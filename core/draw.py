@@ -1,0 +1,72 @@
+"""``--draw DIR``: pictures of the graph before and after each pass that changed it.
+
+Uses torch's own ``torch.fx.passes.graph_drawer.FxGraphDrawer`` (which needs ``pydot``: install
+``fxpasses[draw]``). For each changing pass it writes ``NN_<pass>.before.dot`` and
+``NN_<pass>.after.dot`` (Graphviz source) and, when Graphviz's ``dot`` program is installed
+(``apt install graphviz``), the ``.svg`` pictures next to them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .hookspecs import hookimpl
+
+__all__ = ["DrawGraphs", "require_drawing"]
+
+
+def require_drawing() -> None:
+    """Raise a :class:`~fxpasses.errors.UserError` naming the extra to install when pydot is missing."""
+    try:
+        import pydot  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "drawing graphs needs pydot: pip install 'fxpasses[draw]' "
+            "(and Graphviz's dot program for SVG files: apt install graphviz)"
+        ) from None
+
+
+class DrawGraphs:
+    """Instrument writing ``.dot`` (and, with Graphviz installed, ``.svg``) files per changing pass.
+
+    Attributes:
+        written: the files written, in order.
+        svg: whether SVG files are made (Graphviz's ``dot`` program was found).
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        require_drawing()
+        self.directory = Path(directory)
+        self.svg = shutil.which("dot") is not None
+        self.written: list[Path] = []
+        self._before: Any = None
+        self._count = 0
+
+    def _dot(self, gm: Any, name: str) -> Any:
+        from torch.fx.passes.graph_drawer import FxGraphDrawer
+
+        return FxGraphDrawer(gm, name, ignore_getattr=False).get_dot_graph()
+
+    @hookimpl
+    def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
+        self._before = self._dot(gm, f"before_{pass_name}")
+
+    @hookimpl
+    def fxpasses_after_pass(self, pass_name: str, gm: Any, ctx: Any, report: Any) -> None:
+        before, self._before = self._before, None
+        if not report.changed or before is None:
+            return
+        self._count += 1
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stem = f"{self._count:02d}_{pass_name}"
+        for label, dot in (("before", before), ("after", self._dot(gm, f"after_{pass_name}"))):
+            path = self.directory / f"{stem}.{label}.dot"
+            path.write_text(dot.to_string())
+            self.written.append(path)
+            if self.svg:
+                svg = path.with_suffix(".svg")
+                svg.write_bytes(dot.create_svg())
+                self.written.append(svg)

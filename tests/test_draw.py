@@ -1,0 +1,40 @@
+"""--draw DIR: Graphviz pictures of the graph before and after each changing pass."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from fxpasses.cli import cli
+
+
+def test_draw_writes_before_and_after_for_each_changing_pass(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--draw", "pics"])
+    assert r.exit_code == 0, r.output
+    dots = sorted(p.name for p in (tmp_path / "pics").glob("*.dot"))
+    # the default pipeline changes the graph in remove_dropout, fuse_conv_bn, simplify_algebra,
+    # fold_constants and eliminate_dead_code (CSE finds nothing in the example)
+    changed = ["remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants", "eliminate_dead_code"]
+    assert dots == sorted(f"{i + 1:02d}_{n}.{w}.dot" for i, n in enumerate(changed) for w in ("before", "after"))
+    before = (tmp_path / "pics" / "02_fuse_conv_bn.before.dot").read_text()
+    after = (tmp_path / "pics" / "02_fuse_conv_bn.after.dot").read_text()
+    assert before.startswith("digraph before_fuse_conv_bn {") and "batch_norm" in before
+    assert "batch_norm" not in after
+    svgs = list((tmp_path / "pics").glob("*.svg"))
+    if shutil.which("dot"):
+        assert len(svgs) == len(dots)
+    else:
+        assert svgs == [] and "install Graphviz's dot program" in r.output
+
+
+def test_draw_without_pydot_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "pydot", None)  # as if not installed
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--draw", "pics"])
+    assert r.exit_code == 2
+    assert "pip install 'fxpasses[draw]'" in r.output
+    assert not (tmp_path / "pics").exists()
