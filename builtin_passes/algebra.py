@@ -58,6 +58,8 @@ class SimplifyAlgebra(NodePass):
     - the op is the plain identity: ``alpha`` finite (``x + a*0``) or 1 (``0 + a*x``), no
       ``rounding_mode`` (``floor(x / 1)`` is not ``x`` for floats), no ``out=``, never
       ``rsub``.
+    - the identity operand is what it was made as: a filled tensor (or the inner ``neg``)
+      that the graph may write in place (``z = zeros_like(x); z.add_(1); x + z``) is not one.
     - **aliasing is unchanged** (``_facts.substitution_problem``): ``x * 1`` is a new tensor
       while ``x`` may be the caller's input; the node is kept when it (or a view of it) is
       returned by the graph and ``x`` is not a fresh, otherwise unreturned tensor, and when
@@ -98,6 +100,9 @@ class SimplifyAlgebra(NodePass):
         problem = _type_problem(node, x, allow_unknown=what == "neg(neg(x))")
         if problem is not None:
             return ctx.skip(node, f"{what} kept: {problem}")
+        if isinstance(spent, Node) and self._effects.is_written(spent):
+            # the filled tensor (or the inner neg) may hold other values by the time it is read
+            return ctx.skip(node, f"{what} kept: %{spent.name} may be written in place")
         problem = substitution_problem(node, x, self._effects)
         if problem is not None:
             return ctx.skip(node, f"{what} kept: {problem}")
