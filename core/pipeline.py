@@ -394,6 +394,7 @@ class Pipeline:
                     gm, pass_name=step.name, dialect=dialect, example_inputs=example_inputs, analyses=analyses
                 )
                 pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons))
+                snap = None  # free the previous pass's snapshot first (tensor copies: one set at a time)
                 snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
                 hook.fxpasses_before_pass(pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
