@@ -64,6 +64,8 @@ DEFAULT_PIPELINE = (
 PIPELINES: dict[str, list[Any]] = {
     **{n: [(n, _OPTIONS.get(n, {}))] for n in BUILTIN_TRANSFORMS},
     "propagate_shapes,simplify_algebra": ["propagate_shapes", "simplify_algebra"],
+    # folds what literals build too (the default never lets the module grow)
+    "fold_constants{max_growth_bytes=1048576}": [("fold_constants", {"max_growth_bytes": 1 << 20})],
     "default": DEFAULT_PIPELINE.split(","),
     "propagate_shapes,default": ["propagate_shapes", *DEFAULT_PIPELINE.split(",")],
 }
@@ -765,10 +767,7 @@ def observe(
     """Call ``gm`` ``calls`` times in a row, each on fresh inputs, starting from its tensors
     reset to ``saved`` and the RNG seeded (state written by a call is seen by the next)."""
     tensors = _module_tensors(gm)
-    with torch.no_grad():
-        for name, t in tensors.items():
-            if name in saved:
-                t.copy_(saved[name])
+    _restore(tensors, saved)
     torch.manual_seed(0)
     out = []
     for _ in range(calls):
@@ -776,6 +775,14 @@ def observe(
         if out[-1].error:
             break
     return out
+
+
+def _restore(tensors: dict[str, torch.Tensor], saved: dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        for name, t in tensors.items():
+            # (an expanded constant cannot be written, and is never changed)
+            if name in saved and not torch.equal(t, saved[name]):
+                t.copy_(saved[name])
 
 
 def _call(gm: torch.fx.GraphModule, inputs: list[Any], tensors: dict[str, torch.Tensor]) -> Observation:
@@ -873,9 +880,7 @@ def check_program(p: Program, dialect: str, pipelines: dict[str, list[Any]] = PI
     written = {n for n, t in reference[0].state_after.items() if not _same_tensor(t, saved0[n])}
     for label, entries in pipelines.items():
         gm = copy.deepcopy(gm0)
-        with torch.no_grad():  # the module's tensors as captured
-            for name, t in _module_tensors(gm).items():
-                t.copy_(saved0[name])
+        _restore(_module_tensors(gm), saved0)  # the module's tensors as captured
         pipeline = fxpasses.Pipeline(entries, registry=_REGISTRY)
         pipeline.run(gm, example_inputs=make())
         after = observe(gm, make, saved0)
@@ -899,25 +904,25 @@ _SETTINGS = dict(
 )
 
 
-@settings(max_examples=200, **_SETTINGS)
+@settings(max_examples=150, **_SETTINGS)
 @given(programs())
 def test_passes_keep_outputs_graph(p: Program) -> None:
     check_program(p, "graph")
 
 
-@settings(max_examples=80, **_SETTINGS)
+@settings(max_examples=120, **_SETTINGS)
 @given(programs())
 def test_passes_keep_outputs_symbolic_trace(p: Program) -> None:
     check_program(p, "symbolic_trace")
 
 
-@settings(max_examples=40, **_SETTINGS)
+@settings(max_examples=30, **_SETTINGS)
 @given(programs())
 def test_passes_keep_outputs_dynamo(p: Program) -> None:
     check_program(p, "dynamo")
 
 
-@settings(max_examples=40, **_SETTINGS)
+@settings(max_examples=30, **_SETTINGS)
 @given(programs())
 def test_passes_keep_outputs_export(p: Program) -> None:
     check_program(p, "export")
