@@ -48,15 +48,18 @@ def latencies(fns: list[Callable[[], Any]], runs: int) -> list[float]:
     """Median seconds of one call of each function, after warm-up; calls interleaved so that
     load changes on the machine hit every variant alike."""
     ts: list[list[float]] = [[] for _ in fns]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # steadier on a shared machine: no wait for a busy second core
     with torch.no_grad():
         for fn in fns:
-            for _ in range(3):
+            for _ in range(10):
                 fn()
         for _ in range(runs):
             for i, fn in enumerate(fns):
                 t0 = time.perf_counter()
                 fn()
                 ts[i].append(time.perf_counter() - t0)
+    torch.set_num_threads(threads)
     return [statistics.median(t) for t in ts]
 
 
@@ -64,7 +67,7 @@ def run(cfg: Config) -> Result:
     res = Result("models", "4. Real models")
     rows, lat_rows = [], []
     pipe = fxpasses.Pipeline(PIPELINE)
-    runs = 10 if cfg.quick else 30
+    runs = 10 if cfg.quick else 20
     for label, factory, x in _models(cfg):
         model = factory()
         with warnings.catch_warnings():
@@ -82,8 +85,9 @@ def run(cfg: Config) -> Result:
             optimized[:] = [gm]
 
         before_nodes = len(ep.module().graph.nodes)
-        st = measure(lambda gm: pipe.run(gm), ep.module, cfg.repeats_small, keep)
-        rc = measure(lambda gm: gm.recompile(), ep.module, cfg.repeats_small)
+        reps = cfg.repeats_big if "12x" in label else cfg.repeats_small
+        st = measure(lambda gm: pipe.run(gm), ep.module, reps, keep)
+        rc = measure(lambda gm: gm.recompile(), ep.module, reps)
         gm_after = optimized[0]
         with torch.no_grad():
             err = compare_outputs(gm_after(x), ref, 1e-4, 1e-4)
@@ -137,8 +141,8 @@ def run(cfg: Config) -> Result:
     )
     res.add(md_table(["model", "export", "nodes", "pipeline", "one recompile()", "pipeline / recompile", "max abs err"], rows))
     res.add(
-        f"Inference latency (median of {runs} calls after warm-up, `torch.no_grad()`, "
-        f"{torch.get_num_threads()} threads): eager model, exported module before and after the "
+        f"Inference latency (median of {runs} interleaved calls after 10 warm-up calls, "
+        "`torch.no_grad()`, one torch thread): eager model, exported module before and after the "
         "pipeline, and `torch.fx.experimental.optimization.optimize_for_inference` (fuse + "
         "remove_dropout + MKLDNN layouts; needs `symbolic_trace`, so the convnets only). Ratios "
         "against the exported module before the pipeline."

@@ -37,7 +37,7 @@ def run(cfg: Config) -> Result:
         'python -c "import fxpasses"': [sys.executable, "-c", "import fxpasses"],
         "fxpasses list": _fxpasses_cmd() + ["list"],
     }
-    n = 3 if cfg.quick else 7
+    n = 3 if cfg.quick else 9
     times: dict[str, list[float]] = {k: [] for k in cmds}
     for cmd in cmds.values():  # warm the file cache once
         _wall(cmd)
