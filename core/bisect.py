@@ -196,7 +196,7 @@ def bisect(
         try:
             trial_pipeline.run(gm, example_inputs, rewrite_limit=limit)
             with _gc_paused():
-                cmp = compare_outputs(_run_module(gm, example_inputs, state), reference, atol, rtol)
+                cmp = compare_outputs(_run_module(gm, example_inputs, TensorState(gm)), reference, atol, rtol)
             t = Trial(n, bool(cmp.message), cmp.message or f"outputs match (max abs error {cmp.max_abs:.3g})")
         except PassFailedError as exc:
             t = Trial(n, True, str(exc).splitlines()[0])

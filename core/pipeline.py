@@ -417,9 +417,10 @@ class Pipeline:
                     if verify == "numeric" and changed:
                         gm.recompile()
                         dirty = False
-                        assert state is not None
                         try:
-                            actual = call_isolated(gm, example_inputs, state)
+                            # from the module as the pass left it (it may have written
+                            # weights), back to that after the call
+                            actual = call_isolated(gm, example_inputs, TensorState(gm))
                         except Exception as exc:
                             raise VerificationError(
                                 f"the module no longer runs on the example inputs: {type(exc).__name__}: {exc}"

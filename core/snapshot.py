@@ -97,10 +97,10 @@ class Snapshot:
     def module_changed(self) -> bool:
         for m, d, params, bufs, mods, _ in self.modules:
             if (
-                m._parameters != params
-                or m._buffers != bufs
-                or m._modules != mods
-                or m.__dict__.keys() != d.keys()
+                not _same_items(m._parameters, params)
+                or not _same_items(m._buffers, bufs)
+                or not _same_items(m._modules, mods)
+                or not _same_items(m.__dict__, d)
             ):
                 return True
         return any(t._version != v for t, v in self.tensor_versions.values())
@@ -182,15 +182,15 @@ class Snapshot:
 
     def _restore_module(self) -> None:
         meta = self.gm.__dict__.get("meta")
-        if self.gm_meta is not None and isinstance(meta, dict) and meta != self.gm_meta:
+        if self.gm_meta is not None and isinstance(meta, dict) and not _same_items(meta, self.gm_meta):
             meta.clear()
             meta.update(self.gm_meta)
         for m, d, params, bufs, mods, non_persistent in self.modules:
-            if m.__dict__ != d:
+            if not _same_items(m.__dict__, d):
                 m.__dict__.clear()
                 m.__dict__.update(d)
             for live, rec in ((m._parameters, params), (m._buffers, bufs), (m._modules, mods)):
-                if live != rec or list(live) != list(rec):
+                if not _same_items(live, rec):
                     live.clear()
                     live.update(rec)
             if hasattr(m, "_non_persistent_buffers_set"):
@@ -202,13 +202,25 @@ class Snapshot:
         if cls.__dict__.get("forward") is not self.class_forward and self.class_forward is not None:
             cls.forward = self.class_forward
         self.unrestorable = []
-        for name in self.modified_tensors():
-            t = self.tensor_versions[name][0]
-            if self.tensor_copies is not None:
-                with torch.no_grad():
+        if self.tensor_copies is not None:
+            # every tensor, not only those whose version moved: writes through ``.data`` and
+            # batch norm's running statistics do not bump ``Tensor._version``
+            with torch.no_grad():
+                for name, (t, _) in self.tensor_versions.items():
                     t.copy_(self.tensor_copies[name])
-            else:
-                self.unrestorable.append(name)
+        else:
+            self.unrestorable = self.modified_tensors()
+
+
+def _same_items(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:
+    """Same keys in the same order, each bound to the same object (never ``==`` on values:
+    tensors compare elementwise)."""
+    if len(live) != len(recorded):
+        return False
+    for (k1, v1), (k2, v2) in zip(live.items(), recorded.items()):
+        if k1 != k2 or v1 is not v2:
+            return False
+    return True
 
 
 def graph_changed(snap: Snapshot) -> bool:

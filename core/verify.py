@@ -69,19 +69,21 @@ def _module_tensors(gm: torch.nn.Module) -> list[torch.Tensor]:
 
 class TensorState:
     """The values of every tensor a module holds (parameters, buffers, tensor attributes),
-    recorded by identity so that they can be put back after a run that wrote them."""
+    recorded by identity so that they can be put back after a run that wrote them.
+
+    Every tensor is copied back on :meth:`restore`: ``Tensor._version`` would miss writes
+    through ``.data`` and batch norm's running-statistics updates, which do not bump it.
+    """
 
     def __init__(self, gm: torch.nn.Module) -> None:
         with torch.no_grad():
-            self.saved = [(t, t._version, t.detach().clone()) for t in _module_tensors(gm)]
+            self.saved = [(t, t.detach().clone()) for t in _module_tensors(gm)]
 
     def restore(self) -> None:
-        """Write the recorded values back into every tensor that was written since."""
+        """Write the recorded values back into every recorded tensor."""
         with torch.no_grad():
-            for i, (t, version, value) in enumerate(self.saved):
-                if t._version != version:
-                    t.copy_(value)
-                    self.saved[i] = (t, t._version, value)
+            for t, value in self.saved:
+                t.copy_(value)
 
 
 def clone_outputs(out: Any) -> Any:
@@ -102,6 +104,10 @@ def call_isolated(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: Tens
     The module's tensors are reset to ``state`` before the call and again after it, the
     inputs are cloned (the caller's tensors are not written), and the RNG is forked so the
     caller's random stream does not move. Returns detached copies of the outputs.
+
+    ``state`` must be recorded from the module as it is meant to be called: a pass may write
+    weights in place (a correct rewrite), so record the state after the pass
+    (:class:`TensorState` ``(gm)``) to verify it, not the one from before the pipeline.
     """
     state.restore()
     try:

@@ -128,3 +128,96 @@ def test_half_precision_conv_bn_fusion_verifies_numerically(dtype, dialect):
     assert report["fuse_conv_bn"].counters["fused"] == 1
     weights = [t for t in cap.gm.state_dict().values() if t.ndim == 4]
     assert weights and all(t.dtype == dtype for t in weights)  # the fused weight keeps the dtype
+
+
+class Lin(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.l(x)
+
+
+class DoubleWeightsHalveOutput(fxpasses.GraphPass):
+    """Correct: doubles the Linear's weight and bias in place and halves its output."""
+
+    name = "double_halve"
+
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            gm.l.weight.mul_(2)
+            gm.l.bias.mul_(2)
+        (out,) = [n for n in gm.graph.nodes if n.op == "call_module"]
+        with gm.graph.inserting_after(out):
+            half = gm.graph.call_function(torch.mul, (out, 0.5))
+        out.replace_all_uses_with(half, delete_user_cb=lambda u: u is not half)
+        return True
+
+
+class DoubleWeightsOnly(fxpasses.GraphPass):
+    """Wrong: doubles the weights through .data (which does not bump the tensor version)."""
+
+    name = "double_only"
+
+    def run(self, gm, ctx):
+        gm.l.weight.data.mul_(2)
+        return True
+
+
+def test_pass_that_writes_weights_in_place_is_verified_as_it_left_them():
+    reg = Registry(autoload=False)
+    reg.register(DoubleWeightsHalveOutput)
+    reg.register(DoubleWeightsOnly)
+    model = Lin()
+    x = torch.randn(3, 4)
+    gm = torch.fx.symbolic_trace(model)
+    expected = model(x)
+    report = Pipeline(["double_halve"], registry=reg, verify="numeric").run(gm, [x])
+    assert report.passes[0].status == "ok"
+    torch.testing.assert_close(gm(x), expected)
+    gm = torch.fx.symbolic_trace(Lin())
+    weight = gm.l.weight.detach().clone()
+    with pytest.raises(fxpasses.PassFailedError, match="verification failed"):
+        Pipeline(["double_only"], registry=reg, verify="numeric", snapshot_tensors=True).run(gm, [x])
+    assert torch.equal(gm.l.weight, weight)  # restored although .data did not bump the version
+
+
+def test_train_mode_batch_norm_statistics_untouched_by_numeric_verification():
+    model = nn.Sequential(nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3)).train()
+    for dialect in ("symbolic_trace", "export"):
+        from fxpasses.capture import capture
+
+        cap = capture(model, [torch.randn(2, 3, 4, 4)], dialect)
+        before = {k: v.clone() for k, v in cap.gm.state_dict().items()}
+        Pipeline.from_string("rename_nodes{pattern=zzz,replacement=y}", verify="numeric").run(cap.gm, cap.inputs)
+        after = cap.gm.state_dict()
+        assert all(torch.equal(before[k], after[k]) for k in before), dialect
+
+
+class Rebinder(fxpasses.GraphPass):
+    """Binds a new (equal) Parameter; fails when told to."""
+
+    name = "rebinder"
+
+    class Options(fxpasses.PassOptions):
+        fail: bool = False
+
+    def run(self, gm, ctx):
+        gm.l.weight = nn.Parameter(gm.l.weight.detach().clone())
+        gm.register_buffer("extra", torch.ones(2))
+        if self.options.fail:
+            raise ValueError("pass bug")
+        return True
+
+
+def test_rebinding_parameters_is_detected_and_rolled_back_by_identity():
+    reg = Registry(autoload=False)
+    reg.register(Rebinder)
+    gm = torch.fx.symbolic_trace(Lin())
+    original = gm.l.weight
+    with pytest.raises(fxpasses.PassFailedError, match="pass bug"):
+        Pipeline([("rebinder", {"fail": True})], registry=reg).run(gm, [torch.randn(2, 4)])
+    assert gm.l.weight is original and not hasattr(gm, "extra")
+    report = Pipeline(["rebinder"], registry=reg, verify="numeric").run(gm, [torch.randn(2, 4)])
+    assert report.passes[0].changed and gm.l.weight is not original
