@@ -113,11 +113,11 @@ LEFTOVER: dict[str, tuple[str, Callable[[torch.fx.GraphModule], int]]] = {
     "remove_dropout": ("dropout nodes", lambda gm: sum(_is_dropout(gm, n) for n in gm.graph.nodes)),
     "fuse_conv_bn": ("batch-norm nodes", lambda gm: sum(_is_bn(gm, n) for n in gm.graph.nodes)),
     "simplify_algebra": (
-        "x*1 / x+0 nodes",
+        "x*1 / x-0 nodes",
         lambda gm: sum(
             1
             for n in gm.graph.nodes
-            if (n.target is operator.mul and _is_int(n.args[1:], 1)) or (n.target is operator.add and _is_int(n.args[1:], 0))
+            if (n.target is operator.mul and _is_int(n.args[1:], 1)) or (n.target is operator.sub and _is_int(n.args[1:], 0))
         ),
     ),
     "fold_constants": ("run-time ops on constants only", _constant_calls),

@@ -10,7 +10,7 @@ torch's nearest equivalents, real work::
     act    = torch.relu(drop)
     fc     = layers.i.fc(act)              nn.Linear
     one    = fc * 1                                                 \\
-    zero   = one + 0                                                / simplify_algebra
+    zero   = one - 0                                                / simplify_algebra
     s1     = torch.sigmoid(zero)
     s2     = torch.sigmoid(zero)           duplicate of s1          \\
     g1     = zero * s1                                              |  eliminate_common_
@@ -80,7 +80,7 @@ class BlockModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for blk in self.layers:
             act = torch.relu(blk.drop(blk.bn(blk.conv(x))))
-            zero = blk.fc(act) * 1 + 0
+            zero = blk.fc(act) * 1 - 0  # x - 0 is exact (x + 0 would turn -0.0 into +0.0)
             s1 = torch.sigmoid(zero)
             s2 = torch.sigmoid(zero)
             h = zero * s1 + zero * s2
@@ -148,7 +148,7 @@ def block_graph(
         act = cf(torch.relu, (drop,))
         fc = g.create_node("call_module", f"{p}.fc", (act,), {}, f"{u}_fc")
         one = cf(operator.mul, (fc, 1))
-        zero = cf(operator.add, (one, 0))
+        zero = cf(operator.sub, (one, 0))
         s1 = cf(torch.sigmoid, (zero,))
         s2 = cf(torch.sigmoid, (zero,))
         g1 = cf(operator.mul, (zero, s1))

@@ -31,9 +31,10 @@ class SimplifyAlgebraOptions(PassOptions):
     """Options of ``simplify_algebra``."""
 
     keep_signed_zeros: bool = Field(
-        False,
-        description="keep floating-point x + 0 and x - (-0.0): they turn -0.0 into +0.0 (equal "
-        "values; only the sign of a zero, seen through 1/x, atan2 or copysign, differs)",
+        True,
+        description="keep floating-point x + 0 and x - (-0.0): they turn -0.0 into +0.0, which "
+        "1/x, atan2 or copysign tell apart (1/(x*0 + 0) is +inf where 1/(x*0) is -inf for "
+        "negative x); false simplifies them anyway, as TorchInductor does",
     )
 
 
@@ -66,12 +67,12 @@ class SimplifyAlgebra(NodePass):
       the graph may write the node's value or ``x`` in place (through any alias, by any op,
       unknown functions and modules included; see :mod:`fxpasses.effects`).
 
-    ``x + 0`` turns ``-0.0`` into ``+0.0``; like TorchInductor's ``remove_no_ops``
-    (``torch/_inductor/fx_passes/joint_graph.py``), which this pass generalises to every
-    dialect, it is simplified by default; ``keep_signed_zeros=true`` keeps it for floating
-    point.
+    ``x + 0`` turns ``-0.0`` into ``+0.0`` (``1 / (x * 0 + 0)`` is ``+inf`` where
+    ``1 / (x * 0)`` is ``-inf`` for negative ``x``), so on floating point it is kept by
+    default: outputs stay bit-identical. ``keep_signed_zeros=false`` simplifies it anyway, like
+    TorchInductor's ``remove_no_ops`` (``torch/_inductor/fx_passes/joint_graph.py``).
 
-    Options: ``keep_signed_zeros: bool = False``. Counters: ``simplified``; refused
+    Options: ``keep_signed_zeros: bool = True``. Counters: ``simplified``; refused
     candidates are reported with the reason.
     """
 
@@ -93,16 +94,16 @@ class SimplifyAlgebra(NodePass):
         if found is None:
             return None
         x, spent, what = found
-        if self.options.keep_signed_zeros and _may_flip_zero_sign(node, spent, what):
-            facts = _tensor_facts(x)
-            if facts is None or facts[1].is_floating_point:
-                return ctx.skip(node, f"{what} kept (keep_signed_zeros): it turns -0.0 into +0.0")
         problem = _type_problem(node, x, allow_unknown=what == "neg(neg(x))")
         if problem is not None:
             return ctx.skip(node, f"{what} kept: {problem}")
         if isinstance(spent, Node) and self._effects.is_written(spent):
             # the filled tensor (or the inner neg) may hold other values by the time it is read
             return ctx.skip(node, f"{what} kept: %{spent.name} may be written in place")
+        if self.options.keep_signed_zeros and _may_flip_zero_sign(node, spent, what):
+            facts = _tensor_facts(x)
+            if facts is None or facts[1].is_floating_point:
+                return ctx.skip(node, f"{what} kept (keep_signed_zeros): it turns -0.0 into +0.0")
         problem = substitution_problem(node, x, self._effects)
         if problem is not None:
             return ctx.skip(node, f"{what} kept: {problem}")

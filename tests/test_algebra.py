@@ -15,7 +15,8 @@ from fxpasses.testing import assert_preserves_outputs, normalized_code
 
 DIALECTS = ("symbolic_trace", "dynamo", "export")
 # symbolic_trace records no shapes: the shape pass runs first there (and is harmless elsewhere)
-PIPELINE = "propagate_shapes,simplify_algebra"
+# x + 0 on floats is kept by default (signed zeros); these tests cover every spelling
+PIPELINE = "propagate_shapes,simplify_algebra{keep_signed_zeros=false}"
 
 
 @pytest.fixture(autouse=True)
@@ -141,7 +142,7 @@ def test_after_decompositions_aten_overloads():
     x = torch.randn(4, 3)
     gm = torch.export.export(Spellings(), (x,)).run_decompositions().module()
     want = gm(x)
-    pr = simplify(gm, [x], "simplify_algebra")
+    pr = simplify(gm, [x], "simplify_algebra{keep_signed_zeros=false}")
     assert "skipped" not in pr.counters, pr.skipped
     assert op_names(gm) == ["relu", "tanh"]
     assert torch.equal(gm(x), want)
@@ -238,6 +239,21 @@ class SignedZero(nn.Module):
     def forward(self, x):
         z = (torch.relu(x) - 1) * 0.0  # -0.0 where relu(x) < 1
         return (z + 0) * 2, z - 0
+
+
+def test_signed_zeros_kept_by_default_so_outputs_stay_bit_identical():
+    class Reciprocal(torch.nn.Module):
+        def forward(self, x):
+            return 1.0 / (x * 0 + 0)
+
+    x = torch.tensor([-0.0, 0.0, 1.0, -2.0])
+    for dialect in ("export", "dynamo"):
+        cap = capture(Reciprocal(), [x], dialect)
+        want = cap.gm(*cap.inputs)
+        fxpasses.run(cap.gm, "simplify_algebra", cap.inputs)
+        got = cap.gm(*cap.inputs)
+        want, got = (want[0], got[0]) if isinstance(want, (tuple, list)) else (want, got)
+        assert got.tolist() == want.tolist() == [float("inf")] * 4
 
 
 def test_keep_signed_zeros_option():
