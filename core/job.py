@@ -379,6 +379,21 @@ def run_job(
     return result
 
 
+def _relocatable(module_py: Path, folder: str) -> None:
+    """Make the module.py of ``GraphModule.to_folder`` load its tensors from next to itself.
+
+    torch writes ``torch.load(r'<folder>/state_dict.pt')`` with the folder as given, so the
+    module would only load from the directory the run was made in.
+    """
+    text = module_py.read_text()
+    prefix = f"r'{folder}/"
+    if prefix not in text:
+        return
+    text = text.replace(prefix, "_HERE + r'")
+    header = "import os as _os\n_HERE = _os.path.dirname(_os.path.abspath(__file__)) + _os.sep\n"
+    module_py.write_text(header + text)
+
+
 def _check_writable(out_dir: Path) -> None:
     """Raise a UserError now if ``out_dir`` could not be created or written later."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -422,6 +437,7 @@ def _save(
     # `import <out_dir>.module` (or run module.py's class) gives the module back.
     folder = out_dir / "module"
     gm.to_folder(folder, "OptimizedModule")
+    _relocatable(folder / "module.py", str(folder))
     saved = sorted(p for p in folder.rglob("*") if p.is_file())
     if capture_kind == "dynamo":
         # TorchDynamo graphs take parameters and buffers as inputs: keep them to call it

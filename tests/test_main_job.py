@@ -71,9 +71,11 @@ def test_real_models_shrink_and_keep_outputs(tmp_path, name, min_removed, pass_c
         torch.testing.assert_close(program(*inputs), model(*inputs), atol=1e-5, rtol=1e-5)
 
 
-def test_symbolic_trace_capture_saves_a_loadable_module(tmp_path):
+def test_symbolic_trace_capture_saves_a_loadable_module(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "mlp"
-    r = run_cli("run", str(EXAMPLES / "mlp.json"), "-o", str(out), "--repeat", "2")
+    r = run_cli("run", str(EXAMPLES / "mlp.json"), "-o", "mlp", "--repeat", "2")  # a relative path
+    monkeypatch.chdir(EXAMPLES)  # load it from elsewhere
     assert r.exit_code == 0, r.output
     assert "class OptimizedModule(torch.nn.Module)" in (out / "module" / "module.py").read_text()
     spec = importlib.util.spec_from_file_location("saved_mlp", out / "module" / "module.py")
