@@ -14,6 +14,7 @@ import gc
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -33,6 +34,7 @@ class _State:
         self._registry: Any = None
 
     def registry(self, plugins_cfg: Any = None) -> Any:
+        from .errors import PluginWarning
         from .registry import Registry
 
         enable = list(self.enable)
@@ -44,7 +46,9 @@ class _State:
             disable += plugins_cfg.disable
             strict = strict or plugins_cfg.strict
             prefer = dict(plugins_cfg.prefer)
-        reg = Registry(enable=enable, disable=disable, strict=strict, prefer=prefer)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PluginWarning)  # printed below, once, as warning: lines
+            reg = Registry(enable=enable, disable=disable, strict=strict, prefer=prefer)
         _end_startup()
         for problem in reg.problems:
             click.echo(f"warning: {problem}", err=True)

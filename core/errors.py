@@ -25,6 +25,7 @@ __all__ = [
     "NodeHasUsersError",
     "PassFailedError",
     "VerificationError",
+    "PluginWarning",
 ]
 
 
@@ -223,3 +224,8 @@ def _target_str(target: Any) -> str:
     except Exception:
         return repr(target)
     return name.replace("_operator.", "operator.").replace("torch._C._nn.", "torch.nn.functional.")
+
+
+class PluginWarning(UserWarning):
+    """Issued once per plugin problem when a :class:`~fxpasses.Registry` loads plugins
+    (non-strict mode), so Python API users see what the CLI prints as ``warning:`` lines."""

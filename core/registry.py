@@ -21,13 +21,14 @@ import importlib.metadata as md
 import inspect
 import os
 import typing
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import pluggy
 
 from . import hookspecs
-from .errors import DuplicatePassError, PassDefinitionError, PluginError, UnknownPassError
+from .errors import DuplicatePassError, PassDefinitionError, PluginError, PluginWarning, UnknownPassError
 from .passes import Pass, validate_pass_class
 
 __all__ = [
@@ -196,6 +197,8 @@ class Registry:
         self._presets: dict[str, PresetInfo] = {}
         if autoload:
             self.load_entry_points()
+            for problem in self.problems:
+                warnings.warn(PluginWarning(str(problem)), stacklevel=2)
 
     # ------------------------------------------------------------------ loading
 

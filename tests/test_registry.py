@@ -303,3 +303,11 @@ def test_show_lists_every_registration_of_a_name_in_conflict(site):
     assert "clashing (transform) — First one." in r.output and "clashing (transform) — Second one." in r.output
     assert "source:   dist-a 1.0" in r.output and "source:   dist-b 2.0" in r.output
     forget_modules("fxp_show_a", "fxp_show_b")
+
+
+def test_python_api_users_get_a_warning_per_plugin_problem(site):
+    make_dist(site, "warn-dist", "3.1", "fxp_warn", "raise ImportError('missing thing')\n")
+    forget_modules("fxp_warn")
+    with pytest.warns(fxpasses.PluginWarning, match="warn-dist 3.1.*missing thing"):
+        Registry()
+    forget_modules("fxp_warn")
