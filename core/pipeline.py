@@ -364,6 +364,7 @@ class Pipeline:
         queue = collections.deque(steps)
         on_demand: set[tuple[int, str]] = set()  # (id of the step, analysis) computed for it
         dirty = False  # graph differs from the compiled code
+        failing = False
         index = -1
         try:
             while queue:
@@ -437,8 +438,9 @@ class Pipeline:
                         snap.restore()
                         raise exc.cause from None
                     failure = self._failure(step.name, exc, snap, on_error)
-                    if on_error != "raise":
-                        dirty = True  # the compiled code may have been replaced
+                    # rolled back: the compiled code may have been replaced; kept (raise): the
+                    # broken graph is what the module should run, for debugging
+                    dirty = True
                     pr.status = "skipped" if on_error == "skip" else "failed"
                     pr.error = str(failure)
                     pr.nodes_after = len(gm.graph.nodes)
@@ -462,9 +464,16 @@ class Pipeline:
                 pr.skipped = list(ctx.skipped)
                 report.passes.append(pr)
                 hook.fxpasses_after_pass(pass_name=step.name, gm=gm, ctx=ctx, report=pr)
+        except BaseException:
+            failing = True
+            raise
         finally:
             if dirty:
-                gm.recompile()
+                try:
+                    gm.recompile()
+                except Exception:
+                    if not failing:  # a graph kept broken by on_error="raise" may not compile
+                        raise
             report.nodes_after = len(gm.graph.nodes)
             report.seconds = time.perf_counter() - t_start
             if limit is not None:

@@ -361,3 +361,32 @@ def test_graph_module_meta_is_restored():
     with pytest.raises(PassFailedError):
         Pipeline(["scribbler"], registry=reg).run(gm, [torch.ones(1)])
     assert gm.meta is meta and gm.meta == {"keep": "yes"}
+
+
+def test_on_error_raise_recompiles_so_the_module_runs_the_kept_graph():
+    class NegateThenFail(fxpasses.NodePass):
+        """Turns the first relu into neg, then fails at the second."""
+
+        name = "negate_then_fail"
+
+        def setup(self, gm, ctx):
+            self.seen = 0
+
+        @fxpasses.on("relu")
+        def relu(self, node, ctx):
+            self.seen += 1
+            if self.seen == 2:
+                raise RuntimeError("second relu")
+            return Replace(ctx.call_function(torch.neg, node.args))
+
+    class Two(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x), torch.relu(x + 1)
+
+    gm = torch.fx.symbolic_trace(Two())
+    reg = Registry(autoload=False)
+    reg.register(NegateThenFail)
+    with pytest.raises(PassFailedError):
+        Pipeline(["negate_then_fail"], registry=reg, on_error="raise").run(gm, [torch.ones(2)])
+    assert "torch.neg" in gm.code
+    assert torch.equal(gm(torch.ones(2))[0], -torch.ones(2))
