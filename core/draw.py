@@ -39,7 +39,10 @@ class DrawGraphs:
 
     def __init__(self, directory: str | Path) -> None:
         require_drawing()
+        from .job import check_writable
+
         self.directory = Path(directory)
+        check_writable(self.directory)  # now, not after the whole run
         self.svg = shutil.which("dot") is not None
         self.written: list[Path] = []
         self._before: Any = None

@@ -29,6 +29,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import statistics
 import sys
@@ -182,13 +183,30 @@ def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
     return obj
 
 
+#: Largest example input ``make_inputs`` makes (bytes): a typo in a shape should be an error,
+#: not an attempt to allocate terabytes.
+_MAX_INPUT_BYTES = 16 * 2**30
+
+
 def make_inputs(specs: Sequence[InputSpec], seed: int = 0) -> list[torch.Tensor]:
-    """Random tensors for ``[model] inputs`` (see :class:`~fxpasses.config.InputSpec`)."""
+    """Random tensors for ``[model] inputs`` (see :class:`~fxpasses.config.InputSpec`).
+
+    Raises:
+        ConfigError: an input would take more than 16 GiB, or ``high <= low`` for integers.
+    """
     gen = torch.Generator().manual_seed(seed)
     out = []
-    for s in specs:
+    for i, s in enumerate(specs):
         dtype = _DTYPES[s.dtype]
         shape = tuple(s.shape)
+        numel = math.prod(shape)
+        if numel * torch.empty((), dtype=dtype).element_size() > _MAX_INPUT_BYTES:
+            raise ConfigError(
+                f"input {i} of shape {list(shape)} ({s.dtype}) would take "
+                f"{numel * torch.empty((), dtype=dtype).element_size() / 2**30:.1f} GiB; "
+                f"the limit is {_MAX_INPUT_BYTES / 2**30:.0f} GiB",
+                source="[model] inputs",
+            )
         if dtype == torch.bool:
             t = torch.randint(0, 2, shape, generator=gen).bool()
         elif dtype.is_floating_point:
@@ -339,7 +357,7 @@ def run_job(
     mc = cfg.model
     out_dir = Path(output) if output is not None else (Path(cfg.output) if cfg.output else None)
     if save and out_dir is not None:
-        _check_writable(out_dir)  # before the expensive part, and without writing anything
+        check_writable(out_dir)  # before the expensive part, and without writing anything
     model_in = prepare_model(cfg)
     cap = model_in.captured
     gm = cap.gm
@@ -394,7 +412,7 @@ def _relocatable(module_py: Path, folder: str) -> None:
     module_py.write_text(header + text)
 
 
-def _check_writable(out_dir: Path) -> None:
+def check_writable(out_dir: Path) -> None:
     """Raise a UserError now if ``out_dir`` could not be created or written later."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"output path {out_dir} exists and is not a directory")

@@ -38,3 +38,12 @@ def test_draw_without_pydot_names_the_extra(tmp_path, monkeypatch):
     assert r.exit_code == 2
     assert "pip install 'fxpasses[draw]'" in r.output
     assert not (tmp_path / "pics").exists()
+
+
+def test_unwritable_draw_directory_is_reported_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--draw", "afile/pics"])
+    assert r.exit_code == 2
+    assert "cannot write the output directory afile/pics" in r.output
+    assert "model:" not in r.output  # nothing ran

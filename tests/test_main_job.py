@@ -179,3 +179,12 @@ def test_skipped_pass_reason_is_printed(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "skipped: pass 'always_fails' failed: RuntimeError: nothing works today" in r.output
     forget_modules("fxp_failing")
+
+
+def test_absurd_input_shape_is_a_user_error(tmp_path):
+    cfg = tmp_path / "huge.toml"
+    cfg.write_text('preset = "cleanup"\n[model]\nfactory = "fxpasses._example:convnet"\n'
+                   'inputs = [{shape = [100000, 100000, 100000]}]\n')
+    r = run_cli("run", str(cfg), "--no-save")
+    assert r.exit_code == 2
+    assert "[model] inputs: input 0 of shape [100000, 100000, 100000] (float32) would take" in r.output
