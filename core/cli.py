@@ -185,10 +185,20 @@ def list_cmd(state: _State, fmt: str) -> None:
 @click.pass_obj
 @_handle_errors
 def show_cmd(state: _State, name: str, fmt: str) -> None:
-    """Show a pass: options with types and defaults, dependencies, source package."""
+    """Show a pass (options with types and defaults, dependencies, source package) or a preset."""
     from .errors import DuplicatePassError
 
     reg = state.registry()
+    if name not in reg and name in reg.presets():
+        preset = reg.presets()[name]
+        if fmt == "json":
+            click.echo(json.dumps({"preset": name, "pipeline": preset.pipeline, "description": preset.description,
+                                   "source": preset.source}, indent=2))
+        else:
+            click.echo(f"{name} (preset) — {preset.description}")
+            click.echo(f"source:   {preset.source}")
+            click.echo(f"pipeline: {preset.pipeline}")
+        return
     try:
         descriptions = [reg.describe(name)]
     except DuplicatePassError as exc:

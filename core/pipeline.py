@@ -113,7 +113,8 @@ class Pipeline:
     Args:
         passes: entries, each one of: a pass name (``"eliminate_dead_code"``); a
             ``(name, options)`` pair; a mapping ``{"name": ..., "options": {...}}``; a pass
-            class (registered or not); a pass instance (its options are used).
+            class (registered or not) or a ``(class, options)`` pair; a pass instance (its
+            options are used).
         registry: where names are looked up (default: :func:`fxpasses.registry`).
         verify: ``"none"``, ``"lint"`` (default) or ``"numeric"``.
         on_error: ``"rollback"`` (default), ``"raise"`` or ``"skip"``.
@@ -184,7 +185,10 @@ class Pipeline:
         if isinstance(e, SpecEntry):
             where = f"{self.source}: {e.source}" if self.source != "pipeline string" else e.source
             e = (e.name, e.options)
-        if isinstance(e, Pass):
+        if isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], type):
+            validate_pass_class(e[0])  # (PassClass, options): a pass not registered anywhere
+            cls, raw, name = e[0], e[1], e[0].name
+        elif isinstance(e, Pass):
             cls, raw, name = type(e), e.options, type(e).name
         elif isinstance(e, type):
             validate_pass_class(e)
@@ -203,7 +207,11 @@ class Pipeline:
             elif isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str):
                 name, raw = e[0], e[1]
             else:
-                raise ConfigError(f"bad pipeline entry {e!r}: expected a pass name, (name, options) or a table", source=where)
+                raise ConfigError(
+                    f"bad pipeline entry {e!r}: expected a pass name, a pass class, (name or class, options) "
+                    "or a table",
+                    source=where,
+                )
             cls = self.registry.get(name, source=where)
         if name in extra:
             if isinstance(raw, BaseModel):

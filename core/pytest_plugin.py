@@ -4,7 +4,8 @@ Fixtures:
     ``fxpasses_registry``: a fresh :class:`fxpasses.Registry` loaded from the installed plugins.
     ``fxpasses_run``: ``fxpasses_run(gm, pipeline, example_inputs=None, **options)`` runs a
     pipeline string/list/Pipeline over ``gm`` with the test's registry and returns the report
-    (the same argument order as :func:`fxpasses.run`).
+    (the same argument order as :func:`fxpasses.run`). With example inputs it verifies
+    numerically unless ``verify=`` says otherwise.
 
 Assertions (also importable from :mod:`fxpasses.testing`):
     ``assert_preserves_outputs(pass_or_pipeline, module, example_inputs, atol=..., rtol=...,
@@ -60,6 +61,8 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
                 f"fxpasses_run(gm, pipeline, example_inputs=None): gm must be a GraphModule, "
                 f"got {type(gm).__name__}"
             )
+        if example_inputs is not None:
+            options.setdefault("verify", "numeric")  # a test with inputs checks the outputs
         if isinstance(pipeline, str):
             pipeline = Pipeline.from_string(pipeline, registry=fxpasses_registry, **options)
         elif not isinstance(pipeline, Pipeline):

@@ -119,3 +119,10 @@ def test_pipeline_flag_replaces_the_configs_pipeline_and_its_options(tmp_path):
     assert " 1. eliminate_dead_code" in r.output and "fold_constants" not in r.output
     r = CliRunner().invoke(cli, ["check", str(cfg)])
     assert r.exit_code == 0 and " 1. fold_constants{max_numel=10}" in r.output
+
+
+def test_show_a_preset():
+    r = CliRunner().invoke(cli, ["show", "inference"])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("inference (preset) — ")
+    assert "pipeline: remove_dropout,fuse_conv_bn," in r.output

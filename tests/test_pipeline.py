@@ -286,3 +286,11 @@ def test_int_accepted_for_float_and_list_for_tuple():
     r.register(make_pass("tup", options=TupleOptions))
     step = Pipeline.from_string("tup{ops=[a, b],scale=2}", registry=r).plan().steps[0]
     assert step.options.ops == ("a", "b") and step.options.scale == 2.0 and type(step.options.scale) is float
+
+
+def test_unregistered_pass_class_with_options(reg):
+    p = Pipeline([(make_pass("local_one", options=CSEOptions), {"max_numel": 3}), "a"], registry=reg)
+    assert p.plan().names() == ["local_one", "a"]
+    assert p.plan().steps[0].options.max_numel == 3
+    with pytest.raises(OptionsError, match="local_two.max_numel"):
+        Pipeline([(make_pass("local_two", options=CSEOptions), {"max_numel": "x"})], registry=reg)

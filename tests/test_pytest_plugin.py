@@ -52,3 +52,25 @@ def test_failure_message_names_pass_dialect_and_output():
     msg = str(info.value)
     assert "drop_relu changed the outputs of Sequential captured with export" in msg
     assert "max abs error" in msg and "output" in msg
+
+
+def test_fixture_verifies_numerically_when_given_inputs(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch, fxpasses
+
+        class DropRelu(fxpasses.NodePass):
+            "Wrong on purpose."
+            name = "drop_relu_fixture"
+            @fxpasses.on("relu")
+            def r(self, node, ctx):
+                return fxpasses.Replace(node.args[0])
+
+        def test_it(fxpasses_run):
+            gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+            with pytest.raises(fxpasses.PassFailedError, match="verification failed"):
+                fxpasses_run(gm, [DropRelu], [torch.tensor([-1.0, 2.0])])
+        """
+    )
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
