@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import warnings
-from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import click

@@ -34,7 +34,6 @@ import importlib
 import importlib.util
 import json
 import math
-import operator
 import sys
 import textwrap
 from pathlib import Path

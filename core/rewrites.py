@@ -21,8 +21,8 @@ from typing import Any
 import torch.fx
 
 from .context import PassContext, describe_node, user_source_line
-from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace
-from .runner import HookError, _apply, _work_list, run_pass
+from .passes import ERASE, KEEP, Erase, Keep, Pass, Replace
+from .runner import run_pass
 
 __all__ = ["RewriteRecord", "RewriteLimit", "run_pass_limited"]
 
@@ -147,39 +147,22 @@ def run_pass_limited(
     if limit.exhausted:
         span.cut_off = True
         return False, span
-    try:
-        p.setup(gm, ctx)
-    except Exception as exc:
-        raise HookError(None, exc) from exc
-    if isinstance(p, GraphPass):
-        limit._take(span, None, None)
-        try:
-            return p.run(gm, ctx), span
-        except Exception as exc:
-            raise HookError(ctx.node, exc) from exc
-    assert isinstance(p, NodePass)
-    changed = False
-    for node, matchers in _work_list(p, gm):
-        if limit.exhausted:
-            span.cut_off = True
-            break
-        for m in matchers:
-            if node._erased:
-                break
-            ctx.node = node
-            try:
-                action = m.hook(node, ctx)
-                if not _is_keep(action):
-                    limit._take(span, node, action)
-                did = _apply(node, action, ctx)
-            except Exception as exc:
-                raise HookError(node, exc) from exc
-            changed |= did
-            if did or limit.exhausted:
-                break
-    ctx.node = None
-    try:
-        p.finish(gm, ctx)
-    except Exception as exc:
-        raise HookError(None, exc) from exc
-    return changed, span
+    return run_pass(p, gm, ctx, budget=_Budget(limit, span)), span
+
+
+class _Budget:
+    """The runner's view of a :class:`RewriteLimit` while one pass runs."""
+
+    def __init__(self, limit: RewriteLimit, span: PassSpan) -> None:
+        self.limit = limit
+        self.span = span
+
+    @property
+    def exhausted(self) -> bool:
+        return self.limit.exhausted
+
+    def take(self, node: torch.fx.Node | None, action: Any) -> None:
+        self.limit._take(self.span, node, action)
+
+    def cut(self) -> None:
+        self.span.cut_off = True

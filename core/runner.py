@@ -10,7 +10,7 @@ are skipped. The graph is edited in place and is *not* recompiled here.
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
 import torch.fx
@@ -201,11 +201,28 @@ def _apply(node: Node, action: Any, ctx: PassContext) -> bool:
     )
 
 
-def run_pass(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool | None:
+class RewriteBudget(Protocol):
+    """Counts rewrites against a limit (see :mod:`fxpasses.rewrites`)."""
+
+    exhausted: bool
+
+    def take(self, node: Node | None, action: Any) -> None:
+        """Count one rewrite: ``action`` about to be applied to ``node`` (None, None: a
+        whole-graph pass about to run)."""
+
+    def cut(self) -> None:
+        """The limit stopped the pass before its end."""
+
+
+def run_pass(
+    p: Pass, gm: torch.fx.GraphModule, ctx: PassContext, budget: RewriteBudget | None = None
+) -> bool | None:
     """Run ``p`` over ``gm`` in place.
 
     Returns whether the pass reported a change (node passes: any action other than keep;
-    graph passes: what ``run`` returned, possibly None = unknown).
+    graph passes: what ``run`` returned, possibly None = unknown). With a ``budget``, every
+    action other than keep (and a whole-graph pass's run) is counted, and the pass stops
+    once the budget is exhausted.
 
     Raises:
         HookError: a hook or the pass raised; ``node`` is the node being visited, if any.
@@ -215,6 +232,8 @@ def run_pass(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool | None
     except Exception as exc:
         raise HookError(None, exc) from exc
     if isinstance(p, GraphPass):
+        if budget is not None:
+            budget.take(None, None)
         try:
             return p.run(gm, ctx)
         except Exception as exc:
@@ -222,19 +241,26 @@ def run_pass(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool | None
     assert isinstance(p, NodePass)
     changed = False
     for node, matchers in _work_list(p, gm):
+        if budget is not None and budget.exhausted:
+            budget.cut()
+            break
         for m in matchers:
             if node._erased:
                 break
             ctx.node = node
             try:
                 action = m.hook(node, ctx)
-                if action is None or action is KEEP:  # the common answer, without a call
-                    continue
+                if action is None or action is KEEP or isinstance(action, Keep):
+                    continue  # the common answer, without a call
+                if budget is not None:
+                    budget.take(node, action)
                 did = _apply(node, action, ctx)
             except Exception as exc:
                 raise HookError(node, exc) from exc
             if did:
                 changed = True
+                break
+            if budget is not None and budget.exhausted:
                 break
     ctx.node = None
     try:
