@@ -125,6 +125,13 @@ def cli(ctx: click.Context, traceback: bool, plugins: tuple[str, ...], strict_pl
     ctx.obj = _State(traceback, plugins, strict_plugins)
 
 
+def _config_source(fn: F) -> F:
+    """CONFIG argument and the --pipeline/--preset options that replace its pipeline."""
+    fn = click.option("--preset", help="A named pipeline (see `fxpasses list`), instead of the config's.")(fn)
+    fn = click.option("--pipeline", help="A pipeline string, instead of the config's.")(fn)
+    return click.argument("config", required=False)(fn)  # type: ignore[return-value]
+
+
 _format = click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
     help="Output for people (text) or machines (json).",
@@ -263,9 +270,7 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
 
 
 @cli.command("check")
-@click.argument("config", required=False)
-@click.option("--pipeline", help="A pipeline string, instead of (or overriding) the config's.")
-@click.option("--preset", help="A named pipeline (see `fxpasses list`), instead of the config's.")
+@_config_source
 @_format
 @click.pass_obj
 @_handle_errors
@@ -300,9 +305,7 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
 
 
 @cli.command("run")
-@click.argument("config", required=False)
-@click.option("--pipeline", help="A pipeline string, instead of the config's.")
-@click.option("--preset", help="A named pipeline (see `fxpasses list`), instead of the config's.")
+@_config_source
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Directory for the result.")
 @click.option("--no-save", is_flag=True, help="Do not write the result.")
 @click.option("--repeat", type=click.IntRange(1), default=20, show_default=True, help="Timed runs per latency figure.")
@@ -457,9 +460,7 @@ def _echo_reproducer(writer: Any) -> None:
 
 
 @cli.command("bisect")
-@click.argument("config", required=False)
-@click.option("--pipeline", help="A pipeline string, instead of the config's.")
-@click.option("--preset", help="A named pipeline (see `fxpasses list`), instead of the config's.")
+@_config_source
 @_format
 @click.pass_obj
 @_handle_errors
