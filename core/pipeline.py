@@ -34,7 +34,7 @@ from .analyses import AnalysisCache
 from .config import Config, PassEntryConfig, find_pyproject, load_config_file, parse_config, validate_options
 from .context import PassContext
 from .dialect import detect_dialect
-from .errors import ConfigError, PassFailedError, UserError, VerificationError
+from .errors import ConfigError, OptionsError, PassFailedError, UserError, VerificationError
 from .lint import lint_passes
 from .ordering import Item, order
 from .passes import Pass, validate_pass_class
@@ -213,13 +213,30 @@ class Pipeline:
                     source=where,
                 )
             cls = self.registry.get(name, source=where)
+        from_table: set[str] = set()  # keys that come from the [options.NAME] table
         if name in extra:
             if isinstance(raw, BaseModel):
                 raw = {**raw.model_dump(exclude_unset=True), **extra[name]}
+                from_table = set(extra[name])
             else:
+                from_table = set(extra[name]) - set(raw or {})
                 raw = {**extra[name], **(raw or {})}
-        options = validate_options(name, cls.Options, raw, where)
+        try:
+            options = validate_options(name, cls.Options, raw, where)
+        except OptionsError as err:
+            fields = {str(path).split(".")[0] for path, _, _ in err.problems}
+            if from_table and fields <= from_table:
+                # every bad value came from the options table: say so, not the entry
+                raise OptionsError(name, err.problems, source=self._table_source(name)) from None
+            raise
         return PlanStep(name, cls, options, where, verify, on_error)
+
+    def _table_source(self, name: str) -> str:
+        """Where ``[options.NAME]`` stands: ``file [options.NAME]`` or pyproject's section."""
+        base = self.source
+        if base.endswith("[tool.fxpasses]"):
+            return f"{base[: -len('[tool.fxpasses]')]}[tool.fxpasses.options.{name}]"
+        return f"{base} [options.{name}]"
 
     def _order(self) -> Plan:
         if self.order == "as-given":

@@ -294,3 +294,24 @@ def test_unregistered_pass_class_with_options(reg):
     assert p.plan().steps[0].options.max_numel == 3
     with pytest.raises(OptionsError, match="local_two.max_numel"):
         Pipeline([(make_pass("local_two", options=CSEOptions), {"max_numel": "x"})], registry=reg)
+
+
+@pytest.mark.parametrize(
+    "filename, text, where",
+    [
+        ("c.toml", 'pipeline = "cse"\n[options.cse]\nskip_random_op = false\n', "c.toml [options.cse]"),
+        ("c.toml", 'pipeline = [{name = "cse", options = {skip_random_op = false}}]\n', "c.toml: pipeline, entry 1"),
+        ("c.yaml", "pipeline: a,cse{skip_random_op=false}\n", "c.yaml: pipeline string, entry 2 ('cse') at column 3"),
+        ("pyproject.toml", '[tool.fxpasses]\npipeline = "cse"\n[tool.fxpasses.options.cse]\nskip_random_op = false\n',
+         "pyproject.toml [tool.fxpasses.options.cse]"),
+    ],
+)
+def test_issue5_case20_option_typo_names_field_suggestion_pass_and_origin(tmp_path, reg, filename, text, where):
+    path = tmp_path / filename
+    path.write_text(text)
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(path, registry=reg)
+    msg = str(info.value)
+    assert "invalid options for pass 'cse'" in msg
+    assert "cse.skip_random_op: unknown option; did you mean 'skip_random_ops'?" in msg
+    assert f"{tmp_path}/{where}" in msg

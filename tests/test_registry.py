@@ -311,3 +311,19 @@ def test_python_api_users_get_a_warning_per_plugin_problem(site):
     with pytest.warns(fxpasses.PluginWarning, match="warn-dist 3.1.*missing thing"):
         Registry()
     forget_modules("fxp_warn")
+
+
+@pytest.mark.parametrize("failing", ["aaa-broken", "zzz-broken"])
+def test_issue5_case17_good_passes_registered_whatever_the_discovery_order(site, failing):
+    make_dist(site, "mmm-good", "1.0", "fxp_mmm_good", good_pass_source("mmm_pass"))
+    make_dist(site, failing, "0.5", "fxp_order_broken", "import not_installed_anywhere\n")
+    forget_modules("fxp_mmm_good", "fxp_order_broken")
+    reg = Registry()
+    assert reg.info("mmm_pass").distribution == "mmm-good"
+    (problem,) = [p for p in reg.problems if failing in str(p)]
+    assert f"{failing} 0.5 (entry point {failing} = fxp_order_broken)" in str(problem)
+    assert "not_installed_anywhere" in str(problem)
+    forget_modules("fxp_mmm_good", "fxp_order_broken")
+    with pytest.raises(PluginError, match=failing):
+        Registry(strict=True)
+    forget_modules("fxp_mmm_good", "fxp_order_broken")
