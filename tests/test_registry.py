@@ -327,3 +327,21 @@ def test_issue5_case17_good_passes_registered_whatever_the_discovery_order(site,
     with pytest.raises(PluginError, match=failing):
         Registry(strict=True)
     forget_modules("fxp_mmm_good", "fxp_order_broken")
+
+
+def test_issue5_case19_two_distributions_registering_fuse_conv_bn(site):
+    make_dist(site, "fuse-a", "1.0", "fxp_fuse_a", good_pass_source("fuse_conv_bn", "Fuse A."))
+    make_dist(site, "fuse-b", "2.0", "fxp_fuse_b", good_pass_source("fuse_conv_bn", "Fuse B."))
+    forget_modules("fxp_fuse_a", "fxp_fuse_b")
+    reg = Registry()
+    # never a silent winner: the built-in keeps the name and each plugin is told, by name
+    assert reg.info("fuse_conv_bn").distribution == "fxpasses"
+    text = "\n".join(str(p) for p in reg.problems)
+    assert "plugin fuse-a 1.0" in text and "plugin fuse-b 2.0" in text
+    assert text.count("pass 'fuse_conv_bn'") == 2 and "taken by the built-in pass of fxpasses 0.1.0" in text
+    # the documented override chooses one
+    forget_modules("fxp_fuse_a", "fxp_fuse_b")
+    chosen = Registry(prefer={"fuse_conv_bn": "fuse-b"})
+    assert chosen.info("fuse_conv_bn").distribution == "fuse-b"
+    assert chosen.describe("fuse_conv_bn").summary == "Fuse B."
+    forget_modules("fxp_fuse_a", "fxp_fuse_b")
