@@ -487,7 +487,19 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     prepared = prepare_model(cfg)
     cap = prepared.captured
     log = None if fmt == "json" else (lambda line: click.echo(f"  {line}", err=True))
-    result = bisect(pipe, cap.gm, cap.inputs, atol=cfg.atol, rtol=cfg.rtol, log=log)
+    with contextlib.ExitStack() as stack:
+        if log is not None and sys.stderr.isatty():
+            # a spinner with the current trial on a terminal: every trial reruns the pipeline
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            status = stack.enter_context(console.status("bisect: full run with numeric verification"))
+
+            def log(line: str) -> None:
+                console.print(f"  {line}")
+                status.update(f"bisect: after {line}")
+
+        result = bisect(pipe, cap.gm, cap.inputs, atol=cfg.atol, rtol=cfg.rtol, log=log)
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2, default=str))
     else:
