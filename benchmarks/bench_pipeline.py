@@ -10,20 +10,15 @@ import torch
 import torch.fx
 
 import fxpasses
+from fxpasses.builtin_passes import BUILTIN_PRESETS
 
 import torch_baselines as tb
 from common import Config, Result, Stat, Target, fmt_s, fmt_x, md_table, measure
 from graphs import BlockModel, block_graph, n_blocks_for
 from slow import run_limited
 
-PIPELINE = [
-    "remove_dropout",
-    "fuse_conv_bn",
-    "simplify_algebra",
-    "fold_constants",
-    "eliminate_common_subexpressions",
-    "eliminate_dead_code",
-]
+#: the built-in "inference" preset, the pipeline `fxpasses run` uses by default
+PIPELINE = BUILTIN_PRESETS["inference"][0].split(",")
 TORCH_TRIO = ["remove_dropout", "eliminate_common_subexpressions", "eliminate_dead_code"]
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
+from dists import forget_modules, make_dist
+from planted import PLANTED_SOURCE
 
 DIALECTS = ("symbolic_trace", "dynamo", "export")
 
@@ -25,3 +29,15 @@ def registry():
     import fxpasses
 
     return fxpasses.Registry()
+
+
+@pytest.fixture
+def planted_site(tmp_path, monkeypatch):
+    """The planted-passes distribution (tests/planted.py) installed on sys.path."""
+    site = tmp_path / "site"
+    make_dist(site, "planted-passes", "0.3", "fxp_planted", PLANTED_SOURCE)
+    forget_modules("fxp_planted")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    yield site
+    forget_modules("fxp_planted")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import types
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from fxpasses.cli import cli
 from fxpasses.job import load_factory
 from fxpasses.rewrites import RewriteLimit
 
-from dists import forget_modules, make_dist
 from planted import PLANTED_SOURCE
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -167,15 +165,6 @@ def test_bisect_clean_pipeline_and_raising_pass(reg, convnet_export):
     assert "planted failure at %" in raised.error and "at node %" in raised.error
 
 
-@pytest.fixture
-def planted_site(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    make_dist(site, "planted-passes", "0.3", "fxp_planted", PLANTED_SOURCE)
-    forget_modules("fxp_planted")
-    monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
-    yield site
-    forget_modules("fxp_planted")
 
 
 def write_config(tmp_path, pipeline: str) -> Path:

@@ -16,19 +16,13 @@ from fxpasses import Pipeline
 from fxpasses.capture import capture
 from fxpasses.config import Config, InputSpec, find_pyproject, load_config_file
 from fxpasses.context import tensor_info
+from fxpasses.builtin_passes import BUILTIN_PRESETS
 from fxpasses.verify import compare_outputs
 from fxpasses.spec import parse_pipeline_string
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CONFIGS = ["convnet.toml", "gpt2.toml", "bert.toml", "convnet.yaml", "mlp.json", "pyproject_example/pyproject.toml"]
-BUILTIN = {
-    "remove_dropout",
-    "fuse_conv_bn",
-    "simplify_algebra",
-    "fold_constants",
-    "eliminate_common_subexpressions",
-    "eliminate_dead_code",
-}
+BUILTIN = set(BUILTIN_PRESETS["inference"][0].split(","))
 
 
 def _load_models():

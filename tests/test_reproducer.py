@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -18,8 +17,6 @@ from fxpasses.cli import cli
 from fxpasses.job import load_factory
 from fxpasses.reproducer import graph_source, load_graph, load_tensors, save_tensors
 
-from dists import forget_modules, make_dist
-from planted import PLANTED_SOURCE
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PIPELINE = "remove_dropout,fuse_conv_bn,simplify_algebra,{planted},fold_constants,eliminate_common_subexpressions,eliminate_dead_code"
@@ -73,15 +70,6 @@ def test_tensors_fall_back_to_torch_save_read_with_weights_only(tmp_path, monkey
     assert torch.equal(load_tensors(path)["a"], t["a"])
 
 
-@pytest.fixture
-def planted_site(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    make_dist(site, "planted-passes", "0.3", "fxp_planted", PLANTED_SOURCE)
-    forget_modules("fxp_planted")
-    monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
-    yield site
-    forget_modules("fxp_planted")
 
 
 def model_config(tmp_path, planted: str, capture_kind: str = "export", extra: str = "") -> Path:
