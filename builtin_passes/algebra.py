@@ -77,6 +77,7 @@ class SimplifyAlgebra(NodePass):
     """
 
     name = "simplify_algebra"
+    writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
     Options = SimplifyAlgebraOptions
     after = ("propagate_shapes",)
     before = ("eliminate_dead_code",)

@@ -76,6 +76,7 @@ class EliminateDeadCode(GraphPass):
     """
 
     name = "eliminate_dead_code"
+    writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
     # only removes nodes: the recorded shapes of what remains hold
     preserves = ("propagate_shapes",)
     Options = DeadCodeOptions

@@ -80,6 +80,7 @@ class RemoveDropout(NodePass):
     """
 
     name = "remove_dropout"
+    writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
     Options = RemoveDropoutOptions
     before = ("eliminate_dead_code",)
 

@@ -45,6 +45,7 @@ class PrintGraph(GraphPass):
     """Print the graph (a table with shapes, the code or the FX IR) to stderr or a file."""
 
     name = "print_graph"
+    writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
     kind = "analysis"
 
     class Options(PassOptions):

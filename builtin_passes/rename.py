@@ -80,6 +80,7 @@ class RenameNodes(GraphPass):
     """
 
     name = "rename_nodes"
+    writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
     Options = RenameNodesOptions
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:

@@ -219,6 +219,13 @@ class Pass:
       (see :mod:`fxpasses.analyses`).
     - ``dialects``: the graph dialects the pass handles (informational; a pass must leave
       alone what it does not recognise).
+    - ``writes_tensors``: whether the pass may write existing parameters, buffers or tensor
+      attributes in place. While True (the default), a pipeline runs the pass under a
+      :class:`fxpasses.write_guard.WriteGuard`, which clones each such tensor before its first
+      write so that rollback restores it (about 3 us per tensor operator the pass runs). A pass
+      that only rewrites the graph or only makes new tensors declares False and runs without
+      the guard; an in-place write it makes anyway is still detected (``Tensor._version``)
+      and reported by a failed run, but not restored unless ``snapshot_tensors=True``.
     """
 
     name: ClassVar[str] = ""
@@ -229,6 +236,7 @@ class Pass:
     kind: ClassVar[str] = "transform"
     preserves: ClassVar[tuple[str, ...] | str] = ()
     dialects: ClassVar[tuple[str, ...]] = DIALECTS
+    writes_tensors: ClassVar[bool] = True
 
     def __init__(self, options: BaseModel | None = None) -> None:
         self.options = options if options is not None else type(self).Options()
@@ -313,6 +321,10 @@ def validate_pass_class(cls: Any) -> None:
         raise PassDefinitionError(
             f"pass {name!r} ({where}): `preserves` must be a tuple of analysis names or \"all\", "
             f"got {preserves!r}"
+        )
+    if not isinstance(cls.writes_tensors, bool):
+        raise PassDefinitionError(
+            f"pass {name!r} ({where}): `writes_tensors` must be True or False, got {cls.writes_tensors!r}"
         )
     if cls.kind not in ("transform", "analysis"):
         raise PassDefinitionError(

@@ -69,6 +69,9 @@ class PlanStep:
         text = self.name
         if opts:
             text += "{" + ",".join(f"{k}={_fmt(v)}" for k, v in opts.items()) + "}"
+        settings = [f"{k}={v}" for k, v in (("verify", self.verify), ("on_error", self.on_error)) if v]
+        if settings:
+            text += "[" + ",".join(settings) + "]"
         return text
 
 
@@ -119,8 +122,11 @@ class Pipeline:
         verify: ``"none"``, ``"lint"`` (default) or ``"numeric"``.
         on_error: ``"rollback"`` (default), ``"raise"`` or ``"skip"``.
         atol, rtol: tolerances of numeric verification (``|a - b| <= atol + rtol * |b|``).
-        snapshot_tensors: keep a copy of every parameter and buffer so that a pass that writes
-            one in place can be rolled back too (doubles their memory during the run).
+        snapshot_tensors: copy every parameter and buffer before each pass (doubles their
+            memory during the run). Without it, rollback still restores tensors written in
+            place: each is cloned just before the pass first writes it
+            (:class:`fxpasses.write_guard.WriteGuard`); the copies are needed only for writes
+            that bypass torch's dispatcher (``Tensor.numpy()`` memory, rebinding ``.data``).
         options: extra options by pass name, merged into every entry of that pass; options for
             a pass not in the pipeline are an error (a typo) unless ``ignore_unused_options``.
         order: ``"dependencies"`` (default: order by ``requires``/``after``/``before`` and pull
@@ -184,6 +190,7 @@ class Pipeline:
         verify = on_error = None
         if isinstance(e, SpecEntry):
             where = f"{self.source}: {e.source}" if self.source != "pipeline string" else e.source
+            verify, on_error = e.verify, e.on_error
             e = (e.name, e.options)
         if isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], type):
             validate_pass_class(e[0])  # (PassClass, options): a pass not registered anywhere
@@ -426,13 +433,16 @@ class Pipeline:
                 t0 = time.perf_counter()
                 try:
                     try:
-                        if limit is None:
-                            hint = run_pass(pass_, gm, ctx)
-                        else:
-                            hint, span = run_pass_limited(pass_, gm, ctx, limit, index)
-                            pr.rewrites, pr.cut_off = span.count, span.cut_off
+                        guard = snap.guard() if step.cls.writes_tensors else contextlib.nullcontext()
+                        with guard:  # clones a tensor before the pass first writes it
+                            if limit is None:
+                                hint = run_pass(pass_, gm, ctx)
+                            else:
+                                hint, span = run_pass_limited(pass_, gm, ctx, limit, index)
+                                pr.rewrites, pr.cut_off = span.count, span.cut_off
                     finally:
                         ctx.graph = gm.graph
+                    snap.pass_done()
                     changed = bool(hint) or snap.changed()
                     if changed and step.cls.kind == "analysis":
                         raise VerificationError(f"analysis pass {step.name!r} changed the graph")
@@ -520,8 +530,9 @@ class Pipeline:
             rolled_back = True
             if snap.unrestorable:
                 notes.append(
-                    "these tensors were written in place by the pass and could not be restored "
-                    "(run with snapshot_tensors=True to restore them): " + ", ".join(snap.unrestorable)
+                    "these tensors were changed by the pass where no write guard saw it (the pass "
+                    "declares writes_tensors=False, rebinds .data, or writes through numpy) and "
+                    "could not be restored (run with snapshot_tensors=True to restore them): " + ", ".join(snap.unrestorable)
                 )
         if isinstance(exc, HookError):
             return hook_failure(name, exc, rolled_back=rolled_back, notes=notes)

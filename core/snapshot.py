@@ -9,9 +9,12 @@ created are detached, nodes it erased are re-linked, and every field is reset. N
 names, ``meta`` and the generated code are therefore exactly as before.
 
 The module side (parameters, buffers, submodules and plain attributes of every submodule) is
-recorded by reference. Tensors changed *in place* are detected through ``Tensor._version``;
-their values are restored only if the snapshot was taken with ``copy_tensors=True``; otherwise
-:meth:`Snapshot.restore` reports them in :attr:`Snapshot.unrestorable`.
+recorded by reference. Tensors written *in place* are restored from the clones a
+:class:`~fxpasses.write_guard.WriteGuard` takes before the first write (run the pass inside
+:meth:`Snapshot.guard`), or, with ``copy_tensors=True``, from copies of every tensor taken up
+front. Writes no guard sees (through ``Tensor.numpy()`` memory, or rebinding ``param.data``) are
+detected through ``Tensor._version`` and ``data_ptr()`` and reported in
+:attr:`Snapshot.unrestorable` unless the snapshot holds copies.
 
 This module touches private fields of ``torch.fx.Node`` and ``torch.fx.Graph`` (``_prev``,
 ``_next``, ``_erased``, ``_sort_key``, ``_find_nodes_lookup_table``, ``_graph_namespace``); the
@@ -26,6 +29,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from .write_guard import WriteGuard
+
 __all__ = ["Snapshot", "graph_changed"]
 
 _set = object.__setattr__
@@ -36,8 +41,10 @@ class Snapshot:
 
     Args:
         gm: the GraphModule to record.
-        copy_tensors: also clone every parameter and buffer so that in-place writes can be
-            undone (doubles their memory while the snapshot lives).
+        copy_tensors: also clone every parameter and buffer up front, so that even writes no
+            :class:`WriteGuard` sees are undone (doubles their memory while the snapshot
+            lives). Without it, tensors are cloned on their first write inside
+            :meth:`guard`.
     """
 
     __slots__ = (
@@ -51,6 +58,8 @@ class Snapshot:
         "gm_meta",
         "tensor_versions",
         "tensor_copies",
+        "write_guard",
+        "written",
         "unrestorable",
     )
 
@@ -81,14 +90,30 @@ class Snapshot:
         self.class_forward = type(gm).__dict__.get("forward")
         meta = gm.__dict__.get("meta")
         self.gm_meta = dict(meta) if isinstance(meta, dict) else None  # GraphModule.meta
-        self.tensor_versions = {name: (t, t._version) for name, t in tensors.items()}
+        self.tensor_versions = {name: (t, t._version, t.data_ptr()) for name, t in tensors.items()}
         self.tensor_copies: dict[str, torch.Tensor] | None = None
+        self.write_guard: WriteGuard | None = None
+        self.written: list[str] | None = None
         if copy_tensors:
             with torch.no_grad():
                 self.tensor_copies = {name: t.detach().clone() for name, t in tensors.items()}
         self.unrestorable: list[str] = []
 
     # -----------------------------------------------------------------------------------------
+
+    def guard(self) -> WriteGuard:
+        """A context manager to run the pass in: it clones each recorded tensor before the
+        first operator that writes it, for :meth:`restore` (a no-op when the snapshot already
+        holds copies of every tensor)."""
+        tensors = {} if self.tensor_copies is not None else {n: rec[0] for n, rec in self.tensor_versions.items()}
+        self.write_guard = WriteGuard(tensors)
+        return self.write_guard
+
+    def pass_done(self) -> None:
+        """Note the tensors the pass wrote (:meth:`modified_tensors`), before verification
+        runs the module: its runs write tensors too (restoring them bumps their versions),
+        which must not be blamed on the pass."""
+        self.written = self.modified_tensors()
 
     def changed(self) -> bool:
         """Whether the graph or the module tree differs from the recorded state."""
@@ -103,17 +128,25 @@ class Snapshot:
                 or not _same_items(m.__dict__, d)
             ):
                 return True
-        return any(t._version != v for t, v in self.tensor_versions.values())
+        if self.write_guard is not None and self.write_guard.saved:
+            return True
+        return any(t._version != v or t.data_ptr() != p for t, v, p in self.tensor_versions.values())
 
     def modified_tensors(self) -> list[str]:
-        """Qualified names of parameters/buffers written in place since the snapshot."""
-        return [name for name, (t, v) in self.tensor_versions.items() if t._version != v]
+        """Qualified names of parameters/buffers written in place (or whose data was rebound)
+        since the snapshot, as far as ``Tensor._version`` and ``data_ptr()`` show; writes
+        through ``.data`` only a :class:`WriteGuard` sees."""
+        names = [name for name, (t, v, p) in self.tensor_versions.items() if t._version != v or t.data_ptr() != p]
+        if self.write_guard is not None:
+            names += [n for n in self.write_guard.saved if n not in names]
+        return names
 
     def restore(self) -> None:
         """Put the graph and module tree back exactly as recorded.
 
-        Tensors written in place are copied back when the snapshot holds copies; otherwise
-        their names are listed in :attr:`unrestorable`.
+        Tensors written in place are copied back from the snapshot's copies or the clones its
+        :meth:`guard` took; those written where no guard saw it are listed in
+        :attr:`unrestorable`.
         """
         self._restore_module()
         self._restore_graph()
@@ -206,10 +239,16 @@ class Snapshot:
             # every tensor, not only those whose version moved: writes through ``.data`` and
             # batch norm's running statistics do not bump ``Tensor._version``
             with torch.no_grad():
-                for name, (t, _) in self.tensor_versions.items():
-                    t.copy_(self.tensor_copies[name])
+                for name, (t, _, _) in self.tensor_versions.items():
+                    copy = self.tensor_copies[name]
+                    if t.shape == copy.shape and t.dtype == copy.dtype:
+                        t.copy_(copy)
+                    else:
+                        t.data = copy
         else:
-            self.unrestorable = self.modified_tensors()
+            restored = set(self.write_guard.restore()) if self.write_guard is not None else set()
+            written = self.written if self.written is not None else self.modified_tensors()
+            self.unrestorable = [n for n in written if n not in restored]
 
 
 def _same_items(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:

@@ -1,16 +1,23 @@
-"""The one-line pipeline syntax: ``name{key=value,...},name2``.
+"""The one-line pipeline syntax: ``name{key=value,...}[verify=...,on_error=...],name2``.
 
 Grammar (white space between tokens is ignored)::
 
     pipeline := entry ("," entry)*
-    entry    := NAME ["{" [option ("," option)*] "}"]
+    entry    := NAME ["{" [option ("," option)*] "}"] ["[" setting ("," setting)* "]"]
     option   := KEY "=" value
+    setting  := "verify" "=" (none | lint | numeric)
+              | "on_error" "=" (rollback | raise | skip)
     value    := "[" [value ("," value)*] "]" | '"..."' | "'...'" | bare
     bare     := true | false | none | an int | a float | any other run of
                 characters other than ``,{}[]="'`` and white space (a string)
 
+Options (in braces) go to the pass; settings (in brackets) say how the pipeline runs this entry,
+overriding the pipeline's ``verify`` / ``on_error`` for it alone, as ``verify`` and ``on_error``
+keys of a list entry in a config file do.
+
 Examples: ``remove_dropout,fold_constants{max_numel=4096},eliminate_dead_code``,
-``print_graph{format=code}``, ``my_pass{names=[a, b],scale=0.5,verbose=true}``.
+``print_graph{format=code}``, ``my_pass{names=[a, b],scale=0.5,verbose=true}``,
+``fuse_conv_bn[verify=numeric,on_error=skip],eliminate_dead_code``.
 
 Errors are :class:`~fxpasses.errors.ConfigError` naming the column and showing a caret.
 """
@@ -33,7 +40,12 @@ class SpecEntry:
     name: str
     options: dict[str, Any]
     source: str
+    verify: str | None = None
+    on_error: str | None = None
 
+
+#: entry settings and the values each takes (the same as Pipeline's verify / on_error)
+SETTINGS = {"verify": ("none", "lint", "numeric"), "on_error": ("rollback", "raise", "skip")}
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BARE = re.compile(r"[^,{}\[\]=\"'\s]+")
@@ -134,8 +146,14 @@ class _Parser:
                             self.pos += 1
                             break
                         raise self.error(f"expected ',' or '}}' in the options of {name!r}")
+            settings = self.settings(name) if self.peek() == "[" else {}
             out.append(
-                SpecEntry(name, options, f"pipeline string, entry {len(out) + 1} ({name!r}) at column {start + 1}")
+                SpecEntry(
+                    name,
+                    options,
+                    f"pipeline string, entry {len(out) + 1} ({name!r}) at column {start + 1}",
+                    **settings,
+                )
             )
             ch = self.peek()
             if ch == "":
@@ -143,6 +161,37 @@ class _Parser:
             if ch != ",":
                 raise self.error(f"expected ',' between passes, found {ch!r}")
             self.pos += 1
+
+
+    def settings(self, name: str) -> dict[str, str]:
+        """``[verify=...,on_error=...]`` after an entry (the ``[`` is next)."""
+        self.pos += 1
+        out: dict[str, str] = {}
+        while True:
+            key, kpos = self.name(f"a setting of {name!r} ({' or '.join(SETTINGS)})")
+            if key not in SETTINGS:
+                raise self.error(
+                    f"unknown setting {key!r} for {name!r}: settings in [...] are "
+                    f"{' and '.join(SETTINGS)} (pass options go in {{...}})",
+                    kpos,
+                )
+            if key in out:
+                raise self.error(f"setting {key!r} of {name!r} given twice", kpos)
+            self.expect("=", f"after setting {key!r} of {name!r}")
+            value, vpos = self.name(f"a value for setting {key!r} of {name!r} ({', '.join(SETTINGS[key])})")
+            if value not in SETTINGS[key]:
+                raise self.error(
+                    f"{key} of {name!r} must be one of {', '.join(SETTINGS[key])}, got {value!r}", vpos
+                )
+            out[key] = value
+            ch = self.peek()
+            if ch == ",":
+                self.pos += 1
+                continue
+            if ch == "]":
+                self.pos += 1
+                return out
+            raise self.error(f"expected ',' or ']' in the settings of {name!r}")
 
 
 def _scalar(token: str) -> Any:

@@ -104,6 +104,17 @@ def test_pipeline_string_with_options(reg):
     assert p.plan().as_pipeline_string() == "cse{skip_random_ops=false,max_numel=10,scale=0.5,names=[p,'q r']},a"
 
 
+def test_pipeline_string_entry_settings(reg):
+    p = Pipeline.from_string("cse{max_numel=3}[verify=numeric, on_error=skip],a[on_error=raise]", registry=reg)
+    cse, a = p.plan().steps
+    assert (cse.verify, cse.on_error, cse.options.max_numel) == ("numeric", "skip", 3)
+    assert (a.verify, a.on_error) == (None, "raise")
+    text = p.plan().as_pipeline_string()
+    assert text == "cse{max_numel=3}[verify=numeric,on_error=skip],a[on_error=raise]"
+    again = Pipeline.from_string(text, registry=reg).plan().steps
+    assert [(s.name, s.verify, s.on_error) for s in again] == [("cse", "numeric", "skip"), ("a", None, "raise")]
+
+
 def test_options_error_names_pass_field_suggestion_and_position(reg):
     with pytest.raises(OptionsError) as info:
         Pipeline.from_string("a, cse{skip_random_op=false}", registry=reg)
@@ -143,6 +154,13 @@ def test_required_pass_that_does_not_exist():
         ("a b", "expected ',' between passes"),
         ("a{x=1,x=2}", "given twice"),
         ("1a", "expected a pass name"),
+        ("a[verify=numeric", "expected ',' or ']' in the settings of 'a'"),
+        ("a[verfy=numeric]", "unknown setting 'verfy' for 'a'"),
+        ("a[verify=strict]", "verify of 'a' must be one of none, lint, numeric, got 'strict'"),
+        ("a[on_error=ignore]", "on_error of 'a' must be one of rollback, raise, skip"),
+        ("a[verify=lint,verify=none]", "setting 'verify' of 'a' given twice"),
+        ("a[]", "expected a setting of 'a'"),
+        ("a[verify=none]{x=1}", "expected ',' between passes"),
     ],
 )
 def test_malformed_pipeline_strings(text, fault):

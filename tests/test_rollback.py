@@ -127,31 +127,131 @@ class SubmoduleThief(fxpasses.GraphPass):
         return True
 
 
-def test_deleted_submodule_and_in_place_parameter_restored_with_tensor_snapshot():
+@pytest.mark.parametrize("snapshot_tensors", [False, True])
+def test_deleted_submodule_and_in_place_parameter_restored(snapshot_tensors):
     model = convnet()
     x = torch.randn(1, 3, 32, 32)
     gm = capture(model, [x], "symbolic_trace").gm
     reg = Registry(autoload=False)
     reg.register(SubmoduleThief)
     before = state(gm)
+    weight = gm.fc.weight
+    expected_weight = weight.detach().clone()
     with pytest.raises(PassFailedError) as info:
-        Pipeline(["thief"], registry=reg, snapshot_tensors=True).run(gm, [x])
+        Pipeline(["thief"], registry=reg, snapshot_tensors=snapshot_tensors).run(gm, [x])
     assert "fc" in str(info.value)  # lint: the call_module target no longer exists
+    assert "could not be restored" not in str(info.value)
     assert_same_state(before, state(gm))
+    assert gm.fc.weight is weight and torch.equal(weight, expected_weight)
     assert not hasattr(gm, "stolen")
     assert torch.allclose(gm(x), model(x))
 
 
-def test_in_place_parameter_change_without_tensor_snapshot_is_reported():
+class QuietWriter(fxpasses.GraphPass):
+    """Writes tensors in place in the ways torch's dispatcher sees (through ``.data``, a view,
+    ``out=``, a training-mode batch norm's running statistics), then fails."""
+
+    name = "quiet_writer"
+
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            gm.fc.weight.data.mul_(0)  # .data: does not bump fc.weight._version
+            gm.fc.bias[1:].fill_(7.0)  # a view
+            torch.add(gm.conv1.weight, 1.0, out=gm.conv1.weight)
+            bn = gm.bn1
+            torch.nn.functional.batch_norm(
+                torch.randn(2, bn.num_features, 4, 4), bn.running_mean, bn.running_var, training=True
+            )
+        raise RuntimeError("planted failure after the writes")
+
+
+def test_writes_seen_by_the_dispatcher_are_restored_by_default():
     model = convnet()
     x = torch.randn(1, 3, 32, 32)
     gm = capture(model, [x], "symbolic_trace").gm
     reg = Registry(autoload=False)
-    reg.register(SubmoduleThief)
+    reg.register(QuietWriter)
+    tensors = dict(gm.named_parameters()) | dict(gm.named_buffers())
+    values = {k: v.detach().clone() for k, v in tensors.items()}
+    before = state(gm)
+    with pytest.raises(PassFailedError, match="planted failure") as info:
+        Pipeline(["quiet_writer"], registry=reg).run(gm, [x])
+    assert "could not be restored" not in str(info.value)
+    assert_same_state(before, state(gm))
+    now = dict(gm.named_parameters()) | dict(gm.named_buffers())
+    for k, t in tensors.items():
+        assert now[k] is t, k
+        assert torch.equal(t, values[k]), k
+    assert torch.allclose(gm(x), model(x))
+
+
+class Rebinder(fxpasses.GraphPass):
+    """Rebinds a parameter's data (which torch's dispatcher does not see), then fails lint."""
+
+    name = "rebinder"
+
+    def run(self, gm, ctx):
+        gm.fc.weight.data = torch.zeros_like(gm.fc.weight)
+        del gm._modules["fc"]
+        return True
+
+
+class UndeclaredWriter(fxpasses.GraphPass):
+    """Declares writes_tensors=False but writes a parameter in place, then fails."""
+
+    name = "undeclared_writer"
+    writes_tensors = False
+
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            gm.fc.weight.mul_(0)
+        raise RuntimeError("planted failure")
+
+
+def test_write_by_a_pass_declaring_no_writes_is_reported_not_hidden():
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    gm = capture(model, [x], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    reg.register(UndeclaredWriter)
     with pytest.raises(PassFailedError) as info:
-        Pipeline(["thief"], registry=reg).run(gm, [x])
+        Pipeline(["undeclared_writer"], registry=reg).run(gm, [x])
+    text = str(info.value)
+    assert "could not be restored" in text and "fc.weight" in text and "writes_tensors=False" in text
+    gm = capture(model, [x], "symbolic_trace").gm
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["undeclared_writer"], registry=reg, snapshot_tensors=True).run(gm, [x])
+    assert "could not be restored" not in str(info.value)
+    assert torch.allclose(gm(x), model(x))
+
+
+def test_writes_tensors_must_be_a_bool():
+    class Bad(fxpasses.GraphPass):
+        name = "bad_writes"
+        writes_tensors = "no"
+
+        def run(self, gm, ctx):
+            return False
+
+    with pytest.raises(fxpasses.PassDefinitionError, match="writes_tensors"):
+        Registry(autoload=False).register(Bad)
+
+
+def test_rebound_parameter_data_is_reported_without_tensor_snapshot():
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    gm = capture(model, [x], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    reg.register(Rebinder)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["rebinder"], registry=reg).run(gm, [x])
     assert "could not be restored" in str(info.value) and "fc.weight" in str(info.value)
     assert "fc" in dict(gm.named_children())  # structure is still restored
+    gm2 = capture(model, [x], "symbolic_trace").gm
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["rebinder"], registry=reg, snapshot_tensors=True).run(gm2, [x])
+    assert "could not be restored" not in str(info.value)
+    assert torch.allclose(gm2(x), model(x))
 
 
 class Dangler(fxpasses.NodePass):
@@ -178,6 +278,38 @@ def test_lint_failure_rolls_back_and_skip_continues():
     report = Pipeline(["dangler"], registry=reg, on_error="skip").run(gm, [x])
     assert report.passes[0].status == "skipped" and "lint" in report.passes[0].error
     assert_same_state(before, state(gm))
+
+
+class ScaleRelu(fxpasses.NodePass):
+    """Numerically wrong, structurally fine: relu(x) -> relu(x) * 2."""
+
+    name = "scale_relu"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        again = ctx.call_function(node.target, node.args, node.kwargs)
+        return Replace(ctx.call_function(operator.mul, (again, 2.0)))
+
+
+def test_entry_settings_in_a_pipeline_string_apply_to_that_pass_only():
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    reg = Registry(autoload=False)
+    reg.register(Dangler)
+    reg.register(ScaleRelu)
+    gm = capture(model, [x], "symbolic_trace").gm
+    before = state(gm)
+    # the pipeline raises on error, but this entry is skipped (rolled back) and the run goes on
+    report = Pipeline.from_string("dangler[on_error=skip]", registry=reg, on_error="raise").run(gm, [x])
+    assert [p.status for p in report.passes] == ["skipped"]
+    assert_same_state(before, state(gm))
+    # lint does not see a wrong number; numeric verification of this one entry does
+    with pytest.raises(PassFailedError, match="verification failed"):
+        Pipeline.from_string("scale_relu[verify=numeric]", registry=reg).run(gm, [x])
+    assert_same_state(before, state(gm))
+    report = Pipeline.from_string("scale_relu", registry=reg).run(gm, [x])
+    assert report.passes[0].status == "ok"
+    assert not torch.allclose(gm(x), model(x))
 
 
 def test_on_error_raise_leaves_the_broken_graph_for_debugging():

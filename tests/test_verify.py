@@ -176,11 +176,13 @@ def test_pass_that_writes_weights_in_place_is_verified_as_it_left_them():
     report = Pipeline(["double_halve"], registry=reg, verify="numeric").run(gm, [x])
     assert report.passes[0].status == "ok"
     torch.testing.assert_close(gm(x), expected)
-    gm = torch.fx.symbolic_trace(Lin())
-    weight = gm.l.weight.detach().clone()
-    with pytest.raises(fxpasses.PassFailedError, match="verification failed"):
-        Pipeline(["double_only"], registry=reg, verify="numeric", snapshot_tensors=True).run(gm, [x])
-    assert torch.equal(gm.l.weight, weight)  # restored although .data did not bump the version
+    for snapshot_tensors in (False, True):  # restored by the write guard, or from full copies
+        gm = torch.fx.symbolic_trace(Lin())
+        weight = gm.l.weight.detach().clone()
+        with pytest.raises(fxpasses.PassFailedError, match="verification failed") as info:
+            Pipeline(["double_only"], registry=reg, verify="numeric", snapshot_tensors=snapshot_tensors).run(gm, [x])
+        assert "could not be restored" not in str(info.value)
+        assert torch.equal(gm.l.weight, weight)  # restored although .data did not bump the version
 
 
 def test_train_mode_batch_norm_statistics_untouched_by_numeric_verification():
