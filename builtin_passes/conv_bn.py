@@ -157,10 +157,7 @@ class FuseConvBN(NodePass):
         problem = self._write_problem(conv_node, node, [conv_node, node])
         if problem is not None:
             return ctx.skip(node, problem)
-        # a copy of the conv that shares its weight and bias (replaced right after) instead of
-        # cloning them: the clones were half of this pass's time
-        keep = {id(t): t for t in (conv.weight, conv.bias) if t is not None}
-        fused = copy.deepcopy(conv, memo=keep)
+        fused = _copy_conv(conv)
         fw, fb = _fused_weights(conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)
         fused.weight = torch.nn.Parameter(fw, conv.weight.requires_grad)
         fused.bias = torch.nn.Parameter(fb, conv.weight.requires_grad)
@@ -274,6 +271,21 @@ class FuseConvBN(NodePass):
             ctx.add_constant(fw.detach(), f"{prefix}_fused_weight"),
             ctx.add_constant(fb.detach(), f"{prefix}_fused_bias"),
         )
+
+
+def _copy_conv(conv: torch.nn.Module) -> torch.nn.Module:
+    """A new module of ``conv``'s class with its configuration, hooks and training flag, and
+    its own (shallow) copies of every container (``_parameters``, ``_buffers``, ``_modules``,
+    hook dictionaries, ``_reversed_padding_repeated_twice``); the tensors are shared, for the
+    caller to replace. ``copy.deepcopy`` did the same but cloned the weight and walked every
+    attribute recursively: three quarters of this pass's time on a 30k-node graph."""
+    fused = type(conv).__new__(type(conv))
+    state = conv.__dict__.copy()
+    for key, value in state.items():
+        if isinstance(value, (dict, list, set)):
+            state[key] = copy.copy(value)  # OrderedDict stays an OrderedDict
+    fused.__dict__.update(state)
+    return fused
 
 
 def _fused_weights(

@@ -785,6 +785,7 @@ class EffectAnalysis:
         self._state_written: set[str] = set()
         self._mutated: set[str] | None = None
         self._out_roots: frozenset[Any] = frozenset()
+        self._has_writes: bool | None = None
 
     # ------------------------------------------------------------------ per node
 
@@ -1342,8 +1343,29 @@ class EffectAnalysis:
         r = self._roots.get(node)
         return r if r is not None else frozenset({node})
 
+    def has_writes(self) -> bool:
+        """Whether any node of the graph may write a tensor or module state. When none does,
+        nothing is written through any alias, so the questions about writes are answered
+        without the aliasing sweep (which is most of this analysis's cost on big graphs)."""
+        if self._has_writes is None:
+            if self._roots is not None:
+                self._has_writes = bool(self._written or self._state_written)
+            else:
+                effects = self.effects
+                self._has_writes = False
+                for n in self.gm.graph.nodes:  # type: ignore[union-attr]
+                    if n.op == "placeholder" or n.op == "get_attr" or n.op == "output":
+                        continue
+                    eff = effects(n)
+                    if eff.writes or eff.state_writes:
+                        self._has_writes = True
+                        break
+        return self._has_writes
+
     def is_written(self, node: Node) -> bool:
         """Whether some node of the graph may write ``node``'s value (through any alias)."""
+        if not self.has_writes():
+            return False
         self._sweep()
         return _overlap(self.alias_roots(node), self._written)
 
@@ -1382,6 +1404,9 @@ class EffectAnalysis:
         may write: directly, through views, through storage shared with a written tensor, or
         inside a called submodule."""
         if self._mutated is not None:
+            return self._mutated
+        if not self.has_writes():
+            self._mutated = set()
             return self._mutated
         self._sweep()
         if (
@@ -1450,6 +1475,8 @@ class WriteClock:
 
     def version(self, node: Node) -> int:
         """A number that grows whenever a write may have changed ``node``'s value."""
+        if not self._writes:  # no write yet on this walk: every value is at version 0
+            return 0
         roots = self.analysis.alias_roots(node)
         if _ANY_ROOT in roots:
             return self._writes

@@ -110,8 +110,8 @@ def _same_op(target: Any, wanted: Any) -> bool:
     return False
 
 
-def _work_list(p: NodePass, gm: torch.fx.GraphModule) -> list[tuple[Node, list[_Matcher]]]:
-    """(node, matching hooks) for every subscribed node, in graph order."""
+def _work_list(p: NodePass, gm: torch.fx.GraphModule) -> tuple[list[Node], dict[Node, list[_Matcher]]]:
+    """The subscribed nodes in graph order, and the hooks that match each."""
     matchers = [_Matcher(sub, getattr(p, attr)) for attr, sub in type(p)._hooks]
     graph = gm.graph
     found: dict[Node, list[_Matcher]] = {}
@@ -163,14 +163,16 @@ def _work_list(p: NodePass, gm: torch.fx.GraphModule) -> list[tuple[Node, list[_
                     ms = [m for m in matchers if m.match_node(n, gm)]
                     if ms:
                         found[n] = ms
-        if len(found) * 6 > len(graph.nodes):  # dense: one walk beats sorting by _sort_key
-            return [(n, found[n]) for n in graph.nodes if n in found]
-        return [(n, found[n]) for n in sorted(found, key=_SORT_KEY)]
+        if len(found) * 6 > len(graph.nodes):
+            # dense: one walk of the graph, filtered in C, beats sorting by _sort_key (a
+            # tuple per node)
+            return list(filter(found.__contains__, graph.nodes)), found
+        return sorted(found, key=_SORT_KEY), found
     for n in graph.nodes:  # pragma: no cover - torch without the lookup table
         ms = [m for m in matchers if m.match_node(n, gm)]
         if ms:
             found[n] = ms
-    return list(found.items())
+    return list(found), found
 
 
 def _apply(node: Node, action: Any, ctx: PassContext) -> bool:
@@ -240,11 +242,30 @@ def run_pass(
             raise HookError(ctx.node, exc) from exc
     assert isinstance(p, NodePass)
     changed = False
-    for node, matchers in _work_list(p, gm):
+    nodes, found = _work_list(p, gm)
+    hooks = {id(ms) for ms in found.values()} if len(p._hooks) > 1 else ()
+    if budget is None and len(hooks) <= 1 and nodes and len(found[nodes[0]]) == 1:
+        # the common case: every visited node has the same single hook; the same steps as
+        # the general loop below, without its per-node bookkeeping
+        hook = found[nodes[0]][0].hook
+        for node in nodes:
+            if node._erased:
+                continue
+            ctx.node = node
+            try:
+                action = hook(node, ctx)
+                if action is None or action is KEEP or isinstance(action, Keep):
+                    continue
+                if _apply(node, action, ctx):
+                    changed = True
+            except Exception as exc:
+                raise HookError(node, exc) from exc
+        nodes = []
+    for node in nodes:
         if budget is not None and budget.exhausted:
             budget.cut()
             break
-        for m in matchers:
+        for m in found[node]:
             if node._erased:
                 break
             ctx.node = node

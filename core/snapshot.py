@@ -24,6 +24,9 @@ torch version.
 
 from __future__ import annotations
 
+from operator import attrgetter
+from operator import eq as _eq
+from operator import is_ as _is
 from typing import Any
 
 import torch
@@ -34,6 +37,8 @@ from .write_guard import WriteGuard
 __all__ = ["Snapshot", "graph_changed"]
 
 _set = object.__setattr__
+_version = attrgetter("_version")
+_data_ptr = torch.Tensor.data_ptr
 
 
 class Snapshot:
@@ -56,7 +61,10 @@ class Snapshot:
         "modules",
         "class_forward",
         "gm_meta",
+        "tensors",
+        "tensor_names",
         "tensor_versions",
+        "tensor_ptrs",
         "tensor_copies",
         "write_guard",
         "written",
@@ -78,19 +86,23 @@ class Snapshot:
                 n.type,
                 n._sort_key,
                 n._repr_fn,
-                dict(n.meta),
+                n.meta.copy(),
                 list(n.users),
             )
             for n in graph.nodes
         ]
-        self.graph_dict = dict(graph.__dict__)
+        self.graph_dict = graph.__dict__.copy()
         ns = graph._graph_namespace
-        self.namespace = (dict(ns._obj_to_name), set(ns._used_names), dict(ns._base_count))
+        self.namespace = (ns._obj_to_name.copy(), ns._used_names.copy(), ns._base_count.copy())
         self.modules, tensors = _record_modules(gm)
         self.class_forward = type(gm).__dict__.get("forward")
         meta = gm.__dict__.get("meta")
-        self.gm_meta = dict(meta) if isinstance(meta, dict) else None  # GraphModule.meta
-        self.tensor_versions = {name: (t, t._version, t.data_ptr()) for name, t in tensors.items()}
+        self.gm_meta = meta.copy() if isinstance(meta, dict) else None  # GraphModule.meta
+        self.tensors = tensors  # qualified name -> tensor
+        self.tensor_names = list(tensors)
+        values = list(tensors.values())
+        self.tensor_versions = list(map(_version, values))  # read in C, not a Python loop
+        self.tensor_ptrs = list(map(_data_ptr, values))
         self.tensor_copies: dict[str, torch.Tensor] | None = None
         self.write_guard: WriteGuard | None = None
         self.written: list[str] | None = None
@@ -105,8 +117,7 @@ class Snapshot:
         """A context manager to run the pass in: it clones each recorded tensor before the
         first operator that writes it, for :meth:`restore` (a no-op when the snapshot already
         holds copies of every tensor)."""
-        tensors = {} if self.tensor_copies is not None else {n: rec[0] for n, rec in self.tensor_versions.items()}
-        self.write_guard = WriteGuard(tensors)
+        self.write_guard = WriteGuard({} if self.tensor_copies is not None else self.tensors)
         return self.write_guard
 
     def pass_done(self) -> None:
@@ -130,13 +141,26 @@ class Snapshot:
                 return True
         if self.write_guard is not None and self.write_guard.saved:
             return True
-        return any(t._version != v or t.data_ptr() != p for t, v, p in self.tensor_versions.values())
+        return bool(self._moved_tensors())
+
+    def _moved_tensors(self) -> list[int]:
+        """Indexes of recorded tensors whose version or data pointer moved."""
+        values = list(self.tensors.values())
+        versions = list(map(_version, values))
+        ptrs = list(map(_data_ptr, values))
+        if versions == self.tensor_versions and ptrs == self.tensor_ptrs:
+            return []
+        return [
+            i
+            for i, (v, p, v0, p0) in enumerate(zip(versions, ptrs, self.tensor_versions, self.tensor_ptrs))
+            if v != v0 or p != p0
+        ]
 
     def modified_tensors(self) -> list[str]:
         """Qualified names of parameters/buffers written in place (or whose data was rebound)
         since the snapshot, as far as ``Tensor._version`` and ``data_ptr()`` show; writes
         through ``.data`` only a :class:`WriteGuard` sees."""
-        names = [name for name, (t, v, p) in self.tensor_versions.items() if t._version != v or t.data_ptr() != p]
+        names = [self.tensor_names[i] for i in self._moved_tensors()]
         if self.write_guard is not None:
             names += [n for n in self.write_guard.saved if n not in names]
         return names
@@ -239,7 +263,7 @@ class Snapshot:
             # every tensor, not only those whose version moved: writes through ``.data`` and
             # batch norm's running statistics do not bump ``Tensor._version``
             with torch.no_grad():
-                for name, (t, _, _) in self.tensor_versions.items():
+                for name, t in self.tensors.items():
                     copy = self.tensor_copies[name]
                     if t.shape == copy.shape and t.dtype == copy.dtype:
                         t.copy_(copy)
@@ -253,28 +277,32 @@ class Snapshot:
 
 def _same_items(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:
     """Same keys in the same order, each bound to the same object (never ``==`` on values:
-    tensors compare elementwise)."""
-    if len(live) != len(recorded):
-        return False
-    for (k1, v1), (k2, v2) in zip(live.items(), recorded.items()):
-        if k1 != k2 or v1 is not v2:
-            return False
-    return True
+    tensors compare elementwise). The comparisons run in C (``map``), not a Python loop."""
+    return (
+        len(live) == len(recorded)
+        and all(map(_eq, live, recorded))
+        and all(map(_is, live.values(), recorded.values()))
+    )
 
 
 def graph_changed(snap: Snapshot) -> bool:
-    """Whether ``snap.graph`` differs from the recorded node list (order, fields, edges)."""
+    """Whether ``snap.graph`` differs from the recorded node list (order, fields, edges).
+
+    FX builds new ``args``/``kwargs`` tuples on every edit, so an unchanged node still holds the
+    very objects recorded: identity answers for almost every node, ``==`` only for the rest."""
     graph = snap.graph
     if len(graph.nodes) != len(snap.nodes):
         return True
     for n, rec in zip(graph.nodes, snap.nodes):
-        if (
-            n is not rec[0]
-            or n.name != rec[1]
-            or _differs(n.target, rec[3])
-            or _differs(n._args, rec[4])
-            or _differs(n._kwargs, rec[5])
-        ):
+        if n is not rec[0]:
+            return True
+        if n.name != rec[1]:
+            return True
+        if n._args is not rec[4] and _differs(n._args, rec[4]):
+            return True
+        if n._kwargs is not rec[5] and _differs(n._kwargs, rec[5]):
+            return True
+        if n.target is not rec[3] and _differs(n.target, rec[3]):
             return True
     return False
 
@@ -288,37 +316,67 @@ def _differs(a: Any, b: Any) -> bool:
         return True
 
 
+# keys every nn.Module instance has in its __dict__ (none of them holds a tensor)
+_MODULE_KEYS = frozenset(torch.nn.Module().__dict__)
+
+
 def _record_modules(
     gm: torch.nn.Module,
 ) -> tuple[list[tuple[Any, ...]], dict[str, torch.Tensor]]:
     """The state of every submodule (``Snapshot.modules`` records) and :func:`_all_tensors`,
-    in one walk of the module tree (the slowest part of a snapshot on big models)."""
+    in one walk of the module tree (the slowest part of a snapshot on big models).
+
+    The walk is ``named_modules()``'s (pre-order, each module once) without its recursive
+    generators; plain tensor attributes are looked for only among the keys a bare
+    ``nn.Module`` does not have."""
     records: list[tuple[Any, ...]] = []
+    append = records.append
     params: dict[str, torch.Tensor] = {}
     buffers: dict[str, torch.Tensor] = {}
     attrs: dict[str, torch.Tensor] = {}
     seen_p: set[int] = set()
     seen_b: set[int] = set()
+    seen_m: set[int] = set()
     tensor = torch.Tensor
-    for mname, m in gm.named_modules(remove_duplicate=True):
+    standard = _MODULE_KEYS
+    stack: list[tuple[str, Any]] = [("", gm)]
+    pop = stack.pop
+    while stack:
+        mname, m = pop()
+        if id(m) in seen_m:
+            continue
+        seen_m.add(id(m))
         d = m.__dict__
-        p = m._parameters
-        b = m._buffers
-        records.append(
-            (m, dict(d), dict(p), dict(b), dict(m._modules), set(getattr(m, "_non_persistent_buffers_set", ())))
-        )
+        p = d.get("_parameters")
+        b = d.get("_buffers")
+        mods = d.get("_modules")
+        if p is None or b is None or mods is None:  # not initialised as a Module
+            p, b, mods = m._parameters, m._buffers, m._modules
+        nps = d.get("_non_persistent_buffers_set")
+        append((m, d.copy(), p.copy(), b.copy(), mods.copy(), nps.copy() if nps is not None else set()))
         prefix = mname + "." if mname else ""
-        for k, v in p.items():
-            if v is not None and id(v) not in seen_p:
-                seen_p.add(id(v))
-                params[prefix + k] = v
-        for k, v in b.items():
-            if v is not None and id(v) not in seen_b:
-                seen_b.add(id(v))
-                buffers[prefix + k] = v
-        for k, v in d.items():
-            if isinstance(v, tensor) and not k.startswith("__"):
-                attrs[prefix + k] = v
+        if p:
+            for k, v in p.items():
+                if v is not None and id(v) not in seen_p:
+                    seen_p.add(id(v))
+                    params[prefix + k] = v
+        if b:
+            for k, v in b.items():
+                if v is not None and id(v) not in seen_b:
+                    seen_b.add(id(v))
+                    buffers[prefix + k] = v
+        extra = d.keys() - standard
+        if extra:
+            found = [k for k in extra if isinstance(d[k], tensor) and not k.startswith("__")]
+            if len(found) > 1:
+                order = {k: i for i, k in enumerate(d)}
+                found.sort(key=order.__getitem__)
+            for k in found:
+                attrs[prefix + k] = d[k]
+        if mods:
+            children = [(prefix + k, c) for k, c in mods.items() if c is not None]
+            children.reverse()  # popped in registration order
+            stack.extend(children)
     params.update(buffers)
     params.update(attrs)
     return records, params
