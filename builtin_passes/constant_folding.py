@@ -12,6 +12,7 @@ from torch.fx.node import Node
 from fxpasses import GraphPass, PassContext, PassOptions
 from fxpasses._modpath import MISSING, ModulePaths
 from fxpasses.effects import GLOBAL_STATE, EffectAnalysis
+from fxpasses.effects import _storage_key
 
 from .dead_code import prune_unused_state
 
@@ -412,12 +413,6 @@ def _run(gm: torch.fx.GraphModule, node: Node, values: dict[Node, Any]) -> Any:
         self_obj, *rest = args
         return getattr(self_obj, node.target)(*rest, **kwargs)  # type: ignore[arg-type]
     return gm.get_submodule(node.target)(*args, **kwargs)  # type: ignore[arg-type]
-
-
-def _storage_key(t: torch.Tensor) -> Any:
-    from fxpasses.effects import _storage_key as key
-
-    return key(t)
 
 
 def _nbytes(v: Any) -> int:

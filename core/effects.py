@@ -786,6 +786,8 @@ class EffectAnalysis:
         self._mutated: set[str] | None = None
         self._out_roots: frozenset[Any] = frozenset()
         self._has_writes: bool | None = None
+        self._lazy: dict[Node, frozenset[Any]] = {}  # roots found on demand (nothing writes)
+        self._lazy_out: bool = False
 
     # ------------------------------------------------------------------ per node
 
@@ -1338,10 +1340,62 @@ class EffectAnalysis:
         """Storage roots ``node``'s value may share: one root for all placeholders (they may
         alias each other), one per parameter/buffer storage, the node itself when its value is
         fresh, or the single root "any" when the set grew beyond 64 (it overlaps everything)."""
+        if self._roots is None and not self.has_writes():
+            return self._lazy_root(node)
         self._sweep()
         assert self._roots is not None
         r = self._roots.get(node)
         return r if r is not None else frozenset({node})
+
+    def _lazy_root(self, node: Node) -> frozenset[Any]:
+        """The roots the sweep would give ``node``, found by walking back only along alias
+        edges (a fresh value stops the walk at once), for graphs where nothing writes: then
+        only the roots of asked-about values and of the output are needed, not all of them.
+        Values are computed from the graph as it is when first asked about."""
+        memo = self._lazy
+        r = memo.get(node)
+        if r is not None:
+            return r
+        stack = [node]
+        active = {node}
+        while stack:
+            n = stack[-1]
+            if n in memo:
+                stack.pop()
+                active.discard(n)
+                continue
+            op = n.op
+            if op == "placeholder":
+                r = frozenset({_INPUT_ROOT})
+            elif op == "get_attr":
+                r = frozenset({self._root_of_attr(n)})
+            elif op == "output":
+                r = frozenset()
+            else:
+                al = self.aliased_inputs(n)
+                pending = [a for a in al if a not in memo and a not in active]
+                if pending:
+                    stack.extend(pending)
+                    active.update(pending)
+                    continue
+                if al:
+                    r = frozenset().union(*(memo.get(a, frozenset({a})) for a in al))
+                    if len(r) > _MAX_ROOTS:
+                        r = _ANY_ROOTS
+                else:
+                    r = frozenset({n})
+            memo[n] = r
+            stack.pop()
+            active.discard(n)
+        return memo[node]
+
+    def _lazy_out_roots(self) -> frozenset[Any]:
+        if not self._lazy_out:
+            self._lazy_out = True
+            out = next(iter(self.gm.graph.find_nodes(op="output")), None)  # type: ignore[union-attr]
+            if out is not None:
+                self._out_roots = frozenset().union(*(self._lazy_root(a) for a in out.all_input_nodes))
+        return self._out_roots
 
     def has_writes(self) -> bool:
         """Whether any node of the graph may write a tensor or module state. When none does,
@@ -1379,6 +1433,8 @@ class EffectAnalysis:
 
     def reaches_output(self, node: Node) -> bool:
         """Whether ``node``'s value may be returned by the graph (itself or through a view)."""
+        if self._roots is None and not self.has_writes():
+            return _overlap(self._lazy_root(node), self._lazy_out_roots())
         self._sweep()
         return _overlap(self.alias_roots(node), self._out_roots)
 
@@ -1396,6 +1452,9 @@ class EffectAnalysis:
         it): call it when a pass rewires the uses of a value that reached the output to
         ``node`` and keeps asking this analysis (graph-level answers come from one sweep and
         do not follow edits by themselves)."""
+        if self._roots is None and not self.has_writes():
+            self._out_roots = self._lazy_out_roots() | self._lazy_root(node)
+            return
         self._sweep()
         self._out_roots = self._out_roots | self.alias_roots(node)
 

@@ -580,3 +580,68 @@ def test_large_alias_sets_collapse_to_any_and_stay_conservative():
     assert len(a.alias_roots(together)) == 1 and a.alias_roots(together) != a.alias_roots(unrelated)
     assert a.is_written(unrelated)  # a write through "any" may have hit it
     assert a.reaches_output(unrelated) and a.reaches_output(together)  # "any" overlaps the output
+
+
+class _Views(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.randn(4, 3))
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x, y):
+        a = x.view(-1)
+        b = a[1:]
+        c = torch.relu(self.lin(y))
+        d = c.t()
+        e = self.table[0]
+        f = (b * 2).reshape(-1, 1)
+        return d, e.unsqueeze(0), f, x, torch.cat([c, y]), c
+
+
+def _alias_graph(model: str, dialect: str):
+    from fxpasses._example import convnet
+
+    if model == "views":
+        return capture(_Views(), [torch.randn(2, 4), torch.randn(2, 3)], dialect).gm
+    return capture(convnet(), [torch.randn(1, 3, 32, 32)], dialect).gm
+
+
+@pytest.mark.parametrize("model", ["views", "convnet"])
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_roots_found_on_demand_equal_the_sweep(model, dialect):
+    """With nothing written, alias roots and reaches_output come from a walk back along alias
+    edges instead of the whole-graph sweep: the answers must be the sweep's."""
+    gm = _alias_graph(model, dialect)
+    lazy, swept = EffectAnalysis(gm), EffectAnalysis(gm)
+    assert not lazy.has_writes()
+    swept._sweep()
+    nodes = list(gm.graph.nodes)
+    for n in reversed(nodes):  # asked in an order unlike the sweep's
+        assert lazy.alias_roots(n) == swept.alias_roots(n), n.name
+        assert lazy.reaches_output(n) == swept.reaches_output(n), n.name
+        assert lazy.is_fresh(n) == swept.is_fresh(n), n.name
+    assert lazy._roots is None  # the sweep never ran
+    returned = {n.name for n in nodes if lazy.reaches_output(n)}
+    assert returned  # placeholders returned or viewed into the output reach it
+    out = next(n for n in nodes if n.op == "output")
+    assert all(lazy.reaches_output(a) for a in out.all_input_nodes)
+
+
+def test_write_questions_without_writes_skip_the_sweep():
+    gm = _alias_graph("views", "symbolic_trace")
+    fx = EffectAnalysis(gm)
+    assert fx.mutated_attributes() == set()
+    assert not any(fx.is_written(n) for n in gm.graph.nodes)
+    assert fx._roots is None
+
+    class Writes(nn.Module):
+        def forward(self, x):
+            v = x.view(-1)
+            v.add_(1)
+            return x * 2
+
+    gm = torch.fx.symbolic_trace(Writes())
+    fx = EffectAnalysis(gm)
+    assert fx.has_writes()
+    x = next(iter(gm.graph.find_nodes(op="placeholder")))
+    assert fx.is_written(x)  # through the view
