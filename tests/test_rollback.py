@@ -522,3 +522,35 @@ def test_on_error_raise_recompiles_so_the_module_runs_the_kept_graph():
         Pipeline(["negate_then_fail"], registry=reg, on_error="raise").run(gm, [torch.ones(2)])
     assert "torch.neg" in gm.code
     assert torch.equal(gm(torch.ones(2))[0], -torch.ones(2))
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_built_in_passes_that_declare_no_tensor_writes_write_none(dialect):
+    """Run every built-in pass that declares writes_tensors=False under the write guard anyway,
+    on a model with conv + batch norm, dropout and constants: nothing may be written."""
+    from fxpasses.context import PassContext
+    from fxpasses.registry import registry
+    from fxpasses.runner import run_pass
+    from fxpasses.snapshot import Snapshot
+
+    model = convnet()
+    x = torch.randn(2, 3, 32, 32)
+    reg = registry()
+    names = [n for n in reg.names() if reg.get(n).__module__.startswith("fxpasses.builtin_passes")]
+    quiet = [n for n in names if not reg.get(n).writes_tensors]
+    assert {"fuse_conv_bn", "eliminate_dead_code", "simplify_algebra", "remove_dropout"} <= set(quiet)
+    cap = capture(model, [x], dialect)
+    gm = cap.gm
+    options = {"rename_nodes": {"pattern": "relu", "replacement": "act"}}
+    for name in quiet:
+        cls = reg.get(name)
+        snap = Snapshot(gm)
+        ctx = PassContext(gm, pass_name=name, dialect=dialect, example_inputs=cap.inputs)
+        with snap.guard():
+            run_pass(cls(cls.Options(**options.get(name, {}))), gm, ctx)
+        assert not snap.write_guard.saved, (name, snap.write_guard.saved)
+        assert not snap.modified_tensors(), (name, snap.modified_tensors())
+    gm.recompile()
+    out = gm(*cap.inputs)
+    out = out[0] if isinstance(out, (tuple, list)) else out  # dynamo graphs return a tuple
+    torch.testing.assert_close(out, model(x))
