@@ -46,10 +46,11 @@ class FuseConvBN(NodePass):
     in every dialect:
 
     - ``symbolic_trace``: ``call_module`` ``nn.Conv1d/2d/3d`` -> ``nn.BatchNorm1d/2d/3d``
-      (or ``SyncBatchNorm``). The fused conv is a new module (a deep copy of the conv with
-      the folded weight and bias) added to the graph module; the original conv and BN modules
-      are never modified, so a conv called from several sites keeps working at its other
-      sites, and a module shared with the user's model is untouched.
+      (or ``SyncBatchNorm``). The fused conv is a new module (a copy of the conv's
+      configuration and hooks, with the folded weight and bias) added to the graph module;
+      the original conv and BN modules are never modified, so a conv called from several
+      sites keeps working at its other sites, and a module shared with the user's model is
+      untouched.
     - ``torch.export``: ``aten.conv1d/2d/3d`` or ``aten.convolution`` whose weights are
       ``get_attr``, followed by ``aten.batch_norm(training=False)``, or after
       ``run_decompositions()`` by ``_native_batch_norm_legit_no_training`` + ``getitem(0)``.

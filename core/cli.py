@@ -230,6 +230,8 @@ def _show_text(d: Any) -> None:
     click.echo(f"after:    {', '.join(d.after) or '-'}")
     click.echo(f"before:   {', '.join(d.before) or '-'}")
     click.echo(f"dialects: {', '.join(d.dialects)}")
+    writes = "may write parameters/buffers in place (run under the rollback's write guard)"
+    click.echo(f"tensors:  {writes if d.writes_tensors else 'writes none in place (writes_tensors = False)'}")
     click.echo()
     if d.options:
         rows = [

@@ -127,6 +127,7 @@ class PassDescription:
     after: tuple[str, ...]
     before: tuple[str, ...]
     dialects: tuple[str, ...]
+    writes_tensors: bool
     distribution: str
     version: str
     module: str
@@ -589,6 +590,7 @@ class Registry:
             after=tuple(cls.after),
             before=tuple(cls.before),
             dialects=tuple(cls.dialects),
+            writes_tensors=bool(cls.writes_tensors),
             distribution=info.distribution,
             version=info.version,
             module=cls.__module__,

@@ -41,6 +41,9 @@ def test_show_options_and_dependencies():
     assert "fxpasses-example-passes 0.1.0" in r.output
     d = json.loads(invoke("show", "remove_identity", "--format", "json").output)
     assert d["before"] == ["eliminate_dead_code"] and d["options"] == []
+    assert d["writes_tensors"] is True  # the default: run under the write guard
+    assert "writes none in place" in invoke("show", "eliminate_dead_code").output
+    assert json.loads(invoke("show", "fuse_conv_bn", "--format", "json").output)["writes_tensors"] is False
 
 
 def test_unknown_pass_exit_2_one_message_no_traceback():
