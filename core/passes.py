@@ -224,8 +224,10 @@ class Pass:
       :class:`fxpasses.write_guard.WriteGuard`, which clones each such tensor before its first
       write so that rollback restores it (about 3 us per tensor operator the pass runs). A pass
       that only rewrites the graph or only makes new tensors declares False and runs without
-      the guard; an in-place write it makes anyway is still detected (``Tensor._version``)
-      and reported by a failed run, but not restored unless ``snapshot_tensors=True``.
+      the guard. The declaration is trusted: an in-place write it makes anyway through the
+      tensor itself or a view moves ``Tensor._version`` and is named by a failed run, while one
+      through ``.data``, ``.numpy()`` or the raw storage moves nothing and goes unnoticed;
+      only ``snapshot_tensors=True`` restores them.
     """
 
     name: ClassVar[str] = ""

@@ -126,7 +126,8 @@ class Pipeline:
             memory during the run). Without it, rollback still restores tensors written in
             place: each is cloned just before the pass first writes it
             (:class:`fxpasses.write_guard.WriteGuard`); the copies are needed only for writes
-            that bypass torch's dispatcher (``Tensor.numpy()`` memory, rebinding ``.data``).
+            that bypass torch's dispatcher (``Tensor.numpy()`` memory, the raw storage,
+            rebinding ``.data``) and for passes declaring ``writes_tensors = False``.
         options: extra options by pass name, merged into every entry of that pass; options for
             a pass not in the pipeline are an error (a typo) unless ``ignore_unused_options``.
         order: ``"dependencies"`` (default: order by ``requires``/``after``/``before`` and pull

@@ -12,9 +12,11 @@ The module side (parameters, buffers, submodules and plain attributes of every s
 recorded by reference. Tensors written *in place* are restored from the clones a
 :class:`~fxpasses.write_guard.WriteGuard` takes before the first write (run the pass inside
 :meth:`Snapshot.guard`), or, with ``copy_tensors=True``, from copies of every tensor taken up
-front. Writes no guard sees (through ``Tensor.numpy()`` memory, or rebinding ``param.data``) are
-detected through ``Tensor._version`` and ``data_ptr()`` and reported in
-:attr:`Snapshot.unrestorable` unless the snapshot holds copies.
+front. Of the writes no guard sees, those that move ``Tensor._version`` or ``data_ptr()``
+(rebinding ``param.data``; any in-place write by a pass run without a guard, except through
+``.data``) are reported in :attr:`Snapshot.unrestorable` unless the snapshot holds copies;
+writes through ``Tensor.numpy()`` memory or the raw storage move neither and go unnoticed.
+``requires_grad`` flags are restored in every case.
 
 This module touches private fields of ``torch.fx.Node`` and ``torch.fx.Graph`` (``_prev``,
 ``_next``, ``_erased``, ``_sort_key``, ``_find_nodes_lookup_table``, ``_graph_namespace``); the
@@ -32,13 +34,14 @@ from typing import Any
 import torch
 import torch.fx
 
-from .write_guard import WriteGuard
+from .write_guard import WriteGuard, restore_tensor
 
 __all__ = ["Snapshot", "graph_changed"]
 
 _set = object.__setattr__
 _version = attrgetter("_version")
 _data_ptr = torch.Tensor.data_ptr
+_requires_grad = attrgetter("requires_grad")
 
 
 class Snapshot:
@@ -65,6 +68,8 @@ class Snapshot:
         "tensor_names",
         "tensor_versions",
         "tensor_ptrs",
+        "tensor_grads",
+        "tensor_layouts",
         "tensor_copies",
         "write_guard",
         "written",
@@ -103,12 +108,15 @@ class Snapshot:
         values = list(tensors.values())
         self.tensor_versions = list(map(_version, values))  # read in C, not a Python loop
         self.tensor_ptrs = list(map(_data_ptr, values))
+        self.tensor_grads = list(map(_requires_grad, values))
+        self.tensor_layouts: list[torch.Tensor] | None = None
         self.tensor_copies: dict[str, torch.Tensor] | None = None
         self.write_guard: WriteGuard | None = None
         self.written: list[str] | None = None
         if copy_tensors:
             with torch.no_grad():
                 self.tensor_copies = {name: t.detach().clone() for name, t in tensors.items()}
+                self.tensor_layouts = list(map(torch.Tensor.detach, values))
         self.unrestorable: list[str] = []
 
     # -----------------------------------------------------------------------------------------
@@ -140,6 +148,8 @@ class Snapshot:
             ):
                 return True
         if self.write_guard is not None and self.write_guard.saved:
+            return True
+        if list(map(_requires_grad, self.tensors.values())) != self.tensor_grads:
             return True
         return bool(self._moved_tensors())
 
@@ -262,17 +272,17 @@ class Snapshot:
         if self.tensor_copies is not None:
             # every tensor, not only those whose version moved: writes through ``.data`` and
             # batch norm's running statistics do not bump ``Tensor._version``
+            assert self.tensor_layouts is not None
             with torch.no_grad():
-                for name, t in self.tensors.items():
-                    copy = self.tensor_copies[name]
-                    if t.shape == copy.shape and t.dtype == copy.dtype:
-                        t.copy_(copy)
-                    else:
-                        t.data = copy
+                for (name, t), alias in zip(self.tensors.items(), self.tensor_layouts):
+                    restore_tensor(t, alias, self.tensor_copies[name])
         else:
             restored = set(self.write_guard.restore()) if self.write_guard is not None else set()
             written = self.written if self.written is not None else self.modified_tensors()
             self.unrestorable = [n for n in written if n not in restored]
+        for t, flag in zip(self.tensors.values(), self.tensor_grads):
+            if t.requires_grad != flag:
+                t.requires_grad_(flag)
 
 
 def _same_items(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:

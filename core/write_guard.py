@@ -11,9 +11,11 @@ through one Python mode (about 2 us per operator).
 Which arguments an operator writes is read from its schema (``Tensor(a!)`` arguments:
 ``alias_info.is_write``), the same information functionalization uses, so in-place methods
 (``mul_``, ``copy_``, ``zero_``), ``out=`` variants, writes through ``.data`` or through a view,
-and batch norm's running statistics in training mode are all seen. Writes that bypass the
-dispatcher (through ``Tensor.numpy()`` memory, or rebinding ``param.data = other``) are not; the
-snapshot still detects those through ``Tensor._version`` and ``data_ptr()`` and reports them.
+and batch norm's running statistics in training mode are all seen; ``set_``, ``resize_`` and
+``as_strided_`` are undone onto the original storage. Writes that bypass the dispatcher are
+not seen: rebinding ``param.data = other`` is still detected by the snapshot (``data_ptr()``) and
+reported, and writes through ``Tensor.numpy()`` memory or the raw storage are not detected at
+all (only a snapshot with ``copy_tensors=True`` undoes them).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["WriteGuard"]
+__all__ = ["WriteGuard", "restore_tensor", "same_layout"]
 
 # operator overload -> ((position, name), ...) of the arguments it writes
 _WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}
@@ -76,6 +78,9 @@ class WriteGuard(TorchDispatchMode):
         super().__init__()
         self.tensors = tensors
         self.saved: dict[str, torch.Tensor] = {}
+        # an alias of each saved tensor as it was (same storage, offset, sizes, strides), so
+        # that ``set_``/``resize_``/``as_strided_`` are undone onto the original storage
+        self.layouts: dict[str, torch.Tensor] = {}
         self._by_storage: dict[int, list[tuple[str, torch.Tensor]]] | None = None
 
     @classmethod
@@ -114,15 +119,33 @@ class WriteGuard(TorchDispatchMode):
         for name, tensor in self._by_storage.get(key, ()):
             if name not in self.saved:
                 # modes are off inside __torch_dispatch__: this clone is not seen by the guard
+                self.layouts[name] = tensor.detach()
                 self.saved[name] = tensor.detach().clone()
 
     def restore(self) -> list[str]:
         """Copy every saved tensor back into its tensor object; return their names."""
         with torch.no_grad():
             for name, copy in self.saved.items():
-                t = self.tensors[name]
-                if t.shape == copy.shape and t.dtype == copy.dtype and t.device == copy.device:
-                    t.copy_(copy)
-                else:  # resized or re-typed in place: rebind the data, keep the object
-                    t.data = copy
+                restore_tensor(self.tensors[name], self.layouts[name], copy)
         return list(self.saved)
+
+
+def same_layout(t: torch.Tensor, alias: torch.Tensor) -> bool:
+    """Whether ``t`` views the same storage as ``alias``, at the same offset, sizes, strides
+    and dtype."""
+    return (
+        t.dtype == alias.dtype
+        and t.shape == alias.shape
+        and t.untyped_storage().data_ptr() == alias.untyped_storage().data_ptr()
+        and t.storage_offset() == alias.storage_offset()
+        and t.stride() == alias.stride()
+    )
+
+
+def restore_tensor(t: torch.Tensor, alias: torch.Tensor, values: torch.Tensor) -> None:
+    """Put ``t`` back onto ``alias``'s storage and layout (``set_``, ``resize_`` or a rebound
+    ``.data`` moved it) and its values back to ``values``, keeping the object ``t``. Call
+    under ``torch.no_grad()``."""
+    if not same_layout(t, alias):
+        t.data = alias  # the original storage again: views that shared it share it again
+    t.copy_(values)

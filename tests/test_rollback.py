@@ -554,3 +554,71 @@ def test_built_in_passes_that_declare_no_tensor_writes_write_none(dialect):
     out = gm(*cap.inputs)
     out = out[0] if isinstance(out, (tuple, list)) else out  # dynamo graphs return a tuple
     torch.testing.assert_close(out, model(x))
+
+
+class LayoutChanger(fxpasses.GraphPass):
+    """Moves buffers off their shared storage and turns gradients off, then fails."""
+
+    name = "layout_changer"
+
+    def run(self, gm, ctx):
+        gm.a.set_(torch.zeros(3))
+        gm.b.resize_(5)
+        gm.c.unsqueeze_(0)
+        for p in gm.parameters():
+            p.requires_grad_(False)
+        raise RuntimeError("planted failure")
+
+
+class SharedStorage(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        base = torch.arange(9.0)
+        self.register_buffer("a", base[:3])
+        self.register_buffer("b", base[3:6])
+        self.register_buffer("c", base[6:])
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x + self.a + self.b + self.c)
+
+
+@pytest.mark.parametrize("snapshot_tensors", [False, True])
+def test_rollback_puts_tensors_back_on_their_storage_and_restores_requires_grad(snapshot_tensors):
+    model = SharedStorage()
+    gm = torch.fx.symbolic_trace(model)
+    x = torch.randn(2, 3)
+    reg = Registry(autoload=False)
+    reg.register(LayoutChanger)
+    storage = gm.a.untyped_storage().data_ptr()
+    layout = {k: (v.shape, v.stride(), v.storage_offset()) for k, v in gm.named_buffers()}
+    values = {k: v.clone() for k, v in gm.named_buffers()}
+    with pytest.raises(PassFailedError, match="planted failure") as info:
+        Pipeline(["layout_changer"], registry=reg, snapshot_tensors=snapshot_tensors).run(gm, [x])
+    assert "could not be restored" not in str(info.value)
+    for k, v in gm.named_buffers():
+        assert v.untyped_storage().data_ptr() == storage, k  # views of one storage again
+        assert (v.shape, v.stride(), v.storage_offset()) == layout[k], k
+        assert torch.equal(v, values[k]), k
+    assert all(p.requires_grad for p in gm.parameters())
+    torch.testing.assert_close(gm(x), model(x))
+
+
+class DataRebinder(fxpasses.GraphPass):
+    name = "data_rebinder"
+
+    def run(self, gm, ctx):
+        gm.a.data = torch.zeros(3)
+        raise RuntimeError("planted failure")
+
+
+def test_rebound_data_goes_back_to_the_shared_storage_with_tensor_snapshot():
+    gm = torch.fx.symbolic_trace(SharedStorage())
+    reg = Registry(autoload=False)
+    reg.register(DataRebinder)
+    storage = gm.b.untyped_storage().data_ptr()
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["data_rebinder"], registry=reg, snapshot_tensors=True).run(gm, [torch.randn(2, 3)])
+    assert "could not be restored" not in str(info.value)
+    assert gm.a.untyped_storage().data_ptr() == storage
+    assert torch.equal(gm.a, torch.arange(3.0))
