@@ -302,7 +302,8 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
             )
         )
         return
-    click.echo(f"{cfg._source}: OK, {len(plan.steps)} passes (verify={pipe.verify}, on_error={pipe.on_error})")
+    n = len(plan.steps)
+    click.echo(f"{cfg._source}: OK, {n} pass{'' if n == 1 else 'es'} (verify={pipe.verify}, on_error={pipe.on_error})")
     click.echo(str(plan))
 
 

@@ -49,6 +49,7 @@ class ConfigError(UserError):
 
     def __init__(self, message: str, *, source: str | None = None) -> None:
         self.source = source
+        self.detail = message  # without the source
         super().__init__(f"{source}: {message}" if source else message)
 
 
@@ -79,6 +80,11 @@ class UnknownPassError(UserError):
             msg = f"{source}: {msg}"
         if self.suggestions:
             msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        if kind == "pass" and any(c in name for c in "{}[]=,"):
+            msg += (
+                "\n(a list entry is one pass name; give its options as a table, "
+                '{name = "...", options = {...}}, or write the whole pipeline as one string)'
+            )
         if available is not None:
             msg += f"\navailable {kind}s: " + (", ".join(available) or "(none)")
         msg += "\ninstalled pass plugins: " + (", ".join(self.plugins) or "(none)")

@@ -42,7 +42,7 @@ from .registry import Registry, registry as default_registry
 from .report import PassReport, RunReport
 from .rewrites import RewriteLimit, run_pass_limited
 from .runner import HookError, hook_failure, run_pass
-from .snapshot import Snapshot
+from .snapshot import Snapshot, graph_changed
 from .verify import TensorState, call_isolated, clone_outputs, compare_outputs
 from .spec import SpecEntry, parse_pipeline_string
 
@@ -315,7 +315,11 @@ class Pipeline:
             order=cfg.order,
         )
         if isinstance(cfg.pipeline, str):
-            return cls(parse_pipeline_string(cfg.pipeline), source=cfg._source, **common)
+            try:
+                entries = parse_pipeline_string(cfg.pipeline)
+            except ConfigError as exc:  # say which file (or preset) holds the string
+                raise ConfigError(exc.detail, source=f"{cfg._source}: {exc.source}") from None
+            return cls(entries, source=cfg._source, **common)
         return cls(cfg.pipeline, source=f"{cfg._source}: pipeline", **common)
 
     # ------------------------------------------------------------------ inspection
@@ -399,6 +403,9 @@ class Pipeline:
         dirty = False  # graph differs from the compiled code
         failing = False
         index = -1
+        # passes that changed the graph since the outputs were last checked against the
+        # reference (numeric verification compares with the module before the pipeline)
+        unchecked: list[str] = []
         try:
             while queue:
                 step = queue.popleft()
@@ -446,7 +453,8 @@ class Pipeline:
                     snap.pass_done()
                     changed = bool(hint) or snap.changed()
                     if changed and step.cls.kind == "analysis":
-                        raise VerificationError(f"analysis pass {step.name!r} changed the graph")
+                        what = "the graph" if graph_changed(snap) else "the module's submodules or tensors"
+                        raise VerificationError(f"analysis pass {step.name!r} changed {what}")
                     if changed and verify != "none":
                         _lint(gm)
                     if changed:
@@ -465,7 +473,7 @@ class Pipeline:
                         err = compare_outputs(actual, reference, self.atol, self.rtol)
                         report.max_abs_error = max(report.max_abs_error or 0.0, err.max_abs)
                         if err.message:
-                            raise VerificationError(err.message)
+                            raise _OutputsDiffer(err.message)
                 except (HookError, VerificationError, RuntimeError, AssertionError) as exc:
                     pr.seconds = time.perf_counter() - t0
                     if isinstance(exc, HookError) and isinstance(exc.cause, UserError):
@@ -474,6 +482,10 @@ class Pipeline:
                         snap.restore()
                         raise exc.cause from None
                     failure = self._failure(step.name, exc, snap, on_error)
+                    if isinstance(exc, _OutputsDiffer) and unchecked:
+                        failure.notes.append(
+                            self._earlier_blame(gm, example_inputs, reference, unchecked, failure.rolled_back)
+                        )
                     # rolled back: the compiled code may have been replaced; kept (raise): the
                     # broken graph is what the module should run, for debugging
                     dirty = True
@@ -489,6 +501,10 @@ class Pipeline:
                     raise failure from failure.__cause__
                 pr.seconds = time.perf_counter() - t0
                 pr.changed = changed
+                if verify == "numeric" and changed:
+                    unchecked.clear()  # the outputs match the reference again
+                elif changed:
+                    unchecked.append(step.name)
                 if step.cls.kind == "analysis":
                     cache.computed(step.name, step.options)
                     analyses.setdefault(step.name, True)
@@ -523,6 +539,40 @@ class Pipeline:
         except Exception:  # an unknown name was reported when the plan was made
             return False
 
+    def _earlier_blame(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any] | None,
+        reference: Any,
+        unchecked: list[str],
+        rolled_back: bool,
+    ) -> str:
+        """A note for a numeric mismatch after passes that changed the graph unverified: did
+        the outputs differ from the reference already before the failing pass?"""
+        names = ", ".join(unchecked)
+        if rolled_back:
+            gm.recompile()  # the module as it was before the failing pass
+            try:
+                before = call_isolated(gm, example_inputs, TensorState(gm))
+            except Exception:  # noqa: BLE001 - a note only
+                before = None
+            if before is not None:
+                err = compare_outputs(before, reference, self.atol, self.rtol)
+                if err.message:
+                    return (
+                        f"the outputs already differed from the module before the pipeline before "
+                        f"this pass (max abs error {err.max_abs:.3g}): the difference comes from an "
+                        f"earlier pass that changed the graph without numeric verification ({names})"
+                    )
+                return (
+                    "before this pass the outputs still matched the module before the pipeline: "
+                    "this pass changed them"
+                )
+        return (
+            f"earlier passes changed the graph without numeric verification ({names}); the "
+            "difference may come from them"
+        )
+
     def _failure(self, name: str, exc: BaseException, snap: Snapshot, on_error: str) -> PassFailedError:
         notes: list[str] = []
         rolled_back = False
@@ -547,6 +597,10 @@ class Pipeline:
 
 
 # ------------------------------------------------------------------------------------ helpers
+
+
+class _OutputsDiffer(VerificationError):
+    """Numeric verification: the outputs differ from the module before the pipeline."""
 
 
 @contextlib.contextmanager

@@ -534,7 +534,7 @@ class Registry:
         if name in self._conflicts:
             raise DuplicatePassError(name, [c.source for c in self._conflicts[name]])
         suggestions = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
-        plugins = [r.label for r in self.plugins if r.status == "loaded"]
+        plugins = [r.label for r in self.plugins if r.status in ("loaded", "partial")]
         raise UnknownPassError(name, suggestions, plugins, source=source)
 
     def presets(self) -> dict[str, PresetInfo]:
@@ -551,7 +551,7 @@ class Registry:
         if info is not None:
             return info
         suggestions = difflib.get_close_matches(name, list(self._presets), n=3, cutoff=0.6)
-        plugins = [r.label for r in self.plugins if r.status == "loaded"]
+        plugins = [r.label for r in self.plugins if r.status in ("loaded", "partial")]
         raise UnknownPassError(name, suggestions, plugins, source=source, kind="preset", available=list(self._presets))
 
     def describe(self, name: str, *, distribution: str | None = None) -> PassDescription:

@@ -178,7 +178,12 @@ class _Parser:
             if key in out:
                 raise self.error(f"setting {key!r} of {name!r} given twice", kpos)
             self.expect("=", f"after setting {key!r} of {name!r}")
-            value, vpos = self.name(f"a value for setting {key!r} of {name!r} ({', '.join(SETTINGS[key])})")
+            self.ws()
+            vpos = self.pos
+            if self.peek() in ("'", '"'):
+                value = self.value()  # a quoted string, as option values may be
+            else:
+                value, vpos = self.name(f"a value for setting {key!r} of {name!r} ({', '.join(SETTINGS[key])})")
             if value not in SETTINGS[key]:
                 raise self.error(
                     f"{key} of {name!r} must be one of {', '.join(SETTINGS[key])}, got {value!r}", vpos

@@ -111,6 +111,8 @@ def test_pipeline_string_entry_settings(reg):
     assert (a.verify, a.on_error) == (None, "raise")
     text = p.plan().as_pipeline_string()
     assert text == "cse{max_numel=3}[verify=numeric,on_error=skip],a[on_error=raise]"
+    quoted = Pipeline.from_string("cse[verify='numeric', on_error=\"skip\"]", registry=reg).plan().steps[0]
+    assert (quoted.verify, quoted.on_error) == ("numeric", "skip")
     again = Pipeline.from_string(text, registry=reg).plan().steps
     assert [(s.name, s.verify, s.on_error) for s in again] == [("cse", "numeric", "skip"), ("a", None, "raise")]
 

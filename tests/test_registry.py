@@ -287,6 +287,10 @@ def test_plugin_statuses_empty_partial_failed_and_prefer_typos(site):
     assert "empty-dist 1.0" in text and "implements no fxpasses hook" in text
     assert "prefer = {count_ops = 'no-such-dist'}: no distribution 'no-such-dist' is installed" in text
     assert "'fxpasses-example-passes' registers no pass 'eliminate_dead_code'" in text
+    with pytest.raises(UnknownPassError) as info:  # a partly loaded plugin is installed too
+        reg.get("partial_gooood")
+    assert any(p.startswith("partial-dist") for p in info.value.plugins)
+    assert not any(p.startswith("allbad-dist") for p in info.value.plugins)
     forget_modules("fxp_empty", "fxp_partial", "fxp_allbad")
 
 

@@ -622,3 +622,64 @@ def test_rebound_data_goes_back_to_the_shared_storage_with_tensor_snapshot():
     assert "could not be restored" not in str(info.value)
     assert gm.a.untyped_storage().data_ptr() == storage
     assert torch.equal(gm.a, torch.arange(3.0))
+
+
+class Breaker(fxpasses.NodePass):
+    """relu(x) -> x: changes the outputs."""
+
+    name = "breaker"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        return Replace(node.args[0])
+
+
+class ReluOut(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2
+
+
+def test_numeric_failure_after_unverified_passes_names_the_culprits():
+    reg = Registry()
+    reg.register(Breaker)
+    x = torch.randn(4, 4)
+    gm = torch.fx.symbolic_trace(ReluOut())
+    text = "breaker[verify=none],rename_nodes{pattern=mul,replacement=m}[verify=numeric]"
+    with pytest.raises(PassFailedError, match="verification failed") as info:
+        Pipeline.from_string(text, registry=reg, verify="none").run(gm, [x])
+    msg = str(info.value)
+    assert "already differed from the module before the pipeline before this pass" in msg
+    assert "without numeric verification (breaker)" in msg
+    # the pass that broke the outputs is named as such when it is the one verified
+    gm = torch.fx.symbolic_trace(ReluOut())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline.from_string(
+            "rename_nodes{pattern=mul,replacement=m}[verify=none],breaker[verify=numeric]", registry=reg
+        ).run(gm, [x])
+    assert "before this pass the outputs still matched" in str(info.value)
+    assert "'breaker' failed" in str(info.value)
+    # kept for debugging (on_error=raise): the earlier passes are named as suspects
+    gm = torch.fx.symbolic_trace(ReluOut())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline.from_string(text, registry=reg, verify="none", on_error="raise").run(gm, [x])
+    assert "the difference may come from them" in str(info.value) and "(breaker)" in str(info.value)
+
+
+class WeightWritingAnalysis(fxpasses.GraphPass):
+    name = "weight_writing_analysis"
+    kind = "analysis"
+
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            gm.fc.weight.mul_(2)
+
+
+def test_analysis_that_writes_tensors_is_told_so():
+    model = convnet()
+    gm = capture(model, [torch.randn(1, 3, 32, 32)], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    reg.register(WeightWritingAnalysis)
+    weight = gm.fc.weight.detach().clone()
+    with pytest.raises(PassFailedError, match="changed the module's submodules or tensors"):
+        Pipeline(["weight_writing_analysis"], registry=reg).run(gm)
+    assert torch.equal(gm.fc.weight, weight)
