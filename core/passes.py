@@ -227,7 +227,9 @@ class Pass:
       the guard. The declaration is trusted: an in-place write it makes anyway through the
       tensor itself or a view moves ``Tensor._version`` and is named by a failed run, while one
       through ``.data``, ``.numpy()`` or the raw storage moves nothing and goes unnoticed;
-      only ``snapshot_tensors=True`` restores them.
+      only ``snapshot_tensors=True`` restores them. ``torch.export`` and ``torch.compile``
+      work inside a guarded pass, but TorchDynamo cannot capture one whole graph
+      (``fullgraph``) while a dispatch mode is on: a pass that does so declares False.
     """
 
     name: ClassVar[str] = ""

@@ -20,6 +20,7 @@ all (only a snapshot with ``copy_tensors=True`` undoes them).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -83,13 +84,6 @@ class WriteGuard(TorchDispatchMode):
         self.layouts: dict[str, torch.Tensor] = {}
         self._by_storage: dict[int, list[tuple[str, torch.Tensor]]] | None = None
 
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable unless told not to:
-        # that imports torch._dynamo at the first operator (about 1 s) and adds a call per
-        # operator. This mode only forwards each operator, which dynamo has no reason to trace.
-        return False
-
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         written = _WRITES.get(func)
@@ -128,6 +122,38 @@ class WriteGuard(TorchDispatchMode):
             for name, copy in self.saved.items():
                 restore_tensor(self.tensors[name], self.layouts[name], copy)
         return list(self.saved)
+
+
+def _lazy_dynamo_disable(cls: type) -> None:
+    """Keep TorchDynamo out of the guard's ``__torch_dispatch__`` without importing it.
+
+    torch wraps every mode's ``__torch_dispatch__`` so that TorchDynamo does not trace it (a
+    pass may compile or export code while the guard is on); the wrapper imports
+    ``torch._dynamo`` at the first operator (about 1 s) to build the disabled function, and
+    caches that in the function's ``__dynamo_disable`` attribute (``torch/_compile.py``). This
+    pre-fills the cache with a function that runs the plain method while ``torch._dynamo`` is not
+    imported (nothing can be tracing then) and the disabled one once it is. Should torch rename
+    the attribute, its wrapper imports TorchDynamo as usual: slower, still correct.
+    """
+    wrapped = cls.__dict__.get("__torch_dispatch__")
+    raw = getattr(wrapped, "__wrapped__", None)
+    if raw is None:
+        return
+    disabled: list[Any] = []
+
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        if "torch._dynamo" not in sys.modules:
+            return raw(*args, **kwargs)
+        if not disabled:
+            import torch._dynamo
+
+            disabled.append(torch._dynamo.disable(raw, recursive=True, wrapping=False))
+        return disabled[0](*args, **kwargs)
+
+    raw.__dynamo_disable = dispatch  # type: ignore[attr-defined]
+
+
+_lazy_dynamo_disable(WriteGuard)
 
 
 def same_layout(t: torch.Tensor, alias: torch.Tensor) -> bool:

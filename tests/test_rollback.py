@@ -683,3 +683,53 @@ def test_analysis_that_writes_tensors_is_told_so():
     with pytest.raises(PassFailedError, match="changed the module's submodules or tensors"):
         Pipeline(["weight_writing_analysis"], registry=reg).run(gm)
     assert torch.equal(gm.fc.weight, weight)
+
+
+def test_write_guard_does_not_import_torchdynamo():
+    """The guard keeps TorchDynamo out of its dispatch without importing it (about 1 s)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, torch, fxpasses
+class W(fxpasses.GraphPass):
+    name = "w"
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            gm.weight.mul_(2)
+        raise RuntimeError("planted")
+gm = torch.fx.symbolic_trace(torch.nn.Linear(3, 3))
+w = gm.weight.detach().clone()
+try:
+    fxpasses.Pipeline([W]).run(gm, [torch.randn(2, 3)])
+except fxpasses.PassFailedError:
+    pass
+print(torch.equal(gm.weight, w), "torch._dynamo" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False"]
+
+
+class CompilesInside(fxpasses.GraphPass):
+    """Exports and compiles code while the write guard is on, writes a weight, then fails."""
+
+    name = "compiles_inside"
+
+    def run(self, gm, ctx):
+        lin = torch.nn.Linear(3, 3)
+        x = torch.randn(2, 3)
+        ep = torch.export.export(lin, (x,))
+        torch.testing.assert_close(ep.module()(x), lin(x))
+        f = torch.compile(lambda t: torch.sin(t) + 1, backend="eager")
+        torch.testing.assert_close(f(x), torch.sin(x) + 1)
+        with torch.no_grad():
+            gm.weight.mul_(2)
+        raise RuntimeError("planted failure")
+
+
+def test_export_and_torch_compile_work_inside_a_guarded_pass():
+    gm = torch.fx.symbolic_trace(torch.nn.Linear(3, 3))
+    weight = gm.weight.detach().clone()
+    with pytest.raises(PassFailedError, match="planted failure"):
+        Pipeline([CompilesInside]).run(gm, [torch.randn(2, 3)])
+    assert torch.equal(gm.weight, weight)
