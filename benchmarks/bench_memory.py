@@ -36,6 +36,12 @@ class NoSnapshot:
     def changed(self) -> bool:
         return True
 
+    def guard(self) -> Any:
+        return contextlib.nullcontext()
+
+    def pass_done(self) -> None:
+        pass
+
     def restore(self) -> None:  # pragma: no cover - not reached in the benchmark
         raise RuntimeError("benchmark run without snapshots cannot roll back")
 

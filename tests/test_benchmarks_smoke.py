@@ -113,3 +113,21 @@ def test_dispatch_variants_agree(bench):
     torch.testing.assert_close(new(x), ref)
     expected = len(gm.graph.nodes) - graphs.n_blocks_for(N)  # one x * 1 per block
     assert len(tb.transformer_graph(gm).nodes) == len(new.graph.nodes) == expected
+
+
+def test_memory_benchmark_stub_runs_the_pipeline(bench):
+    """bench_memory replaces the pipeline's Snapshot with a stub: it must offer what the
+    pipeline calls, or the memory group fails at run time."""
+    graphs, _, _, bench_pipeline = bench
+    sys.path.insert(0, BENCH)
+    try:
+        import bench_memory
+    finally:
+        sys.path.remove(BENCH)
+    import fxpasses
+
+    gm = graphs.block_graph(N)
+    with bench_memory.snapshots_off():
+        report = fxpasses.Pipeline(bench_pipeline.PIPELINE).run(gm)
+    assert [p.status for p in report.passes] == ["ok"] * len(bench_pipeline.PIPELINE)
+    assert report.nodes_after < report.nodes_before
