@@ -445,7 +445,7 @@ def run_cmd(
     click.echo(f"outputs: match (max abs error {result.max_abs_error:.3g})")
     click.echo(
         f"latency: {result.latency_before_ms:.3f} ms -> {result.latency_after_ms:.3f} ms "
-        f"(median of {repeat}; {speedup:.2f}x)"
+        f"(best of {repeat}; {speedup:.2f}x)"
     )
     for path in result.saved:
         click.echo(f"saved: {path}")
