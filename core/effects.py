@@ -1278,17 +1278,24 @@ class EffectAnalysis:
     def _schema_aliases(node: Node, op: Any) -> tuple[Node, ...]:
         schema = op._schema
         sets: set[str] = set()
+        # a list return whose elements alias an argument (``unbind``, ``split``, ``chunk``:
+        # ``Tensor(a)[]``) shows an alias_info with empty sets in Python: the element's set is
+        # not exposed. Then every argument with an alias annotation may be aliased.
+        opaque = False
         for r in schema.returns:
-            if r.alias_info is not None:
-                sets |= set(r.alias_info.before_set) | set(r.alias_info.after_set)
+            ai = r.alias_info
+            if ai is not None:
+                s = set(ai.before_set) | set(ai.after_set)
+                sets |= s
+                opaque = opaque or not s
         if torch.Tag.maybe_aliasing_or_mutating in getattr(op, "tags", ()):
             return tuple(node.all_input_nodes)
-        if not sets:
+        if not sets and not opaque:
             return ()
         out: list[Node] = []
         for a, v in _schema_pairs(schema, tuple(node.args), dict(node.kwargs)):
             ai = a.alias_info
-            if ai is not None and (set(ai.before_set) | set(ai.after_set)) & sets:
+            if ai is not None and (opaque or (set(ai.before_set) | set(ai.after_set)) & sets):
                 out += _nodes_in(v)
         return tuple(out) if out else tuple(node.all_input_nodes)
 

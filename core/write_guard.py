@@ -36,11 +36,14 @@ _WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}
 # (``native_batch_norm`` is what ``F.batch_norm(training=True)`` reaches on CPU); AOT autograd
 # works around the same gap by decomposing it into ``_native_batch_norm_legit``, whose schema
 # states the mutation (torch/_decomp/decompositions.py, ``native_batch_norm_decomposition``).
+# They write the statistics only in training mode (their ``training`` argument).
 _UNANNOTATED_WRITES = {
     "aten::native_batch_norm": ("running_mean", "running_var"),
     "aten::cudnn_batch_norm": ("running_mean", "running_var"),
     "aten::miopen_batch_norm": ("running_mean", "running_var"),
 }
+# operator overload -> (position of ``training``, ((position, name), ...) it then writes)
+_WRITES_IF_TRAINING: dict[Any, tuple[int, tuple[tuple[int, str], ...]]] = {}
 
 
 def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
@@ -50,11 +53,14 @@ def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
     except AttributeError:  # not an OpOverload (e.g. a higher-order operator)
         return ()
     extra = _UNANNOTATED_WRITES.get(schema.name, ())
-    return tuple(
-        (i, a.name)
-        for i, a in enumerate(arguments)
-        if (a.alias_info is not None and a.alias_info.is_write) or a.name in extra
-    )
+    if extra and not schema.overload_name:  # the default overload; .out ones are annotated
+        names = [a.name for a in arguments]
+        if "training" in names:
+            _WRITES_IF_TRAINING[func] = (
+                names.index("training"),
+                tuple((i, a.name) for i, a in enumerate(arguments) if a.name in extra),
+            )
+    return tuple((i, a.name) for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write)
 
 
 def _storage_key(t: Any) -> int:
@@ -89,6 +95,12 @@ class WriteGuard(TorchDispatchMode):
         written = _WRITES.get(func)
         if written is None:
             written = _WRITES[func] = _written_arguments(func)
+        conditional = _WRITES_IF_TRAINING.get(func)
+        if conditional is not None:
+            pos, stats = conditional
+            training = args[pos] if pos < len(args) else kwargs.get("training")
+            if training is not False:  # True, or unknown (a symbolic value): as written
+                written = written + stats
         for i, name in written:
             value = args[i] if i < len(args) else kwargs.get(name)
             if isinstance(value, torch.Tensor):

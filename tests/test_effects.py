@@ -645,3 +645,33 @@ def test_write_questions_without_writes_skip_the_sweep():
     assert fx.has_writes()
     x = next(iter(gm.graph.find_nodes(op="placeholder")))
     assert fx.is_written(x)  # through the view
+
+
+@pytest.mark.parametrize(
+    "op, args",
+    [
+        (torch.ops.aten.unbind.int, (0,)),
+        (torch.ops.aten.split.Tensor, (1,)),
+        (torch.ops.aten.chunk.default, (2,)),
+        (torch.ops.aten.split_with_sizes.default, ([1, 1],)),
+    ],
+)
+def test_aten_ops_returning_lists_of_views_alias_their_input(op, args):
+    """``Tensor(a)[]`` returns: Python shows their alias_info with empty sets."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(torch.ops.aten.add.Tensor, (x, 0))
+    parts = g.call_function(op, (y, *args))
+    first = g.call_function(operator.getitem, (parts, 0))
+    g.output((first,))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    fx = EffectAnalysis(gm)
+    assert fx.aliased_inputs(parts) == (y,)
+    assert fx.reaches_output(y)
+    import fxpasses
+
+    report = fxpasses.Pipeline(["propagate_shapes", "simplify_algebra"]).run(gm, [torch.zeros(2, 2, dtype=torch.int64)])
+    assert report.passes[-1].counters.get("simplified", 0) == 0  # x + 0 kept: it is returned
+    x_in = torch.zeros(2, 2, dtype=torch.int64)
+    out = gm(x_in)[0]
+    assert out.untyped_storage().data_ptr() != x_in.untyped_storage().data_ptr()

@@ -733,3 +733,33 @@ def test_export_and_torch_compile_work_inside_a_guarded_pass():
     with pytest.raises(PassFailedError, match="planted failure"):
         Pipeline([CompilesInside]).run(gm, [torch.randn(2, 3)])
     assert torch.equal(gm.weight, weight)
+
+
+class Calibrate(fxpasses.GraphPass):
+    """An analysis that calls the module (eval-mode batch norm reads its statistics)."""
+
+    name = "calibrate"
+    kind = "analysis"
+
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            gm(*ctx.example_inputs)
+        return False
+
+
+def test_eval_mode_batch_norm_is_not_a_write():
+    """aten.native_batch_norm writes its running statistics only with training=True."""
+    model = convnet().eval()
+    x = torch.randn(1, 3, 32, 32)
+    for dialect in ("symbolic_trace", "export"):
+        cap = capture(model, [x], dialect)
+        report = Pipeline([Calibrate]).run(cap.gm, cap.inputs)
+        assert [(p.status, p.changed) for p in report.passes] == [("ok", False)], dialect
+    bn = torch.nn.BatchNorm1d(2)
+    guard = fxpasses.write_guard.WriteGuard({"mean": bn.running_mean, "var": bn.running_var})
+    with guard, torch.no_grad():
+        torch.nn.functional.batch_norm(torch.randn(4, 2), bn.running_mean, bn.running_var, training=False)
+    assert guard.saved == {}
+    with guard, torch.no_grad():
+        torch.nn.functional.batch_norm(torch.randn(4, 2), bn.running_mean, bn.running_var, training=True)
+    assert set(guard.saved) == {"mean", "var"}
