@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .errors import ConfigError
 
@@ -88,24 +88,30 @@ class _Parser:
         self.pos = m.end()
         return m.group(), m.start()
 
+    def sequence(self, close: str, where: str, item: Callable[[], None]) -> None:
+        """``item ("," item)* close``, the opening bracket already read; ``where`` ends the
+        error message (``"in list"``, ``"in the options of 'x'"``)."""
+        while True:
+            item()
+            ch = self.peek()
+            if ch == ",":
+                self.pos += 1
+                continue
+            if ch == close:
+                self.pos += 1
+                return
+            raise self.error(f"expected ',' or {close!r} {where}")
+
     def value(self) -> Any:
         ch = self.peek()
         if ch == "[":
             self.pos += 1
-            items = []
+            items: list[Any] = []
             if self.peek() == "]":
                 self.pos += 1
                 return items
-            while True:
-                items.append(self.value())
-                ch = self.peek()
-                if ch == ",":
-                    self.pos += 1
-                    continue
-                if ch == "]":
-                    self.pos += 1
-                    return items
-                raise self.error("expected ',' or ']' in list")
+            self.sequence("]", "in list", lambda: items.append(self.value()))
+            return items
         if ch in ("'", '"'):
             start = self.pos
             end = self.text.find(ch, start + 1)
@@ -132,20 +138,7 @@ class _Parser:
                 if self.peek() == "}":
                     self.pos += 1
                 else:
-                    while True:
-                        key, kpos = self.name(f"an option name for {name!r}")
-                        self.expect("=", f"after option {key!r} of {name!r}")
-                        if key in options:
-                            raise self.error(f"option {key!r} of {name!r} given twice", kpos)
-                        options[key] = self.value()
-                        ch = self.peek()
-                        if ch == ",":
-                            self.pos += 1
-                            continue
-                        if ch == "}":
-                            self.pos += 1
-                            break
-                        raise self.error(f"expected ',' or '}}' in the options of {name!r}")
+                    self.sequence("}", f"in the options of {name!r}", lambda: self.option(name, options))
             settings = self.settings(name) if self.peek() == "[" else {}
             out.append(
                 SpecEntry(
@@ -163,40 +156,44 @@ class _Parser:
             self.pos += 1
 
 
+    def option(self, name: str, options: dict[str, Any]) -> None:
+        """``key=value`` inside the braces of pass ``name``, into ``options``."""
+        key, kpos = self.name(f"an option name for {name!r}")
+        self.expect("=", f"after option {key!r} of {name!r}")
+        if key in options:
+            raise self.error(f"option {key!r} of {name!r} given twice", kpos)
+        options[key] = self.value()
+
     def settings(self, name: str) -> dict[str, str]:
         """``[verify=...,on_error=...]`` after an entry (the ``[`` is next)."""
         self.pos += 1
         out: dict[str, str] = {}
-        while True:
-            key, kpos = self.name(f"a setting of {name!r} ({' or '.join(SETTINGS)})")
-            if key not in SETTINGS:
-                raise self.error(
-                    f"unknown setting {key!r} for {name!r}: settings in [...] are "
-                    f"{' and '.join(SETTINGS)} (pass options go in {{...}})",
-                    kpos,
-                )
-            if key in out:
-                raise self.error(f"setting {key!r} of {name!r} given twice", kpos)
-            self.expect("=", f"after setting {key!r} of {name!r}")
-            self.ws()
-            vpos = self.pos
-            if self.peek() in ("'", '"'):
-                value = self.value()  # a quoted string, as option values may be
-            else:
-                value, vpos = self.name(f"a value for setting {key!r} of {name!r} ({', '.join(SETTINGS[key])})")
-            if value not in SETTINGS[key]:
-                raise self.error(
-                    f"{key} of {name!r} must be one of {', '.join(SETTINGS[key])}, got {value!r}", vpos
-                )
-            out[key] = value
-            ch = self.peek()
-            if ch == ",":
-                self.pos += 1
-                continue
-            if ch == "]":
-                self.pos += 1
-                return out
-            raise self.error(f"expected ',' or ']' in the settings of {name!r}")
+        self.sequence("]", f"in the settings of {name!r}", lambda: self.setting(name, out))
+        return out
+
+    def setting(self, name: str, out: dict[str, str]) -> None:
+        """``verify=...`` or ``on_error=...`` inside the brackets of pass ``name``."""
+        key, kpos = self.name(f"a setting of {name!r} ({' or '.join(SETTINGS)})")
+        if key not in SETTINGS:
+            raise self.error(
+                f"unknown setting {key!r} for {name!r}: settings in [...] are "
+                f"{' and '.join(SETTINGS)} (pass options go in {{...}})",
+                kpos,
+            )
+        if key in out:
+            raise self.error(f"setting {key!r} of {name!r} given twice", kpos)
+        self.expect("=", f"after setting {key!r} of {name!r}")
+        self.ws()
+        vpos = self.pos
+        if self.peek() in ("'", '"'):
+            value = self.value()  # a quoted string, as option values may be
+        else:
+            value, vpos = self.name(f"a value for setting {key!r} of {name!r} ({', '.join(SETTINGS[key])})")
+        if value not in SETTINGS[key]:
+            raise self.error(
+                f"{key} of {name!r} must be one of {', '.join(SETTINGS[key])}, got {value!r}", vpos
+            )
+        out[key] = value
 
 
 def _scalar(token: str) -> Any:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-import fxpasses
 from fxpasses import NodePass, Pipeline, Registry, Replace, on
 from fxpasses._example import convnet
 from fxpasses.capture import capture
@@ -79,19 +77,3 @@ def test_required_analysis_is_computed_on_demand_when_not_current():
     assert report.passes[3].reasons == ["on demand: required by needs_shapes"]
     assert report.passes[1].counters == {"with_shape": 2}
     assert report.passes[4].counters == {"with_shape": 2}  # the new relus have shapes again
-
-
-def test_preserves_must_name_analyses_or_all():
-    class Bad(fxpasses.GraphPass):
-        """x."""
-
-        name = "bad_preserves"
-        preserves = "propagate_shapes"
-
-        def run(self, gm, ctx):
-            return False
-
-    import pytest
-
-    with pytest.raises(fxpasses.PassDefinitionError, match="preserves"):
-        Registry(autoload=False).register(Bad)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import sys
 
-import pytest
 from click.testing import CliRunner
 
 from fxpasses.cli import cli

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import importlib
-import sys
 
 import pytest
-import torch
 
 import fxpasses
 from fxpasses import DuplicatePassError, PluginError, Registry, UnknownPassError
@@ -229,6 +227,8 @@ def test_programmatic_register_and_describe():
         ({"name": "ok", "Options": int}, "pydantic"),
         ({"name": "ok", "requires": "single_string"}, "tuple of pass names"),
         ({"name": "ok", "kind": "mutation"}, "kind"),
+        ({"name": "ok", "writes_tensors": "no"}, "`writes_tensors` must be True or False"),
+        ({"name": "ok", "preserves": "propagate_shapes"}, "`preserves` must be a tuple"),
     ],
 )
 def test_malformed_pass_classes_are_rejected(attrs, message):

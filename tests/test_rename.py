@@ -8,7 +8,6 @@ import torch.nn as nn
 
 import fxpasses
 from fxpasses import PassContext, UserError
-from fxpasses.capture import capture
 from fxpasses.testing import assert_preserves_outputs, normalized_code
 
 DIALECTS = ("symbolic_trace", "dynamo", "export")

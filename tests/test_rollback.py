@@ -13,6 +13,17 @@ from fxpasses._example import convnet
 from fxpasses.capture import capture
 
 
+def traced_convnet(*passes):
+    """The example CNN, an input, its symbolic_trace graph, and a registry holding ``passes``."""
+    model = convnet()
+    x = torch.randn(1, 3, 32, 32)
+    gm = capture(model, [x], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    for p in passes:
+        reg.register(p)
+    return model, x, gm, reg
+
+
 def state(gm):
     """Everything rollback promises to restore, in comparable form."""
     nodes = list(gm.graph.nodes)
@@ -129,11 +140,7 @@ class SubmoduleThief(fxpasses.GraphPass):
 
 @pytest.mark.parametrize("snapshot_tensors", [False, True])
 def test_deleted_submodule_and_in_place_parameter_restored(snapshot_tensors):
-    model = convnet()
-    x = torch.randn(1, 3, 32, 32)
-    gm = capture(model, [x], "symbolic_trace").gm
-    reg = Registry(autoload=False)
-    reg.register(SubmoduleThief)
+    model, x, gm, reg = traced_convnet(SubmoduleThief)
     before = state(gm)
     weight = gm.fc.weight
     expected_weight = weight.detach().clone()
@@ -166,11 +173,7 @@ class QuietWriter(fxpasses.GraphPass):
 
 
 def test_writes_seen_by_the_dispatcher_are_restored_by_default():
-    model = convnet()
-    x = torch.randn(1, 3, 32, 32)
-    gm = capture(model, [x], "symbolic_trace").gm
-    reg = Registry(autoload=False)
-    reg.register(QuietWriter)
+    model, x, gm, reg = traced_convnet(QuietWriter)
     tensors = dict(gm.named_parameters()) | dict(gm.named_buffers())
     values = {k: v.detach().clone() for k, v in tensors.items()}
     before = state(gm)
@@ -209,11 +212,7 @@ class UndeclaredWriter(fxpasses.GraphPass):
 
 
 def test_write_by_a_pass_declaring_no_writes_is_reported_not_hidden():
-    model = convnet()
-    x = torch.randn(1, 3, 32, 32)
-    gm = capture(model, [x], "symbolic_trace").gm
-    reg = Registry(autoload=False)
-    reg.register(UndeclaredWriter)
+    model, x, gm, reg = traced_convnet(UndeclaredWriter)
     with pytest.raises(PassFailedError) as info:
         Pipeline(["undeclared_writer"], registry=reg).run(gm, [x])
     text = str(info.value)
@@ -225,24 +224,8 @@ def test_write_by_a_pass_declaring_no_writes_is_reported_not_hidden():
     assert torch.allclose(gm(x), model(x))
 
 
-def test_writes_tensors_must_be_a_bool():
-    class Bad(fxpasses.GraphPass):
-        name = "bad_writes"
-        writes_tensors = "no"
-
-        def run(self, gm, ctx):
-            return False
-
-    with pytest.raises(fxpasses.PassDefinitionError, match="writes_tensors"):
-        Registry(autoload=False).register(Bad)
-
-
 def test_rebound_parameter_data_is_reported_without_tensor_snapshot():
-    model = convnet()
-    x = torch.randn(1, 3, 32, 32)
-    gm = capture(model, [x], "symbolic_trace").gm
-    reg = Registry(autoload=False)
-    reg.register(Rebinder)
+    model, x, gm, reg = traced_convnet(Rebinder)
     with pytest.raises(PassFailedError) as info:
         Pipeline(["rebinder"], registry=reg).run(gm, [x])
     assert "could not be restored" in str(info.value) and "fc.weight" in str(info.value)
@@ -266,11 +249,7 @@ class Dangler(fxpasses.NodePass):
 
 
 def test_lint_failure_rolls_back_and_skip_continues():
-    model = convnet()
-    x = torch.randn(1, 3, 32, 32)
-    gm = capture(model, [x], "symbolic_trace").gm
-    reg = Registry(autoload=False)
-    reg.register(Dangler)
+    model, x, gm, reg = traced_convnet(Dangler)
     before = state(gm)
     with pytest.raises(PassFailedError, match="graph lint failed"):
         Pipeline(["dangler"], registry=reg).run(gm, [x])
@@ -313,11 +292,7 @@ def test_entry_settings_in_a_pipeline_string_apply_to_that_pass_only():
 
 
 def test_on_error_raise_leaves_the_broken_graph_for_debugging():
-    model = convnet()
-    x = torch.randn(1, 3, 32, 32)
-    gm = capture(model, [x], "symbolic_trace").gm
-    reg = Registry(autoload=False)
-    reg.register(Dangler)
+    model, x, gm, reg = traced_convnet(Dangler)
     with pytest.raises(PassFailedError) as info:
         Pipeline(["dangler"], registry=reg, on_error="raise").run(gm, [x])
     assert not info.value.rolled_back
@@ -358,11 +333,7 @@ def test_numeric_verification_catches_a_wrong_rewrite_and_rolls_back():
         def r(self, node, ctx):
             return Replace(node.args[0])
 
-    model = convnet()
-    x = torch.randn(1, 3, 32, 32)
-    gm = capture(model, [x], "symbolic_trace").gm
-    reg = Registry(autoload=False)
-    reg.register(Wrong)
+    model, x, gm, reg = traced_convnet(Wrong)
     before = state(gm)
     with pytest.raises(PassFailedError, match="verification failed: output: max abs error"):
         Pipeline(["wrong"], registry=reg, verify="numeric").run(gm, [x])
