@@ -31,6 +31,7 @@ import inspect
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -461,10 +462,49 @@ def _save(
     folder = out_dir / "module"
     gm.to_folder(folder, "OptimizedModule")
     _relocatable(folder / "module.py", str(folder))
+    _define_annotation_names(folder / "module.py", gm)
     saved = sorted(p for p in folder.rglob("*") if p.is_file())
     if capture_kind == "dynamo":
         # TorchDynamo graphs take parameters and buffers as inputs: keep them to call it
         path = out_dir / "inputs.pt"
         torch.save([t.detach() if isinstance(t, torch.Tensor) else t for t in inputs], path)
         saved.append(path)
+    loaded = load_folder(folder)
+    got = call_isolated(loaded, inputs, TensorState(loaded))
+    cmp = compare_outputs(got, expected, cfg.atol, cfg.rtol)
+    if cmp.message:
+        raise VerificationError(f"{folder / 'module.py'} read back gives other outputs: {cmp.message}")
     return saved
+
+
+def _define_annotation_names(module_py: Path, gm: torch.fx.GraphModule) -> None:
+    """Define the names the generated code uses for type annotations (``_torch_Tensor_``).
+
+    torch's code generator refers to annotation types through globals whose values are
+    strings (``{"_torch_Tensor_": "torch.Tensor"}``), and ``to_folder`` writes no definition for
+    them, so the module did not import (``NameError``) whenever ``forward`` was annotated."""
+    names = {
+        k: v
+        for k, v in gm.graph.python_code("self").globals.items()
+        if isinstance(v, str) and re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*", v)
+    }
+    if not names:
+        return
+    lines = sorted({f"import {v.split('.')[0]}" for v in names.values() if "." in v})
+    lines += [f"{k} = {v}" for k, v in sorted(names.items())]
+    text = module_py.read_text()
+    marker = "\nclass OptimizedModule("
+    head, sep, tail = text.partition(marker)
+    if not sep:
+        return
+    module_py.write_text(head + "\n" + "\n".join(lines) + "\n" + sep + tail)
+
+
+def load_folder(folder: Path) -> torch.nn.Module:
+    """The module saved by :func:`_save` in ``folder`` (``module.py`` + tensors), imported
+    from its file under a private name and instantiated."""
+    spec = importlib.util.spec_from_file_location(f"_fxpasses_saved_{abs(hash(str(folder)))}", folder / "module.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.OptimizedModule()

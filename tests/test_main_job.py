@@ -89,6 +89,27 @@ def test_symbolic_trace_capture_saves_a_loadable_module(tmp_path, monkeypatch):
         torch.testing.assert_close(saved(*inputs), model(*inputs), atol=1e-5, rtol=1e-5)
 
 
+def test_saved_module_of_an_annotated_forward_imports_and_runs(tmp_path):
+    """torch's to_folder writes annotations (`x : _torch_Tensor_`) it does not define."""
+    cfg = tmp_path / "st.toml"
+    cfg.write_text(
+        f'pipeline = "remove_dropout,fuse_conv_bn"\n[model]\nfactory = "{(EXAMPLES / "models.py").as_posix()}:convnet"\n'
+        'capture = "symbolic_trace"\ninputs = [{shape = [4, 3, 16, 16]}]\n'
+    )
+    out = tmp_path / "out"
+    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    text = (out / "module" / "module.py").read_text()
+    assert "x : _torch_Tensor_" in text and "_torch_Tensor_ = torch.Tensor" in text
+    spec = importlib.util.spec_from_file_location("saved_convnet", out / "module" / "module.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model = load_factory(f"{(EXAMPLES / 'models.py').as_posix()}:convnet", tmp_path)().eval()
+    x = torch.randn(4, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(mod.OptimizedModule()(x), model(x), atol=1e-5, rtol=1e-5)
+
+
 def test_dynamo_capture_saves_module_and_its_inputs(tmp_path):
     cfg = tmp_path / "dyn.toml"
     cfg.write_text(
