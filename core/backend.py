@@ -59,6 +59,28 @@ def _pipeline_spec(options: dict[str, Any]) -> tuple[Any, str]:
     return DEFAULT_BACKEND_PIPELINE, "default"
 
 
+def _concrete(example_inputs: Sequence[Any]) -> list[Any] | None:
+    """The example inputs with symbolic scalars (a dynamic size TorchDynamo passes as a graph
+    input, e.g. ``s0``) replaced by the value they had when the graph was traced; None when a
+    value is unknown (an unbacked symbol) or a tensor has symbolic sizes or is fake."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    out: list[Any] = []
+    for v in example_inputs:
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            node = v.node
+            if not node.has_hint():
+                return None
+            out.append(node.hint)
+        elif isinstance(v, torch.Tensor):
+            if isinstance(v, FakeTensor) or any(not isinstance(d, int) for d in v.shape):
+                return None
+            out.append(v)
+        else:
+            out.append(v)
+    return out
+
+
 def fxpasses_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any
 ) -> Callable[..., Any]:
@@ -80,12 +102,22 @@ def fxpasses_backend(
             f"(known: {', '.join(sorted(_KNOWN))})"
         )
     spec, source = _pipeline_spec(options)
-    common = dict(verify=options.get("verify", "lint"), on_error=options.get("on_error", "rollback"))
+    verify = options.get("verify", "lint")
+    inputs = _concrete(example_inputs)
+    if inputs is None:
+        inputs = list(example_inputs)
+        if verify == "numeric":
+            log.warning(
+                "fxpasses backend: verify='numeric' needs concrete example inputs, and this graph's have "
+                "symbolic sizes without a value (dynamic shapes); verifying with 'lint' instead"
+            )
+            verify = "lint"
+    common = dict(verify=verify, on_error=options.get("on_error", "rollback"))
     if isinstance(spec, str):
         pipeline = Pipeline.from_string(spec, **common)
     else:
         pipeline = Pipeline(list(spec), source=source, **common)
-    report = pipeline.run(gm, list(example_inputs))
+    report = pipeline.run(gm, inputs)
     reports.append(report)
     log.info("fxpasses pipeline (%s) on a %d-node graph:\n%s", source, report.nodes_before, report.table())
     then = options.get("then", "inductor")

@@ -9,7 +9,10 @@ forked RNG (the caller's random stream is left as it was), and puts the tensors 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -110,12 +113,18 @@ def call_isolated(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: Tens
     (:class:`TensorState` ``(gm)``) to verify it, not the one from before the pipeline.
     """
     state.restore()
+    printed = io.StringIO()
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        # a GraphModule prints its own traceback to stderr when its code raises; the caller
+        # reports the exception (with its cause), so that print is dropped on failure
+        with torch.no_grad(), torch.random.fork_rng(devices=[]), contextlib.redirect_stderr(printed):
             torch.manual_seed(SEED)
-            return clone_outputs(gm(*clone_outputs(list(inputs or ()))))
+            out = clone_outputs(gm(*clone_outputs(list(inputs or ()))))
     finally:
         state.restore()
+    if printed.getvalue():  # the call succeeded: what it printed is the model's own output
+        sys.stderr.write(printed.getvalue())
+    return out
 
 
 @dataclass

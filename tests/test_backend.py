@@ -104,3 +104,38 @@ def test_capture_keeps_working_past_dynamos_recompile_limit():
     for k in range(12):  # recompile_limit is 8
         cap = capture(Scaled(k), [torch.ones(2)], "dynamo")
         assert torch.equal(cap.gm(*cap.inputs)[0], torch.full((2,), float(k)))
+
+
+class Reshape(nn.Module):
+    def forward(self, x):
+        return x.view(-1, x.shape[1]) * 2 + 0 * x.sum()
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_numeric_verification_with_dynamic_shapes(dynamic, capsys):
+    """After a recompile for a new size TorchDynamo passes the size as a SymInt input: numeric
+    verification runs the graph with the size it was traced for."""
+    model = Reshape()
+    compiled = torch.compile(
+        model,
+        backend="fxpasses",
+        dynamic=dynamic,
+        options={"then": "eager", "pipeline": "propagate_shapes,simplify_algebra", "verify": "numeric"},
+    )
+    for cols in (5, 6, 7):
+        x = torch.randn(3, cols)
+        torch.testing.assert_close(compiled(x), model(x))
+    assert all(r.verification == "numeric" for r in backend.reports)
+    assert all(p.status == "ok" for r in backend.reports for p in r.passes)
+    assert any(r.dialect == "dynamo" and r.nodes_before > 0 for r in backend.reports)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_concrete_example_inputs():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    s = env.create_unbacked_symint()
+    t = torch.ones(2)
+    assert backend._concrete([3, t]) == [3, t]
+    assert backend._concrete([s, t]) is None  # an unbacked size has no value

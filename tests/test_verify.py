@@ -223,3 +223,35 @@ def test_rebinding_parameters_is_detected_and_rolled_back_by_identity():
     assert gm.l.weight is original and not hasattr(gm, "extra")
     report = Pipeline(["rebinder"], registry=reg, verify="numeric").run(gm, [torch.randn(2, 4)])
     assert report.passes[0].changed and gm.l.weight is not original
+
+
+def _explode(x):
+    raise RuntimeError("planted runtime failure")
+
+
+class Explode(fxpasses.NodePass):
+    """Makes the module raise when it runs."""
+
+    name = "explode"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        return fxpasses.Replace(ctx.call_function(_explode, node.args))
+
+
+def test_failed_verification_run_prints_no_torch_traceback(capsys):
+    reg = Registry(autoload=False)
+    reg.register(Explode)
+
+    class M(nn.Module):
+        def forward(self, x):
+            print("model output line")
+            return torch.relu(x)
+
+    gm = torch.fx.symbolic_trace(M())
+    x = torch.randn(3)
+    with pytest.raises(fxpasses.PassFailedError, match="no longer runs on the example inputs: RuntimeError: planted"):
+        Pipeline(["explode"], registry=reg, verify="numeric").run(gm, [x])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "FX-traced" not in captured.err
+    assert "model output line" in captured.out  # a model's own prints (stdout) are untouched
