@@ -33,6 +33,7 @@ import math
 import os
 import re
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -429,6 +430,10 @@ def check_writable(out_dir: Path) -> None:
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
         raise UserError(f"cannot write the output directory {out_dir}: {probe} is not a writable directory")
+    try:  # access() says yes to root everywhere (/proc too): make and remove a directory there
+        tempfile.TemporaryDirectory(dir=probe, prefix=".fxpasses-probe-").cleanup()
+    except OSError as exc:
+        raise UserError(f"cannot write the output directory {out_dir}: {probe}: {exc.strerror or exc}") from None
 
 
 def _save(

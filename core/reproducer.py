@@ -742,7 +742,10 @@ class ReproducerWriter:
     """
 
     def __init__(self, directory: str | Path, pipeline: Any, plugins: dict[str, Any] | None = None) -> None:
+        from .job import check_writable
+
         self.directory = Path(directory)
+        check_writable(self.directory)  # now, not after the run has failed
         self.pipeline = pipeline
         self.plugins = plugins
         self.step = -1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from fxpasses.cli import cli
@@ -45,4 +46,15 @@ def test_unwritable_draw_directory_is_reported_before_any_work(tmp_path, monkeyp
     r = CliRunner().invoke(cli, ["run", "--no-save", "--draw", "afile/pics"])
     assert r.exit_code == 2
     assert "cannot write the output directory afile/pics" in r.output
+    assert "model:" not in r.output  # nothing ran
+
+
+@pytest.mark.parametrize("flag", ["--draw", "--reproducer", "-o"])
+def test_directory_access_allows_but_mkdir_refuses_is_reported_before_any_work(flag, tmp_path, monkeypatch):
+    """As root, access() says /proc is writable; making a directory there fails."""
+    monkeypatch.chdir(tmp_path)
+    args = ["run", flag, "/proc/fxpasses-test/out"] + (["--no-save"] if flag != "-o" else [])
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2, r.output
+    assert "cannot write the output directory /proc/fxpasses-test/out" in r.output
     assert "model:" not in r.output  # nothing ran
