@@ -16,8 +16,10 @@ dialect            how
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 import torch.fx
@@ -70,13 +72,28 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], dialect: str)
         return Captured(gm, list(inputs), dialect)
     if dialect == "export":
         try:
-            gm = torch.export.export(model, inputs).module()
+            with _quiet_fake_tensor_log():
+                gm = torch.export.export(model, inputs).module()
         except Exception as exc:
             raise UserError(f"torch.export could not capture {type(model).__name__}: {_short(exc)}") from exc
         return Captured(gm, list(inputs), dialect)
     if dialect == "dynamo":
         return _capture_dynamo(model, inputs)
     raise UserError(f"unknown capture {dialect!r}; expected one of {', '.join(DIALECTS)}")
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_log() -> Iterator[None]:
+    """Keep torch's fake-tensor logger from printing a traceback (at ERROR level) for an op
+    that fails on the example inputs: the capture error that follows says the same in one
+    line, and the original exception stays its ``__cause__``."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...]) -> Captured:
@@ -96,7 +113,8 @@ def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...]) -> Captured
         torch._dynamo.reset_code(code)
     for attempt in range(2):
         try:
-            torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs)
+            with _quiet_fake_tensor_log():
+                torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs)
         except Exception as exc:
             raise UserError(
                 f"TorchDynamo could not capture {type(model).__name__} as one graph: {_short(exc)}"

@@ -87,3 +87,25 @@ def test_bad_input_exits_2_with_one_message_and_writes_nothing(case, corpus_plug
     assert not out.exists()
     assert snapshot(work) == before, "the run wrote files"
     assert os.listdir(tmp_path) == ["corpus"]
+
+
+@pytest.mark.parametrize("capture", ["export", "dynamo"])
+def test_capture_failure_prints_one_line_in_a_real_process(capture, tmp_path):
+    """torch's fake-tensor logger writes a traceback to the process's stderr (which CliRunner
+    does not see): a real `fxpasses run` must print only the one error line."""
+    import subprocess
+
+    (tmp_path / "m.toml").write_text(
+        'pipeline = "eliminate_dead_code"\n[model]\n'
+        f'factory = "{(CORPUS / "model" / "corpus_models.py").as_posix()}:convnet"\n'
+        f'capture = "{capture}"\ninputs = [{{shape = [1, 7, 5]}}]\n'
+    )
+    r = subprocess.run(
+        [str(Path(sys.executable).parent / "fxpasses"), "run", "m.toml", "--no-save"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr and "fake_tensor.py" not in r.stderr, r.stderr
+    assert r.stderr.startswith("error: ") and r.stderr.count("error:") == 1, r.stderr
