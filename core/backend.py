@@ -4,7 +4,7 @@ Registered through torch's ``torch_dynamo_backends`` entry-point group, so it wo
 fxpasses is installed. The pipeline is taken from, in order:
 
 1. ``torch.compile(..., options={"pipeline": "remove_dropout,eliminate_dead_code"})``
-   (a pipeline string or a list of entries);
+   (a pipeline string or a list of entries), or ``options={"preset": "inference"}``;
 2. the ``FXPASSES_PIPELINE`` environment variable (a pipeline string);
 3. ``pipeline`` in ``[tool.fxpasses]`` of the nearest ``pyproject.toml`` (from the working
    directory up);
@@ -40,12 +40,28 @@ reports: collections.deque[Any] = collections.deque(maxlen=100)
 
 log = logging.getLogger("fxpasses.backend")
 
-_KNOWN = {"pipeline", "then", "verify", "on_error"}
+_KNOWN = {"pipeline", "preset", "then", "verify", "on_error"}
 
 
 def _pipeline_spec(options: dict[str, Any]) -> tuple[Any, str]:
-    if options.get("pipeline"):
-        return options["pipeline"], "options['pipeline']"
+    from .errors import ConfigError
+
+    if "pipeline" in options and "preset" in options:
+        raise ConfigError("torch.compile options for backend 'fxpasses': give either 'pipeline' or 'preset', not both")
+    if "preset" in options:
+        from .registry import registry
+
+        name = options["preset"]
+        if not isinstance(name, str):
+            raise ConfigError(f"torch.compile option 'preset' must be a preset name, got {name!r}")
+        return registry().preset(name, source="options['preset']").pipeline, f"options['preset'] {name!r}"
+    if "pipeline" in options:
+        spec = options["pipeline"]
+        if isinstance(spec, str) and not spec.strip() or isinstance(spec, (list, tuple)) and not spec:
+            raise ConfigError("torch.compile option 'pipeline' is empty: name at least one pass")
+        if not isinstance(spec, (str, list, tuple)):
+            raise ConfigError(f"torch.compile option 'pipeline' must be a pipeline string or a list, got {spec!r}")
+        return spec, "options['pipeline']"
     env = os.environ.get("FXPASSES_PIPELINE", "").strip()
     if env:
         return env, "FXPASSES_PIPELINE"
@@ -55,7 +71,7 @@ def _pipeline_spec(options: dict[str, Any]) -> tuple[Any, str]:
     if found is not None:
         cfg = load_config_file(found)
         if cfg.pipeline is not None:
-            return cfg.pipeline, str(found)
+            return cfg.pipeline, f"{found} [tool.fxpasses]"
     return DEFAULT_BACKEND_PIPELINE, "default"
 
 
@@ -93,6 +109,7 @@ def fxpasses_backend(
     """
     from .errors import ConfigError
     from .pipeline import Pipeline
+    from .spec import parse_pipeline_string
 
     options = dict(kwargs.get("options") or {})
     unknown = set(options) - _KNOWN
@@ -113,16 +130,27 @@ def fxpasses_backend(
             )
             verify = "lint"
     common = dict(verify=verify, on_error=options.get("on_error", "rollback"))
+    then = options.get("then", "inductor")
+    if not (isinstance(then, str) or callable(then)):
+        raise ConfigError(
+            f"torch.compile option 'then' must be a backend name (e.g. 'inductor', 'eager') or a "
+            f"backend callable, got {then!r}"
+        )
     if isinstance(spec, str):
-        pipeline = Pipeline.from_string(spec, **common)
+        try:
+            entries = parse_pipeline_string(spec)
+        except ConfigError as exc:  # say where the string came from
+            raise ConfigError(exc.detail, source=f"{source}: {exc.source}") from None
+        pipeline = Pipeline(entries, source=source, **common)
     else:
         pipeline = Pipeline(list(spec), source=source, **common)
     report = pipeline.run(gm, inputs)
     reports.append(report)
     log.info("fxpasses pipeline (%s) on a %d-node graph:\n%s", source, report.nodes_before, report.table())
-    then = options.get("then", "inductor")
     if then == "eager":
         return gm.forward
+    if callable(then):
+        return then(gm, example_inputs)
     from torch._dynamo.backends.registry import lookup_backend
 
     return lookup_backend(then)(gm, example_inputs)

@@ -69,6 +69,7 @@ class UnknownPassError(UserError):
         source: str | None = None,
         kind: str = "pass",
         available: Sequence[str] | None = None,
+        hint: str | None = None,
     ) -> None:
         self.name = name
         self.suggestions = list(suggestions)
@@ -80,6 +81,8 @@ class UnknownPassError(UserError):
             msg = f"{source}: {msg}"
         if self.suggestions:
             msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        if hint:
+            msg += f"\n({hint})"
         if kind == "pass" and any(c in name for c in "{}[]=,"):
             msg += (
                 "\n(a list entry is one pass name; give its options as a table, "

@@ -535,7 +535,14 @@ class Registry:
             raise DuplicatePassError(name, [c.source for c in self._conflicts[name]])
         suggestions = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
         plugins = [r.label for r in self.plugins if r.status in ("loaded", "partial")]
-        raise UnknownPassError(name, suggestions, plugins, source=source)
+        hint = None
+        if name in self._presets:
+            hint = (
+                f"{name!r} is a preset (a named pipeline), not a pass: give it as `preset = \"{name}\"` "
+                f"in a config, `--preset {name}` on the command line, or options={{\"preset\": \"{name}\"}} "
+                "to torch.compile"
+            )
+        raise UnknownPassError(name, suggestions, plugins, source=source, hint=hint)
 
     def presets(self) -> dict[str, PresetInfo]:
         """Registered presets by name (sorted)."""

@@ -72,6 +72,11 @@ def test_pipeline_from_pyproject(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     torch.compile(Net().eval(), backend="fxpasses", options={"then": "eager"})(torch.randn(2, 8))
     assert [p.name for p in backend.reports[-1].passes] == ["simplify_algebra"]
+    (tmp_path / "pyproject.toml").write_text('[tool.fxpasses]\npipeline = "simplify_algebra{"\n')
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as info:
+        torch.compile(Net().eval(), backend="fxpasses", options={"then": "eager"})(torch.randn(2, 8))
+    assert "pyproject.toml [tool.fxpasses]: pipeline string, column" in str(info.value)
 
 
 def test_default_pipeline_then_inductor(tmp_path, monkeypatch):
@@ -139,3 +144,36 @@ def test_concrete_example_inputs():
     t = torch.ones(2)
     assert backend._concrete([3, t]) == [3, t]
     assert backend._concrete([s, t]) is None  # an unbacked size has no value
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"then": 3}, "option 'then' must be a backend name"),
+        ({"pipeline": ""}, "option 'pipeline' is empty"),
+        ({"pipeline": "inference"}, "'inference' is a preset (a named pipeline), not a pass"),
+        ({"preset": "nope"}, "options['preset']: unknown preset 'nope'"),
+        ({"preset": "inference", "pipeline": "eliminate_dead_code"}, "either 'pipeline' or 'preset'"),
+        ({"pipeline": "eliminate_dead_code{"}, "options['pipeline']: pipeline string, column"),
+    ],
+)
+def test_bad_backend_options_are_named(options, message):
+    with pytest.raises(Exception) as info:
+        torch.compile(Net().eval(), backend="fxpasses", options=options)(torch.randn(2, 8))
+    assert message in str(info.value)
+
+
+def test_preset_option_and_backend_callable():
+    seen = []
+
+    def then(gm, example_inputs):
+        seen.append(len(gm.graph.nodes))
+        return gm.forward
+
+    model = Net().eval()
+    x = torch.randn(4, 8)
+    compiled = torch.compile(model, backend="fxpasses", options={"preset": "inference", "then": then})
+    torch.testing.assert_close(compiled(x), model(x))
+    (report,) = backend.reports
+    assert [p.name for p in report.passes][:2] == ["remove_dropout", "fuse_conv_bn"]
+    assert seen == [report.nodes_after]
