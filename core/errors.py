@@ -155,7 +155,8 @@ class PluginError(FxPassesError):
         self.version = version
         self.entry_point = entry_point
         ep = f" (entry point {entry_point})" if entry_point else ""
-        super().__init__(f"plugin {distribution} {version}{ep}: {message}")
+        label = f"{distribution} {version}".strip()
+        super().__init__(f"plugin {label}{ep}: {message}")
 
 
 class PassDefinitionError(FxPassesError, TypeError):

@@ -244,12 +244,14 @@ class Registry:
             n for r in self.plugins for n in (_norm(r.distribution), _norm(r.name))
         }
         if missing:
-            self._problem(
-                PluginError(
-                    "requested with enable/-p but not installed",
-                    distribution=", ".join(sorted(missing)),
-                    version="",
-                )
+            # asked for by name: an error even without strict mode (as pytest's `-p NAME`)
+            installed = sorted({r.distribution for r in self.plugins})
+            close = sorted({m for n in missing for m in difflib.get_close_matches(n, installed, n=2, cutoff=0.6)})
+            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            raise PluginError(
+                f"requested with enable/-p but not installed{hint}; installed: {', '.join(installed) or '(none)'}",
+                distribution=", ".join(sorted(missing)),
+                version="",
             )
 
     def _check_prefer(self) -> None:

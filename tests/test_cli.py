@@ -129,3 +129,11 @@ def test_show_a_preset():
     assert r.exit_code == 0, r.output
     assert r.output.startswith("inference (preset) — ")
     assert "pipeline: remove_dropout,fuse_conv_bn," in r.output
+
+
+def test_p_names_a_plugin_that_is_not_installed_exit_2():
+    r = CliRunner().invoke(cli, ["-p", "nosuch-dist", "list"])
+    assert r.exit_code == 2
+    assert "plugin nosuch-dist: requested with enable/-p but not installed" in r.output
+    assert "Traceback" not in r.output
+    assert CliRunner().invoke(cli, ["-p", "no:nosuch-dist", "list"]).exit_code == 0  # disabling nothing is fine
