@@ -179,7 +179,8 @@ def bisect(
     result.error = str(failure).split("\n  the graph was restored")[0]
     result.first, result.last = span.first, span.first + span.count - 1
     result.trials.append(Trial(counter.count, True, result.error.splitlines()[0]))
-    say(f"full run: pass {span.name!r} (step {span.step + 1}) fails; its rewrites #{result.first}..#{result.last}")
+    rewrites = f"its rewrites #{result.first}..#{result.last}" if span.count else "it reported no rewrite"
+    say(f"full run: pass {span.name!r} (step {span.step + 1}) fails; {rewrites}")
     if failure.node is not None:
         result.status = "raised"
         return result

@@ -215,3 +215,27 @@ def test_cli_bisect_needs_a_model(tmp_path):
     cfg.write_text('pipeline = "eliminate_dead_code"\n')
     r = CliRunner().invoke(cli, ["bisect", str(cfg)])
     assert r.exit_code == 2 and "no [model] section" in r.output and "Traceback" not in r.output
+
+
+class SilentEditor(fxpasses.NodePass):
+    """Edits the graph inside a hook and returns keep: no rewrite is counted."""
+
+    name = "silent_editor"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        node.target = torch.ops.aten.sigmoid.default if node.op == "call_function" else node.target
+        return None
+
+
+def test_bisect_pass_that_reports_no_rewrite(convnet_export):
+    reg = Registry(autoload=False)
+    reg.register(SilentEditor)
+    model, inputs = convnet_export
+    cap = fresh(model, inputs)
+    lines = []
+    result = bisect(Pipeline(["silent_editor"], registry=reg), cap.gm, cap.inputs, log=lines.append)
+    assert result.status == "unreported" and result.pass_name == "silent_editor"
+    assert "fails; it reported no rewrite" in lines[0], lines
+    assert "#1..#0" not in "\n".join(lines) + result.text()
+    assert "no rewrite to blame inside it" in result.text()
