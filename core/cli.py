@@ -268,6 +268,7 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
             cfg = cfg.model_copy(update=update)
             cfg._base_dir, cfg._source = base, source
             cfg._pipeline_overridden = True
+            cfg._preset_from_cli = preset is not None
     return cfg
 
 
@@ -362,6 +363,7 @@ def run_cmd(
     from .console import print_table
     from .errors import FxPassesError, UserError
     from .job import default_config, run_job
+    from .pipeline import Pipeline
 
     cfg = _load_cfg(config, pipeline, preset)
     if cfg is None or cfg.model is None and config is None:
@@ -369,6 +371,7 @@ def run_cmd(
         if cfg is not None and (cfg.pipeline is not None or cfg.preset is not None):
             base = base.model_copy(update={"pipeline": cfg.pipeline, "preset": cfg.preset})
         cfg = base
+        cfg._preset_from_cli = preset is not None
     from .instruments import PrintAfter, PrintChanged, TimePasses
 
     reg = state.registry(cfg.plugins)
@@ -377,6 +380,11 @@ def run_cmd(
         names = None if print_after_all else [n.strip() for n in print_after.split(",") if n.strip()]  # type: ignore[union-attr]
         for n in names or ():
             reg.get(n, source="--print-after")  # unknown names: exit 2 with suggestions
+        if names:
+            planned = set(Pipeline._from_config_obj(cfg, registry=reg).plan().names())
+            absent = [n for n in names if n not in planned]
+            if absent:
+                click.echo(f"warning: --print-after: not in the pipeline, nothing to print: {', '.join(absent)}", err=True)
         instruments.append(PrintAfter(names, file=sys.stderr))
     if print_changed:
         instruments.append(PrintChanged(file=sys.stderr))

@@ -293,7 +293,7 @@ class Pipeline:
         if cfg.pipeline is not None and cfg.preset is not None:
             raise ConfigError("give either `pipeline` or `preset`, not both", source=cfg._source)
         if cfg.preset is not None:
-            where = cfg._source if cfg._source == "--preset" else f"{cfg._source}: preset"
+            where = "--preset" if cfg._source == "--preset" or cfg._preset_from_cli else f"{cfg._source}: preset"
             preset = registry.preset(cfg.preset, source=where)
             cfg = cfg.model_copy(update={"pipeline": preset.pipeline, "preset": None})
             cfg._source = f"{cfg._source}: preset {preset.name!r}"

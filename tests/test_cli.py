@@ -137,3 +137,17 @@ def test_p_names_a_plugin_that_is_not_installed_exit_2():
     assert "plugin nosuch-dist: requested with enable/-p but not installed" in r.output
     assert "Traceback" not in r.output
     assert CliRunner().invoke(cli, ["-p", "no:nosuch-dist", "list"]).exit_code == 0  # disabling nothing is fine
+
+
+def test_unknown_preset_on_the_command_line_blames_the_option():
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    for args in (["run", "--preset", "nosuch", "--no-save"], ["check", str(examples / "mlp.json"), "--preset", "nosuch"]):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 2
+        assert r.output.startswith("error: --preset: unknown preset 'nosuch'"), r.output
+
+
+def test_print_after_a_pass_outside_the_pipeline_warns():
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--print-after", "count_ops"])
+    assert r.exit_code == 0, r.output
+    assert "warning: --print-after: not in the pipeline, nothing to print: count_ops" in r.output
