@@ -235,7 +235,12 @@ def _show_text(d: Any) -> None:
     click.echo()
     if d.options:
         rows = [
-            (o.name, o.type, "(required)" if o.required else repr(o.default), o.description)
+            (
+                o.name,
+                o.type + (f" ({o.constraints})" if o.constraints else ""),
+                "(required)" if o.required else repr(o.default),
+                o.description,
+            )
             for o in d.options
         ]
         print_table(("option", "type", "default", "description"), rows)

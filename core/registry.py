@@ -112,6 +112,25 @@ class OptionInfo:
     default: Any
     required: bool
     description: str
+    constraints: str = ""  # pydantic field constraints, e.g. ">= 1, <= 8"
+
+
+_CONSTRAINT_SYMBOLS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "multiple_of": "multiple of"}
+
+
+def _constraints(field: Any) -> str:
+    """The constraints pydantic checks on an option (``Field(ge=1)``), as ``>= 1``."""
+    parts = []
+    for m in getattr(field, "metadata", ()):
+        items = getattr(m, "__dict__", {}) or {}
+        if not items and hasattr(m, "__dataclass_fields__"):
+            items = {k: getattr(m, k) for k in m.__dataclass_fields__}
+        for key, value in items.items():
+            if value is None:
+                continue
+            symbol = _CONSTRAINT_SYMBOLS.get(key)
+            parts.append(f"{symbol} {value!r}" if symbol else f"{key}={value!r}")
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -587,6 +606,7 @@ class Registry:
                     default=default,
                     required=required,
                     description=f.description or "",
+                    constraints=_constraints(f),
                 )
             )
         return PassDescription(

@@ -44,6 +44,9 @@ def test_show_options_and_dependencies():
     assert d["writes_tensors"] is True  # the default: run under the write guard
     assert "writes none in place" in invoke("show", "eliminate_dead_code").output
     assert json.loads(invoke("show", "fuse_conv_bn", "--format", "json").output)["writes_tensors"] is False
+    folding = json.loads(invoke("show", "fold_constants", "--format", "json").output)
+    assert {o["name"]: o["constraints"] for o in folding["options"]}["max_numel"] == ">= 0"
+    assert "int (>= 0)" in invoke("show", "fold_constants").output
 
 
 def test_unknown_pass_exit_2_one_message_no_traceback():
