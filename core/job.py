@@ -35,6 +35,7 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -465,7 +466,11 @@ def _save(
     # torch.fx's own writer: a module.py with imports and a class, plus state_dict.pt;
     # `import <out_dir>.module` (or run module.py's class) gives the module back.
     folder = out_dir / "module"
-    gm.to_folder(folder, "OptimizedModule")
+    with warnings.catch_warnings():
+        # submodules without a repr torch can rebuild are pickled instead: expected, and the
+        # folder is loaded back and checked below
+        warnings.filterwarnings("ignore", message="Was not able to save the following children", category=UserWarning)
+        gm.to_folder(folder, "OptimizedModule")
     _relocatable(folder / "module.py", str(folder))
     _define_annotation_names(folder / "module.py", gm)
     saved = sorted(p for p in folder.rglob("*") if p.is_file())
