@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pluggy
 
 from . import hookspecs
-from .errors import DuplicatePassError, PassDefinitionError, PluginError, PluginWarning, UnknownPassError
+from .errors import ConfigError, DuplicatePassError, PassDefinitionError, PluginError, PluginWarning, UnknownPassError
 from .passes import Pass, validate_pass_class
 
 __all__ = [
@@ -259,6 +259,7 @@ class Registry:
                 continue
             self._load_record(rec)
         self._check_prefer()
+        self._check_presets()
         missing = self.enable - {
             n for r in self.plugins for n in (_norm(r.distribution), _norm(r.name))
         }
@@ -272,6 +273,23 @@ class Registry:
                 distribution=", ".join(sorted(missing)),
                 version="",
             )
+
+    def _check_presets(self) -> None:
+        """Report presets naming passes no loaded plugin registers (kept: the error when one
+        is used names the missing pass and the installed plugins)."""
+        from .spec import parse_pipeline_string
+
+        for info in self._presets.values():
+            missing = [e.name for e in parse_pipeline_string(info.pipeline) if e.name not in self._passes]
+            missing = [n for n in missing if n not in self._conflicts]
+            if missing:
+                self._problem(
+                    PluginError(
+                        f"preset {info.name!r} names pass(es) no installed plugin registers: {', '.join(missing)}",
+                        distribution=info.distribution,
+                        version=info.version,
+                    )
+                )
 
     def _check_prefer(self) -> None:
         """Report ``prefer`` entries that choose nothing (a typo would otherwise pass silently)."""
@@ -346,6 +364,19 @@ class Registry:
                 raise PassDefinitionError(f"preset name must be an identifier, got {name!r}")
             if not isinstance(pipeline, str) or not pipeline.strip():
                 raise PassDefinitionError(f"preset {name!r}: the pipeline must be a non-empty pipeline string")
+            from .spec import parse_pipeline_string
+
+            try:  # a syntax error is the plugin's, reported now rather than when the preset is used
+                parse_pipeline_string(pipeline)
+            except ConfigError as exc:
+                self._problem(
+                    PluginError(
+                        f"preset {name!r} skipped: its pipeline {pipeline!r} is malformed: {exc.detail}",
+                        distribution=rec.distribution,
+                        version=rec.version,
+                    )
+                )
+                return
             info = PresetInfo(name, pipeline, str(description), rec.distribution, rec.version)
             existing = self._presets.get(name)
             if existing is not None and existing != info:

@@ -67,3 +67,31 @@ def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
     (problem,) = [str(p) for p in reg.problems if "clash-dist" in str(p)]
     assert "preset 'cleanup' is already registered by fxpasses 0.1.0" in problem
     forget_modules("fxp_presets", "fxp_clash")
+
+
+def test_broken_plugin_presets_are_reported_when_the_plugin_loads(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    source = """
+        import fxpasses
+        @fxpasses.hookimpl
+        def fxpasses_register_presets(register):
+            register("bad_syntax", "eliminate_dead_code[", "Malformed.")
+            register("ghost_pass", "eliminate_dead_code,no_such_pass", "Names a missing pass.")
+            register("fine", "eliminate_dead_code", "Fine.")
+        """
+    make_dist(site, "bad-presets", "0.1", "fxp_bad_presets", source)
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    forget_modules("fxp_bad_presets")
+    with pytest.warns(fxpasses.PluginWarning):
+        reg = fxpasses.Registry()
+    problems = "\n".join(str(p) for p in reg.problems if "bad-presets" in str(p))
+    assert "preset 'bad_syntax' skipped: its pipeline 'eliminate_dead_code[' is malformed" in problems
+    assert "preset 'ghost_pass' names pass(es) no installed plugin registers: no_such_pass" in problems
+    assert "bad_syntax" not in reg.presets() and "fine" in reg.presets()
+    status = {r.distribution: r.status for r in reg.plugins}
+    assert status["bad-presets"] == "partial"
+    with pytest.raises(UnknownPassError) as info:  # using it still names the pass and the plugin
+        Pipeline.from_config({"preset": "ghost_pass"}, registry=reg)
+    assert "unknown pass 'no_such_pass'" in str(info.value) and "bad-presets 0.1" in str(info.value)
+    forget_modules("fxp_bad_presets")
