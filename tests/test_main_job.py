@@ -21,6 +21,25 @@ def run_cli(*args):
     return CliRunner().invoke(cli, list(args))
 
 
+
+def run_config(tmp_path, text: str):
+    """`fxpasses run` of a config written from ``text``; the output directory."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(text)
+    out = tmp_path / "out"
+    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def import_saved(out, name: str):
+    """The OptimizedModule saved under ``out/module``, imported from its file as a user would."""
+    spec = importlib.util.spec_from_file_location(name, out / "module" / "module.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.OptimizedModule()
+
+
 def test_default_run_optimizes_the_bundled_example(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = run_cli("run", "--repeat", "2")
@@ -78,10 +97,7 @@ def test_symbolic_trace_capture_saves_a_loadable_module(tmp_path, monkeypatch):
     monkeypatch.chdir(EXAMPLES)  # load it from elsewhere
     assert r.exit_code == 0, r.output
     assert "class OptimizedModule(torch.nn.Module)" in (out / "module" / "module.py").read_text()
-    spec = importlib.util.spec_from_file_location("saved_mlp", out / "module" / "module.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    saved = mod.OptimizedModule()
+    saved = import_saved(out, "saved_mlp")
     cfg = load_config_file(EXAMPLES / "mlp.json")
     model = load_factory(cfg.model.factory, cfg._base_dir)(**cfg.model.kwargs).eval()
     inputs = make_inputs(cfg.model.inputs, seed=7)
@@ -91,40 +107,28 @@ def test_symbolic_trace_capture_saves_a_loadable_module(tmp_path, monkeypatch):
 
 def test_saved_module_of_an_annotated_forward_imports_and_runs(tmp_path):
     """torch's to_folder writes annotations (`x : _torch_Tensor_`) it does not define."""
-    cfg = tmp_path / "st.toml"
-    cfg.write_text(
+    out = run_config(
+        tmp_path,
         f'pipeline = "remove_dropout,fuse_conv_bn"\n[model]\nfactory = "{(EXAMPLES / "models.py").as_posix()}:convnet"\n'
-        'capture = "symbolic_trace"\ninputs = [{shape = [4, 3, 16, 16]}]\n'
+        'capture = "symbolic_trace"\ninputs = [{shape = [4, 3, 16, 16]}]\n',
     )
-    out = tmp_path / "out"
-    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
-    assert r.exit_code == 0, r.output
     text = (out / "module" / "module.py").read_text()
     assert "x : _torch_Tensor_" in text and "_torch_Tensor_ = torch.Tensor" in text
-    spec = importlib.util.spec_from_file_location("saved_convnet", out / "module" / "module.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     model = load_factory(f"{(EXAMPLES / 'models.py').as_posix()}:convnet", tmp_path)().eval()
     x = torch.randn(4, 3, 16, 16)
     with torch.no_grad():
-        torch.testing.assert_close(mod.OptimizedModule()(x), model(x), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(import_saved(out, "saved_convnet")(x), model(x), atol=1e-5, rtol=1e-5)
 
 
 def test_dynamo_capture_saves_module_and_its_inputs(tmp_path):
-    cfg = tmp_path / "dyn.toml"
-    cfg.write_text(
+    out = run_config(
+        tmp_path,
         f'preset = "cleanup"\n[model]\nfactory = "{(EXAMPLES / "models.py").as_posix()}:mlp"\n'
-        'capture = "dynamo"\ninputs = [{shape = [4, 32]}]\n'
+        'capture = "dynamo"\ninputs = [{shape = [4, 32]}]\n',
     )
-    out = tmp_path / "out"
-    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
-    assert r.exit_code == 0, r.output
     inputs = torch.load(out / "inputs.pt", weights_only=True)
     assert any(t.ndim == 2 and t.shape[0] != 4 for t in inputs)  # the weights came along
-    spec = importlib.util.spec_from_file_location("saved_dyn", out / "module" / "module.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert isinstance(mod.OptimizedModule()(*inputs), (tuple, list))
+    assert isinstance(import_saved(out, "saved_dyn")(*inputs), (tuple, list))
 
 
 def test_stateful_and_random_models_compare_like_for_like(tmp_path):

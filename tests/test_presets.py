@@ -46,19 +46,30 @@ def test_cli_preset_flag():
     assert r.exit_code == 2 and "--preset: unknown preset 'nope'" in r.output
 
 
-def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
+def install_presets(tmp_path, monkeypatch, *dists):
+    """Install distributions (name, version, module, [(preset, pipeline), ...]) whose plugin
+    registers those presets; forget their modules so that each registry imports them anew."""
     site = tmp_path / "site"
-    source = """
+    for dist, version, module, presets in dists:
+        calls = "".join(f"\n            register({n!r}, {p!r}, 'A preset from a plugin.')" for n, p in presets)
+        source = f"""
         import fxpasses
         @fxpasses.hookimpl
-        def fxpasses_register_presets(register):
-            register("{name}", "{pipeline}", "A preset from a plugin.")
+        def fxpasses_register_presets(register):{calls}
         """
-    make_dist(site, "preset-dist", "1.2", "fxp_presets", source.format(name="tidy", pipeline="eliminate_dead_code"))
-    make_dist(site, "clash-dist", "0.9", "fxp_clash", source.format(name="cleanup", pipeline="remove_dropout"))
+        make_dist(site, dist, version, module, source)
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
-    forget_modules("fxp_presets", "fxp_clash")
+    forget_modules(*(d[2] for d in dists))
+
+
+def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
+    install_presets(
+        tmp_path,
+        monkeypatch,
+        ("preset-dist", "1.2", "fxp_presets", [("tidy", "eliminate_dead_code")]),
+        ("clash-dist", "0.9", "fxp_clash", [("cleanup", "remove_dropout")]),
+    )
     reg = fxpasses.Registry()
     assert reg.preset("tidy").pipeline == "eliminate_dead_code"
     assert reg.preset("tidy").source == "preset-dist 1.2"
@@ -70,19 +81,12 @@ def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
 
 
 def test_broken_plugin_presets_are_reported_when_the_plugin_loads(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    source = """
-        import fxpasses
-        @fxpasses.hookimpl
-        def fxpasses_register_presets(register):
-            register("bad_syntax", "eliminate_dead_code[", "Malformed.")
-            register("ghost_pass", "eliminate_dead_code,no_such_pass", "Names a missing pass.")
-            register("fine", "eliminate_dead_code", "Fine.")
-        """
-    make_dist(site, "bad-presets", "0.1", "fxp_bad_presets", source)
-    monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
-    forget_modules("fxp_bad_presets")
+    presets = [
+        ("bad_syntax", "eliminate_dead_code["),
+        ("ghost_pass", "eliminate_dead_code,no_such_pass"),
+        ("fine", "eliminate_dead_code"),
+    ]
+    install_presets(tmp_path, monkeypatch, ("bad-presets", "0.1", "fxp_bad_presets", presets))
     with pytest.warns(fxpasses.PluginWarning):
         reg = fxpasses.Registry()
     problems = "\n".join(str(p) for p in reg.problems if "bad-presets" in str(p))
