@@ -236,6 +236,11 @@ def _target_str(target: Any) -> str:
     return name.replace("_operator.", "operator.").replace("torch._C._nn.", "torch.nn.functional.")
 
 
+class PassDefinitionWarning(UserWarning):
+    """A pass class is probably wrong but not malformed, e.g. ``@on("mull")``: a name no op has
+    but close to one that does (custom ops may have any name, so this is not an error)."""
+
+
 class PluginWarning(UserWarning):
     """Issued once per plugin problem when a :class:`~fxpasses.Registry` loads plugins
     (non-strict mode), so Python API users see what the CLI prints as ``warning:`` lines."""

@@ -21,6 +21,7 @@ itself). In-place variants (trailing ``_``) are never in the family of their out
 
 from __future__ import annotations
 
+import difflib
 import operator
 from typing import Any, Callable, Iterable
 
@@ -238,3 +239,37 @@ def op_name(node: torch.fx.Node, gm: torch.nn.Module | None = None) -> str | Non
             return None
         return module_op_name(type(mod))
     return None
+
+
+_known_names: frozenset[str] | None = None
+
+
+def known_op_names() -> frozenset[str]:
+    """Every name ``@on(...)`` can match without a custom op: families and their members, the
+    nn module names above, ``torch``, ``torch.Tensor``, ``torch.nn.functional`` and
+    ``operator`` functions, and every ATen operator (computed once)."""
+    global _known_names
+    if _known_names is None:
+        names: set[str] = set(FAMILIES)
+        for members in FAMILIES.values():
+            names |= members
+        names |= set(_MODULE_NAMES.values())
+        for space in (torch, torch.Tensor, torch.nn.functional, operator):
+            names |= {n for n in dir(space) if not n.startswith("__")}
+        names |= {
+            n.split("::", 1)[1].split(".")[0]
+            for n in torch._C._dispatch_get_all_op_names()
+            if n.startswith("aten::")
+        }
+        _known_names = frozenset(names)
+    return _known_names
+
+
+def misspelled_op_name(name: str) -> list[str]:
+    """Close known names when ``name`` is not one itself (``"mull"`` -> ``["mul"]``); empty
+    for a known name or one unlike any (a custom op's, say)."""
+    known = known_op_names()
+    if name in known or name.rstrip("_") in known:
+        return []
+    return difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.8)
+

@@ -20,6 +20,7 @@ import inspect
 import keyword
 import types
 import typing
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 
@@ -294,6 +295,26 @@ class GraphPass(Pass):
         raise NotImplementedError(f"{type(self).__name__}.run")
 
 
+def _warn_misspelled_names(cls: type, name: str, where: str) -> None:
+    """Warn about ``@on`` names that no op has but that are close to one (a typo such as
+    ``"mull"`` would make the hook never run, silently)."""
+    from .errors import PassDefinitionWarning
+    from .ops import misspelled_op_name
+
+    for attr, sub in cls._hooks:  # type: ignore[attr-defined]
+        for n in sorted(sub.names):
+            close = misspelled_op_name(n)
+            if close:
+                warnings.warn(
+                    PassDefinitionWarning(
+                        f"pass {name!r} ({where}): @on({n!r}) on {attr} names no known op or family; "
+                        f"did you mean {' or '.join(map(repr, close))}? (custom ops may have any name; "
+                        "subscribe them by target= to silence this)"
+                    ),
+                    stacklevel=3,
+                )
+
+
 def validate_pass_class(cls: Any) -> None:
     """Check that ``cls`` is a well-formed pass class.
 
@@ -337,6 +358,7 @@ def validate_pass_class(cls: Any) -> None:
     if issubclass(cls, NodePass):
         if not cls._hooks:
             raise PassDefinitionError(f"pass {name!r} ({where}) is a NodePass with no @on hooks")
+        _warn_misspelled_names(cls, name, where)
         for attr, _ in cls._hooks:
             fn = getattr(cls, attr)
             try:

@@ -349,3 +349,35 @@ def test_issue5_case19_two_distributions_registering_fuse_conv_bn(site):
     assert chosen.info("fuse_conv_bn").distribution == "fuse-b"
     assert chosen.describe("fuse_conv_bn").summary == "Fuse B."
     forget_modules("fxp_fuse_a", "fxp_fuse_b")
+
+
+def test_misspelled_op_name_in_on_warns_with_a_suggestion():
+    class Typo(fxpasses.NodePass):
+        """Subscribes to a misspelled op."""
+
+        name = "typo_sub"
+
+        @fxpasses.on("mull", "my_custom_op_xyz", "conv")
+        def h(self, node, ctx):
+            return None
+
+    with pytest.warns(fxpasses.PassDefinitionWarning) as record:
+        Registry(autoload=False).register(Typo)
+    (w,) = record
+    assert "@on('mull') on h names no known op or family; did you mean 'mul'?" in str(w.message)
+    assert "my_custom_op_xyz" not in str(w.message)  # unlike any known name: a custom op's
+
+
+def test_cli_prints_pass_definition_warnings_as_warning_lines(site):
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    source = good_pass_source("typo_cli").replace('@on("mul")', '@on("mull")')
+    assert "mull" in source
+    make_dist(site, "typo-dist", "1.0", "fxp_typo", source)
+    forget_modules("fxp_typo")
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0, r.output
+    assert "warning: pass 'typo_cli'" in r.output and "did you mean 'mul'?" in r.output
+    forget_modules("fxp_typo")
