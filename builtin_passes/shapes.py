@@ -71,6 +71,7 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from fxpasses import GraphPass, PassContext, PassOptions, UserError
 from fxpasses.effects import ASSERT, EffectAnalysis
+from fxpasses.verify import global_modes_kept
 
 __all__ = ["PropagateShapes", "MissingExampleInputsError"]
 
@@ -254,7 +255,7 @@ def _propagate_fake(gm: torch.fx.GraphModule, inputs: Sequence[Any], *, flat: bo
 
     prop = _FakeProp(gm, mode)
     args = [fake(t) for t in inputs]
-    with _swapped_state(gm, fake), mode:
+    with global_modes_kept(), _swapped_state(gm, fake), mode:
         prop.run(*args, enable_io_processing=not flat)
     return prop.annotated
 
@@ -314,6 +315,11 @@ def _propagate_real(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> int:
     devices = sorted({t.device.index or 0 for t in tensors if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
     prop = _RealProp(gm)
     args = [clone(t) for t in inputs]
-    with _swapped_state(gm, lambda t: t.detach().clone(), keep), torch.random.fork_rng(devices=devices), torch.no_grad():
+    with (
+        global_modes_kept(),
+        _swapped_state(gm, lambda t: t.detach().clone(), keep),
+        torch.random.fork_rng(devices=devices),
+        torch.no_grad(),
+    ):
         prop.run(*args)
     return prop.annotated

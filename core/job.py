@@ -48,7 +48,7 @@ from .errors import ConfigError, UserError, VerificationError
 from .pipeline import Pipeline
 from .registry import Registry
 from .report import RunReport
-from .verify import TensorState, call_isolated, clone_outputs, compare_outputs
+from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, global_modes_kept
 
 __all__ = [
     "JobResult",
@@ -308,7 +308,7 @@ def _latency_ms(fn: Callable[[], Any], repeat: int, warmup: int = 5) -> float:
 
     The minimum, not the median: on a loaded machine other processes only add time, and the
     median of 20 calls was seen 0.33 ms before and 83 ms after the same pipeline."""
-    with torch.no_grad():
+    with global_modes_kept(), torch.no_grad():
         for _ in range(warmup):
             fn()
         times = []

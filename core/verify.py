@@ -14,7 +14,7 @@ import io
 import math
 import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -101,6 +101,35 @@ def clone_outputs(out: Any) -> Any:
     return out
 
 
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+@contextlib.contextmanager
+def global_modes_kept() -> Iterator[None]:
+    """Put torch's global modes back after running graph code: grad mode and autocast (enabled,
+    dtype, cache) per device type.
+
+    Graphs can switch them without switching back: a TorchDynamo graph cut by a graph break
+    inside ``torch.no_grad()`` or ``torch.autocast`` holds only the ``_set_grad_enabled`` /
+    ``_enter_autocast`` call; running it (to verify, time or propagate shapes) left the caller's
+    process without gradients or with autocast on.
+    """
+    grad = torch.is_grad_enabled()
+    autocast = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES]
+    cache = torch.is_autocast_cache_enabled()
+    try:
+        yield
+    finally:
+        torch._C._set_grad_enabled(grad)
+        for device, enabled, dtype in autocast:
+            if torch.is_autocast_enabled(device) != enabled:
+                torch.set_autocast_enabled(device, enabled)
+            if torch.get_autocast_dtype(device) != dtype:
+                torch.set_autocast_dtype(device, dtype)
+        if torch.is_autocast_cache_enabled() != cache:
+            torch.set_autocast_cache_enabled(cache)
+
+
 def call_isolated(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: TensorState) -> Any:
     """``gm(*inputs)`` from the recorded ``state``, on input copies, under :data:`SEED`.
 
@@ -117,7 +146,7 @@ def call_isolated(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: Tens
     try:
         # a GraphModule prints its own traceback to stderr when its code raises; the caller
         # reports the exception (with its cause), so that print is dropped on failure
-        with torch.no_grad(), torch.random.fork_rng(devices=[]), contextlib.redirect_stderr(printed):
+        with global_modes_kept(), torch.no_grad(), torch.random.fork_rng(devices=[]), contextlib.redirect_stderr(printed):
             torch.manual_seed(SEED)
             out = clone_outputs(gm(*clone_outputs(list(inputs or ()))))
     finally:

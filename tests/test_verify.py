@@ -255,3 +255,28 @@ def test_failed_verification_run_prints_no_torch_traceback(capsys):
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err and "FX-traced" not in captured.err
     assert "model output line" in captured.out  # a model's own prints (stdout) are untouched
+
+
+def _mode_switching_graph():
+    """A graph that turns gradients off and autocast on without turning them back, as a
+    TorchDynamo graph cut by a graph break inside no_grad()/autocast holds."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.call_function(torch._C._set_grad_enabled, (False,))
+    g.call_function(torch.amp.autocast_mode._enter_autocast, ("cpu", torch.bfloat16, True, None))
+    g.output((g.call_function(torch.relu, (x,)),))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+@pytest.mark.parametrize("pipeline", ["propagate_shapes{mode=fake}", "propagate_shapes{mode=real}", "rename_nodes{pattern=relu,replacement=r}"])
+def test_running_a_graph_leaves_grad_mode_and_autocast_as_they_were(pipeline):
+    gm = _mode_switching_graph()
+    assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+    dtype = torch.get_autocast_dtype("cpu")
+    Pipeline.from_string(pipeline, verify="numeric").run(gm, [torch.randn(3)])
+    assert torch.is_grad_enabled()
+    assert not torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == dtype
+    from fxpasses.job import _latency_ms
+
+    _latency_ms(lambda: gm(torch.randn(3)), repeat=2)
+    assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
