@@ -24,6 +24,7 @@ import sys
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["WriteGuard", "restore_tensor", "same_layout"]
@@ -65,6 +66,8 @@ def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
 
 def _storage_key(t: Any) -> int:
     """The address of ``t``'s storage, or 0 where it has none (meta, fake, sparse, empty)."""
+    if t.is_meta or is_fake(t):  # no real storage (and torch warns on a fake data_ptr)
+        return 0
     try:
         return t.untyped_storage().data_ptr()
     except Exception:

@@ -43,6 +43,7 @@ import pytest
 import torch
 import torch.fx
 import torch.nn.functional as F
+import torch.utils._pytree
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
@@ -154,13 +155,14 @@ class Program:
     steps: list[tuple[int, Step]]  # (value number, or -1 for a None result; step)
     outputs: list[int]
     tuple_output: bool
+    nesting: str = "flat"  # "flat" (a value or a tuple), "nested" ((a, (b, ...))), "dict"
 
     def describe(self) -> str:
         lines = [f"inputs: {[(str(d), s) for d, s, _ in self.inputs]}, same_as={self.same_as}"]
         lines.append(f"training: {self.training}")
         for i, s in self.steps:
             lines.append(f"  v{i} = {s.op} {_tname(s.target)} {s.args} {s.kwargs}")
-        lines.append(f"  return {self.outputs} (tuple={self.tuple_output})")
+        lines.append(f"  return {self.outputs} (tuple={self.tuple_output}, nesting={self.nesting})")
         return "\n".join(lines)
 
 
@@ -637,7 +639,17 @@ def programs(draw: Any) -> Program:
     k = draw(st.integers(1, 3))
     p.outputs = [refs[-1 - draw(st.integers(0, len(refs) - 1))] for _ in range(k)]
     p.tuple_output = k > 1 or draw(st.booleans())
+    p.nesting = draw(st.sampled_from(["flat", "flat", "nested", "dict"])) if k > 1 else "flat"
     return p
+
+
+def _structure(p: Program, values: list[Any]) -> Any:
+    """The program's return value built from ``values`` (one per output), as it nests them."""
+    if p.nesting == "nested":
+        return (values[0], tuple(values[1:]))
+    if p.nesting == "dict":
+        return {"first": values[0], "rest": tuple(values[1:])}
+    return tuple(values) if p.tuple_output else values[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -699,8 +711,14 @@ def module_source(p: Program, dialect: str) -> tuple[str, dict[str, Any]]:
             fn = f"_f{k}"
             names[fn] = s.target
             lines.append(f"{indent}{lhs}{fn}({', '.join(args)})")
-    outs = ", ".join(f"v{i}" for i in p.outputs)
-    lines.append(f"    return ({outs},)" if p.tuple_output else f"    return {outs}")
+    refs = [f"v{i}" for i in p.outputs]
+    if p.nesting == "nested":
+        lines.append(f"    return ({refs[0]}, ({', '.join(refs[1:])},))")
+    elif p.nesting == "dict":
+        lines.append(f"    return {{'first': {refs[0]}, 'rest': ({', '.join(refs[1:])},)}}")
+    else:
+        outs = ", ".join(refs)
+        lines.append(f"    return ({outs},)" if p.tuple_output else f"    return {outs}")
     return "\n".join(lines), names
 
 
@@ -717,8 +735,7 @@ def build_graph(p: Program) -> torch.fx.GraphModule:
             n = g.create_node(step.op, step.target, _subst(step.args, f), _subst(step.kwargs, f))
         if i >= 0:
             nodes[i] = n
-    outs = [nodes[i] for i in p.outputs]
-    g.output(tuple(outs) if p.tuple_output else outs[0])
+    g.output(_structure(p, [nodes[i] for i in p.outputs]))
     return torch.fx.GraphModule(model, g)
 
 
@@ -806,7 +823,8 @@ def _call(gm: torch.fx.GraphModule, inputs: list[Any], tensors: dict[str, torch.
             error = None
         except Exception as exc:  # an assert that fails, before and after
             out, error = None, type(exc).__name__
-    leaves = list(out) if isinstance(out, (tuple, list)) else ([] if out is None else [out])
+    # nested outputs (tuples in tuples, dicts) compare leaf by leaf, in pytree order
+    leaves = [] if out is None else torch.utils._pytree.tree_leaves(out)
     in_ptrs = [_storage(t) if isinstance(t, torch.Tensor) else None for t in inputs]
     state_ptrs = {name: _storage(t) for name, t in tensors.items()}
     out_ptrs = [_storage(t) if isinstance(t, torch.Tensor) else None for t in leaves]
@@ -887,6 +905,7 @@ def check_program(p: Program, dialect: str, pipelines: dict[str, str | list[Any]
         event(f"not captured: {str(exc)[:60]}")
         return
     event(f"captured, {len(p.steps)} steps")
+    event(f"outputs: {p.nesting}")
     note(gm0.code)
     saved0 = {n: t.detach().clone() for n, t in _module_tensors(gm0).items()}
     reference = observe(gm0, make, saved0)
