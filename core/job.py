@@ -458,10 +458,7 @@ def _save(
         state.restore()
         torch.export.save(ep, str(path))
         loaded = torch.export.load(str(path)).module()
-        got = call_isolated(loaded, inputs, TensorState(loaded))
-        cmp = compare_outputs(got, expected, cfg.atol, cfg.rtol)
-        if cmp.message:
-            raise VerificationError(f"{path} read back with torch.export.load gives other outputs: {cmp.message}")
+        _check_read_back(loaded, inputs, expected, cfg, f"{path} read back with torch.export.load")
         return [path]
     # torch.fx's own writer: a module.py with imports and a class, plus state_dict.pt;
     # `import <out_dir>.module` (or run module.py's class) gives the module back.
@@ -479,12 +476,15 @@ def _save(
         path = out_dir / "inputs.pt"
         torch.save([t.detach() if isinstance(t, torch.Tensor) else t for t in inputs], path)
         saved.append(path)
-    loaded = load_folder(folder)
-    got = call_isolated(loaded, inputs, TensorState(loaded))
-    cmp = compare_outputs(got, expected, cfg.atol, cfg.rtol)
-    if cmp.message:
-        raise VerificationError(f"{folder / 'module.py'} read back gives other outputs: {cmp.message}")
+    _check_read_back(load_folder(folder), inputs, expected, cfg, f"{folder / 'module.py'} read back")
     return saved
+
+
+def _check_read_back(loaded: torch.nn.Module, inputs: list[Any], expected: Any, cfg: Config, what: str) -> None:
+    """Raise a VerificationError when the saved module, read back, gives other outputs."""
+    cmp = compare_outputs(call_isolated(loaded, inputs, TensorState(loaded)), expected, cfg.atol, cfg.rtol)
+    if cmp.message:
+        raise VerificationError(f"{what} gives other outputs: {cmp.message}")
 
 
 def _define_annotation_names(module_py: Path, gm: torch.fx.GraphModule) -> None:
