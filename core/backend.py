@@ -137,11 +137,7 @@ def fxpasses_backend(
             f"backend callable, got {then!r}"
         )
     if isinstance(spec, str):
-        try:
-            entries = parse_pipeline_string(spec)
-        except ConfigError as exc:  # say where the string came from
-            raise ConfigError(exc.detail, source=f"{source}: {exc.source}") from None
-        pipeline = Pipeline(entries, source=source, **common)
+        pipeline = Pipeline(parse_pipeline_string(spec, source), source=source, **common)
     else:
         pipeline = Pipeline(list(spec), source=source, **common)
     report = pipeline.run(gm, inputs)

@@ -315,11 +315,7 @@ class Pipeline:
             order=cfg.order,
         )
         if isinstance(cfg.pipeline, str):
-            try:
-                entries = parse_pipeline_string(cfg.pipeline)
-            except ConfigError as exc:  # say which file (or preset) holds the string
-                raise ConfigError(exc.detail, source=f"{cfg._source}: {exc.source}") from None
-            return cls(entries, source=cfg._source, **common)
+            return cls(parse_pipeline_string(cfg.pipeline, cfg._source), source=cfg._source, **common)
         return cls(cfg.pipeline, source=f"{cfg._source}: pipeline", **common)
 
     # ------------------------------------------------------------------ inspection

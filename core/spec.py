@@ -54,7 +54,8 @@ _FLOAT = re.compile(r"[+-]?(\d[\d_]*\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|i
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, where: str | None = None) -> None:
+        self.where = f"{where}: pipeline string" if where else "pipeline string"
         self.text = text
         self.pos = 0
 
@@ -62,7 +63,7 @@ class _Parser:
         pos = self.pos if pos is None else pos
         caret = " " * pos + "^"
         return ConfigError(
-            f"{message}\n  {self.text}\n  {caret}", source=f"pipeline string, column {pos + 1}"
+            f"{message}\n  {self.text}\n  {caret}", source=f"{self.where}, column {pos + 1}"
         )
 
     def ws(self) -> None:
@@ -128,7 +129,7 @@ class _Parser:
 
     def entries(self) -> list[SpecEntry]:
         if not self.text.strip():
-            raise ConfigError("the pipeline string is empty", source="pipeline string")
+            raise ConfigError("the pipeline string is empty", source=self.where)
         out = []
         while True:
             name, start = self.name("a pass name")
@@ -211,10 +212,11 @@ def _scalar(token: str) -> Any:
     return token
 
 
-def parse_pipeline_string(text: str) -> list[SpecEntry]:
-    """Parse a pipeline string (see the module doc).
+def parse_pipeline_string(text: str, where: str | None = None) -> list[SpecEntry]:
+    """Parse a pipeline string (see the module doc); ``where`` names what holds it (a config
+    file, an option) in error messages.
 
     Raises:
         ConfigError: with the column of the fault and a caret under it.
     """
-    return _Parser(text).entries()
+    return _Parser(text, where).entries()
