@@ -29,8 +29,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["WriteGuard", "restore_tensor", "same_layout"]
 
-# operator overload -> ((position, name), ...) of the arguments it writes
-_WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}
+_Written = tuple[tuple[int, str], ...]  # ((position, name), ...) of written arguments
+
+# operator overload -> (arguments it always writes, and those it writes in training mode with
+# the position of its ``training`` argument, or None)
+_WRITES: dict[Any, tuple[_Written, tuple[int, _Written] | None]] = {}
 
 
 # Operators whose schemas do not mark the running statistics they update in training mode
@@ -43,25 +46,22 @@ _UNANNOTATED_WRITES = {
     "aten::cudnn_batch_norm": ("running_mean", "running_var"),
     "aten::miopen_batch_norm": ("running_mean", "running_var"),
 }
-# operator overload -> (position of ``training``, ((position, name), ...) it then writes)
-_WRITES_IF_TRAINING: dict[Any, tuple[int, tuple[tuple[int, str], ...]]] = {}
 
 
-def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
+def _written_arguments(func: Any) -> tuple[_Written, tuple[int, _Written] | None]:
+    """What ``func`` writes (see :data:`_WRITES`), from its schema and the table above."""
     try:
         schema = func._schema
         arguments = schema.arguments
     except AttributeError:  # not an OpOverload (e.g. a higher-order operator)
-        return ()
+        return (), None
+    always = tuple((i, a.name) for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write)
     extra = _UNANNOTATED_WRITES.get(schema.name, ())
-    if extra and not schema.overload_name:  # the default overload; .out ones are annotated
-        names = [a.name for a in arguments]
-        if "training" in names:
-            _WRITES_IF_TRAINING[func] = (
-                names.index("training"),
-                tuple((i, a.name) for i, a in enumerate(arguments) if a.name in extra),
-            )
-    return tuple((i, a.name) for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write)
+    names = [a.name for a in arguments]
+    if extra and not schema.overload_name and "training" in names:  # .out overloads are annotated
+        stats = tuple((i, a.name) for i, a in enumerate(arguments) if a.name in extra)
+        return always, (names.index("training"), stats)
+    return always, None
 
 
 def _storage_key(t: Any) -> int:
@@ -95,10 +95,10 @@ class WriteGuard(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        written = _WRITES.get(func)
-        if written is None:
-            written = _WRITES[func] = _written_arguments(func)
-        conditional = _WRITES_IF_TRAINING.get(func)
+        known = _WRITES.get(func)
+        if known is None:
+            known = _WRITES[func] = _written_arguments(func)
+        written, conditional = known
         if conditional is not None:
             pos, stats = conditional
             training = args[pos] if pos < len(args) else kwargs.get("training")
