@@ -323,20 +323,21 @@ def test_erase_with_users_names_each_user():
     gm.graph.lint()
 
 
+class WrongRelu(fxpasses.NodePass):
+    """relu(x) -> x: wrong, it changes the outputs (the graph stays well formed)."""
+
+    name = "wrong_relu"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        return Replace(node.args[0])
+
+
 def test_numeric_verification_catches_a_wrong_rewrite_and_rolls_back():
-    class Wrong(fxpasses.NodePass):
-        """relu -> identity (wrong)."""
-
-        name = "wrong"
-
-        @fxpasses.on("relu")
-        def r(self, node, ctx):
-            return Replace(node.args[0])
-
-    model, x, gm, reg = traced_convnet(Wrong)
+    model, x, gm, reg = traced_convnet(WrongRelu)
     before = state(gm)
     with pytest.raises(PassFailedError, match="verification failed: output: max abs error"):
-        Pipeline(["wrong"], registry=reg, verify="numeric").run(gm, [x])
+        Pipeline(["wrong_relu"], registry=reg, verify="numeric").run(gm, [x])
     assert_same_state(before, state(gm))
     assert torch.allclose(gm(x), model(x))
 
@@ -411,19 +412,10 @@ def test_source_line_of_a_frame_without_source_text():
 
 
 def test_per_entry_verify_and_on_error_override_the_pipeline_settings():
-    class Wrong(fxpasses.NodePass):
-        """relu -> identity (wrong)."""
-
-        name = "wrong_relu"
-
-        @fxpasses.on("relu")
-        def r(self, node, ctx):
-            return Replace(node.args[0])
-
     model = convnet()
     x = torch.randn(1, 3, 32, 32)
     reg = Registry()
-    reg.register(Wrong)
+    reg.register(WrongRelu)
     expected = model(x)
 
     gm = capture(model, [x], "symbolic_trace").gm
@@ -595,16 +587,6 @@ def test_rebound_data_goes_back_to_the_shared_storage_with_tensor_snapshot():
     assert torch.equal(gm.a, torch.arange(3.0))
 
 
-class Breaker(fxpasses.NodePass):
-    """relu(x) -> x: changes the outputs."""
-
-    name = "breaker"
-
-    @fxpasses.on("relu")
-    def relu(self, node, ctx):
-        return Replace(node.args[0])
-
-
 class ReluOut(torch.nn.Module):
     def forward(self, x):
         return torch.relu(x) * 2
@@ -612,28 +594,28 @@ class ReluOut(torch.nn.Module):
 
 def test_numeric_failure_after_unverified_passes_names_the_culprits():
     reg = Registry()
-    reg.register(Breaker)
+    reg.register(WrongRelu)
     x = torch.randn(4, 4)
     gm = torch.fx.symbolic_trace(ReluOut())
-    text = "breaker[verify=none],rename_nodes{pattern=mul,replacement=m}[verify=numeric]"
+    text = "wrong_relu[verify=none],rename_nodes{pattern=mul,replacement=m}[verify=numeric]"
     with pytest.raises(PassFailedError, match="verification failed") as info:
         Pipeline.from_string(text, registry=reg, verify="none").run(gm, [x])
     msg = str(info.value)
     assert "already differed from the module before the pipeline before this pass" in msg
-    assert "without numeric verification (breaker)" in msg
+    assert "without numeric verification (wrong_relu)" in msg
     # the pass that broke the outputs is named as such when it is the one verified
     gm = torch.fx.symbolic_trace(ReluOut())
     with pytest.raises(PassFailedError) as info:
         Pipeline.from_string(
-            "rename_nodes{pattern=mul,replacement=m}[verify=none],breaker[verify=numeric]", registry=reg
+            "rename_nodes{pattern=mul,replacement=m}[verify=none],wrong_relu[verify=numeric]", registry=reg
         ).run(gm, [x])
     assert "before this pass the outputs still matched" in str(info.value)
-    assert "'breaker' failed" in str(info.value)
+    assert "'wrong_relu' failed" in str(info.value)
     # kept for debugging (on_error=raise): the earlier passes are named as suspects
     gm = torch.fx.symbolic_trace(ReluOut())
     with pytest.raises(PassFailedError) as info:
         Pipeline.from_string(text, registry=reg, verify="none", on_error="raise").run(gm, [x])
-    assert "the difference may come from them" in str(info.value) and "(breaker)" in str(info.value)
+    assert "the difference may come from them" in str(info.value) and "(wrong_relu)" in str(info.value)
 
 
 class WeightWritingAnalysis(fxpasses.GraphPass):
