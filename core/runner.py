@@ -110,11 +110,16 @@ def _same_op(target: Any, wanted: Any) -> bool:
     return False
 
 
-def _work_list(p: NodePass, gm: torch.fx.GraphModule) -> tuple[list[Node], dict[Node, list[_Matcher]]]:
-    """The subscribed nodes in graph order, and the hooks that match each."""
+def _work_list(
+    p: NodePass, gm: torch.fx.GraphModule
+) -> tuple[list[Node], dict[Node, list[_Matcher]], list[_Matcher] | None]:
+    """The subscribed nodes in graph order, the hooks that match each, and the hooks of every
+    node when all share them (``found`` is then left empty: the work list of a pass subscribed
+    to one call_function target is that target's bucket of the graph's index, not a copy)."""
     matchers = [_Matcher(sub, getattr(p, attr)) for attr, sub in type(p)._hooks]
     graph = gm.graph
     found: dict[Node, list[_Matcher]] = {}
+    groups: list[tuple[dict[Node, Any], list[_Matcher]]] = []  # call_function buckets
     table = getattr(graph, "_find_nodes_lookup_table", None)
     wanted_ops = set().union(*(m.ops for m in matchers))
     modules: dict[str, torch.nn.Module] | None = None
@@ -125,7 +130,7 @@ def _work_list(p: NodePass, gm: torch.fx.GraphModule) -> tuple[list[Node], dict[
             if op == "call_function":
                 ms = [m for m in matchers if m.match_function(target)]
                 if ms:
-                    found.update(dict.fromkeys(nodes, ms))
+                    groups.append((nodes, ms))
             elif op == "call_module":
                 # one module lookup per node for all matchers, through the registries
                 mms = [m for m in matchers if "call_module" in m.ops]
@@ -163,16 +168,23 @@ def _work_list(p: NodePass, gm: torch.fx.GraphModule) -> tuple[list[Node], dict[
                     ms = [m for m in matchers if m.match_node(n, gm)]
                     if ms:
                         found[n] = ms
-        if len(found) * 6 > len(graph.nodes):
+        common: list[_Matcher] | None = None
+        member: dict[Node, Any] = found
+        if len(groups) == 1 and not found:
+            member, common = groups[0]
+        else:
+            for bucket, ms in groups:
+                found.update(dict.fromkeys(bucket, ms))
+        if len(member) * 6 > len(graph.nodes):
             # dense: one walk of the graph, filtered in C, beats sorting by _sort_key (a
             # tuple per node)
-            return list(filter(found.__contains__, graph.nodes)), found
-        return sorted(found, key=_SORT_KEY), found
+            return list(filter(member.__contains__, graph.nodes)), found, common
+        return sorted(member, key=_SORT_KEY), found, common
     for n in graph.nodes:  # pragma: no cover - torch without the lookup table
         ms = [m for m in matchers if m.match_node(n, gm)]
         if ms:
             found[n] = ms
-    return list(found), found
+    return list(found), found, None
 
 
 def _apply(node: Node, action: Any, ctx: PassContext) -> bool:
@@ -242,21 +254,33 @@ def run_pass(
             raise HookError(ctx.node, exc) from exc
     assert isinstance(p, NodePass)
     changed = False
-    nodes, found = _work_list(p, gm)
-    hooks = {id(ms) for ms in found.values()} if len(p._hooks) > 1 else ()
-    if budget is None and len(hooks) <= 1 and nodes and len(found[nodes[0]]) == 1:
+    nodes, found, common = _work_list(p, gm)
+    if common is None and nodes:
+        hooks = {id(ms) for ms in found.values()} if len(p._hooks) > 1 else ()
+        if len(hooks) <= 1:
+            common = found[nodes[0]]
+    if budget is None and common is not None and len(common) == 1:
         # the common case: every visited node has the same single hook; the same steps as
         # the general loop below, without its per-node bookkeeping
-        hook = found[nodes[0]][0].hook
+        hook = common[0].hook
         for node in nodes:
             if node._erased:
                 continue
             ctx.node = node
             try:
                 action = hook(node, ctx)
-                if action is None or action is KEEP or isinstance(action, Keep):
+                if action is None or action is KEEP:
                     continue
-                if _apply(node, action, ctx):
+                if type(action) is Replace and isinstance(action.value, Node):
+                    # _apply's steps for the usual answer, inline
+                    value = action.value
+                    if value is node:
+                        continue
+                    node.replace_all_uses_with(value)
+                    if not node.users and node.op != "placeholder" and node.op != "output":
+                        ctx.graph.erase_node(node)
+                    changed = True
+                elif _apply(node, action, ctx):
                     changed = True
             except Exception as exc:
                 raise HookError(node, exc) from exc
@@ -265,7 +289,7 @@ def run_pass(
         if budget is not None and budget.exhausted:
             budget.cut()
             break
-        for m in found[node]:
+        for m in found[node] if common is None else common:
             if node._erased:
                 break
             ctx.node = node

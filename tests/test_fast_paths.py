@@ -188,6 +188,120 @@ def test_node_pass_matches_modules_by_class():
     assert seen == [("call_module", "m"), ("call_function", str(operator.mul))]
 
 
+def test_dispatch_order_and_answers_on_every_work_list_path():
+    """One target (the index bucket as work list), two targets (merged), two hooks on one
+    target (general loop): nodes in graph order, every answer applied, nodes erased on the
+    way skipped, and the pass reports a change only when there was one."""
+
+    def f(x):
+        a = x * 1  # x*1 -> x
+        b = a + 0  # x+0 -> x
+        c = b * 2
+        d = c * 1
+        return d + c * 1
+
+    def run(cls):
+        gm = torch.fx.symbolic_trace(f)
+        x = torch.randn(3)
+        expected = f(x)
+        report = fxpasses.Pipeline([cls], verify="lint").run(gm)
+        torch.testing.assert_close(gm(x), expected, rtol=0, atol=0)
+        return gm, report.passes[0].changed
+
+    seen = []
+
+    class One(fxpasses.NodePass):
+        """x*1 -> x."""
+
+        name = "one_target"
+
+        @fxpasses.on(op="call_function", target=operator.mul)
+        def mul(self, node, ctx):
+            seen.append(node.name)
+            if node.args[1] == 1:
+                return fxpasses.Replace(node.args[0])
+            return fxpasses.Replace(node)  # replacing a node by itself changes nothing
+
+    gm, changed = run(One)
+    assert seen == ["mul", "mul_1", "mul_2", "mul_3"] and changed
+
+    # graph order, not the order of FX's index: ``late`` is moved before ``early`` once the
+    # module is built (GraphModule re-indexes nodes in graph order)
+    def made_out_of_order(padding):
+        g = torch.fx.Graph()
+        x = g.placeholder("x")
+        early = g.call_function(operator.mul, (x, 1), name="early")
+        late = g.call_function(operator.mul, (x, 1), name="late")
+        y = g.call_function(operator.add, (early, late))
+        for _ in range(padding):
+            y = g.call_function(torch.neg, (y,))
+        g.output(y)
+        gm = torch.fx.GraphModule(nn.Module(), g)
+        early.prepend(late)
+        assert list(g.find_nodes(op="call_function", target=operator.mul, sort=False)) == [early, late]
+        return gm
+
+    for padding in (0, 20):  # a dense work list (filtered from the graph), a sparse one (sorted)
+        seen.clear()
+        fxpasses.Pipeline([One], verify="lint").run(made_out_of_order(padding))
+        assert seen == ["late", "early"]
+
+    class Two(fxpasses.NodePass):
+        """x*1 -> x and x+0 -> x, one hook, two targets."""
+
+        name = "two_targets"
+
+        @fxpasses.on(op="call_function", target=(operator.mul, operator.add))
+        def op(self, node, ctx):
+            seen.append(node.name)
+            if node.args[1] == (1 if node.target is operator.mul else 0):
+                return fxpasses.Replace(node.args[0])
+            return None
+
+    seen.clear()
+    gm, changed = run(Two)
+    assert seen == ["mul", "add", "mul_1", "mul_2", "mul_3", "add_1"] and changed
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [operator.mul, operator.add]
+
+    seen.clear()
+
+    class Both(fxpasses.NodePass):
+        """Two hooks on one target: the first erases every use of x*1, the second sees the
+        other nodes; a node erased by the first is not shown to the second."""
+
+        name = "two_hooks"
+
+        @fxpasses.on(op="call_function", target=operator.mul)
+        def first(self, node, ctx):
+            seen.append(("first", node.name))
+            return fxpasses.Replace(node.args[0]) if node.args[1] == 1 else None
+
+        @fxpasses.on(op="call_function", target=operator.mul)
+        def second(self, node, ctx):
+            seen.append(("second", node.name))
+            return fxpasses.Replace(2.0) if node.args[1] == 7 else None
+
+    gm, changed = run(Both)
+    assert seen == [
+        ("first", "mul"),
+        ("first", "mul_1"),
+        ("second", "mul_1"),
+        ("first", "mul_2"),
+        ("first", "mul_3"),
+    ] and changed
+
+    class Nothing(fxpasses.NodePass):
+        """Keeps everything."""
+
+        name = "keeps"
+
+        @fxpasses.on(op="call_function", target=operator.mul)
+        def mul(self, node, ctx):
+            return fxpasses.KEEP
+
+    assert run(Nothing)[1] is False
+
+
 def _user_fn(x):
     return x + 1
 
