@@ -3,8 +3,10 @@ vs torch's equivalent; 5. scaling from the small to the big graph."""
 
 from __future__ import annotations
 
+import contextlib
 import operator
-from typing import Any, Callable
+import time
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx
@@ -13,7 +15,7 @@ import fxpasses
 from fxpasses.builtin_passes import BUILTIN_PRESETS
 
 import torch_baselines as tb
-from common import Config, Result, Stat, Target, fmt_s, fmt_x, md_table, measure
+from common import Config, Result, Stat, Target, fmt_s, fmt_x, gc_paused, md_table, measure
 from graphs import BlockModel, block_graph, n_blocks_for
 from slow import run_limited
 
@@ -121,6 +123,81 @@ LEFTOVER: dict[str, tuple[str, Callable[[torch.fx.GraphModule], int]]] = {
 }
 
 
+# --------------------------------------------------------------------------- where the time goes
+
+@contextlib.contextmanager
+def _timing_parts(parts: dict[str, float]) -> Iterator[None]:
+    """Add the time spent in each safety step of a pipeline run to ``parts`` (wall clock):
+    ``snapshot`` (``Snapshot()`` before each pass), ``check`` (after each pass: which tensors
+    moved, whether anything changed), ``lint`` and ``recompile``."""
+    import fxpasses.pipeline as pl
+    import fxpasses.snapshot as sn
+
+    patched = [
+        (sn.Snapshot, "__init__", "snapshot"),
+        (sn.Snapshot, "pass_done", "check"),
+        (sn.Snapshot, "changed", "check"),
+        (pl, "_lint", "lint"),
+        (torch.fx.GraphModule, "recompile", "recompile"),
+    ]
+    saved = [(obj, name, obj.__dict__[name]) for obj, name, _ in patched]
+
+    def timed(fn: Callable[..., Any], key: str) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                parts[key] = parts.get(key, 0.0) + time.perf_counter() - t0
+
+        return wrapper
+
+    for (obj, name, key), (_, _, fn) in zip(patched, saved):
+        setattr(obj, name, timed(fn, key))
+    try:
+        yield
+    finally:
+        for obj, name, fn in saved:
+            setattr(obj, name, fn)
+
+
+def where_time_goes(sz: "_Sizes", repeats: int, recompile_s: float) -> list[list[str]]:
+    """Rows of the built-in pipeline's time split into the passes' own work and each safety
+    step (medians over ``repeats`` fresh graphs), each as a ratio to one ``recompile()`` of
+    the input (``recompile_s``)."""
+    pipe = fxpasses.Pipeline(PIPELINE)
+    runs: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        gm = sz.fresh()
+        parts: dict[str, float] = {}
+        with gc_paused(), _timing_parts(parts):
+            t0 = time.perf_counter()
+            rep = pipe.run(gm)
+            whole = time.perf_counter() - t0
+        in_reports = sum(p.seconds for p in rep.passes)  # pass, checks, lint
+        parts["passes"] = in_reports - parts.get("check", 0.0) - parts.get("lint", 0.0)
+        parts["rest"] = whole - in_reports - parts.get("snapshot", 0.0) - parts.get("recompile", 0.0)
+        parts["whole"] = whole
+        parts["floor"] = parts["passes"] + parts.get("recompile", 0.0)
+        for k, v in parts.items():
+            runs.setdefault(k, []).append(v)
+    labels = [
+        ("passes", "the passes' own work"),
+        ("snapshot", "rollback snapshot before each pass"),
+        ("check", "after each pass: tensors moved? anything changed?"),
+        ("lint", "lint after each pass"),
+        ("recompile", "the one final recompile()"),
+        ("rest", "the rest (mostly freeing each pass's snapshot)"),
+        ("whole", "whole pipeline"),
+        ("floor", "the passes' own work + the final recompile() (no snapshot, no lint)"),
+    ]
+    rows = []
+    for key, label in labels:
+        m = _median(runs.get(key, [])) or 0.0
+        rows.append([label, fmt_s(m), fmt_x(m / recompile_s)])
+    return rows
+
+
 # --------------------------------------------------------------------------- 2 + 5
 
 def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
@@ -151,6 +228,7 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
         rows.append([f"{before:,}", f"{after[-1]:,}", str(st), str(rc), fmt_x(st.median / rc.median)])
         if sz is big:
             big_ratio = st.median / rc.median
+            big_recompile = rc.median
     res.add(
         "The built-in pipeline (`" + ",".join(PIPELINE) + "`, default `verify=lint`, "
         "`on_error=rollback`: a snapshot before and a `Graph.lint()` after each pass, one "
@@ -159,6 +237,16 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
     )
     res.add(md_table(["nodes", "after", "fxpasses pipeline", "one recompile()", "pipeline / recompile"], rows))
     res.targets.append(Target(f"pipeline {cfg.big:,} nodes / one recompile()", big_ratio, "<= 1.5x", big_ratio <= 1.5))
+    parts = where_time_goes(big, cfg.repeats_big, big_recompile)
+    res.add(
+        f"Where the time goes on {nodes[cfg.big][0]:,} nodes (medians of {cfg.repeats_big} more "
+        "runs, each step timed where the pipeline calls it). The last row is what the pipeline "
+        "would cost with no safety at all: the passes' own work and the one `recompile()` "
+        "every transformation needs."
+    )
+    res.add(md_table(["part", "time", "/ one recompile()"], parts))
+    floor = parts[-1][2]
+    res.targets[-1].note = f"without snapshots and lint: {floor}"
 
     # torch's PassManager at the small size (in process) and the big one (limited subprocess)
     pm_rows = []
