@@ -287,7 +287,9 @@ class FoldConstants(GraphPass):
                 k = _storage_key(values[node])
                 dead_targets.setdefault(k, set()).add(str(node.target))
                 dead_bytes[k] = _storage_bytes(values[node])
-        live_keys, names_by_key = _live_storages(gm, values, needed) if dead_targets else (set(), {})
+        live_keys, names_by_key = (
+            _live_storages(gm, values, needed, set(dead_targets), ModulePaths(gm)) if dead_targets else (set(), {})
+        )
         groups: dict[Any, list[Node]] = {}
         for node in folds:
             groups.setdefault(find(node), []).append(node)
@@ -359,33 +361,107 @@ class FoldConstants(GraphPass):
 
 
 def _live_storages(
-    gm: torch.fx.GraphModule, values: dict[Node, Any], needed: set[Node]
+    gm: torch.fx.GraphModule, values: dict[Node, Any], needed: set[Node], keys: set[Any], paths: ModulePaths
 ) -> tuple[set[Any], dict[Any, set[str]]]:
-    """Storages that stay referenced whatever is folded (non-constant or needed get_attr nodes,
-    called modules, get_attr of submodules), and the qualified names of every storage."""
+    """Of the storages ``keys``, those that stay referenced whatever is folded (non-constant or
+    needed get_attr nodes, called modules, get_attr of submodules), and the qualified names of
+    each (every parameter, buffer and tensor attribute under every path of the module tree).
+
+    Only the storage keys of ``keys`` are built (``_storage_key`` of a tensor whose storage
+    address is among theirs); each tensor and each module's own tensors are looked at once."""
+    ptrs = {k[3] for k in keys if k[0] == "storage"}
+    ids = {k[1] for k in keys if k[0] == "tensor"}
+
+    def key_of(t: torch.Tensor) -> Any:
+        """``_storage_key(t)`` when it is in ``keys``, else None (built only for a candidate)."""
+        try:
+            ptr = t.untyped_storage().data_ptr()
+        except Exception:
+            ptr = 0
+        if ptr:  # _storage_key gives ("storage", device type, device index, ptr)
+            if ptr not in ptrs:
+                return None
+        elif id(t) not in ids:  # _storage_key gives ("tensor", id(t))
+            return None
+        k = _storage_key(t)
+        return k if k in keys else None
+
+    own_hits: dict[int, tuple[torch.nn.Module, list[tuple[str, Any]]]] = {}
+    tensor = torch.Tensor
+    is_tensor = tensor.__instancecheck__  # isinstance(v, torch.Tensor), callable from filter()
+
+    def own(m: torch.nn.Module) -> list[tuple[str, Any]]:
+        """(attribute name, key) of ``m``'s own parameters, buffers and tensor attributes
+        whose storage is in ``keys`` (memoized per module)."""
+        entry = own_hits.get(id(m))
+        if entry is not None:
+            return entry[1]
+        found: list[tuple[str, Any]] = []
+        for registry in (m._parameters, m._buffers):
+            for name, v in registry.items():
+                if v is not None:
+                    k = key_of(v)
+                    if k is not None:
+                        found.append((name, k))
+        d = m.__dict__
+        if next(filter(is_tensor, d.values()), None) is not None:  # rare: look for them in C first
+            for name, v in d.items():
+                if isinstance(v, tensor):
+                    k = key_of(v)
+                    if k is not None:
+                        found.append((name, k))
+        own_hits[id(m)] = (m, found)  # the module is held, so its id stays its own
+        return found
+
     live: set[Any] = set()
-    paths = ModulePaths(gm)
-    seen_modules: set[int] = set()  # a module called at several sites is counted once
+    walked: set[int] = set()  # modules whose whole subtree is in live already
 
     def add_module(mod: torch.nn.Module) -> None:
-        if id(mod) not in seen_modules:
-            seen_modules.add(id(mod))
-            live.update(_storage_key(t) for t in _module_tensors(mod))
+        # the tensors of mod.modules(): each module reachable through _modules, once
+        stack = [mod]
+        while stack:
+            m = stack.pop()
+            if id(m) in walked:
+                continue
+            walked.add(id(m))
+            live.update(k for _, k in own(m))
+            stack.extend(c for c in m._modules.values() if c is not None)
 
-    for node in gm.graph.nodes:
-        if node.op == "get_attr" and (node not in values or node in needed):
+    graph = gm.graph
+    for node in graph.find_nodes(op="get_attr"):
+        if node not in values or node in needed:
             obj = _attr(gm, node.target, paths)
             if isinstance(obj, torch.Tensor):
-                live.add(_storage_key(obj))
+                k = key_of(obj)
+                if k is not None:
+                    live.add(k)
             elif isinstance(obj, torch.nn.Module):
                 add_module(obj)
-        elif node.op == "call_module":
-            mod = _attr(gm, node.target, paths)
-            if isinstance(mod, torch.nn.Module):
-                add_module(mod)
+    for node in graph.find_nodes(op="call_module"):
+        mod = _attr(gm, node.target, paths)
+        if isinstance(mod, torch.nn.Module):
+            add_module(mod)
+
+    # names: the walk of named_modules(remove_duplicate=False) (each path of the tree)
     names: dict[Any, set[str]] = {}
-    for name, t in _named_tensors(gm):
-        names.setdefault(_storage_key(t), set()).add(name)
+    on_path: set[int] = set()
+    stack: list[Any] = [("", gm)]
+    while stack:
+        prefix, m = stack.pop()
+        if prefix is None:  # exit marker
+            on_path.discard(id(m))
+            continue
+        if id(m) in on_path:  # a module inside itself: named_modules recurses forever
+            _named_tensors(gm)  # raises RecursionError as it did
+            raise RecursionError(f"module {prefix!r} contains itself")  # pragma: no cover
+        p = prefix + "." if prefix else ""
+        for name, k in own(m):
+            names.setdefault(k, set()).add(p + name)
+        children = m._modules
+        if children:
+            on_path.add(id(m))
+            stack.append((None, m))
+            stack.extend((p + name, c) for name, c in children.items() if c is not None)
     return live, names
 
 
@@ -424,18 +500,6 @@ def _storage_bytes(t: torch.Tensor) -> int:
         return int(t.untyped_storage().nbytes())
     except Exception:
         return t.numel() * t.element_size()
-
-
-def _module_tensors(mod: torch.nn.Module) -> list[torch.Tensor]:
-    """Every parameter, buffer and tensor attribute of ``mod`` and the modules under it (the
-    tensors of ``named_parameters``/``named_buffers(remove_duplicate=False)`` and of each
-    module's attributes, in one walk)."""
-    out: list[torch.Tensor] = []
-    for m in mod.modules():
-        out += [v for v in m._parameters.values() if v is not None]
-        out += [v for v in m._buffers.values() if v is not None]
-        out += [v for v in m.__dict__.values() if isinstance(v, torch.Tensor)]
-    return out
 
 
 def _named_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
