@@ -144,12 +144,15 @@ class FoldConstants(GraphPass):
         """Values of the constant nodes, in graph order."""
         mutated = analysis.mutated_attributes()
         values: dict[Node, Any] = {}
+        constant = values.keys()
         state_changed = False  # values after autocast/default-dtype changes depend on them
         paths = ModulePaths(gm)  # the module tree does not change while evaluating
+        effects = analysis.effects
+        is_grad_enabled = torch.is_grad_enabled
+        set_grad_enabled = torch._C._set_grad_enabled  # torch.no_grad() without its objects
         for node in gm.graph.nodes:
-            if GLOBAL_STATE in analysis.effects(node).kinds and node.target not in _GRAD_MODE:
-                state_changed = True
-            if node.op == "get_attr":
+            op = node.op
+            if op == "get_attr":  # (get_attr, placeholder and output nodes change no state)
                 obj = _attr(gm, node.target, paths)
                 if isinstance(obj, torch.Tensor):
                     if (
@@ -161,18 +164,27 @@ class FoldConstants(GraphPass):
                 elif isinstance(obj, _LITERALS):
                     values[node] = obj
                 continue
-            if node.op not in _CALLS or not node.users or state_changed:
+            if op not in _CALLS:
                 continue
-            if any(i not in values for i in node.all_input_nodes):
+            if not state_changed and GLOBAL_STATE in effects(node).kinds and node.target not in _GRAD_MODE:
+                state_changed = True
+            if state_changed or not node.users:
+                continue
+            if not node._input_nodes.keys() <= constant:  # an input is not constant
                 continue
             if not analysis.is_pure(node) or analysis.is_written(node) or analysis.reads_written_state(node):
                 continue
-            if node.op == "call_module" and not opts.fold_parameters:
+            if op == "call_module" and not opts.fold_parameters:
                 if any(True for _ in gm.get_submodule(node.target).parameters()):  # type: ignore[arg-type]
                     continue
             try:
-                with torch.no_grad():
-                    values[node] = _run(gm, node, values)
+                prev = is_grad_enabled()
+                set_grad_enabled(False)
+                try:
+                    value = _run(gm, node, values)
+                finally:
+                    set_grad_enabled(prev)
+                values[node] = value
             except Exception as exc:  # evaluation is best effort: leave the node alone
                 ctx.skip(node, f"could not evaluate: {type(exc).__name__}: {exc}"[:200])
         return values
