@@ -127,10 +127,16 @@ class FoldConstants(GraphPass):
         values = self._evaluate(gm, ctx, analysis, opts)
         if not values:
             return False
-        folds, needed = self._choose(ctx, analysis, values, opts)
+        # (storage key, storage bytes) of each constant tensor attribute, built once
+        storages = {
+            n: (_storage_key(v), _storage_bytes(v))
+            for n, v in values.items()
+            if n.op == "get_attr" and isinstance(v, torch.Tensor)
+        }
+        folds, needed = self._choose(ctx, analysis, values, storages, opts)
         if not folds:
             return False
-        accepted, removable = self._check_growth(gm, ctx, values, folds, needed, opts)
+        accepted, removable = self._check_growth(gm, ctx, values, storages, folds, needed, opts)
         if not accepted:
             return False
         self._apply(gm, ctx, values, accepted, removable)
@@ -196,6 +202,7 @@ class FoldConstants(GraphPass):
         ctx: PassContext,
         analysis: EffectAnalysis,
         values: dict[Node, Any],
+        storages: dict[Node, tuple[Any, int]],
         opts: FoldConstantsOptions,
     ) -> tuple[dict[Node, Any], set[Node]]:
         """Constant nodes to replace, and the constant nodes that stay needed.
@@ -208,12 +215,12 @@ class FoldConstants(GraphPass):
         # exact per-group check in _check_growth decides then)
         cone: dict[Node, dict[Any, int] | None] = {}
         for node in values:
-            if node.op == "get_attr" and isinstance(values[node], torch.Tensor):
-                t = values[node]
-                cone[node] = {_storage_key(t): _storage_bytes(t)}
+            storage = storages.get(node)
+            if storage is not None:
+                cone[node] = {storage[0]: storage[1]}
                 continue
             merged: dict[Any, int] | None = {}
-            for i in node.all_input_nodes:
+            for i in node._input_nodes:
                 c = cone.get(i, {})
                 if c is None or merged is None or len(merged) + len(c) > _MAX_CONE:
                     merged = None
@@ -222,9 +229,11 @@ class FoldConstants(GraphPass):
             cone[node] = merged
         needed: set[Node] = set()
         folds: dict[Node, Any] = {}
+        constant = values.keys()
         for node in reversed(list(values)):
-            frontier = any(u not in values for u in node.users)  # used by a run-time node
-            if not frontier and not any(u in needed for u in node.users):
+            users = node.users
+            frontier = not users.keys() <= constant  # used by a run-time node
+            if not frontier and needed.isdisjoint(users):
                 continue
             if node.op == "get_attr":
                 needed.add(node)
@@ -266,6 +275,7 @@ class FoldConstants(GraphPass):
         gm: torch.fx.GraphModule,
         ctx: PassContext,
         values: dict[Node, Any],
+        storages: dict[Node, tuple[Any, int]],
         folds: dict[Node, Any],
         needed: set[Node],
         opts: FoldConstantsOptions,
@@ -287,18 +297,18 @@ class FoldConstants(GraphPass):
 
         for node in values:
             find(node)
-            for i in node.all_input_nodes:
+            for i in node._input_nodes:
                 if i in values:
                     union(node, i)
-            if node.op == "get_attr" and isinstance(values[node], torch.Tensor):
-                union(node, _storage_key(values[node]))
+            storage = storages.get(node)
+            if storage is not None:
+                union(node, storage[0])
         dead_targets: dict[Any, set[str]] = {}  # storage key -> targets of dead constant get_attrs
         dead_bytes: dict[Any, int] = {}
-        for node in values:
-            if node.op == "get_attr" and node not in needed and isinstance(values[node], torch.Tensor):
-                k = _storage_key(values[node])
+        for node, (k, nbytes) in storages.items():
+            if node not in needed:
                 dead_targets.setdefault(k, set()).add(str(node.target))
-                dead_bytes[k] = _storage_bytes(values[node])
+                dead_bytes[k] = nbytes
         live_keys, names_by_key = (
             _live_storages(gm, values, needed, set(dead_targets), ModulePaths(gm)) if dead_targets else (set(), {})
         )
