@@ -127,10 +127,16 @@ class FoldConstants(GraphPass):
         values = self._evaluate(gm, ctx, analysis, opts)
         if not values:
             return False
-        folds, needed = self._choose(ctx, analysis, values, opts)
+        # (storage key, storage bytes) of each constant tensor attribute, built once
+        storages = {
+            n: (_storage_key(v), _storage_bytes(v))
+            for n, v in values.items()
+            if n.op == "get_attr" and isinstance(v, torch.Tensor)
+        }
+        folds, needed = self._choose(ctx, analysis, values, storages, opts)
         if not folds:
             return False
-        accepted, removable = self._check_growth(gm, ctx, values, folds, needed, opts)
+        accepted, removable = self._check_growth(gm, ctx, values, storages, folds, needed, opts)
         if not accepted:
             return False
         self._apply(gm, ctx, values, accepted, removable)
@@ -144,12 +150,15 @@ class FoldConstants(GraphPass):
         """Values of the constant nodes, in graph order."""
         mutated = analysis.mutated_attributes()
         values: dict[Node, Any] = {}
+        constant = values.keys()
         state_changed = False  # values after autocast/default-dtype changes depend on them
         paths = ModulePaths(gm)  # the module tree does not change while evaluating
+        effects = analysis.effects
+        is_grad_enabled = torch.is_grad_enabled
+        set_grad_enabled = torch._C._set_grad_enabled  # torch.no_grad() without its objects
         for node in gm.graph.nodes:
-            if GLOBAL_STATE in analysis.effects(node).kinds and node.target not in _GRAD_MODE:
-                state_changed = True
-            if node.op == "get_attr":
+            op = node.op
+            if op == "get_attr":  # (get_attr, placeholder and output nodes change no state)
                 obj = _attr(gm, node.target, paths)
                 if isinstance(obj, torch.Tensor):
                     if (
@@ -161,18 +170,27 @@ class FoldConstants(GraphPass):
                 elif isinstance(obj, _LITERALS):
                     values[node] = obj
                 continue
-            if node.op not in _CALLS or not node.users or state_changed:
+            if op not in _CALLS:
                 continue
-            if any(i not in values for i in node.all_input_nodes):
+            if not state_changed and GLOBAL_STATE in effects(node).kinds and node.target not in _GRAD_MODE:
+                state_changed = True
+            if state_changed or not node.users:
+                continue
+            if not node._input_nodes.keys() <= constant:  # an input is not constant
                 continue
             if not analysis.is_pure(node) or analysis.is_written(node) or analysis.reads_written_state(node):
                 continue
-            if node.op == "call_module" and not opts.fold_parameters:
+            if op == "call_module" and not opts.fold_parameters:
                 if any(True for _ in gm.get_submodule(node.target).parameters()):  # type: ignore[arg-type]
                     continue
             try:
-                with torch.no_grad():
-                    values[node] = _run(gm, node, values)
+                prev = is_grad_enabled()
+                set_grad_enabled(False)
+                try:
+                    value = _run(gm, node, values)
+                finally:
+                    set_grad_enabled(prev)
+                values[node] = value
             except Exception as exc:  # evaluation is best effort: leave the node alone
                 ctx.skip(node, f"could not evaluate: {type(exc).__name__}: {exc}"[:200])
         return values
@@ -184,6 +202,7 @@ class FoldConstants(GraphPass):
         ctx: PassContext,
         analysis: EffectAnalysis,
         values: dict[Node, Any],
+        storages: dict[Node, tuple[Any, int]],
         opts: FoldConstantsOptions,
     ) -> tuple[dict[Node, Any], set[Node]]:
         """Constant nodes to replace, and the constant nodes that stay needed.
@@ -196,12 +215,12 @@ class FoldConstants(GraphPass):
         # exact per-group check in _check_growth decides then)
         cone: dict[Node, dict[Any, int] | None] = {}
         for node in values:
-            if node.op == "get_attr" and isinstance(values[node], torch.Tensor):
-                t = values[node]
-                cone[node] = {_storage_key(t): _storage_bytes(t)}
+            storage = storages.get(node)
+            if storage is not None:
+                cone[node] = {storage[0]: storage[1]}
                 continue
             merged: dict[Any, int] | None = {}
-            for i in node.all_input_nodes:
+            for i in node._input_nodes:
                 c = cone.get(i, {})
                 if c is None or merged is None or len(merged) + len(c) > _MAX_CONE:
                     merged = None
@@ -210,9 +229,11 @@ class FoldConstants(GraphPass):
             cone[node] = merged
         needed: set[Node] = set()
         folds: dict[Node, Any] = {}
+        constant = values.keys()
         for node in reversed(list(values)):
-            frontier = any(u not in values for u in node.users)  # used by a run-time node
-            if not frontier and not any(u in needed for u in node.users):
+            users = node.users
+            frontier = not users.keys() <= constant  # used by a run-time node
+            if not frontier and needed.isdisjoint(users):
                 continue
             if node.op == "get_attr":
                 needed.add(node)
@@ -254,6 +275,7 @@ class FoldConstants(GraphPass):
         gm: torch.fx.GraphModule,
         ctx: PassContext,
         values: dict[Node, Any],
+        storages: dict[Node, tuple[Any, int]],
         folds: dict[Node, Any],
         needed: set[Node],
         opts: FoldConstantsOptions,
@@ -275,19 +297,21 @@ class FoldConstants(GraphPass):
 
         for node in values:
             find(node)
-            for i in node.all_input_nodes:
+            for i in node._input_nodes:
                 if i in values:
                     union(node, i)
-            if node.op == "get_attr" and isinstance(values[node], torch.Tensor):
-                union(node, _storage_key(values[node]))
+            storage = storages.get(node)
+            if storage is not None:
+                union(node, storage[0])
         dead_targets: dict[Any, set[str]] = {}  # storage key -> targets of dead constant get_attrs
         dead_bytes: dict[Any, int] = {}
-        for node in values:
-            if node.op == "get_attr" and node not in needed and isinstance(values[node], torch.Tensor):
-                k = _storage_key(values[node])
+        for node, (k, nbytes) in storages.items():
+            if node not in needed:
                 dead_targets.setdefault(k, set()).add(str(node.target))
-                dead_bytes[k] = _storage_bytes(values[node])
-        live_keys, names_by_key = _live_storages(gm, values, needed) if dead_targets else (set(), {})
+                dead_bytes[k] = nbytes
+        live_keys, names_by_key = (
+            _live_storages(gm, values, needed, set(dead_targets), ModulePaths(gm)) if dead_targets else (set(), {})
+        )
         groups: dict[Any, list[Node]] = {}
         for node in folds:
             groups.setdefault(find(node), []).append(node)
@@ -359,33 +383,107 @@ class FoldConstants(GraphPass):
 
 
 def _live_storages(
-    gm: torch.fx.GraphModule, values: dict[Node, Any], needed: set[Node]
+    gm: torch.fx.GraphModule, values: dict[Node, Any], needed: set[Node], keys: set[Any], paths: ModulePaths
 ) -> tuple[set[Any], dict[Any, set[str]]]:
-    """Storages that stay referenced whatever is folded (non-constant or needed get_attr nodes,
-    called modules, get_attr of submodules), and the qualified names of every storage."""
+    """Of the storages ``keys``, those that stay referenced whatever is folded (non-constant or
+    needed get_attr nodes, called modules, get_attr of submodules), and the qualified names of
+    each (every parameter, buffer and tensor attribute under every path of the module tree).
+
+    Only the storage keys of ``keys`` are built (``_storage_key`` of a tensor whose storage
+    address is among theirs); each tensor and each module's own tensors are looked at once."""
+    ptrs = {k[3] for k in keys if k[0] == "storage"}
+    ids = {k[1] for k in keys if k[0] == "tensor"}
+
+    def key_of(t: torch.Tensor) -> Any:
+        """``_storage_key(t)`` when it is in ``keys``, else None (built only for a candidate)."""
+        try:
+            ptr = t.untyped_storage().data_ptr()
+        except Exception:
+            ptr = 0
+        if ptr:  # _storage_key gives ("storage", device type, device index, ptr)
+            if ptr not in ptrs:
+                return None
+        elif id(t) not in ids:  # _storage_key gives ("tensor", id(t))
+            return None
+        k = _storage_key(t)
+        return k if k in keys else None
+
+    own_hits: dict[int, tuple[torch.nn.Module, list[tuple[str, Any]]]] = {}
+    tensor = torch.Tensor
+    is_tensor = tensor.__instancecheck__  # isinstance(v, torch.Tensor), callable from filter()
+
+    def own(m: torch.nn.Module) -> list[tuple[str, Any]]:
+        """(attribute name, key) of ``m``'s own parameters, buffers and tensor attributes
+        whose storage is in ``keys`` (memoized per module)."""
+        entry = own_hits.get(id(m))
+        if entry is not None:
+            return entry[1]
+        found: list[tuple[str, Any]] = []
+        for registry in (m._parameters, m._buffers):
+            for name, v in registry.items():
+                if v is not None:
+                    k = key_of(v)
+                    if k is not None:
+                        found.append((name, k))
+        d = m.__dict__
+        if next(filter(is_tensor, d.values()), None) is not None:  # rare: look for them in C first
+            for name, v in d.items():
+                if isinstance(v, tensor):
+                    k = key_of(v)
+                    if k is not None:
+                        found.append((name, k))
+        own_hits[id(m)] = (m, found)  # the module is held, so its id stays its own
+        return found
+
     live: set[Any] = set()
-    paths = ModulePaths(gm)
-    seen_modules: set[int] = set()  # a module called at several sites is counted once
+    walked: set[int] = set()  # modules whose whole subtree is in live already
 
     def add_module(mod: torch.nn.Module) -> None:
-        if id(mod) not in seen_modules:
-            seen_modules.add(id(mod))
-            live.update(_storage_key(t) for t in _module_tensors(mod))
+        # the tensors of mod.modules(): each module reachable through _modules, once
+        stack = [mod]
+        while stack:
+            m = stack.pop()
+            if id(m) in walked:
+                continue
+            walked.add(id(m))
+            live.update(k for _, k in own(m))
+            stack.extend(c for c in m._modules.values() if c is not None)
 
-    for node in gm.graph.nodes:
-        if node.op == "get_attr" and (node not in values or node in needed):
+    graph = gm.graph
+    for node in graph.find_nodes(op="get_attr"):
+        if node not in values or node in needed:
             obj = _attr(gm, node.target, paths)
             if isinstance(obj, torch.Tensor):
-                live.add(_storage_key(obj))
+                k = key_of(obj)
+                if k is not None:
+                    live.add(k)
             elif isinstance(obj, torch.nn.Module):
                 add_module(obj)
-        elif node.op == "call_module":
-            mod = _attr(gm, node.target, paths)
-            if isinstance(mod, torch.nn.Module):
-                add_module(mod)
+    for node in graph.find_nodes(op="call_module"):
+        mod = _attr(gm, node.target, paths)
+        if isinstance(mod, torch.nn.Module):
+            add_module(mod)
+
+    # names: the walk of named_modules(remove_duplicate=False) (each path of the tree)
     names: dict[Any, set[str]] = {}
-    for name, t in _named_tensors(gm):
-        names.setdefault(_storage_key(t), set()).add(name)
+    on_path: set[int] = set()
+    stack: list[Any] = [("", gm)]
+    while stack:
+        prefix, m = stack.pop()
+        if prefix is None:  # exit marker
+            on_path.discard(id(m))
+            continue
+        if id(m) in on_path:  # a module inside itself: named_modules recurses forever
+            _named_tensors(gm)  # raises RecursionError as it did
+            raise RecursionError(f"module {prefix!r} contains itself")  # pragma: no cover
+        p = prefix + "." if prefix else ""
+        for name, k in own(m):
+            names.setdefault(k, set()).add(p + name)
+        children = m._modules
+        if children:
+            on_path.add(id(m))
+            stack.append((None, m))
+            stack.extend((p + name, c) for name, c in children.items() if c is not None)
     return live, names
 
 
@@ -424,18 +522,6 @@ def _storage_bytes(t: torch.Tensor) -> int:
         return int(t.untyped_storage().nbytes())
     except Exception:
         return t.numel() * t.element_size()
-
-
-def _module_tensors(mod: torch.nn.Module) -> list[torch.Tensor]:
-    """Every parameter, buffer and tensor attribute of ``mod`` and the modules under it (the
-    tensors of ``named_parameters``/``named_buffers(remove_duplicate=False)`` and of each
-    module's attributes, in one walk)."""
-    out: list[torch.Tensor] = []
-    for m in mod.modules():
-        out += [v for v in m._parameters.values() if v is not None]
-        out += [v for v in m._buffers.values() if v is not None]
-        out += [v for v in m.__dict__.values() if isinstance(v, torch.Tensor)]
-    return out
 
 
 def _named_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:

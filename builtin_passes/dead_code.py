@@ -127,6 +127,12 @@ def _referenced(gm: torch.fx.GraphModule) -> tuple[set[str], set[str]]:
     return subtrees, ancestors
 
 
+def _prefixes(q: str) -> list[str]:
+    """The proper prefixes of the qualified name ``q`` (``a.b.c`` -> ``a``, ``a.b``)."""
+    parts = q.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
 def prune_unused_state(
     gm: torch.fx.GraphModule, candidates: Iterable[str] | None = None
 ) -> collections.Counter[str]:
@@ -148,6 +154,10 @@ def prune_unused_state(
     """
     subtrees, ancestors = _referenced(gm)
     allowed = None if candidates is None else set(candidates)
+    # with candidates, only the modules on their paths can hold something to delete
+    leads_to = None if allowed is None else {q.rsplit(".", 1)[0] for q in allowed if "." in q}
+    if leads_to is not None:
+        leads_to |= {p for q in list(leads_to) for p in _prefixes(q)}
     counts: collections.Counter[str] = collections.Counter()
 
     def used(q: str) -> bool:
@@ -157,7 +167,7 @@ def prune_unused_state(
         return any(".".join(parts[:i]) in subtrees for i in range(1, len(parts) + 1))
 
     def may_remove(q: str) -> bool:
-        return not used(q) and (allowed is None or q in allowed)
+        return (allowed is None or q in allowed) and not used(q)
 
     def visit(mod: torch.nn.Module, prefix: str) -> None:
         for name in list(mod._parameters):
@@ -173,6 +183,8 @@ def prune_unused_state(
             q = prefix + name
             if child is None or q in subtrees:
                 continue
+            if leads_to is not None and q not in leads_to:
+                continue  # nothing under it may be deleted
             if used(q):
                 visit(child, q + ".")
             elif allowed is None:

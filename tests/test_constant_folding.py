@@ -11,6 +11,7 @@ import torch.nn as nn
 
 import fxpasses
 from fxpasses.capture import capture
+from fxpasses.errors import PassFailedError
 from fxpasses.testing import assert_preserves_outputs
 
 DIALECTS = ("symbolic_trace", "dynamo", "export")
@@ -388,3 +389,125 @@ def test_calls_of_a_module_whose_state_is_written_do_not_fold():
     assert report.counters.get("folded", 0) == 0
     first_call, second_call = gm(torch.zeros(2, 3)), gm(torch.zeros(2, 3))
     assert torch.allclose(first_call - second_call, torch.ones(2, 3), atol=1e-4)
+
+
+# --------------------------------------------------------------------- storage bookkeeping
+# Which parameters/buffers folding frees is decided from storages: a dead constant's storage
+# is freed only when no other name of the module tree and nothing the graph still reads
+# (a called module, a live get_attr) refers to it.
+
+
+def _doubled_buffer_graph(root: nn.Module, call_sub: bool = False) -> torch.fx.GraphModule:
+    """x + b * 2 (and sub(x) when ``call_sub``) on ``root``."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(torch.add, (x, g.call_function(torch.mul, (g.get_attr("b"), 2))))
+    if call_sub:
+        y = g.call_module("sub", (y,))
+    g.output(y)
+    return torch.fx.GraphModule(root, g)
+
+
+def _root_with_b() -> nn.Module:
+    root = nn.Module()
+    root.register_buffer("b", torch.arange(4.0))
+    return root
+
+
+def test_a_dead_buffer_with_no_other_reference_is_freed():
+    gm = _doubled_buffer_graph(_root_with_b())
+    report = fold(gm)
+    assert report.counters == {
+        "folded": 1, "removed_nodes": 2, "removed_buffers": 1, "bytes_added": 16, "bytes_freed": 16,
+    }
+    assert "b" not in gm.state_dict()
+    assert gm(torch.ones(4)).tolist() == [1.0, 3.0, 5.0, 7.0]
+
+
+@pytest.mark.parametrize("where", ["tensor_attribute", "view_buffer", "same_tensor_buffer"])
+def test_a_storage_another_name_refers_to_is_not_freed(where):
+    root = _root_with_b()
+    root.sub = nn.Module()
+    if where == "tensor_attribute":  # a plain tensor attribute of a submodule (in its __dict__)
+        root.sub.alias = root.b[1:]
+    elif where == "view_buffer":  # another buffer viewing the same storage
+        root.sub.register_buffer("v", root.b.view(2, 2))
+    else:  # the very same tensor under a second name
+        root.sub.register_buffer("same", root.b)
+    gm = _doubled_buffer_graph(root)
+    gm.sub = root.sub  # not read by the graph: GraphModule copies only what it reads
+    report = fold(gm)
+    # folding would add 16 bytes and free none: refused under the default budget
+    assert report.counters["skipped_size"] == 1 and "folded" not in report.counters
+    assert "b" in dict(gm.named_buffers())
+    assert gm(torch.ones(4)).tolist() == [1.0, 3.0, 5.0, 7.0]
+
+
+def test_a_storage_a_called_module_holds_is_not_freed():
+    root = _root_with_b()
+    root.sub = nn.Linear(4, 4, bias=False)
+    with torch.no_grad():
+        root.sub.weight.copy_(torch.eye(4))
+    root.sub.shared = root.b  # the called module holds the storage as a tensor attribute
+    gm = _doubled_buffer_graph(root, call_sub=True)
+    report = fold(gm)
+    assert report.counters["skipped_size"] == 1 and "folded" not in report.counters
+    assert "b" in dict(gm.named_buffers())
+    assert gm(torch.ones(4)).tolist() == [1.0, 3.0, 5.0, 7.0]
+
+
+def test_the_weight_of_a_called_module_is_not_freed():
+    # (sub.weight * 2).sum() is constant, but sub is also called: its weight stays, so
+    # storing the 4-byte result would grow the module
+    root = nn.Module()
+    root.sub = nn.Linear(4, 4, bias=False)
+    with torch.no_grad():
+        root.sub.weight.copy_(torch.eye(4))
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    total = g.call_method("sum", (g.call_function(torch.mul, (g.get_attr("sub.weight"), 2)),))
+    g.output(g.call_function(torch.add, (g.call_module("sub", (x,)), total)))
+    gm = torch.fx.GraphModule(root, g)
+    report = fold(gm)
+    assert report.counters["skipped_size"] == 1 and "folded" not in report.counters
+    assert gm(torch.ones(4)).tolist() == [9.0, 9.0, 9.0, 9.0]
+    # with 4 bytes of budget it folds, and the weight is kept
+    gm = torch.fx.GraphModule(root, g)
+    report = fold(gm, text=f"{FOLD}{{max_growth_bytes=4}}")
+    assert report.counters["folded"] == 1 and report.counters["bytes_added"] == 4
+    assert "bytes_freed" not in report.counters and "sub.weight" in dict(gm.named_parameters())
+    assert gm(torch.ones(4)).tolist() == [9.0, 9.0, 9.0, 9.0]
+
+
+@pytest.mark.parametrize("second_name", [False, True])
+def test_an_empty_buffer_is_keyed_by_identity(second_name):
+    # an empty tensor has no storage address: it is tracked by identity instead
+    root = nn.Module()
+    root.register_buffer("e", torch.zeros(0))
+    if second_name:
+        root.sub = nn.Module()
+        root.sub.register_buffer("e2", root.e)  # the same tensor object under a second name
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    n = g.call_method("numel", (g.get_attr("e"),))
+    g.output(g.call_function(operator.add, (x, n)))
+    gm = torch.fx.GraphModule(root, g)
+    if second_name:
+        gm.sub = root.sub
+    report = fold(gm)
+    assert report.counters["folded"] == 1
+    assert "add = x + 0" in gm.code
+    assert ("e" in dict(gm.named_buffers())) is second_name
+    assert report.counters.get("removed_buffers", 0) == (0 if second_name else 1)
+
+
+def test_a_module_tree_that_contains_itself_fails_as_before():
+    # named_modules(remove_duplicate=False) never ends on such a tree: the pass fails with
+    # RecursionError (as it always did) and the graph is restored
+    gm = _doubled_buffer_graph(_root_with_b())
+    gm.sub = nn.Module()
+    gm.sub._modules["again"] = gm.sub
+    code = gm.code
+    with pytest.raises(PassFailedError, match="RecursionError"):
+        fold(gm)
+    assert gm.code == code and "b" in dict(gm.named_buffers())

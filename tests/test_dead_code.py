@@ -559,3 +559,33 @@ def test_options_are_validated():
 def test_readers_of_global_state_go_when_unused():
     gm = build(lambda g, x: (g.call_function(torch.is_grad_enabled, ()), x)[1])
     assert dce(gm).counters == {"removed_nodes": 1}
+
+
+def test_prune_unused_state_with_candidates_deletes_only_unread_candidates():
+    from fxpasses.builtin_passes.dead_code import prune_unused_state
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(torch.add, (g.call_module("d", (x,)), g.get_attr("a.b.keep")))
+    g.output(g.call_function(torch.add, (y, g.get_attr("h.v"))))
+    root = nn.Module()
+    root.h = nn.Module()
+    root.h.register_buffer("v", torch.ones(2))
+    root.a = nn.Module()
+    root.a.b = nn.Module()
+    root.a.b.register_buffer("keep", torch.ones(2))
+    root.d = nn.Linear(2, 2)
+    gm = torch.fx.GraphModule(root, g)
+    gm.a.b.register_buffer("w", torch.ones(2))  # unread candidate: deleted
+    gm.register_buffer("top", torch.ones(2))  # unread top-level candidate: deleted
+    gm.c = nn.Module()
+    gm.c.register_buffer("w", torch.ones(2))  # unread, not a candidate: kept
+    gm.e = nn.Module()
+    gm.e.register_buffer("w", torch.ones(2))  # candidate under a module nothing reads: kept
+    gm.f = nn.Module()
+    gm.f.register_buffer("w", torch.ones(2))  # neither read nor a candidate: kept
+    gm.h.register_buffer("z", torch.ones(2))  # unread, not a candidate, beside a read buffer: kept
+    counts = prune_unused_state(gm, candidates=["a.b.w", "a.b.keep", "d.weight", "e.w", "top"])
+    assert counts == {"removed_buffers": 2}
+    assert sorted(dict(gm.named_buffers())) == ["a.b.keep", "c.w", "e.w", "f.w", "h.v", "h.z"]
+    assert sorted(dict(gm.named_parameters())) == ["d.bias", "d.weight"]
