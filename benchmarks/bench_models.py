@@ -1,5 +1,5 @@
 """4. Real models: GPT-2 and BERT (transformers, random weights, torch.export) at two sizes,
-and the example convolutional network."""
+a 96-layer GPT-2 (about 5k nodes), and the example convolutional network."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ def _models(cfg: Config) -> list[tuple[str, Callable[[], torch.nn.Module], torch
                 tokens(64),
             ),
         ]
+        # deep and narrow: a graph of an LLM's depth (5k nodes) at a small cost to export
+        out.insert(4, ("GPT-2 96x64", lambda: models.gpt2(n_layer=96, n_embd=64, n_head=4), tokens(32)))
         out.append(("convnet w64", lambda: models.convnet(width=64), torch.randn(8, 3, 64, 64, generator=g)))
     return out
 
