@@ -92,7 +92,7 @@ class Snapshot:
                 n._sort_key,
                 n._repr_fn,
                 n.meta.copy(),
-                list(n.users),
+                list(n.users) if len(n.users) > 1 else None,  # order matters from two users on
             )
             for n in graph.nodes
         ]
@@ -224,8 +224,10 @@ class Snapshot:
                 n.meta.clear()
                 n.meta.update(meta)
         for rec in saved_nodes:
-            users = rec[0].users
             order = rec[10]
+            if order is None:  # at most one user: the edges rebuilt above are the same
+                continue
+            users = rec[0].users
             if list(users) != order:
                 users.clear()
                 for u in order:
