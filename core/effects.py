@@ -756,6 +756,80 @@ def _pure_whatever_args(t: Any) -> bool:
     return mod in ("_operator", "operator", "math", "cmath") or pure_builtin
 
 
+#: Torch functions (``call_function`` targets) and ``torch.Tensor`` methods (``call_method``
+#: names, with the method object) whose effects :meth:`EffectAnalysis._by_name` finds from the
+#: name alone (see :func:`_static_call`), mapped to the registry token they were found under and
+#: the node's effects: every call of the target whose kwargs give neither ``out`` nor
+#: ``inplace`` has those effects, so no signature binding is needed per node.
+_static_targets: dict[Any, tuple[Any, NodeEffects]] = {}
+_static_methods: dict[str, tuple[Any, Any, NodeEffects]] = {}
+_static_names: dict[str, bool] = {}
+_static_fns: dict[Any, bool] = {}
+
+
+def _no_flag_kwargs(kwargs: Any) -> bool:
+    """No ``out``/``inplace`` keyword argument (the only keywords a name-only answer ignores)."""
+    return not kwargs or ("out" not in kwargs and "inplace" not in kwargs)
+
+
+def _static_name(name: str) -> bool:
+    """Whether :meth:`EffectAnalysis._by_name` answers for ``name`` without looking at the
+    arguments except ``out=`` and ``inplace`` (no in-place name, no batch norm / embedding,
+    no randomness that depends on arguments, no per-method effect)."""
+    try:
+        return _static_names[name]
+    except KeyError:
+        pass
+    base = name[:-1] if is_inplace_name(name) else name
+    ok = not (
+        is_inplace_name(name)
+        or name in _INPLACE_DUNDERS
+        or base in _BATCH_NORM_NAMES
+        or base == "instance_norm"
+        or base in ("embedding", "embedding_bag")
+        or name in _METHOD_EFFECTS
+        or _conditional_random(name, None) is not None
+    )
+    _static_names[name] = ok
+    return ok
+
+
+def _static_call(fn: Any, name: str) -> bool:
+    """Whether calls of the torch callable ``fn`` (op name ``name``) have effects that do not
+    depend on their arguments, when no ``out``/``inplace`` keyword is given: the name is
+    :func:`_static_name` and no signature :func:`_bind` may use has an ``inplace``
+    parameter (so the bound arguments never hold one)."""
+    if not _static_name(name):
+        return False
+    try:
+        return _static_fns[fn]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable
+        return False
+    ok = not _may_bind_inplace(fn, name)
+    _static_fns[fn] = ok
+    return ok
+
+
+def _may_bind_inplace(fn: Any, name: str) -> bool:
+    """Whether :func:`_bind` (``fn``, ``name``) could return arguments with ``inplace``."""
+    try:
+        sig = _signatures[fn]
+    except KeyError:
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            sig = None
+        _signatures[fn] = sig
+    if sig is not None and not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values()):
+        return "inplace" in sig.parameters
+    pk = _aten_packet(name)
+    if pk is None:
+        return False
+    return any(a.name == "inplace" for op in _overloads(pk) for a in op._schema.arguments)
+
+
 class EffectAnalysis:
     """Effects, aliasing and mutation of the nodes of one graph (caches; O(n) overall).
 
@@ -788,6 +862,7 @@ class EffectAnalysis:
         self._has_writes: bool | None = None
         self._lazy: dict[Node, frozenset[Any]] = {}  # roots found on demand (nothing writes)
         self._lazy_out: bool = False
+        self._static: Any = None  # set by _torch_callable/_method: the answer holds for the target
 
     # ------------------------------------------------------------------ per node
 
@@ -845,6 +920,7 @@ class EffectAnalysis:
 
     def _compute(self, node: Node) -> NodeEffects:
         op = node.op
+        self._static = None
         if op in ("placeholder", "output"):
             return _effects({GRAPH_IO}, reason=f"{op} node")
         if op == "get_attr":
@@ -854,10 +930,22 @@ class EffectAnalysis:
             try:
                 if _pure_targets.get(t) is self._token:  # pure whatever the arguments
                     return _PURE
+                hit = _static_targets.get(t)
             except TypeError:  # unhashable target
-                pass
+                hit = None
+            if hit is not None and hit[0] is self._token and _no_flag_kwargs(node._kwargs):
+                return hit[1]
             eff = self._function(node)
         elif op == "call_method":
+            t = node.target
+            hit = _static_methods.get(t) if isinstance(t, str) else None
+            if (
+                hit is not None
+                and hit[0] is self._token
+                and _no_flag_kwargs(node._kwargs)
+                and getattr(torch.Tensor, t, None) is hit[1]
+            ):
+                return hit[2]
             eff = self._method(node)
         elif op == "call_module":
             eff = self._call_module(node)
@@ -875,6 +963,12 @@ class EffectAnalysis:
                 eff = _effects({DECLARED}, (), "torch.fx Node.is_impure()")
         if eff is _PURE and op == "call_function" and _pure_whatever_args(node.target):
             _pure_targets[node.target] = self._token
+        elif self._static is not None:  # found by the target alone: the same for its other calls
+            if op == "call_function":
+                _static_targets[node.target] = (self._token, eff)
+            else:
+                _static_methods[node.target] = (self._token, self._static, eff)
+        self._static = None
         return eff
 
     # call_function -------------------------------------------------------------------------
@@ -918,6 +1012,9 @@ class EffectAnalysis:
             return _effects({GLOBAL_STATE}, reason=f"torch.{name} changes global state")
         if tmod.startswith("torch") and name in _TORCH_READS_STATE:
             return _effects({READS_STATE}, reason=f"torch.{name} reads global state")
+        if _no_flag_kwargs(kwargs) and _static_call(t, name):
+            self._static = t
+            return self._by_name(node, name, None, (), {}, is_init=(tmod == "torch.nn.init"))
         bound = _bind(t, name, args, kwargs)
         return self._by_name(node, name, bound, args, kwargs, is_init=(tmod == "torch.nn.init"))
 
@@ -1047,8 +1144,11 @@ class EffectAnalysis:
         assert isinstance(name, str)
         if not hasattr(torch.Tensor, name):
             return _effects({UNKNOWN}, node.all_input_nodes, f".{name}() is not a torch.Tensor method")
-        args, kwargs = tuple(node.args), dict(node.kwargs)
         fn = getattr(torch.Tensor, name)
+        if _no_flag_kwargs(node._kwargs) and _static_call(fn, name):
+            self._static = fn
+            return self._by_name(node, name, None, (), {})
+        args, kwargs = tuple(node.args), dict(node.kwargs)
         bound = _bind(fn, name, args, kwargs)
         return self._by_name(node, name, bound, args, kwargs)
 

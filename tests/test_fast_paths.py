@@ -247,3 +247,62 @@ def test_mutated_attributes_shortcut_matches_full_answer():
     assert effects.EffectAnalysis(gm).mutated_attributes() == {"b"}
     gm2 = torch.fx.symbolic_trace(Net())
     assert effects.EffectAnalysis(gm2).mutated_attributes() == set()
+
+
+def test_effects_found_by_target_alone_are_reused_only_where_they_hold(monkeypatch):
+    """Torch functions and Tensor methods whose effects follow from their name are answered
+    per target (no signature binding per node), except for calls that give ``out=`` or
+    ``inplace``, for a method object replaced on ``torch.Tensor``, and after registrations."""
+    import torch.nn.functional as F
+
+    from fxpasses import effects
+
+    g = torch.fx.Graph()
+    x, y = g.placeholder("x"), g.placeholder("y")
+    s1 = g.call_function(torch.sigmoid, (x,))
+    s2 = g.call_function(torch.sigmoid, (y,))
+    s_out = g.call_function(torch.sigmoid, (x,), {"out": y})
+    r1 = g.call_function(torch.rand, (3,))
+    relu = g.call_function(F.relu, (x,))  # F.relu has an inplace parameter: never per target
+    relu_inplace = g.call_function(F.relu, (y, True))
+    m1 = g.call_method("mean", (x,))
+    m2 = g.call_method("mean", (y, 0))
+    g.output((s1, s2, s_out, r1, relu, relu_inplace, m1, m2))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+
+    a = effects.EffectAnalysis(gm)
+    assert a.effects(s1).pure and a.effects(s2).pure
+    assert effects._static_targets[torch.sigmoid][1] is a.effects(s1)
+    out = a.effects(s_out)
+    assert out.kinds == {effects.MUTATION} and out.writes == (y,)
+    assert a.effects(r1).kinds == {effects.RANDOM}
+    assert effects._static_targets[torch.rand][1].kinds == {effects.RANDOM}
+    assert a.effects(relu).pure and F.relu not in effects._static_targets
+    inplace = a.effects(relu_inplace)
+    assert inplace.kinds == {effects.MUTATION} and inplace.writes == (y,)
+    assert a.effects(m1).pure and a.effects(m2).pure and "mean" in effects._static_methods
+
+    # a node edited to give out= is not answered from the target
+    s2.kwargs = {"out": x}
+    e = effects.EffectAnalysis(gm).effects(s2)
+    assert e.kinds == {effects.MUTATION} and e.writes == (x,)
+
+    # a Tensor method replaced by one with an inplace parameter: bound per node again
+    def mean(self, inplace=False):
+        return self
+
+    monkeypatch.setattr(torch.Tensor, "mean", mean)
+    m2.args = (y, True)
+    e = effects.EffectAnalysis(gm).effects(m2)
+    assert e.kinds == {effects.MUTATION} and e.writes == (y,)
+    monkeypatch.undo()
+
+    # a registration between analyses is seen by the next one
+    s1.args = (y,)  # a new args tuple: the node's shared entry is rebuilt
+    effects.register_side_effect(torch.sigmoid, effects.IO)
+    try:
+        assert effects.EffectAnalysis(gm).effects(s1).kinds == {effects.IO}
+    finally:
+        effects._user_effects.pop(torch.sigmoid, None)
+    s1.args = (x,)
+    assert effects.EffectAnalysis(gm).effects(s1).pure
