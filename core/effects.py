@@ -868,10 +868,9 @@ class EffectAnalysis:
 
     def effects(self, node: Node) -> NodeEffects:
         """The :class:`NodeEffects` of ``node``."""
-        try:
-            return self._node[node]
-        except KeyError:
-            pass
+        eff = self._node.get(node)
+        if eff is not None:
+            return eff
         entry = self._entry(node)
         if entry is None:
             eff = self._compute(node)
@@ -882,19 +881,24 @@ class EffectAnalysis:
         self._node[node] = eff
         return eff
 
+    def _shared_table(self, graph: Any) -> dict[Node, list[Any]] | None:
+        """The per-node table shared by the analyses of ``graph`` (None: it cannot hold one)."""
+        if graph is self._table_graph:
+            return self._table
+        d = getattr(graph, "__dict__", None)
+        if d is None:  # pragma: no cover - a graph without instance attributes
+            return None
+        table = d.get(_SHARED_ATTR)
+        if table is None:
+            table = d[_SHARED_ATTR] = {}
+        self._table_graph, self._table = graph, table
+        return table
+
     def _entry(self, node: Node) -> list[Any] | None:
         """The graph's shared entry for ``node``, valid for its current target/args/kwargs."""
-        graph = node.graph
-        if graph is self._table_graph:
-            table = self._table
-        else:
-            d = getattr(graph, "__dict__", None)
-            if d is None:  # pragma: no cover - a graph without instance attributes
-                return None
-            table = d.get(_SHARED_ATTR)
-            if table is None:
-                table = d[_SHARED_ATTR] = {}
-            self._table_graph, self._table = graph, table
+        table = self._shared_table(node.graph)
+        if table is None:  # pragma: no cover
+            return None
         entry = table.get(node)
         if (
             entry is not None
@@ -1512,16 +1516,42 @@ class EffectAnalysis:
             if self._roots is not None:
                 self._has_writes = bool(self._written or self._state_written)
             else:
-                effects = self.effects
-                self._has_writes = False
-                for n in self.gm.graph.nodes:  # type: ignore[union-attr]
-                    if n.op == "placeholder" or n.op == "get_attr" or n.op == "output":
-                        continue
-                    eff = effects(n)
-                    if eff.writes or eff.state_writes:
-                        self._has_writes = True
-                        break
+                self._has_writes = self._scan_writes()
         return self._has_writes
+
+    def _scan_writes(self) -> bool:
+        """Whether some node writes: :meth:`effects` of every node that may write, with the
+        shared table's valid answers read in place (the same answers, memoized as effects()
+        memoizes them, without a call per node: this walk is done once per pass)."""
+        graph = self.gm.graph  # type: ignore[union-attr]
+        table = self._shared_table(graph) or {}
+        token = self._token
+        memo = self._node
+        effects = self.effects
+        for n in graph.nodes:
+            op = n.op
+            if op == "call_function" or op == "call_method":
+                eff = memo.get(n)
+                if eff is None:
+                    e = table.get(n)
+                    if (
+                        e is not None
+                        and e[4] is not None
+                        and e[0] is n.target
+                        and e[1] is n._args
+                        and e[2] is n._kwargs
+                        and e[3] is token
+                    ):
+                        eff = memo[n] = e[4]  # as effects() would leave it
+                    else:
+                        eff = effects(n)
+            elif op == "placeholder" or op == "get_attr" or op == "output":  # write nothing
+                continue
+            else:
+                eff = effects(n)
+            if eff.writes or eff.state_writes:
+                return True
+        return False
 
     def is_written(self, node: Node) -> bool:
         """Whether some node of the graph may write ``node``'s value (through any alias)."""

@@ -306,3 +306,40 @@ def test_effects_found_by_target_alone_are_reused_only_where_they_hold(monkeypat
         effects._user_effects.pop(torch.sigmoid, None)
     s1.args = (x,)
     assert effects.EffectAnalysis(gm).effects(s1).pure
+
+
+def test_has_writes_reads_the_shared_table_and_follows_edits():
+    """``has_writes`` reads valid shared answers in place; a later analysis sees writes that
+    edits added (a new in-place node, a node given ``out=``, a module made in-place)."""
+    from fxpasses import effects
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            y = torch.sigmoid(x)
+            return self.act(y).mean() + y
+
+    gm = torch.fx.symbolic_trace(M())
+    sig = next(n for n in gm.graph.nodes if n.target is torch.sigmoid)
+    x = next(iter(gm.graph.find_nodes(op="placeholder")))
+    assert not effects.EffectAnalysis(gm).has_writes()
+    a = effects.EffectAnalysis(gm)
+    assert not a.has_writes()  # from the shared table
+    sig.kwargs = {"out": x}
+    assert a.effects(sig).pure  # an analysis keeps the answers it gave (memoized by the walk)
+    assert effects.EffectAnalysis(gm).has_writes()
+    assert effects.EffectAnalysis(gm).is_written(x)
+    sig.kwargs = {}
+    assert not effects.EffectAnalysis(gm).has_writes()
+    with gm.graph.inserting_after(sig):
+        gm.graph.call_method("add_", (sig, 1))
+    assert effects.EffectAnalysis(gm).has_writes()
+    assert effects.EffectAnalysis(gm).is_written(sig)
+
+    gm = torch.fx.symbolic_trace(M())
+    assert not effects.EffectAnalysis(gm).has_writes()
+    gm.act.inplace = True
+    assert effects.EffectAnalysis(gm).has_writes()
