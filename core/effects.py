@@ -648,6 +648,34 @@ def _has_forward_hooks(mod: torch.nn.Module) -> bool:
     )
 
 
+_MODULE_GETATTR = torch.nn.Module.__getattr__
+_OBJECT_GETATTRIBUTE = object.__getattribute__
+
+
+def _module_attr(mod: torch.nn.Module, name: str, default: Any) -> Any:
+    """``getattr(mod, name, default)``, read from the instance ``__dict__`` and the module
+    registries as ``nn.Module.__getattr__`` would (a missing attribute costs an exception
+    there); through ``getattr`` itself when the class defines ``name`` (a descriptor or class
+    default takes part) or customises attribute access."""
+    cls = type(mod)
+    if (
+        cls.__getattribute__ is not _OBJECT_GETATTRIBUTE
+        or cls.__getattr__ is not _MODULE_GETATTR
+        or hasattr(cls, name)
+    ):
+        return getattr(mod, name, default)
+    d = mod.__dict__
+    v = d.get(name, _MISSING)
+    if v is not _MISSING:
+        return v
+    for registry in ("_parameters", "_buffers", "_modules"):
+        if registry in d:
+            r = d[registry]
+            if name in r:
+                return r[name]
+    return default
+
+
 def _storage_key(t: torch.Tensor) -> Any:
     try:
         ptr = t.untyped_storage().data_ptr()
@@ -1206,7 +1234,7 @@ class EffectAnalysis:
         if cls.__name__ == "GuardsFn" and cls.__module__ == "torch.export._unlift":
             # torch.export's input guards: torch._assert calls on the inputs' shapes
             return _effects({ASSERT}, (), "torch.export input guards")
-        if getattr(mod, "_is_impure", False):
+        if _module_attr(mod, "_is_impure", False):
             return _effects({UNKNOWN}, (), f"{cls.__name__} is marked _is_impure", {"input", "*"})
         if _has_forward_hooks(mod):
             return _effects({UNKNOWN}, (), f"{cls.__name__} has forward hooks", {"input", "*"})
@@ -1226,7 +1254,7 @@ class EffectAnalysis:
         kinds: set[str] = set()
         state: set[str] = set()
         reasons = []
-        if getattr(mod, "inplace", False) is True:
+        if _module_attr(mod, "inplace", False) is True:
             kinds.add(MUTATION)
             state.add("input")
             reasons.append(f"{cls.__name__}(inplace=True) writes its input")

@@ -343,3 +343,53 @@ def test_has_writes_reads_the_shared_table_and_follows_edits():
     assert not effects.EffectAnalysis(gm).has_writes()
     gm.act.inplace = True
     assert effects.EffectAnalysis(gm).has_writes()
+
+
+def test_module_attributes_read_without_getattr_are_getattrs_answers(monkeypatch):
+    """``effects._module_attr`` (the attribute reads of a module's effect summary) gives what
+    ``getattr(module, name, default)`` gives: instance attributes, class attributes and
+    properties (also ones added to the class later), registries, customised access, misses."""
+    from fxpasses import effects
+
+    class Prop(nn.ReLU):
+        @property
+        def inplace(self):  # shadows the instance attribute ReLU.__init__ sets
+            return True
+
+    class Custom(nn.Linear):
+        def __getattr__(self, name):
+            if name == "_is_impure":
+                return True
+            return super().__getattr__(name)
+
+    flagged = nn.Linear(2, 2)
+    flagged._is_impure = True
+    with_buffer = nn.Identity()
+    with_buffer.register_buffer("inplace", torch.ones(1))
+    modules = [nn.Linear(2, 2), nn.ReLU(inplace=True), nn.ReLU(), flagged, Custom(2, 2), with_buffer]
+    try:
+        modules.append(Prop())
+    except AttributeError:  # pragma: no cover - the property refuses ReLU.__init__'s assignment
+        pass
+    monkeypatch.setattr(nn.Tanh, "_is_impure", True, raising=False)
+    modules.append(nn.Tanh())
+    for m in modules:
+        for name in ("_is_impure", "inplace", "training", "weight", "missing"):
+            want = getattr(m, name, "default")
+            got = effects._module_attr(m, name, "default")
+            assert got is want, (type(m).__name__, name)
+    assert effects._module_attr(flagged, "_is_impure", False) is True
+    assert effects._module_attr(nn.Linear(2, 2), "_is_impure", False) is False
+    assert effects._module_attr(nn.Tanh(), "_is_impure", False) is True
+    assert effects._module_attr(Custom(2, 2), "_is_impure", False) is True
+
+    # a class marked impure after an analysis: the next analysis sees it
+    root = nn.Module()
+    root.act = nn.Hardswish()
+    g = torch.fx.Graph()
+    g.output(g.call_module("act", (g.placeholder("x"),)))
+    gm = torch.fx.GraphModule(root, g)
+    node = next(iter(gm.graph.find_nodes(op="call_module")))
+    assert effects.EffectAnalysis(gm).effects(node).pure
+    monkeypatch.setattr(nn.Hardswish, "_is_impure", True, raising=False)
+    assert effects.EffectAnalysis(gm).effects(node).kinds == {effects.UNKNOWN}
