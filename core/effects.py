@@ -792,6 +792,9 @@ def _pure_whatever_args(t: Any) -> bool:
 _static_targets: dict[Any, tuple[Any, NodeEffects]] = {}
 _static_methods: dict[str, tuple[Any, Any, NodeEffects]] = {}
 _static_names: dict[str, bool] = {}
+#: call_function targets (not OpOverloads) -> (registry token, whether a call returns a fresh
+#: value besides the written inputs it returns): see :meth:`EffectAnalysis._target_fresh`.
+_fresh_targets: dict[Any, tuple[Any, bool]] = {}
 _static_fns: dict[Any, bool] = {}
 
 
@@ -1341,21 +1344,16 @@ class EffectAnalysis:
             return self._schema_aliases(node, t)
         writes = self._returned_writes(node)
         if op == "call_function":
-            if t in _user_pure:
-                return tuple(writes)
-            if t is operator.getitem or t is builtins.getattr:
-                return inputs
-            if isinstance(t, torch._ops.OpOverloadPacket) or isinstance(t, torch._ops.HigherOrderOperator):
-                return inputs
-            mod = getattr(t, "__module__", None)
-            if t in _PURE_BUILTINS or mod in ("math", "cmath"):
-                return tuple(writes)
-            name = callable_op_name(t)
-            if mod in ("_operator", "operator") and name and not self._name_may_alias(name):
-                return tuple(writes)
-            if _torch_module_of(t) in _TORCH_PURE_MODULES and name and not self._name_may_alias(name):
-                return tuple(writes)
-            return inputs
+            try:
+                hit = _fresh_targets.get(t)
+            except TypeError:  # unhashable: `t in _user_pure` below raises as it always did
+                hit = None
+            if hit is not None and hit[0] is self._token:
+                fresh = hit[1]
+            else:
+                fresh = self._target_fresh(t)
+                _fresh_targets[t] = (self._token, fresh)
+            return tuple(writes) if fresh else inputs
         if op == "call_method":
             if not self._name_may_alias(t):  # type: ignore[arg-type]
                 return tuple(writes)
@@ -1374,6 +1372,26 @@ class EffectAnalysis:
                 return ()
             return inputs
         return inputs  # pragma: no cover
+
+    def _target_fresh(self, t: Any) -> bool:
+        """Whether a call of the ``call_function`` target ``t`` (not an ``OpOverload``) returns
+        a fresh value, apart from the written inputs it returns (:meth:`_returned_writes`);
+        else it may alias any input. Decided by the target alone (and the registries)."""
+        if t in _user_pure:
+            return True
+        if t is operator.getitem or t is builtins.getattr:
+            return False
+        if isinstance(t, torch._ops.OpOverloadPacket) or isinstance(t, torch._ops.HigherOrderOperator):
+            return False
+        mod = getattr(t, "__module__", None)
+        if t in _PURE_BUILTINS or mod in ("math", "cmath"):
+            return True
+        name = callable_op_name(t)
+        if mod in ("_operator", "operator") and name and not self._name_may_alias(name):
+            return True
+        if _torch_module_of(t) in _TORCH_PURE_MODULES and name and not self._name_may_alias(name):
+            return True
+        return False
 
     def _returned_writes(self, node: Node) -> tuple[Node, ...]:
         """Written inputs that the call also returns: ``self`` of an in-place op

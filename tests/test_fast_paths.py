@@ -393,3 +393,38 @@ def test_module_attributes_read_without_getattr_are_getattrs_answers(monkeypatch
     assert effects.EffectAnalysis(gm).effects(node).pure
     monkeypatch.setattr(nn.Hardswish, "_is_impure", True, raising=False)
     assert effects.EffectAnalysis(gm).effects(node).kinds == {effects.UNKNOWN}
+
+
+def _opaque(x):
+    return x
+
+
+def test_fresh_results_are_decided_per_target_and_follow_registrations():
+    """Whether a call_function target returns a fresh value is remembered per target (with
+    the registries' state): torch.sigmoid is fresh, getitem and unknown functions may return
+    an input, and registering a function pure makes its next analysis call it fresh."""
+    from fxpasses import effects
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    s = g.call_function(torch.sigmoid, (x,))
+    s_out = g.call_function(torch.sigmoid, (x,), {"out": s})
+    item = g.call_function(operator.getitem, (x, 0))
+    opaque = g.call_function(_opaque, (x,))
+    g.output((s, s_out, item, opaque))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    for _ in range(2):  # the second analysis answers from the per-target table
+        a = effects.EffectAnalysis(gm)
+        assert a.aliased_inputs(s) == ()
+        assert a.aliased_inputs(s_out) == (s,)  # out= returns the written tensor
+        assert a.aliased_inputs(item) == (x,)
+        assert a.aliased_inputs(opaque) == (x,)
+        assert effects._fresh_targets[torch.sigmoid][1] is True
+    effects.register_pure_function(_opaque)
+    try:
+        opaque.args = (x,)  # a new args tuple: the node's shared entry is rebuilt
+        assert effects.EffectAnalysis(gm).aliased_inputs(opaque) == ()
+    finally:
+        effects._user_pure.discard(_opaque)
+    opaque.args = (x,)
+    assert effects.EffectAnalysis(gm).aliased_inputs(opaque) == (x,)
