@@ -648,6 +648,34 @@ def _has_forward_hooks(mod: torch.nn.Module) -> bool:
     )
 
 
+_MODULE_GETATTR = torch.nn.Module.__getattr__
+_OBJECT_GETATTRIBUTE = object.__getattribute__
+
+
+def _module_attr(mod: torch.nn.Module, name: str, default: Any) -> Any:
+    """``getattr(mod, name, default)``, read from the instance ``__dict__`` and the module
+    registries as ``nn.Module.__getattr__`` would (a missing attribute costs an exception
+    there); through ``getattr`` itself when the class defines ``name`` (a descriptor or class
+    default takes part) or customises attribute access."""
+    cls = type(mod)
+    if (
+        cls.__getattribute__ is not _OBJECT_GETATTRIBUTE
+        or cls.__getattr__ is not _MODULE_GETATTR
+        or hasattr(cls, name)
+    ):
+        return getattr(mod, name, default)
+    d = mod.__dict__
+    v = d.get(name, _MISSING)
+    if v is not _MISSING:
+        return v
+    for registry in ("_parameters", "_buffers", "_modules"):
+        if registry in d:
+            r = d[registry]
+            if name in r:
+                return r[name]
+    return default
+
+
 def _storage_key(t: torch.Tensor) -> Any:
     try:
         ptr = t.untyped_storage().data_ptr()
@@ -756,6 +784,83 @@ def _pure_whatever_args(t: Any) -> bool:
     return mod in ("_operator", "operator", "math", "cmath") or pure_builtin
 
 
+#: Torch functions (``call_function`` targets) and ``torch.Tensor`` methods (``call_method``
+#: names, with the method object) whose effects :meth:`EffectAnalysis._by_name` finds from the
+#: name alone (see :func:`_static_call`), mapped to the registry token they were found under and
+#: the node's effects: every call of the target whose kwargs give neither ``out`` nor
+#: ``inplace`` has those effects, so no signature binding is needed per node.
+_static_targets: dict[Any, tuple[Any, NodeEffects]] = {}
+_static_methods: dict[str, tuple[Any, Any, NodeEffects]] = {}
+_static_names: dict[str, bool] = {}
+#: call_function targets (not OpOverloads) -> (registry token, whether a call returns a fresh
+#: value besides the written inputs it returns): see :meth:`EffectAnalysis._target_fresh`.
+_fresh_targets: dict[Any, tuple[Any, bool]] = {}
+_static_fns: dict[Any, bool] = {}
+
+
+def _no_flag_kwargs(kwargs: Any) -> bool:
+    """No ``out``/``inplace`` keyword argument (the only keywords a name-only answer ignores)."""
+    return not kwargs or ("out" not in kwargs and "inplace" not in kwargs)
+
+
+def _static_name(name: str) -> bool:
+    """Whether :meth:`EffectAnalysis._by_name` answers for ``name`` without looking at the
+    arguments except ``out=`` and ``inplace`` (no in-place name, no batch norm / embedding,
+    no randomness that depends on arguments, no per-method effect)."""
+    try:
+        return _static_names[name]
+    except KeyError:
+        pass
+    base = name[:-1] if is_inplace_name(name) else name
+    ok = not (
+        is_inplace_name(name)
+        or name in _INPLACE_DUNDERS
+        or base in _BATCH_NORM_NAMES
+        or base == "instance_norm"
+        or base in ("embedding", "embedding_bag")
+        or name in _METHOD_EFFECTS
+        or _conditional_random(name, None) is not None
+    )
+    _static_names[name] = ok
+    return ok
+
+
+def _static_call(fn: Any, name: str) -> bool:
+    """Whether calls of the torch callable ``fn`` (op name ``name``) have effects that do not
+    depend on their arguments, when no ``out``/``inplace`` keyword is given: the name is
+    :func:`_static_name` and no signature :func:`_bind` may use has an ``inplace``
+    parameter (so the bound arguments never hold one)."""
+    if not _static_name(name):
+        return False
+    try:
+        return _static_fns[fn]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable
+        return False
+    ok = not _may_bind_inplace(fn, name)
+    _static_fns[fn] = ok
+    return ok
+
+
+def _may_bind_inplace(fn: Any, name: str) -> bool:
+    """Whether :func:`_bind` (``fn``, ``name``) could return arguments with ``inplace``."""
+    try:
+        sig = _signatures[fn]
+    except KeyError:
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            sig = None
+        _signatures[fn] = sig
+    if sig is not None and not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values()):
+        return "inplace" in sig.parameters
+    pk = _aten_packet(name)
+    if pk is None:
+        return False
+    return any(a.name == "inplace" for op in _overloads(pk) for a in op._schema.arguments)
+
+
 class EffectAnalysis:
     """Effects, aliasing and mutation of the nodes of one graph (caches; O(n) overall).
 
@@ -788,15 +893,15 @@ class EffectAnalysis:
         self._has_writes: bool | None = None
         self._lazy: dict[Node, frozenset[Any]] = {}  # roots found on demand (nothing writes)
         self._lazy_out: bool = False
+        self._static: Any = None  # set by _torch_callable/_method: the answer holds for the target
 
     # ------------------------------------------------------------------ per node
 
     def effects(self, node: Node) -> NodeEffects:
         """The :class:`NodeEffects` of ``node``."""
-        try:
-            return self._node[node]
-        except KeyError:
-            pass
+        eff = self._node.get(node)
+        if eff is not None:
+            return eff
         entry = self._entry(node)
         if entry is None:
             eff = self._compute(node)
@@ -807,19 +912,24 @@ class EffectAnalysis:
         self._node[node] = eff
         return eff
 
+    def _shared_table(self, graph: Any) -> dict[Node, list[Any]] | None:
+        """The per-node table shared by the analyses of ``graph`` (None: it cannot hold one)."""
+        if graph is self._table_graph:
+            return self._table
+        d = getattr(graph, "__dict__", None)
+        if d is None:  # pragma: no cover - a graph without instance attributes
+            return None
+        table = d.get(_SHARED_ATTR)
+        if table is None:
+            table = d[_SHARED_ATTR] = {}
+        self._table_graph, self._table = graph, table
+        return table
+
     def _entry(self, node: Node) -> list[Any] | None:
         """The graph's shared entry for ``node``, valid for its current target/args/kwargs."""
-        graph = node.graph
-        if graph is self._table_graph:
-            table = self._table
-        else:
-            d = getattr(graph, "__dict__", None)
-            if d is None:  # pragma: no cover - a graph without instance attributes
-                return None
-            table = d.get(_SHARED_ATTR)
-            if table is None:
-                table = d[_SHARED_ATTR] = {}
-            self._table_graph, self._table = graph, table
+        table = self._shared_table(node.graph)
+        if table is None:  # pragma: no cover
+            return None
         entry = table.get(node)
         if (
             entry is not None
@@ -845,6 +955,7 @@ class EffectAnalysis:
 
     def _compute(self, node: Node) -> NodeEffects:
         op = node.op
+        self._static = None
         if op in ("placeholder", "output"):
             return _effects({GRAPH_IO}, reason=f"{op} node")
         if op == "get_attr":
@@ -854,10 +965,22 @@ class EffectAnalysis:
             try:
                 if _pure_targets.get(t) is self._token:  # pure whatever the arguments
                     return _PURE
+                hit = _static_targets.get(t)
             except TypeError:  # unhashable target
-                pass
+                hit = None
+            if hit is not None and hit[0] is self._token and _no_flag_kwargs(node._kwargs):
+                return hit[1]
             eff = self._function(node)
         elif op == "call_method":
+            t = node.target
+            hit = _static_methods.get(t) if isinstance(t, str) else None
+            if (
+                hit is not None
+                and hit[0] is self._token
+                and _no_flag_kwargs(node._kwargs)
+                and getattr(torch.Tensor, t, None) is hit[1]
+            ):
+                return hit[2]
             eff = self._method(node)
         elif op == "call_module":
             eff = self._call_module(node)
@@ -875,6 +998,12 @@ class EffectAnalysis:
                 eff = _effects({DECLARED}, (), "torch.fx Node.is_impure()")
         if eff is _PURE and op == "call_function" and _pure_whatever_args(node.target):
             _pure_targets[node.target] = self._token
+        elif self._static is not None:  # found by the target alone: the same for its other calls
+            if op == "call_function":
+                _static_targets[node.target] = (self._token, eff)
+            else:
+                _static_methods[node.target] = (self._token, self._static, eff)
+        self._static = None
         return eff
 
     # call_function -------------------------------------------------------------------------
@@ -918,6 +1047,9 @@ class EffectAnalysis:
             return _effects({GLOBAL_STATE}, reason=f"torch.{name} changes global state")
         if tmod.startswith("torch") and name in _TORCH_READS_STATE:
             return _effects({READS_STATE}, reason=f"torch.{name} reads global state")
+        if _no_flag_kwargs(kwargs) and _static_call(t, name):
+            self._static = t
+            return self._by_name(node, name, None, (), {}, is_init=(tmod == "torch.nn.init"))
         bound = _bind(t, name, args, kwargs)
         return self._by_name(node, name, bound, args, kwargs, is_init=(tmod == "torch.nn.init"))
 
@@ -1047,8 +1179,11 @@ class EffectAnalysis:
         assert isinstance(name, str)
         if not hasattr(torch.Tensor, name):
             return _effects({UNKNOWN}, node.all_input_nodes, f".{name}() is not a torch.Tensor method")
-        args, kwargs = tuple(node.args), dict(node.kwargs)
         fn = getattr(torch.Tensor, name)
+        if _no_flag_kwargs(node._kwargs) and _static_call(fn, name):
+            self._static = fn
+            return self._by_name(node, name, None, (), {})
+        args, kwargs = tuple(node.args), dict(node.kwargs)
         bound = _bind(fn, name, args, kwargs)
         return self._by_name(node, name, bound, args, kwargs)
 
@@ -1102,7 +1237,7 @@ class EffectAnalysis:
         if cls.__name__ == "GuardsFn" and cls.__module__ == "torch.export._unlift":
             # torch.export's input guards: torch._assert calls on the inputs' shapes
             return _effects({ASSERT}, (), "torch.export input guards")
-        if getattr(mod, "_is_impure", False):
+        if _module_attr(mod, "_is_impure", False):
             return _effects({UNKNOWN}, (), f"{cls.__name__} is marked _is_impure", {"input", "*"})
         if _has_forward_hooks(mod):
             return _effects({UNKNOWN}, (), f"{cls.__name__} has forward hooks", {"input", "*"})
@@ -1122,7 +1257,7 @@ class EffectAnalysis:
         kinds: set[str] = set()
         state: set[str] = set()
         reasons = []
-        if getattr(mod, "inplace", False) is True:
+        if _module_attr(mod, "inplace", False) is True:
             kinds.add(MUTATION)
             state.add("input")
             reasons.append(f"{cls.__name__}(inplace=True) writes its input")
@@ -1209,21 +1344,16 @@ class EffectAnalysis:
             return self._schema_aliases(node, t)
         writes = self._returned_writes(node)
         if op == "call_function":
-            if t in _user_pure:
-                return tuple(writes)
-            if t is operator.getitem or t is builtins.getattr:
-                return inputs
-            if isinstance(t, torch._ops.OpOverloadPacket) or isinstance(t, torch._ops.HigherOrderOperator):
-                return inputs
-            mod = getattr(t, "__module__", None)
-            if t in _PURE_BUILTINS or mod in ("math", "cmath"):
-                return tuple(writes)
-            name = callable_op_name(t)
-            if mod in ("_operator", "operator") and name and not self._name_may_alias(name):
-                return tuple(writes)
-            if _torch_module_of(t) in _TORCH_PURE_MODULES and name and not self._name_may_alias(name):
-                return tuple(writes)
-            return inputs
+            try:
+                hit = _fresh_targets.get(t)
+            except TypeError:  # unhashable: `t in _user_pure` below raises as it always did
+                hit = None
+            if hit is not None and hit[0] is self._token:
+                fresh = hit[1]
+            else:
+                fresh = self._target_fresh(t)
+                _fresh_targets[t] = (self._token, fresh)
+            return tuple(writes) if fresh else inputs
         if op == "call_method":
             if not self._name_may_alias(t):  # type: ignore[arg-type]
                 return tuple(writes)
@@ -1242,6 +1372,26 @@ class EffectAnalysis:
                 return ()
             return inputs
         return inputs  # pragma: no cover
+
+    def _target_fresh(self, t: Any) -> bool:
+        """Whether a call of the ``call_function`` target ``t`` (not an ``OpOverload``) returns
+        a fresh value, apart from the written inputs it returns (:meth:`_returned_writes`);
+        else it may alias any input. Decided by the target alone (and the registries)."""
+        if t in _user_pure:
+            return True
+        if t is operator.getitem or t is builtins.getattr:
+            return False
+        if isinstance(t, torch._ops.OpOverloadPacket) or isinstance(t, torch._ops.HigherOrderOperator):
+            return False
+        mod = getattr(t, "__module__", None)
+        if t in _PURE_BUILTINS or mod in ("math", "cmath"):
+            return True
+        name = callable_op_name(t)
+        if mod in ("_operator", "operator") and name and not self._name_may_alias(name):
+            return True
+        if _torch_module_of(t) in _TORCH_PURE_MODULES and name and not self._name_may_alias(name):
+            return True
+        return False
 
     def _returned_writes(self, node: Node) -> tuple[Node, ...]:
         """Written inputs that the call also returns: ``self`` of an in-place op
@@ -1412,16 +1562,42 @@ class EffectAnalysis:
             if self._roots is not None:
                 self._has_writes = bool(self._written or self._state_written)
             else:
-                effects = self.effects
-                self._has_writes = False
-                for n in self.gm.graph.nodes:  # type: ignore[union-attr]
-                    if n.op == "placeholder" or n.op == "get_attr" or n.op == "output":
-                        continue
-                    eff = effects(n)
-                    if eff.writes or eff.state_writes:
-                        self._has_writes = True
-                        break
+                self._has_writes = self._scan_writes()
         return self._has_writes
+
+    def _scan_writes(self) -> bool:
+        """Whether some node writes: :meth:`effects` of every node that may write, with the
+        shared table's valid answers read in place (the same answers, memoized as effects()
+        memoizes them, without a call per node: this walk is done once per pass)."""
+        graph = self.gm.graph  # type: ignore[union-attr]
+        table = self._shared_table(graph) or {}
+        token = self._token
+        memo = self._node
+        effects = self.effects
+        for n in graph.nodes:
+            op = n.op
+            if op == "call_function" or op == "call_method":
+                eff = memo.get(n)
+                if eff is None:
+                    e = table.get(n)
+                    if (
+                        e is not None
+                        and e[4] is not None
+                        and e[0] is n.target
+                        and e[1] is n._args
+                        and e[2] is n._kwargs
+                        and e[3] is token
+                    ):
+                        eff = memo[n] = e[4]  # as effects() would leave it
+                    else:
+                        eff = effects(n)
+            elif op == "placeholder" or op == "get_attr" or op == "output":  # write nothing
+                continue
+            else:
+                eff = effects(n)
+            if eff.writes or eff.state_writes:
+                return True
+        return False
 
     def is_written(self, node: Node) -> bool:
         """Whether some node of the graph may write ``node``'s value (through any alias)."""

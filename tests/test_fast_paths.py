@@ -361,3 +361,184 @@ def test_mutated_attributes_shortcut_matches_full_answer():
     assert effects.EffectAnalysis(gm).mutated_attributes() == {"b"}
     gm2 = torch.fx.symbolic_trace(Net())
     assert effects.EffectAnalysis(gm2).mutated_attributes() == set()
+
+
+def test_effects_found_by_target_alone_are_reused_only_where_they_hold(monkeypatch):
+    """Torch functions and Tensor methods whose effects follow from their name are answered
+    per target (no signature binding per node), except for calls that give ``out=`` or
+    ``inplace``, for a method object replaced on ``torch.Tensor``, and after registrations."""
+    import torch.nn.functional as F
+
+    from fxpasses import effects
+
+    g = torch.fx.Graph()
+    x, y = g.placeholder("x"), g.placeholder("y")
+    s1 = g.call_function(torch.sigmoid, (x,))
+    s2 = g.call_function(torch.sigmoid, (y,))
+    s_out = g.call_function(torch.sigmoid, (x,), {"out": y})
+    r1 = g.call_function(torch.rand, (3,))
+    relu = g.call_function(F.relu, (x,))  # F.relu has an inplace parameter: never per target
+    relu_inplace = g.call_function(F.relu, (y, True))
+    m1 = g.call_method("mean", (x,))
+    m2 = g.call_method("mean", (y, 0))
+    g.output((s1, s2, s_out, r1, relu, relu_inplace, m1, m2))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+
+    a = effects.EffectAnalysis(gm)
+    assert a.effects(s1).pure and a.effects(s2).pure
+    assert effects._static_targets[torch.sigmoid][1] is a.effects(s1)
+    out = a.effects(s_out)
+    assert out.kinds == {effects.MUTATION} and out.writes == (y,)
+    assert a.effects(r1).kinds == {effects.RANDOM}
+    assert effects._static_targets[torch.rand][1].kinds == {effects.RANDOM}
+    assert a.effects(relu).pure and F.relu not in effects._static_targets
+    inplace = a.effects(relu_inplace)
+    assert inplace.kinds == {effects.MUTATION} and inplace.writes == (y,)
+    assert a.effects(m1).pure and a.effects(m2).pure and "mean" in effects._static_methods
+
+    # a node edited to give out= is not answered from the target
+    s2.kwargs = {"out": x}
+    e = effects.EffectAnalysis(gm).effects(s2)
+    assert e.kinds == {effects.MUTATION} and e.writes == (x,)
+
+    # a Tensor method replaced by one with an inplace parameter: bound per node again
+    def mean(self, inplace=False):
+        return self
+
+    monkeypatch.setattr(torch.Tensor, "mean", mean)
+    m2.args = (y, True)
+    e = effects.EffectAnalysis(gm).effects(m2)
+    assert e.kinds == {effects.MUTATION} and e.writes == (y,)
+    monkeypatch.undo()
+
+    # a registration between analyses is seen by the next one
+    s1.args = (y,)  # a new args tuple: the node's shared entry is rebuilt
+    effects.register_side_effect(torch.sigmoid, effects.IO)
+    try:
+        assert effects.EffectAnalysis(gm).effects(s1).kinds == {effects.IO}
+    finally:
+        effects._user_effects.pop(torch.sigmoid, None)
+    s1.args = (x,)
+    assert effects.EffectAnalysis(gm).effects(s1).pure
+
+
+def test_has_writes_reads_the_shared_table_and_follows_edits():
+    """``has_writes`` reads valid shared answers in place; a later analysis sees writes that
+    edits added (a new in-place node, a node given ``out=``, a module made in-place)."""
+    from fxpasses import effects
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            y = torch.sigmoid(x)
+            return self.act(y).mean() + y
+
+    gm = torch.fx.symbolic_trace(M())
+    sig = next(n for n in gm.graph.nodes if n.target is torch.sigmoid)
+    x = next(iter(gm.graph.find_nodes(op="placeholder")))
+    assert not effects.EffectAnalysis(gm).has_writes()
+    a = effects.EffectAnalysis(gm)
+    assert not a.has_writes()  # from the shared table
+    sig.kwargs = {"out": x}
+    assert a.effects(sig).pure  # an analysis keeps the answers it gave (memoized by the walk)
+    assert effects.EffectAnalysis(gm).has_writes()
+    assert effects.EffectAnalysis(gm).is_written(x)
+    sig.kwargs = {}
+    assert not effects.EffectAnalysis(gm).has_writes()
+    with gm.graph.inserting_after(sig):
+        gm.graph.call_method("add_", (sig, 1))
+    assert effects.EffectAnalysis(gm).has_writes()
+    assert effects.EffectAnalysis(gm).is_written(sig)
+
+    gm = torch.fx.symbolic_trace(M())
+    assert not effects.EffectAnalysis(gm).has_writes()
+    gm.act.inplace = True
+    assert effects.EffectAnalysis(gm).has_writes()
+
+
+def test_module_attributes_read_without_getattr_are_getattrs_answers(monkeypatch):
+    """``effects._module_attr`` (the attribute reads of a module's effect summary) gives what
+    ``getattr(module, name, default)`` gives: instance attributes, class attributes and
+    properties (also ones added to the class later), registries, customised access, misses."""
+    from fxpasses import effects
+
+    class Prop(nn.ReLU):
+        @property
+        def inplace(self):  # shadows the instance attribute ReLU.__init__ sets
+            return True
+
+    class Custom(nn.Linear):
+        def __getattr__(self, name):
+            if name == "_is_impure":
+                return True
+            return super().__getattr__(name)
+
+    flagged = nn.Linear(2, 2)
+    flagged._is_impure = True
+    with_buffer = nn.Identity()
+    with_buffer.register_buffer("inplace", torch.ones(1))
+    modules = [nn.Linear(2, 2), nn.ReLU(inplace=True), nn.ReLU(), flagged, Custom(2, 2), with_buffer]
+    try:
+        modules.append(Prop())
+    except AttributeError:  # pragma: no cover - the property refuses ReLU.__init__'s assignment
+        pass
+    monkeypatch.setattr(nn.Tanh, "_is_impure", True, raising=False)
+    modules.append(nn.Tanh())
+    for m in modules:
+        for name in ("_is_impure", "inplace", "training", "weight", "missing"):
+            want = getattr(m, name, "default")
+            got = effects._module_attr(m, name, "default")
+            assert got is want, (type(m).__name__, name)
+    assert effects._module_attr(flagged, "_is_impure", False) is True
+    assert effects._module_attr(nn.Linear(2, 2), "_is_impure", False) is False
+    assert effects._module_attr(nn.Tanh(), "_is_impure", False) is True
+    assert effects._module_attr(Custom(2, 2), "_is_impure", False) is True
+
+    # a class marked impure after an analysis: the next analysis sees it
+    root = nn.Module()
+    root.act = nn.Hardswish()
+    g = torch.fx.Graph()
+    g.output(g.call_module("act", (g.placeholder("x"),)))
+    gm = torch.fx.GraphModule(root, g)
+    node = next(iter(gm.graph.find_nodes(op="call_module")))
+    assert effects.EffectAnalysis(gm).effects(node).pure
+    monkeypatch.setattr(nn.Hardswish, "_is_impure", True, raising=False)
+    assert effects.EffectAnalysis(gm).effects(node).kinds == {effects.UNKNOWN}
+
+
+def _opaque(x):
+    return x
+
+
+def test_fresh_results_are_decided_per_target_and_follow_registrations():
+    """Whether a call_function target returns a fresh value is remembered per target (with
+    the registries' state): torch.sigmoid is fresh, getitem and unknown functions may return
+    an input, and registering a function pure makes its next analysis call it fresh."""
+    from fxpasses import effects
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    s = g.call_function(torch.sigmoid, (x,))
+    s_out = g.call_function(torch.sigmoid, (x,), {"out": s})
+    item = g.call_function(operator.getitem, (x, 0))
+    opaque = g.call_function(_opaque, (x,))
+    g.output((s, s_out, item, opaque))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    for _ in range(2):  # the second analysis answers from the per-target table
+        a = effects.EffectAnalysis(gm)
+        assert a.aliased_inputs(s) == ()
+        assert a.aliased_inputs(s_out) == (s,)  # out= returns the written tensor
+        assert a.aliased_inputs(item) == (x,)
+        assert a.aliased_inputs(opaque) == (x,)
+        assert effects._fresh_targets[torch.sigmoid][1] is True
+    effects.register_pure_function(_opaque)
+    try:
+        opaque.args = (x,)  # a new args tuple: the node's shared entry is rebuilt
+        assert effects.EffectAnalysis(gm).aliased_inputs(opaque) == ()
+    finally:
+        effects._user_pure.discard(_opaque)
+    opaque.args = (x,)
+    assert effects.EffectAnalysis(gm).aliased_inputs(opaque) == (x,)
