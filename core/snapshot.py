@@ -328,6 +328,9 @@ def _differs(a: Any, b: Any) -> bool:
         return True
 
 
+_EMPTY: dict[str, Any] = {}
+_NO_NAMES: frozenset[str] = frozenset()
+
 # keys every nn.Module instance has in its __dict__ (none of them holds a tensor)
 _MODULE_KEYS = frozenset(torch.nn.Module().__dict__)
 
@@ -365,7 +368,18 @@ def _record_modules(
         if p is None or b is None or mods is None:  # not initialised as a Module
             p, b, mods = m._parameters, m._buffers, m._modules
         nps = d.get("_non_persistent_buffers_set")
-        append((m, d.copy(), p.copy(), b.copy(), mods.copy(), nps.copy() if nps is not None else set()))
+        # empty registries (most of them: leaf modules, modules without buffers) share one
+        # empty record, never written to
+        append(
+            (
+                m,
+                d.copy(),
+                p.copy() if p else _EMPTY,
+                b.copy() if b else _EMPTY,
+                mods.copy() if mods else _EMPTY,
+                nps.copy() if nps else _NO_NAMES,
+            )
+        )
         prefix = mname + "." if mname else ""
         if p:
             for k, v in p.items():

@@ -135,6 +135,12 @@ class SubmoduleThief(fxpasses.GraphPass):
             gm.fc.weight.mul_(0)
         del gm._modules["fc"]
         gm.register_buffer("stolen", torch.ones(3))
+        # registries that were empty: a leaf module gets a parameter, a submodule and a
+        # non-persistent buffer
+        leaf = next(m for m in gm.modules() if not m._parameters and not m._buffers and not m._modules)
+        leaf.register_parameter("grown", torch.nn.Parameter(torch.zeros(2)))
+        leaf.add_module("child", torch.nn.Identity())
+        leaf.register_buffer("scratch", torch.zeros(1), persistent=False)
         return True
 
 
@@ -151,6 +157,9 @@ def test_deleted_submodule_and_in_place_parameter_restored(snapshot_tensors):
     assert_same_state(before, state(gm))
     assert gm.fc.weight is weight and torch.equal(weight, expected_weight)
     assert not hasattr(gm, "stolen")
+    for m in gm.modules():
+        assert not hasattr(m, "grown") and not hasattr(m, "child") and not hasattr(m, "scratch")
+        assert "scratch" not in m._non_persistent_buffers_set
     assert torch.allclose(gm(x), model(x))
 
 
