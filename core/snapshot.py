@@ -8,8 +8,8 @@ args, kwargs, type, a shallow copy of ``meta``, the order of its users) in one O
 created are detached, nodes it erased are re-linked, and every field is reset. Node identity,
 names, ``meta`` and the generated code are therefore exactly as before.
 
-The module side (parameters, buffers, submodules and plain attributes of every submodule) is
-recorded by reference. Tensors written *in place* are restored from the clones a
+The module side (parameters, buffers, submodules, hooks and plain attributes of every
+submodule, and torch's global module hooks) is recorded by reference. Tensors written *in place* are restored from the clones a
 :class:`~fxpasses.write_guard.WriteGuard` takes before the first write (run the pass inside
 :meth:`Snapshot.guard`), or, with ``copy_tensors=True``, from copies of every tensor taken up
 front. Of the writes no guard sees, those that move ``Tensor._version`` or ``data_ptr()``
@@ -26,13 +26,14 @@ torch version.
 
 from __future__ import annotations
 
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from operator import eq as _eq
 from operator import is_ as _is
 from typing import Any
 
 import torch
 import torch.fx
+import torch.nn.modules.module as _module_mod
 
 from .write_guard import WriteGuard, restore_tensor
 
@@ -62,6 +63,7 @@ class Snapshot:
         "graph_dict",
         "namespace",
         "modules",
+        "global_hooks",
         "class_forward",
         "gm_meta",
         "tensors",
@@ -100,6 +102,7 @@ class Snapshot:
         ns = graph._graph_namespace
         self.namespace = (ns._obj_to_name.copy(), ns._used_names.copy(), ns._base_count.copy())
         self.modules, tensors = _record_modules(gm)
+        self.global_hooks = [(h, h.copy()) for h in _GLOBAL_HOOKS]
         self.class_forward = type(gm).__dict__.get("forward")
         meta = gm.__dict__.get("meta")
         self.gm_meta = meta.copy() if isinstance(meta, dict) else None  # GraphModule.meta
@@ -139,14 +142,17 @@ class Snapshot:
         return graph_changed(self) or self.module_changed()
 
     def module_changed(self) -> bool:
-        for m, d, params, bufs, mods, _ in self.modules:
+        for m, d, params, bufs, mods, _, hooks in self.modules:
             if (
                 not _same_items(m._parameters, params)
                 or not _same_items(m._buffers, bufs)
                 or not _same_items(m._modules, mods)
                 or not _same_items(m.__dict__, d)
+                or not _same_hooks(d, hooks)
             ):
                 return True
+        if any(not _same_items(live, rec) for live, rec in self.global_hooks):
+            return True
         if self.write_guard is not None and self.write_guard.saved:
             return True
         if list(map(_requires_grad, self.tensors.values())) != self.tensor_grads:
@@ -254,10 +260,15 @@ class Snapshot:
         if self.gm_meta is not None and isinstance(meta, dict) and not _same_items(meta, self.gm_meta):
             meta.clear()
             meta.update(self.gm_meta)
-        for m, d, params, bufs, mods, non_persistent in self.modules:
+        for live, rec in self.global_hooks:
+            if not _same_items(live, rec):
+                live.clear()
+                live.update(rec)
+        for m, d, params, bufs, mods, non_persistent, hooks in self.modules:
             if not _same_items(m.__dict__, d):
                 m.__dict__.clear()
                 m.__dict__.update(d)
+            _restore_hooks(d, hooks)
             for live, rec in ((m._parameters, params), (m._buffers, bufs), (m._modules, mods)):
                 if not _same_items(live, rec):
                     live.clear()
@@ -331,6 +342,53 @@ def _differs(a: Any, b: Any) -> bool:
 _EMPTY: dict[str, Any] = {}
 _NO_NAMES: frozenset[str] = frozenset()
 
+# the hook dictionaries of every module (forward, backward, state-dict hooks...), and torch's
+# global module hooks
+_HOOK_KEYS = tuple(
+    k
+    for k, v in torch.nn.Module().__dict__.items()
+    if isinstance(v, dict) and k not in ("_parameters", "_buffers", "_modules")
+)
+_hooks_of = itemgetter(*_HOOK_KEYS)
+_GLOBAL_HOOKS = tuple(
+    v for k, v in sorted(vars(_module_mod).items()) if k.startswith("_global_") and isinstance(v, dict)
+)
+
+
+def _live_hooks(d: dict[str, Any]) -> tuple[Any, ...]:
+    """The hook dictionaries in a module's ``__dict__`` (None where one is missing)."""
+    try:
+        return _hooks_of(d)
+    except KeyError:  # not initialised as a Module
+        return tuple(d.get(k) for k in _HOOK_KEYS)
+
+
+def _record_hooks(d: dict[str, Any]) -> tuple[dict[Any, Any] | None, ...] | None:
+    """Copies of a module's hook dictionaries; None when all are empty (almost always)."""
+    hooks = _live_hooks(d)
+    if not any(hooks):
+        return None
+    return tuple(h.copy() if h else None for h in hooks)
+
+
+def _same_hooks(d: dict[str, Any], rec: tuple[dict[Any, Any] | None, ...] | None) -> bool:
+    hooks = _live_hooks(d)
+    if rec is None:
+        return not any(hooks)
+    return all(not h if r is None else h is not None and _same_items(h, r) for h, r in zip(hooks, rec))
+
+
+def _restore_hooks(d: dict[str, Any], rec: tuple[dict[Any, Any] | None, ...] | None) -> None:
+    for h, r in zip(_live_hooks(d), rec or (None,) * len(_HOOK_KEYS)):
+        if h is None:
+            continue
+        if r is None:
+            if h:
+                h.clear()
+        elif not _same_items(h, r):
+            h.clear()
+            h.update(r)
+
 # keys every nn.Module instance has in its __dict__ (none of them holds a tensor)
 _MODULE_KEYS = frozenset(torch.nn.Module().__dict__)
 
@@ -378,6 +436,7 @@ def _record_modules(
                 b.copy() if b else _EMPTY,
                 mods.copy() if mods else _EMPTY,
                 nps.copy() if nps else _NO_NAMES,
+                _record_hooks(d),
             )
         )
         prefix = mname + "." if mname else ""

@@ -163,6 +163,48 @@ def test_deleted_submodule_and_in_place_parameter_restored(snapshot_tensors):
     assert torch.allclose(gm(x), model(x))
 
 
+class HookPlanter(fxpasses.GraphPass):
+    """Registers module hooks (on the root, on a submodule, global ones), then fails."""
+
+    name = "hook_planter"
+
+    def run(self, gm, ctx):
+        gm.register_forward_hook(lambda m, i, o: o * 0)
+        gm.fc.register_forward_pre_hook(lambda m, i: (i[0] * 0,))
+        gm.conv1.register_forward_hook(lambda m, i, o: o + 1)
+        gm.register_state_dict_pre_hook(lambda m, prefix, keep_vars: None)
+        torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o)
+        raise RuntimeError("planted failure after the hooks")
+
+
+def test_hooks_a_failing_pass_registers_are_removed():
+    model, x, gm, reg = traced_convnet(HookPlanter)
+    gm.conv1.register_forward_hook(lambda m, i, o: o)  # the user's own hook stays
+    kept = dict(gm.conv1._forward_hooks)
+    expected = gm(x)
+    before = state(gm)
+    global_hooks = dict(torch.nn.modules.module._global_forward_hooks)
+    with pytest.raises(PassFailedError, match="planted failure"):
+        Pipeline(["hook_planter"], registry=reg).run(gm, [x])
+    assert_same_state(before, state(gm))
+    assert not gm._forward_hooks and not gm._state_dict_pre_hooks and not gm.fc._forward_pre_hooks
+    assert dict(gm.conv1._forward_hooks) == kept
+    assert dict(torch.nn.modules.module._global_forward_hooks) == global_hooks
+    assert torch.equal(gm(x), expected)
+    # a hook alone counts as a change (a pass reporting nothing is still compared)
+    from fxpasses.snapshot import Snapshot
+
+    snap = Snapshot(gm)
+    assert not snap.changed()
+    handle = gm.fc.register_forward_hook(lambda m, i, o: o)
+    assert snap.changed()
+    handle.remove()
+    assert not snap.changed()
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda m, i: i)
+    assert snap.changed()
+    handle.remove()
+
+
 class QuietWriter(fxpasses.GraphPass):
     """Writes tensors in place in the ways torch's dispatcher sees (through ``.data``, a view,
     ``out=``, a training-mode batch norm's running statistics), then fails."""
