@@ -283,14 +283,36 @@ def copy_provenance(src: Node, dst: Node) -> None:
             dmeta[key] = smeta[key]
 
 
+def check_replacement(node: Node, value: Node) -> None:
+    """Raise ``ValueError`` when ``value`` cannot take the place of ``node`` in its uses: it
+    belongs to another graph, was erased, or comes after a user of ``node`` (the graph would
+    use it before defining it, or it would use itself)."""
+    if value.graph is not node.graph:
+        raise ValueError(f"cannot replace %{node.name} by %{value.name}: %{value.name} belongs to another graph")
+    if value._erased:
+        raise ValueError(f"cannot replace %{node.name} by %{value.name}: %{value.name} was erased")
+    key = value._sort_key
+    if key > node._sort_key:  # after the node: it must still come before every user
+        for user in node.users:
+            if user is value or not key < user._sort_key:
+                raise ValueError(
+                    f"cannot replace %{node.name} by %{value.name}: %{value.name} comes after "
+                    f"%{user.name}, which uses %{node.name}"
+                    + (" (and would then use itself)" if user is value else "")
+                )
+
+
 def replace_all_uses(node: Node, value: Any) -> None:
     """Replace every use of ``node`` with ``value``: a Node, or a constant spelled in code.
 
     Raises:
         TypeError: ``value`` is a tensor (store it with ``PassContext.add_constant``).
+        ValueError: ``value`` is a node that cannot take ``node``'s place (see
+            :func:`check_replacement`).
     """
     if isinstance(value, Node):
         if value is not node:
+            check_replacement(node, value)
             node.replace_all_uses_with(value)
         return
     if isinstance(value, torch.Tensor):

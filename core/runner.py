@@ -17,7 +17,7 @@ import torch.fx
 from torch.fx.node import Node
 
 from ._modpath import MISSING, ModulePaths
-from .context import PassContext, describe_node, replace_all_uses, user_source_line
+from .context import PassContext, check_replacement, describe_node, replace_all_uses, user_source_line
 from .errors import NodeHasUsersError, PassFailedError
 from .ops import callable_op_name, family_members, module_op_name
 from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace, Subscription
@@ -276,6 +276,7 @@ def run_pass(
                     value = action.value
                     if value is node:
                         continue
+                    check_replacement(node, value)
                     node.replace_all_uses_with(value)
                     if not node.users and node.op != "placeholder" and node.op != "output":
                         ctx.graph.erase_node(node)

@@ -302,6 +302,61 @@ def test_dispatch_order_and_answers_on_every_work_list_path():
     assert run(Nothing)[1] is False
 
 
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("which", ["later", "other_graph", "erased"])
+def test_replace_by_a_node_that_cannot_take_the_place_fails_at_the_hook(which, fast):
+    """Replace(value) with a value defined after a user, from another graph or erased: the
+    hook's error names the node and the reason (not a lint failure after the pass), and the
+    graph is rolled back. ``fast``: the single-hook loop; else two hooks (the general loop)."""
+
+    def f(x):
+        a = torch.relu(x)
+        b = torch.neg(a)
+        return torch.sin(b)
+
+    other = torch.fx.symbolic_trace(f)
+    gm = torch.fx.symbolic_trace(f)
+    code = gm.code
+
+    class Bad(fxpasses.NodePass):
+        """Answers an impossible replacement for relu."""
+
+        name = "bad_replace"
+
+        @fxpasses.on(op="call_function", target=torch.relu)
+        def relu(self, node, ctx):
+            if which == "later":
+                return fxpasses.Replace(next(iter(node.users)))  # neg: uses relu itself
+            if which == "other_graph":
+                return fxpasses.Replace(next(iter(other.graph.nodes)))
+            erased = ctx.graph.call_function(torch.cos, (node.args[0],))
+            ctx.graph.erase_node(erased)
+            return fxpasses.Replace(erased)
+
+    if not fast:
+
+        class Bad(Bad):  # noqa: F811 - a second hook on the same target: the general loop
+            """The same, with a second hook that keeps everything."""
+
+            name = "bad_replace_two_hooks"
+
+            @fxpasses.on(op="call_function", target=torch.relu)
+            def keep(self, node, ctx):
+                return None
+
+    expected = {
+        "later": "comes after %neg, which uses %relu (and would then use itself)",
+        "other_graph": "belongs to another graph",
+        "erased": "was erased",
+    }[which]
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline([Bad]).run(gm)
+    text = str(info.value)
+    assert expected in text and "cannot replace %relu" in text and "at node %relu" in text
+    assert "graph lint failed" not in text
+    assert gm.code == code
+
+
 def _user_fn(x):
     return x + 1
 
