@@ -68,7 +68,7 @@ def run(cfg: Any) -> Any:
     import fxpasses
     from fxpasses.snapshot import Snapshot
 
-    from bench_pipeline import PIPELINE
+    from bench_pipeline import inference_pipeline
     from common import Result, Target, md_table
     from graphs import BlockModel, block_graph, n_blocks_for
 
@@ -96,7 +96,7 @@ def run(cfg: Any) -> Any:
         ("no snapshots (stub)", {}, True),
         ("snapshot_tensors=True", {"snapshot_tensors": True}, False),
     ):
-        pipe = fxpasses.Pipeline(PIPELINE, **pipe_kwargs)
+        pipe = inference_pipeline(**pipe_kwargs)
         gm = block_graph(n, model=model, compile=False)
         gc.collect()
         tracemalloc.start()
@@ -185,7 +185,7 @@ def _child(variant: str, size: str) -> None:
     import models
 
     import fxpasses
-    from bench_pipeline import PIPELINE
+    from bench_pipeline import inference_pipeline
 
     if size == "quick":
         label, model = "GPT-2 2x128", models.gpt2(n_layer=2, n_embd=128, n_head=4)
@@ -195,7 +195,7 @@ def _child(variant: str, size: str) -> None:
     gm = torch.export.export(model, (x,)).module()
     del model
     params = sum(t.numel() * t.element_size() for t in list(gm.parameters()) + list(gm.buffers()))
-    pipe = fxpasses.Pipeline(PIPELINE, snapshot_tensors=(variant == "tensors"))
+    pipe = inference_pipeline(snapshot_tensors=(variant == "tensors"))
     nodes = len(gm.graph.nodes)
     gc.collect()
     time.sleep(0.1)

@@ -15,7 +15,7 @@ import torch
 import fxpasses
 from fxpasses.verify import compare_outputs
 
-from bench_pipeline import PIPELINE
+from bench_pipeline import inference_pipeline
 from common import Config, Result, Target, fmt_s, fmt_x, md_table, measure
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,7 +68,7 @@ def latencies(fns: list[Callable[[], Any]], runs: int) -> list[float]:
 def run(cfg: Config) -> Result:
     res = Result("models", "4. Real models")
     rows, lat_rows = [], []
-    pipe = fxpasses.Pipeline(PIPELINE)
+    pipe = inference_pipeline()
     runs = 10 if cfg.quick else 20
     for label, factory, x in _models(cfg):
         model = factory()

@@ -13,14 +13,23 @@ import torch.fx
 
 import fxpasses
 from fxpasses.builtin_passes import BUILTIN_PRESETS
+from fxpasses.spec import parse_pipeline_string
 
 import torch_baselines as tb
 from common import Config, Result, Stat, Target, fmt_s, fmt_x, gc_paused, md_table, measure
 from graphs import BlockModel, block_graph, n_blocks_for
 from slow import run_limited
 
-#: the built-in "inference" preset, the pipeline `fxpasses run` uses by default
-PIPELINE = BUILTIN_PRESETS["inference"][0].split(",")
+#: the built-in "inference" preset, the pipeline `fxpasses run` uses by default, and its passes
+INFERENCE = BUILTIN_PRESETS["inference"][0]
+PIPELINE = [e.name for e in parse_pipeline_string(INFERENCE)]
+
+
+def inference_pipeline(**kwargs: Any) -> fxpasses.Pipeline:
+    """The ``inference`` preset with its options (``fold_constants`` folds parameters; the
+    names in :data:`PIPELINE` alone fold them only in an eval-mode module, and
+    ``torch.export``'s ``.module()`` always says training)."""
+    return fxpasses.Pipeline.from_string(INFERENCE, **kwargs)
 TORCH_TRIO = ["remove_dropout", "eliminate_common_subexpressions", "eliminate_dead_code"]
 
 

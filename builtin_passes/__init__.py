@@ -43,10 +43,17 @@ BUILTIN_PRESETS: dict[str, tuple[str, str]] = {
         "Merge duplicate pure nodes and remove dead code.",
     ),
     "inference": (
-        "remove_dropout,fuse_conv_bn,simplify_algebra,fold_constants,"
+        "remove_dropout,fuse_conv_bn,simplify_algebra,fold_constants{fold_parameters=true},"
         "eliminate_common_subexpressions,eliminate_dead_code",
         "Everything that keeps eval-mode outputs: dropout removal, conv-bn fusion, algebraic "
-        "simplification, constant folding, CSE and DCE.",
+        "simplification, constant folding (weights included: they are frozen), CSE and DCE.",
+    ),
+    "training": (
+        "remove_dropout,fuse_conv_bn,simplify_algebra,fold_constants,"
+        "eliminate_common_subexpressions,eliminate_dead_code",
+        "The inference passes for a model that will still be trained: each leaves alone what "
+        "training needs (active dropout, training-mode batch norm, parameters that require "
+        "grad).",
     ),
 }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.fx
@@ -54,12 +54,15 @@ class FoldConstantsOptions(PassOptions):
             "b); raise it to fold constants built from literals (torch.arange(n), masks)."
         ),
     )
-    fold_parameters: bool = Field(
-        default=True,
+    fold_parameters: Optional[bool] = Field(
+        default=None,
         description=(
-            "Treat parameters as constants (inference: weights are frozen). Set false to fold "
-            "only buffers and literals, e.g. for a graph that will be trained: folded results "
-            "do not require grad."
+            "Treat parameters as constants: true folds them all (inference: weights are "
+            "frozen, folded results do not require grad); false folds only buffers and "
+            "literals; unset (the default) folds a parameter unless it requires grad in a "
+            "module in training mode (`gm.training`; torch.export's `.module()` always says "
+            "training, so there only parameters with requires_grad=False). The `inference` "
+            "preset sets it to true."
         ),
     )
 
@@ -104,10 +107,13 @@ class FoldConstants(GraphPass):
     pipeline, which removes any other dead code.
 
     Options (see :class:`FoldConstantsOptions`): ``max_numel`` (default 2**20 elements),
-    ``max_growth_bytes`` (default 0), ``fold_parameters`` (default true).
+    ``max_growth_bytes`` (default 0), ``fold_parameters`` (default: parameters that may be
+    trained are left alone).
 
     Caveats: the values are computed once, with the global state at folding time (default
-    dtype, autocast off, grad off); parameters are frozen (see ``fold_parameters``).
+    dtype, autocast off, grad off); folded parameters are frozen (see ``fold_parameters``). A
+    call left unfolded only because it reads a parameter that may be trained is reported
+    (``ctx.skip``).
 
     Counters: ``folded``, ``skipped_size``, ``skipped_output``, ``removed_nodes``,
     ``removed_parameters``/``removed_buffers``/``removed_constants``, ``bytes_added``,
@@ -156,17 +162,22 @@ class FoldConstants(GraphPass):
         effects = analysis.effects
         is_grad_enabled = torch.is_grad_enabled
         set_grad_enabled = torch._C._set_grad_enabled  # torch.no_grad() without its objects
+        fold_parameters = opts.fold_parameters
+        training = bool(getattr(gm, "training", True))
+        trainable: set[Node] = set()  # parameters left alone only because they may be trained
         for node in gm.graph.nodes:
             op = node.op
             if op == "get_attr":  # (get_attr, placeholder and output nodes change no state)
                 obj = _attr(gm, node.target, paths)
                 if isinstance(obj, torch.Tensor):
-                    if (
-                        node.target not in mutated
-                        and not analysis.is_written(node)
-                        and (opts.fold_parameters or not isinstance(obj, torch.nn.Parameter))
-                    ):
-                        values[node] = obj
+                    if node.target not in mutated and not analysis.is_written(node):
+                        if not isinstance(obj, torch.nn.Parameter) or fold_parameters:
+                            values[node] = obj
+                        elif fold_parameters is None:
+                            if training and obj.requires_grad:
+                                trainable.add(node)
+                            else:
+                                values[node] = obj
                 elif isinstance(obj, _LITERALS):
                     values[node] = obj
                 continue
@@ -177,11 +188,28 @@ class FoldConstants(GraphPass):
             if state_changed or not node.users:
                 continue
             if not node._input_nodes.keys() <= constant:  # an input is not constant
+                if trainable and not trainable.isdisjoint(node._input_nodes) and all(
+                    i in values or i in trainable for i in node._input_nodes
+                ):
+                    ctx.skip(
+                        node,
+                        "reads a parameter that requires grad, in training mode "
+                        "(fold_parameters=true folds it)",
+                    )
                 continue
             if not analysis.is_pure(node) or analysis.is_written(node) or analysis.reads_written_state(node):
                 continue
-            if op == "call_module" and not opts.fold_parameters:
-                if any(True for _ in gm.get_submodule(node.target).parameters()):  # type: ignore[arg-type]
+            if op == "call_module" and not fold_parameters:
+                params = gm.get_submodule(node.target).parameters()  # type: ignore[arg-type]
+                if fold_parameters is False:
+                    if any(True for _ in params):
+                        continue
+                elif training and any(p.requires_grad for p in params):
+                    ctx.skip(
+                        node,
+                        "calls a module whose parameters require grad, in training mode "
+                        "(fold_parameters=true folds it)",
+                    )
                     continue
             try:
                 prev = is_grad_enabled()

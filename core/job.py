@@ -64,6 +64,8 @@ __all__ = [
 
 #: The preset ``fxpasses run`` uses when the config names no pipeline or preset.
 DEFAULT_PRESET = "inference"
+#: ... and when the model runs in training mode (``train = true``): nothing that freezes weights.
+TRAINING_PRESET = "training"
 
 _DTYPES = {
     "float32": torch.float32,
@@ -347,7 +349,8 @@ def run_job(
         raise ConfigError("no [model] section: `fxpasses run` needs a model factory and inputs", source=cfg._source)
     if cfg.pipeline is None and cfg.preset is None:
         base, source = cfg._base_dir, cfg._source
-        cfg = cfg.model_copy(update={"preset": DEFAULT_PRESET})
+        preset = TRAINING_PRESET if cfg.model.train else DEFAULT_PRESET
+        cfg = cfg.model_copy(update={"preset": preset})
         cfg._base_dir, cfg._source = base, source
     pipeline = Pipeline._from_config_obj(cfg, registry=registry)
     if snapshot_tensors:

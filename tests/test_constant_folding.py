@@ -35,7 +35,11 @@ def trace(model: nn.Module, dialect: str, inputs) -> tuple[torch.fx.GraphModule,
     return cap.gm, cap.inputs
 
 
-def fold(gm, inputs=None, text=FOLD):
+#: as the inference preset runs it: parameters are constants whatever the module's mode
+FOLD_ALL = FOLD + "{fold_parameters=true}"
+
+
+def fold(gm, inputs=None, text=FOLD_ALL):
     return fxpasses.Pipeline.from_string(text).run(gm, inputs)[FOLD]
 
 
@@ -77,7 +81,7 @@ def foldable_inputs():
 
 def test_outputs_preserved_and_exact_folds_in_every_dialect():
     results = assert_preserves_outputs(
-        fxpasses.Pipeline.from_string(FOLD), Foldable(), foldable_inputs(), check_inputs=[foldable_inputs()]
+        fxpasses.Pipeline.from_string(FOLD_ALL), Foldable(), foldable_inputs(), check_inputs=[foldable_inputs()]
     )
     # export: (w*2).t(), scale.sum() and ~keep
     # symbolic_trace: (w*2).t() and w.shape[0] // 4 (a literal); it evaluated the buffer
@@ -168,7 +172,7 @@ def test_views_of_written_buffers_and_fresh_constants_written_later_do_not_fold(
     g.output(fn(g, x))
     gm = torch.fx.GraphModule(root, g)
     # the literal-only zeros(4) would be allowed by the budget; it must still not fold
-    report = fold(gm, text=f"{FOLD}{{max_growth_bytes=1000}}")
+    report = fold(gm, text=f"{FOLD}{{fold_parameters=true,max_growth_bytes=1000}}")
     assert report.counters.get("folded", 0) == 0
     outs = [gm(torch.ones(4)).tolist() for _ in range(2)]
     assert outs == [[3.0, 3.0, 1.0, 1.0], [5.0, 5.0, 1.0, 1.0]]
@@ -204,13 +208,13 @@ def test_case8_the_growth_budget_and_max_numel():
     gm, inputs = trace(Expand(), "export", (torch.randn(1024, 1024),))
     before = gm(*inputs)
     # with a budget, folding is allowed (and the guard alone stopped it above) ...
-    report = fold(gm, inputs, f"{FOLD}{{max_growth_bytes=8000000}}")
+    report = fold(gm, inputs, f"{FOLD}{{fold_parameters=true,max_growth_bytes=8000000}}")
     assert report.counters["folded"] == 1
     assert storage_numel(gm) == 1024 * 1024 and "b" not in gm.state_dict()
     assert torch.equal(gm(*inputs), before)
     # ... unless the result is above max_numel
     gm, inputs = trace(Expand(), "export", (torch.randn(1024, 1024),))
-    report = fold(gm, inputs, f"{FOLD}{{max_growth_bytes=8000000,max_numel=1000}}")
+    report = fold(gm, inputs, f"{FOLD}{{fold_parameters=true,max_growth_bytes=8000000,max_numel=1000}}")
     assert report.counters == {"skipped_size": 1, "skipped": 1}
     assert "1048576 elements > max_numel=1000" in report.skipped[0][1]
     assert storage_numel(gm) == 1024
@@ -244,7 +248,7 @@ def test_literal_only_constants_need_a_budget():
     assert report.counters == {"skipped_size": 1, "skipped": 1}  # arange * 2 (then arange, unreported)
     assert [name for name, _ in report.skipped] == ["mul"]
     assert storage_numel(gm) == 0
-    report = fold(gm, inputs, f"{FOLD}{{max_growth_bytes=64}}")
+    report = fold(gm, inputs, f"{FOLD}{{fold_parameters=true,max_growth_bytes=64}}")
     assert report.counters["folded"] == 1 and report.counters["bytes_added"] == 32
     assert gm(*inputs).tolist() == [0, 2, 4, 6]
     assert storage_numel(gm) == 4
@@ -267,7 +271,7 @@ class Mixed(nn.Module):
 def test_random_and_input_dependent_nodes_never_fold(dialect):
     gm, inputs = trace(Mixed(), dialect, (torch.ones(4),))
     code = gm.code
-    report = fold(gm, inputs, f"{FOLD}{{max_growth_bytes=100000}}")
+    report = fold(gm, inputs, f"{FOLD}{{fold_parameters=true,max_growth_bytes=100000}}")
     assert report.counters.get("folded", 0) == 0
     assert gm.code == code
     torch.manual_seed(3)
@@ -310,6 +314,79 @@ def test_fold_parameters_false_keeps_parameters():
     assert gm(*inputs).tolist() == [5.0, 5.0, 5.0]
 
 
+class _Positions(nn.Module):
+    """A trainable position embedding read with a constant index: ``pos(arange(4))``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = nn.Embedding(4, 3)
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x + self.pos(torch.arange(4)))
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_default_leaves_trainable_parameters_alone(dialect):
+    """By default a parameter that requires grad in a training-mode module is not a constant
+    (the folded result would silently stop its gradients); the skip says why and how to fold."""
+    torch.manual_seed(0)
+    model = _Positions().train()
+    x = torch.randn(2, 4, 3)
+    gm, inputs = trace(model, dialect, (x,))
+    assert gm.training
+    report = fold(gm, inputs, FOLD)
+    assert report.counters.get("folded", 0) == 0
+    assert any(why.endswith("in training mode (fold_parameters=true folds it)") for _, why in report.skipped), report.skipped
+    gm(*inputs).sum().backward()
+    grad = dict(gm.named_parameters())["pos.weight"].grad
+    assert grad is not None and grad.abs().sum() > 0
+
+
+def test_default_folds_parameters_of_eval_modules_and_frozen_ones():
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 3)
+    model = _Positions().eval()
+    gm, inputs = trace(model, "symbolic_trace", (x,))
+    # pos(arange(4)), eval mode (symbolic_trace stores arange(4) as a constant: the result grows)
+    assert fold(gm, inputs, f"{FOLD}{{max_growth_bytes=64}}").counters["folded"] == 1
+    torch.testing.assert_close(gm(*inputs), model(x))
+    # training mode (torch.export always says so), but the parameter does not require grad
+    frozen = _Positions().train()
+    frozen.pos.weight.requires_grad_(False)
+    gm, inputs = trace(frozen, "export", (x,))
+    assert fold(gm, inputs, FOLD).counters["folded"] == 1
+    torch.testing.assert_close(gm(*inputs), frozen(x))
+    # fold_parameters=true: folded whatever the mode (the inference preset sets it)
+    trained = _Positions().train()
+    gm, inputs = trace(trained, "export", (x,))
+    assert fold(gm, inputs, f"{FOLD}{{fold_parameters=true}}").counters["folded"] == 1
+    torch.testing.assert_close(gm(*inputs), trained(x))
+
+
+def test_training_job_uses_the_training_preset(tmp_path):
+    from fxpasses.config import parse_config
+    from fxpasses.job import TRAINING_PRESET, run_job
+
+    cfg = parse_config(
+        {
+            "model": {
+                "factory": "fxpasses._example:convnet",
+                "capture": "export",
+                "train": True,
+                "inputs": [{"shape": [2, 3, 32, 32], "dtype": "float32"}],
+            },
+            "output": str(tmp_path / "out"),
+        },
+        source="test",
+    )
+    result = run_job(cfg)
+    assert TRAINING_PRESET == "training"
+    assert [p.name for p in result.report.passes][:2] == ["remove_dropout", "fuse_conv_bn"]
+    fold_report = result.report["fold_constants"]
+    assert fold_report.counters.get("removed_parameters", 0) == 0
+
+
 def test_shapes_fold_to_literals_and_failing_evaluations_are_skipped():
     root = nn.Module()
     root.w = nn.Parameter(torch.ones(6, 2))
@@ -344,7 +421,7 @@ def test_nothing_folds_under_autocast():
             return y
 
     cap = capture(M(), (torch.randn(2, 4),), "dynamo")
-    report = fold(cap.gm, cap.inputs, f"{FOLD}{{max_growth_bytes=100000}}")
+    report = fold(cap.gm, cap.inputs, f"{FOLD}{{fold_parameters=true,max_growth_bytes=100000}}")
     assert report.counters.get("folded", 0) == 0
     assert first(cap.gm(*cap.inputs)).dtype == torch.bfloat16
     # the same without autocast folds (the budget allows the literal-built constant)
@@ -357,7 +434,7 @@ def test_nothing_folds_under_autocast():
             return y
 
     cap = capture(N(), (torch.randn(2, 4),), "dynamo")
-    report = fold(cap.gm, cap.inputs, f"{FOLD}{{max_growth_bytes=100000}}")
+    report = fold(cap.gm, cap.inputs, f"{FOLD}{{fold_parameters=true,max_growth_bytes=100000}}")
     assert report.counters["folded"] == 1
     assert torch.allclose(first(cap.gm(*cap.inputs)), cap.inputs[0] @ (torch.ones(4, 4) * 2))
 
@@ -385,7 +462,7 @@ def test_calls_of_a_module_whose_state_is_written_do_not_fold():
 
     m = M()
     gm = torch.fx.GraphModule(m, BufferTracer().trace(m))
-    report = fold(gm, text=f"{FOLD}{{max_growth_bytes=100000}}")
+    report = fold(gm, text=f"{FOLD}{{fold_parameters=true,max_growth_bytes=100000}}")
     assert report.counters.get("folded", 0) == 0
     first_call, second_call = gm(torch.zeros(2, 3)), gm(torch.zeros(2, 3))
     assert torch.allclose(first_call - second_call, torch.ones(2, 3), atol=1e-4)
@@ -473,7 +550,7 @@ def test_the_weight_of_a_called_module_is_not_freed():
     assert gm(torch.ones(4)).tolist() == [9.0, 9.0, 9.0, 9.0]
     # with 4 bytes of budget it folds, and the weight is kept
     gm = torch.fx.GraphModule(root, g)
-    report = fold(gm, text=f"{FOLD}{{max_growth_bytes=4}}")
+    report = fold(gm, text=f"{FOLD}{{fold_parameters=true,max_growth_bytes=4}}")
     assert report.counters["folded"] == 1 and report.counters["bytes_added"] == 4
     assert "bytes_freed" not in report.counters and "sub.weight" in dict(gm.named_parameters())
     assert gm(torch.ones(4)).tolist() == [9.0, 9.0, 9.0, 9.0]

@@ -22,7 +22,7 @@ from fxpasses.spec import parse_pipeline_string
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CONFIGS = ["convnet.toml", "gpt2.toml", "bert.toml", "convnet.yaml", "mlp.json", "pyproject_example/pyproject.toml"]
-BUILTIN = set(BUILTIN_PRESETS["inference"][0].split(","))
+BUILTIN = {e.name for e in parse_pipeline_string(BUILTIN_PRESETS["inference"][0])}
 
 
 def _load_models():

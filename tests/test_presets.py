@@ -19,9 +19,12 @@ def test_builtin_presets():
     presets = reg.presets()
     assert presets["cleanup"].pipeline == "eliminate_common_subexpressions,eliminate_dead_code"
     assert presets["inference"].pipeline.split(",") == [
-        "remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants",
+        "remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants{fold_parameters=true}",
         "eliminate_common_subexpressions", "eliminate_dead_code",
     ]
+    # the same passes for a model still to be trained: fold_constants at its default, which
+    # leaves parameters that require grad alone in training mode
+    assert presets["training"].pipeline == presets["inference"].pipeline.replace("{fold_parameters=true}", "")
     assert presets["inference"].source == "fxpasses 0.1.0"
 
 
