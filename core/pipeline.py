@@ -578,7 +578,7 @@ class Pipeline:
             if snap.unrestorable:
                 notes.append(
                     "these tensors were changed by the pass where no write guard saw it (the pass "
-                    "declares writes_tensors=False, rebinds .data, or writes through numpy) and "
+                    "declares writes_tensors=False, rebinds .data or swaps tensors, or writes through numpy) and "
                     "could not be restored (run with snapshot_tensors=True to restore them): " + ", ".join(snap.unrestorable)
                 )
         if isinstance(exc, HookError):
