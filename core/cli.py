@@ -186,9 +186,10 @@ def list_cmd(state: _State, fmt: str) -> None:
     if presets:
         click.echo()
         print_table(("preset", "source", "pipeline"), [(p.name, p.source, p.pipeline) for p in presets.values()])
-    plugin_rows = [(p.label, p.status, ", ".join(p.passes) or (p.error or "")) for p in reg.plugins]
+    # one row per entry point: a distribution may register several
+    plugin_rows = [(p.label, p.name, p.status, ", ".join(p.passes) or (p.error or "")) for p in reg.plugins]
     click.echo()
-    print_table(("plugin", "status", "passes"), plugin_rows)
+    print_table(("plugin", "entry point", "status", "passes"), plugin_rows)
 
 
 @cli.command("show")

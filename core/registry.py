@@ -586,7 +586,7 @@ class Registry:
         if name in self._conflicts:
             raise DuplicatePassError(name, [c.source for c in self._conflicts[name]])
         suggestions = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
-        plugins = [r.label for r in self.plugins if r.status in ("loaded", "partial")]
+        plugins = self._loaded_labels()
         hint = None
         if name in self._presets:
             hint = (
@@ -610,8 +610,13 @@ class Registry:
         if info is not None:
             return info
         suggestions = difflib.get_close_matches(name, list(self._presets), n=3, cutoff=0.6)
-        plugins = [r.label for r in self.plugins if r.status in ("loaded", "partial")]
+        plugins = self._loaded_labels()
         raise UnknownPassError(name, suggestions, plugins, source=source, kind="preset", available=list(self._presets))
+
+    def _loaded_labels(self) -> list[str]:
+        """``"dist version"`` of each distribution with a loaded entry point, once each (a
+        distribution may register several entry points)."""
+        return list(dict.fromkeys(r.label for r in self.plugins if r.status in ("loaded", "partial")))
 
     def describe(self, name: str, *, distribution: str | None = None) -> PassDescription:
         """Options (types, defaults, help), dependencies and source of pass ``name``.

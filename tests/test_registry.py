@@ -32,6 +32,18 @@ def test_builtin_and_example_plugin_come_through_entry_points():
     assert reg.info("count_ops").source == "fxpasses-example-passes 0.1.0"
 
 
+def test_a_distribution_with_two_entry_points_is_named_once(site):
+    make_dist(site, "two-eps", "1.0", "fxp_two_eps_a", good_pass_source("two_a"), entry_points={"first": "fxp_two_eps_a", "second": "fxp_two_eps_b"})
+    (site / "fxp_two_eps_b.py").write_text(good_pass_source("two_b"))
+    forget_modules("fxp_two_eps_a", "fxp_two_eps_b")
+    reg = Registry()
+    assert [(r.name, r.status) for r in reg.plugins if r.distribution == "two-eps"] == [("first", "loaded"), ("second", "loaded")]
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("no_such_pass")
+    installed = str(info.value).split("installed pass plugins: ")[1]
+    assert installed.count("two-eps 1.0") == 1
+
+
 def test_six_distributions_third_broken_all_healthy_registered(site):
     names = []
     for i in range(6):
