@@ -1,4 +1,5 @@
-"""Run every fxpasses benchmark and write benchmarks/RESULTS.md.
+"""Run every fxpasses benchmark and write benchmarks/RESULTS.md (a --quick or --only run:
+benchmarks/RESULTS-partial.md).
 
     python benchmarks/run.py            # full run (~10 minutes on 2 cores)
     python benchmarks/run.py --quick    # smaller graphs, fewer repeats (~2 minutes)
@@ -29,8 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller graphs and fewer repeats (about 2 minutes)")
     ap.add_argument("--only", default="", help=f"comma-separated groups among {', '.join(GROUPS)}")
-    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="where to write the results")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="where to write the results (default benchmarks/RESULTS.md; with --quick or --only, "
+        "benchmarks/RESULTS-partial.md, so that the committed full results stay as they are)",
+    )
     args = ap.parse_args(argv)
+    if args.out is None:
+        partial = args.quick or bool(args.only.strip())
+        args.out = os.path.join(HERE, "RESULTS-partial.md" if partial else "RESULTS.md")
     only = [g.strip() for g in args.only.split(",") if g.strip()] or list(GROUPS)
     unknown = set(only) - set(GROUPS)
     if unknown:
