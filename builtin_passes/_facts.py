@@ -63,7 +63,11 @@ def is_torch_op(target: Any) -> bool:
     name = getattr(target, "__name__", None)
     if not isinstance(name, str):
         return False
-    return any(getattr(ns, name, None) is target for ns in (torch, torch.nn.functional, torch.Tensor))
+    return (
+        getattr(torch, name, None) is target
+        or getattr(torch.nn.functional, name, None) is target
+        or getattr(torch.Tensor, name, None) is target
+    )
 
 
 def substitution_problem(old: Node, new: Any, analysis: EffectAnalysis) -> str | None:
