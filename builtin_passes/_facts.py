@@ -24,6 +24,7 @@ for values, but it can change *which tensors are the same object*:
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Iterable
 
 import torch
@@ -110,9 +111,9 @@ def erase_dead(graph: torch.fx.Graph, nodes: Iterable[Node], *, inputs: bool = T
     Only for nodes a pass itself orphaned and knows to be pure. Returns how many were erased.
     """
     count = 0
-    work = list(nodes)
+    work = deque(nodes)  # first in, first out (list.pop(0) is linear: quadratic for many nodes)
     while work:
-        n = work.pop(0)
+        n = work.popleft()
         if n._erased or n.users or n.op in ("placeholder", "output"):
             continue
         ins = list(n.all_input_nodes)
