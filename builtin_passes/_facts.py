@@ -24,6 +24,7 @@ for values, but it can change *which tensors are the same object*:
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Iterable
 
 import torch
@@ -63,7 +64,11 @@ def is_torch_op(target: Any) -> bool:
     name = getattr(target, "__name__", None)
     if not isinstance(name, str):
         return False
-    return any(getattr(ns, name, None) is target for ns in (torch, torch.nn.functional, torch.Tensor))
+    return (
+        getattr(torch, name, None) is target
+        or getattr(torch.nn.functional, name, None) is target
+        or getattr(torch.Tensor, name, None) is target
+    )
 
 
 def substitution_problem(old: Node, new: Any, analysis: EffectAnalysis) -> str | None:
@@ -106,9 +111,9 @@ def erase_dead(graph: torch.fx.Graph, nodes: Iterable[Node], *, inputs: bool = T
     Only for nodes a pass itself orphaned and knows to be pure. Returns how many were erased.
     """
     count = 0
-    work = list(nodes)
+    work = deque(nodes)  # first in, first out (list.pop(0) is linear: quadratic for many nodes)
     while work:
-        n = work.pop(0)
+        n = work.popleft()
         if n._erased or n.users or n.op in ("placeholder", "output"):
             continue
         ins = list(n.all_input_nodes)

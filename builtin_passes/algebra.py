@@ -85,13 +85,14 @@ class SimplifyAlgebra(NodePass):
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         self._effects = EffectAnalysis(gm)  # swept on first use
         self._orphans: list[Node] = []
+        self._names: dict[Any, str | None] = {}  # call_function target -> _name, for this run
 
     def finish(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         erase_dead(ctx.graph, self._orphans, inputs=False)
 
     @on("mul", "add", "sub", "div", "pow", "neg", op=("call_function", "call_method"))
     def simplify(self, node: Node, ctx: PassContext) -> Any:
-        found = _identity(node)
+        found = _identity(node, self._names)
         if found is None:
             return None
         x, spent, what = found
@@ -114,62 +115,97 @@ class SimplifyAlgebra(NodePass):
         return Replace(x)
 
 
-def _name(node: Node) -> str | None:
-    """Canonical op name of a call_method, or of a call_function of PyTorch's own operators."""
-    if node.op == "call_method":
+def _name(node: Node, names: dict[Any, str | None] | None = None) -> str | None:
+    """Canonical op name of a call_method, or of a call_function of PyTorch's own operators.
+
+    ``names`` caches the answer per call_function target (the caller keeps it for one run).
+    """
+    op = node.op
+    if op == "call_method":
         return node.target  # type: ignore[return-value]
-    if node.op == "call_function" and is_torch_op(node.target):
-        return callable_op_name(node.target)
-    return None
-
-
-def _identity(node: Node) -> tuple[Node, Any, str] | None:
-    """``(x, the identity operand or inner neg, description)`` when ``node`` is an identity."""
-    name = _name(node)
-    if not isinstance(name, str) or set(node.kwargs) - _KNOWN_KWARGS or node.kwargs.get("rounding_mode") is not None:
+    if op != "call_function":
         return None
-    a = arg(node, 0, "input", node.kwargs.get("self"))
+    target = node.target
+    if names is not None:
+        try:
+            return names[target]
+        except KeyError:
+            name = names[target] = callable_op_name(target) if is_torch_op(target) else None
+            return name
+        except TypeError:  # an unhashable target: not cached
+            pass
+    return callable_op_name(target) if is_torch_op(target) else None
+
+
+# every name _identity can simplify (other names give None whatever the arguments)
+_BINARY = frozenset({"mul", "multiply", "add", "sub", "subtract", "div", "divide", "true_divide", "pow"})
+
+
+def _identity(node: Node, names: dict[Any, str | None] | None = None) -> tuple[Node, Any, str] | None:
+    """``(x, the identity operand or inner neg, description)`` when ``node`` is an identity.
+
+    ``names``: a cache for :func:`_name`.
+    """
+    name = _name(node, names)
+    if not isinstance(name, str):
+        return None
+    kwargs = node.kwargs
+    if kwargs and (not _KNOWN_KWARGS.issuperset(kwargs) or kwargs.get("rounding_mode") is not None):
+        return None
+    args = node.args
+    a = args[0] if len(args) > 0 else kwargs.get("input", kwargs.get("self"))
     if name in ("neg", "negative"):
-        if len(node.args) + len(node.kwargs) != 1 or not isinstance(a, Node):
+        if len(args) + len(kwargs) != 1 or not isinstance(a, Node):
             return None
-        inner = _name(a)
+        inner = _name(a, names)
         x = arg(a, 0, "input", a.kwargs.get("self"))
         if inner in ("neg", "negative") and len(a.args) + len(a.kwargs) == 1 and isinstance(x, Node):
             return x, a, "neg(neg(x))"
         return None
-    b = arg(node, 1, "other", node.kwargs.get("exponent"))
-    alpha = node.kwargs.get("alpha", 1)
+    if name not in _BINARY:
+        return None
+    b = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("exponent"))
+    alpha = kwargs.get("alpha", 1) if kwargs else 1
     if not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
         return None
     if name in ("mul", "multiply"):
-        if _fill(b) == 1 and isinstance(a, Node):
+        if isinstance(a, Node) and _fill(b, names) == 1:
             return a, b, "x * 1"
-        if _fill(a) == 1 and isinstance(b, Node):
+        if isinstance(b, Node) and _fill(a, names) == 1:
             return b, a, "1 * x"
     elif name == "add":
-        if _fill(b) == 0 and isinstance(a, Node):
+        if isinstance(a, Node) and _fill(b, names) == 0:
             return a, b, "x + 0"
-        if _fill(a) == 0 and alpha == 1 and isinstance(b, Node):
+        if alpha == 1 and isinstance(b, Node) and _fill(a, names) == 0:
             return b, a, "x + 0"
     elif name in ("sub", "subtract"):
-        if _fill(b) == 0 and isinstance(a, Node):
+        if isinstance(a, Node) and _fill(b, names) == 0:
             return a, b, "x - 0"
     elif name in ("div", "divide", "true_divide"):
-        if _fill(b) == 1 and isinstance(a, Node):
+        if isinstance(a, Node) and _fill(b, names) == 1:
             return a, b, "x / 1"
     elif name == "pow":
-        if _fill(b) == 1 and isinstance(a, Node):
+        if isinstance(a, Node) and _fill(b, names) == 1:
             return a, b, "x ** 1"
     return None
 
 
-def _fill(v: Any) -> Any:
-    """The value of a Python number, or of a node that creates a tensor filled with one value."""
-    if isinstance(v, (bool, int, float, complex)):
+def _fill(v: Any, names: dict[Any, str | None] | None = None) -> Any:
+    """The value of a Python number, or of a node that creates a tensor filled with one value.
+
+    ``names``: a cache for :func:`_name`.
+    """
+    t = type(v)
+    if t is int or t is float or t is bool:
         return v
-    if not isinstance(v, Node) or "out" in v.kwargs:
+    if t is not Node:
+        if isinstance(v, (bool, int, float, complex)):
+            return v
+        if not isinstance(v, Node):
+            return None
+    if "out" in v.kwargs:
         return None
-    name = _name(v)
+    name = _name(v, names)
     if name in _ZERO_FILLS:
         return 0
     if name in _ONE_FILLS:

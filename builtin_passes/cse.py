@@ -79,43 +79,60 @@ class EliminateCommonSubexpressions(GraphPass):
         graph = gm.graph
         state = 0  # global state changes so far (grad mode, autocast, ...): regions differ
         table: dict[Any, Node] = {}
+        version = clock.version
+        effects = analysis.effects
+        is_written = analysis.is_written
+        reads_written_state = analysis.reads_written_state
+        reaches_output = analysis.reaches_output
+        record = clock.record
 
         def node_key(n: Node) -> Any:
-            return (n, clock.version(n))
+            return (n, version(n))
 
         merged = 0
         for node in list(graph.nodes):
-            eff = analysis.effects(node)
+            eff = effects(node)
             if (
                 node.op in _CANDIDATE_OPS
                 and not eff.kinds
-                and not analysis.is_written(node)
-                and not analysis.reads_written_state(node)
+                and not is_written(node)
+                and not reads_written_state(node)
             ):
                 try:
+                    args, kwargs = node.args, node.kwargs
                     key: Any = (
                         state,
                         node.op,
                         _target_key(node.target),
-                        _key(node.args, node_key),
-                        _key(node.kwargs, node_key),
+                        ("tuple", _items_key(args, node_key)) if type(args) is tuple else _key(args, node_key),
+                        _key(kwargs, node_key) if kwargs else _EMPTY_DICT_KEY,
                     )
-                    hash(key)
                 except (_Unkeyable, TypeError):
                     key = None
-                prev = table.get(key) if key is not None else None
+                prev = None
+                if key is not None:
+                    try:
+                        prev = table.get(key)  # hashes the key once (no separate hash() first)
+                    except TypeError:
+                        if _hashable(key):  # raised by a comparison, not by hashing: as before
+                            raise
+                        key = None
                 if key is not None and prev is None:
                     table[key] = node
-                elif prev is not None and analysis.reaches_output(prev) and analysis.reaches_output(node):
-                    ctx.count("kept_distinct_outputs")
                 elif prev is not None:
-                    if analysis.reaches_output(node):  # prev is returned from now on
-                        analysis.mark_reaches_output(prev)
-                    node.replace_all_uses_with(prev)
-                    graph.erase_node(node)
-                    merged += 1
-                    continue
-            clock.record(node)
+                    # whether both would flow to the output; the node is asked first, as the
+                    # answer for prev only matters when the node reaches the output
+                    node_returned = reaches_output(node)
+                    if node_returned and reaches_output(prev):
+                        ctx.count("kept_distinct_outputs")
+                    else:
+                        if node_returned:  # prev is returned from now on
+                            analysis.mark_reaches_output(prev)
+                        node.replace_all_uses_with(prev)
+                        graph.erase_node(node)
+                        merged += 1
+                        continue
+            record(node)
             if GLOBAL_STATE in eff.kinds:
                 state += 1
         if merged:
@@ -141,6 +158,36 @@ _SCALAR_TYPES = (
 )
 
 
+_pack_double = struct.Struct("<d").pack
+_EMPTY_DICT_KEY = ("dict", ())  # _key({}): most calls have no keyword arguments
+
+
+def _hashable(key: Any) -> bool:
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
+def _items_key(a: Any, node_key: Any) -> tuple[Any, ...]:
+    """``_key(a)[1]`` for a list or tuple ``a``: the common element types (nodes, ints,
+    bools, floats) inline, the others through :func:`_key`."""
+    out = []
+    append = out.append
+    for x in a:
+        t = type(x)
+        if t is Node:
+            append(("node", node_key(x)))
+        elif t is int or t is bool:
+            append((t, x))
+        elif t is float:
+            append((float, _pack_double(x)))
+        else:
+            append(_key(x, node_key))
+    return tuple(out)
+
+
 def _key(a: Any, node_key: Any) -> Any:
     """A hashable key equal for two arguments only when they are interchangeable."""
     if isinstance(a, Node):
@@ -149,7 +196,9 @@ def _key(a: Any, node_key: Any) -> Any:
     if t is bool or t is int:
         return (t, a)
     if t is float:
-        return (float, struct.pack("<d", a))
+        return (float, _pack_double(a))
+    if t is tuple:  # a plain tuple: none of the checks below before the sequence one applies
+        return ("tuple", _items_key(a, node_key))
     if t is complex:
         return (complex, struct.pack("<dd", a.real, a.imag))
     if isinstance(a, _SCALAR_TYPES):
@@ -160,7 +209,7 @@ def _key(a: Any, node_key: Any) -> Any:
         return ("slice", _key(a.start, node_key), _key(a.stop, node_key), _key(a.step, node_key))
     if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
         kind = "list" if isinstance(a, list) else "tuple"
-        return (kind, tuple(_key(x, node_key) for x in a))
+        return (kind, _items_key(a, node_key))
     if isinstance(a, dict):
         items = sorted(((repr(k), _key(v, node_key)) for k, v in a.items()), key=lambda kv: kv[0])
         return ("dict", tuple(items))

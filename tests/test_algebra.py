@@ -308,3 +308,104 @@ def test_user_function_named_like_an_operator_is_not_touched():
     pr = simplify(gm, [inp])  # shapes recorded: only the target's identity protects it
     assert not pr.changed and pr.counters == {}
     assert torch.equal(gm(inp), torch.tanh(torch.relu(inp) + 1))
+
+
+# ------------------------------------------------------------------ helpers (fast paths)
+
+
+class _Unhashable:
+    __hash__ = None  # type: ignore[assignment]
+    __name__ = "mul"  # named like PyTorch's, but not PyTorch's
+
+    def __call__(self, a, b):
+        return a * b
+
+
+def test_op_names_are_cached_per_target_and_match_the_uncached_answer():
+    from fxpasses.builtin_passes.algebra import _identity, _name
+
+    def mul(a, b):  # a user function named like an operator: not PyTorch's
+        return a * b
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    nodes = [
+        g.call_function(operator.mul, (x, 1)),
+        g.call_function(torch.mul, (1, x)),
+        g.call_function(torch.ops.aten.mul.Tensor, (x, 1.0)),
+        g.call_function(mul, (x, 1)),
+        # FX's graph cannot hold an unhashable target; a node made outside it can
+        torch.fx.Node(g, "odd", "call_function", _Unhashable(), (x, 1), {}),
+        g.call_method("mul", (x, 1)),
+        g.call_function(torch.sigmoid, (x,)),
+    ]
+    names: dict = {}
+    got = [(_name(n, names), _identity(n, names)) for n in nodes]
+    assert got == [(_name(n), _identity(n)) for n in nodes]
+    assert [name for name, _ in got] == ["mul", "mul", "mul", None, None, "mul", "sigmoid"]
+    assert [found[2] if found else None for _, found in got] == ["x * 1", "1 * x", "x * 1", None, None, "x * 1", None]
+    # call_function targets only, the unhashable one not at all
+    assert names == {operator.mul: "mul", torch.mul: "mul", torch.ops.aten.mul.Tensor: "mul", mul: None, torch.sigmoid: "sigmoid"}
+
+
+def test_fill_values_of_numbers_and_nodes():
+    import numpy as np
+
+    from fxpasses.builtin_passes.algebra import _fill
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    assert [_fill(v) for v in (1, 0.0, True, 2j, np.float64(1.0), "1", None, x)] == [1, 0.0, True, 2j, 1.0, None, None, None]
+    assert type(_fill(True)) is bool and type(_fill(np.float64(1.0))) is np.float64
+    made = [
+        g.call_function(torch.zeros_like, (x,)),
+        g.call_method("new_ones", (x, (2,))),
+        g.call_function(torch.full, ((2,), 0.5)),
+        g.call_function(torch.full_like, (x,), {"fill_value": 1}),
+        g.call_function(torch.full, ((2,), x)),
+        g.call_function(torch.ones, ((2,),), {"out": x}),
+        g.call_function(torch.sigmoid, (x,)),
+    ]
+    assert [_fill(n, {}) for n in made] == [0, 1, 0.5, 1, None, None, None]
+
+
+def test_is_torch_op_accepts_pytorch_s_own_callables_only():
+    import torch.nn.functional as F
+
+    from fxpasses.builtin_passes._facts import is_torch_op
+
+    def relu(t):
+        return t
+
+    yes = [torch.relu, F.relu, F.gelu, torch.Tensor.add, operator.mul, torch.ops.aten.add.Tensor]
+    no = [relu, torch.ops.prims.add.default, print, _Unhashable(), len]
+    assert [is_torch_op(t) for t in yes] == [True] * len(yes)
+    assert [is_torch_op(t) for t in no] == [False] * len(no)
+
+
+def test_erase_dead_erases_unused_listed_nodes_and_then_their_dead_attribute_reads():
+    from fxpasses.builtin_passes._facts import erase_dead
+
+    root = nn.Module()
+    root.register_buffer("b", torch.ones(2))
+    root.register_buffer("c", torch.ones(2))
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    b = g.get_attr("b")
+    c = g.get_attr("c")
+    dead1 = g.call_function(torch.add, (x, b))
+    dead2 = g.call_function(torch.mul, (c, 2))
+    used = g.call_function(torch.sub, (x, c))
+    g.output(used)
+    gm = torch.fx.GraphModule(root, g)
+    # listed: a dead node, one with a user, the placeholder, a dead node again (already gone)
+    assert erase_dead(gm.graph, [dead1, used, x, dead2, dead1]) == 3  # dead1, dead2, then b
+    assert [n.name for n in gm.graph.nodes] == ["x", "c", "sub", "output"]
+    g2 = torch.fx.Graph()
+    y = g2.placeholder("y")
+    a = g2.get_attr("b")
+    d = g2.call_function(torch.add, (y, a))
+    g2.output(y)
+    gm2 = torch.fx.GraphModule(root, g2)
+    assert erase_dead(gm2.graph, [d], inputs=False) == 1
+    assert [n.name for n in gm2.graph.nodes] == ["y", "b", "output"]

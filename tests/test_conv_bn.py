@@ -404,3 +404,67 @@ def test_rollback_restores_graph_and_module_when_a_later_pass_fails_lint():
         fxpasses.Pipeline([Broken]).run(gm)
     assert normalized_code(gm) == code
     assert set(dict(gm.named_modules())) == names
+
+
+# ------------------------------------------------------------------ helpers (fast paths)
+
+
+def test_a_copied_conv_has_its_own_containers_with_the_same_contents():
+    from collections import OrderedDict
+
+    from fxpasses.builtin_passes.conv_bn import _copy_conv
+
+    class Hooks(OrderedDict):
+        pass
+
+    conv = nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect")
+    conv.register_forward_hook(lambda m, i, o: o + 1)
+    conv._forward_pre_hooks.tag = "kept"  # an OrderedDict with attributes: copy.copy keeps them
+    conv._state_dict_hooks = Hooks(conv._state_dict_hooks)  # a subclass stays one
+    fused = _copy_conv(conv)
+    assert type(fused) is nn.Conv2d and fused is not conv
+    for key, value in conv.__dict__.items():
+        copied = fused.__dict__[key]
+        if isinstance(value, (dict, list, set)):
+            assert copied is not value and type(copied) is type(value) and copied == value, key
+            if isinstance(value, dict):
+                assert list(copied) == list(value), key
+        else:
+            assert copied is value, key
+    assert fused._forward_pre_hooks.tag == "kept"
+    assert fused._parameters["weight"] is conv.weight  # tensors shared, for the caller to replace
+    fused.weight = nn.Parameter(torch.zeros_like(conv.weight))
+    assert conv._parameters["weight"] is not fused.weight
+    x = torch.randn(1, 2, 5, 5)
+    assert torch.equal(fused(x), F.conv2d(F.pad(x, [1, 1, 1, 1], mode="reflect"), fused.weight, conv.bias) + 1)
+
+
+def test_module_references_count_every_call_and_read_under_each_module():
+    from fxpasses.builtin_passes.conv_bn import FuseConvBN
+    from fxpasses.context import PassContext
+
+    shared = nn.BatchNorm2d(3)
+    root = nn.Module()
+    root.a = nn.Module()
+    root.a.conv = nn.Conv2d(3, 3, 1)
+    root.a.bn = shared
+    root.b = nn.Module()
+    root.b.bn = shared  # the same module under two paths
+    root.register_buffer("scale", torch.ones(3))
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_module("a.conv", (x,))
+    y = g.call_module("a.bn", (y,))
+    y = g.call_module("b.bn", (y,))
+    w = g.get_attr("a.conv.weight")
+    s = g.get_attr("scale")
+    g.output((y, w, s))
+    gm = torch.fx.GraphModule(root, g)
+    with gm.graph.inserting_before(gm.graph.output_node()):
+        # resolves to nothing (GraphModule would not copy it, so added afterwards): counts "a" only
+        m = gm.graph.create_node("get_attr", "a.missing.thing")
+    gm.graph.output_node().args = ((*gm.graph.output_node().args[0], m),)
+    p = FuseConvBN()
+    p.setup(gm, PassContext(gm, pass_name="fuse_conv_bn", dialect="symbolic_trace"))
+    refs = p._refs(PassContext(gm, pass_name="fuse_conv_bn", dialect="symbolic_trace"))
+    assert refs == {id(gm.a): 4, id(gm.a.conv): 2, id(shared): 2, id(gm.b): 1}

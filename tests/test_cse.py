@@ -366,3 +366,101 @@ def test_calls_of_a_module_whose_state_is_written_are_not_merged():
     gm = torch.fx.GraphModule(m, Tracer().trace(m))
     assert cse(gm).counters == {}
     assert torch.allclose(gm(torch.zeros(2, 3)), torch.full((2, 3), 1.0), atol=1e-4)
+
+
+# ------------------------------------------------------------------ keys (fast paths)
+
+
+def test_argument_keys_of_the_inline_path_are_the_typed_literal_keys():
+    import struct
+
+    from fxpasses.builtin_passes.cse import _EMPTY_DICT_KEY, _items_key, _key
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    nk = lambda n: (n, 7)  # noqa: E731
+    args = (x, 1, True, 2.5, -0.0, "s", None, (x, 3), [4.0], torch.float16, slice(1, None))
+    want = (
+        ("node", (x, 7)),
+        (int, 1),
+        (bool, True),
+        (float, struct.pack("<d", 2.5)),
+        (float, struct.pack("<d", -0.0)),
+        (str, "s"),
+        (type(None), None),
+        ("tuple", (("node", (x, 7)), (int, 3))),
+        ("list", ((float, struct.pack("<d", 4.0)),)),
+        (torch.dtype, torch.float16),
+        ("slice", (int, 1), (type(None), None), (type(None), None)),
+    )
+    assert _items_key(args, nk) == want
+    assert _key(args, nk) == ("tuple", want)
+    assert _key(list(args), nk) == ("list", want)
+    assert _key({}, nk) == _EMPTY_DICT_KEY == ("dict", ())
+    assert _key({"dim": (0, 1), "keepdim": True}, nk) == (
+        "dict",
+        (("'dim'", ("tuple", ((int, 0), (int, 1)))), ("'keepdim'", (bool, True))),
+    )
+    # a torch.Size and a named tuple are not plain tuples
+    assert _items_key((torch.Size([2, 3]),), nk) == (("size", (2, 3)),)
+
+
+def test_keyword_arguments_merge_only_when_equal():
+    def body(g, x):
+        sums = [
+            g.call_function(torch.sum, (x,), {"dim": (0, 1), "keepdim": True}),
+            g.call_function(torch.sum, (x,), {"dim": (0, 1), "keepdim": True}),
+            g.call_function(torch.sum, (x,), {"dim": (0, 1), "keepdim": False}),
+            g.call_function(torch.sum, (x,), {"dim": [0, 1], "keepdim": True}),
+        ]
+        acc = sums[0]
+        for n in sums[1:]:
+            acc = g.call_function(operator.add, (acc, n))
+        return acc
+
+    gm = build(body)
+    report = cse(gm)
+    assert report.counters == {"merged": 1}
+    left = list(gm.graph.find_nodes(op="call_function", target=torch.sum))
+    assert [n.name for n in left] == ["sum_1", "sum_3", "sum_4"]
+    x = torch.arange(6.0).reshape(2, 3)
+    assert torch.equal(gm(x), 2 * x.sum((0, 1), keepdim=True) + x.sum((0, 1)) + x.sum([0, 1], keepdim=True))
+
+
+class _UnhashableStr(str):
+    __hash__ = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("unhashable", [False, True])
+def test_an_argument_whose_key_cannot_be_hashed_is_not_merged(unhashable):
+    # str arguments are keyed by value; a str subclass without a hash makes the key unhashable
+    mode = _UnhashableStr("floor") if unhashable else "floor"
+    gm = build(
+        lambda g, x: g.call_function(
+            operator.add,
+            (
+                g.call_function(torch.div, (x, 2), {"rounding_mode": mode}),
+                g.call_function(torch.div, (x, 2), {"rounding_mode": mode}),
+            ),
+        )
+    )
+    report = cse(gm)
+    assert report.counters == ({} if unhashable else {"merged": 1})
+    assert len(list(gm.graph.find_nodes(op="call_function", target=torch.div))) == (2 if unhashable else 1)
+    assert torch.equal(gm(torch.arange(5.0)), 2 * torch.div(torch.arange(5.0), 2, rounding_mode="floor"))
+
+
+def test_a_returned_first_copy_takes_a_later_unreturned_one():
+    # a = x + 1 is returned, b = x + 1 is not: b becomes a (only a returned node kept apart)
+    gm = build(
+        lambda g, x: (
+            lambda a, b: (a, g.call_function(operator.mul, (b, 2)))
+        )(g.call_function(operator.add, (x, 1)), g.call_function(operator.add, (x, 1)))
+    )
+    report = cse(gm)
+    assert report.counters == {"merged": 1}
+    x = torch.arange(3.0)
+    a, b2 = gm(x)
+    assert torch.equal(a, x + 1) and torch.equal(b2, (x + 1) * 2)
+    (mul,) = gm.graph.find_nodes(op="call_function", target=operator.mul)
+    assert mul.args[0].name == "add"
