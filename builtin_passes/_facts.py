@@ -56,8 +56,10 @@ def is_torch_op(target: Any) -> bool:
     """Whether a ``call_function`` target is PyTorch's or Python's own operator (an ATen
     overload, an ``operator`` function, a ``torch``/``torch.nn.functional``/``Tensor``
     function), not a user function that happens to share its name."""
-    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+    if isinstance(target, torch._ops.OpOverload):
         return target.namespace == "aten"
+    if isinstance(target, torch._ops.OpOverloadPacket):  # torch.ops.aten.add: no .namespace
+        return str(getattr(target, "_qualified_op_name", "")).startswith("aten::")
     module = getattr(target, "__module__", None)
     if module in ("_operator", "operator"):
         return True

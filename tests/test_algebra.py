@@ -148,6 +148,25 @@ def test_after_decompositions_aten_overloads():
     assert torch.equal(gm(x), want)
 
 
+def test_aten_packets_as_targets():
+    """``torch.ops.aten.add`` (an OpOverloadPacket, no overload chosen) as a target, as
+    symbolic_trace records a call of it: recognised as torch's op (it used to fail the pass
+    with AttributeError: no ``namespace``)."""
+
+    class Packets(nn.Module):
+        def forward(self, x):
+            return torch.relu(torch.ops.aten.mul(torch.ops.aten.add(x, 0), 1))
+
+    x = torch.randn(4, 3)
+    gm = torch.fx.symbolic_trace(Packets())
+    assert isinstance(next(n for n in gm.graph.nodes if n.op == "call_function").target, torch._ops.OpOverloadPacket)
+    want = gm(x)
+    pr = simplify(gm, [x], PIPELINE)
+    assert pr.counters.get("simplified") == 2, (pr.counters, pr.skipped)
+    assert op_names(gm) == ["relu"]
+    assert torch.equal(gm(x), want)
+
+
 class Refused(nn.Module):
     def forward(self, x, n, flag):
         y = torch.relu(x)
