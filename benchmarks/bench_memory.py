@@ -65,7 +65,6 @@ def _mb(n: float) -> str:
 def run(cfg: Any) -> Any:
     import torch
 
-    import fxpasses
     from fxpasses.snapshot import Snapshot
 
     from bench_pipeline import inference_pipeline
@@ -184,7 +183,6 @@ def _child(variant: str, size: str) -> None:
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
     import models
 
-    import fxpasses
     from bench_pipeline import inference_pipeline
 
     if size == "quick":

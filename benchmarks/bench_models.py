@@ -12,7 +12,6 @@ from typing import Any, Callable
 
 import torch
 
-import fxpasses
 from fxpasses.verify import compare_outputs
 
 from bench_pipeline import inference_pipeline
