@@ -59,10 +59,10 @@ class FoldConstantsOptions(PassOptions):
         description=(
             "Treat parameters as constants: true folds them all (inference: weights are "
             "frozen, folded results do not require grad); false folds only buffers and "
-            "literals; unset (the default) folds a parameter unless it requires grad in a "
-            "module in training mode (`gm.training`; torch.export's `.module()` always says "
-            "training, so there only parameters with requires_grad=False). The `inference` "
-            "preset sets it to true."
+            "literals; unset (the default) folds a parameter unless it requires grad and the "
+            "module holding it is in training mode (torch.export's `.module()` always says "
+            "training, so there only parameters with requires_grad=False fold). The "
+            "`inference` preset sets it to true."
         ),
     )
 
@@ -75,7 +75,9 @@ class FoldConstants(GraphPass):
     ops on it or a view of it, ``out=``, submodules updating their own state, shared storage),
     or a pure call (:func:`fxpasses.effects.is_pure`: no random, in-place, assert, ... op) whose
     inputs are all constant and whose value no node writes (for a ``call_module``: whose
-    module's state no node writes either). Anything that depends on a
+    module's state no node writes either). A parameter counts only with ``fold_parameters``
+    true, or by default when it does not require grad or the module holding it is in eval
+    mode (so a model still being trained keeps its gradients). Anything that depends on a
     placeholder is not constant: in the TorchDynamo dialect parameters and buffers are
     placeholders, so only literal-built values can fold there.
 
@@ -163,7 +165,6 @@ class FoldConstants(GraphPass):
         is_grad_enabled = torch.is_grad_enabled
         set_grad_enabled = torch._C._set_grad_enabled  # torch.no_grad() without its objects
         fold_parameters = opts.fold_parameters
-        training = bool(getattr(gm, "training", True))
         trainable: set[Node] = set()  # parameters left alone only because they may be trained
         for node in gm.graph.nodes:
             op = node.op
@@ -174,7 +175,7 @@ class FoldConstants(GraphPass):
                         if not isinstance(obj, torch.nn.Parameter) or fold_parameters:
                             values[node] = obj
                         elif fold_parameters is None:
-                            if training and obj.requires_grad:
+                            if obj.requires_grad and _owner_training(gm, str(node.target), paths):
                                 trainable.add(node)
                             else:
                                 values[node] = obj
@@ -204,7 +205,7 @@ class FoldConstants(GraphPass):
                 if fold_parameters is False:
                     if any(True for _ in params):
                         continue
-                elif training and any(p.requires_grad for p in params):
+                elif _trains_parameters(gm.get_submodule(node.target)):  # type: ignore[arg-type]
                     ctx.skip(
                         node,
                         "calls a module whose parameters require grad, in training mode "
@@ -408,6 +409,22 @@ class FoldConstants(GraphPass):
             ctx.count("removed_nodes", removed)
         for key, n in prune_unused_state(gm, candidates=removable).items():
             ctx.count(key, n)
+
+
+def _owner_training(gm: torch.fx.GraphModule, target: str, paths: ModulePaths) -> bool:
+    """Whether the module holding the attribute ``target`` (``a.b.weight``: ``a.b``) is in
+    training mode (True when it cannot be found: the safe answer)."""
+    owner = _attr(gm, target.rpartition(".")[0], paths) if "." in target else gm
+    return bool(getattr(owner, "training", True))
+
+
+def _trains_parameters(mod: torch.nn.Module) -> bool:
+    """Whether a module under ``mod`` (itself included) is in training mode and holds a
+    parameter that requires grad."""
+    return any(
+        m.training and any(p is not None and p.requires_grad for p in m._parameters.values())
+        for m in mod.modules()
+    )
 
 
 def _live_storages(

@@ -343,6 +343,46 @@ def test_default_leaves_trainable_parameters_alone(dialect):
     assert grad is not None and grad.abs().sum() > 0
 
 
+def test_default_asks_the_module_that_holds_the_parameter():
+    """An eval-mode model with one submodule in training mode: that submodule's parameter stays
+    trainable (its folded result would not require grad), the eval-mode ones fold."""
+
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(4))
+            self.table = nn.Embedding(4, 4)
+
+        def forward(self, x):
+            return x * self.scale.exp() + self.table(torch.arange(4))
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.bias = nn.Parameter(torch.zeros(4))
+            self.head = Head()
+
+        def forward(self, x):
+            return self.head(self.body(x) + self.bias.sin())
+
+    torch.manual_seed(0)
+    m = M().eval()
+    m.head.train()
+    x = torch.randn(4, 4)
+    gm = torch.fx.symbolic_trace(m)
+    report = fold(gm, [x], f"{FOLD}{{max_growth_bytes=1000}}")
+    assert report.counters["folded"] == 1  # bias.sin(): the root is in eval mode
+    skipped = dict(report.skipped)
+    assert "reads a parameter that requires grad" in skipped["exp"]
+    assert "calls a module whose parameters require grad" in skipped["head_table"]
+    out = gm(x)
+    assert out.requires_grad
+    out.sum().backward()
+    params = dict(gm.named_parameters())
+    assert params["head.scale"].grad is not None and params["head.table.weight"].grad is not None
+
+
 def test_default_folds_parameters_of_eval_modules_and_frozen_ones():
     torch.manual_seed(0)
     x = torch.randn(2, 4, 3)
@@ -381,7 +421,8 @@ def test_training_job_uses_the_training_preset(tmp_path):
         source="test",
     )
     result = run_job(cfg)
-    assert TRAINING_PRESET == "training"
+    assert TRAINING_PRESET == "training" and result.pipeline == "preset training"
+    assert result.as_dict()["pipeline"] == "preset training"
     assert [p.name for p in result.report.passes][:2] == ["remove_dropout", "fuse_conv_bn"]
     fold_report = result.report["fold_constants"]
     assert fold_report.counters.get("removed_parameters", 0) == 0
