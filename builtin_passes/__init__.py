@@ -50,10 +50,11 @@ BUILTIN_PRESETS: dict[str, tuple[str, str]] = {
     ),
     "training": (
         "remove_dropout,fuse_conv_bn,simplify_algebra,fold_constants,"
-        "eliminate_common_subexpressions,eliminate_dead_code",
+        "eliminate_common_subexpressions,eliminate_dead_code{remove_unused_state=false}",
         "The inference passes for a model that will still be trained: each leaves alone what "
         "training needs (active dropout, training-mode batch norm, parameters that require "
-        "grad).",
+        "grad, and every parameter and buffer the forward does not read: state-dict names "
+        "stay).",
     ),
 }
 

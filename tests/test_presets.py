@@ -24,8 +24,39 @@ def test_builtin_presets():
     ]
     # the same passes for a model still to be trained: fold_constants at its default, which
     # leaves parameters that require grad alone in training mode
-    assert presets["training"].pipeline == presets["inference"].pipeline.replace("{fold_parameters=true}", "")
+    assert presets["training"].pipeline == presets["inference"].pipeline.replace("{fold_parameters=true}", "").replace(
+        "eliminate_dead_code", "eliminate_dead_code{remove_unused_state=false}"
+    )
     assert presets["inference"].source == "fxpasses 0.1.0"
+
+
+def test_training_preset_keeps_every_state_dict_name_and_gradient():
+    """Unused and tied parameters stay (a checkpoint loads with strict=True, optimizer groups
+    keep their names), and every parameter still gets its gradient."""
+    import torch
+    import torch.nn as nn
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = nn.Linear(4, 4)
+            self.aux = nn.Linear(4, 2)  # trained by another loss
+            self.dec = nn.Linear(4, 4)
+            self.dec.weight = self.enc.weight  # tied
+
+        def forward(self, x):
+            return self.dec(self.enc(x) * 1)
+
+    torch.manual_seed(0)
+    model = M().train()
+    x = torch.randn(2, 4)
+    gm = torch.export.export(model, (x,)).module()
+    before = set(gm.state_dict())
+    Pipeline.from_config({"preset": "training"}).run(gm, [x])
+    assert set(gm.state_dict()) == before
+    gm(x).sum().backward()
+    grads = {k: p.grad for k, p in gm.named_parameters()}
+    assert grads["enc.weight"] is not None and grads["enc.bias"] is not None and grads["dec.bias"] is not None
 
 
 def test_preset_in_config_and_errors(tmp_path):
