@@ -449,7 +449,11 @@ class Pipeline:
                     snap.pass_done()
                     changed = bool(hint) or snap.changed()
                     if changed and step.cls.kind == "analysis":
-                        what = "the graph" if graph_changed(snap) else "the module's submodules or tensors"
+                        what = (
+                            "the graph"
+                            if graph_changed(snap)
+                            else "the module (its submodules, attributes, hooks or tensors)"
+                        )
                         raise VerificationError(f"analysis pass {step.name!r} changed {what}")
                     if changed and verify != "none":
                         _lint(gm)

@@ -8,8 +8,8 @@ args, kwargs, type, a shallow copy of ``meta``, the order of its users) in one O
 created are detached, nodes it erased are re-linked, and every field is reset. Node identity,
 names, ``meta`` and the generated code are therefore exactly as before.
 
-The module side (parameters, buffers, submodules, hooks and plain attributes of every
-submodule, and torch's global module hooks) is recorded by reference. Tensors written *in place* are restored from the clones a
+The module side (parameters, buffers, submodules, hooks, plain attributes and the class of
+every submodule, and torch's global module hooks) is recorded by reference. Tensors written *in place* are restored from the clones a
 :class:`~fxpasses.write_guard.WriteGuard` takes before the first write (run the pass inside
 :meth:`Snapshot.guard`), or, with ``copy_tensors=True``, from copies of every tensor taken up
 front. Of the writes no guard sees, those that move ``Tensor._version`` or ``data_ptr()``
@@ -64,6 +64,7 @@ class Snapshot:
         "namespace",
         "modules",
         "global_hooks",
+        "global_full_backward",
         "class_forward",
         "gm_meta",
         "tensors",
@@ -103,6 +104,7 @@ class Snapshot:
         self.namespace = (ns._obj_to_name.copy(), ns._used_names.copy(), ns._base_count.copy())
         self.modules, tensors = _record_modules(gm)
         self.global_hooks = [(h, h.copy()) for h in _GLOBAL_HOOKS]
+        self.global_full_backward = _module_mod._global_is_full_backward_hook
         self.class_forward = type(gm).__dict__.get("forward")
         meta = gm.__dict__.get("meta")
         self.gm_meta = meta.copy() if isinstance(meta, dict) else None  # GraphModule.meta
@@ -142,9 +144,10 @@ class Snapshot:
         return graph_changed(self) or self.module_changed()
 
     def module_changed(self) -> bool:
-        for m, d, params, bufs, mods, _, hooks in self.modules:
+        for m, d, params, bufs, mods, _, hooks, cls in self.modules:
             if (
-                not _same_items(m._parameters, params)
+                type(m) is not cls
+                or not _same_items(m._parameters, params)
                 or not _same_items(m._buffers, bufs)
                 or not _same_items(m._modules, mods)
                 or not _same_items(m.__dict__, d)
@@ -152,6 +155,8 @@ class Snapshot:
             ):
                 return True
         if any(not _same_items(live, rec) for live, rec in self.global_hooks):
+            return True
+        if _module_mod._global_is_full_backward_hook is not self.global_full_backward:
             return True
         if self.write_guard is not None and self.write_guard.saved:
             return True
@@ -264,7 +269,10 @@ class Snapshot:
             if not _same_items(live, rec):
                 live.clear()
                 live.update(rec)
-        for m, d, params, bufs, mods, non_persistent, hooks in self.modules:
+        _module_mod._global_is_full_backward_hook = self.global_full_backward
+        for m, d, params, bufs, mods, non_persistent, hooks, cls in self.modules:
+            if type(m) is not cls:
+                m.__class__ = cls
             if not _same_items(m.__dict__, d):
                 m.__dict__.clear()
                 m.__dict__.update(d)
@@ -437,6 +445,7 @@ def _record_modules(
                 mods.copy() if mods else _EMPTY,
                 nps.copy() if nps else _NO_NAMES,
                 _record_hooks(d),
+                type(m),  # parametrization swaps __class__
             )
         )
         prefix = mname + "." if mname else ""

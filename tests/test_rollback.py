@@ -205,6 +205,56 @@ def test_hooks_a_failing_pass_registers_are_removed():
     handle.remove()
 
 
+class FullBackwardHooker(fxpasses.GraphPass):
+    """Registers a global full backward hook (which sets torch's module-level flag), then fails."""
+
+    name = "full_backward_hooker"
+
+    def run(self, gm, ctx):
+        torch.nn.modules.module.register_module_full_backward_hook(lambda m, gi, go: None)
+        raise RuntimeError("planted failure after the global hook")
+
+
+def test_global_full_backward_flag_is_restored():
+    import torch.nn.modules.module as module_mod
+
+    model, x, gm, reg = traced_convnet(FullBackwardHooker)
+    flag = module_mod._global_is_full_backward_hook
+    with pytest.raises(PassFailedError, match="planted failure"):
+        Pipeline(["full_backward_hooker"], registry=reg).run(gm, [x])
+    assert module_mod._global_is_full_backward_hook is flag and not module_mod._global_backward_hooks
+    # the user can still register a plain (non-full) global backward hook
+    handle = module_mod.register_module_backward_hook(lambda m, gi, go: None)
+    handle.remove()
+    module_mod._global_is_full_backward_hook = flag
+
+
+class Parametrizer(fxpasses.GraphPass):
+    """Parametrizes a weight (which swaps the module's class), then fails."""
+
+    name = "parametrizer"
+
+    def run(self, gm, ctx):
+        torch.nn.utils.parametrize.register_parametrization(gm.fc, "weight", torch.nn.Identity())
+        raise RuntimeError("planted failure after the parametrization")
+
+
+def test_parametrization_is_undone_with_the_module_class():
+    import torch.nn.utils.parametrize as parametrize
+
+    model, x, gm, reg = traced_convnet(Parametrizer)
+    cls = type(gm.fc)
+    before = state(gm)
+    expected = gm(x)
+    with pytest.raises(PassFailedError, match="planted failure"):
+        Pipeline(["parametrizer"], registry=reg).run(gm, [x])
+    assert type(gm.fc) is cls and not parametrize.is_parametrized(gm.fc)
+    assert_same_state(before, state(gm))
+    assert torch.equal(gm(x), expected)
+    parametrize.register_parametrization(gm.fc, "weight", torch.nn.Identity())  # works again
+    assert parametrize.is_parametrized(gm.fc, "weight")
+
+
 class QuietWriter(fxpasses.GraphPass):
     """Writes tensors in place in the ways torch's dispatcher sees (through ``.data``, a view,
     ``out=``, a training-mode batch norm's running statistics), then fails."""
@@ -684,7 +734,7 @@ def test_analysis_that_writes_tensors_is_told_so():
     reg = Registry(autoload=False)
     reg.register(WeightWritingAnalysis)
     weight = gm.fc.weight.detach().clone()
-    with pytest.raises(PassFailedError, match="changed the module's submodules or tensors"):
+    with pytest.raises(PassFailedError, match=r"changed the module \(its submodules, attributes, hooks or tensors\)"):
         Pipeline(["weight_writing_analysis"], registry=reg).run(gm)
     assert torch.equal(gm.fc.weight, weight)
 
