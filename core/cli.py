@@ -449,6 +449,7 @@ def run_cmd(
         return
     rep = result.report
     click.echo(f"model: {result.model_name} ({rep.dialect}, captured in {result.capture_seconds:.2f} s)")
+    click.echo(f"pipeline: {result.pipeline}")
     rows = []
     for p in rep.passes:
         counters = ", ".join(f"{k}={v}" for k, v in sorted(p.counters.items()))

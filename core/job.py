@@ -93,6 +93,7 @@ class JobResult:
             recommends: load from other processes only ever adds time).
         saved: the files written.
         capture_seconds: wall time of the capture.
+        pipeline: what ran: ``preset NAME`` or the pipeline string of the config.
     """
 
     report: RunReport
@@ -102,10 +103,12 @@ class JobResult:
     saved: list[Path] = field(default_factory=list)
     capture_seconds: float = 0.0
     model_name: str = ""
+    pipeline: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "model": self.model_name,
+            "pipeline": self.pipeline,
             "report": self.report.as_dict(),
             "max_abs_error": self.max_abs_error,
             "latency_before_ms": self.latency_before_ms,
@@ -400,6 +403,7 @@ def run_job(
         latency_after_ms=after_ms,
         capture_seconds=model_in.seconds,
         model_name=model_in.name,
+        pipeline=f"preset {cfg.preset}" if cfg.preset is not None else pipeline.plan().as_pipeline_string(),
     )
     if save and out_dir is not None:
         result.saved = _save(gm, cap.inputs, cap.dialect if mc.graph is None else "graph", out_dir, expected, cfg, state)
