@@ -74,8 +74,12 @@ class TensorState:
     """The values of every tensor a module holds (parameters, buffers, tensor attributes),
     recorded by identity so that they can be put back after a run that wrote them.
 
-    Every tensor is copied back on :meth:`restore`: ``Tensor._version`` would miss writes
-    through ``.data`` and batch norm's running-statistics updates, which do not bump it.
+    :meth:`restore` compares every tensor with its recorded value, bit for bit:
+    ``Tensor._version`` would miss writes through ``.data`` and batch norm's running-statistics
+    updates, which do not bump it. Only tensors that differ are written back, so the others
+    keep their version: autograd refuses to backpropagate through a tensor written in place
+    after it was saved for backward (a ``symbolic_trace`` tensor constant computed from a
+    parameter, for one).
     """
 
     def __init__(self, gm: torch.nn.Module) -> None:
@@ -83,10 +87,30 @@ class TensorState:
             self.saved = [(t, t.detach().clone()) for t in _module_tensors(gm)]
 
     def restore(self) -> None:
-        """Write the recorded values back into every recorded tensor."""
+        """Write the recorded values back into every recorded tensor that differs from them."""
         with torch.no_grad():
             for t, value in self.saved:
-                t.copy_(value)
+                if not _same_bits(t, value):
+                    t.copy_(value)
+
+
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_bits(t: torch.Tensor, value: torch.Tensor) -> bool:
+    """Whether ``t`` holds exactly ``value``: same shape, dtype and bits (NaNs and the sign of
+    zero included, which ``torch.equal`` does not tell apart)."""
+    if t.shape != value.shape or t.dtype != value.dtype or t.device != value.device:
+        return False
+    if t.is_floating_point() or t.is_complex():
+        as_int = _SAME_SIZE_INT.get(t.element_size())
+        if as_int is None:
+            return False  # e.g. complex128: no integer type that wide; write it back
+        try:
+            return torch.equal(t.detach().view(as_int), value.view(as_int))
+        except RuntimeError:  # a layout that cannot be viewed: write it back
+            return False
+    return torch.equal(t.detach(), value)
 
 
 def clone_outputs(out: Any) -> Any:

@@ -214,6 +214,46 @@ class Rebinder(fxpasses.GraphPass):
         return True
 
 
+def test_numeric_verification_leaves_unwritten_tensors_unwritten():
+    """Verification runs put back only what the run changed: a tensor it did not write keeps
+    its version, so autograd still backpropagates through a tensor constant that a
+    ``symbolic_trace`` computed from a parameter-like tensor (``exp`` saves its result)."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 4))
+            self.plain = torch.ones(4, requires_grad=True)
+
+        def forward(self, x):
+            return (x @ self.w) * self.plain.exp()
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 4)
+    gm = torch.fx.symbolic_trace(M().train())
+    constant = gm._tensor_constant0
+    assert constant.grad_fn is not None
+    version = constant._version
+    Pipeline.from_string("eliminate_dead_code", verify="numeric").run(gm, [x])
+    assert constant._version == version
+    gm(x).sum().backward()  # raised "modified by an inplace operation" before
+    assert gm.w.grad is not None
+
+
+def test_tensor_state_restores_every_changed_bit():
+    t = torch.tensor([0.0, 1.0, float("nan"), 2.0])
+    i = torch.tensor([1, 2, 3])
+    state = TensorState.__new__(TensorState)
+    with torch.no_grad():
+        state.saved = [(t, t.clone()), (i, i.clone())]
+    t[0] = -0.0  # equal to 0.0 for torch.equal, not the same bits
+    t.data[3] = 5.0  # through .data: no version bump
+    i_version = i._version
+    state.restore()
+    assert math.copysign(1.0, t[0].item()) == 1.0 and t[3].item() == 2.0 and math.isnan(t[2].item())
+    assert i._version == i_version  # unchanged: not written
+
+
 def test_rebinding_parameters_is_detected_and_rolled_back_by_identity():
     reg = Registry(autoload=False)
     reg.register(Rebinder)
