@@ -59,8 +59,8 @@ class FoldConstantsOptions(PassOptions):
         description=(
             "Treat parameters as constants: true folds them all (inference: weights are "
             "frozen, folded results do not require grad); false folds only buffers and "
-            "literals; unset (the default) folds a parameter unless it requires grad and the "
-            "module holding it is in training mode (torch.export's `.module()` always says "
+            "literals; unset (the default) folds a parameter (or any tensor) unless it requires "
+            "grad and the module holding it is in training mode (torch.export's `.module()` always says "
             "training, so there only parameters with requires_grad=False fold). The "
             "`inference` preset sets it to true."
         ),
@@ -172,13 +172,15 @@ class FoldConstants(GraphPass):
                 obj = _attr(gm, node.target, paths)
                 if isinstance(obj, torch.Tensor):
                     if node.target not in mutated and not analysis.is_written(node):
-                        if not isinstance(obj, torch.nn.Parameter) or fold_parameters:
-                            values[node] = obj
-                        elif fold_parameters is None:
+                        if fold_parameters is None:
+                            # any tensor gradients flow to (a parameter, or a plain attribute
+                            # that requires grad), held by a module in training mode
                             if obj.requires_grad and _owner_training(gm, str(node.target), paths):
                                 trainable.add(node)
                             else:
                                 values[node] = obj
+                        elif fold_parameters or not isinstance(obj, torch.nn.Parameter):
+                            values[node] = obj
                 elif isinstance(obj, _LITERALS):
                     values[node] = obj
                 continue
@@ -194,7 +196,7 @@ class FoldConstants(GraphPass):
                 ):
                     ctx.skip(
                         node,
-                        "reads a parameter that requires grad, in training mode "
+                        "reads a parameter (or tensor) that requires grad, in training mode "
                         "(fold_parameters=true folds it)",
                     )
                 continue

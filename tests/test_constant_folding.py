@@ -374,13 +374,33 @@ def test_default_asks_the_module_that_holds_the_parameter():
     report = fold(gm, [x], f"{FOLD}{{max_growth_bytes=1000}}")
     assert report.counters["folded"] == 1  # bias.sin(): the root is in eval mode
     skipped = dict(report.skipped)
-    assert "reads a parameter that requires grad" in skipped["exp"]
+    assert "reads a parameter (or tensor) that requires grad" in skipped["exp"]
     assert "calls a module whose parameters require grad" in skipped["head_table"]
     out = gm(x)
     assert out.requires_grad
     out.sum().backward()
     params = dict(gm.named_parameters())
     assert params["head.scale"].grad is not None and params["head.table.weight"].grad is not None
+
+
+def test_default_leaves_plain_tensors_that_require_grad_alone_in_training():
+    """Not only parameters: a plain tensor attribute that requires grad is left alone in
+    training mode (gradients flow to it), and folds in eval mode."""
+    root = nn.Module()
+    root.t = torch.ones(3, requires_grad=True)
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    doubled = g.call_function(operator.mul, (g.get_attr("t"), 2))
+    g.output(g.call_function(operator.mul, (x, doubled)))
+    gm = torch.fx.GraphModule(root, g)
+    xs = torch.randn(3)
+    report = fold(gm, [xs], FOLD)
+    assert report.counters.get("folded", 0) == 0
+    assert "requires grad, in training mode" in dict(report.skipped)["mul"]
+    gm(xs).sum().backward()
+    assert torch.equal(root.t.grad, 2 * xs)
+    gm.eval()
+    assert fold(gm, [xs], f"{FOLD}{{max_growth_bytes=100}}").counters["folded"] == 1  # eval mode
 
 
 def test_default_folds_parameters_of_eval_modules_and_frozen_ones():
