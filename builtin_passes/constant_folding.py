@@ -203,11 +203,11 @@ class FoldConstants(GraphPass):
             if not analysis.is_pure(node) or analysis.is_written(node) or analysis.reads_written_state(node):
                 continue
             if op == "call_module" and not fold_parameters:
-                params = gm.get_submodule(node.target).parameters()  # type: ignore[arg-type]
+                mod = gm.get_submodule(node.target)  # type: ignore[arg-type]
                 if fold_parameters is False:
-                    if any(True for _ in params):
+                    if any(True for _ in mod.parameters()):
                         continue
-                elif _trains_parameters(gm.get_submodule(node.target)):  # type: ignore[arg-type]
+                elif _trains_parameters(mod):
                     ctx.skip(
                         node,
                         "calls a module whose parameters require grad, in training mode "

@@ -9,10 +9,10 @@ created are detached, nodes it erased are re-linked, and every field is reset. N
 names, ``meta`` and the generated code are therefore exactly as before.
 
 The module side (parameters, buffers, submodules, hooks, plain attributes and the class of
-every submodule, and torch's global module hooks) is recorded by reference. Tensors written *in place* are restored from the clones a
-:class:`~fxpasses.write_guard.WriteGuard` takes before the first write (run the pass inside
-:meth:`Snapshot.guard`), or, with ``copy_tensors=True``, from copies of every tensor taken up
-front. Of the writes no guard sees, those that move ``Tensor._version`` or ``data_ptr()``
+every submodule, and torch's global module hooks) is recorded by reference. Tensors written
+*in place* are restored from the clones a :class:`~fxpasses.write_guard.WriteGuard` takes
+before the first write (run the pass inside :meth:`Snapshot.guard`), or, with
+``copy_tensors=True``, from copies of every tensor taken up front. Of the writes no guard sees, those that move ``Tensor._version`` or ``data_ptr()``
 (rebinding ``param.data``; any in-place write by a pass run without a guard, except through
 ``.data``) are reported in :attr:`Snapshot.unrestorable` unless the snapshot holds copies;
 writes through ``Tensor.numpy()`` memory or the raw storage move neither and go unnoticed.
@@ -352,10 +352,9 @@ _NO_NAMES: frozenset[str] = frozenset()
 
 # the hook dictionaries of every module (forward, backward, state-dict hooks...), and torch's
 # global module hooks
+_BARE_MODULE = torch.nn.Module().__dict__
 _HOOK_KEYS = tuple(
-    k
-    for k, v in torch.nn.Module().__dict__.items()
-    if isinstance(v, dict) and k not in ("_parameters", "_buffers", "_modules")
+    k for k, v in _BARE_MODULE.items() if isinstance(v, dict) and k not in ("_parameters", "_buffers", "_modules")
 )
 _hooks_of = itemgetter(*_HOOK_KEYS)
 _GLOBAL_HOOKS = tuple(
@@ -398,7 +397,7 @@ def _restore_hooks(d: dict[str, Any], rec: tuple[dict[Any, Any] | None, ...] | N
             h.update(r)
 
 # keys every nn.Module instance has in its __dict__ (none of them holds a tensor)
-_MODULE_KEYS = frozenset(torch.nn.Module().__dict__)
+_MODULE_KEYS = frozenset(_BARE_MODULE)
 
 
 def _record_modules(
