@@ -1,6 +1,6 @@
 """Where the built-in pipeline's time goes on the synthetic block graph (for profiling work).
 
-    python benchmarks/breakdown.py [N_NODES] [--repeats R] [--profile [PASS]]
+    python benchmarks/breakdown.py [N_NODES] [--repeats R] [--profile [PASS] [--callees REGEX]]
 
 Prints the median of R runs (``--cpu``: process CPU time, steadier on a busy machine) (fresh graph each) of: one Snapshot, one lint (as the pipeline
 runs it), one recompile() of the input, each pass's own time from the run report (pass and
@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("n", type=int, nargs="?", default=100_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", nargs="?", const="all", default=None)
+    ap.add_argument("--callees", metavar="REGEX", help="with --profile: also what the functions matching REGEX call")
     ap.add_argument("--cpu", action="store_true", help="process CPU time instead of wall time (steadier on a busy machine)")
     args = ap.parse_args()
     clock = time.process_time if args.cpu else time.perf_counter
@@ -47,6 +48,8 @@ def main() -> None:
         gm = fresh()
         target = pipe
         if args.profile != "all":
+            if args.profile not in PIPELINE:
+                ap.error(f"--profile: {args.profile!r} is not a pass of the pipeline ({', '.join(PIPELINE)})")
             i = PIPELINE.index(args.profile)
             if i:
                 fxpasses.Pipeline(PIPELINE[:i]).run(gm)
@@ -59,6 +62,8 @@ def main() -> None:
         st = pstats.Stats(pr)
         st.sort_stats("cumulative").print_stats(40)
         st.sort_stats("tottime").print_stats(25)
+        if args.callees:
+            st.print_callees(args.callees)
         return
 
     rows: dict[str, list[float]] = {}

@@ -77,7 +77,9 @@ class FoldConstants(GraphPass):
     inputs are all constant and whose value no node writes (for a ``call_module``: whose
     module's state no node writes either). A parameter counts only with ``fold_parameters``
     true, or by default when it does not require grad or the module holding it is in eval
-    mode (so a model still being trained keeps its gradients). Anything that depends on a
+    mode (so a model still being trained keeps its gradients); what such a parameter's metadata
+    answers (``w.size(0)``, ``w.shape``, ``w.dtype``, ``w.numel()``: see
+    ``_METADATA_METHODS``) is constant all the same and folds. Anything that depends on a
     placeholder is not constant: in the TorchDynamo dialect parameters and buffers are
     placeholders, so only literal-built values can fold there.
 
@@ -165,7 +167,8 @@ class FoldConstants(GraphPass):
         is_grad_enabled = torch.is_grad_enabled
         set_grad_enabled = torch._C._set_grad_enabled  # torch.no_grad() without its objects
         fold_parameters = opts.fold_parameters
-        trainable: set[Node] = set()  # parameters left alone only because they may be trained
+        # tensors left alone only because they may be trained (their metadata still folds)
+        trainable: dict[Node, torch.Tensor] = {}
         for node in gm.graph.nodes:
             op = node.op
             if op == "get_attr":  # (get_attr, placeholder and output nodes change no state)
@@ -176,7 +179,7 @@ class FoldConstants(GraphPass):
                             # any tensor gradients flow to (a parameter, or a plain attribute
                             # that requires grad), held by a module in training mode
                             if obj.requires_grad and _owner_training(gm, str(node.target), paths):
-                                trainable.add(node)
+                                trainable[node] = obj
                             else:
                                 values[node] = obj
                         elif fold_parameters or not isinstance(obj, torch.nn.Parameter):
@@ -191,9 +194,18 @@ class FoldConstants(GraphPass):
             if state_changed or not node.users:
                 continue
             if not node._input_nodes.keys() <= constant:  # an input is not constant
-                if trainable and not trainable.isdisjoint(node._input_nodes) and all(
+                if trainable and not trainable.keys().isdisjoint(node._input_nodes) and all(
                     i in values or i in trainable for i in node._input_nodes
                 ):
+                    if _reads_metadata_only(node, trainable):
+                        # w.size(0) of a trainable w: its value does not depend on training
+                        try:
+                            value = _run(gm, node, {**values, **trainable})
+                        except Exception:  # noqa: BLE001 - left to run, like any call that raises
+                            value = None
+                        if value is not None and not isinstance(value, torch.Tensor):
+                            values[node] = value
+                            continue
                     ctx.skip(
                         node,
                         "reads a parameter (or tensor) that requires grad, in training mode "
@@ -547,6 +559,48 @@ def _attr(gm: torch.nn.Module, target: Any, paths: ModulePaths | None = None) ->
     except AttributeError:
         return None
     return obj
+
+
+#: Tensor methods, attributes and operators whose result depends only on a tensor's metadata
+#: (shape, strides, dtype, device), never on its values: reading them from a parameter that is
+#: being trained gives the same answer after every optimizer step.
+_METADATA_METHODS = frozenset(
+    {
+        "size", "dim", "ndimension", "numel", "nelement", "stride", "element_size",
+        "is_floating_point", "is_complex", "is_contiguous", "get_device",
+    }
+)
+_METADATA_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "is_sparse", "is_meta"})
+_METADATA_FUNCTIONS = frozenset(
+    {
+        torch.numel,
+        torch.is_floating_point,
+        torch.is_complex,
+        torch.ops.aten.sym_size.int,
+        torch.ops.aten.sym_stride.int,
+        torch.ops.aten.sym_numel.default,
+        torch.ops.aten.dim.default,
+    }
+)
+
+
+def _reads_metadata_only(node: Node, trainable: dict[Node, torch.Tensor]) -> bool:
+    """Whether ``node`` asks only for metadata of a trainable tensor: its first argument is
+    that tensor, no other argument is one, and the call is a metadata query (above)."""
+    args = node.args
+    if not args or args[0] not in trainable or any(i in trainable for i in node._input_nodes if i is not args[0]):
+        return False
+    if node.op == "call_method":
+        return node.target in _METADATA_METHODS
+    if node.op != "call_function":
+        return False
+    target = node.target
+    if target is getattr:
+        return len(args) == 2 and args[1] in _METADATA_ATTRIBUTES
+    try:
+        return target in _METADATA_FUNCTIONS
+    except TypeError:  # unhashable target
+        return False
 
 
 def _run(gm: torch.fx.GraphModule, node: Node, values: dict[Node, Any]) -> Any:

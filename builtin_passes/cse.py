@@ -132,7 +132,8 @@ class EliminateCommonSubexpressions(GraphPass):
                         graph.erase_node(node)
                         merged += 1
                         continue
-            record(node)
+            if eff.writes:  # (what record() looks at: no call for the nodes that write nothing)
+                record(node)
             if GLOBAL_STATE in eff.kinds:
                 state += 1
         if merged:

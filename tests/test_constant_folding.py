@@ -649,3 +649,46 @@ def test_a_module_tree_that_contains_itself_fails_as_before():
     with pytest.raises(PassFailedError, match="RecursionError"):
         fold(gm)
     assert gm.code == code and "b" in dict(gm.named_buffers())
+
+
+class _SizedByWeight(nn.Module):
+    """Shapes read from trainable parameters: ``w.size(0)``, ``w.shape[1]`` and ``w.dtype``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 3))
+        self.only_sized = nn.Parameter(torch.randn(6))  # read for its size only
+
+    def forward(self, x):
+        rows = x.reshape(-1, self.w.size(1)) @ self.w.t()
+        pad = torch.zeros(self.w.shape[0], dtype=self.w.dtype)
+        return rows + pad + self.only_sized.numel()
+
+
+def test_metadata_of_trainable_parameters_folds_in_training_mode():
+    """The shape, dtype or numel of a parameter being trained does not change with its values:
+    they fold even though the parameter itself stays (and keeps its gradient)."""
+    torch.manual_seed(0)
+    model = _SizedByWeight().train()
+    x = torch.randn(2, 3, 3)
+    gm, inputs = trace(model, "symbolic_trace", (x,))
+    expected = model(x)
+    report = fold(gm, inputs, FOLD)
+    calls = [(n.op, n.target) for n in gm.graph.nodes if n.op in ("call_method", "call_function")]
+    assert ("call_method", "size") not in calls and ("call_method", "numel") not in calls
+    assert (("call_function", getattr)) not in calls
+    # zeros(w.shape[0], dtype=w.dtype) now reads literals (storing its result would grow the
+    # module: max_growth_bytes=0)
+    (zeros,) = gm.graph.find_nodes(op="call_function", target=torch.zeros)
+    assert zeros.args == (4,) and zeros.kwargs == {"dtype": torch.float32}
+    # only the value read (w.t()) is reported as left alone for training
+    assert [name for name, why in report.skipped if "requires grad" in why] == ["t"], report.skipped
+    # the parameters stay, trainable, in the state dict (only_sized included)
+    assert set(dict(gm.named_parameters())) == {"w", "only_sized"}
+    out = gm(*inputs)
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()
+    assert gm.w.grad is not None and gm.w.grad.abs().sum() > 0
+    # a value read from the same parameter still does not fold
+    gm2, _ = trace(_Positions().train(), "symbolic_trace", (x,))
+    assert fold(gm2, [x], FOLD).counters.get("folded", 0) == 0
