@@ -1120,6 +1120,14 @@ class EffectAnalysis:
         ops = [t] if isinstance(t, torch._ops.OpOverload) else _overloads(t)
         name = t.__name__ if isinstance(t, torch._ops.OpOverloadPacket) else t.overloadpacket.__name__
         kind, mutable, seeded, declared = _op_info(t, ops, name)
+        if (
+            not mutable
+            and not seeded
+            and name not in _BATCH_NORM_NAMES
+            and name != "instance_norm"
+            and isinstance(t, torch._ops.OpOverload)
+        ):  # the answer depends on the overload alone: the same for its other calls
+            self._static = t
         kinds: set[str] = {kind} if kind else set()
         writes: list[Node] = []
         reasons = [f"{t} ({kind})"] if kind else []

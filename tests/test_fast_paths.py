@@ -597,3 +597,43 @@ def test_fresh_results_are_decided_per_target_and_follow_registrations():
         effects._user_pure.discard(_opaque)
     opaque.args = (x,)
     assert effects.EffectAnalysis(gm).aliased_inputs(opaque) == (x,)
+
+
+def test_aten_overloads_answered_per_target_only_where_arguments_do_not_matter():
+    """An ATen overload that does not mutate, draw random numbers or update batch-norm
+    statistics is answered per overload (exported graphs repeat a few overloads thousands of
+    times); dropout and batch norm, whose effects depend on their ``train``/``training``
+    argument, are still decided per call, whichever call is asked first."""
+    from fxpasses import effects
+
+    aten = torch.ops.aten
+    for order in (1, -1):  # either call of a pair asked first (a fresh graph each time)
+        g = torch.fx.Graph()
+        x, w, b, rm, rv = (g.placeholder(n) for n in ("x", "w", "b", "rm", "rv"))
+        add1 = g.call_function(aten.add.Tensor, (x, x))
+        add2 = g.call_function(aten.add.Tensor, (x, w))
+        drop_eval = g.call_function(aten.dropout.default, (x, 0.5, False))
+        drop_train = g.call_function(aten.dropout.default, (x, 0.5, True))
+        bn_eval = g.call_function(aten._native_batch_norm_legit_no_training.default, (x, w, b, rm, rv, 0.1, 1e-5))
+        bn_train = g.call_function(aten.native_batch_norm.default, (x, w, b, rm, rv, True, 0.1, 1e-5))
+        bn_train_off = g.call_function(aten.native_batch_norm.default, (x, w, b, rm, rv, False, 0.1, 1e-5))
+        inplace = g.call_function(aten.add_.Tensor, (w, x))
+        g.output((add1, add2, drop_eval, drop_train, bn_eval, bn_train, bn_train_off, inplace))
+        gm = torch.fx.GraphModule(nn.Module(), g)
+        effects._static_targets.clear()
+        a = effects.EffectAnalysis(gm)
+        for n in list(gm.graph.nodes)[::order]:
+            a.effects(n)
+        assert a.effects(add1).pure and a.effects(add2).pure
+        assert effects._static_targets[aten.add.Tensor][1] is a.effects(add1)
+        assert a.effects(drop_eval).pure
+        assert a.effects(drop_train).kinds == {effects.RANDOM}
+        assert aten.dropout.default not in effects._static_targets
+        assert a.effects(bn_eval).pure
+        train = a.effects(bn_train)
+        assert train.kinds == {effects.MUTATION} and set(train.writes) == {rm, rv}
+        assert a.effects(bn_train_off).pure
+        assert aten.native_batch_norm.default not in effects._static_targets
+        ip = a.effects(inplace)
+        assert ip.kinds == {effects.MUTATION} and ip.writes == (w,)
+        assert aten.add_.Tensor not in effects._static_targets
