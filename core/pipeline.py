@@ -446,7 +446,11 @@ class Pipeline:
                                 pr.rewrites, pr.cut_off = span.count, span.cut_off
                     finally:
                         ctx.graph = gm.graph
-                    snap.pass_done()
+                    if verify == "numeric":
+                        # numeric verification runs the module, which may write tensors (batch
+                        # norm statistics): note now which ones the pass wrote. Otherwise
+                        # nothing runs before a restore, which works that out itself.
+                        snap.pass_done()
                     changed = bool(hint) or snap.changed()
                     if changed and step.cls.kind == "analysis":
                         what = (

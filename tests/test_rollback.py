@@ -817,3 +817,32 @@ def test_eval_mode_batch_norm_is_not_a_write():
     with guard, torch.no_grad():
         torch.nn.functional.batch_norm(torch.randn(4, 2), bn.running_mean, bn.running_var, training=True)
     assert set(guard.saved) == {"mean", "var"}
+
+
+def test_numeric_verification_runs_are_not_blamed_on_the_failing_pass():
+    """Numeric verification runs the module after the pass; in training mode that updates
+    batch norm's running statistics (put back afterwards, bumping their versions). A pass
+    that fails verification must be reported for what *it* wrote: nothing here, so no
+    "could not be restored" note, and the statistics are as before."""
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            return torch.relu(self.bn(x))
+
+    torch.manual_seed(0)
+    model = Net().train()
+    gm = torch.fx.symbolic_trace(model)
+    x = torch.randn(8, 4)
+    reg = Registry(autoload=False)
+    reg.register(WrongRelu)
+    stats = {k: v.clone() for k, v in gm.state_dict().items()}
+    with pytest.raises(PassFailedError, match="verification failed") as info:
+        Pipeline(["wrong_relu"], registry=reg, verify="numeric").run(gm, [x])
+    assert "could not be restored" not in str(info.value), str(info.value)
+    assert info.value.rolled_back
+    for k, v in gm.state_dict().items():
+        assert torch.equal(v, stats[k]), k
