@@ -24,12 +24,22 @@ faster when the graph is fine.
 
 from __future__ import annotations
 
+import enum
+from typing import Callable
+
 import torch
 import torch.fx
 
 from ._modpath import MISSING, ModulePaths
 
-__all__ = ["lint_passes"]
+try:  # torch >= 2.8: objects FX spells through their registered repr
+    from torch._library.opaque_object import is_opaque_value_type as _is_opaque
+except ImportError:  # pragma: no cover - older torch
+
+    def _is_opaque(t: type) -> bool:
+        return False
+
+__all__ = ["lint_passes", "unspellable_argument"]
 
 _LEGAL_OPS = frozenset(("call_function", "call_method", "get_attr", "call_module", "placeholder", "output"))
 
@@ -85,3 +95,81 @@ def lint_passes(gm: torch.fx.GraphModule) -> bool:
                 return False
     # node names are unique (one set built in C instead of a check per node)
     return len({n.name for n in graph.nodes}) == count
+
+
+# Argument types the code generator writes as valid Python that evaluates back to the value
+# (``torch.fx.Graph._gen_python_code``'s ``_get_repr``: their ``repr()``, with ``torch``,
+# ``device``, ``inf`` and ``nan`` among the generated code's globals).
+_SPELLED = frozenset(
+    {
+        torch.fx.Node, int, float, bool, str, bytes, complex, type(None), type(...),
+        torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size,
+        torch._ops.OpOverload, torch._ops.HigherOrderOperator,
+    }
+)
+
+
+def unspellable_argument(
+    graph: torch.fx.Graph,
+    spelled: dict[torch.fx.Node, tuple],
+    accept: Callable[[torch.fx.Node], bool] | None = None,
+) -> tuple[torch.fx.Node, object] | None:
+    """The first node (and value) with an argument that ``GraphModule.recompile()`` cannot
+    write as Python, or None.
+
+    FX writes an argument it does not know (anything but the types above, containers of them,
+    enums and named tuples) as its ``repr()``: an object whose ``repr`` is not an expression
+    (``<Foo object at 0x...>``, a lambda) makes ``recompile()`` raise ``SyntaxError``, and a
+    tensor becomes ``torch.Tensor(size=..., dtype=...)``, a different tensor. Both are
+    reported. ``spelled`` maps nodes already checked to their ``(args, kwargs)``; a node whose
+    ``args`` and ``kwargs`` are still those very objects (FX builds new ones on every edit) is
+    not looked at again, so a pipeline checks each node once, plus the ones passes edit.
+    A node with such an argument for which ``accept(node)`` is true (e.g. it was like that
+    before the pass) is recorded as checked and not reported.
+    """
+    get = spelled.get
+    for node in graph.nodes:
+        args, kwargs = node._args, node._kwargs
+        seen = get(node)
+        if seen is not None and seen[0] is args and seen[1] is kwargs:
+            continue
+        bad = _unspelled(args)
+        if bad is _OK and kwargs:
+            bad = _unspelled(tuple(kwargs.values()))
+        if bad is not _OK and (accept is None or not accept(node)):
+            return node, bad
+        spelled[node] = (args, kwargs)
+    return None
+
+
+_OK = object()
+
+
+def _unspelled(values: tuple | list) -> object:
+    """The first value in ``values`` (recursively) that cannot be spelled, or ``_OK``."""
+    ok = _SPELLED
+    for v in values:
+        t = type(v)
+        if t in ok:
+            continue
+        if t is tuple or t is list:
+            bad = _unspelled(v)
+        elif isinstance(v, torch.Tensor):
+            return v
+        elif isinstance(v, (tuple, list)):  # named tuples, list subclasses
+            bad = _unspelled(tuple(v))
+        elif isinstance(v, slice):
+            bad = _unspelled((v.start, v.stop, v.step))
+        elif isinstance(v, dict):
+            bad = _unspelled(tuple(v.keys()) + tuple(v.values()))
+        elif isinstance(v, enum.Enum) or _is_opaque(t):
+            continue
+        else:
+            try:
+                compile(repr(v), "<argument>", "eval")
+            except Exception:  # SyntaxError, or a repr that raises
+                return v
+            continue
+        if bad is not _OK:
+            return bad
+    return _OK

@@ -35,7 +35,7 @@ from .config import Config, PassEntryConfig, find_pyproject, load_config_file, p
 from .context import PassContext
 from .dialect import detect_dialect
 from .errors import ConfigError, OptionsError, PassFailedError, UserError, VerificationError
-from .lint import lint_passes
+from .lint import lint_passes, unspellable_argument
 from .ordering import Item, order
 from .passes import Pass, validate_pass_class
 from .registry import Registry, registry as default_registry
@@ -391,7 +391,8 @@ class Pipeline:
         )
         state = TensorState(gm) if needs_numeric else None
         reference = _run_module(gm, example_inputs, state) if state is not None else None
-        hook = self.registry.hook
+        notify = self.registry.call_instruments
+        spelled: dict[Any, Any] = {}  # nodes whose arguments were found spellable (see _lint)
         analyses: dict[str, Any] = {}
         cache = AnalysisCache()
         queue = collections.deque(steps)
@@ -433,8 +434,9 @@ class Pipeline:
                 pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons))
                 snap = None  # free the previous pass's snapshot first (tensor copies: one set at a time)
                 snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
-                hook.fxpasses_before_pass(pass_name=step.name, gm=gm, ctx=ctx)
+                notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
+                stage = "the pass"  # what was running when an exception came (for its message)
                 try:
                     try:
                         guard = snap.guard() if step.cls.writes_tensors else contextlib.nullcontext()
@@ -451,7 +453,15 @@ class Pipeline:
                         # norm statistics): note now which ones the pass wrote. Otherwise
                         # nothing runs before a restore, which works that out itself.
                         snap.pass_done()
-                    changed = bool(hint) or snap.changed()
+                    stage = "checking what the pass changed"
+                    try:
+                        hinted = bool(hint)
+                    except Exception as exc:  # e.g. an array: its truth value is ambiguous
+                        raise VerificationError(
+                            f"the pass returned {type(hint).__name__} {_short_repr(hint)}, not True "
+                            f"(changed), False (unchanged) or None (unknown): {type(exc).__name__}: {exc}"
+                        ) from exc
+                    changed = hinted or snap.changed()
                     if changed and step.cls.kind == "analysis":
                         what = (
                             "the graph"
@@ -460,12 +470,15 @@ class Pipeline:
                         )
                         raise VerificationError(f"analysis pass {step.name!r} changed {what}")
                     if changed and verify != "none":
-                        _lint(gm)
+                        stage = "graph lint"
+                        _lint(gm, spelled, snap)
                     if changed:
                         dirty = True
                     if verify == "numeric" and changed:
+                        stage = "recompiling the module"
                         gm.recompile()
                         dirty = False
+                        stage = "numeric verification"
                         try:
                             # from the module as the pass left it (it may have written
                             # weights), back to that after the call
@@ -474,18 +487,28 @@ class Pipeline:
                             raise VerificationError(
                                 f"the module no longer runs on the example inputs: {type(exc).__name__}: {exc}"
                             ) from exc
-                        err = compare_outputs(actual, reference, self.atol, self.rtol)
+                        try:
+                            err = compare_outputs(actual, reference, self.atol, self.rtol)
+                        except Exception as exc:  # not a mismatch: the outputs cannot be compared
+                            raise UserError(
+                                f"numeric verification cannot compare the module's outputs: "
+                                f"{type(exc).__name__}: {str(exc)[:300]} (give example inputs whose "
+                                "outputs hold real values, not meta or fake tensors)"
+                            ) from exc
                         report.max_abs_error = max(report.max_abs_error or 0.0, err.max_abs)
                         if err.message:
                             raise _OutputsDiffer(err.message)
-                except (HookError, VerificationError, RuntimeError, AssertionError) as exc:
+                except Exception as exc:
                     pr.seconds = time.perf_counter() - t0
                     if isinstance(exc, HookError) and isinstance(exc.cause, UserError):
                         # the pass reports a user error (e.g. missing example inputs): undo
                         # what it did and let the user see the error itself
                         snap.restore()
                         raise exc.cause from None
-                    failure = self._failure(step.name, exc, snap, on_error)
+                    if isinstance(exc, UserError):  # verification could not be done: not the pass's fault
+                        snap.restore()
+                        raise
+                    failure = self._failure(step.name, exc, snap, on_error, stage)
                     if isinstance(exc, _OutputsDiffer) and unchecked:
                         failure.notes.append(
                             self._earlier_blame(gm, example_inputs, reference, unchecked, failure.rolled_back)
@@ -499,10 +522,16 @@ class Pipeline:
                     pr.counters = dict(ctx.counters)
                     pr.skipped = list(ctx.skipped)
                     report.passes.append(pr)
-                    hook.fxpasses_pass_failed(pass_name=step.name, gm=gm, error=failure)
+                    notify("fxpasses_pass_failed", pass_name=step.name, gm=gm, error=failure)
                     if on_error == "skip":
                         continue
                     raise failure from failure.__cause__
+                except BaseException as exc:  # KeyboardInterrupt, SystemExit: undo, then go on
+                    if on_error != "raise":
+                        snap.restore()
+                        _add_note(exc, f"fxpasses: {step.name!r} was interrupted; the graph was rolled back to before it")
+                    dirty = True
+                    raise
                 pr.seconds = time.perf_counter() - t0
                 pr.changed = changed
                 if verify == "numeric" and changed:
@@ -519,7 +548,7 @@ class Pipeline:
                 pr.counters = dict(ctx.counters)
                 pr.skipped = list(ctx.skipped)
                 report.passes.append(pr)
-                hook.fxpasses_after_pass(pass_name=step.name, gm=gm, ctx=ctx, report=pr)
+                notify("fxpasses_after_pass", pass_name=step.name, gm=gm, ctx=ctx, report=pr)
         except BaseException:
             failing = True
             raise
@@ -527,9 +556,14 @@ class Pipeline:
             if dirty:
                 try:
                     gm.recompile()
-                except Exception:
+                except Exception as exc:
                     if not failing:  # a graph kept broken by on_error="raise" may not compile
-                        raise
+                        changers = [p.name for p in report.passes if p.changed]
+                        raise VerificationError(
+                            f"the graph after the pipeline does not compile: {type(exc).__name__}: {exc} "
+                            f"(passes that changed it: {', '.join(changers) or 'none'}; verify='lint' "
+                            "checks each pass's graph and rolls back the one that breaks it)"
+                        ) from exc
             report.nodes_after = len(gm.graph.nodes)
             report.seconds = time.perf_counter() - t_start
             if limit is not None:
@@ -577,7 +611,9 @@ class Pipeline:
             "difference may come from them"
         )
 
-    def _failure(self, name: str, exc: BaseException, snap: Snapshot, on_error: str) -> PassFailedError:
+    def _failure(
+        self, name: str, exc: BaseException, snap: Snapshot, on_error: str, stage: str = "graph lint"
+    ) -> PassFailedError:
         notes: list[str] = []
         rolled_back = False
         if on_error != "raise":
@@ -594,7 +630,7 @@ class Pipeline:
         if isinstance(exc, VerificationError):
             reason = f"verification failed: {exc}"
         else:
-            reason = f"graph lint failed: {type(exc).__name__}: {exc}"
+            reason = f"{stage} failed: {type(exc).__name__}: {exc}"
         failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes)
         failure.__cause__ = exc
         return failure
@@ -648,7 +684,26 @@ def registry_for(cfg: Config) -> Registry:
     return Registry(enable=p.enable, disable=p.disable, strict=p.strict, prefer=p.prefer)
 
 
-def _lint(gm: torch.fx.GraphModule) -> None:
+def _lint(gm: torch.fx.GraphModule, spelled: dict[Any, Any] | None = None, before: Snapshot | None = None) -> None:
+    """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
+    ``call_module`` target a submodule, and every argument something the generated code can
+    spell (:func:`~fxpasses.lint.unspellable_argument`, which skips the nodes in ``spelled``
+    whose arguments are unchanged; a node that had the same arguments in the snapshot
+    ``before`` the pass is not the pass's doing and is let through).
+
+    Raises:
+        VerificationError: a submodule is missing or an argument cannot be spelled in code.
+        RuntimeError: torch's ``Graph.lint()`` failed.
+    """
+    accept = _unchanged_since(before) if before is not None else None
+    bad = unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept)
+    if bad is not None:
+        node, value = bad
+        raise VerificationError(
+            f"node %{node.name} has an argument the generated code cannot spell: {_short_repr(value)} "
+            f"({type(value).__name__}); store objects as module attributes (PassContext.add_constant "
+            "for tensors) or pass plain values"
+        )
     if lint_passes(gm):  # the same checks, several times faster; on doubt, torch's own lint
         return
     gm.graph.lint()
@@ -659,6 +714,32 @@ def _lint(gm: torch.fx.GraphModule) -> None:
             raise VerificationError(
                 f"node %{node.name} calls submodule {node.target!r}, which does not exist"
             ) from exc
+
+
+def _unchanged_since(before: Snapshot) -> Any:
+    """A test: does a node hold the very arguments ``before`` recorded for it?"""
+    recorded: dict[Any, Any] = {}
+
+    def unchanged(node: Any) -> bool:
+        if not recorded:
+            recorded.update((rec[0], rec) for rec in before.nodes)
+        rec = recorded.get(node)
+        return rec is not None and rec[4] is node._args and rec[5] is node._kwargs
+
+    return unchanged
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a message only
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    if hasattr(exc, "add_note"):  # Python 3.11+
+        exc.add_note(note)
 
 
 def _run_module(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: TensorState) -> Any:

@@ -215,6 +215,7 @@ class Registry:
         self._passes: dict[str, PassInfo] = {}
         self._conflicts: dict[str, list[PassInfo]] = {}
         self._presets: dict[str, PresetInfo] = {}
+        self._muted: set[int] = set()  # ids of plugins whose instrumentation hooks raised
         if autoload:
             self.load_entry_points()
             for problem in self.problems:
@@ -226,6 +227,59 @@ class Registry:
     def hook(self) -> Any:
         """pluggy's hook relay: ``registry.hook.fxpasses_after_pass(...)``."""
         return self.pm.hook
+
+    def call_instruments(self, hook_name: str, **kwargs: Any) -> None:
+        """Call the instrumentation hook ``hook_name`` (``fxpasses_before_pass``,
+        ``fxpasses_after_pass``, ``fxpasses_pass_failed``) of every plugin and instrument, in
+        pluggy's order.
+
+        A hook implementation that raises is a broken plugin, reported like any other (see
+        the class doc): a :class:`~fxpasses.errors.PluginWarning` naming the plugin (its
+        distribution and version, or the instrument's class), after which that plugin's
+        instrumentation hooks are skipped for the rest of this registry's life; with
+        ``strict``, the :class:`~fxpasses.errors.PluginError` is raised instead. The pipeline
+        itself goes on either way: an instrument watches passes, it does not decide them.
+        """
+        caller = getattr(self.pm.hook, hook_name)
+        impls = caller.get_hookimpls()
+        if not impls:
+            return
+        if any(i.hookwrapper or getattr(i, "wrapper", False) for i in impls):  # pluggy runs those
+            try:
+                caller(**kwargs)
+            except Exception as exc:
+                self._instrument_failed(None, hook_name, exc)
+            return
+        for impl in reversed(impls):  # pluggy's call order (last registered first)
+            if id(impl.plugin) in self._muted:
+                continue
+            try:
+                impl.function(*[kwargs[a] for a in impl.argnames])
+            except Exception as exc:
+                self._instrument_failed(impl, hook_name, exc)
+
+    def _instrument_failed(self, impl: Any, hook_name: str, exc: Exception) -> None:
+        if impl is None:
+            label, version, entry_point = "an instrument", "", None
+        else:
+            rec = next((r for r in self.plugins if f"{r.distribution}:{r.name}" == impl.plugin_name), None)
+            if rec is not None:
+                label, version = rec.distribution, rec.version
+                entry_point = rec.entry_point if rec.value else None
+            else:  # an instrument given to Pipeline.run
+                label, version, entry_point = f"instrument {type(impl.plugin).__name__}", "", None
+            self._muted.add(id(impl.plugin))
+        err = PluginError(
+            f"its {hook_name} hook raised {type(exc).__name__}: {exc}; its instrumentation hooks are "
+            "skipped from now on",
+            distribution=label,
+            version=version,
+            entry_point=entry_point,
+        )
+        err.__cause__ = exc
+        if self.strict:
+            raise err
+        warnings.warn(PluginWarning(str(err)), stacklevel=3)
 
     def load_entry_points(self) -> None:
         """Load every ``fxpasses`` entry point not loaded yet (see the class doc).

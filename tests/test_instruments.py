@@ -140,3 +140,47 @@ def test_cli_print_after_a_list_and_print_after_all(tmp_path, monkeypatch):
     assert set(table) == set(printed)
     r = CliRunner().invoke(cli, ["run", "--no-save", "--print-after", "remove_dropout,fold_constant"])
     assert r.exit_code == 2 and "--print-after: unknown pass 'fold_constant'; did you mean 'fold_constants'?" in r.output
+
+
+class _Broken:
+    """An instrument whose after-pass hook raises (a buggy plugin)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @fxpasses.hookimpl
+    def fxpasses_before_pass(self, pass_name, gm, ctx):
+        self.calls += 1
+
+    @fxpasses.hookimpl
+    def fxpasses_after_pass(self, pass_name, gm, ctx, report):
+        raise ValueError("after_pass hook blew up")
+
+
+def test_an_instrument_that_raises_is_reported_once_and_skipped(recwarn):
+    """A plugin's instrumentation hook that raises is a broken plugin: one PluginWarning naming
+    it, its hooks skipped from then on, and the pipeline runs to the end as without it."""
+    reg = fxpasses.Registry()
+    broken = _Broken()
+    reg.register_plugin(broken, name="broken-instrumentation")
+    gm = torch.fx.symbolic_trace(Net())
+    report = Pipeline.from_string("remove_dropout,eliminate_dead_code", registry=reg).run(gm, [torch.ones(2)])
+    assert [p.status for p in report.passes] == ["ok", "ok"] and report["remove_dropout"].changed
+    assert not any(n.target is torch.nn.functional.dropout for n in gm.graph.nodes)
+    warned = [str(w.message) for w in recwarn if isinstance(w.message, fxpasses.errors.PluginWarning)]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("plugin broken-instrumentation")
+    assert "its fxpasses_after_pass hook raised ValueError: after_pass hook blew up" in warned[0]
+    assert broken.calls == 1  # muted after the first failure: not called before the second pass
+
+
+def test_an_instrument_that_raises_is_an_error_with_a_strict_registry():
+    reg = fxpasses.Registry(strict=True)
+    gm = torch.fx.symbolic_trace(Net())
+    try:
+        Pipeline.from_string("remove_dropout", registry=reg).run(gm, [torch.ones(2)], instruments=[_Broken()])
+    except fxpasses.errors.PluginError as exc:
+        assert str(exc).startswith("plugin instrument _Broken: its fxpasses_after_pass hook raised ValueError")
+        assert isinstance(exc.__cause__, ValueError)
+    else:
+        raise AssertionError("no PluginError")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -846,3 +848,134 @@ def test_numeric_verification_runs_are_not_blamed_on_the_failing_pass():
     assert info.value.rolled_back
     for k, v in gm.state_dict().items():
         assert torch.equal(v, stats[k]), k
+
+
+class _Opaque:
+    """An object whose repr() is not Python (``<...Opaque object at 0x...>``)."""
+
+
+class ClampWithObject(fxpasses.NodePass):
+    """relu(x) -> clamp(x, min=<object>): a graph FX cannot write as code."""
+
+    name = "clamp_with_object"
+    writes_tensors = False
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        return Replace(ctx.call_function(torch.clamp, (node.args[0],), {"min": _Opaque()}))
+
+
+def _odd_return(value):
+    class OddReturn(fxpasses.GraphPass):
+        """Rewrites relu -> sigmoid, then returns ``value`` as its "changed" answer."""
+
+        name = "odd_return"
+
+        def run(self, gm, ctx):
+            for n in gm.graph.nodes:
+                if n.target is torch.relu:
+                    n.target = torch.sigmoid
+            return value
+
+    return OddReturn
+
+
+class _Relu(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 1
+
+
+@pytest.mark.parametrize(
+    "pass_cls, match",
+    [
+        (ClampWithObject, r"node %clamp has an argument the generated code cannot spell: <.*_Opaque object"),
+        (_odd_return(np.array([1, 2])), r"the pass returned ndarray array\(\[1, 2\]\), not True \(changed\)"),
+        (_odd_return(torch.ones(2)), r"the pass returned Tensor tensor\(\[1., 1.\]\), not True"),
+    ],
+)
+@pytest.mark.parametrize("verify", ["lint", "numeric"])
+def test_any_failure_after_the_pass_rolls_it_back_and_names_it(pass_cls, match, verify):
+    """Whatever goes wrong between the pass and the end of its verification (an argument the
+    code generator cannot write, a return value that is not a truth value, ...) is the pass's
+    failure: a PassFailedError naming it, the graph rolled back, and on_error honoured."""
+    x = torch.randn(4)
+    gm = torch.fx.symbolic_trace(_Relu())
+    before = state(gm)
+    reg = Registry(autoload=False)
+    reg.register(pass_cls)
+    with pytest.raises(PassFailedError, match=match) as info:
+        Pipeline([pass_cls.name], registry=reg, verify=verify).run(gm, [x])
+    assert info.value.pass_name == pass_cls.name and info.value.rolled_back
+    assert_same_state(before, state(gm))
+    torch.testing.assert_close(gm(x), torch.relu(x) + 1)
+    # on_error="skip": reported, undone, and the pipeline goes on
+    reg.register(WrongRelu)
+    report = Pipeline([pass_cls.name, "wrong_relu"], registry=reg, verify=verify, on_error="skip").run(gm, [x]) if verify == "lint" else None
+    if report is not None:
+        assert report[pass_cls.name].status == "skipped" and report["wrong_relu"].changed
+        torch.testing.assert_close(gm(x), x + 1)  # wrong_relu ran after the skipped pass
+
+
+def test_arguments_the_graph_had_before_are_not_blamed_on_the_pass():
+    """A node that already held an argument FX writes badly (here a tensor literal) before the
+    pipeline is the input's doing: a pass that changes something else is not failed for it."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    odd = g.call_function(torch.add, (x, torch.ones(1)))  # a tensor literal in the arguments
+    g.call_function(torch.neg, (x,))  # dead
+    g.output(odd)
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    report = Pipeline(["eliminate_dead_code"]).run(gm, [torch.randn(3)])
+    assert report["eliminate_dead_code"].changed and report["eliminate_dead_code"].status == "ok"
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [torch.add]
+
+
+def test_verify_none_names_the_changing_passes_when_the_final_code_does_not_compile():
+    reg = Registry(autoload=False)
+    reg.register(ClampWithObject)
+    gm = torch.fx.symbolic_trace(_Relu())
+    with pytest.raises(fxpasses.errors.VerificationError, match=r"does not compile: SyntaxError.*passes that changed it: clamp_with_object"):
+        Pipeline(["clamp_with_object"], registry=reg, verify="none").run(gm, [torch.randn(4)])
+
+
+class _Interrupting(fxpasses.NodePass):
+    """Rewrites relu -> sigmoid, then is interrupted (Ctrl-C) at the next node."""
+
+    name = "interrupting"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        node.target = torch.sigmoid
+        return None
+
+    @fxpasses.on("add")
+    def add(self, node, ctx):
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("on_error", ["rollback", "skip", "raise"])
+def test_an_interrupted_pass_is_rolled_back_and_the_interrupt_goes_on(on_error):
+    gm = torch.fx.symbolic_trace(_Relu())
+    before = state(gm)
+    reg = Registry(autoload=False)
+    reg.register(_Interrupting)
+    with pytest.raises(KeyboardInterrupt) as info:
+        Pipeline(["interrupting"], registry=reg, on_error=on_error).run(gm, [torch.randn(4)])
+    if on_error == "raise":  # kept as the pass left it, for debugging
+        assert any(n.target is torch.sigmoid for n in gm.graph.nodes)
+        return
+    assert_same_state(before, state(gm))
+    assert any("'interrupting' was interrupted; the graph was rolled back" in n for n in getattr(info.value, "__notes__", []))
+
+
+def test_outputs_that_cannot_be_compared_are_the_users_error_not_the_pass():
+    """Numeric verification on meta tensors cannot compare values: a UserError saying so, and
+    the pass (which did nothing wrong) is undone rather than blamed."""
+    gm = torch.fx.symbolic_trace(_Relu())
+    before = state(gm)
+    reg = Registry(autoload=False)
+    reg.register(WrongRelu)
+    with pytest.raises(fxpasses.errors.UserError, match="numeric verification cannot compare the module's outputs") as info:
+        Pipeline(["wrong_relu"], registry=reg, verify="numeric").run(gm, [torch.randn(4, device="meta")])
+    assert not isinstance(info.value, PassFailedError)
+    assert_same_state(before, state(gm))
