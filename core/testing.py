@@ -14,6 +14,7 @@ import torch
 import torch.fx
 
 from .capture import DIALECTS, capture
+from .errors import UserError
 from .report import RunReport
 
 __all__ = ["assert_preserves_outputs", "assert_graph_equal", "normalized_code"]
@@ -56,9 +57,12 @@ def assert_preserves_outputs(
 
     Raises:
         AssertionError: naming the pass, the dialect, the input set, the first differing
-            output and its largest absolute error.
+            output and its largest absolute error (or the error the module raises on that
+            input set after the pass).
+        UserError: the captured module does not run on an input set before any pass (e.g.
+            ``check_inputs`` of another batch size than the capture was specialised to).
     """
-    from .verify import TensorState, call_isolated, compare_outputs
+    from .verify import TensorState, compare_outputs
 
     pipeline = _as_pipeline(pass_or_pipeline, registry)
     results = {}
@@ -72,14 +76,14 @@ def assert_preserves_outputs(
         # of the inputs, the module's tensors as captured, the same RNG seed. So modules that
         # write their inputs or buffers, or draw random numbers, compare like for like.
         state = TensorState(gm)
-        before = [call_isolated(gm, inp, state) for inp in sets]
+        before = [_call(gm, inp, state, module, dialect, k, None) for k, inp in enumerate(sets)]
         report = pipeline.run(gm, cap.inputs)
         state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
-        after = [call_isolated(gm, inp, state) for inp in sets]
+        after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
         for k, (a, b) in enumerate(zip(after, before)):
             cmp = compare_outputs(a, b, atol, rtol)
             if cmp.message:
-                label = "example_inputs" if k == 0 else f"check_inputs[{k - 1}]"
+                label = _label(k)
                 raise AssertionError(
                     f"{pipeline.plan().as_pipeline_string()} changed the outputs of "
                     f"{type(module).__name__} captured with {dialect} on {label}: {cmp.message} "
@@ -87,6 +91,32 @@ def assert_preserves_outputs(
                 )
         results[dialect] = (gm, report)
     return results
+
+
+def _label(k: int) -> str:
+    return "example_inputs" if k == 0 else f"check_inputs[{k - 1}]"
+
+
+def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, after: Any) -> Any:
+    """``call_isolated(gm, inputs)``; a failure names the input set: before the pass (``after``
+    None) it is the test's inputs that the capture cannot take, after it the pass's doing."""
+    from .verify import call_isolated
+
+    try:
+        return call_isolated(gm, inputs, state)
+    except Exception as exc:
+        what = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        if after is None:
+            raise UserError(
+                f"the {dialect} capture of {type(module).__name__} does not run on {_label(k)}, before "
+                f"any pass: {what} (captures are specialised to the example inputs' shapes and "
+                "types; give check inputs like them)"
+            ) from exc
+        pipeline, report = after
+        raise AssertionError(
+            f"{pipeline.plan().as_pipeline_string()} broke {type(module).__name__} captured with "
+            f"{dialect}: it no longer runs on {_label(k)}: {what}\n{report.table()}"
+        ) from exc
 
 
 def _with_params(cap: Any, dialect: str, inputs: Sequence[Any], example_inputs: Sequence[Any]) -> list[Any]:

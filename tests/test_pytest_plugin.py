@@ -74,3 +74,43 @@ def test_fixture_verifies_numerically_when_given_inputs(pytester):
     )
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_check_inputs_the_capture_cannot_take_are_named_as_the_tests_inputs():
+    """An export is specialised to the example inputs' shapes: a check input of another batch
+    size fails before any pass ran. That is the test's input, named as such (not an
+    AssertionError that looks like the pass's failure)."""
+    from fxpasses.errors import UserError
+    from fxpasses.pytest_plugin import assert_preserves_outputs
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    with pytest.raises(UserError) as info:
+        assert_preserves_outputs(
+            "eliminate_dead_code", model, [torch.randn(2, 4)], dialects=("export",), check_inputs=[[torch.randn(5, 4)]]
+        )
+    msg = str(info.value)
+    assert msg.startswith("the export capture of Sequential does not run on check_inputs[0], before any pass")
+    assert "specialised to the example inputs' shapes" in msg
+
+
+def test_a_pass_that_stops_the_module_running_is_named_with_the_input_set():
+    from fxpasses import GraphPass, Registry
+    from fxpasses.pytest_plugin import assert_preserves_outputs
+
+    class BreakRelu(GraphPass):
+        """relu(x) -> relu(x, 1): the module then raises when called."""
+
+        name = "break_relu"
+
+        def run(self, gm, ctx):
+            for n in gm.graph.nodes:
+                if n.target is torch.ops.aten.relu.default:
+                    n.target = torch.ops.aten.softmax.int
+            return True
+
+    reg = Registry(autoload=False)
+    reg.register(BreakRelu)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    with pytest.raises(AssertionError) as info:
+        assert_preserves_outputs("break_relu", model, [torch.randn(2, 4)], registry=reg, dialects=("export",), check_inputs=[[torch.randn(2, 4)]])
+    assert str(info.value).startswith("break_relu broke Sequential captured with export: it no longer runs on example_inputs: ")
