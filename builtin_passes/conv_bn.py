@@ -9,10 +9,11 @@ from typing import Any
 
 import torch
 import torch.fx
+from pydantic import Field
 from torch.fx.node import Node
 from torch.nn.utils.fusion import fuse_conv_bn_weights
 
-from fxpasses import ERASE, NodePass, PassContext, Replace, on
+from fxpasses import ERASE, NodePass, PassContext, PassOptions, Replace, on
 from fxpasses.context import tensor_info
 from fxpasses.effects import EffectAnalysis
 from fxpasses.ops import FAMILIES, callable_op_name
@@ -58,13 +59,25 @@ class FuseConvBN(NodePass):
       The folded weight and bias are stored as new buffers (``ctx.add_constant``) and the
       result is one convolution with a bias.
     - TorchDynamo: ``torch.conv2d``/``F.conv2d`` + ``F.batch_norm(training=False)`` whose
-      parameters and statistics are *placeholders*: their values are not known when the pass
-      runs, so the fold is emitted as graph code on the (small) weight tensors:
+      parameters and statistics are *placeholders* (graph inputs): their values are not known
+      when the pass runs, so by default the pair is **left unfused**, with the reason in the
+      run report (``ctx.skip``) and the counter ``not_constant``. Folding them would mean
+      emitting the fold as graph code that runs on every call (on the weights, a dozen extra
+      nodes per pair); on the bundled example CNN under ``torch.compile(backend="fxpasses")``
+      that made the graph grow from 33 to 60 nodes and each call slower, with ``then=eager``
+      and with ``then=inductor``, and ``fold_constants`` cannot fold it away (its inputs are
+      graph inputs). The same holds for torch-level graphs whose conv weights or BN
+      parameters/statistics are anything but ``get_attr`` constants (say, computed in the
+      graph), and for ATen graphs (always skipped, the option below does not apply there).
+
+      With the option ``fold_in_graph=true`` such pairs are fused anyway, the fold being
+      emitted as graph code on the (small) weight tensors:
       ``w' = (w * (gamma * rsqrt(var + eps)).reshape(-1, 1, ...)).type_as(w)`` and
       ``b' = ((b - mean) * rsqrt(var + eps) * gamma + beta).type_as(b)`` feeding one conv.
-      This removes the activation-sized normalisation and stays equal to the original within
-      float rounding whatever values the placeholders get. The same is done for torch-level
-      graphs whose BN inputs are not ``get_attr`` constants.
+      This removes the activation-sized normalisation at the price of that weight arithmetic
+      on every call, and stays equal to the original within float rounding whatever values
+      the placeholders get: worth it only when activations are large next to the weights (the
+      example CNN, ``then=eager``, one thread: 7% slower at batch 1, 6% faster at batch 32).
 
     Math (``torch.nn.utils.fusion.fuse_conv_bn_weights``, used for the constant cases):
     ``W' = W * gamma / sqrt(var + eps)`` per output channel and
@@ -74,18 +87,32 @@ class FuseConvBN(NodePass):
     without running statistics (``track_running_stats=False``), a conv output with other users
     (the unnormalised value is still needed), a BN module or BN parameters/statistics shared
     by several call sites (issue 2: each site would get its own frozen copy of the shared
-    statistics), transposed convolutions, ATen graphs whose BN statistics or conv weights are
-    not constants, and batch norms whose saved mean/invstd outputs are used.
+    statistics), transposed convolutions, conv weights or BN parameters/statistics that are
+    not constants (graph inputs such as TorchDynamo's parameters, or values computed in the
+    graph; torch-level graphs fold them in graph code with ``fold_in_graph=true``), and batch
+    norms whose saved mean/invstd outputs are used.
 
-    Counters: ``fused``. The orphaned original modules / attributes stay in the module until
-    ``eliminate_dead_code`` removes them (this pass orders itself before it).
+    Counters: ``fused``; ``not_constant`` (pairs left unfused because their weights or
+    statistics are not constants, each also a ``skipped`` entry). The orphaned original
+    modules / attributes stay in the module until ``eliminate_dead_code`` removes them (this
+    pass orders itself before it).
 
-    Options: none.
+    Options: ``fold_in_graph: bool = False`` (see TorchDynamo above).
+
+    Raises: nothing of its own; a pair it cannot fold exactly is skipped, with the reason.
     """
 
     name = "fuse_conv_bn"
     writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
     before = ("eliminate_dead_code",)
+
+    class Options(PassOptions):
+        fold_in_graph: bool = Field(
+            False,
+            description="conv weights or BatchNorm parameters/statistics that are not get_attr constants "
+            "(graph inputs, e.g. TorchDynamo's parameters) at torch level: false skips the pair (and "
+            "says why); true fuses it, emitting the fold as graph code that runs on every call",
+        )
 
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         self._dead: list[Node] = []
@@ -245,7 +272,21 @@ class FuseConvBN(NodePass):
             if new_w is None:
                 return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
         elif isinstance(node.target, torch._ops.OpOverload):
+            ctx.count("not_constant")
             return ctx.skip(node, "conv weights or BatchNorm statistics are not constants (get_attr) in an ATen graph")
+        elif not self.options.fold_in_graph:
+            ctx.count("not_constant")
+            loose = [v for v in params.values() if isinstance(v, Node) and v.op != "get_attr"]
+            if any(v.op == "placeholder" for v in loose):
+                what = "graph inputs (placeholders)"
+            else:  # computed in the graph, or a literal in the node's arguments
+                what = "computed in the graph" if loose else "not get_attr nodes"
+            named = f" (%{loose[0].name}{f' and {len(loose) - 1} more' if len(loose) > 1 else ''})" if loose else ""
+            return ctx.skip(
+                node,
+                f"conv weights or BatchNorm parameters/statistics{named} are {what}, not constants: "
+                "fusing would put the fold in the graph, run on every call (option fold_in_graph=true)",
+            )
         else:
             ndim = _weight_ndim(conv_name, w)
             if ndim is None:

@@ -16,7 +16,8 @@ How values are computed (option ``mode``):
   no real computation, no memory for activations. The graph's parameters and buffers (read by
   ``call_module`` or ``get_attr``) are swapped for fake copies while it runs, so nothing real
   is read or written; example inputs are converted to fake tensors with static shapes (inputs
-  that are already fake keep their mode, e.g. inside a ``torch.compile`` backend).
+  that are already fake keep their mode, e.g. inside a ``torch.compile`` backend); on a graph
+  with dynamic shapes, see below.
   Data-dependent ops (``nonzero``, ``.item()``, boolean masking) and ops without a fake
   kernel fail here.
 - ``"real"``: the graph is executed on the real example inputs (``torch.fx.Interpreter``, under
@@ -36,13 +37,31 @@ have shapes.
 
 Dialects: ``symbolic_trace`` (submodules as ``call_module``), ``dynamo`` (parameters and
 buffers are placeholders, so the example inputs include them: pass the inputs the capture
-returned), ``export`` (parameters as ``get_attr``; existing ``meta["val"]`` is overwritten with
-values for the run's example inputs).
+returned), ``export`` (parameters as ``get_attr``; on a static graph, existing ``meta["val"]``
+is overwritten with values for the run's example inputs).
 
 Inputs: the run's example inputs (``ctx.example_inputs``: the positional inputs of ``gm``).
 Without them, in ``"fake"``/``"auto"`` mode, the placeholders' own values are used when every
 placeholder has one (``meta["val"]`` from ``torch.export``, ``meta["example_value"]`` from
 TorchDynamo).
+
+Dynamic shapes: when every placeholder has a recorded value and one of them is symbolic (a
+size, stride or SymInt input that is a symbol: ``torch.export`` with ``dynamic_shapes``,
+``torch.compile(dynamic=True)``), the graph's symbolic shapes are kept:
+
+- ``"fake"``/``"auto"`` propagate the placeholders' recorded values, in the fake mode they
+  belong to (their ShapeEnv holds the symbols), instead of the example inputs, so every node
+  gets symbolic sizes (``(s77, 8)``, not the example's ``(5, 8)``). ``"auto"`` falls back to
+  ``"real"`` on the example inputs, as for static graphs.
+- ``"real"`` runs the example inputs, but a node whose ``meta["val"]`` is symbolic keeps it
+  (and its ``tensor_meta`` is made from it); the output node gets the values it returns. Nodes
+  without a symbolic value (new ones, say) get the example's concrete sizes: real execution
+  cannot tell which sizes are symbolic.
+
+Fake propagation records no guards in the fake mode's ShapeEnv (``suppress_guards``): a
+fake kernel that chooses by the size hints (convolution picks its backend so) would otherwise
+narrow a dynamic size's range there (``Dim("b", max=64)`` became ``[2, 15]``), or add guards
+to the graph TorchDynamo is compiling.
 
 The graph is not changed (it is an analysis pass: the pipeline checks). The pass result is
 also stored in ``ctx.analyses["propagate_shapes"]`` (``{"mode": "fake" | "real",
@@ -98,6 +117,11 @@ class PropagateShapes(GraphPass):
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         mode = self.options.mode
         self._flat = False  # True: the inputs are the placeholders' values, not gm's inputs
+        recorded = [_placeholder_value(n) for n in gm.graph.find_nodes(op="placeholder")]
+        # dynamic shapes: propagate the placeholders' symbolic values, in their fake mode
+        self._symbolic: list[Any] | None = None
+        if all(v is not None for v in recorded) and any(_is_symbolic(v) for v in recorded):
+            self._symbolic = recorded
         if ctx.example_inputs is not None:
             self._inputs = list(ctx.example_inputs)
             if mode == "real" and any(isinstance(t, FakeTensor) for t in self._inputs):
@@ -106,7 +130,6 @@ class PropagateShapes(GraphPass):
                     "got fake tensors; use mode='fake' or 'auto'"
                 )
             return
-        recorded = [_placeholder_value(n) for n in gm.graph.find_nodes(op="placeholder")]
         if mode != "real" and all(v is not None for v in recorded):
             self._inputs, self._flat = recorded, True
             return
@@ -118,11 +141,16 @@ class PropagateShapes(GraphPass):
         )
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
+        keep_symbolic = self._symbolic is not None
         if self.options.mode == "real":
-            n, used = _propagate_real(gm, self._inputs), "real"
+            n, used = _propagate_real(gm, self._inputs, keep_symbolic=keep_symbolic), "real"
         else:
             try:
-                n, used = _propagate_fake(gm, self._inputs, flat=self._flat), "fake"
+                if self._symbolic is not None:
+                    n = _propagate_fake(gm, self._symbolic, flat=True, own_mode=True)
+                else:
+                    n = _propagate_fake(gm, self._inputs, flat=self._flat)
+                used = "fake"
             except Exception as exc:
                 n, used = self._fall_back(gm, exc), "real"
                 ctx.count("real_fallback")
@@ -139,7 +167,7 @@ class PropagateShapes(GraphPass):
             raise RuntimeError(f"{why} and real propagation needs real example inputs") from fake_exc
         log.info("propagate_shapes: %s; running the graph on the real example inputs", why)
         try:
-            return _propagate_real(gm, self._inputs)
+            return _propagate_real(gm, self._inputs, keep_symbolic=self._symbolic is not None)
         except Exception as real_exc:
             raise RuntimeError(f"{why} and real propagation failed ({_first_line(real_exc)})") from real_exc
 
@@ -150,6 +178,21 @@ class PropagateShapes(GraphPass):
 def _placeholder_value(node: torch.fx.Node) -> Any:
     meta = node.meta
     return meta["val"] if meta.get("val") is not None else meta.get("example_value")
+
+
+def _is_symbolic(value: Any) -> bool:
+    """Whether ``value`` (a fake tensor, a SymInt/SymFloat/SymBool, or a tuple/list of them)
+    has a size, stride or value that is a symbol rather than a number."""
+    from torch.fx.experimental.symbolic_shapes import has_free_symbols
+
+    if isinstance(value, (tuple, list)):
+        return any(_is_symbolic(v) for v in value)
+    if isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        try:
+            return has_free_symbols(value)
+        except Exception:  # a tensor kind without sizes (sparse, nested): not symbolic here
+            return False
+    return False
 
 
 def _first_line(exc: BaseException) -> str:
@@ -242,11 +285,21 @@ class _FakeProp(FakeTensorProp):
         return result
 
 
-def _propagate_fake(gm: torch.fx.GraphModule, inputs: Sequence[Any], *, flat: bool) -> int:
-    """Run ``gm`` on fake tensors, annotating each node; return the number annotated."""
+def _propagate_fake(gm: torch.fx.GraphModule, inputs: Sequence[Any], *, flat: bool, own_mode: bool = False) -> int:
+    """Run ``gm`` on fake tensors, annotating each node; return the number annotated.
+
+    ``own_mode``: run in the fake mode the fake ``inputs`` belong to (the placeholders'
+    symbolic values: their symbols live in its ShapeEnv), not the one ``detect_fake_mode``
+    prefers (inside a TorchDynamo backend, the tracing context's fresh mode, which the graph's
+    recorded values do not belong to).
+    """
     from torch._guards import detect_fake_mode
 
-    mode = detect_fake_mode(inputs) or FakeTensorMode(allow_non_fake_inputs=True)
+    modes = {id(t.fake_mode): t.fake_mode for t in inputs if isinstance(t, FakeTensor)} if own_mode else {}
+    if len(modes) == 1:
+        (mode,) = modes.values()
+    else:
+        mode = detect_fake_mode(inputs) or FakeTensorMode(allow_non_fake_inputs=True)
 
     def fake(t: Any) -> Any:
         if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor):
@@ -255,19 +308,27 @@ def _propagate_fake(gm: torch.fx.GraphModule, inputs: Sequence[Any], *, flat: bo
 
     prop = _FakeProp(gm, mode)
     args = [fake(t) for t in inputs]
-    with global_modes_kept(), _swapped_state(gm, fake), mode:
+    # an analysis adds no guards to the graph's ShapeEnv: a fake kernel choosing by the size
+    # hints (convolution picks its backend so) would narrow a dynamic size's range there
+    # (export's Dim(max=64) became [2, 15]) or add guards to the graph TorchDynamo compiles
+    shape_env = mode.shape_env
+    no_guards = shape_env.suppress_guards() if shape_env is not None else contextlib.nullcontext()
+    with global_modes_kept(), _swapped_state(gm, fake), mode, no_guards:
         prop.run(*args, enable_io_processing=not flat)
     return prop.annotated
 
 
 class _RealProp(torch.fx.Interpreter):
     """Executes the graph on real tensors; records fake copies and ``tensor_meta`` per node.
-    Runtime asserts are not evaluated (:func:`_is_unused_assert`)."""
+    Runtime asserts are not evaluated (:func:`_is_unused_assert`). With ``keep_symbolic``, a
+    node whose ``meta["val"]`` is symbolic keeps it (and gets ``tensor_meta`` from it) instead
+    of the example's concrete sizes."""
 
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, keep_symbolic: bool = False) -> None:
         super().__init__(gm)
         self.fake_mode = FakeTensorMode()
         self.annotated = 0
+        self.keep_symbolic = keep_symbolic
         self._effects = EffectAnalysis(gm)
 
     def _fake(self, v: Any) -> Any:
@@ -282,22 +343,31 @@ class _RealProp(torch.fx.Interpreter):
         if _is_unused_assert(self._effects, n):
             return None
         result = super().run_node(n)
-        val = map_aggregate(result, self._fake)
-        if val is not None:
-            n.meta["val"] = val
-        tm = _tensor_meta(result)
+        old = n.meta.get("val")
+        if self.keep_symbolic and n.op == "output":  # the values it returns, as recorded
+            old = torch.fx.node.map_arg(n.args[0], lambda a: a.meta.get("val"))
+            if _is_symbolic(old):
+                n.meta["val"] = old
+        if self.keep_symbolic and _is_symbolic(old):
+            tm = _tensor_meta(old)
+        else:
+            val = map_aggregate(result, self._fake)
+            if val is not None:
+                n.meta["val"] = val
+            tm = _tensor_meta(result)
         if tm is not None:
             n.meta["tensor_meta"] = tm
             self.annotated += 1
         return result
 
 
-def _propagate_real(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> int:
+def _propagate_real(gm: torch.fx.GraphModule, inputs: Sequence[Any], *, keep_symbolic: bool = False) -> int:
     """Execute ``gm`` on ``inputs`` without side effects on them or on its tensors.
 
     Buffers, plain tensor attributes and inputs are run on copies; parameters too when the
     graph may write them (:meth:`fxpasses.effects.EffectAnalysis.mutated_attributes`, and
     every input when the graph writes one), other parameters are used as they are.
+    ``keep_symbolic``: symbolic ``meta["val"]`` entries are kept (see :class:`_RealProp`).
     """
     analysis = EffectAnalysis(gm)
     written = analysis.mutated_attributes()
@@ -313,7 +383,7 @@ def _propagate_real(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> int:
 
     tensors = [*inputs, *gm.parameters()]
     devices = sorted({t.device.index or 0 for t in tensors if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
-    prop = _RealProp(gm)
+    prop = _RealProp(gm, keep_symbolic)
     args = [clone(t) for t in inputs]
     with (
         global_modes_kept(),

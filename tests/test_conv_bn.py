@@ -64,8 +64,13 @@ class ConvNet(nn.Module):
         return self.bn2(self.conv2(y)) + y
 
 
+NOT_CONSTANT = "are graph inputs (placeholders), not constants"
+
+
 @pytest.mark.parametrize("dim", [1, 2, 3])
-def test_convnet_outputs_preserved_and_bn_gone_in_every_dialect(dim):
+def test_convnet_outputs_preserved_and_bn_gone_where_weights_are_constants(dim):
+    """symbolic_trace and export: weights are module attributes, folded at pass time.
+    TorchDynamo: they are graph inputs; by default left unfused, and the report says why."""
     shape = {1: (2, 3, 10), 2: (2, 3, 6, 6), 3: (1, 3, 4, 4, 4)}[dim]
     model = ConvNet(dim).eval()
     results = assert_preserves_outputs(
@@ -76,13 +81,46 @@ def test_convnet_outputs_preserved_and_bn_gone_in_every_dialect(dim):
     )
     for dialect, (gm, report) in results.items():
         ops = ops_of(gm)
-        assert report["fuse_conv_bn"].counters == {"fused": 2}, dialect
+        gm.graph.lint()
+        pr = report["fuse_conv_bn"]
+        if dialect == "dynamo":
+            assert pr.counters == {"not_constant": 2, "skipped": 2} and not pr.changed, pr.counters
+            assert len(pr.skipped) == 2 and all(NOT_CONSTANT in why for _, why in pr.skipped), pr.skipped
+            assert sum(o in BN_NAMES for o in ops) == 2 and "rsqrt" not in ops, ops
+            continue
+        assert pr.counters == {"fused": 2}, dialect
         assert not BN_NAMES & set(ops), (dialect, ops)
         assert sum(o in CONV_NAMES for o in ops) == 2, (dialect, ops)
-        gm.graph.lint()
-        if dialect != "dynamo":  # against eager too, not only against the captured graph
-            x = torch.randn(shape)
-            torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=1e-5)
+        x = torch.randn(shape)  # against eager too, not only against the captured graph
+        torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_dynamo_fold_in_graph_option_fuses_with_the_fold_as_graph_code(dim):
+    """Opt-in: the fold runs in the graph on the placeholders' values at every call, so it
+    follows weights changed after capture."""
+    shape = {1: (2, 3, 10), 2: (2, 3, 6, 6), 3: (1, 3, 4, 4, 4)}[dim]
+    model = ConvNet(dim).eval()
+    x0 = torch.randn(shape)
+    cap = capture(model, [x0], "dynamo")
+    unfused = copy.deepcopy(cap.gm)
+    n_before = len(cap.gm.graph.nodes)
+    report = run(cap.gm, "fuse_conv_bn{fold_in_graph=true},eliminate_dead_code")
+    assert report.counters == {"fused": 2}
+    ops = ops_of(cap.gm)
+    assert not BN_NAMES & set(ops) and sum(o in CONV_NAMES for o in ops) == 2, ops
+    assert "rsqrt" in ops and len(cap.gm.graph.nodes) > n_before  # the per-call weight arithmetic
+    x = torch.randn(shape)
+    inputs = [x if t is x0 else t for t in cap.inputs]  # the parameters are inputs too
+    torch.testing.assert_close(_first(cap.gm(*inputs)), model(x), atol=1e-5, rtol=1e-5)
+    # other weights and statistics (positive stay positive) given as the placeholders' values
+    other = [t if t is x else t.detach() * 1.5 for t in inputs]
+    with torch.no_grad():
+        torch.testing.assert_close(_first(cap.gm(*other)), _first(unfused(*other)), atol=1e-5, rtol=1e-5)
+
+
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
 
 
 def test_symbolic_trace_fused_module_equals_torch_fusion_and_originals_untouched():
@@ -183,7 +221,8 @@ def test_case9_conv_called_twice_is_cloned_for_the_fused_site():
     for dialect in DIALECTS:
         torch._dynamo.reset()
         cap = capture(model, [x, y], dialect)
-        report = run(cap.gm)
+        # dynamo: parameters are placeholders, fused only on request (fold as graph code)
+        report = run(cap.gm, "fuse_conv_bn{fold_in_graph=true}" if dialect == "dynamo" else "fuse_conv_bn")
         assert report.counters == {"fused": 1}, dialect
         ops = ops_of(cap.gm)
         assert not BN_NAMES & set(ops) and sum(o in CONV_NAMES for o in ops) == 2, (dialect, ops)
@@ -297,22 +336,57 @@ class StatsAsInput(nn.Module):
         return F.batch_norm(self.conv(x), mean, self.var, self.gamma, self.beta, False, 0.1, 1e-3)
 
 
-def test_non_constant_statistics_skipped_in_export_folded_in_graph_for_dynamo():
+def test_non_constant_statistics_skipped_unless_fold_in_graph_for_dynamo():
     model = StatsAsInput().eval()
     inputs = [torch.randn(1, 3, 6, 6), torch.randn(4)]
     other = [[torch.randn(1, 3, 6, 6), torch.randn(4) * 5]]  # other values of the mean too
-    results = assert_preserves_outputs(
-        "fuse_conv_bn", model, inputs, dialects=["dynamo", "export", "symbolic_trace"], check_inputs=other
-    )
+    dialects = ["dynamo", "export", "symbolic_trace"]
+    results = assert_preserves_outputs("fuse_conv_bn", model, inputs, dialects=dialects, check_inputs=other)
     export_report = results["export"][1]["fuse_conv_bn"]
-    assert not export_report.changed
+    assert not export_report.changed and export_report.counters == {"not_constant": 1, "skipped": 1}
     assert "not constants" in export_report.skipped[0][1]
-    gm, report = results["dynamo"]  # torch level: the fold is emitted as graph code
+    gm, report = results["dynamo"]  # by default: left alone, saying why
+    pr = report["fuse_conv_bn"]
+    assert not pr.changed and pr.counters == {"not_constant": 1, "skipped": 1}
+    assert NOT_CONSTANT in pr.skipped[0][1] and "fold_in_graph=true" in pr.skipped[0][1], pr.skipped
+    assert "batch_norm" in ops_of(gm) and "rsqrt" not in ops_of(gm)
+    # symbolic_trace: an nn.Conv2d module followed by F.batch_norm is not a recognised pair
+    assert "batch_norm" in ops_of(results["symbolic_trace"][0])
+    # on request, torch level: the fold is emitted as graph code
+    results = assert_preserves_outputs(
+        "fuse_conv_bn{fold_in_graph=true}", model, inputs, dialects=dialects, check_inputs=other
+    )
+    gm, report = results["dynamo"]
     assert report["fuse_conv_bn"].counters == {"fused": 1}
     assert "batch_norm" not in ops_of(gm)
     assert {"rsqrt", "type_as"} <= set(ops_of(gm))
-    # symbolic_trace: an nn.Conv2d module followed by F.batch_norm is not a recognised pair
-    assert "batch_norm" in ops_of(results["symbolic_trace"][0])
+    assert not results["export"][1]["fuse_conv_bn"].changed  # ATen graphs: never in graph code
+
+
+def test_statistics_computed_in_the_graph_are_not_constants():
+    """A torch-level graph (symbolic_trace) whose BN weight is computed in the graph: not a
+    get_attr constant either, so skipped by default."""
+
+    class Computed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 3, 3, 3))
+            self.register_buffer("mean", torch.randn(4))
+            self.register_buffer("var", torch.rand(4) + 0.5)
+            self.gamma = nn.Parameter(torch.rand(4) + 0.5)
+
+        def forward(self, x):  # the BN weight is computed from a parameter (a proxy when traced)
+            return F.batch_norm(F.conv2d(x, self.w), self.mean, self.var, self.gamma * 2, None, False, 0.1, 1e-3)
+
+    model = Computed().eval()
+    inputs = [torch.randn(1, 3, 6, 6)]
+    gm = torch.fx.symbolic_trace(model)
+    want = model(*inputs)
+    pr = run(gm)
+    assert pr.counters == {"not_constant": 1, "skipped": 1} and "computed in the graph" in pr.skipped[0][1]
+    pr = run(gm, "fuse_conv_bn{fold_in_graph=true}")
+    assert pr.counters == {"fused": 1} and "batch_norm" not in ops_of(gm)
+    torch.testing.assert_close(gm(*inputs), want, atol=1e-5, rtol=1e-5)
 
 
 class FunctionalConstants(nn.Module):
@@ -380,7 +454,8 @@ def test_saved_statistics_output_used_is_skipped():
 def test_float64_conv_keeps_its_dtype_and_precision():
     model = ConvBNReLU().eval().to(torch.float64)
     x = torch.randn(1, 3, 8, 8, dtype=torch.float64)
-    results = assert_preserves_outputs("fuse_conv_bn", model, [x], atol=1e-12, rtol=1e-12)
+    # fold_in_graph: dynamo's fold (graph code) is checked too; the other dialects fold constants
+    results = assert_preserves_outputs("fuse_conv_bn{fold_in_graph=true}", model, [x], atol=1e-12, rtol=1e-12)
     for dialect, (gm, report) in results.items():
         assert report["fuse_conv_bn"].counters == {"fused": 1}, dialect
 

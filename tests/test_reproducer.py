@@ -165,7 +165,8 @@ def test_no_reproducer_when_nothing_fails(planted_site, tmp_path):
 
 
 def test_reproducer_of_a_dynamo_skip_is_replayed_in_process(planted_site, tmp_path):
-    cfg = model_config(tmp_path, "planted{raise_at=4}", "dynamo", extra='on_error = "skip"\n')
+    # raise_at=2: the second of the three relus (the graph's only relu/add/mul nodes)
+    cfg = model_config(tmp_path, "planted{raise_at=2}", "dynamo", extra='on_error = "skip"\n')
     rep = tmp_path / "repro"
     r = CliRunner().invoke(cli, ["run", str(cfg), "--reproducer", str(rep), "--repeat", "1", "--no-save"])
     assert r.exit_code == 0, r.output  # skipped: the run goes on

@@ -232,3 +232,165 @@ def test_registered_as_builtin(registry):
 def test_invalid_mode_is_an_options_error():
     with pytest.raises(fxpasses.OptionsError, match="propagate_shapes.mode"):
         Pipeline.from_string("propagate_shapes{mode=wrong}")
+
+
+# ------------------------------------------------------------------ dynamic shapes
+
+
+class DynamicNet(torch.nn.Module):
+    """conv -> BN -> dropout -> relu, a reshape by the batch size, a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(6)
+        self.drop = torch.nn.Dropout(0.3)
+        self.lin = torch.nn.Linear(6 * 4 * 4, 5)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        y = torch.relu(self.drop(self.bn(self.conv(x))))
+        return self.lin(y.reshape(x.shape[0], -1)) * 1
+
+
+def _dynamic_export(model, batch=5):
+    from torch.export import Dim
+
+    x = torch.randn(batch, 3, 4, 4)
+    ep = torch.export.export(model, (x,), dynamic_shapes=({0: Dim("b", min=2, max=64)},))
+    return ep.module(), x
+
+
+def _batch_symbol(gm):
+    (x,) = gm.graph.find_nodes(op="placeholder")
+    size = x.meta["val"].shape[0]
+    assert isinstance(size, torch.SymInt) and not size.node.is_constant(), size
+    return str(size), size.node.shape_env
+
+
+def _assert_symbolic(gm, symbol):
+    """Every tensor value with a batch dimension has the symbol there, in val and tensor_meta."""
+    checked = 0
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.ndim >= 2 and n.op != "get_attr":
+            assert str(val.shape[0]) == symbol, (n.name, val.shape)
+            assert str(n.meta["tensor_meta"].shape[0]) == symbol, (n.name, n.meta["tensor_meta"].shape)
+            checked += 1
+    out = gm.graph.output_node().meta["val"]
+    assert str(out[0].shape[0]) == symbol, out
+    assert checked >= 4
+    return checked
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dynamic_export_keeps_its_symbolic_shapes(mode):
+    """Issue: the example input's sizes (5, ...) replaced the graph's symbolic batch size."""
+    torch.manual_seed(0)
+    gm, x = _dynamic_export(DynamicNet().eval())
+    symbol, shape_env = _batch_symbol(gm)
+    code = normalized_code(gm)
+    report = _run(gm, [x], mode)
+    assert normalized_code(gm) == code
+    assert _batch_symbol(gm)[0] == symbol
+    n = _assert_symbolic(gm, symbol)
+    assert report.passes[0].counters["nodes_annotated"] >= n
+    assert "real_fallback" not in report.passes[0].counters
+    assert not shape_env.guards  # the analysis added no guard
+
+
+def test_dynamic_export_range_is_not_narrowed_by_a_fake_kernel():
+    """A new conv (after fuse_conv_bn: a fake-kernel cache miss) chooses its backend by the
+    size hint; without suppressed guards that recorded `s < 16` and narrowed Dim(max=64)."""
+    torch.manual_seed(0)
+    gm, x = _dynamic_export(DynamicNet().eval())
+    symbol, shape_env = _batch_symbol(gm)
+    ranges = dict(shape_env.var_to_range)
+    report = Pipeline.from_string("fuse_conv_bn,propagate_shapes").run(gm, [x])
+    assert report["fuse_conv_bn"].counters == {"fused": 1}
+    _assert_symbolic(gm, symbol)
+    assert dict(shape_env.var_to_range) == ranges and not shape_env.guards
+
+
+def test_dynamic_export_through_the_inference_pipeline_matches_at_several_batch_sizes():
+    from fxpasses.builtin_passes import BUILTIN_PRESETS
+
+    torch.manual_seed(0)
+    model = DynamicNet().eval()
+    gm, x = _dynamic_export(model)
+    symbol, _ = _batch_symbol(gm)
+    text = f"propagate_shapes,{BUILTIN_PRESETS['inference'][0]},print_graph{{file=/dev/null}}"
+    report = Pipeline.from_string(text, verify="numeric").run(gm, [x])
+    assert report["fuse_conv_bn"].counters == {"fused": 1}
+    assert report["remove_dropout"].counters == {"removed": 1}
+    _assert_symbolic(gm, symbol)
+    report = _run(gm, [x], "auto")  # again, on the optimised graph
+    _assert_symbolic(gm, symbol)
+    for batch in (2, 5, 17, 64):
+        t = torch.randn(batch, 3, 4, 4)
+        with torch.no_grad():
+            torch.testing.assert_close(gm(t), model(t), atol=1e-5, rtol=1e-5)
+
+
+class DynamicMLP(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.lin(torch.relu(x).reshape(x.shape[0], -1) * 2)
+
+
+def test_dynamo_dynamic_shapes_stay_symbolic_in_the_fxpasses_backend():
+    """In a torch.compile(dynamic=True) graph the placeholders' example values are symbolic;
+    the backend's example tensors are concrete: the nodes got the first call's sizes."""
+    import fxpasses.backend as B
+
+    torch._dynamo.reset()
+    model = DynamicMLP().eval()
+    seen = []
+
+    def then(gm, example_inputs):
+        seen.append([n.meta["val"] for n in gm.graph.nodes if n.op == "call_function"])
+        return gm.forward
+
+    before = len(B.reports)
+    options = {"pipeline": "propagate_shapes", "then": then}
+    compiled = torch.compile(model, backend="fxpasses", dynamic=True, options=options)
+    for batch in (5, 7, 20, 3):
+        x = torch.randn(batch, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-6, rtol=1e-6)
+    assert len(B.reports) - before == 1 and len(seen) == 1  # one graph for every batch size
+    assert B.reports[-1]["propagate_shapes"].counters["nodes_annotated"] >= 4
+    sizes = {str(v.shape[0]) for v in seen[0] if isinstance(v, torch.Tensor)}
+    assert len(sizes) == 1 and not sizes.pop().isdigit()
+
+
+def test_a_custom_backend_propagating_shapes_does_not_recompile_per_batch_size():
+    """A backend of one's own that runs the pass on TorchDynamo's example inputs (concrete
+    tensors, the sizes SymInt inputs): mixing the concrete tensors with those SymInts failed
+    here (a data-dependent op in fake mode, SymInts in real mode); with a smaller graph it
+    guarded the batch size to the example value, and every new batch size compiled again."""
+
+    def compiles(run_pass: bool) -> int:
+        torch._dynamo.reset()
+        count = []
+
+        def backend(gm, example_inputs):
+            if run_pass:
+                Pipeline(["propagate_shapes"]).run(gm, example_inputs)
+            count.append(1)
+            return gm.forward
+
+        model = DynamicNet().eval()
+        compiled = torch.compile(model, backend=backend, dynamic=True)
+        for batch in (5, 7, 20, 3):
+            x = torch.randn(batch, 3, 4, 4)
+            with torch.no_grad():
+                torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+        return len(count)
+
+    assert compiles(True) == compiles(False)  # (2: TorchDynamo's own 0/1 specialisation)
