@@ -486,7 +486,14 @@ class Registry:
         try:
             validate_pass_class(pass_cls)
         except PassDefinitionError as exc:
-            self._problem(PluginError(str(exc), distribution=distribution, version=version))
+            head, sep, rest = str(exc).partition("\n")  # say so on the first line, before any details
+            self._problem(
+                PluginError(
+                    f"{head}; the pass is skipped (not registered){sep}{rest}",
+                    distribution=distribution,
+                    version=version,
+                )
+            )
             return None
         name = pass_cls.name
         info = PassInfo(name, pass_cls, distribution, version)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+import pydantic
 import pytest
 
 import fxpasses
@@ -251,6 +252,104 @@ def test_malformed_pass_classes_are_rejected(attrs, message):
     cls = type("Bad", (fxpasses.NodePass,), ns)
     with pytest.raises(PassDefinitionError, match=message):
         Registry(autoload=False).register(cls)
+
+
+def test_an_options_default_that_does_not_fit_its_field_is_a_definition_error():
+    class BadDefault(fxpasses.GraphPass):
+        """x"""
+
+        name = "bad_default"
+
+        class Options(fxpasses.PassOptions):
+            n: int = "not an int"
+            k: int = pydantic.Field(1, ge=2)
+            ok: float = 1  # an int fits a float
+            required: str
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = Registry(autoload=False)
+    with pytest.raises(PassDefinitionError) as info:
+        reg.register(BadDefault)
+    assert str(info.value) == (
+        f"pass 'bad_default' ({__name__}.test_an_options_default_that_does_not_fit_its_field_is_a_definition_error"
+        ".<locals>.BadDefault): invalid default option value(s) in "
+        "test_an_options_default_that_does_not_fit_its_field_is_a_definition_error.<locals>.BadDefault.Options\n"
+        "  bad_default.n: Input should be a valid integer (default: 'not an int')\n"
+        "  bad_default.k: Input should be greater than or equal to 2 (default: 1)"
+    )
+    assert "bad_default" not in reg
+
+
+def test_a_plain_basemodel_options_default_is_validated_too():
+    def pass_with(options):
+        ns = {"__doc__": "x", "name": "plain", "Options": options, "run": lambda self, gm, ctx: False}
+        return type("Plain", (fxpasses.GraphPass,), ns)
+
+    class Bad(pydantic.BaseModel):  # no validate_default of its own
+        names: list[str] = "abc"
+
+    class Good(pydantic.BaseModel):
+        names: list[str] = ["abc"]
+
+    with pytest.raises(PassDefinitionError, match=r"plain\.names: Input should be a valid list \(default: 'abc'\)"):
+        Registry(autoload=False).register(pass_with(Bad))
+    good = pass_with(Good)
+    assert Registry(autoload=False).register(good).cls is good
+
+
+def test_a_plugin_pass_with_an_invalid_default_is_reported_and_skipped(site):
+    make_dist(
+        site,
+        "bad-default-dist",
+        "0.3",
+        "fxp_bad_default",
+        """
+        import fxpasses
+
+        class BadDefault(fxpasses.GraphPass):
+            \"\"\"Options default of the wrong type.\"\"\"
+            name = "bad_default"
+
+            class Options(fxpasses.PassOptions):
+                n: int = "not an int"
+
+            def run(self, gm, ctx):
+                return False
+
+        class NoHooks(fxpasses.NodePass):
+            \"\"\"Forgot its hooks.\"\"\"
+            name = "no_hooks"
+
+        class Fine(fxpasses.GraphPass):
+            \"\"\"Fine.\"\"\"
+            name = "fine_pass"
+
+            def run(self, gm, ctx):
+                return False
+
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            register(BadDefault)
+            register(NoHooks)
+            register(Fine)
+        """,
+    )
+    forget_modules("fxp_bad_default")
+    with pytest.warns(fxpasses.errors.PluginWarning):
+        reg = Registry()
+    assert "fine_pass" in reg and "bad_default" not in reg and "no_hooks" not in reg
+    (rec,) = [r for r in reg.plugins if r.distribution == "bad-default-dist"]
+    assert (rec.status, rec.passes) == ("partial", ["fine_pass"])
+    problems = [str(p) for p in reg.problems if "bad-default-dist" in str(p)]
+    assert problems == [
+        "plugin bad-default-dist 0.3: pass 'bad_default' (fxp_bad_default.BadDefault): invalid default option "
+        "value(s) in BadDefault.Options; the pass is skipped (not registered)\n"
+        "  bad_default.n: Input should be a valid integer (default: 'not an int')",
+        "plugin bad-default-dist 0.3: pass 'no_hooks' (fxp_bad_default.NoHooks) is a NodePass with no @on hooks; "
+        "the pass is skipped (not registered)",
+    ]
 
 
 def test_node_pass_without_hooks_and_hook_with_wrong_signature():
