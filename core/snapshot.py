@@ -16,7 +16,9 @@ before the first write (run the pass inside :meth:`Snapshot.guard`), or, with
 (rebinding ``param.data``; any in-place write by a pass run without a guard, except through
 ``.data``) are reported in :attr:`Snapshot.unrestorable` unless the snapshot holds copies;
 writes through ``Tensor.numpy()`` memory or the raw storage move neither and go unnoticed.
-``requires_grad`` flags are restored in every case.
+``requires_grad`` flags and ``.grad`` are restored in every case: ``.grad`` by reference (the
+gradient tensor each parameter, buffer and tensor attribute had is put back when the pass set,
+replaced or cleared it; a write into that gradient tensor is not undone).
 
 This module touches private fields of ``torch.fx.Node`` and ``torch.fx.Graph`` (``_prev``,
 ``_next``, ``_erased``, ``_sort_key``, ``_find_nodes_lookup_table``, ``_graph_namespace``); the
@@ -31,6 +33,8 @@ from operator import eq as _eq
 from operator import is_ as _is
 from typing import Any
 
+import warnings
+
 import torch
 import torch.fx
 import torch.nn.modules.module as _module_mod
@@ -43,6 +47,15 @@ _set = object.__setattr__
 _version = attrgetter("_version")
 _data_ptr = torch.Tensor.data_ptr
 _requires_grad = attrgetter("requires_grad")
+_grad = attrgetter("grad")
+
+
+def _grads(values: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """``.grad`` of each tensor (read in C). A plain tensor attribute may be a non-leaf tensor,
+    whose ``.grad`` torch warns about reading: not the user's doing here, so not shown."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return list(map(_grad, values))
 
 
 class Snapshot:
@@ -72,6 +85,7 @@ class Snapshot:
         "tensor_versions",
         "tensor_ptrs",
         "tensor_grads",
+        "tensor_grad_values",
         "tensor_layouts",
         "tensor_copies",
         "write_guard",
@@ -113,7 +127,8 @@ class Snapshot:
         values = list(tensors.values())
         self.tensor_versions = list(map(_version, values))  # read in C, not a Python loop
         self.tensor_ptrs = list(map(_data_ptr, values))
-        self.tensor_grads = list(map(_requires_grad, values))
+        self.tensor_grads = list(map(_requires_grad, values))  # requires_grad flags
+        self.tensor_grad_values = _grads(values)  # the .grad tensors, by reference
         self.tensor_layouts: list[torch.Tensor] | None = None
         self.tensor_copies: dict[str, torch.Tensor] | None = None
         self.write_guard: WriteGuard | None = None
@@ -301,9 +316,19 @@ class Snapshot:
             restored = set(self.write_guard.restore()) if self.write_guard is not None else set()
             written = self.written if self.written is not None else self.modified_tensors()
             self.unrestorable = [n for n in written if n not in restored]
-        for t, flag in zip(self.tensors.values(), self.tensor_grads):
+        values = list(self.tensors.values())
+        for t, flag in zip(values, self.tensor_grads):
             if t.requires_grad != flag:
                 t.requires_grad_(flag)
+        grads = _grads(values)
+        if not all(map(_is, grads, self.tensor_grad_values)):
+            for name, t, now, grad in zip(self.tensor_names, values, grads, self.tensor_grad_values):
+                if now is not grad:
+                    try:
+                        t.grad = grad
+                    except RuntimeError:  # its data was rebound to another shape (unrestorable)
+                        if name not in self.unrestorable:
+                            self.unrestorable.append(name)
 
 
 def _same_items(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:
