@@ -698,7 +698,7 @@ def test_rollback_restores_the_grad_of_each_tensor(snapshot_tensors):
     assert gm.a.grad is buffer_grad
 
 
-def test_a_snapshot_reads_the_grad_of_a_non_leaf_tensor_attribute_without_a_warning(recwarn):
+def test_a_snapshot_records_no_grad_for_a_non_leaf_tensor_attribute_and_warns_nothing(recwarn):
     class NonLeaf(torch.nn.Module):
         def __init__(self):
             super().__init__()
