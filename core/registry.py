@@ -9,6 +9,11 @@ with its distribution name and version and skipped while every other plugin keep
 Environment:
     ``FXPASSES_DISABLE_PLUGIN_AUTOLOAD=1``: load only the built-in passes (and plugins named in
     ``enable``), like pytest's ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``.
+
+A plugin named in both ``enable`` and ``disable`` is a :class:`~fxpasses.errors.ConfigError`.
+When a pass or preset name is unknown and entry points were left unloaded (autoload off, or
+disabled), those are imported into a registry of their own, once, so that the error can name
+the one that provides the name, why it was not loaded and how to load it.
 """
 
 from __future__ import annotations
@@ -181,6 +186,19 @@ def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+def enabled_and_disabled(enable: Iterable[str], disable: Iterable[str]) -> str | None:
+    """The error message when a plugin is named both to enable and to disable (None if none is)."""
+    disabled = {_norm(n) for n in disable}
+    both = sorted({n for n in enable if _norm(n) in disabled})
+    if not both:
+        return None
+    which = f"plugin {both[0]!r} is" if len(both) == 1 else f"plugins {', '.join(map(repr, both))} are"
+    return (
+        f"{which} both enabled (`enable` in the [plugins] config section, or -p NAME) and disabled "
+        "(`disable`, or -p no:NAME): name each plugin in only one of them"
+    )
+
+
 class Registry:
     """Registered passes by name, loaded from plugins through pluggy.
 
@@ -204,6 +222,9 @@ class Registry:
         disable: Iterable[str] = (),
         prefer: Mapping[str, str] | None = None,
     ) -> None:
+        both = enabled_and_disabled(enable, disable)
+        if both:
+            raise ConfigError(both)
         self.strict = strict
         self.enable = {_norm(n) for n in enable}
         self.disable = {_norm(n) for n in disable}
@@ -215,6 +236,7 @@ class Registry:
         self._passes: dict[str, PassInfo] = {}
         self._conflicts: dict[str, list[PassInfo]] = {}
         self._presets: dict[str, PresetInfo] = {}
+        self._unloaded: dict[str, dict[str, PluginRecord]] | None = None  # see _not_loaded_providers
         if autoload:
             self.load_entry_points()
             for problem in self.problems:
@@ -601,7 +623,11 @@ class Registry:
                 f"in a config, `--preset {name}` on the command line, or options={{\"preset\": \"{name}\"}} "
                 "to torch.compile"
             )
-        raise UnknownPassError(name, suggestions, plugins, source=source, hint=hint)
+        else:
+            hint = self._not_loaded_hint(name, "pass")
+        raise UnknownPassError(
+            name, suggestions, plugins, source=source, hint=hint, not_loaded=self._not_loaded_labels()
+        )
 
     def presets(self) -> dict[str, PresetInfo]:
         """Registered presets by name (sorted)."""
@@ -618,7 +644,73 @@ class Registry:
             return info
         suggestions = difflib.get_close_matches(name, list(self._presets), n=3, cutoff=0.6)
         plugins = self._loaded_labels()
-        raise UnknownPassError(name, suggestions, plugins, source=source, kind="preset", available=list(self._presets))
+        raise UnknownPassError(
+            name,
+            suggestions,
+            plugins,
+            source=source,
+            kind="preset",
+            available=list(self._presets),
+            hint=self._not_loaded_hint(name, "preset"),
+            not_loaded=self._not_loaded_labels(),
+        )
+
+    # ------------------------------------------------------------------ entry points not loaded
+
+    def _why_not_loaded(self, rec: PluginRecord) -> str:
+        disabled_by = sorted({_norm(rec.distribution), _norm(rec.name)} & self.disable)
+        if disabled_by:
+            return f"disabled: `disable = [\"{disabled_by[0]}\"]` in the [plugins] config section or `-p no:{disabled_by[0]}`"
+        return f"plugin autoloading is off: {AUTOLOAD_ENV}=1"
+
+    def _not_loaded_labels(self) -> list[str]:
+        """``"dist version (why)"`` of each distribution with an entry point not loaded."""
+        labels = {}
+        for r in self.plugins:
+            if r.status == "disabled":
+                why = "disabled" if {_norm(r.distribution), _norm(r.name)} & self.disable else "autoload off"
+                labels.setdefault(r.label, f"{r.label} ({why})")
+        return list(labels.values())
+
+    def _not_loaded_providers(self) -> dict[str, dict[str, PluginRecord]]:
+        """``{"pass": {name: record}, "preset": {name: record}}`` for the entry points that were
+        not loaded (autoload off, or disabled). Only asked when a name is unknown: each such
+        entry point is then imported and registered into a registry of its own, once, to say
+        which one has the name (its problems are not reported; this registry is untouched)."""
+        if self._unloaded is None:
+            found: dict[str, dict[str, PluginRecord]] = {"pass": {}, "preset": {}}
+            for rec in self.plugins:
+                if rec.status != "disabled":
+                    continue
+                probe = Registry(autoload=False)
+                copy = dataclasses.replace(rec, status="found", error=None, passes=[])
+                probe.plugins.append(copy)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    probe._load_record(copy)
+                for n in probe.names():
+                    found["pass"].setdefault(n, rec)
+                for n in probe._presets:
+                    found["preset"].setdefault(n, rec)
+            self._unloaded = found
+        return self._unloaded
+
+    def _not_loaded_hint(self, name: str, kind: str) -> str | None:
+        """Which installed entry point that was not loaded has ``name``, why, and how to load it."""
+        if not any(r.status == "disabled" for r in self.plugins):
+            return None
+        rec = self._not_loaded_providers()[kind].get(name)
+        if rec is None:
+            return None
+        why = self._why_not_loaded(rec)
+        if why.startswith("disabled"):
+            how = "remove it from there to load it"
+        else:
+            how = (
+                f"load it with `-p {rec.distribution}` or `enable = [\"{rec.distribution}\"]` in the [plugins] "
+                f"config section (or unset {AUTOLOAD_ENV})"
+            )
+        return f"{kind} {name!r} is provided by {rec.label} (entry point {rec.entry_point}), which was not loaded ({why}); {how}"
 
     def _loaded_labels(self) -> list[str]:
         """``"dist version"`` of each distribution with a loaded entry point, once each (a

@@ -8,7 +8,8 @@ import pydantic
 import pytest
 
 import fxpasses
-from fxpasses import DuplicatePassError, PluginError, Registry, UnknownPassError
+from fxpasses import ConfigError, DuplicatePassError, PluginError, Registry, UnknownPassError
+from fxpasses.config import parse_config
 from fxpasses.errors import PassDefinitionError
 
 from dists import forget_modules, good_pass_source, make_dist
@@ -179,6 +180,76 @@ def test_disable_and_autoload_env(site, monkeypatch):
     assert "extra_pass" not in reg and "count_ops" not in reg
     assert reg.plugins[0].distribution == "fxpasses" and reg.plugins[0].status == "loaded"
     assert "extra_pass" in Registry(enable=["extra-dist"])
+
+
+EXTRA_WITH_PRESET = good_pass_source("extra_pass") + '''
+@fxpasses.hookimpl
+def fxpasses_register_presets(register):
+    register("extra_preset", "extra_pass", "The extra pass.")
+'''
+
+
+@pytest.mark.parametrize(
+    "env, kwargs, why, how",
+    [
+        (
+            {"FXPASSES_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            {},
+            "plugin autoloading is off: FXPASSES_DISABLE_PLUGIN_AUTOLOAD=1",
+            'load it with `-p extra-dist` or `enable = ["extra-dist"]` in the [plugins] config section '
+            "(or unset FXPASSES_DISABLE_PLUGIN_AUTOLOAD)",
+        ),
+        (
+            {},
+            {"disable": ["extra_dist"]},
+            'disabled: `disable = ["extra-dist"]` in the [plugins] config section or `-p no:extra-dist`',
+            "remove it from there to load it",
+        ),
+    ],
+    ids=["autoload-off", "disabled"],
+)
+def test_unknown_name_of_an_entry_point_not_loaded_says_which_why_and_how(site, monkeypatch, env, kwargs, why, how):
+    make_dist(site, "extra-dist", "1.0", "fxp_extra_np", EXTRA_WITH_PRESET)
+    forget_modules("fxp_extra_np")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    reg = Registry(**kwargs)
+    problems = list(reg.problems)
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("extra_pass")
+    lines = str(info.value).splitlines()
+    assert lines[1] == (
+        f"(pass 'extra_pass' is provided by extra-dist 1.0 (entry point extra-dist = fxp_extra_np), "
+        f"which was not loaded ({why}); {how})"
+    )
+    # with autoload off, the example plugin is not loaded either
+    not_loaded = ["extra-dist 1.0 (autoload off)", "fxpasses-example-passes 0.1.0 (autoload off)"] if env else ["extra-dist 1.0 (disabled)"]
+    assert info.value.not_loaded == not_loaded
+    assert lines[-1] == "installed but not loaded: " + ", ".join(not_loaded)
+    with pytest.raises(UnknownPassError) as info:
+        reg.preset("extra_preset")
+    assert "(preset 'extra_preset' is provided by extra-dist 1.0" in str(info.value)
+    # a name no entry point has: no hint, the entry points not loaded are still listed
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("nowhere_pass")
+    assert "provided by" not in str(info.value) and info.value.not_loaded == not_loaded
+    # the look-up loaded nothing into this registry
+    assert "extra_pass" not in reg and "extra_preset" not in reg.presets() and reg.problems == problems
+    assert [r.status for r in reg.plugins if r.distribution == "extra-dist"] == ["disabled"]
+
+
+@pytest.mark.parametrize("enable, disable", [(["extra-dist"], ["extra-dist"]), (["Extra_Dist", "other"], ["extra-dist"])])
+def test_a_plugin_both_enabled_and_disabled_is_an_error_naming_it(enable, disable):
+    with pytest.raises(ConfigError) as info:
+        Registry(enable=enable, disable=disable)
+    name = enable[0]
+    assert str(info.value) == (
+        f"plugin {name!r} is both enabled (`enable` in the [plugins] config section, or -p NAME) and disabled "
+        "(`disable`, or -p no:NAME): name each plugin in only one of them"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config({"pipeline": "x", "plugins": {"enable": enable, "disable": disable}})
+    assert f"plugins: plugin {name!r} is both enabled" in str(info.value)
 
 
 def test_unknown_pass_suggests_close_names_and_lists_plugins():
