@@ -101,6 +101,15 @@ class PluginsConfig(_Strict):
     strict: bool = False
     prefer: dict[str, str] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _not_both(self) -> "PluginsConfig":
+        from .registry import enabled_and_disabled
+
+        both = enabled_and_disabled(self.enable, self.disable)
+        if both:
+            raise ValueError(both)
+        return self
+
 
 class InputSpec(_Strict):
     """One example input: a random tensor of this shape and dtype.

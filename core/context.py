@@ -243,8 +243,12 @@ class PassContext:
             else:
                 who = reserved or "an earlier node (erased or renamed; FX never reuses a name)"
             raise UserError(f"cannot rename %{node.name} to {candidate!r}: the name is taken by {who}")
-        if candidate == "self":  # FX does not reserve it, but forward(self, ...) needs it
-            candidate = "self_1"
+        if reserved and candidate not in taken:
+            # FX suffixes most reserved names itself, but not every one: `self` (which
+            # forward(self, ...) needs) and `None` (it skips a builtin whose value is None, so
+            # only the generated code says `None_1`). Taken, each gets the numbered variant on
+            # the node itself, the name the code uses.
+            taken.add(candidate)
         node._rename(candidate)
         return node.name
 

@@ -57,7 +57,8 @@ class UnknownPassError(UserError):
     """A pass (or preset) name that no installed plugin registers.
 
     Attributes: ``name``, ``suggestions`` (close names, best first), ``plugins`` (installed
-    distributions as ``"name version"``), ``kind`` (``"pass"`` or ``"preset"``).
+    distributions as ``"name version"``), ``not_loaded`` (installed distributions that were
+    not loaded, as ``"name version (why)"``), ``kind`` (``"pass"`` or ``"preset"``).
     """
 
     def __init__(
@@ -70,10 +71,12 @@ class UnknownPassError(UserError):
         kind: str = "pass",
         available: Sequence[str] | None = None,
         hint: str | None = None,
+        not_loaded: Sequence[str] = (),
     ) -> None:
         self.name = name
         self.suggestions = list(suggestions)
         self.plugins = list(plugins)
+        self.not_loaded = list(not_loaded)
         self.source = source
         self.kind = kind
         msg = f"unknown {kind} {name!r}"
@@ -91,6 +94,8 @@ class UnknownPassError(UserError):
         if available is not None:
             msg += f"\navailable {kind}s: " + (", ".join(available) or "(none)")
         msg += "\ninstalled pass plugins: " + (", ".join(self.plugins) or "(none)")
+        if self.not_loaded:
+            msg += "\ninstalled but not loaded: " + ", ".join(self.not_loaded)
         super().__init__(msg)
 
 

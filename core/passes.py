@@ -60,9 +60,10 @@ class PassOptions(BaseModel):
     values are not coerced between types (pydantic strict mode: ``true`` is not an ``int``,
     ``"12"`` is not a number, ``1.5`` is not an ``int``; an ``int`` is accepted for a
     ``float``). Config files and pipeline strings give lists; a field typed as a ``tuple``
-    accepts them."""
+    accepts them. Defaults are validated too (pydantic ``validate_default``): registering a
+    pass whose ``Options`` has a default that does not fit its own field is an error."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -315,6 +316,46 @@ def _warn_misspelled_names(cls: type, name: str, where: str) -> None:
                 )
 
 
+def _check_option_defaults(opts: type[BaseModel], name: str, where: str) -> None:
+    """Validate the defaults of ``opts`` (pydantic ``validate_default``; an ``Options`` that is
+    a plain ``BaseModel`` is checked through a subclass that turns it on).
+
+    Raises:
+        PassDefinitionError: naming the pass, each option whose default is invalid, why, and
+            the default.
+    """
+    from pydantic import ValidationError
+
+    from .config import validation_problems
+
+    checked = opts
+    if not opts.model_config.get("validate_default"):
+        checked = type(opts.__name__, (opts,), {
+            "__module__": opts.__module__,
+            "__qualname__": opts.__qualname__,
+            "model_config": ConfigDict(validate_default=True),
+        })
+    required = {f for f, info in opts.model_fields.items() if info.is_required()}
+    try:
+        checked.model_validate({})
+    except ValidationError as exc:
+        bad = [
+            (path, msg, value)
+            for path, msg, value in validation_problems(exc, opts)
+            if path not in required  # pydantic's "missing": a required option has no default
+        ]
+        if bad:
+            lines = [f"pass {name!r} ({where}): invalid default option value(s) in {opts.__qualname__}"]
+            lines += [f"  {name}.{path}: {msg} (default: {value!r})" for path, msg, value in bad]
+            raise PassDefinitionError("\n".join(lines)) from None
+    except Exception as exc:  # a validator of the model's own that needs the required options
+        if not required:  # ... or Options() itself fails, whatever the user gives
+            raise PassDefinitionError(
+                f"pass {name!r} ({where}): its default options cannot be built: "
+                f"{opts.__qualname__}() raised {type(exc).__name__}: {exc}"
+            ) from exc
+
+
 def validate_pass_class(cls: Any) -> None:
     """Check that ``cls`` is a well-formed pass class.
 
@@ -335,6 +376,7 @@ def validate_pass_class(cls: Any) -> None:
             f"pass {name!r} ({where}): Options must be a pydantic BaseModel subclass "
             f"(e.g. fxpasses.PassOptions), got {opts!r}"
         )
+    _check_option_defaults(opts, name, where)
     for attr in ("requires", "after", "before"):
         value = getattr(cls, attr)
         if isinstance(value, str) or not all(isinstance(v, str) for v in value):

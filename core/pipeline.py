@@ -44,7 +44,7 @@ from .rewrites import RewriteLimit, run_pass_limited
 from .runner import HookError, hook_failure, run_pass
 from .snapshot import Snapshot, graph_changed
 from .verify import TensorState, call_isolated, clone_outputs, compare_outputs
-from .spec import SpecEntry, parse_pipeline_string
+from .spec import SpecEntry, format_value, parse_pipeline_string
 
 __all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
 
@@ -68,7 +68,7 @@ class PlanStep:
         opts = self.options.model_dump(exclude_defaults=True)
         text = self.name
         if opts:
-            text += "{" + ",".join(f"{k}={_fmt(v)}" for k, v in opts.items()) + "}"
+            text += "{" + ",".join(f"{k}={format_value(v)}" for k, v in opts.items()) + "}"
         settings = [f"{k}={v}" for k, v in (("verify", self.verify), ("on_error", self.on_error)) if v]
         if settings:
             text += "[" + ",".join(settings) + "]"
@@ -95,16 +95,6 @@ class Plan:
 
     def as_pipeline_string(self) -> str:
         return ",".join(s.describe() for s in self.steps)
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, tuple)):
-        return "[" + ",".join(_fmt(x) for x in v) + "]"
-    if isinstance(v, str) and (not v or any(c in v for c in ",{}[]=\"' ")):
-        return repr(v)
-    return str(v)
 
 
 EntryLike = Any  # str | (str, dict) | PassEntryConfig | Pass subclass | Pass instance

@@ -9,6 +9,11 @@ with its distribution name and version and skipped while every other plugin keep
 Environment:
     ``FXPASSES_DISABLE_PLUGIN_AUTOLOAD=1``: load only the built-in passes (and plugins named in
     ``enable``), like pytest's ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``.
+
+A plugin named in both ``enable`` and ``disable`` is a :class:`~fxpasses.errors.ConfigError`.
+When a pass or preset name is unknown and entry points were left unloaded (autoload off, or
+disabled), the error names them, why they were not loaded and how to load one; they are not
+imported to look (that is what disabling a plugin, or autoload, is for).
 """
 
 from __future__ import annotations
@@ -181,6 +186,19 @@ def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+def enabled_and_disabled(enable: Iterable[str], disable: Iterable[str]) -> str | None:
+    """The error message when a plugin is named both to enable and to disable (None if none is)."""
+    disabled = {_norm(n) for n in disable}
+    both = sorted({n for n in enable if _norm(n) in disabled})
+    if not both:
+        return None
+    which = f"plugin {both[0]!r} is" if len(both) == 1 else f"plugins {', '.join(map(repr, both))} are"
+    return (
+        f"{which} both enabled (`enable` in the [plugins] config section, or -p NAME) and disabled "
+        "(`disable`, or -p no:NAME): name each plugin in only one of them"
+    )
+
+
 class Registry:
     """Registered passes by name, loaded from plugins through pluggy.
 
@@ -204,6 +222,9 @@ class Registry:
         disable: Iterable[str] = (),
         prefer: Mapping[str, str] | None = None,
     ) -> None:
+        both = enabled_and_disabled(enable, disable)
+        if both:
+            raise ConfigError(both)
         self.strict = strict
         self.enable = {_norm(n) for n in enable}
         self.disable = {_norm(n) for n in disable}
@@ -540,7 +561,14 @@ class Registry:
         try:
             validate_pass_class(pass_cls)
         except PassDefinitionError as exc:
-            self._problem(PluginError(str(exc), distribution=distribution, version=version))
+            head, sep, rest = str(exc).partition("\n")  # say so on the first line, before any details
+            self._problem(
+                PluginError(
+                    f"{head}; the pass is skipped (not registered){sep}{rest}",
+                    distribution=distribution,
+                    version=version,
+                )
+            )
             return None
         name = pass_cls.name
         info = PassInfo(name, pass_cls, distribution, version)
@@ -648,7 +676,11 @@ class Registry:
                 f"in a config, `--preset {name}` on the command line, or options={{\"preset\": \"{name}\"}} "
                 "to torch.compile"
             )
-        raise UnknownPassError(name, suggestions, plugins, source=source, hint=hint)
+        else:
+            hint = self._not_loaded_hint(name, "pass")
+        raise UnknownPassError(
+            name, suggestions, plugins, source=source, hint=hint, not_loaded=self._not_loaded_labels()
+        )
 
     def presets(self) -> dict[str, PresetInfo]:
         """Registered presets by name (sorted)."""
@@ -665,7 +697,52 @@ class Registry:
             return info
         suggestions = difflib.get_close_matches(name, list(self._presets), n=3, cutoff=0.6)
         plugins = self._loaded_labels()
-        raise UnknownPassError(name, suggestions, plugins, source=source, kind="preset", available=list(self._presets))
+        raise UnknownPassError(
+            name,
+            suggestions,
+            plugins,
+            source=source,
+            kind="preset",
+            available=list(self._presets),
+            hint=self._not_loaded_hint(name, "preset"),
+            not_loaded=self._not_loaded_labels(),
+        )
+
+    # ------------------------------------------------------------------ entry points not loaded
+
+    def _why_not_loaded(self, rec: PluginRecord) -> str:
+        disabled_by = sorted({_norm(rec.distribution), _norm(rec.name)} & self.disable)
+        if disabled_by:
+            return f"disabled: `disable = [\"{disabled_by[0]}\"]` in the [plugins] config section or `-p no:{disabled_by[0]}`"
+        return f"plugin autoloading is off: {AUTOLOAD_ENV}=1"
+
+    def _not_loaded_labels(self) -> list[str]:
+        """``"dist version (why)"`` of each distribution with an entry point not loaded."""
+        labels = {}
+        for r in self.plugins:
+            if r.status == "disabled":
+                why = "disabled" if {_norm(r.distribution), _norm(r.name)} & self.disable else "autoload off"
+                labels.setdefault(r.label, f"{r.label} ({why})")
+        return list(labels.values())
+
+    def _not_loaded_hint(self, name: str, kind: str) -> str | None:
+        """Why plugins that may have ``name`` were not searched, and how to load one. Entry
+        points that were not loaded are never imported to look (a plugin is disabled, or
+        autoload turned off, precisely so that it is not imported): the hint names them all."""
+        recs = list({r.distribution: r for r in self.plugins if r.status == "disabled"}.values())
+        if not recs:
+            return None
+        whys = sorted({self._why_not_loaded(r) for r in recs})
+        names = ", ".join(r.distribution for r in recs)
+        how = (
+            "load one with `-p NAME` or `enable = [\"NAME\"]` in the [plugins] config section"
+            if any(w.startswith("plugin autoloading") for w in whys)
+            else "remove it from `disable` (or drop `-p no:NAME`) to load it"
+        )
+        return (
+            f"{kind} {name!r} may come from a plugin that was not loaded and so not searched: {names} "
+            f"({'; '.join(whys)}); {how}"
+        )
 
     def _loaded_labels(self) -> list[str]:
         """``"dist version"`` of each distribution with a loaded entry point, once each (a

@@ -16,7 +16,10 @@ before the first write (run the pass inside :meth:`Snapshot.guard`), or, with
 (rebinding ``param.data``; any in-place write by a pass run without a guard, except through
 ``.data``) are reported in :attr:`Snapshot.unrestorable` unless the snapshot holds copies;
 writes through ``Tensor.numpy()`` memory or the raw storage move neither and go unnoticed.
-``requires_grad`` flags are restored in every case.
+``requires_grad`` flags and ``.grad`` are restored in every case: ``.grad`` by reference (the
+gradient tensor each parameter, buffer and tensor attribute had is put back when the pass set,
+replaced or cleared it; a write into that gradient tensor is not undone, and a non-leaf tensor,
+whose ``.grad`` autograd never fills, is left out).
 
 This module touches private fields of ``torch.fx.Node`` and ``torch.fx.Graph`` (``_prev``,
 ``_next``, ``_erased``, ``_sort_key``, ``_find_nodes_lookup_table``, ``_graph_namespace``); the
@@ -43,6 +46,17 @@ _set = object.__setattr__
 _version = attrgetter("_version")
 _data_ptr = torch.Tensor.data_ptr
 _requires_grad = attrgetter("requires_grad")
+_grad = attrgetter("grad")
+
+
+def _grads(tensors: dict[str, torch.Tensor], non_leaf: set[str]) -> list[torch.Tensor | None]:
+    """``.grad`` of each tensor (read in C), None for a non-leaf one (a buffer or tensor
+    attribute made by an autograd operation): torch warns when its ``.grad`` is read, and
+    autograd never fills it. (Silencing the warning instead would reset Python's record of
+    warnings already shown, which then show again.)"""
+    if not non_leaf:
+        return list(map(_grad, tensors.values()))
+    return [None if k in non_leaf else t.grad for k, t in tensors.items()]
 
 
 class Snapshot:
@@ -72,6 +86,8 @@ class Snapshot:
         "tensor_versions",
         "tensor_ptrs",
         "tensor_grads",
+        "tensor_grad_values",
+        "non_leaf",
         "tensor_layouts",
         "tensor_copies",
         "write_guard",
@@ -102,7 +118,7 @@ class Snapshot:
         self.graph_dict = graph.__dict__.copy()
         ns = graph._graph_namespace
         self.namespace = (ns._obj_to_name.copy(), ns._used_names.copy(), ns._base_count.copy())
-        self.modules, tensors = _record_modules(gm)
+        self.modules, tensors, n_params = _record_modules(gm)
         self.global_hooks = [(h, h.copy()) for h in _GLOBAL_HOOKS]
         self.global_full_backward = _module_mod._global_is_full_backward_hook
         self.class_forward = type(gm).__dict__.get("forward")
@@ -113,7 +129,9 @@ class Snapshot:
         values = list(tensors.values())
         self.tensor_versions = list(map(_version, values))  # read in C, not a Python loop
         self.tensor_ptrs = list(map(_data_ptr, values))
-        self.tensor_grads = list(map(_requires_grad, values))
+        self.tensor_grads = list(map(_requires_grad, values))  # requires_grad flags
+        self.non_leaf = _non_leaf(self.tensor_names, values, self.tensor_grads, n_params)
+        self.tensor_grad_values = _grads(tensors, self.non_leaf)  # the .grad tensors, by reference
         self.tensor_layouts: list[torch.Tensor] | None = None
         self.tensor_copies: dict[str, torch.Tensor] | None = None
         self.write_guard: WriteGuard | None = None
@@ -301,9 +319,19 @@ class Snapshot:
             restored = set(self.write_guard.restore()) if self.write_guard is not None else set()
             written = self.written if self.written is not None else self.modified_tensors()
             self.unrestorable = [n for n in written if n not in restored]
-        for t, flag in zip(self.tensors.values(), self.tensor_grads):
+        values = list(self.tensors.values())
+        for t, flag in zip(values, self.tensor_grads):
             if t.requires_grad != flag:
                 t.requires_grad_(flag)
+        grads = _grads(self.tensors, self.non_leaf)
+        if not all(map(_is, grads, self.tensor_grad_values)):
+            for name, t, now, grad in zip(self.tensor_names, values, grads, self.tensor_grad_values):
+                if now is not grad:
+                    try:
+                        t.grad = grad
+                    except RuntimeError:  # its data was rebound to another shape (unrestorable)
+                        if name not in self.unrestorable:
+                            self.unrestorable.append(name)
 
 
 def _same_items(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:
@@ -402,9 +430,10 @@ _MODULE_KEYS = frozenset(_BARE_MODULE)
 
 def _record_modules(
     gm: torch.nn.Module,
-) -> tuple[list[tuple[Any, ...]], dict[str, torch.Tensor]]:
-    """The state of every submodule (``Snapshot.modules`` records) and :func:`_all_tensors`,
-    in one walk of the module tree (the slowest part of a snapshot on big models).
+) -> tuple[list[tuple[Any, ...]], dict[str, torch.Tensor], int]:
+    """The state of every submodule (``Snapshot.modules`` records), :func:`_all_tensors` and
+    how many of those are parameters (the first ones), in one walk of the module tree (the
+    slowest part of a snapshot on big models).
 
     The walk is ``named_modules()``'s (pre-order, each module once) without its recursive
     generators; plain tensor attributes are looked for only among the keys a bare
@@ -470,9 +499,23 @@ def _record_modules(
             children = [(prefix + k, c) for k, c in mods.items() if c is not None]
             children.reverse()  # popped in registration order
             stack.extend(children)
+    n_params = len(params)
     params.update(buffers)
     params.update(attrs)
-    return records, params
+    return records, params, n_params
+
+
+def _non_leaf(names: list[str], values: list[torch.Tensor], requires_grad: list[bool], n_params: int) -> set[str]:
+    """Names of the non-leaf tensors (buffers and tensor attributes an autograd operation made;
+    a parameter is always a leaf). Only a tensor that requires grad can be one: the buffers
+    and attributes almost never do, and then nothing is looked at one by one."""
+    if not any(requires_grad[n_params:]):
+        return set()
+    return {
+        name
+        for name, t, flag in zip(names[n_params:], values[n_params:], requires_grad[n_params:])
+        if flag and not t.is_leaf
+    }
 
 
 def _all_tensors(gm: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""The one-line pipeline syntax: ``name{key=value,...}[verify=...,on_error=...],name2``.
+r"""The one-line pipeline syntax: ``name{key=value,...}[verify=...,on_error=...],name2``.
 
 Grammar (white space between tokens is ignored)::
 
@@ -7,7 +7,10 @@ Grammar (white space between tokens is ignored)::
     option   := KEY "=" value
     setting  := "verify" "=" (none | lint | numeric)
               | "on_error" "=" (rollback | raise | skip)
-    value    := "[" [value ("," value)*] "]" | '"..."' | "'...'" | bare
+    value    := "[" [value ("," value)*] "]" | string | bare
+    string   := '...' or "...": the characters between the quotes, where each backslash
+                escape that Python's repr() writes is decoded (\\ \' \" \n \r \t \xhh
+                \uhhhh \Uhhhhhhhh) and any other backslash stays as it is
     bare     := true | false | none | an int | a float | any other run of
                 characters other than ``,{}[]="'`` and white space (a string)
 
@@ -19,18 +22,25 @@ Examples: ``remove_dropout,fold_constants{max_numel=4096},eliminate_dead_code``,
 ``print_graph{format=code}``, ``my_pass{names=[a, b],scale=0.5,verbose=true}``,
 ``fuse_conv_bn[verify=numeric,on_error=skip],eliminate_dead_code``.
 
+A quoted string reads back what :func:`format_value` and Python's ``repr`` write, whatever it
+holds: both quote kinds, backslashes, newlines, any Unicode. Backslashes other than those
+escapes stay as they are, so a regular expression or ``re.sub`` template is written as it
+reads (``pattern='^relu(_\d+)?$'``, ``replacement='act\1'``); a backslash meant literally
+before another backslash, a quote or one of those escapes is doubled (``'\\n'``).
+
 Errors are :class:`~fxpasses.errors.ConfigError` naming the column and showing a caret.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .errors import ConfigError
 
-__all__ = ["SpecEntry", "parse_pipeline_string"]
+__all__ = ["SpecEntry", "parse_pipeline_string", "format_value"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,10 @@ SETTINGS = {"verify": ("none", "lint", "numeric"), "on_error": ("rollback", "rai
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BARE = re.compile(r"[^,{}\[\]=\"'\s]+")
+#: a quoted string; a backslash-escaped quote does not end it
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"', re.DOTALL)
+#: the escapes repr() writes in a string (decoded); every other backslash is kept
+_ESCAPE = re.compile(r"""\\(?:[\\'"nrt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})""")
 _INT = re.compile(r"[+-]?(0|[1-9][0-9_]*)$")
 _FLOAT = re.compile(r"[+-]?(\d[\d_]*\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|nan)$")
 
@@ -114,18 +128,30 @@ class _Parser:
             self.sequence("]", "in list", lambda: items.append(self.value()))
             return items
         if ch in ("'", '"'):
-            start = self.pos
-            end = self.text.find(ch, start + 1)
-            if end < 0:
-                raise self.error("unterminated string", start)
-            self.pos = end + 1
-            return self.text[start + 1 : end]
+            return self.string()
         m = _BARE.match(self.text, self.pos)
         if not m:
             found = repr(ch) if ch else "end of string"
             raise self.error(f"expected a value, found {found}")
         self.pos = m.end()
         return _scalar(m.group())
+
+    def string(self) -> str:
+        """A quoted string (its opening quote is next), its escapes decoded (see the module doc)."""
+        start = self.pos
+        m = _STRING.match(self.text, start)
+        if not m:
+            raise self.error("unterminated string", start)
+        body_start = start + 1
+
+        def decode(esc: re.Match[str]) -> str:
+            try:
+                return codecs.decode(esc.group(), "unicode_escape")
+            except UnicodeDecodeError as exc:  # \U beyond the last code point
+                raise self.error(f"invalid escape {esc.group()} in a string: {exc.reason}", body_start + esc.start()) from None
+
+        self.pos = m.end()
+        return _ESCAPE.sub(decode, m.group()[1:-1])
 
     def entries(self) -> list[SpecEntry]:
         if not self.text.strip():
@@ -210,6 +236,23 @@ def _scalar(token: str) -> Any:
     if _FLOAT.match(low):
         return float(token)
     return token
+
+
+def format_value(value: Any) -> str:
+    """``value`` as a pipeline-string option value that :func:`parse_pipeline_string` reads back
+    as an equal value: a string bare when it would read back as itself, else as a Python string
+    literal (``repr``); ``true``/``false``/``none``; numbers; lists (tuples too) in brackets.
+    """
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        bare = _BARE.fullmatch(value) and type(_scalar(value)) is str
+        return value if bare else repr(value)
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def parse_pipeline_string(text: str, where: str | None = None) -> list[SpecEntry]:

@@ -6,10 +6,12 @@ import json
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fxpasses
 from fxpasses import ConfigError, CycleError, OptionsError, Pipeline, Registry, UnknownPassError
-from fxpasses.spec import parse_pipeline_string
+from fxpasses.spec import format_value, parse_pipeline_string
 
 
 def make_pass(name, requires=(), after=(), before=(), options=None):
@@ -173,6 +175,71 @@ def test_scalars_in_pipeline_strings():
     (e,) = parse_pipeline_string("p{a=1,b=-2.5e3,c=true,d=False,e=none,f=hello,g=\"1\",h=[],i=1e-5}")
     assert e.options == {"a": 1, "b": -2500.0, "c": True, "d": False, "e": None, "f": "hello", "g": "1", "h": [], "i": 1e-5}
     assert type(e.options["a"]) is int
+
+
+class TextOptions(fxpasses.PassOptions):
+    text: str = ""
+    texts: list[str] = []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [r"\d x", "a'b\"c", "it's", 'say "hi"', "\\", "ends with \\", "é ∑ 😀", "\x00\x7f", "q r"],
+)
+def test_as_pipeline_string_reads_back_the_same_strings(value):
+    # the plan's pipeline string (`pipeline:` of `fxpasses run`, report.json) quotes these with repr()
+    r = Registry(autoload=False)
+    r.register(make_pass("t", options=TextOptions))
+    text = Pipeline([("t", {"text": value, "texts": [value, "x"]})], registry=r).plan().as_pipeline_string()
+    back = Pipeline.from_string(text, registry=r).plan().steps[0].options
+    assert (back.text, back.texts) == (value, [value, "x"])
+
+
+@pytest.mark.parametrize("value", ["true", "12", "none", "1.5", "a\nb", "a\tb", "a\u2028b"])
+def test_as_pipeline_string_quotes_strings_that_read_back_as_other_values(value):
+    r = Registry(autoload=False)
+    r.register(make_pass("t", options=TextOptions))
+    text = Pipeline([("t", {"text": value})], registry=r).plan().as_pipeline_string()
+    assert Pipeline.from_string(text, registry=r).plan().steps[0].options.text == value
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.text() | st.lists(st.text(), max_size=3))
+def test_format_value_is_read_back_as_the_same_value(value):
+    (entry,) = parse_pipeline_string(f"p{{v={format_value(value)}}}")
+    assert entry.options["v"] == value
+
+
+def test_format_value_of_scalars_and_lists():
+    values = {"i": 3, "f": -2.5, "inf": float("inf"), "b": True, "n": None, "l": [1, "a,b", []], "s": "plain"}
+    text = "p{" + ",".join(f"{k}={format_value(v)}" for k, v in values.items()) + "}"
+    assert text == "p{i=3,f=-2.5,inf=inf,b=true,n=none,l=[1,'a,b',[]],s=plain}"
+    assert parse_pipeline_string(text)[0].options == values
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        (r"p{v='\\d x'}", r"\d x"),  # what repr() writes for a backslash
+        (r"p{v='it\'s \"x\"'}", "it's \"x\""),
+        (r'p{v="a\"b"}', 'a"b'),
+        (r"p{v='\n\r\t\u00e9\x41\U0001F600'}", "\n\r\té" + "A\U0001F600"),
+        # every other backslash stays: regular expressions and re.sub templates read as written
+        (r"p{v='^relu(_\d+)?$'}", r"^relu(_\d+)?$"),
+        (r"p{v='act\1\g<0>\b\x4'}", r"act\1\g<0>\b\x4"),
+        ("p{v='two\nlines'}", "two\nlines"),  # a line break inside quotes, as before
+    ],
+)
+def test_quoted_strings_decode_the_escapes_repr_writes_and_keep_other_backslashes(text, value):
+    assert parse_pipeline_string(text)[0].options["v"] == value
+
+
+def test_an_escape_beyond_the_last_code_point_is_an_error_naming_its_column():
+    with pytest.raises(ConfigError) as info:
+        parse_pipeline_string(r"p{v='ab\UFFFFFFFF'}")
+    assert str(info.value).splitlines()[0] == (
+        r"pipeline string, column 8: invalid escape \UFFFFFFFF in a string: illegal Unicode character"
+    )
 
 
 def test_empty_pipeline_and_options_for_absent_pass(reg):

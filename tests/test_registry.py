@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
+import pydantic
 import pytest
 
 import fxpasses
-from fxpasses import DuplicatePassError, PluginError, Registry, UnknownPassError
+from fxpasses import ConfigError, DuplicatePassError, PluginError, Registry, UnknownPassError
+from fxpasses.config import parse_config
 from fxpasses.errors import PassDefinitionError
 
 from dists import forget_modules, good_pass_source, make_dist
@@ -180,6 +183,73 @@ def test_disable_and_autoload_env(site, monkeypatch):
     assert "extra_pass" in Registry(enable=["extra-dist"])
 
 
+EXTRA_WITH_PRESET = good_pass_source("extra_pass") + '''
+@fxpasses.hookimpl
+def fxpasses_register_presets(register):
+    register("extra_preset", "extra_pass", "The extra pass.")
+'''
+
+
+@pytest.mark.parametrize(
+    "env, kwargs, why, how",
+    [
+        (
+            {"FXPASSES_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            {},
+            "plugin autoloading is off: FXPASSES_DISABLE_PLUGIN_AUTOLOAD=1",
+            'load one with `-p NAME` or `enable = ["NAME"]` in the [plugins] config section',
+        ),
+        (
+            {},
+            {"disable": ["extra_dist"]},
+            'disabled: `disable = ["extra-dist"]` in the [plugins] config section or `-p no:extra-dist`',
+            "remove it from `disable` (or drop `-p no:NAME`) to load it",
+        ),
+    ],
+    ids=["autoload-off", "disabled"],
+)
+def test_unknown_name_of_an_entry_point_not_loaded_says_which_why_and_how(site, monkeypatch, env, kwargs, why, how):
+    """An unknown name while some installed plugins were not loaded: the error says which were
+    not searched, why, and how to load one; they are never imported to look (a plugin is
+    disabled, or autoload turned off, precisely so that it is not imported)."""
+    make_dist(site, "extra-dist", "1.0", "fxp_extra_np", EXTRA_WITH_PRESET)
+    forget_modules("fxp_extra_np")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    reg = Registry(**kwargs)
+    problems = list(reg.problems)
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("extra_pass")
+    lines = str(info.value).splitlines()
+    dists = "extra-dist, fxpasses-example-passes" if env else "extra-dist"
+    assert lines[1] == f"(pass 'extra_pass' may come from a plugin that was not loaded and so not searched: {dists} ({why}); {how})"
+    # with autoload off, the example plugin is not loaded either
+    not_loaded = ["extra-dist 1.0 (autoload off)", "fxpasses-example-passes 0.1.0 (autoload off)"] if env else ["extra-dist 1.0 (disabled)"]
+    assert info.value.not_loaded == not_loaded
+    assert lines[-1] == "installed but not loaded: " + ", ".join(not_loaded)
+    with pytest.raises(UnknownPassError) as info:
+        reg.preset("extra_preset")
+    assert "(preset 'extra_preset' may come from a plugin that was not loaded" in str(info.value)
+    # nothing was imported or loaded into this registry to answer
+    assert "fxp_extra_np" not in sys.modules
+    assert "extra_pass" not in reg and "extra_preset" not in reg.presets() and reg.problems == problems
+    assert [r.status for r in reg.plugins if r.distribution == "extra-dist"] == ["disabled"]
+
+
+@pytest.mark.parametrize("enable, disable", [(["extra-dist"], ["extra-dist"]), (["Extra_Dist", "other"], ["extra-dist"])])
+def test_a_plugin_both_enabled_and_disabled_is_an_error_naming_it(enable, disable):
+    with pytest.raises(ConfigError) as info:
+        Registry(enable=enable, disable=disable)
+    name = enable[0]
+    assert str(info.value) == (
+        f"plugin {name!r} is both enabled (`enable` in the [plugins] config section, or -p NAME) and disabled "
+        "(`disable`, or -p no:NAME): name each plugin in only one of them"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config({"pipeline": "x", "plugins": {"enable": enable, "disable": disable}})
+    assert f"plugins: plugin {name!r} is both enabled" in str(info.value)
+
+
 def test_unknown_pass_suggests_close_names_and_lists_plugins():
     reg = Registry()
     with pytest.raises(UnknownPassError) as info:
@@ -251,6 +321,104 @@ def test_malformed_pass_classes_are_rejected(attrs, message):
     cls = type("Bad", (fxpasses.NodePass,), ns)
     with pytest.raises(PassDefinitionError, match=message):
         Registry(autoload=False).register(cls)
+
+
+def test_an_options_default_that_does_not_fit_its_field_is_a_definition_error():
+    class BadDefault(fxpasses.GraphPass):
+        """x"""
+
+        name = "bad_default"
+
+        class Options(fxpasses.PassOptions):
+            n: int = "not an int"
+            k: int = pydantic.Field(1, ge=2)
+            ok: float = 1  # an int fits a float
+            required: str
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = Registry(autoload=False)
+    with pytest.raises(PassDefinitionError) as info:
+        reg.register(BadDefault)
+    assert str(info.value) == (
+        f"pass 'bad_default' ({__name__}.test_an_options_default_that_does_not_fit_its_field_is_a_definition_error"
+        ".<locals>.BadDefault): invalid default option value(s) in "
+        "test_an_options_default_that_does_not_fit_its_field_is_a_definition_error.<locals>.BadDefault.Options\n"
+        "  bad_default.n: Input should be a valid integer (default: 'not an int')\n"
+        "  bad_default.k: Input should be greater than or equal to 2 (default: 1)"
+    )
+    assert "bad_default" not in reg
+
+
+def test_a_plain_basemodel_options_default_is_validated_too():
+    def pass_with(options):
+        ns = {"__doc__": "x", "name": "plain", "Options": options, "run": lambda self, gm, ctx: False}
+        return type("Plain", (fxpasses.GraphPass,), ns)
+
+    class Bad(pydantic.BaseModel):  # no validate_default of its own
+        names: list[str] = "abc"
+
+    class Good(pydantic.BaseModel):
+        names: list[str] = ["abc"]
+
+    with pytest.raises(PassDefinitionError, match=r"plain\.names: Input should be a valid list \(default: 'abc'\)"):
+        Registry(autoload=False).register(pass_with(Bad))
+    good = pass_with(Good)
+    assert Registry(autoload=False).register(good).cls is good
+
+
+def test_a_plugin_pass_with_an_invalid_default_is_reported_and_skipped(site):
+    make_dist(
+        site,
+        "bad-default-dist",
+        "0.3",
+        "fxp_bad_default",
+        """
+        import fxpasses
+
+        class BadDefault(fxpasses.GraphPass):
+            \"\"\"Options default of the wrong type.\"\"\"
+            name = "bad_default"
+
+            class Options(fxpasses.PassOptions):
+                n: int = "not an int"
+
+            def run(self, gm, ctx):
+                return False
+
+        class NoHooks(fxpasses.NodePass):
+            \"\"\"Forgot its hooks.\"\"\"
+            name = "no_hooks"
+
+        class Fine(fxpasses.GraphPass):
+            \"\"\"Fine.\"\"\"
+            name = "fine_pass"
+
+            def run(self, gm, ctx):
+                return False
+
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            register(BadDefault)
+            register(NoHooks)
+            register(Fine)
+        """,
+    )
+    forget_modules("fxp_bad_default")
+    with pytest.warns(fxpasses.errors.PluginWarning):
+        reg = Registry()
+    assert "fine_pass" in reg and "bad_default" not in reg and "no_hooks" not in reg
+    (rec,) = [r for r in reg.plugins if r.distribution == "bad-default-dist"]
+    assert (rec.status, rec.passes) == ("partial", ["fine_pass"])
+    problems = [str(p) for p in reg.problems if "bad-default-dist" in str(p)]
+    assert problems == [
+        "plugin bad-default-dist 0.3: pass 'bad_default' (fxp_bad_default.BadDefault): invalid default option "
+        "value(s) in BadDefault.Options; the pass is skipped (not registered)\n"
+        "  bad_default.n: Input should be a valid integer (default: 'not an int')",
+        "plugin bad-default-dist 0.3: pass 'no_hooks' (fxp_bad_default.NoHooks) is a NodePass with no @on hooks; "
+        "the pass is skipped (not registered)",
+    ]
 
 
 def test_node_pass_without_hooks_and_hook_with_wrong_signature():

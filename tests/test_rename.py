@@ -111,17 +111,26 @@ def test_a_name_held_earlier_stays_taken():
 
 @pytest.mark.parametrize(
     "wanted, suffixed, why",
-    [("self", "self_1", "the module itself"), ("input", "input_1", "builtin"), ("torch", "torch_1", "imports"), ("lambda", "lambda_1", "keyword")],
+    [
+        ("self", "self_1", "the module itself"),
+        ("input", "input_1", "builtin"),
+        ("torch", "torch_1", "imports"),
+        ("lambda", "lambda_1", "keyword"),
+        ("None", "None_1", "keyword"),  # FX leaves the node `None` (the builtin's value is None)
+        ("True", "True_1", "keyword"),
+    ],
 )
 def test_reserved_names(wanted, suffixed, why):
     gm = traced()
     x = torch.randn(2, 4)
     want = gm(x)
     with pytest.raises(UserError, match=why):
-        rename(gm, f"pattern='^add$', replacement={wanted}, on_conflict=error")
-    pr = rename(gm, f"pattern='^add$', replacement={wanted}")
+        rename(gm, f"pattern='^add$', replacement={wanted!r}, on_conflict=error")
+    pr = rename(gm, f"pattern='^add$', replacement={wanted!r}")
     assert gm.meta["rename_nodes"] == {"add": suffixed} and pr.counters == {"renamed": 1, "suffixed": 1}
+    assert names(gm) == ["x", "lin", "relu", suffixed, "relu_1", "mul", "output"]
     gm.recompile()
+    assert f"{suffixed} = relu + 1" in gm.code  # the node's name is its name in the code
     assert torch.equal(gm(x), want)  # a node named `self` would break `self.lin(...)`
 
 
@@ -208,3 +217,19 @@ def test_context_rename_suffix_and_error():
     gm.graph.lint()
     gm.recompile()
     gm(torch.randn(1, 4))
+
+
+def test_every_reserved_name_is_renamed_to_the_name_the_generated_code_uses():
+    import keyword
+    import re
+
+    reserved = sorted(set(keyword.kwlist) | set(torch.fx.graph._illegal_names) | {"self"})
+    mismatched = []
+    for wanted in reserved:
+        gm = torch.fx.symbolic_trace(nn.Sequential(nn.ReLU(), nn.ReLU()))
+        node = next(n for n in gm.graph.nodes if n.op == "call_module")
+        got = PassContext(gm, pass_name="t", dialect="symbolic_trace").rename(node, wanted)
+        gm.recompile()
+        if got == wanted or not re.search(rf"^    {re.escape(got)} = ", gm.code, re.M):
+            mismatched.append((wanted, got))
+    assert len(reserved) > 150 and mismatched == []

@@ -13,6 +13,7 @@ import fxpasses
 from fxpasses import ERASE, PassFailedError, Pipeline, Registry, Replace
 from fxpasses._example import convnet
 from fxpasses.capture import capture
+from fxpasses.snapshot import Snapshot
 
 
 def traced_convnet(*passes):
@@ -668,6 +669,52 @@ def test_rollback_puts_tensors_back_on_their_storage_and_restores_requires_grad(
         assert torch.equal(v, values[k]), k
     assert all(p.requires_grad for p in gm.parameters())
     torch.testing.assert_close(gm(x), model(x))
+
+
+class GradChanger(fxpasses.GraphPass):
+    """Sets, replaces and clears gradients, then fails."""
+
+    name = "grad_changer"
+
+    def run(self, gm, ctx):
+        gm.lin.weight.grad = torch.ones_like(gm.lin.weight)  # had none
+        gm.lin.bias.grad = torch.zeros_like(gm.lin.bias)  # replaces the user's
+        gm.a.grad = None  # clears a buffer's
+        raise RuntimeError("planted failure")
+
+
+@pytest.mark.parametrize("snapshot_tensors", [False, True])
+def test_rollback_restores_the_grad_of_each_tensor(snapshot_tensors):
+    gm = torch.fx.symbolic_trace(SharedStorage())
+    bias_grad = torch.full((3,), 7.0)
+    buffer_grad = torch.full((3,), 5.0)
+    gm.lin.bias.grad = bias_grad
+    gm.a.grad = buffer_grad
+    reg = Registry(autoload=False)
+    reg.register(GradChanger)
+    with pytest.raises(PassFailedError, match="planted failure") as info:
+        Pipeline(["grad_changer"], registry=reg, snapshot_tensors=snapshot_tensors).run(gm, [torch.randn(2, 3)])
+    assert info.value.rolled_back
+    assert gm.lin.weight.grad is None
+    assert gm.lin.bias.grad is bias_grad and torch.equal(bias_grad, torch.full((3,), 7.0))
+    assert gm.a.grad is buffer_grad
+
+
+def test_a_snapshot_records_no_grad_for_a_non_leaf_tensor_attribute_and_warns_nothing(recwarn):
+    class NonLeaf(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t = torch.ones(3, requires_grad=True) * 2  # a tensor attribute with a grad_fn
+
+        def forward(self, x):
+            return x * self.t
+
+    gm = torch.fx.symbolic_trace(NonLeaf())
+    assert not gm.t.is_leaf
+    snap = Snapshot(gm)
+    snap.restore()
+    assert snap.tensor_grad_values == [None]
+    assert [str(w.message) for w in recwarn if ".grad attribute" in str(w.message)] == []
 
 
 class DataRebinder(fxpasses.GraphPass):
