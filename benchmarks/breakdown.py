@@ -1,6 +1,6 @@
 """Where the built-in pipeline's time goes on the synthetic block graph (for profiling work).
 
-    python benchmarks/breakdown.py [N_NODES] [--repeats R] [--profile [PASS] [--callees REGEX]]
+    python benchmarks/breakdown.py [N_NODES | --model NAME] [--repeats R] [--cpu] [--profile [PASS] [--callees REGEX]]
 
 Prints the median of R runs (``--cpu``: process CPU time, steadier on a busy machine) (fresh graph each) of: one Snapshot, one lint (as the pipeline
 runs it), one recompile() of the input, each pass's own time from the run report (pass and
@@ -28,6 +28,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", nargs="?", const="all", default=None)
     ap.add_argument("--callees", metavar="REGEX", help="with --profile: also what the functions matching REGEX call")
+    ap.add_argument(
+        "--model",
+        metavar="NAME",
+        help='instead of the block graph, torch.export of a model of group 4 (e.g. "GPT-2 96x64"); N is ignored',
+    )
     ap.add_argument("--cpu", action="store_true", help="process CPU time instead of wall time (steadier on a busy machine)")
     args = ap.parse_args()
     clock = time.process_time if args.cpu else time.perf_counter
@@ -41,8 +46,21 @@ def main() -> None:
     from common import fmt_s, gc_paused
     from graphs import BlockModel, block_graph, n_blocks_for
 
-    model = BlockModel(n_blocks_for(args.n))
-    fresh = lambda: block_graph(args.n, model=model, compile=False)  # noqa: E731
+    if args.model:
+        import torch
+
+        from bench_models import _models
+        from common import Config
+
+        found = {name: (factory, x) for name, factory, x in _models(Config.make(quick=False))}
+        if args.model not in found:
+            ap.error(f"--model: {args.model!r} is not one of {', '.join(map(repr, found))}")
+        factory, x = found[args.model]
+        exported = torch.export.export(factory(), (x,))
+        fresh = exported.module
+    else:
+        model = BlockModel(n_blocks_for(args.n))
+        fresh = lambda: block_graph(args.n, model=model, compile=False)  # noqa: E731
     pipe = fxpasses.Pipeline(PIPELINE)
     if args.profile:
         gm = fresh()
