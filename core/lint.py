@@ -97,35 +97,42 @@ def lint_passes(gm: torch.fx.GraphModule) -> bool:
     return len({n.name for n in graph.nodes}) == count
 
 
-# Argument types the code generator writes as valid Python that evaluates back to the value
-# (``torch.fx.Graph._gen_python_code``'s ``_get_repr``: their ``repr()``, with ``torch``,
-# ``device``, ``inf`` and ``nan`` among the generated code's globals).
-_SPELLED = frozenset(
+# How ``torch.fx.Graph._gen_python_code`` writes an argument (its ``_get_repr``): nodes by name;
+# operator overloads, higher-order operators and enum members through a global; tuples, lists
+# and slices element by element; a named tuple as its class (a global) applied to the plain
+# ``repr()`` of its fields; anything else (dicts included) as its plain ``repr()``, evaluated
+# with ``torch``, ``device``, ``inf`` and ``nan`` among the generated code's globals.
+_GLOBAL = (torch._ops.OpOverload, torch._ops.HigherOrderOperator, enum.Enum)
+# values whose plain ``repr()`` is Python that evaluates back to them in that code
+_PLAIN = frozenset(
     {
-        torch.fx.Node, int, float, bool, str, bytes, complex, type(None), type(...),
-        torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size,
-        torch._ops.OpOverload, torch._ops.HigherOrderOperator,
+        int, float, bool, str, bytes, complex, type(None), type(...), torch.fx.Node,
+        torch.dtype, torch.device, torch.layout, torch.memory_format,
     }
 )
+# containers whose plain ``repr()`` is their items' (subclasses that keep the base's repr too)
+_PLAIN_REPR = {c.__repr__: c for c in (tuple, list, set, frozenset, dict)}
 
 
 def unspellable_argument(
     graph: torch.fx.Graph,
     spelled: dict[torch.fx.Node, tuple],
-    accept: Callable[[torch.fx.Node], bool] | None = None,
+    accept: Callable[[torch.fx.Node, object], bool] | None = None,
 ) -> tuple[torch.fx.Node, object] | None:
     """The first node (and value) with an argument that ``GraphModule.recompile()`` cannot
     write as Python, or None.
 
-    FX writes an argument it does not know (anything but the types above, containers of them,
-    enums and named tuples) as its ``repr()``: an object whose ``repr`` is not an expression
-    (``<Foo object at 0x...>``, a lambda) makes ``recompile()`` raise ``SyntaxError``, and a
-    tensor becomes ``torch.Tensor(size=..., dtype=...)``, a different tensor. Both are
-    reported. ``spelled`` maps nodes already checked to their ``(args, kwargs)``; a node whose
+    FX writes an argument it does not know (see ``_GLOBAL``/``_PLAIN`` above) as its
+    ``repr()``: an object whose ``repr`` is not an expression (``<Foo object at 0x...>``, a
+    lambda, an enum member inside a dict), or that names something the generated code does
+    not import (a dataclass, ``np.float64(1.5)``), makes ``recompile()`` raise or the module
+    fail when called, and a tensor becomes ``torch.Tensor(size=..., dtype=...)``, a different
+    tensor. All are reported: only values FX is known to write back exactly pass.
+    ``spelled`` maps nodes already checked to their ``(args, kwargs)``; a node whose
     ``args`` and ``kwargs`` are still those very objects (FX builds new ones on every edit) is
     not looked at again, so a pipeline checks each node once, plus the ones passes edit.
-    A node with such an argument for which ``accept(node)`` is true (e.g. it was like that
-    before the pass) is recorded as checked and not reported.
+    A node with such an argument ``value`` for which ``accept(node, value)`` is true (e.g. the
+    node held that very value before the pass) is recorded as checked and not reported.
     """
     get = spelled.get
     for node in graph.nodes:
@@ -136,7 +143,7 @@ def unspellable_argument(
         bad = _unspelled(args)
         if bad is _OK and kwargs:
             bad = _unspelled(tuple(kwargs.values()))
-        if bad is not _OK and (accept is None or not accept(node)):
+        if bad is not _OK and (accept is None or not accept(node, bad)):
             return node, bad
         spelled[node] = (args, kwargs)
     return None
@@ -146,30 +153,50 @@ _OK = object()
 
 
 def _unspelled(values: tuple | list) -> object:
-    """The first value in ``values`` (recursively) that cannot be spelled, or ``_OK``."""
-    ok = _SPELLED
+    """The first value in ``values`` (recursively, as FX writes them) that cannot be spelled,
+    or ``_OK``."""
+    plain = _PLAIN
     for v in values:
         t = type(v)
-        if t in ok:
+        if t in plain:
             continue
         if t is tuple or t is list:
             bad = _unspelled(v)
+        elif isinstance(v, tuple) and hasattr(v, "_fields"):  # Cls(*repr of the fields)
+            bad = _unrepresented(tuple(v))
+        elif isinstance(v, _GLOBAL) or _is_opaque(t):
+            continue
         elif isinstance(v, torch.Tensor):
             return v
-        elif isinstance(v, (tuple, list)):  # named tuples, list subclasses
+        elif isinstance(v, (tuple, list)):  # torch.Size, list subclasses: element by element
             bad = _unspelled(tuple(v))
         elif isinstance(v, slice):
             bad = _unspelled((v.start, v.stop, v.step))
-        elif isinstance(v, dict):
-            bad = _unspelled(tuple(v.keys()) + tuple(v.values()))
-        elif isinstance(v, enum.Enum) or _is_opaque(t):
+        else:  # written as repr(v)
+            bad = _unrepresented((v,))
+        if bad is not _OK:
+            return bad
+    return _OK
+
+
+def _unrepresented(values: tuple) -> object:
+    """The first value in ``values`` whose plain ``repr()`` (recursively) is not Python that
+    evaluates back to it in the generated code, or ``_OK``."""
+    for v in values:
+        t = type(v)
+        if t in _PLAIN:
+            continue
+        base = _PLAIN_REPR.get(t.__repr__)  # FX's immutable_list/immutable_dict print as lists/dicts
+        if base is dict:
+            bad = _unrepresented(tuple(v) + tuple(v.values()))
+        elif base is not None:
+            bad = _unrepresented(tuple(v))
+        elif t is slice:
+            bad = _unrepresented((v.start, v.stop, v.step))
+        elif t is torch.Size or t is range:  # torch.Size([2, 3]), range(0, 3)
             continue
         else:
-            try:
-                compile(repr(v), "<argument>", "eval")
-            except Exception:  # SyntaxError, or a repr that raises
-                return v
-            continue
+            return v
         if bad is not _OK:
             return bad
     return _OK

@@ -678,8 +678,8 @@ def _lint(gm: torch.fx.GraphModule, spelled: dict[Any, Any] | None = None, befor
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
     ``call_module`` target a submodule, and every argument something the generated code can
     spell (:func:`~fxpasses.lint.unspellable_argument`, which skips the nodes in ``spelled``
-    whose arguments are unchanged; a node that had the same arguments in the snapshot
-    ``before`` the pass is not the pass's doing and is let through).
+    whose arguments are unchanged; a value a node already held in the snapshot ``before`` the
+    pass is not the pass's doing and is let through).
 
     Raises:
         VerificationError: a submodule is missing or an argument cannot be spelled in code.
@@ -707,16 +707,31 @@ def _lint(gm: torch.fx.GraphModule, spelled: dict[Any, Any] | None = None, befor
 
 
 def _unchanged_since(before: Snapshot) -> Any:
-    """A test: does a node hold the very arguments ``before`` recorded for it?"""
+    """A test: did ``node`` hold this very ``value`` among its arguments in the snapshot
+    ``before`` the pass (so that it is the input graph's, not the pass's doing)?"""
     recorded: dict[Any, Any] = {}
 
-    def unchanged(node: Any) -> bool:
+    def held(node: Any, value: Any) -> bool:
         if not recorded:
             recorded.update((rec[0], rec) for rec in before.nodes)
         rec = recorded.get(node)
-        return rec is not None and rec[4] is node._args and rec[5] is node._kwargs
+        return rec is not None and _holds((rec[4], rec[5]), value)
 
-    return unchanged
+    return held
+
+
+def _holds(container: Any, value: Any) -> bool:
+    """Whether ``value`` itself (by identity) is inside ``container`` (nested tuples, lists,
+    dicts, slices)."""
+    if container is value:
+        return True
+    if isinstance(container, (tuple, list)):
+        return any(_holds(c, value) for c in container)
+    if isinstance(container, dict):
+        return any(_holds(c, value) for c in container.values()) or any(k is value for k in container)
+    if isinstance(container, slice):
+        return any(_holds(c, value) for c in (container.start, container.stop, container.step))
+    return False
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import enum
 import operator
 
 import numpy as np
@@ -1026,3 +1029,106 @@ def test_outputs_that_cannot_be_compared_are_the_users_error_not_the_pass():
         Pipeline(["wrong_relu"], registry=reg, verify="numeric").run(gm, [torch.randn(4, device="meta")])
     assert not isinstance(info.value, PassFailedError)
     assert_same_state(before, state(gm))
+
+
+def _identity(x, extra=None):
+    return x
+
+
+class _Color(enum.Enum):
+    RED = 1
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+@dataclasses.dataclass
+class _Cfg:
+    a: int
+
+
+def _with_extra(value):
+    class AddExtra(fxpasses.NodePass):
+        """relu(x) -> relu(_identity(x, extra=value))."""
+
+        name = "add_extra"
+        writes_tensors = False
+
+        @fxpasses.on("relu")
+        def relu(self, node, ctx):
+            if node.args[0].op == "call_function" and node.args[0].target is _identity:
+                return None
+            with ctx.inserting_before(node):
+                wrapped = ctx.call_function(_identity, (node.args[0],), {"extra": value})
+            node.args = (wrapped,)
+            return None
+
+    return AddExtra
+
+
+_UNWRITABLE = {
+    "enum in a dict": {"k": _Color.RED},
+    "overload in a dict": {"op": torch.ops.aten.add.Tensor},
+    "enum in a named tuple": _Pair(_Color.RED, 2),
+    "dict in a list": [{"k": _Color.RED}],
+    "numpy scalar": np.float64(1.5),
+    "dataclass": _Cfg(1),
+    "lambda": lambda: 1,
+    "tensor": torch.ones(1),
+}
+_WRITABLE = {
+    "enum": _Color.RED,
+    "named tuple": _Pair(1, 2.5),
+    "slice": slice(1, None),
+    "dtype and device": (torch.float32, torch.device("cpu")),
+    "set": {1, 2},
+    "dict": {"a": 1.5, "b": [None, "s"]},
+    "size": torch.Size([2, 3]),
+    "inf": float("-inf"),
+    "range": range(3),
+}
+
+
+@pytest.mark.parametrize("value", _UNWRITABLE.values(), ids=_UNWRITABLE.keys())
+def test_arguments_fx_cannot_write_back_fail_the_pass_at_lint(value):
+    """FX writes what it does not know as ``repr()``: inside a dict or a named tuple's fields
+    even an enum is ``<_Color.RED: 1>``, and a numpy scalar or a dataclass names something the
+    generated code never imports. The pass that put them there fails at its lint."""
+    pass_cls = _with_extra(value)
+    reg = Registry(autoload=False)
+    reg.register(pass_cls)
+    gm = torch.fx.symbolic_trace(_Relu())
+    before = state(gm)
+    with pytest.raises(PassFailedError, match="node %_identity has an argument the generated code cannot spell"):
+        Pipeline(["add_extra"], registry=reg).run(gm, [torch.randn(4)])
+    assert_same_state(before, state(gm))
+
+
+@pytest.mark.parametrize("value", _WRITABLE.values(), ids=_WRITABLE.keys())
+def test_arguments_fx_writes_back_pass_lint_and_run(value):
+    reg = Registry(autoload=False)
+    reg.register(_with_extra(value))
+    gm = torch.fx.symbolic_trace(_Relu())
+    x = torch.randn(4)
+    report = Pipeline(["add_extra"], registry=reg).run(gm, [x])
+    assert report["add_extra"].changed
+    (node,) = gm.graph.find_nodes(op="call_function", target=_identity)
+    assert node.kwargs["extra"] == value or value != value  # nan-safe
+    torch.testing.assert_close(gm(x), torch.relu(x) + 1)
+
+
+def test_a_value_the_node_already_held_is_not_blamed_when_the_pass_rewires_it():
+    """Replacing an input of a node rebuilds its arguments; a tensor literal it already held
+    is still the input graph's, not the pass's."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    r = g.call_function(torch.relu, (x,))
+    literal = torch.ones(1)
+    g.output(g.call_function(torch.add, (r, literal)))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    reg = Registry(autoload=False)
+    reg.register(WrongRelu)
+    report = Pipeline(["wrong_relu"], registry=reg).run(gm, [torch.randn(3)])
+    assert report["wrong_relu"].changed
+    (add,) = gm.graph.find_nodes(op="call_function", target=torch.add)
+    assert add.args[0] is x and add.args[1] is literal
