@@ -444,13 +444,12 @@ class Pipeline:
                         # nothing runs before a restore, which works that out itself.
                         snap.pass_done()
                     stage = "checking what the pass changed"
-                    try:
-                        hinted = bool(hint)
-                    except Exception as exc:  # e.g. an array: its truth value is ambiguous
+                    if not _is_truth_value(hint):  # e.g. "no", [1], an array, a tensor
                         raise VerificationError(
                             f"the pass returned {type(hint).__name__} {_short_repr(hint)}, not True "
-                            f"(changed), False (unchanged) or None (unknown): {type(exc).__name__}: {exc}"
-                        ) from exc
+                            "(changed), False (unchanged) or None (unknown)"
+                        )
+                    hinted = bool(hint)
                     changed = hinted or snap.changed()
                     if changed and step.cls.kind == "analysis":
                         what = (
@@ -732,6 +731,12 @@ def _holds(container: Any, value: Any) -> bool:
     if isinstance(container, slice):
         return any(_holds(c, value) for c in (container.start, container.stop, container.step))
     return False
+
+
+def _is_truth_value(hint: Any) -> bool:
+    """What a pass may return: None, a bool, a count (an int), or numpy's bool."""
+    t = type(hint)
+    return hint is None or isinstance(hint, int) or (t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"))
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

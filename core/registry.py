@@ -236,7 +236,9 @@ class Registry:
         self._passes: dict[str, PassInfo] = {}
         self._conflicts: dict[str, list[PassInfo]] = {}
         self._presets: dict[str, PresetInfo] = {}
-        self._muted: set[int] = set()  # ids of plugins whose instrumentation hooks raised
+        # plugins whose instrumentation hooks raised, by id (the objects are kept: a freed
+        # object's id could be given to a healthy one)
+        self._muted: dict[int, Any] = {}
         if autoload:
             self.load_entry_points()
             for problem in self.problems:
@@ -289,10 +291,11 @@ class Registry:
                 entry_point = rec.entry_point if rec.value else None
             else:  # an instrument given to Pipeline.run
                 label, version, entry_point = f"instrument {type(impl.plugin).__name__}", "", None
-            self._muted.add(id(impl.plugin))
+            if not self.strict:  # strict: an error each time, never silently skipped
+                self._muted[id(impl.plugin)] = impl.plugin
         err = PluginError(
-            f"its {hook_name} hook raised {type(exc).__name__}: {exc}; its instrumentation hooks are "
-            "skipped from now on",
+            f"its {hook_name} hook raised {type(exc).__name__}: {exc}"
+            + ("" if self.strict else "; its instrumentation hooks are skipped from now on"),
             distribution=label,
             version=version,
             entry_point=entry_point,
@@ -326,6 +329,13 @@ class Registry:
             names = {_norm(rec.distribution), _norm(rec.name)}
             builtin = _norm(rec.distribution) == BUILTIN_DISTRIBUTION
             self.plugins.append(rec)
+            if names & self.disable and names & self.enable:  # one plugin under two of its names
+                on, off = sorted(names & self.enable)[0], sorted(names & self.disable)[0]
+                raise ConfigError(
+                    f"plugin {rec.distribution!r} (entry point {rec.name!r}) is both enabled (as {on!r}: "
+                    f"`enable` in the [plugins] config section, or -p {on}) and disabled (as {off!r}: "
+                    f"`disable`, or -p no:{off}): name each plugin in only one of them"
+                )
             if names & self.disable:
                 rec.status = "disabled"
                 continue

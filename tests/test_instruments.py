@@ -184,3 +184,41 @@ def test_an_instrument_that_raises_is_an_error_with_a_strict_registry():
         assert isinstance(exc.__cause__, ValueError)
     else:
         raise AssertionError("no PluginError")
+
+
+class _Healthy:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @fxpasses.hookimpl
+    def fxpasses_after_pass(self, pass_name, gm, ctx, report):
+        self.calls.append(pass_name)
+
+
+def test_a_muted_instrument_never_silences_a_later_healthy_one(recwarn):
+    """Broken instruments are skipped by identity; a freed one's id can be given to a new
+    object, which must still be called."""
+    import gc
+
+    reg = fxpasses.Registry()
+    pipe = Pipeline.from_string("remove_dropout", registry=reg)
+    for _ in range(20):
+        pipe.run(torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=[_Broken()])
+        gc.collect()
+        healthy = _Healthy()
+        pipe.run(torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=[healthy])
+        assert healthy.calls == ["remove_dropout"]
+
+
+def test_strict_reports_a_broken_instrument_every_time():
+    reg = fxpasses.Registry(strict=True)
+    broken = _Broken()
+    reg.register_plugin(broken, name="broken")
+    pipe = Pipeline.from_string("remove_dropout", registry=reg)
+    for _ in range(2):
+        try:
+            pipe.run(torch.fx.symbolic_trace(Net()), [torch.ones(2)])
+        except fxpasses.errors.PluginError as exc:
+            assert "its fxpasses_after_pass hook raised ValueError" in str(exc) and "skipped" not in str(exc)
+        else:
+            raise AssertionError("no PluginError")

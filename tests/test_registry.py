@@ -250,6 +250,19 @@ def test_a_plugin_both_enabled_and_disabled_is_an_error_naming_it(enable, disabl
     assert f"plugins: plugin {name!r} is both enabled" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "enable, disable", [(["example"], ["fxpasses-example-passes"]), (["fxpasses_example_passes"], ["example"])]
+)
+def test_a_plugin_enabled_and_disabled_under_its_two_names_is_an_error(enable, disable):
+    """``-p`` takes a distribution or an entry-point name: one plugin named both ways is still
+    one plugin both enabled and disabled."""
+    with pytest.raises(ConfigError) as info:
+        Registry(enable=enable, disable=disable)
+    msg = str(info.value)
+    assert msg.startswith("plugin 'fxpasses-example-passes' (entry point 'example') is both enabled (as ")
+    assert "name each plugin in only one of them" in msg
+
+
 def test_unknown_pass_suggests_close_names_and_lists_plugins():
     reg = Registry()
     with pytest.raises(UnknownPassError) as info:

@@ -1132,3 +1132,23 @@ def test_a_value_the_node_already_held_is_not_blamed_when_the_pass_rewires_it():
     assert report["wrong_relu"].changed
     (add,) = gm.graph.find_nodes(op="call_function", target=torch.add)
     assert add.args[0] is x and add.args[1] is literal
+
+
+@pytest.mark.parametrize("value", ["no", [1], 1.5, object()], ids=["str", "list", "float", "object"])
+def test_a_run_that_returns_something_else_than_a_truth_value_fails(value):
+    reg = Registry(autoload=False)
+    reg.register(_odd_return(value))
+    gm = torch.fx.symbolic_trace(_Relu())
+    before = state(gm)
+    with pytest.raises(PassFailedError, match=r"the pass returned \w+ .*, not True \(changed\), False \(unchanged\) or None"):
+        Pipeline(["odd_return"], registry=reg).run(gm, [torch.randn(4)])
+    assert_same_state(before, state(gm))
+
+
+@pytest.mark.parametrize("value", [True, 3, np.bool_(True)], ids=["bool", "count", "numpy bool"])
+def test_a_run_may_return_a_bool_a_count_or_numpys_bool(value):
+    reg = Registry(autoload=False)
+    reg.register(_odd_return(value))
+    gm = torch.fx.symbolic_trace(_Relu())
+    report = Pipeline(["odd_return"], registry=reg).run(gm, [torch.randn(4)])
+    assert report["odd_return"].changed and report["odd_return"].status == "ok"
