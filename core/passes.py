@@ -290,8 +290,11 @@ class GraphPass(Pass):
     def run(self, gm: "torch.fx.GraphModule", ctx: "PassContext") -> bool | None:
         """Transform or analyse ``gm`` in place.
 
-        Return whether the graph changed, or ``None`` to let the runner find out by
-        comparing with its snapshot. Raising leaves the graph rolled back.
+        Return whether the graph changed (``True``/``False``, or a count of changes: any
+        ``int``), or ``None`` to let the runner find out by comparing with its snapshot.
+        Raising leaves the graph rolled back, and so does returning anything else (a string,
+        a list, a tensor): the pipeline fails the pass with a ``PassFailedError`` saying what
+        it returned.
         """
         raise NotImplementedError(f"{type(self).__name__}.run")
 
