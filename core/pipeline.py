@@ -341,7 +341,8 @@ class Pipeline:
         Raises:
             PassFailedError: a pass failed and ``on_error`` is ``rollback`` or ``raise``; with
                 ``rollback`` the graph is as it was before that pass.
-            UserError: ``gm`` is not a GraphModule, or numeric verification lacks inputs.
+            UserError: ``gm`` is not a GraphModule, ``example_inputs`` is not a list or tuple
+                (keyword inputs are not supported), or numeric verification lacks inputs.
         """
         if not isinstance(gm, torch.fx.GraphModule):
             raise UserError(f"Pipeline.run takes a torch.fx.GraphModule, got {type(gm).__name__}")
@@ -349,6 +350,14 @@ class Pipeline:
         needs_numeric = any((s.verify or self.verify) == "numeric" for s in steps)
         if needs_numeric and example_inputs is None:
             raise UserError("numeric verification needs example_inputs")
+        if example_inputs is not None and (
+            isinstance(example_inputs, (Mapping, str, bytes)) or not isinstance(example_inputs, Sequence)
+        ):
+            raise UserError(
+                f"example_inputs must be a list or tuple of the module's positional inputs, got "
+                f"{type(example_inputs).__name__} (keyword inputs are not supported: export the module "
+                "with positional inputs)"
+            )
         limit = rewrite_limit
         if limit is not None and not isinstance(limit, RewriteLimit):
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:

@@ -401,3 +401,12 @@ def test_issue5_case20_option_typo_names_field_suggestion_pass_and_origin(tmp_pa
     assert "invalid options for pass 'cse'" in msg
     assert "cse.skip_random_op: unknown option; did you mean 'skip_random_ops'?" in msg
     assert f"{tmp_path}/{where}" in msg
+
+
+@pytest.mark.parametrize("inputs", [{"x": torch.ones(3)}, torch.ones(3), "x"], ids=["dict", "tensor", "str"])
+def test_example_inputs_must_be_a_list_or_tuple_of_positional_inputs(inputs):
+    """A dict (keyword inputs), a lone tensor or a string would be iterated as if it were the
+    positional inputs: refused, saying what is expected."""
+    gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+    with pytest.raises(fxpasses.errors.UserError, match=r"example_inputs must be a list or tuple of the module's positional inputs, got (dict|Tensor|str)"):
+        Pipeline(["eliminate_dead_code"], verify="numeric").run(gm, inputs)
