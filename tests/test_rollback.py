@@ -1029,6 +1029,10 @@ def test_outputs_that_cannot_be_compared_are_the_users_error_not_the_pass():
         Pipeline(["wrong_relu"], registry=reg, verify="numeric").run(gm, [torch.randn(4, device="meta")])
     assert not isinstance(info.value, PassFailedError)
     assert_same_state(before, state(gm))
+    # the module runs the restored graph, not the code numeric verification compiled
+    assert gm.code == gm.graph.python_code("self").src
+    x = torch.randn(4)
+    torch.testing.assert_close(gm(x), torch.relu(x) + 1)
 
 
 def _identity(x, extra=None):
