@@ -458,8 +458,7 @@ class Pipeline:
                             f"the pass returned {type(hint).__name__} {_short_repr(hint)}, not True "
                             "(changed), False (unchanged) or None (unknown)"
                         )
-                    hinted = bool(hint)
-                    changed = hinted or snap.changed()
+                    changed = bool(hint) or snap.changed()
                     if changed and step.cls.kind == "analysis":
                         what = (
                             "the graph"
@@ -717,13 +716,10 @@ def _lint(gm: torch.fx.GraphModule, spelled: dict[Any, Any] | None = None, befor
 def _unchanged_since(before: Snapshot) -> Any:
     """A test: did ``node`` hold this very ``value`` among its arguments in the snapshot
     ``before`` the pass (so that it is the input graph's, not the pass's doing)?"""
-    recorded: dict[Any, Any] = {}
 
     def held(node: Any, value: Any) -> bool:
-        if not recorded:
-            recorded.update((rec[0], rec) for rec in before.nodes)
-        rec = recorded.get(node)
-        return rec is not None and _holds((rec[4], rec[5]), value)
+        arguments = before.arguments_of(node)
+        return arguments is not None and _holds(arguments, value)
 
     return held
 

@@ -78,6 +78,17 @@ class PluginRecord:
     def label(self) -> str:
         return f"{self.distribution} {self.version}"
 
+    @property
+    def names(self) -> set[str]:
+        """The names ``enable``/``disable``/``-p`` may call it by (distribution or entry
+        point), normalised."""
+        return {_norm(self.distribution), _norm(self.name)}
+
+    @property
+    def plugin_name(self) -> str:
+        """The name it is registered under in the pluggy plugin manager."""
+        return f"{self.distribution}:{self.name}"
+
 
 @dataclass(frozen=True)
 class PassInfo:
@@ -285,7 +296,7 @@ class Registry:
         if impl is None:
             label, version, entry_point = "an instrument", "", None
         else:
-            rec = next((r for r in self.plugins if f"{r.distribution}:{r.name}" == impl.plugin_name), None)
+            rec = next((r for r in self.plugins if r.plugin_name == impl.plugin_name), None)
             if rec is not None:
                 label, version = rec.distribution, rec.version
                 entry_point = rec.entry_point if rec.value else None
@@ -326,7 +337,7 @@ class Registry:
         for rec in discover():
             if (rec.distribution, rec.name) in loaded:
                 continue
-            names = {_norm(rec.distribution), _norm(rec.name)}
+            names = rec.names
             builtin = _norm(rec.distribution) == BUILTIN_DISTRIBUTION
             self.plugins.append(rec)
             if names & self.disable and names & self.enable:  # one plugin under two of its names
@@ -345,9 +356,7 @@ class Registry:
             self._load_record(rec)
         self._check_prefer()
         self._check_presets()
-        missing = self.enable - {
-            n for r in self.plugins for n in (_norm(r.distribution), _norm(r.name))
-        }
+        missing = self.enable - {n for r in self.plugins for n in r.names}
         if missing:
             # asked for by name: an error even without strict mode (as pytest's `-p NAME`)
             installed = sorted({r.distribution for r in self.plugins})
@@ -417,7 +426,7 @@ class Registry:
         return rec
 
     def _register_plugin_object(self, obj: Any, rec: PluginRecord) -> None:
-        plugin_name = f"{rec.distribution}:{rec.name}"
+        plugin_name = rec.plugin_name
         try:
             self._check_hookimpl_defaults(obj)
             self.pm.register(obj, name=plugin_name)
@@ -721,7 +730,7 @@ class Registry:
     # ------------------------------------------------------------------ entry points not loaded
 
     def _why_not_loaded(self, rec: PluginRecord) -> str:
-        disabled_by = sorted({_norm(rec.distribution), _norm(rec.name)} & self.disable)
+        disabled_by = sorted(rec.names & self.disable)
         if disabled_by:
             return f"disabled: `disable = [\"{disabled_by[0]}\"]` in the [plugins] config section or `-p no:{disabled_by[0]}`"
         return f"plugin autoloading is off: {AUTOLOAD_ENV}=1"
@@ -731,7 +740,7 @@ class Registry:
         labels = {}
         for r in self.plugins:
             if r.status == "disabled":
-                why = "disabled" if {_norm(r.distribution), _norm(r.name)} & self.disable else "autoload off"
+                why = "disabled" if r.names & self.disable else "autoload off"
                 labels.setdefault(r.label, f"{r.label} ({why})")
         return list(labels.values())
 

@@ -93,6 +93,7 @@ class Snapshot:
         "write_guard",
         "written",
         "unrestorable",
+        "_by_node",
     )
 
     def __init__(self, gm: torch.fx.GraphModule, *, copy_tensors: bool = False) -> None:
@@ -141,6 +142,7 @@ class Snapshot:
                 self.tensor_copies = {name: t.detach().clone() for name, t in tensors.items()}
                 self.tensor_layouts = list(map(torch.Tensor.detach, values))
         self.unrestorable: list[str] = []
+        self._by_node: dict[torch.fx.Node, tuple[Any, ...]] | None = None  # see arguments_of
 
     # -----------------------------------------------------------------------------------------
 
@@ -156,6 +158,14 @@ class Snapshot:
         runs the module: its runs write tensors too (restoring them bumps their versions),
         which must not be blamed on the pass."""
         self.written = self.modified_tensors()
+
+    def arguments_of(self, node: torch.fx.Node) -> tuple[Any, Any] | None:
+        """The ``(args, kwargs)`` objects ``node`` held when recorded (None: it was not in the
+        graph then)."""
+        if self._by_node is None:
+            self._by_node = {rec[0]: rec for rec in self.nodes}
+        rec = self._by_node.get(node)
+        return None if rec is None else (rec[4], rec[5])
 
     def changed(self) -> bool:
         """Whether the graph or the module tree differs from the recorded state."""
