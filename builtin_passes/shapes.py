@@ -89,6 +89,7 @@ from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from fxpasses import GraphPass, PassContext, PassOptions, UserError
+from fxpasses.errors import exception_line
 from fxpasses.effects import ASSERT, EffectAnalysis
 from fxpasses.verify import global_modes_kept
 
@@ -160,7 +161,7 @@ class PropagateShapes(GraphPass):
 
     def _fall_back(self, gm: torch.fx.GraphModule, fake_exc: Exception) -> int:
         """Real propagation after the fake one failed (``mode="auto"`` only)."""
-        why = f"fake tensor propagation failed ({_first_line(fake_exc)})"
+        why = f"fake tensor propagation failed ({exception_line(fake_exc)})"
         if self.options.mode == "fake":
             raise RuntimeError(why) from fake_exc
         if self._flat or any(isinstance(t, FakeTensor) for t in self._inputs):
@@ -169,7 +170,7 @@ class PropagateShapes(GraphPass):
         try:
             return _propagate_real(gm, self._inputs, keep_symbolic=self._symbolic is not None)
         except Exception as real_exc:
-            raise RuntimeError(f"{why} and real propagation failed ({_first_line(real_exc)})") from real_exc
+            raise RuntimeError(f"{why} and real propagation failed ({exception_line(real_exc)})") from real_exc
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -193,11 +194,6 @@ def _is_symbolic(value: Any) -> bool:
         except Exception:  # a tensor kind without sizes (sparse, nested): not symbolic here
             return False
     return False
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def _tensor_meta(value: Any) -> Any:

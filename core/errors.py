@@ -26,7 +26,15 @@ __all__ = [
     "PassFailedError",
     "VerificationError",
     "PluginWarning",
+    "exception_line",
 ]
+
+
+def exception_line(exc: BaseException) -> str:
+    """``"TypeName: first line of the message"``: an exception in one line, for a message
+    that quotes it."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 class FxPassesError(Exception):

@@ -14,7 +14,7 @@ import torch
 import torch.fx
 
 from .capture import DIALECTS, capture
-from .errors import UserError
+from .errors import UserError, exception_line
 from .report import RunReport
 
 __all__ = ["assert_preserves_outputs", "assert_graph_equal", "normalized_code"]
@@ -105,7 +105,7 @@ def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, a
     try:
         return call_isolated(gm, inputs, state)
     except Exception as exc:
-        what = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        what = exception_line(exc)
         if after is None:
             raise UserError(
                 f"the {dialect} capture of {type(module).__name__} does not run on {_label(k)}, before "
