@@ -281,7 +281,10 @@ class FuseConvBN(NodePass):
                 what = "graph inputs (placeholders)"
             else:  # computed in the graph, or a literal in the node's arguments
                 what = "computed in the graph" if loose else "not get_attr nodes"
-            named = f" (%{loose[0].name}{f' and {len(loose) - 1} more' if len(loose) > 1 else ''})" if loose else ""
+            named = ""
+            if loose:
+                more = f" and {len(loose) - 1} more" if len(loose) > 1 else ""
+                named = f" (%{loose[0].name}{more})"
             return ctx.skip(
                 node,
                 f"conv weights or BatchNorm parameters/statistics{named} are {what}, not constants: "
