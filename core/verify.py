@@ -189,7 +189,8 @@ class Comparison:
 
 
 def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: str = "output") -> Comparison:
-    """Compare nested outputs leaf by leaf: structure, dtype, shape, NaN positions, values.
+    """Compare nested outputs leaf by leaf: structure, dtype, shape, device, NaN positions,
+    values.
 
     Float values match when ``|actual - expected| <= atol + rtol * |expected|`` elementwise
     (see :func:`tolerances` for float16/bfloat16); infinities must be equal; other dtypes and
@@ -214,6 +215,8 @@ def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: 
                 return f"{p}: dtype changed from {e.dtype} to {a.dtype}"
             if a.shape != e.shape:
                 return f"{p}: shape changed from {tuple(e.shape)} to {tuple(a.shape)}"
+            if a.device != e.device:  # e.g. a folded constant made on the CPU for a GPU model
+                return f"{p}: device changed from {e.device} to {a.device}"
             if e.numel() == 0:
                 return ""
             if e.is_floating_point() or e.is_complex():

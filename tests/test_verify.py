@@ -109,6 +109,9 @@ def test_compare_outputs_structure_dtype_nan_and_python_values():
     assert "dtype changed from torch.int64 to torch.float32" in compare_outputs(torch.ones(1), torch.ones(1, dtype=torch.long), 1, 1).message
     assert "output[1]: expected 3, got 3.0" in compare_outputs((t, 3.0), (t, 3), 0, 0).message
     assert "output['k']" in compare_outputs({"k": torch.zeros(2)}, {"k": torch.ones(2)}, 0, 0).message
+    # a leaf on another device is a mismatch, not outputs that cannot be compared
+    moved = compare_outputs((t, torch.ones(2, device="meta")), (t, torch.ones(2)), 1, 1).message
+    assert moved == "output[1]: device changed from cpu to meta"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
