@@ -40,8 +40,13 @@ buffers are placeholders, so the example inputs include them: pass the inputs th
 returned), ``export`` (parameters as ``get_attr``; on a static graph, existing ``meta["val"]``
 is overwritten with values for the run's example inputs).
 
-Inputs: the run's example inputs (``ctx.example_inputs``: the positional inputs of ``gm``).
-Without them, in ``"fake"``/``"auto"`` mode, the placeholders' own values are used when every
+Inputs: the run's example inputs (``ctx.example_inputs``: the positional inputs of ``gm``, and
+``ctx.example_kwargs``: its keyword inputs). Keyword inputs are mapped to the graph's
+placeholders as ``gm(*example_inputs, **example_kwargs)`` would: for a graph with a pytree
+input spec (``torch.export``, e.g. a model exported with
+``torch.export.export(model, (), {"input_ids": ids, "attention_mask": mask})``) by torch's own
+flattening against that spec, for a plain graph by binding them to ``forward``'s parameters,
+which are the placeholders' targets (see :func:`fxpasses.inputs.placeholder_values`). Without them, in ``"fake"``/``"auto"`` mode, the placeholders' own values are used when every
 placeholder has one (``meta["val"]`` from ``torch.export``, ``meta["example_value"]`` from
 TorchDynamo).
 
@@ -91,6 +96,7 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from fxpasses import GraphPass, PassContext, PassOptions, UserError
 from fxpasses.errors import exception_line
 from fxpasses.effects import ASSERT, EffectAnalysis
+from fxpasses.inputs import placeholder_values
 from fxpasses.verify import global_modes_kept
 
 __all__ = ["PropagateShapes", "MissingExampleInputsError"]
@@ -118,13 +124,18 @@ class PropagateShapes(GraphPass):
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         mode = self.options.mode
         self._flat = False  # True: the inputs are the placeholders' values, not gm's inputs
+        self._recorded = False  # True: those values are the placeholders' recorded meta values
         recorded = [_placeholder_value(n) for n in gm.graph.find_nodes(op="placeholder")]
         # dynamic shapes: propagate the placeholders' symbolic values, in their fake mode
         self._symbolic: list[Any] | None = None
         if all(v is not None for v in recorded) and any(_is_symbolic(v) for v in recorded):
             self._symbolic = recorded
         if ctx.example_inputs is not None:
-            self._inputs = list(ctx.example_inputs)
+            if ctx.example_kwargs:
+                # keyword inputs: the value of each placeholder, flattened as gm's code would
+                self._inputs, self._flat = placeholder_values(gm, ctx.example_inputs, ctx.example_kwargs), True
+            else:
+                self._inputs = list(ctx.example_inputs)
             if mode == "real" and any(isinstance(t, FakeTensor) for t in self._inputs):
                 raise MissingExampleInputsError(
                     "pass 'propagate_shapes' (mode='real') needs real example inputs, "
@@ -132,19 +143,20 @@ class PropagateShapes(GraphPass):
                 )
             return
         if mode != "real" and all(v is not None for v in recorded):
-            self._inputs, self._flat = recorded, True
+            self._inputs, self._flat, self._recorded = recorded, True, True
             return
         why = "" if mode == "real" else " and not every placeholder has a recorded meta['val']"
         raise MissingExampleInputsError(
             f"pass 'propagate_shapes' (mode={mode!r}) needs example inputs: none were given{why}; "
-            "pass them as pipeline.run(gm, example_inputs=[...]) (for a TorchDynamo graph: the "
-            "inputs the capture returned, parameters included)"
+            "pass them as pipeline.run(gm, example_inputs=[...]) and, for keyword inputs, "
+            "example_kwargs={...} (for a TorchDynamo graph: the inputs the capture returned, "
+            "parameters included)"
         )
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
         keep_symbolic = self._symbolic is not None
         if self.options.mode == "real":
-            n, used = _propagate_real(gm, self._inputs, keep_symbolic=keep_symbolic), "real"
+            n, used = _propagate_real(gm, self._inputs, keep_symbolic=keep_symbolic, flat=self._flat), "real"
         else:
             try:
                 if self._symbolic is not None:
@@ -164,11 +176,11 @@ class PropagateShapes(GraphPass):
         why = f"fake tensor propagation failed ({exception_line(fake_exc)})"
         if self.options.mode == "fake":
             raise RuntimeError(why) from fake_exc
-        if self._flat or any(isinstance(t, FakeTensor) for t in self._inputs):
+        if self._recorded or any(isinstance(t, FakeTensor) for t in self._inputs):
             raise RuntimeError(f"{why} and real propagation needs real example inputs") from fake_exc
         log.info("propagate_shapes: %s; running the graph on the real example inputs", why)
         try:
-            return _propagate_real(gm, self._inputs, keep_symbolic=self._symbolic is not None)
+            return _propagate_real(gm, self._inputs, keep_symbolic=self._symbolic is not None, flat=self._flat)
         except Exception as real_exc:
             raise RuntimeError(f"{why} and real propagation failed ({exception_line(real_exc)})") from real_exc
 
@@ -357,8 +369,13 @@ class _RealProp(torch.fx.Interpreter):
         return result
 
 
-def _propagate_real(gm: torch.fx.GraphModule, inputs: Sequence[Any], *, keep_symbolic: bool = False) -> int:
+def _propagate_real(
+    gm: torch.fx.GraphModule, inputs: Sequence[Any], *, keep_symbolic: bool = False, flat: bool = False
+) -> int:
     """Execute ``gm`` on ``inputs`` without side effects on them or on its tensors.
+
+    ``flat``: ``inputs`` are the placeholders' values (:func:`fxpasses.inputs.placeholder_values`),
+    not ``gm``'s positional inputs to be flattened by its code generator.
 
     Buffers, plain tensor attributes and inputs are run on copies; parameters too when the
     graph may write them (:meth:`fxpasses.effects.EffectAnalysis.mutated_attributes`, and
@@ -387,5 +404,5 @@ def _propagate_real(gm: torch.fx.GraphModule, inputs: Sequence[Any], *, keep_sym
         torch.random.fork_rng(devices=devices),
         torch.no_grad(),
     ):
-        prop.run(*args)
+        prop.run(*args, enable_io_processing=not flat)
     return prop.annotated

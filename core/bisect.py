@@ -20,12 +20,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.fx
 
 from .errors import PassFailedError, UserError
+from .inputs import check_accepted, check_example_inputs
 from .pipeline import Pipeline, Plan, _gc_paused, _run_module
 from .verify import TensorState, compare_outputs
 from .rewrites import RewriteLimit, RewriteRecord
@@ -128,8 +129,9 @@ def _variant(pipeline: Pipeline, verify: str, on_error: str) -> Pipeline:
 def bisect(
     pipeline: Pipeline,
     gm: torch.fx.GraphModule,
-    example_inputs: Sequence[Any],
+    example_inputs: Sequence[Any] | None,
     *,
+    example_kwargs: Mapping[str, Any] | None = None,
     atol: float | None = None,
     rtol: float | None = None,
     log: Callable[[str], None] | None = None,
@@ -137,13 +139,18 @@ def bisect(
     """Find the first pass, then the first rewrite in it, after which ``gm``'s outputs change.
 
     ``gm`` is left as it was (restored from a snapshot). ``atol``/``rtol`` default to the
-    pipeline's. ``log`` receives one line per run.
+    pipeline's. ``log`` receives one line per run. ``example_inputs``/``example_kwargs``: the
+    positional and keyword inputs ``gm`` is called with (see :meth:`Pipeline.run`).
 
     Raises:
-        UserError: no example inputs, or a pass reports a user error.
+        UserError: no example inputs (neither positional nor keyword), inputs of the wrong
+            type or that the module does not take (see :meth:`Pipeline.run`), a module that
+            does not run on them, or a pass that reports a user error.
     """
+    example_inputs, example_kwargs = check_example_inputs(example_inputs, example_kwargs)
     if example_inputs is None:
-        raise UserError("bisect needs example inputs")
+        raise UserError("bisect needs example inputs (example_inputs or example_kwargs)")
+    check_accepted(gm, example_inputs, example_kwargs)
     atol = pipeline.atol if atol is None else float(atol)
     rtol = pipeline.rtol if rtol is None else float(rtol)
     say = log or (lambda _line: None)
@@ -151,7 +158,7 @@ def bisect(
     result = BisectResult("clean", steps=len(steps))
     with _gc_paused():
         state = TensorState(gm)
-        reference = _run_module(gm, example_inputs, state)
+        reference = _run_module(gm, example_inputs, state, example_kwargs)
         snap = Snapshot(gm, copy_tensors=True)
 
     def restore() -> None:
@@ -163,7 +170,7 @@ def bisect(
     verified.atol, verified.rtol = atol, rtol
     counter = RewriteLimit(None)
     try:
-        verified.run(gm, example_inputs, rewrite_limit=counter)
+        verified.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=counter)
         failure: PassFailedError | None = None
     except PassFailedError as exc:
         failure = exc
@@ -195,9 +202,10 @@ def bisect(
     def trial(n: int) -> Trial:
         limit = RewriteLimit(n)
         try:
-            trial_pipeline.run(gm, example_inputs, rewrite_limit=limit)
+            trial_pipeline.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=limit)
             with _gc_paused():
-                cmp = compare_outputs(_run_module(gm, example_inputs, TensorState(gm)), reference, atol, rtol)
+                actual = _run_module(gm, example_inputs, TensorState(gm), example_kwargs)
+                cmp = compare_outputs(actual, reference, atol, rtol)
             t = Trial(n, bool(cmp.message), cmp.message or f"outputs match (max abs error {cmp.max_abs:.3g})")
         except PassFailedError as exc:
             t = Trial(n, True, str(exc).splitlines()[0])

@@ -9,17 +9,23 @@ dialect            how
                    TorchDynamo hands a backend; parameters and buffers arrive as placeholders,
                    so the captured inputs are ``[*parameters_and_buffers, *inputs]`` in the
                    order of the graph's placeholders
-``export``         ``torch.export.export(model, inputs).module()``: ATen ops, parameters and
-                   buffers as ``get_attr``
+``export``         ``torch.export.export(model, inputs, kwargs).module()``: ATen ops,
+                   parameters and buffers as ``get_attr``
 =================  ==========================================================================
+
+Keyword inputs (``example_kwargs``): the ``symbolic_trace`` and ``export`` captures are called
+with them as the model is (``gm(*inputs, **kwargs)``: an exported module checks that it gets
+exactly the keywords it was exported with); TorchDynamo hands its backend every input
+positionally, so the ``dynamo`` capture's keyword inputs are among ``inputs`` and its
+``kwargs`` are empty.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 import torch.fx
@@ -32,11 +38,12 @@ __all__ = ["Captured", "capture", "DIALECTS"]
 
 @dataclass
 class Captured:
-    """A captured graph and the positional inputs it takes (``gm(*inputs)``)."""
+    """A captured graph and the inputs it takes: ``gm(*inputs, **kwargs)``."""
 
     gm: torch.fx.GraphModule
     inputs: list[Any]
     dialect: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def _short(exc: BaseException, max_lines: int = 6) -> str:
@@ -51,14 +58,26 @@ def _short(exc: BaseException, max_lines: int = 6) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def capture(model: torch.nn.Module, example_inputs: Sequence[Any], dialect: str) -> Captured:
-    """Capture ``model`` called on ``example_inputs`` in ``dialect`` (see the module doc).
+def capture(
+    model: torch.nn.Module,
+    example_inputs: Sequence[Any] | None,
+    dialect: str,
+    example_kwargs: Mapping[str, Any] | None = None,
+) -> Captured:
+    """Capture ``model`` called as ``model(*example_inputs, **example_kwargs)`` in ``dialect``
+    (see the module doc).
 
     Raises:
-        UserError: an unknown dialect, or the capture failed (the message names the dialect
-            and keeps the original error as ``__cause__``).
+        UserError: an unknown dialect, example inputs of the wrong type (see
+            :func:`fxpasses.inputs.check_example_inputs`), or the capture failed (the message
+            names the dialect and keeps the original error as ``__cause__``).
     """
-    inputs = tuple(example_inputs)
+    from .inputs import check_example_inputs
+
+    if isinstance(example_inputs, (Mapping, str, bytes)):
+        check_example_inputs(example_inputs, None)  # refused, a dict pointing at example_kwargs
+    kwargs = check_example_inputs(None, example_kwargs)[1] or {}
+    inputs = tuple(example_inputs or ())
     if dialect == "symbolic_trace":
         try:
             # as torch.fx.symbolic_trace, but recording each node's stack trace so that
@@ -69,16 +88,16 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], dialect: str)
             gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
         except Exception as exc:
             raise UserError(f"symbolic_trace could not trace {type(model).__name__}: {_short(exc)}") from exc
-        return Captured(gm, list(inputs), dialect)
+        return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "export":
         try:
             with _quiet_fake_tensor_log():
-                gm = torch.export.export(model, inputs).module()
+                gm = torch.export.export(model, inputs, kwargs or None).module()
         except Exception as exc:
             raise UserError(f"torch.export could not capture {type(model).__name__}: {_short(exc)}") from exc
-        return Captured(gm, list(inputs), dialect)
+        return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "dynamo":
-        return _capture_dynamo(model, inputs)
+        return _capture_dynamo(model, inputs, kwargs)
     raise UserError(f"unknown capture {dialect!r}; expected one of {', '.join(DIALECTS)}")
 
 
@@ -96,7 +115,7 @@ def _quiet_fake_tensor_log() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...]) -> Captured:
+def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Captured:
     import torch._dynamo
 
     graphs: list[tuple[torch.fx.GraphModule, list[Any]]] = []
@@ -114,7 +133,7 @@ def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...]) -> Captured
     for attempt in range(2):
         try:
             with _quiet_fake_tensor_log():
-                torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs)
+                torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs, **kwargs)
         except Exception as exc:
             raise UserError(
                 f"TorchDynamo could not capture {type(model).__name__} as one graph: {_short(exc)}"

@@ -523,7 +523,9 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
                 console.print(f"  {line}")
                 status.update(f"bisect: after {line}")
 
-        result = bisect(pipe, cap.gm, cap.inputs, atol=cfg.atol, rtol=cfg.rtol, log=log)
+        result = bisect(
+            pipe, cap.gm, cap.inputs, example_kwargs=cap.kwargs or None, atol=cfg.atol, rtol=cfg.rtol, log=log
+        )
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2, default=str))
     else:

@@ -26,6 +26,8 @@ A config is a mapping with these keys (all optional except where a command needs
     kwargs = {}
     capture = "export"         # symbolic_trace | dynamo | export
     inputs = [{shape = [1, 3, 32, 32], dtype = "float32"}]   # or "inputs.safetensors"
+    # keyword inputs: a table by keyword (keys 0, 1, ... are positional), like an inputs file
+    # inputs = {input_ids = {shape = [2, 16], dtype = "int64", high = 1000}, attention_mask = {...}}
     seed = 0
 
 Files: ``.toml`` (``pyproject.toml``: the ``[tool.fxpasses]`` table), ``.yaml``/``.yml``,
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal, Mapping, Union
@@ -137,15 +140,19 @@ class ModelConfig(_Strict):
     ``factory`` (``module:callable``) builds an ``nn.Module`` that is captured with
     ``capture``; ``graph`` instead names a graph file written by a reproducer
     (:mod:`fxpasses.reproducer`), loaded as it is. ``inputs`` is a list of input specs
-    (random tensors) or the path of a tensor file (``.safetensors`` or ``.pt``, tensors named
-    ``0``, ``1``, ...) holding the exact inputs. Paths are relative to the config file.
+    (random tensors, the positional inputs), a table of input specs by name (keys ``0``,
+    ``1``, ... are positional inputs, any other key is a keyword input: the model is called
+    ``model(*positional, **keywords)``, as ``torch.export.export(model, args, kwargs)`` calls
+    it), or the path of a tensor file (``.safetensors`` or ``.pt``) holding the exact inputs,
+    named the same way (tensors ``0``, ``1``, ... positional, others keyword inputs). Paths
+    are relative to the config file.
     """
 
     factory: str | None = Field(default=None, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$")
     graph: str | None = Field(default=None, min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     capture: Capture = "export"
-    inputs: Union[list[InputSpec], str] = Field(min_length=1)
+    inputs: Union[list[InputSpec], dict[str, InputSpec], str] = Field(min_length=1)
     seed: int = 0
     train: bool = False
 
@@ -156,6 +163,18 @@ class ModelConfig(_Strict):
         if self.graph is not None and self.kwargs:
             raise ValueError("`kwargs` are for a factory; a saved `graph` takes none")
         return self
+
+    @field_validator("inputs")
+    @classmethod
+    def _named_inputs(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            positional = sorted((k for k in v if re.fullmatch(r"[0-9]+", k)), key=int)
+            if [int(k) for k in positional] != list(range(len(positional))):
+                raise ValueError(
+                    "in a table of inputs, keys 0, 1, ... are the positional inputs and must have no "
+                    f"gaps (got {', '.join(positional)}); other keys are keyword inputs"
+                )
+        return v
 
 
 class Config(_Strict):

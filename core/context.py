@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import re
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import torch
 import torch.fx
@@ -39,7 +39,11 @@ class PassContext:
         dialect: ``"symbolic_trace"``, ``"dynamo"``, ``"export"`` or ``"unknown"``
             (see :func:`fxpasses.dialect.detect_dialect`).
         pass_name: the running pass's registry name.
-        example_inputs: the example inputs given to the run, or None.
+        example_inputs: the positional example inputs given to the run (``()`` when only
+            keyword inputs were given), or None.
+        example_kwargs: the keyword example inputs given to the run (a dict, as
+            ``torch.export.export(model, args, kwargs)`` takes them), or None. The module is
+            called ``gm(*example_inputs, **(example_kwargs or {}))``.
         node: the node being visited by a hook (None outside hooks).
         counters: the pass's own counters (``collections.Counter``), shown in the report.
         skipped: ``(node name, reason)`` for every node the pass declined, shown in the report.
@@ -53,6 +57,7 @@ class PassContext:
         pass_name: str,
         dialect: str,
         example_inputs: Sequence[Any] | None = None,
+        example_kwargs: Mapping[str, Any] | None = None,
         analyses: dict[str, Any] | None = None,
     ) -> None:
         self.gm = gm
@@ -60,6 +65,7 @@ class PassContext:
         self.pass_name = pass_name
         self.dialect = dialect
         self.example_inputs = example_inputs
+        self.example_kwargs = example_kwargs
         self.node: Node | None = None
         self.counters: collections.Counter[str] = collections.Counter()
         self.skipped: list[tuple[str, str]] = []

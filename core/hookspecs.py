@@ -72,7 +72,7 @@ def fxpasses_before_pass(pass_name: str, gm: "torch.fx.GraphModule", ctx: "PassC
 
     :param pass_name: the registry name of the pass about to run.
     :param gm: the GraphModule, before the pass (do not modify it).
-    :param ctx: the pass's context (``ctx.dialect``, ``ctx.example_inputs``).
+    :param ctx: the pass's context (``ctx.dialect``, ``ctx.example_inputs``, ``ctx.example_kwargs``).
     """
 
 

@@ -3,7 +3,9 @@
 1. Build the model from ``[model] factory`` (``module:callable``; the module is looked up next to
    the config file first), in eval mode unless ``train = true``.
 2. Make the example inputs from ``[model] inputs`` (seeded by ``[model] seed``), or read them
-   from the tensor file it names.
+   from the tensor file it names: positional inputs, and keyword inputs when it is a table
+   with keyword names (or the file holds tensors named other than ``0``, ``1``, ...). The
+   model is called ``model(*positional, **keywords)``.
 3. Capture it (``symbolic_trace``, ``dynamo`` or ``export``). With ``[model] graph`` (a graph
    saved by a reproducer, :mod:`fxpasses.reproducer`) steps 1 and 3 are replaced by loading it.
 4. Run the pipeline over the captured graph.
@@ -38,7 +40,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -57,7 +59,9 @@ __all__ = [
     "prepare_model",
     "load_factory",
     "make_inputs",
+    "make_example_inputs",
     "load_model_inputs",
+    "load_model_example_inputs",
     "default_config",
     "DEFAULT_PRESET",
 ]
@@ -204,35 +208,54 @@ def make_inputs(specs: Sequence[InputSpec], seed: int = 0) -> list[torch.Tensor]
         ConfigError: an input would take more than 16 GiB, or ``high <= low`` for integers.
     """
     gen = torch.Generator().manual_seed(seed)
-    out = []
-    for i, s in enumerate(specs):
-        dtype = _DTYPES[s.dtype]
-        shape = tuple(s.shape)
-        numel = math.prod(shape)
-        if numel * torch.empty((), dtype=dtype).element_size() > _MAX_INPUT_BYTES:
-            raise ConfigError(
-                f"input {i} of shape {list(shape)} ({s.dtype}) would take "
-                f"{numel * torch.empty((), dtype=dtype).element_size() / 2**30:.1f} GiB; "
-                f"the limit is {_MAX_INPUT_BYTES / 2**30:.0f} GiB",
-                source="[model] inputs",
-            )
-        if dtype == torch.bool:
-            t = torch.randint(0, 2, shape, generator=gen).bool()
-        elif dtype.is_floating_point:
-            if s.low is not None or s.high is not None:
-                lo = 0.0 if s.low is None else s.low
-                hi = 1.0 if s.high is None else s.high
-                t = (torch.rand(shape, generator=gen) * (hi - lo) + lo).to(dtype)
-            else:
-                t = torch.randn(shape, generator=gen).to(dtype)
-        else:
-            lo = 0 if s.low is None else int(s.low)
-            hi = 10 if s.high is None else int(s.high)
-            if hi <= lo:
-                raise ConfigError(f"input high ({hi}) must be greater than low ({lo})", source="[model] inputs")
-            t = torch.randint(lo, hi, shape, generator=gen, dtype=dtype)
-        out.append(t)
-    return out
+    return [_random_input(str(i), s, gen) for i, s in enumerate(specs)]
+
+
+def make_example_inputs(
+    specs: Sequence[InputSpec] | Mapping[str, InputSpec], seed: int = 0
+) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    """``(positional, keywords)``: random tensors for ``[model] inputs``, a list of specs
+    (positional inputs) or a table of specs by name (keys ``0``, ``1``, ... positional, other
+    keys keyword inputs), drawn in the order given from one generator seeded with ``seed``.
+
+    Raises:
+        ConfigError: as :func:`make_inputs`.
+    """
+    if not isinstance(specs, Mapping):
+        return make_inputs(specs, seed), {}
+    gen = torch.Generator().manual_seed(seed)
+    made = {}
+    for name, s in specs.items():
+        made[name] = _random_input(name if re.fullmatch(r"[0-9]+", name) else repr(name), s, gen)
+    positional = sorted((k for k in made if re.fullmatch(r"[0-9]+", k)), key=int)
+    return [made[k] for k in positional], {k: v for k, v in made.items() if k not in positional}
+
+
+def _random_input(label: str, s: InputSpec, gen: torch.Generator) -> torch.Tensor:
+    """One random tensor for the spec ``s`` of input ``label``, drawn from ``gen``."""
+    dtype = _DTYPES[s.dtype]
+    shape = tuple(s.shape)
+    numel = math.prod(shape)
+    if numel * torch.empty((), dtype=dtype).element_size() > _MAX_INPUT_BYTES:
+        raise ConfigError(
+            f"input {label} of shape {list(shape)} ({s.dtype}) would take "
+            f"{numel * torch.empty((), dtype=dtype).element_size() / 2**30:.1f} GiB; "
+            f"the limit is {_MAX_INPUT_BYTES / 2**30:.0f} GiB",
+            source="[model] inputs",
+        )
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    if dtype.is_floating_point:
+        if s.low is not None or s.high is not None:
+            lo = 0.0 if s.low is None else s.low
+            hi = 1.0 if s.high is None else s.high
+            return (torch.rand(shape, generator=gen) * (hi - lo) + lo).to(dtype)
+        return torch.randn(shape, generator=gen).to(dtype)
+    lo = 0 if s.low is None else int(s.low)
+    hi = 10 if s.high is None else int(s.high)
+    if hi <= lo:
+        raise ConfigError(f"input high ({hi}) must be greater than low ({lo})", source="[model] inputs")
+    return torch.randint(lo, hi, shape, generator=gen, dtype=dtype)
 
 
 def _build_model(mc: ModelConfig, base_dir: Path | None) -> torch.nn.Module:
@@ -265,18 +288,43 @@ class PreparedModel:
 
 
 def load_model_inputs(mc: ModelConfig, base_dir: Path | None) -> list[torch.Tensor]:
-    """``[model] inputs``: random tensors from specs, or the tensors of an inputs file."""
+    """``[model] inputs``, positional ones only: random tensors from specs, or the tensors of
+    an inputs file.
+
+    Raises:
+        ConfigError: bad inputs (see :func:`load_model_example_inputs`), or keyword inputs.
+    """
+    args, kwargs = load_model_example_inputs(mc, base_dir)
+    if kwargs:
+        raise ConfigError(
+            f"keyword inputs ({', '.join(sorted(kwargs))}) need load_model_example_inputs", source="[model] inputs"
+        )
+    return args
+
+
+def load_model_example_inputs(
+    mc: ModelConfig, base_dir: Path | None
+) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    """``[model] inputs`` as ``(positional, keywords)``: random tensors from a list or table of
+    specs (:func:`make_example_inputs`), or the tensors of an inputs file
+    (:func:`fxpasses.reproducer.load_example_inputs`: named ``0``, ``1``, ... positional, other
+    names keyword inputs).
+
+    Raises:
+        ConfigError: the file cannot be read or names its positional tensors with gaps; an
+            input too large, or integer bounds ``high <= low``.
+    """
     if isinstance(mc.inputs, str):
-        from .reproducer import load_inputs
+        from .reproducer import load_example_inputs
 
         path = Path(mc.inputs)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
-            return load_inputs(path)
+            return load_example_inputs(path)
         except ConfigError as exc:
             raise ConfigError(str(exc), source="[model] inputs") from None
-    return make_inputs(mc.inputs, mc.seed)
+    return make_example_inputs(mc.inputs, mc.seed)
 
 
 def prepare_model(cfg: Config) -> PreparedModel:
@@ -297,14 +345,15 @@ def prepare_model(cfg: Config) -> PreparedModel:
         path = Path(mc.graph)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        inputs = load_model_inputs(mc, base_dir)
+        inputs, kwargs = load_model_example_inputs(mc, base_dir)
         t0 = time.perf_counter()
         gm = load_graph(path)
-        return PreparedModel(Captured(gm, inputs, detect_dialect(gm)), str(mc.graph), time.perf_counter() - t0)
+        captured = Captured(gm, inputs, detect_dialect(gm), kwargs)
+        return PreparedModel(captured, str(mc.graph), time.perf_counter() - t0)
     model = _build_model(mc, base_dir)
-    inputs = load_model_inputs(mc, base_dir)
+    inputs, kwargs = load_model_example_inputs(mc, base_dir)
     t0 = time.perf_counter()
-    cap = capture(model, inputs, mc.capture)
+    cap = capture(model, inputs, mc.capture, kwargs)
     return PreparedModel(cap, str(mc.factory), time.perf_counter() - t0)
 
 
@@ -380,21 +429,23 @@ def run_job(
     # compare like for like; timing runs in between do not leak into the comparison.
     state = TensorState(gm)
     try:
-        expected = call_isolated(gm, cap.inputs, state)
+        expected = call_isolated(gm, cap.inputs, state, cap.kwargs)
     except Exception as exc:
         what = "[model] graph" if mc.graph is not None else "the captured model"
         raise ConfigError(
             f"{what} does not run on the given inputs: {type(exc).__name__}: {exc}", source="[model] inputs"
         ) from exc
-    before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs)), repeat)
+    before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
-    report = pipeline.run(gm, cap.inputs, instruments=instruments, rewrite_limit=rewrite_limit)
+    report = pipeline.run(
+        gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
+    )
     state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
-    actual = call_isolated(gm, cap.inputs, state)
+    actual = call_isolated(gm, cap.inputs, state, cap.kwargs)
     cmp = compare_outputs(actual, expected, cfg.atol, cfg.rtol)
     if cmp.message:
         raise VerificationError(f"the optimized model's outputs differ from the original: {cmp.message}")
-    after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs)), repeat)
+    after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
     result = JobResult(
         report=report,
@@ -406,7 +457,8 @@ def run_job(
         pipeline=f"preset {cfg.preset}" if cfg.preset is not None else pipeline.plan().as_pipeline_string(),
     )
     if save and out_dir is not None:
-        result.saved = _save(gm, cap.inputs, cap.dialect if mc.graph is None else "graph", out_dir, expected, cfg, state)
+        kind = cap.dialect if mc.graph is None else "graph"
+        result.saved = _save(gm, cap.inputs, kind, out_dir, expected, cfg, state, cap.kwargs)
         (out_dir / "report.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
         result.saved.append(out_dir / "report.json")
     return result
@@ -452,8 +504,10 @@ def _save(
     expected: Any,
     cfg: Config,
     state: TensorState,
+    kwargs: dict[str, Any] | None = None,
 ) -> list[Path]:
-    """Write the optimized model (see the module doc); check that what is written reads back."""
+    """Write the optimized model (see the module doc); check that what is written reads back.
+    ``kwargs``: the keyword inputs the model is called with (re-exported with them)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -461,11 +515,11 @@ def _save(
     if capture_kind == "export":
         path = out_dir / "model.pt2"
         state.restore()
-        ep = torch.export.export(gm, tuple(clone_outputs(inputs)))
+        ep = torch.export.export(gm, tuple(clone_outputs(inputs)), clone_outputs(dict(kwargs)) if kwargs else None)
         state.restore()
         torch.export.save(ep, str(path))
         loaded = torch.export.load(str(path)).module()
-        _check_read_back(loaded, inputs, expected, cfg, f"{path} read back with torch.export.load")
+        _check_read_back(loaded, inputs, expected, cfg, f"{path} read back with torch.export.load", kwargs)
         return [path]
     # torch.fx's own writer: a module.py with imports and a class, plus state_dict.pt;
     # `import <out_dir>.module` (or run module.py's class) gives the module back.
@@ -483,13 +537,20 @@ def _save(
         path = out_dir / "inputs.pt"
         torch.save([t.detach() if isinstance(t, torch.Tensor) else t for t in inputs], path)
         saved.append(path)
-    _check_read_back(load_folder(folder), inputs, expected, cfg, f"{folder / 'module.py'} read back")
+    _check_read_back(load_folder(folder), inputs, expected, cfg, f"{folder / 'module.py'} read back", kwargs)
     return saved
 
 
-def _check_read_back(loaded: torch.nn.Module, inputs: list[Any], expected: Any, cfg: Config, what: str) -> None:
+def _check_read_back(
+    loaded: torch.nn.Module,
+    inputs: list[Any],
+    expected: Any,
+    cfg: Config,
+    what: str,
+    kwargs: dict[str, Any] | None = None,
+) -> None:
     """Raise a VerificationError when the saved module, read back, gives other outputs."""
-    cmp = compare_outputs(call_isolated(loaded, inputs, TensorState(loaded)), expected, cfg.atol, cfg.rtol)
+    cmp = compare_outputs(call_isolated(loaded, inputs, TensorState(loaded), kwargs), expected, cfg.atol, cfg.rtol)
     if cmp.message:
         raise VerificationError(f"{what} gives other outputs: {cmp.message}")
 

@@ -35,6 +35,7 @@ from .config import Config, PassEntryConfig, find_pyproject, load_config_file, p
 from .context import PassContext
 from .dialect import detect_dialect
 from .errors import ConfigError, OptionsError, PassFailedError, UserError, VerificationError
+from .inputs import check_accepted, check_example_inputs
 from .lint import lint_passes, unspellable_argument
 from .ordering import Item, order
 from .passes import Pass, validate_pass_class
@@ -324,15 +325,23 @@ class Pipeline:
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any] | None = None,
         *,
+        example_kwargs: Mapping[str, Any] | None = None,
         instruments: Sequence[Any] = (),
         rewrite_limit: "int | RewriteLimit | None" = None,
     ) -> RunReport:
         """Run the pipeline over ``gm`` in place and return the report.
 
-        ``example_inputs`` (positional inputs of ``gm``) are needed for ``verify="numeric"``
-        and by passes that evaluate the graph (``propagate_shapes``). ``instruments`` are
-        pluggy plugins (``@fxpasses.hookimpl`` methods for ``fxpasses_before_pass`` etc., e.g.
-        :class:`fxpasses.instruments.PrintChanged`) active for this run only.
+        ``example_inputs`` (positional inputs of ``gm``, a list or tuple) and ``example_kwargs``
+        (its keyword inputs, a mapping, as ``torch.export.export(model, args, kwargs)`` takes
+        them) are needed for ``verify="numeric"`` and by passes that evaluate the graph
+        (``propagate_shapes``): the module is called ``gm(*example_inputs, **example_kwargs)``.
+        Give the keywords a module was exported with as ``example_kwargs``: its code flattens
+        ``(args, kwargs)`` against the exported input spec. Passes see them as
+        ``ctx.example_inputs`` (``()`` when only keywords are given) and ``ctx.example_kwargs``.
+
+        ``instruments`` are pluggy plugins (``@fxpasses.hookimpl`` methods for
+        ``fxpasses_before_pass`` etc., e.g. :class:`fxpasses.instruments.PrintChanged`) active
+        for this run only.
         ``rewrite_limit=N`` applies only the first ``N`` rewrites of the run (see
         :mod:`fxpasses.rewrites`); each pass report then gives its ``rewrites`` and whether
         the limit ``cut_off`` the pass. A :class:`~fxpasses.rewrites.RewriteLimit` object
@@ -341,23 +350,22 @@ class Pipeline:
         Raises:
             PassFailedError: a pass failed and ``on_error`` is ``rollback`` or ``raise``; with
                 ``rollback`` the graph is as it was before that pass.
-            UserError: ``gm`` is not a GraphModule, ``example_inputs`` is not a list or tuple
-                (keyword inputs are not supported), or numeric verification lacks inputs.
+            UserError (before any pass runs): ``gm`` is not a GraphModule; ``example_inputs``
+                is not a list or tuple (a dict: the message points at ``example_kwargs=``);
+                ``example_kwargs`` is not a mapping with ``str`` keys; the module does not take
+                these keywords, or misses keywords it was exported with (see
+                :func:`fxpasses.inputs.check_accepted`); numeric verification lacks inputs; or,
+                with numeric verification, the module does not run on the example inputs.
         """
         if not isinstance(gm, torch.fx.GraphModule):
             raise UserError(f"Pipeline.run takes a torch.fx.GraphModule, got {type(gm).__name__}")
         steps = self._plan.steps
         needs_numeric = any((s.verify or self.verify) == "numeric" for s in steps)
+        example_inputs, example_kwargs = check_example_inputs(example_inputs, example_kwargs)
         if needs_numeric and example_inputs is None:
-            raise UserError("numeric verification needs example_inputs")
-        if example_inputs is not None and (
-            isinstance(example_inputs, (Mapping, str, bytes)) or not isinstance(example_inputs, Sequence)
-        ):
-            raise UserError(
-                f"example_inputs must be a list or tuple of the module's positional inputs, got "
-                f"{type(example_inputs).__name__} (keyword inputs are not supported: export the module "
-                "with positional inputs)"
-            )
+            raise UserError("numeric verification needs example_inputs (positional) or example_kwargs (keyword)")
+        if example_inputs is not None:
+            check_accepted(gm, example_inputs, example_kwargs)
         limit = rewrite_limit
         if limit is not None and not isinstance(limit, RewriteLimit):
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
@@ -370,7 +378,7 @@ class Pipeline:
                 pm.register(inst)
                 registered.append(inst)
             with _gc_paused():
-                return self._run(gm, example_inputs, steps, needs_numeric, limit)
+                return self._run(gm, example_inputs, example_kwargs, steps, needs_numeric, limit)
         finally:
             for inst in registered:
                 pm.unregister(inst)
@@ -379,6 +387,7 @@ class Pipeline:
         self,
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any] | None,
+        example_kwargs: dict[str, Any] | None,
         steps: list[PlanStep],
         needs_numeric: bool,
         limit: RewriteLimit | None = None,
@@ -389,7 +398,7 @@ class Pipeline:
             dialect=dialect, nodes_before=len(gm.graph.nodes), verification=self.verify
         )
         state = TensorState(gm) if needs_numeric else None
-        reference = _run_module(gm, example_inputs, state) if state is not None else None
+        reference = _run_module(gm, example_inputs, state, example_kwargs) if state is not None else None
         notify = self.registry.call_instruments
         spelled: dict[Any, Any] = {}  # nodes whose arguments were found spellable (see _lint)
         analyses: dict[str, Any] = {}
@@ -428,7 +437,12 @@ class Pipeline:
                 on_error = step.on_error or self.on_error
                 pass_ = step.cls(step.options)
                 ctx = PassContext(
-                    gm, pass_name=step.name, dialect=dialect, example_inputs=example_inputs, analyses=analyses
+                    gm,
+                    pass_name=step.name,
+                    dialect=dialect,
+                    example_inputs=example_inputs,
+                    example_kwargs=example_kwargs,
+                    analyses=analyses,
                 )
                 pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons))
                 snap = None  # free the previous pass's snapshot first (tensor copies: one set at a time)
@@ -479,7 +493,7 @@ class Pipeline:
                         try:
                             # from the module as the pass left it (it may have written
                             # weights), back to that after the call
-                            actual = call_isolated(gm, example_inputs, TensorState(gm))
+                            actual = call_isolated(gm, example_inputs, TensorState(gm), example_kwargs)
                         except Exception as exc:
                             raise VerificationError(
                                 f"the module no longer runs on the example inputs: {type(exc).__name__}: {exc}"
@@ -508,7 +522,9 @@ class Pipeline:
                     failure = self._failure(step.name, exc, snap, on_error, stage)
                     if isinstance(exc, _OutputsDiffer) and unchecked:
                         failure.notes.append(
-                            self._earlier_blame(gm, example_inputs, reference, unchecked, failure.rolled_back)
+                            self._earlier_blame(
+                                gm, example_inputs, example_kwargs, reference, unchecked, failure.rolled_back
+                            )
                         )
                     # rolled back: the compiled code may have been replaced; kept (raise): the
                     # broken graph is what the module should run, for debugging
@@ -578,6 +594,7 @@ class Pipeline:
         self,
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any] | None,
+        example_kwargs: Mapping[str, Any] | None,
         reference: Any,
         unchecked: list[str],
         rolled_back: bool,
@@ -588,7 +605,7 @@ class Pipeline:
         if rolled_back:
             gm.recompile()  # the module as it was before the failing pass
             try:
-                before = call_isolated(gm, example_inputs, TensorState(gm))
+                before = call_isolated(gm, example_inputs, TensorState(gm), example_kwargs)
             except Exception:  # noqa: BLE001 - a note only
                 before = None
             if before is not None:
@@ -757,26 +774,46 @@ def _add_note(exc: BaseException, note: str) -> None:
         exc.add_note(note)
 
 
-def _run_module(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: TensorState) -> Any:
-    """``gm(*inputs)`` like for like (see :func:`fxpasses.verify.call_isolated`); a module that
-    does not run on its example inputs is the user's error, named as such."""
+def _run_module(
+    gm: torch.nn.Module,
+    inputs: Sequence[Any] | None,
+    state: TensorState,
+    kwargs: Mapping[str, Any] | None = None,
+) -> Any:
+    """``gm(*inputs, **kwargs)`` like for like (see :func:`fxpasses.verify.call_isolated`).
+
+    Raises:
+        UserError: the module does not run on its example inputs (the user's error, named as
+            such, with the module's exception as ``__cause__``).
+    """
     try:
-        return call_isolated(gm, inputs, state)
+        return call_isolated(gm, inputs, state, kwargs)
     except Exception as exc:
-        raise UserError(
-            f"the module does not run on the example inputs: {type(exc).__name__}: {exc}"
-        ) from exc
+        what = "example inputs"
+        if kwargs:
+            what += " (keywords: " + ", ".join(map(repr, kwargs)) + ")"
+        raise UserError(f"the module does not run on the {what}: {type(exc).__name__}: {exc}") from exc
 
 
 def run(
     gm: torch.fx.GraphModule,
     pipeline: str | Sequence[EntryLike] | Pipeline,
     example_inputs: Sequence[Any] | None = None,
+    *,
+    example_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> RunReport:
-    """Run ``pipeline`` (a string, a list of entries or a :class:`Pipeline`) over ``gm``."""
+    """Run ``pipeline`` (a string, a list of entries or a :class:`Pipeline`) over ``gm``.
+
+    ``example_inputs``/``example_kwargs`` are the module's positional and keyword example
+    inputs (see :meth:`Pipeline.run`); the other keyword arguments are the
+    :class:`Pipeline`'s (``verify``, ``on_error``, ``atol``, ...), for a string or list.
+
+    Raises:
+        What :class:`Pipeline` raises at construction and :meth:`Pipeline.run` raises.
+    """
     if isinstance(pipeline, str):
         pipeline = Pipeline.from_string(pipeline, **kwargs)
     elif not isinstance(pipeline, Pipeline):
         pipeline = Pipeline(pipeline, **kwargs)
-    return pipeline.run(gm, example_inputs)
+    return pipeline.run(gm, example_inputs, example_kwargs=example_kwargs)

@@ -2,14 +2,15 @@
 
 Fixtures:
     ``fxpasses_registry``: a fresh :class:`fxpasses.Registry` loaded from the installed plugins.
-    ``fxpasses_run``: ``fxpasses_run(gm, pipeline, example_inputs=None, **options)`` runs a
-    pipeline string/list/Pipeline over ``gm`` with the test's registry and returns the report
-    (the same argument order as :func:`fxpasses.run`). With example inputs it verifies
-    numerically unless ``verify=`` says otherwise.
+    ``fxpasses_run``: ``fxpasses_run(gm, pipeline, example_inputs=None, *, example_kwargs=None,
+    **options)`` runs a pipeline string/list/Pipeline over ``gm`` with the test's registry and
+    returns the report (the same argument order as :func:`fxpasses.run`). With example inputs
+    (positional or keyword) it verifies numerically unless ``verify=`` says otherwise.
 
 Assertions (also importable from :mod:`fxpasses.testing`):
-    ``assert_preserves_outputs(pass_or_pipeline, module, example_inputs, atol=..., rtol=...,
-    dialects=("symbolic_trace", "dynamo", "export"))`` and ``assert_graph_equal(gm, expected)``.
+    ``assert_preserves_outputs(pass_or_pipeline, module, example_inputs, example_kwargs=None,
+    atol=..., rtol=..., dialects=("symbolic_trace", "dynamo", "export"))`` and
+    ``assert_graph_equal(gm, expected)``.
 
 This module is imported by every pytest run in an environment where fxpasses is installed, so
 it imports torch and fxpasses lazily, inside the fixtures.
@@ -53,7 +54,7 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
     """Run a pipeline (string, list of entries or Pipeline) over a GraphModule; returns the report."""
     from .pipeline import Pipeline
 
-    def run(gm: Any, pipeline: Any, example_inputs: Any = None, **options: Any) -> Any:
+    def run(gm: Any, pipeline: Any, example_inputs: Any = None, *, example_kwargs: Any = None, **options: Any) -> Any:
         import torch.fx
 
         if not isinstance(gm, torch.fx.GraphModule):
@@ -61,12 +62,12 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
                 f"fxpasses_run(gm, pipeline, example_inputs=None): gm must be a GraphModule, "
                 f"got {type(gm).__name__}"
             )
-        if example_inputs is not None:
+        if example_inputs is not None or example_kwargs is not None:
             options.setdefault("verify", "numeric")  # a test with inputs checks the outputs
         if isinstance(pipeline, str):
             pipeline = Pipeline.from_string(pipeline, registry=fxpasses_registry, **options)
         elif not isinstance(pipeline, Pipeline):
             pipeline = Pipeline(list(pipeline), registry=fxpasses_registry, **options)
-        return pipeline.run(gm, example_inputs)
+        return pipeline.run(gm, example_inputs, example_kwargs=example_kwargs)
 
     return run

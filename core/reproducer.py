@@ -15,7 +15,8 @@
 ``DIR/tensors.safetensors``   parameters, buffers and tensor attributes (``.pt`` written with
                               ``torch.save`` when safetensors is not installed or cannot hold
                               one of them; read back with ``weights_only=True``)
-``DIR/inputs.safetensors``    the example inputs, exactly (``.pt`` likewise)
+``DIR/inputs.safetensors``    the example inputs, exactly (``.pt`` likewise): positional ones
+                              named ``0``, ``1``, ..., keyword ones by their keyword
 ``DIR/error.txt``             the failure as reported
 ``DIR/README.md``             what failed and how to replay it
 ============================  ==================================================================
@@ -34,10 +35,11 @@ import importlib
 import importlib.util
 import json
 import math
+import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 import torch.fx
@@ -54,6 +56,7 @@ __all__ = [
     "save_tensors",
     "load_tensors",
     "load_inputs",
+    "load_example_inputs",
     "GraphBuilder",
 ]
 
@@ -109,14 +112,40 @@ def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
     return data
 
 
-def load_inputs(path: str | Path) -> list[torch.Tensor]:
-    """Example inputs saved by a reproducer: tensors named ``0``, ``1``, ... in order."""
+def load_example_inputs(path: str | Path) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    """Example inputs saved by a reproducer: ``(positional, keywords)``.
+
+    Tensors named ``0``, ``1``, ... are the positional inputs, in that order; every other
+    name is a keyword input of that name (``input_ids``, ``attention_mask``).
+
+    Raises:
+        ConfigError: the file cannot be read (see :func:`load_tensors`), or the positional
+            names are not ``0`` to ``n - 1``.
+    """
     data = load_tensors(path)
-    try:
-        keys = sorted(data, key=int)
-    except ValueError:
-        raise ConfigError(f"{path}: input tensors must be named 0, 1, 2, ...") from None
-    return [data[k] for k in keys]
+    positional = sorted((k for k in data if re.fullmatch(r"[0-9]+", k)), key=int)
+    if [int(k) for k in positional] != list(range(len(positional))):
+        raise ConfigError(
+            f"{path}: positional input tensors must be named 0, 1, 2, ... without gaps, got "
+            + ", ".join(positional)
+        )
+    keywords = {k: v for k, v in data.items() if not re.fullmatch(r"[0-9]+", k)}
+    return [data[k] for k in positional], keywords
+
+
+def load_inputs(path: str | Path) -> list[torch.Tensor]:
+    """Positional example inputs saved by a reproducer: tensors named ``0``, ``1``, ... in order.
+
+    Raises:
+        ConfigError: the file cannot be read, or it holds keyword inputs (tensors with other
+            names: read it with :func:`load_example_inputs`).
+    """
+    args, kwargs = load_example_inputs(path)
+    if kwargs:
+        raise ConfigError(
+            f"{path} holds keyword inputs ({', '.join(sorted(kwargs))}): read it with load_example_inputs"
+        )
+    return args
 
 
 # ------------------------------------------------------------------------------ naming things
@@ -638,6 +667,7 @@ def write_reproducer(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any] | None,
     *,
+    example_kwargs: Mapping[str, Any] | None = None,
     pipeline: Any,
     failed_step: int,
     error: BaseException,
@@ -646,10 +676,13 @@ def write_reproducer(
     """Write a reproducer of ``pipeline``'s failure at plan step ``failed_step`` (0-based).
 
     ``gm`` must be the graph as it was before that step (after a rollback). Returns the
-    config's path.
+    config's path. The inputs file holds ``example_inputs`` as tensors named ``0``, ``1``, ...
+    and ``example_kwargs`` by their keywords; the replay calls the graph with both.
 
     Raises:
-        ReproducerError: the graph cannot be written as code (see :func:`graph_source`).
+        ReproducerError: the graph cannot be written as code (see :func:`graph_source`), an
+            example input (positional or keyword) is not a tensor, or a keyword is all digits
+            (it would read back as a positional input).
     """
     directory = Path(directory)
     steps = pipeline.plan().steps
@@ -661,12 +694,18 @@ def write_reproducer(
     bad = [i for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)]
     if bad:
         raise ReproducerError(f"example input {bad[0]} is a {type(inputs[bad[0]]).__name__}, not a tensor")
+    keywords = dict(example_kwargs or {})
+    for key, value in keywords.items():
+        if not isinstance(value, torch.Tensor):
+            raise ReproducerError(f"keyword example input {key!r} is a {type(value).__name__}, not a tensor")
+        if re.fullmatch(r"[0-9]+", str(key)):
+            raise ReproducerError(f"keyword example input {key!r} would read back as positional input {key}")
     directory.mkdir(parents=True, exist_ok=True)
     tensor_path = save_tensors(tensors_stem, tensors)
     if tensor_path.name != "tensors.safetensors":
         src = src.replace("TENSORS = 'tensors.safetensors'", f"TENSORS = {tensor_path.name!r}")
     (directory / GRAPH_NAME).write_text(src)
-    input_path = save_tensors(directory / "inputs", {str(i): x for i, x in enumerate(inputs)})
+    input_path = save_tensors(directory / "inputs", {**{str(i): x for i, x in enumerate(inputs)}, **keywords})
     entries = []
     for i, s in enumerate(steps[failed_step:]):
         verify = s.verify or pipeline.verify
@@ -699,7 +738,8 @@ def write_reproducer(
         f"    fxpasses run {cfg_path}\n\n"
         "Files: `fxpasses.json` (the failing pass and the passes after it, in order), "
         f"`graph.py` (the graph before the pass, as code), `{tensor_path.name}` (parameters and "
-        f"buffers), `{input_path.name}` (the example inputs), `error.txt`.\n\n"
+        f"buffers), `{input_path.name}` (the example inputs: positional ones named 0, 1, ..., "
+        "keyword ones by their keyword), `error.txt`.\n\n"
         "Pass packages: " + (", ".join(versions) or "(built-in passes only)") + "\n"
     )
     return cfg_path
@@ -750,6 +790,7 @@ class ReproducerWriter:
         self.plugins = plugins
         self.step = -1
         self.inputs: Sequence[Any] | None = None
+        self.kwargs: Mapping[str, Any] | None = None
         self.written: Path | None = None
         self.error: str | None = None
         self.failed_pass: str | None = None
@@ -758,6 +799,7 @@ class ReproducerWriter:
     def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
         self.step += 1
         self.inputs = ctx.example_inputs
+        self.kwargs = ctx.example_kwargs
 
     @hookimpl
     def fxpasses_pass_failed(self, pass_name: str, gm: Any, error: Any) -> None:
@@ -772,6 +814,7 @@ class ReproducerWriter:
                 self.directory,
                 gm,
                 self.inputs,
+                example_kwargs=self.kwargs,
                 pipeline=self.pipeline,
                 failed_step=self.step,
                 error=error,

@@ -8,7 +8,7 @@ each captured graph and compares the outputs with those of the graph before the 
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 import torch.fx
@@ -36,22 +36,27 @@ def _as_pipeline(p: Any, registry: Any = None) -> Any:
 def assert_preserves_outputs(
     pass_or_pipeline: Any,
     module: torch.nn.Module,
-    example_inputs: Sequence[Any],
+    example_inputs: Sequence[Any] | None = None,
     *,
+    example_kwargs: Mapping[str, Any] | None = None,
     atol: float = 1e-5,
     rtol: float = 1e-5,
     dialects: Sequence[str] = DIALECTS,
     registry: Any = None,
     check_inputs: Sequence[Sequence[Any]] = (),
+    check_kwargs: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, tuple[torch.fx.GraphModule, RunReport]]:
     """Check that a pass (or pipeline) keeps ``module``'s outputs in every dialect.
 
-    For each dialect: capture ``module`` on ``example_inputs``, compute the captured graph's
-    outputs, run the pass over the graph, and compare (every call on fresh copies of the
-    inputs, with the module's tensors as captured and ``torch.manual_seed(0)``) (dtype, shape, NaN positions, values
-    within ``atol + rtol * |expected|``) on ``example_inputs`` and on every input tuple of
-    ``check_inputs``. ``pass_or_pipeline`` is a pass class or instance, a pipeline string, a
-    list of entries or a :class:`~fxpasses.Pipeline`.
+    For each dialect: capture ``module`` called as
+    ``module(*example_inputs, **example_kwargs)``, compute the captured graph's outputs, run
+    the pass over the graph (with the capture's inputs as the run's example inputs, keywords
+    included), and compare (every call on fresh copies of the inputs, with the module's
+    tensors as captured and ``torch.manual_seed(0)``) (dtype, shape, NaN positions, values
+    within ``atol + rtol * |expected|``) on the example inputs and on every further input set:
+    ``check_inputs[k]`` (positional) with ``check_kwargs[k]`` (keywords); when only one of the
+    two is given, the other's entries are empty. ``pass_or_pipeline`` is a pass class or
+    instance, a pipeline string, a list of entries or a :class:`~fxpasses.Pipeline`.
 
     Returns ``{dialect: (transformed GraphModule, RunReport)}``.
 
@@ -59,25 +64,32 @@ def assert_preserves_outputs(
         AssertionError: naming the pass, the dialect, the input set, the first differing
             output and its largest absolute error (or the error the module raises on that
             input set after the pass).
-        UserError: the captured module does not run on an input set before any pass (e.g.
-            ``check_inputs`` of another batch size than the capture was specialised to).
+        UserError: example inputs of the wrong type (``example_kwargs`` not a mapping with
+            ``str`` keys; see :meth:`fxpasses.Pipeline.run`), ``check_inputs`` and
+            ``check_kwargs`` of different lengths, a keyword in ``check_kwargs`` that
+            ``example_kwargs`` lacks (dynamo), a capture that fails, or a captured module
+            that does not run on an input set before any pass (e.g. ``check_inputs`` of
+            another batch size than the capture was specialised to).
     """
+    from .inputs import check_example_inputs
     from .verify import TensorState, compare_outputs
 
+    kwargs = check_example_inputs(None, example_kwargs)[1] or {}
+    checks = _check_sets(check_inputs, check_kwargs)
     pipeline = _as_pipeline(pass_or_pipeline, registry)
     results = {}
     for dialect in dialects:
         model = copy.deepcopy(module)
-        cap = capture(model, example_inputs, dialect)
+        cap = capture(model, example_inputs, dialect, kwargs)
         gm = cap.gm
-        extra = [_with_params(cap, dialect, inp, example_inputs) for inp in check_inputs]
-        sets = [cap.inputs, *extra]
+        extra = [_with_params(cap, dialect, inp, kw, example_inputs, kwargs) for inp, kw in checks]
+        sets = [(cap.inputs, cap.kwargs), *extra]
         # Each call starts from the same state (fxpasses.verify.call_isolated): fresh copies
         # of the inputs, the module's tensors as captured, the same RNG seed. So modules that
         # write their inputs or buffers, or draw random numbers, compare like for like.
         state = TensorState(gm)
         before = [_call(gm, inp, state, module, dialect, k, None) for k, inp in enumerate(sets)]
-        report = pipeline.run(gm, cap.inputs)
+        report = pipeline.run(gm, cap.inputs, example_kwargs=cap.kwargs or None)
         state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
         after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
         for k, (a, b) in enumerate(zip(after, before)):
@@ -93,17 +105,40 @@ def assert_preserves_outputs(
     return results
 
 
+def _check_sets(
+    check_inputs: Sequence[Sequence[Any]], check_kwargs: Sequence[Mapping[str, Any]]
+) -> list[tuple[Sequence[Any], dict[str, Any]]]:
+    """``(positional, keywords)`` of each further input set (see assert_preserves_outputs)."""
+    from .inputs import check_example_inputs
+
+    check_inputs, check_kwargs = list(check_inputs), list(check_kwargs)
+    if check_inputs and check_kwargs and len(check_inputs) != len(check_kwargs):
+        raise UserError(
+            f"check_inputs ({len(check_inputs)} sets) and check_kwargs ({len(check_kwargs)} sets) must "
+            "have one entry per input set each"
+        )
+    n = max(len(check_inputs), len(check_kwargs))
+    sets = []
+    for k in range(n):
+        args = check_inputs[k] if check_inputs else ()
+        args, kw = check_example_inputs(args, check_kwargs[k] if check_kwargs else None, where=f"check_inputs[{k}]")
+        sets.append((args, kw or {}))
+    return sets
+
+
 def _label(k: int) -> str:
     return "example_inputs" if k == 0 else f"check_inputs[{k - 1}]"
 
 
 def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, after: Any) -> Any:
-    """``call_isolated(gm, inputs)``; a failure names the input set: before the pass (``after``
-    None) it is the test's inputs that the capture cannot take, after it the pass's doing."""
+    """``call_isolated(gm, *inputs)`` (``inputs``: positional and keyword inputs); a failure
+    names the input set: before the pass (``after`` None) it is the test's inputs that the
+    capture cannot take, after it the pass's doing."""
     from .verify import call_isolated
 
+    args, kwargs = inputs
     try:
-        return call_isolated(gm, inputs, state)
+        return call_isolated(gm, args, state, kwargs)
     except Exception as exc:
         what = exception_line(exc)
         if after is None:
@@ -119,18 +154,34 @@ def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, a
         ) from exc
 
 
-def _with_params(cap: Any, dialect: str, inputs: Sequence[Any], example_inputs: Sequence[Any]) -> list[Any]:
-    """Dynamo graphs also take the parameters and buffers as inputs, in the graph's own order:
-    keep the captured ones and put each new user input where the example input it stands
-    for was passed (dynamo hands the backend the caller's tensors themselves)."""
+def _with_params(
+    cap: Any,
+    dialect: str,
+    inputs: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    example_inputs: Sequence[Any] | None,
+    example_kwargs: Mapping[str, Any],
+) -> tuple[list[Any], dict[str, Any]]:
+    """A check input set as the capture takes it. Dynamo graphs also take the parameters and
+    buffers as inputs, in the graph's own order, and keyword inputs positionally: keep the
+    captured ones and put each new user input (positional or keyword) where the example input
+    it stands for was passed (dynamo hands the backend the caller's tensors themselves)."""
     if dialect != "dynamo":
-        return list(inputs)
+        return list(inputs), dict(kwargs)
     out = list(cap.inputs)
-    for example, value in zip(example_inputs, inputs):
+    unknown = [k for k in kwargs if k not in example_kwargs]
+    if unknown:
+        raise UserError(
+            f"check_kwargs name keyword input(s) that example_kwargs does not: {', '.join(map(repr, unknown))} "
+            "(the dynamo capture takes the example's keyword inputs positionally)"
+        )
+    pairs = [*zip(example_inputs or (), inputs)]
+    pairs += [(example_kwargs[k], v) for k, v in kwargs.items()]
+    for example, value in pairs:
         for i, captured in enumerate(cap.inputs):
             if captured is example:
                 out[i] = value
-    return out
+    return out, {}
 
 
 def normalized_code(gm: torch.fx.GraphModule | torch.fx.Graph) -> str:

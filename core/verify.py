@@ -14,7 +14,7 @@ import io
 import math
 import sys
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
@@ -154,16 +154,25 @@ def global_modes_kept() -> Iterator[None]:
             torch.set_autocast_cache_enabled(cache)
 
 
-def call_isolated(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: TensorState) -> Any:
-    """``gm(*inputs)`` from the recorded ``state``, on input copies, under :data:`SEED`.
+def call_isolated(
+    gm: torch.nn.Module,
+    inputs: Sequence[Any] | None,
+    state: TensorState,
+    kwargs: Mapping[str, Any] | None = None,
+) -> Any:
+    """``gm(*inputs, **kwargs)`` from the recorded ``state``, on input copies, under :data:`SEED`.
 
     The module's tensors are reset to ``state`` before the call and again after it, the
-    inputs are cloned (the caller's tensors are not written), and the RNG is forked so the
-    caller's random stream does not move. Returns detached copies of the outputs.
+    inputs (positional and keyword) are cloned (the caller's tensors are not written), and the
+    RNG is forked so the caller's random stream does not move. Returns detached copies of the
+    outputs.
 
     ``state`` must be recorded from the module as it is meant to be called: a pass may write
     weights in place (a correct rewrite), so record the state after the pass
     (:class:`TensorState` ``(gm)``) to verify it, not the one from before the pipeline.
+
+    Raises:
+        Exception: whatever the module raises on these inputs (its tensors are put back first).
     """
     state.restore()
     printed = io.StringIO()
@@ -172,7 +181,9 @@ def call_isolated(gm: torch.nn.Module, inputs: Sequence[Any] | None, state: Tens
         # reports the exception (with its cause), so that print is dropped on failure
         with global_modes_kept(), torch.no_grad(), torch.random.fork_rng(devices=[]), contextlib.redirect_stderr(printed):
             torch.manual_seed(SEED)
-            out = clone_outputs(gm(*clone_outputs(list(inputs or ()))))
+            args = clone_outputs(list(inputs or ()))
+            keywords = clone_outputs(dict(kwargs)) if kwargs else {}
+            out = clone_outputs(gm(*args, **keywords))
     finally:
         state.restore()
     if printed.getvalue():  # the call succeeded: what it printed is the model's own output

@@ -11,6 +11,9 @@ tensors and returns one tensor, so that capture and output comparison are simple
 - ``bert``: int64 token ids ``[N, T]`` in ``[0, vocab_size)``, ``T <= max_position_embeddings``
   -> float32 last hidden state ``[N, T, hidden_size]``
 
+``gpt2`` and ``bert`` also take an optional ``attention_mask`` (int64 ``[N, T]``, 1 = attend,
+0 = padding), positionally or as a keyword (``examples/gpt2_kwargs.toml``).
+
 ``gpt2`` and ``bert`` are built by ``transformers`` from a config with random weights: nothing
 is downloaded. Capture status with torch 2.13 / transformers 5.x: every model captures with
 ``export`` and ``dynamo``; ``gpt2`` and ``bert`` do not capture with ``symbolic_trace``
@@ -92,15 +95,18 @@ def mlp(in_features: int = 32, hidden: int = 64, out_features: int = 10, seed: i
 
 
 class _TensorOut(nn.Module):
-    """Wraps a ``transformers`` model: ``forward(input_ids)`` returns one output field."""
+    """Wraps a ``transformers`` model: ``forward(input_ids, attention_mask=None)`` returns one
+    output field. Captured with keyword inputs (``inputs = {input_ids = {...},
+    attention_mask = {...}}`` in a config, ``torch.export.export(model, (), {"input_ids": ids,
+    "attention_mask": mask})``), the mask is an input of the graph."""
 
     def __init__(self, model: nn.Module, field: str) -> None:
         super().__init__()
         self.model = model
         self.field = field
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return getattr(self.model(input_ids=input_ids, return_dict=True), self.field)
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return getattr(self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True), self.field)
 
 
 def gpt2(
