@@ -232,8 +232,18 @@ def _swapped_state(
     """Replace the parameters, buffers and plain tensor attributes of ``gm``'s module tree by
     ``convert(t)`` inside (those for which ``keep(qualified_name, t)`` is false, when given).
 
-    A tensor shared by several modules is converted once. The very same objects are put back.
+    A tensor shared by several modules is converted once. The very same objects are put back,
+    and so is every module's ``__dict__``, ``_parameters`` and ``_buffers`` as it was before:
+    a forward run on the converted tensors may cache what it derives from them (``nn.LSTM``
+    rebuilds ``_flat_weights`` from its parameters), which must not outlive the run.
     """
+    states: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    seen: set[int] = set()
+    for m in gm.modules():
+        for store in (vars(m), m._parameters, m._buffers):
+            if id(store) not in seen:
+                seen.add(id(store))
+                states.append((store, store.copy()))
     saved: list[tuple[dict[str, Any], str, torch.Tensor]] = []
     for prefix, m in gm.named_modules(remove_duplicate=False):
         for store in (m._parameters, m._buffers, vars(m)):
@@ -253,6 +263,10 @@ def _swapped_state(
     finally:
         for store, k, t in saved:
             store[k] = t
+        for store, before in states:
+            if store.keys() != before.keys() or any(store[k] is not v for k, v in before.items()):
+                store.clear()
+                store.update(before)
 
 
 def _is_unused_assert(analysis: EffectAnalysis, n: torch.fx.Node) -> bool:

@@ -477,7 +477,7 @@ class Pipeline:
                         what = (
                             "the graph"
                             if graph_changed(snap)
-                            else "the module (its submodules, attributes, hooks or tensors)"
+                            else f"the module ({snap.module_change() or 'its submodules, attributes, hooks or tensors'})"
                         )
                         raise VerificationError(f"analysis pass {step.name!r} changed {what}")
                     if changed and verify != "none":

@@ -192,6 +192,47 @@ class Snapshot:
             return True
         return bool(self._moved_tensors())
 
+    def module_change(self) -> str | None:
+        """What differs in the module tree from the recorded state, in words, for error
+        messages (None: nothing :meth:`module_changed` would see): the first submodule whose
+        class, parameters, buffers, submodules, attributes or hooks differ, and the entry
+        (``"submodule 'lstm': attribute '_flat_weights' rebound"``), else torch's global hooks,
+        or the tensors written in place or whose ``requires_grad`` changed."""
+        names = {id(m): name for name, m in self.gm.named_modules(remove_duplicate=False)}
+        for m, d, params, bufs, mods, _, hooks, cls in self.modules:
+            name = names.get(id(m))
+            where = (
+                f"a module no longer in the tree ({cls.__name__})"
+                if name is None
+                else f"submodule {name!r}" if name else "the root module"
+            )
+            if type(m) is not cls:
+                return f"{where}: its class changed from {cls.__name__} to {type(m).__name__}"
+            for label, live, rec in (
+                ("parameter", m._parameters, params),
+                ("buffer", m._buffers, bufs),
+                ("submodule", m._modules, mods),
+                ("attribute", m.__dict__, d),
+            ):
+                diff = _first_difference(live, rec)
+                if diff:
+                    return f"{where}: {label} {diff}"
+            if not _same_hooks(d, hooks):
+                return f"{where}: its hooks changed"
+        if any(not _same_items(live, rec) for live, rec in self.global_hooks) or (
+            _module_mod._global_is_full_backward_hook is not self.global_full_backward
+        ):
+            return "torch's global module hooks changed"
+        written = self.modified_tensors()
+        if written:
+            more = f" and {len(written) - 3} more" if len(written) > 3 else ""
+            return "tensors written in place: " + ", ".join(repr(n) for n in written[:3]) + more
+        flags = list(map(_requires_grad, self.tensors.values()))
+        if flags != self.tensor_grads:
+            changed = [n for n, a, b in zip(self.tensor_names, flags, self.tensor_grads) if a != b]
+            return "requires_grad changed on " + ", ".join(repr(n) for n in changed[:3])
+        return None
+
     def _moved_tensors(self) -> list[int]:
         """Indexes of recorded tensors whose version or data pointer moved."""
         values = list(self.tensors.values())
@@ -352,6 +393,22 @@ def _same_items(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:
         and all(map(_eq, live, recorded))
         and all(map(_is, live.values(), recorded.values()))
     )
+
+
+def _first_difference(live: dict[Any, Any], recorded: dict[Any, Any]) -> str:
+    """The first entry that differs between two registries, in words ("" when the same keys
+    are bound to the same objects in the same order)."""
+    if _same_items(live, recorded):
+        return ""
+    for k in recorded:
+        if k not in live:
+            return f"{k!r} removed"
+    for k, v in live.items():
+        if k not in recorded:
+            return f"{k!r} added"
+        if v is not recorded[k]:
+            return f"{k!r} rebound"
+    return "entries reordered"
 
 
 def graph_changed(snap: Snapshot) -> bool:

@@ -786,9 +786,64 @@ def test_analysis_that_writes_tensors_is_told_so():
     reg = Registry(autoload=False)
     reg.register(WeightWritingAnalysis)
     weight = gm.fc.weight.detach().clone()
-    with pytest.raises(PassFailedError, match=r"changed the module \(its submodules, attributes, hooks or tensors\)"):
+    with pytest.raises(PassFailedError, match=r"changed the module \(tensors written in place: 'fc.weight'\)"):
         Pipeline(["weight_writing_analysis"], registry=reg).run(gm)
     assert torch.equal(gm.fc.weight, weight)
+
+
+class ModuleEditingAnalysis(fxpasses.GraphPass):
+    """An analysis that edits the module tree in one of several ways (``how``)."""
+
+    name = "module_editing_analysis"
+    kind = "analysis"
+    how = ""
+
+    def run(self, gm, ctx):
+        if self.how == "attribute":
+            gm.fc.cache = [1]
+        elif self.how == "rebind":
+            gm.fc.training = not gm.fc.training
+        elif self.how == "parameter":
+            gm.fc.weight = torch.nn.Parameter(gm.fc.weight.detach().clone())
+        elif self.how == "submodule":
+            del gm._modules["fc"]
+        elif self.how == "buffer":
+            gm.register_buffer("extra", torch.zeros(1))
+        elif self.how == "hook":
+            gm.fc.register_forward_hook(lambda *a: None)
+        elif self.how == "class":
+            gm.fc.__class__ = type("Linear2", (torch.nn.Linear,), {})
+        elif self.how == "requires_grad":
+            gm.fc.bias.requires_grad_(not gm.fc.bias.requires_grad)
+
+
+@pytest.mark.parametrize(
+    "how, said",
+    [
+        ("attribute", "submodule 'fc': attribute 'cache' added"),
+        ("rebind", "submodule 'fc': attribute 'training' rebound"),
+        ("parameter", "submodule 'fc': parameter 'weight' rebound"),
+        ("submodule", "the root module: submodule 'fc' removed"),
+        ("buffer", "the root module: buffer 'extra' added"),
+        ("hook", "submodule 'fc': its hooks changed"),
+        ("class", "submodule 'fc': its class changed from Linear to Linear2"),
+        ("requires_grad", "requires_grad changed on 'fc.bias'"),
+    ],
+)
+def test_analysis_that_edits_the_module_is_told_what_it_changed(how, said):
+    """The error names the submodule and the entry an analysis changed, and rollback undoes it."""
+    model = convnet()
+    gm = capture(model, [torch.randn(1, 3, 32, 32)], "symbolic_trace").gm
+    reg = Registry(autoload=False)
+    cls = type("Editing", (ModuleEditingAnalysis,), {"how": how})
+    reg.register(cls)
+    code, fc, flags = gm.code, gm.fc, [p.requires_grad for p in gm.parameters()]
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["module_editing_analysis"], registry=reg).run(gm)
+    assert f"analysis pass 'module_editing_analysis' changed the module ({said})" in str(info.value)
+    assert gm.fc is fc and type(gm.fc) is torch.nn.Linear and "cache" not in vars(gm.fc)
+    assert not gm.fc._forward_hooks and "extra" not in gm._buffers and gm.code == code
+    assert [p.requires_grad for p in gm.parameters()] == flags
 
 
 def test_write_guard_does_not_import_torchdynamo():

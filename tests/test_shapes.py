@@ -394,3 +394,34 @@ def test_a_custom_backend_propagating_shapes_does_not_recompile_per_batch_size()
         return len(count)
 
     assert compiles(True) == compiles(False)  # (2: TorchDynamo's own 0/1 specialisation)
+
+
+class Recurrent(torch.nn.Module):
+    """An LSTM or GRU: its forward rebuilds ``_flat_weights`` from the parameters it holds."""
+
+    def __init__(self, cell: type) -> None:
+        super().__init__()
+        self.rnn = cell(8, 6, batch_first=True)
+        self.fc = torch.nn.Linear(6, 4)
+
+    def forward(self, x):
+        h, _ = self.rnn(x)
+        return self.fc(h[:, -1])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("cell", (torch.nn.LSTM, torch.nn.GRU))
+def test_recurrent_modules_keep_their_state(cell, mode):
+    """propagate_shapes runs an LSTM on fake parameters: the ``_flat_weights`` list its forward
+    rebuilt from them is put back, so the analysis changes nothing (it used to fail as an
+    analysis that changed the module, and keep fakes in the user's LSTM with on_error=raise)."""
+    model = Recurrent(cell).eval()
+    x = torch.randn(2, 5, 8)
+    gm = torch.fx.symbolic_trace(model)
+    flat = list(gm.rnn._flat_weights)
+    report = Pipeline.from_string(f"propagate_shapes{{mode={mode}}}", verify="none", on_error="raise").run(gm, [x])
+    assert report.passes[0].status == "ok" and report.passes[0].changed is False
+    assert all(a is b for a, b in zip(gm.rnn._flat_weights, flat)) and len(gm.rnn._flat_weights) == len(flat)
+    assert not any(isinstance(t, FakeTensor) for t in gm.rnn._flat_weights)
+    assert tensor_info(gm.graph.output_node().args[0]) == (torch.Size([2, 4]), torch.float32)
+    torch.testing.assert_close(gm(x), model(x))
