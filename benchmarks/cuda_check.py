@@ -9,7 +9,9 @@ Sections (each check is one row: model, dialect, dtype, pass, result, detail):
 1. every built-in pass (those the distribution ``fxpasses`` registers) and the ``inference``
    preset through :func:`fxpasses.testing.assert_preserves_outputs` on the example CNN, a
    small GPT-2 and a small BERT (``examples/models.py``), parameters and inputs on the device,
-   in each dialect (``symbolic_trace``, ``dynamo``, ``export``);
+   in each dialect (``symbolic_trace``, ``dynamo``, ``export``); and GPT-2 and BERT called
+   with keyword inputs (``input_ids``, ``attention_mask`` with left padding) through
+   ``inference`` with ``example_kwargs``, in the dynamo and export dialects;
 2. device placement: after the ``inference`` pipeline every parameter, buffer and tensor
    attribute of the GraphModule is where it was (a new one, e.g. a folded constant or a fused
    conv weight, is on the device), and every output is on the device; the GraphModules of
@@ -480,8 +482,49 @@ def section_1_and_2(ck: Checker, reg: Any, specs: list[Model], dev: torch.device
                     )
 
                 ck.check(2, spec.name, dialect, "float32", "inference", placement)
+    if 1 in sections:
+        keyword_inputs(ck, reg, specs, dev, tol)
     if 2 in sections and 1 in sections:
         ck.note(2, f"GraphModules of section 1 scanned: {scanned[0]}.")
+
+
+def keyword_inputs(ck: Checker, reg: Any, specs: list[Model], dev: torch.device, tol: tuple[float, float]) -> None:
+    """GPT-2 and BERT called with keyword inputs (``input_ids`` and an ``attention_mask`` with
+    left padding), as Hugging Face models are exported: the ``inference`` pipeline through
+    ``assert_preserves_outputs(..., example_kwargs=...)`` in the dynamo and export dialects."""
+    from fxpasses.testing import assert_preserves_outputs
+
+    atol, rtol = tol
+    ck.note(
+        1,
+        "Rows `inference (keyword inputs)`: the model called as `model(input_ids=..., "
+        "attention_mask=...)` with left padding in the mask, captured with those keywords "
+        "(`example_kwargs`).",
+    )
+    for spec in specs:
+        if not is_hf(spec):
+            continue
+        torch._dynamo.reset()
+        model = spec.factory().to(dev)
+        (ids,) = spec.make_inputs(dev)
+        mask = torch.ones_like(ids)
+        mask[:, : ids.shape[1] // 4] = 0  # left padding
+        for dialect in ("dynamo", "export"):
+
+            def run(dialect: str = dialect) -> str:
+                res = assert_preserves_outputs(
+                    reg.preset("inference").pipeline,
+                    model,
+                    (),
+                    example_kwargs={"input_ids": ids, "attention_mask": mask},
+                    atol=atol,
+                    rtol=rtol,
+                    dialects=[dialect],
+                    registry=reg,
+                )
+                return report_detail(res[dialect][1])
+
+            ck.check(1, spec.name, dialect, "float32", "inference (keyword inputs)", run)
 
 
 # ---------------------------------------------------------------------------------------------
