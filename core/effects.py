@@ -62,7 +62,9 @@ kind                 nodes
 ``unknown``          cannot be shown pure, so treated as writing every input: calls of
                      arbitrary Python functions (``torch.fx.wrap``), methods that are not
                      ``torch.Tensor`` methods, unknown higher-order operators, leaf modules
-                     that are not standard ``torch.nn`` modules, modules with forward hooks
+                     that are not standard ``torch.nn`` modules, modules with forward hooks,
+                     ops tagged ``maybe_aliasing_or_mutating`` that the table of composite
+                     ops (below) does not list
 ===================  ==========================================================================
 
 ``call_module``: a submodule that is a ``GraphModule`` has the effects of the nodes of its
@@ -78,13 +80,21 @@ Sources: ``torch.fx.node._side_effectful_functions`` and ``Node.is_impure`` (use
 input), ``torch._library.utils.is_impure`` (schema mutability, ``nondeterministic_seeded``),
 ATen schemas (``FunctionSchema.arguments[i].alias_info.is_write``, return alias sets) and
 tags (``maybe_aliasing_or_mutating``), and the ATen implementations of the composite ops whose
-schemas understate what they do (batch norm, dropout returning its input).
+schemas understate what they do (batch norm, dropout returning its input): one table,
+``_COMPOSITE_RESULT_ALIASES``, says for each ATen op tagged ``maybe_aliasing_or_mutating`` (all
+of torch 2.13's) and for the other composites known to return an input whether its result may
+alias an input, with the kernel each answer comes from.
 
 Aliasing: a node's output *may alias* an input when its ATen schema says so (views,
-``reshape``, ``contiguous``, in-place ops return ``self``, ``out=`` returns ``out``), when the
-op is tagged ``maybe_aliasing_or_mutating``, when it is a known composite that returns its
-input as is (``type_as``, ``einsum``, ``broadcast_tensors``...), ``getitem``/``getattr``, and
-whenever nothing proves otherwise (unknown functions, non-standard modules). All placeholders
+``reshape``, ``contiguous``, in-place ops return ``self``, ``out=`` returns ``out``), when it is
+a composite that may return an input as is or a view of it (the ``maybe_aliasing_or_mutating``
+ops that do, such as ``dropout``, ``atleast_1d``, ``conj_physical``, ``unsafe_chunk``; and
+``type_as``, ``einsum``, ``broadcast_tensors``...; in every spelling, ATen overloads
+included), when it is tagged ``maybe_aliasing_or_mutating`` and not in the table,
+``getitem``/``getattr``, and whenever nothing proves otherwise (unknown functions, non-standard
+modules). A tagged op whose result is always new is fresh: the batch norm
+(``aten.batch_norm``, ``_batch_norm_impl_index``) output never aliases its input, weight, bias
+or statistics. All placeholders
 are assumed to possibly alias one another (callers may pass one tensor twice); parameters and
 buffers alias when they share storage.
 """
@@ -341,12 +351,73 @@ _TORCH_PURE_MODULES = _names(
     torch.fx.experimental.sym_node torch.fx.experimental.symbolic_shapes torch.random
     torch.overrides math cmath _operator operator"""
 )
-#: Composite ops whose schema declares a fresh result but which may return an input as is
-#: (found by running them: ``einsum('ij->ji', x)`` is a view of ``x``).
-_MAY_RETURN_INPUT = _DROPOUT_NAMES | _names(
-    """type_as einsum broadcast_tensors meshgrid to_dense atleast_1d atleast_2d atleast_3d
-    cartesian_prod chain_matmul multi_dot linalg_multi_dot sum_to_size coalesce to_sparse
-    to_mkldnn pin_memory identity"""
+#: ATen composite ops whose schema does not say how their result relates to their inputs, by
+#: overload packet name: True when the result may be an input itself or share an input's
+#: storage (a view), False when it is always a new tensor. Every name applies to all the
+#: overloads of the packet whose schema declares no alias on its returns (``out=`` overloads
+#: say what they return) and to the torch function / ``Tensor`` method / module of that name.
+#:
+#: 1. Every op that carries ``torch.Tag.maybe_aliasing_or_mutating`` in torch 2.13 (all twelve;
+#:    each on its ``.default`` overload). The tag marks CompositeImplicitAutograd kernels that
+#:    may alias or mutate an input although their schema says neither; it does not say which,
+#:    so each answer below comes from the kernel in ``aten/src/ATen/native`` (and was checked
+#:    in eager, comparing ``untyped_storage().data_ptr()`` of results and inputs). A tagged op
+#:    missing here (a newer torch) may alias every input and write every input (see
+#:    :func:`_tag_unlisted`). Writes: only the batch norms write, their running statistics when
+#:    ``training`` is not literally False (``_BATCH_NORM_NAMES``, :func:`_batch_norm_writes`);
+#:    the other tagged ops write nothing.
+#: 2. Ops not tagged whose schema declares a fresh result but which may return an input or a
+#:    view of it (found by running them: ``einsum('ij->ji', x)`` is a view of ``x``).
+_COMPOSITE_RESULT_ALIASES: dict[str, bool] = {
+    # 1. tagged maybe_aliasing_or_mutating ------------------------------------------------
+    # Normalization.cpp ``batch_norm``: ``std::get<0>(at::_batch_norm_impl_index(...))``, or
+    # ``input.clone()`` (times weight[0], plus bias[0]) for an empty input ("don't return view
+    # of input"). Tagged for the running statistics it updates in training.
+    "batch_norm": False,
+    # Normalization.cpp ``_batch_norm_impl_index``: the results of ``cudnn_batch_norm``,
+    # ``miopen_batch_norm`` or ``native_batch_norm`` (schemas: fresh results) and a new
+    # ``reserve`` tensor; ``input.clone()`` and new ``save_mean``/``save_invstd`` for an empty
+    # input. Tagged for the running statistics it updates in training.
+    "_batch_norm_impl_index": False,
+    # Dropout.cpp ``_dropout_impl`` (``dropout`` takes it unless its fused CUDA kernel does):
+    # ``if (p == 0 || !train || input.sym_numel() == 0) return input;`` - the input itself,
+    # e.g. always in eval mode.
+    "dropout": True,
+    "feature_dropout": True,
+    "alpha_dropout": True,
+    "feature_alpha_dropout": True,
+    # TensorShape.cpp ``atleast_{1,2,3}d``: ``self`` when it has enough dimensions, else
+    # ``self.reshape(...)`` / ``self.unsqueeze(...)`` (views); the untagged ``.Sequence``
+    # overloads do the same per tensor.
+    "atleast_1d": True,
+    "atleast_2d": True,
+    "atleast_3d": True,
+    # Itertools.cpp ``cartesian_prod``: ``if (tensors.size() == 1) return tensors[0];``
+    # (``at::stack`` of the flattened meshgrid otherwise).
+    "cartesian_prod": True,
+    # UnaryOps.cpp ``conj_physical``: ``if (!self.is_complex()) return self;``
+    "conj_physical": True,
+    # TensorShape.cpp ``unsafe_chunk``: ``self.unsafe_split(...)`` - views of ``self`` whose
+    # aliasing autograd does not track.
+    "unsafe_chunk": True,
+    # 2. not tagged -----------------------------------------------------------------------
+    "type_as": True,  # ``self.to(other.options())``: self when dtype and device match
+    "einsum": True,  # a permuted view of a single operand (``'ij->ji'``)
+    "broadcast_tensors": True,  # ``expand`` views (the inputs themselves when same shape)
+    "meshgrid": True,  # ``expand`` views of the inputs
+    "sum_to_size": True,  # ``self`` when it already has the size
+    "to_dense": True,  # a strided input is returned as is
+    "to_sparse": True,  # an input already in the layout is returned as is
+    "unsafe_split": True,  # views of self (TensorShape.cpp, like ``unsafe_chunk``)
+    "unsafe_split_with_sizes": True,
+}
+#: Ops (torch functions, ``Tensor`` methods, modules and ATen packets, by name) whose result
+#: may be an input as is or share its storage though their schema says otherwise: the
+#: may-alias entries above, dropout in all its spellings, and torch-level composites.
+_MAY_RETURN_INPUT = (
+    _DROPOUT_NAMES
+    | frozenset(n for n, may in _COMPOSITE_RESULT_ALIASES.items() if may)
+    | _names("chain_matmul multi_dot linalg_multi_dot coalesce to_mkldnn pin_memory identity")
 )
 #: Higher-order operators that are pure when their subgraphs are.
 _PURE_HOPS = _names(
@@ -435,29 +506,41 @@ def _overloads(pk: Any) -> list[Any]:
     return out
 
 
-_packet_info: dict[str, tuple[bool, bool]] = {}
+def _tag_unlisted(op: Any) -> bool:
+    """Whether the ``OpOverload`` ``op`` is tagged ``maybe_aliasing_or_mutating`` but is not an
+    ATen op of :data:`_COMPOSITE_RESULT_ALIASES`: then nothing says what it returns or writes,
+    so its result may alias, and it may write, every input."""
+    if torch.Tag.maybe_aliasing_or_mutating not in getattr(op, "tags", ()):
+        return False
+    return getattr(op, "namespace", None) != "aten" or op.overloadpacket.__name__ not in _COMPOSITE_RESULT_ALIASES
 
 
-def _name_info(name: str) -> tuple[bool, bool] | None:
-    """``(seeded, aliasing)`` of the ATen packet ``name`` over all overloads, or None."""
+_packet_info: dict[str, tuple[bool, bool, bool]] = {}
+
+
+def _name_info(name: str) -> tuple[bool, bool, bool] | None:
+    """``(seeded, aliasing, unlisted)`` of the ATen packet ``name`` over all overloads, or None
+    (``unlisted``: an overload is :func:`_tag_unlisted`)."""
     if name in _packet_info:
         return _packet_info[name]
     pk = _aten_packet(name)
     if pk is None:
         return None
-    seeded = aliasing = False
+    seeded = aliasing = unlisted = False
     for op in _overloads(pk):
         tags = getattr(op, "tags", ())
         if torch.Tag.nondeterministic_seeded in tags:
             seeded = True
-        if torch.Tag.maybe_aliasing_or_mutating in tags:
+        if _tag_unlisted(op):
+            aliasing = unlisted = True
+        elif _COMPOSITE_RESULT_ALIASES.get(name):  # tagged or not: may return an input
             aliasing = True
         # a view-like return (``Tensor(a)``); ``Tensor(a!)`` returns of in-place and out=
         # overloads alias the written argument, which the write rules already cover
         if any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns):
             aliasing = True
-    _packet_info[name] = (seeded, aliasing)
-    return seeded, aliasing
+    _packet_info[name] = (seeded, aliasing, unlisted)
+    return seeded, aliasing, unlisted
 
 
 def _schema_pairs(schema: Any, args: tuple, kwargs: dict) -> Iterator[tuple[Any, Any]]:
@@ -686,12 +769,13 @@ def _storage_key(t: torch.Tensor) -> Any:
     return ("tensor", id(t))
 
 
-_op_infos: dict[Any, tuple[str | None, bool, bool, bool]] = {}
+_op_infos: dict[Any, tuple[str | None, bool, bool, bool, bool]] = {}
 
 
-def _op_info(t: Any, ops: list[Any], name: str) -> tuple[str | None, bool, bool, bool]:
-    """``(kind by name/namespace, schema mutable, nondeterministic_seeded, declared effectful)``
-    of an ATen/custom op or packet, over its overloads (cached)."""
+def _op_info(t: Any, ops: list[Any], name: str) -> tuple[str | None, bool, bool, bool, bool]:
+    """``(kind by name/namespace, schema mutable, nondeterministic_seeded, declared effectful,
+    tagged maybe_aliasing_or_mutating but unlisted)`` of an ATen/custom op or packet, over its
+    overloads (cached)."""
     try:
         return _op_infos[t]
     except KeyError:
@@ -702,7 +786,8 @@ def _op_info(t: Any, ops: list[Any], name: str) -> tuple[str | None, bool, bool,
     mutable = any(op._schema.is_mutable for op in ops)
     seeded = any(torch.Tag.nondeterministic_seeded in getattr(op, "tags", ()) for op in ops)
     declared = any(op in side or _declared_effect(op) for op in ops)
-    info = (kind, mutable, seeded, declared)
+    unlisted = any(_tag_unlisted(op) for op in ops)
+    info = (kind, mutable, seeded, declared, unlisted)
     _op_infos[t] = info
     return info
 
@@ -806,7 +891,8 @@ def _no_flag_kwargs(kwargs: Any) -> bool:
 def _static_name(name: str) -> bool:
     """Whether :meth:`EffectAnalysis._by_name` answers for ``name`` without looking at the
     arguments except ``out=`` and ``inplace`` (no in-place name, no batch norm / embedding,
-    no randomness that depends on arguments, no per-method effect)."""
+    no randomness that depends on arguments, no per-method effect, no ATen op of that name
+    tagged ``maybe_aliasing_or_mutating`` that :func:`_tag_unlisted` finds)."""
     try:
         return _static_names[name]
     except KeyError:
@@ -820,6 +906,7 @@ def _static_name(name: str) -> bool:
         or base in ("embedding", "embedding_bag")
         or name in _METHOD_EFFECTS
         or _conditional_random(name, None) is not None
+        or (_name_info(name) or (False, False, False))[2]  # writes its inputs, whatever they are
     )
     _static_names[name] = ok
     return ok
@@ -1086,6 +1173,11 @@ class EffectAnalysis:
             kinds.add(MUTATION)
             writes += bn
             reasons.append(f"{name} in training mode updates running statistics")
+        info = _name_info(name)
+        if info is not None and info[2]:
+            kinds.add(UNKNOWN)
+            writes += node.all_input_nodes
+            reasons.append(f"aten.{name} is tagged maybe_aliasing_or_mutating, and what it writes is not known")
         if base in ("embedding", "embedding_bag") and bound is not None:
             mn = bound.get("max_norm")
             if mn is not None:
@@ -1119,10 +1211,11 @@ class EffectAnalysis:
     def _aten(self, node: Node, t: Any, args: tuple, kwargs: dict) -> NodeEffects:
         ops = [t] if isinstance(t, torch._ops.OpOverload) else _overloads(t)
         name = t.__name__ if isinstance(t, torch._ops.OpOverloadPacket) else t.overloadpacket.__name__
-        kind, mutable, seeded, declared = _op_info(t, ops, name)
+        kind, mutable, seeded, declared, unlisted = _op_info(t, ops, name)
         if (
             not mutable
             and not seeded
+            and not unlisted
             and name not in _BATCH_NORM_NAMES
             and name != "instance_norm"
             and isinstance(t, torch._ops.OpOverload)
@@ -1139,6 +1232,10 @@ class EffectAnalysis:
             if writes or isinstance(t, torch._ops.OpOverload):
                 kinds.add(MUTATION)
                 reasons.append(f"{t} writes its argument(s) per its schema")
+        if unlisted:
+            kinds.add(UNKNOWN)
+            writes += node.all_input_nodes
+            reasons.append(f"{t} is tagged maybe_aliasing_or_mutating, and what it writes is not known")
         if declared and not kinds:
             kinds.add(DECLARED)
             reasons.append(f"{t} is declared effectful to torch")
@@ -1446,9 +1543,12 @@ class EffectAnalysis:
                 s = set(ai.before_set) | set(ai.after_set)
                 sets |= s
                 opaque = opaque or not s
-        if torch.Tag.maybe_aliasing_or_mutating in getattr(op, "tags", ()):
+        if _tag_unlisted(op):
             return tuple(node.all_input_nodes)
-        if not sets and not opaque:
+        if not sets and not opaque:  # the schema says: a fresh result
+            # unless the composite may return an input (the tagged ops and the others known)
+            if op.namespace == "aten" and _COMPOSITE_RESULT_ALIASES.get(op.overloadpacket.__name__):
+                return tuple(node.all_input_nodes)
             return ()
         out: list[Node] = []
         for a, v in _schema_pairs(schema, tuple(node.args), dict(node.kwargs)):

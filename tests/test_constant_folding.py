@@ -529,6 +529,66 @@ def test_calls_of_a_module_whose_state_is_written_do_not_fold():
     assert torch.allclose(first_call - second_call, torch.ones(2, 3), atol=1e-4)
 
 
+class ResidualScaled(nn.Module):
+    """A residual block (its batch norm's output updated in place, as in torchvision's
+    BasicBlock) scaled by a constant computed from the batch norm's weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(4).eval()
+        with torch.no_grad():
+            self.bn.weight.uniform_(0.5, 2)
+            self.bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        out = self.bn(self.conv(x))
+        out += x
+        return out * self.bn.weight.abs().view(1, -1, 1, 1)
+
+
+def test_an_in_place_write_on_a_batch_norm_output_leaves_its_weight_constant():
+    """export's ``aten.batch_norm`` carries the tag maybe_aliasing_or_mutating, but its output
+    is a new tensor: ``out += x`` does not write the weight, whose expression folds."""
+    text = f"{FOLD}{{fold_parameters=true,max_growth_bytes=100000}}"
+    inputs = [torch.randn(2, 4, 5, 5)]
+    results = assert_preserves_outputs(text, ResidualScaled(), inputs, check_inputs=[[torch.randn(2, 4, 5, 5)]])
+    # dynamo: the weight is a placeholder, nothing is constant
+    expected = {"symbolic_trace": 1, "export": 1, "dynamo": 0}
+    for dialect, (_, report) in results.items():
+        assert report[FOLD].counters.get("folded", 0) == expected[dialect], (dialect, report[FOLD].counters)
+
+
+class WritesThroughTypeAs(nn.Module):
+    """``type_as`` returns its input itself when the dtype already matches: the in-place add
+    writes the buffer ``b``, so ``b * 2`` is not a constant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("b", torch.ones(3))
+
+    def forward(self, x):
+        y = self.b * 2
+        t = self.b.type_as(x)
+        t.add_(1)
+        return x + y
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_buffer_written_through_type_as_is_not_a_constant(dialect):
+    model = WritesThroughTypeAs()
+    gm, inputs = trace(model, dialect, (torch.zeros(3),))
+    report = fold(gm, inputs, text=f"{FOLD}{{fold_parameters=true,max_growth_bytes=100000}}")
+    assert report.counters.get("folded", 0) == 0, report.counters
+    if dialect == "dynamo":  # the buffer is an input; the capture ran the model once
+        model.b.fill_(1)
+        call = lambda: first(gm(*[a if a is model.b else torch.zeros(3) for a in inputs]))  # noqa: E731
+    else:
+        gm.b.fill_(1)
+        call = lambda: first(gm(torch.zeros(3)))  # noqa: E731
+    assert [call().tolist() for _ in range(3)] == [[2.0] * 3, [4.0] * 3, [6.0] * 3]
+
+
 # --------------------------------------------------------------------- storage bookkeeping
 # Which parameters/buffers folding frees is decided from storages: a dead constant's storage
 # is freed only when no other name of the module tree and nothing the graph still reads

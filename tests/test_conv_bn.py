@@ -154,6 +154,53 @@ def test_export_constant_fold_stores_new_buffers():
     assert not [n for n in gm.graph.nodes if n.op == "get_attr" and not n.users and "bn" in n.target and "num_batches" not in n.target]
 
 
+class ResidualBlock(nn.Module):
+    """torchvision's BasicBlock (and transformers' ResNet layer): the second batch norm's output
+    is updated in place by the residual add, ``out = bn2(conv2(out)); out += identity``; with
+    ``downsample`` the identity is a strided conv + BN of the input (three pairs)."""
+
+    def __init__(self, downsample: bool = False) -> None:
+        super().__init__()
+        stride = 2 if downsample else 1
+        self.conv1 = nn.Conv2d(4, 4, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(4)
+        self.downsample = (
+            nn.Sequential(nn.Conv2d(4, 4, 1, stride=stride, bias=False), nn.BatchNorm2d(4)) if downsample else None
+        )
+        for bn in (self.bn1, self.bn2, *([self.downsample[1]] if downsample else [])):
+            randomize_bn(bn)
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += identity
+        return torch.relu(out)
+
+
+@pytest.mark.parametrize("downsample", [False, True], ids=["basic", "downsample"])
+def test_residual_block_whose_bn_output_is_added_to_in_place_fuses_every_pair(downsample):
+    """The in-place add writes the batch norm's (fresh) output, not its weight or statistics:
+    export's ``aten.batch_norm`` is tagged maybe_aliasing_or_mutating, which once made the
+    analysis think its output might be its weight."""
+    model = ResidualBlock(downsample).eval()
+    x = torch.randn(2, 4, 8, 8)
+    # dynamo: the parameters are placeholders, fused with the fold as graph code on request
+    results = assert_preserves_outputs(
+        "fuse_conv_bn{fold_in_graph=true}", model, [x], check_inputs=[[torch.randn(2, 4, 8, 8) * 3]]
+    )
+    pairs = 3 if downsample else 2
+    for dialect, (gm, report) in results.items():
+        pr = report["fuse_conv_bn"]
+        assert pr.counters == {"fused": pairs} and pr.skipped == [], (dialect, pr.counters, pr.skipped)
+        ops = ops_of(gm)
+        assert not BN_NAMES & set(ops) and sum(o in CONV_NAMES for o in ops) == pairs, (dialect, ops)
+        if dialect != "dynamo":  # against eager too (dynamo's graph takes the parameters as inputs)
+            torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=1e-5)
+
+
 # ------------------------------------------------------------------ issue 5, case 11
 
 

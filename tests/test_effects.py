@@ -675,3 +675,179 @@ def test_aten_ops_returning_lists_of_views_alias_their_input(op, args):
     x_in = torch.zeros(2, 2, dtype=torch.int64)
     out = gm(x_in)[0]
     assert out.untyped_storage().data_ptr() != x_in.untyped_storage().data_ptr()
+
+
+# ------------------------------------------------------------------ composite ops and their tags
+#
+# ATen ops tagged ``maybe_aliasing_or_mutating`` (CompositeImplicitAutograd kernels whose schema
+# hides that they may return an input or write one) and the untagged composites known to
+# return an input: fxpasses.effects answers each from one table. Every answer is checked here
+# against eager: the op's graph is run, with an in-place write on its result, and the input is
+# written exactly when the analysis says it may be.
+
+
+class _Stats(nn.Module):
+    """The tensors a batch norm reads, as module buffers (``get_attr`` nodes, like export's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        for name, t in (("w", torch.rand(3) + 0.5), ("b", torch.randn(3)), ("rm", torch.randn(3)),
+                        ("rv", torch.rand(3) + 0.5)):
+            self.register_buffer(name, t)
+
+
+def _bn_args(g, x, training):
+    w, b, rm, rv = (g.get_attr(n) for n in ("w", "b", "rm", "rv"))
+    return (x, w, b, rm, rv, training, 0.1, 1e-5, False)
+
+
+#: id -> (build(graph, x) -> node whose result (or first result) is written, input factory,
+#: whether the result may alias the input). Inputs are chosen so that an op that may alias does
+#: alias in eager (e.g. dropout with train=False returns its input itself).
+COMPOSITE_CASES = {
+    # tagged maybe_aliasing_or_mutating: fresh results
+    "batch_norm eval": (
+        lambda g, x: g.call_function(aten.batch_norm.default, _bn_args(g, x, False)), None, False),
+    "batch_norm train": (
+        lambda g, x: g.call_function(aten.batch_norm.default, _bn_args(g, x, True)), None, False),
+    "_batch_norm_impl_index eval": (
+        lambda g, x: g.call_function(aten._batch_norm_impl_index.default, _bn_args(g, x, False)), None, False),
+    "_batch_norm_impl_index train": (
+        lambda g, x: g.call_function(aten._batch_norm_impl_index.default, _bn_args(g, x, True)), None, False),
+    # tagged: may return the input itself or a view of it
+    "dropout train=False": (lambda g, x: g.call_function(aten.dropout.default, (x, 0.5, False)), None, True),
+    "dropout p=0": (lambda g, x: g.call_function(aten.dropout.default, (x, 0.0, True)), None, True),
+    "feature_dropout train=False": (
+        lambda g, x: g.call_function(aten.feature_dropout.default, (x, 0.5, False)), None, True),
+    "alpha_dropout train=False": (
+        lambda g, x: g.call_function(aten.alpha_dropout.default, (x, 0.5, False)), None, True),
+    "feature_alpha_dropout train=False": (
+        lambda g, x: g.call_function(aten.feature_alpha_dropout.default, (x, 0.5, False)), None, True),
+    "atleast_1d": (lambda g, x: g.call_function(aten.atleast_1d.default, (x,)), None, True),
+    "atleast_2d": (lambda g, x: g.call_function(aten.atleast_2d.default, (x,)), lambda: torch.randn(3), True),
+    "atleast_3d": (lambda g, x: g.call_function(aten.atleast_3d.default, (x,)), None, True),
+    "cartesian_prod one tensor": (
+        lambda g, x: g.call_function(aten.cartesian_prod.default, ([x],)), lambda: torch.randn(3), True),
+    "conj_physical real": (lambda g, x: g.call_function(aten.conj_physical.default, (x,)), None, True),
+    "unsafe_chunk": (lambda g, x: g.call_function(aten.unsafe_chunk.default, (x, 2, 1)), None, True),
+    # not tagged, schema says fresh, but the kernel may return the input or a view of it
+    "type_as": (lambda g, x: g.call_function(aten.type_as.default, (x, x)), None, True),
+    "einsum permutation": (
+        lambda g, x: g.call_function(aten.einsum.default, ("abcd->dcba", [x])), None, True),
+    "broadcast_tensors": (lambda g, x: g.call_function(aten.broadcast_tensors.default, ([x],)), None, True),
+    "meshgrid": (lambda g, x: g.call_function(aten.meshgrid.default, ([x],)), lambda: torch.randn(3), True),
+    "atleast_1d.Sequence": (lambda g, x: g.call_function(aten.atleast_1d.Sequence, ([x],)), None, True),
+    "sum_to_size": (lambda g, x: g.call_function(aten.sum_to_size.default, (x, [2, 3, 4, 4])), None, True),
+    "to_dense strided": (lambda g, x: g.call_function(aten.to_dense.default, (x,)), None, True),
+    "unsafe_split": (lambda g, x: g.call_function(aten.unsafe_split.Tensor, (x, 1)), None, True),
+    "unsafe_split_with_sizes": (
+        lambda g, x: g.call_function(aten.unsafe_split_with_sizes.default, (x, [1, 1])), None, True),
+}
+
+
+def _composite_graph(case: str) -> tuple[torch.fx.GraphModule, torch.fx.Node]:
+    make, _, _ = COMPOSITE_CASES[case]
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    node = make(g, x)
+    result = node
+    if isinstance(node.target, torch._ops.OpOverload) and not (
+        len(node.target._schema.returns) == 1 and str(node.target._schema.returns[0].type) == "Tensor"
+    ):  # a list or tuple: write its first tensor
+        result = g.call_function(operator.getitem, (node, 0))
+    g.call_function(aten.add_.Tensor, (result, 1))
+    g.output((g.call_function(aten.mul.Tensor, (x, 1)),))
+    return torch.fx.GraphModule(_Stats(), g), node
+
+
+@pytest.mark.parametrize("case", list(COMPOSITE_CASES))
+def test_composite_op_results_alias_their_inputs_as_in_eager(case):
+    _, factory, may_alias = COMPOSITE_CASES[case]
+    gm, node = _composite_graph(case)
+    fx = EffectAnalysis(gm)
+    x = placeholder(gm)
+    assert bool(fx.aliased_inputs(node)) == may_alias
+    assert fx.is_written(x) == may_alias  # the write on the result reaches the input
+    # eager: the input is written through the result exactly when the op returned an alias
+    inp = factory() if factory else torch.randn(2, 3, 4, 4)
+    before = inp.clone()
+    gm(inp)
+    assert (not torch.equal(inp, before)) == may_alias
+    # the tensors a batch norm reads are never written through its output; its running
+    # statistics are written in training mode, by the op itself (not through the result)
+    training = "batch_norm" in case and "train" in case
+    assert fx.mutated_attributes() == ({"rm", "rv"} if training else set())
+    if "batch_norm" in case:
+        assert fx.written_inputs(node) == ([n for n in node.all_input_nodes if n.target in ("rm", "rv")]
+                                           if training else [])
+
+
+def test_every_tagged_aten_op_has_an_answer_in_the_table():
+    """The table must list every ATen op torch tags ``maybe_aliasing_or_mutating``: a new one
+    (another torch) is treated as aliasing and writing all its inputs until it is read and added."""
+    tagged = set()
+    for schema in torch._C._jit_get_all_schemas():
+        if not schema.name.startswith("aten::"):
+            continue
+        packet = getattr(aten, schema.name[len("aten::"):], None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            if torch.Tag.maybe_aliasing_or_mutating in getattr(packet, overload).tags:
+                tagged.add(packet.__name__)
+    assert tagged and tagged <= set(effects._COMPOSITE_RESULT_ALIASES), sorted(
+        tagged - set(effects._COMPOSITE_RESULT_ALIASES)
+    )
+    # and every tagged op listed has a case above
+    assert {name for name in tagged if not any(c.startswith(name) for c in COMPOSITE_CASES)} == set()
+
+
+_tag_lib = torch.library.Library("fxpasses_test_tags", "DEF")
+_tag_lib.define("mystery(Tensor x, Tensor y) -> Tensor", tags=(torch.Tag.maybe_aliasing_or_mutating,))
+
+
+def test_a_tagged_op_missing_from_the_table_may_alias_and_write_every_input():
+    mystery = torch.ops.fxpasses_test_tags.mystery.default
+    gm = build(lambda g, x, y: g.call_function(mystery, (x, y)), n_inputs=2)
+    node = only_call(gm)
+    assert kinds(node, gm) == {"unknown"}
+    assert written_inputs(node, gm) == [placeholder(gm, 0), placeholder(gm, 1)]
+    assert EffectAnalysis(gm).aliased_inputs(node) == (placeholder(gm, 0), placeholder(gm, 1))
+
+
+class ResidualBlock(nn.Module):
+    """torchvision's BasicBlock: the second batch norm's output is updated in place."""
+
+    def __init__(self, c: int = 4) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += x
+        return torch.relu(out)
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_the_in_place_residual_add_writes_the_batch_norm_output_only(dialect):
+    x = torch.randn(2, 4, 5, 5)
+    gm = capture(ResidualBlock().eval(), (x,), dialect).gm
+    fx = EffectAnalysis(gm)
+    bns = [n for n in calls(gm) if "batch_norm" in str(n.target) or n.target in ("bn1", "bn2")]
+    assert len(bns) == 2
+    assert all(fx.aliased_inputs(n) == () for n in bns)  # a fresh result
+    # symbolic_trace records ``out += x`` as ``out + x`` (a Proxy has no ``__iadd__``)
+    assert fx.is_written(bns[1]) == (dialect != "symbolic_trace") and not fx.is_written(bns[0])
+    assert fx.mutated_attributes() == set()
+    # dynamo: the input and the parameters are placeholders, which may alias one another
+    assert not any(fx.is_written(p) for p in gm.graph.find_nodes(op="placeholder"))
+
+
+def test_the_residual_block_in_training_writes_the_running_statistics_not_the_weights():
+    gm = capture(ResidualBlock().train(), (torch.randn(2, 4, 5, 5),), "export").gm
+    stats = {f"bn{i}.{s}" for i in (1, 2) for s in ("running_mean", "running_var", "num_batches_tracked")}
+    assert EffectAnalysis(gm).mutated_attributes() == stats
