@@ -53,6 +53,8 @@ class PassContext:
         node: the node being visited by a hook (None outside hooks).
         counters: the pass's own counters (``collections.Counter``), shown in the report.
         skipped: ``(node name, reason)`` for every node the pass declined, shown in the report.
+        output_changes: why the pass changed the module's outputs on purpose
+            (:meth:`changes_outputs`), in the report's ``notes``.
         analyses: results of analyses computed in this run, by name.
     """
 
@@ -75,6 +77,7 @@ class PassContext:
         self.node: Node | None = None
         self.counters: collections.Counter[str] = collections.Counter()
         self.skipped: list[tuple[str, str]] = []
+        self.output_changes: list[str] = []
         self.analyses: dict[str, Any] = analyses if analyses is not None else {}
         self._provenance: Node | None = None
 
@@ -88,6 +91,17 @@ class PassContext:
         """Record that the pass left ``node`` alone and why (shown in the run report)."""
         self.skipped.append((node.name, reason))
         self.counters["skipped"] += 1
+
+    def changes_outputs(self, reason: str) -> None:
+        """Declare that the pass changes the module's outputs on purpose, and why (an option
+        asked for it: e.g. removing dropout that is active in training mode).
+
+        Nothing is relaxed: numeric verification still compares the outputs, and when they
+        differ the pass's :class:`~fxpasses.errors.PassFailedError` carries ``reason`` as a
+        note, so the failure says it was by design. The reason is also in the pass's report
+        (``notes``). Each distinct reason is kept once."""
+        if reason not in self.output_changes:
+            self.output_changes.append(reason)
 
     # ------------------------------------------------------------------ creating nodes
 
