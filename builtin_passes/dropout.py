@@ -34,6 +34,21 @@ _F_DROPOUTS = {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout
 _DROPOUT_NAMES = FAMILIES["dropout"]
 
 
+# What the pass tells numeric verification (``ctx.changes_outputs``) when ``inference=True``
+# removes a dropout that is active: the outputs change by design, and a failure should say so.
+_CHANGES_OUTPUTS = (
+    "remove_dropout{inference=true} removed dropout that is active in training mode, which changes "
+    "the outputs by design (active dropout zeroes elements at random and scales the others); "
+    'numeric verification cannot pass on this module: verify this pass with verify="lint", or run it '
+    "on an eval-mode capture"
+)
+_MAY_CHANGE_OUTPUTS = (
+    "remove_dropout{inference=true} removed dropout whose training flag is not a constant, which "
+    "changes the outputs by design whenever the flag is true; numeric verification cannot pass then: "
+    'verify this pass with verify="lint", or run it on an eval-mode capture'
+)
+
+
 class RemoveDropoutOptions(PassOptions):
     """Options of ``remove_dropout``."""
 
@@ -64,8 +79,9 @@ class RemoveDropout(NodePass):
 
     An active dropout (training mode, or a training flag that is not a literal) is never
     removed unless the option ``inference=True`` declares the graph to be inference only;
-    then it is removed as if the model were in eval mode. A dropout whose mask output is
-    used is kept.
+    then it is removed as if the model were in eval mode, which changes the outputs: the pass
+    says so (``ctx.changes_outputs``), and a failed numeric verification names it as the
+    reason. A dropout whose mask output is used is kept.
 
     Aliasing: eval-mode ``dropout`` returns its input tensor itself, so removing it is exact.
     ``native_dropout``, the decomposition's ``clone`` and active dropouts return a new
@@ -110,6 +126,8 @@ class RemoveDropout(NodePass):
         if active is not False and not self.options.inference:
             why = "in training mode" if active is True else "with a training flag that is not a constant"
             return ctx.skip(node, f"active dropout ({why}); set inference=true to remove it")
+        if active is not False:
+            ctx.changes_outputs(_CHANGES_OUTPUTS if active is True else _MAY_CHANGE_OUTPUTS)
         return Replace(self._substitute(node, x, fresh_result, ctx))
 
     def _native_dropout(self, node: Node, ctx: PassContext) -> Any:
@@ -127,6 +145,8 @@ class RemoveDropout(NodePass):
             (outs if user.args[1] == 0 else masks).append(user)
         if any(m.users for m in masks):
             return ctx.skip(node, "the dropout mask is used")
+        if train is not False:
+            ctx.changes_outputs(_CHANGES_OUTPUTS if train is True else _MAY_CHANGE_OUTPUTS)
         for out in outs:
             ctx.replace_uses(out, self._substitute(out, x, True, ctx))
             ctx.graph.erase_node(out)

@@ -183,7 +183,10 @@ def bisect(
         return result
     span = counter.spans[-1]
     result.pass_name, result.step = span.name, span.step + 1
-    result.error = str(failure).split("\n  the graph was restored")[0]
+    # without the rollback line (bisect restores the graph itself), with the notes (e.g. a
+    # pass that said it changes the outputs on purpose)
+    result.error = str(failure).split("\n  the graph was restored")[0].split("\n  note: ")[0]
+    result.error += "".join(f"\n  note: {n}" for n in failure.notes)
     result.first, result.last = span.first, span.first + span.count - 1
     result.trials.append(Trial(counter.count, True, result.error.splitlines()[0]))
     rewrites = f"its rewrites #{result.first}..#{result.last}" if span.count else "it reported no rewrite"

@@ -1,9 +1,13 @@
 """The ``fxpasses`` command line.
 
 Exit status: 0 on success; 2 for a user error (bad config, unknown pass, bad options, cycle,
-unreadable model factory, bad command line, a broken plugin under ``--strict-plugins``), printed
-as one message without a traceback (``--traceback`` shows it); 1 when a pass fails or the
-outputs change (``bisect``: when it finds a bad pass or rewrite).
+unreadable model factory or one that raises, a model that cannot be captured or run, bad
+command line, a broken plugin under ``--strict-plugins``), printed as one message without a
+traceback (``--traceback`` shows it); 1 when a pass fails or the outputs change (``bisect``:
+when it finds a bad pass or rewrite).
+
+The group's options ``--traceback``, ``-p`` and ``--strict-plugins`` are accepted after the
+command too (``fxpasses run x.toml --traceback``).
 """
 
 from __future__ import annotations
@@ -27,10 +31,16 @@ __all__ = ["main", "cli"]
 class _State:
     def __init__(self, traceback: bool, plugins: tuple[str, ...], strict: bool) -> None:
         self.traceback = traceback
-        self.enable = [p for p in plugins if not p.startswith("no:")]
-        self.disable = [p[3:] for p in plugins if p.startswith("no:")]
+        self.enable: list[str] = []
+        self.disable: list[str] = []
+        self.add_plugins(plugins)
         self.strict = strict
         self._registry: Any = None
+
+    def add_plugins(self, plugins: tuple[str, ...]) -> None:
+        """``-p NAME`` / ``-p no:NAME`` values."""
+        self.enable += [p for p in plugins if not p.startswith("no:")]
+        self.disable += [p[3:] for p in plugins if p.startswith("no:")]
 
     def registry(self, plugins_cfg: Any = None) -> Any:
         from .errors import PassDefinitionWarning, PluginWarning
@@ -113,22 +123,59 @@ def _handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--traceback", is_flag=True, help="Show the full traceback of errors.")
-@click.option(
-    "-p",
-    "plugins",
-    multiple=True,
-    metavar="NAME",
-    help="Load plugin NAME (distribution or entry point) even with autoload disabled; "
-    "-p no:NAME never loads it. Repeatable.",
+_TRACEBACK_HELP = "Show the full traceback of errors."
+_PLUGINS_HELP = (
+    "Load plugin NAME (distribution or entry point) even with autoload disabled; "
+    "-p no:NAME never loads it. Repeatable."
 )
-@click.option("--strict-plugins", is_flag=True, help="A broken plugin is an error, not a warning.")
+_STRICT_HELP = "A broken plugin is an error, not a warning."
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--traceback", is_flag=True, help=_TRACEBACK_HELP)
+@click.option("-p", "plugins", multiple=True, metavar="NAME", help=_PLUGINS_HELP)
+@click.option("--strict-plugins", is_flag=True, help=_STRICT_HELP)
 @click.version_option(package_name="fxpasses")
 @click.pass_context
 def cli(ctx: click.Context, traceback: bool, plugins: tuple[str, ...], strict_plugins: bool) -> None:
-    """A plugin-based pass registry for PyTorch FX graphs."""
+    """A plugin-based pass registry for PyTorch FX graphs.
+
+    --traceback, -p and --strict-plugins may also be given after the command
+    (`fxpasses run CONFIG --traceback`).
+    """
     ctx.obj = _State(traceback, plugins, strict_plugins)
+
+
+def _global_options(fn: F) -> F:
+    """The group's options --traceback, -p and --strict-plugins, accepted after the command
+    too (`fxpasses run x.toml --traceback`), where they add to those given before it. They run
+    while the command line is parsed, before the command: the registry is made later."""
+
+    def state(ctx: click.Context) -> _State:
+        found = ctx.find_object(_State)
+        if found is None:  # the command invoked without the group (a test calling it alone)
+            found = ctx.obj = _State(False, (), False)
+        return found
+
+    def set_traceback(ctx: click.Context, _param: Any, value: bool) -> None:
+        if value:
+            state(ctx).traceback = True
+
+    def add_plugins(ctx: click.Context, _param: Any, value: tuple[str, ...]) -> None:
+        if value:
+            state(ctx).add_plugins(value)
+
+    def set_strict(ctx: click.Context, _param: Any, value: bool) -> None:
+        if value:
+            state(ctx).strict = True
+
+    fn = click.option("--strict-plugins", is_flag=True, expose_value=False, callback=set_strict, help=_STRICT_HELP)(fn)
+    fn = click.option(
+        "-p", "plugins", multiple=True, metavar="NAME", expose_value=False, callback=add_plugins, help=_PLUGINS_HELP
+    )(fn)
+    return click.option(  # type: ignore[return-value]
+        "--traceback", is_flag=True, expose_value=False, callback=set_traceback, help=_TRACEBACK_HELP
+    )(fn)
 
 
 def _config_source(fn: F) -> F:
@@ -148,6 +195,7 @@ _format = click.option(
 @_format
 @click.pass_obj
 @_handle_errors
+@_global_options
 def list_cmd(state: _State, fmt: str) -> None:
     """List the registered passes and the plugins they come from."""
     from .console import print_table
@@ -197,6 +245,7 @@ def list_cmd(state: _State, fmt: str) -> None:
 @_format
 @click.pass_obj
 @_handle_errors
+@_global_options
 def show_cmd(state: _State, name: str, fmt: str) -> None:
     """Show a pass (options with types and defaults, dependencies, source package) or a preset."""
     from .errors import DuplicatePassError
@@ -289,6 +338,7 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
 @_format
 @click.pass_obj
 @_handle_errors
+@_global_options
 def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
     """Validate CONFIG (or --pipeline/--preset) and print the ordered plan; no model needed."""
     from .errors import ConfigError
@@ -350,6 +400,7 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
 @_format
 @click.pass_obj
 @_handle_errors
+@_global_options
 def run_cmd(
     state: _State,
     config: str | None,
@@ -488,6 +539,7 @@ def _echo_reproducer(writer: Any) -> None:
 @_format
 @click.pass_obj
 @_handle_errors
+@_global_options
 def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
     """Find the first pass, then the first rewrite in it, that changes the model's outputs.
 
@@ -537,6 +589,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
 @cli.command("schema")
 @click.pass_obj
 @_handle_errors
+@_global_options
 def schema_cmd(state: _State) -> None:
     """Print the JSON Schema of the config file (per-pass options selected by pass name)."""
     from .schema import config_schema

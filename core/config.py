@@ -23,6 +23,8 @@ A config is a mapping with these keys (all optional except where a command needs
     [model]                    # for `fxpasses run`
     factory = "models:convnet" # module:callable (module resolved next to the config file too)
     # graph = "graph.py"       # or: a graph saved by a reproducer, instead of factory/capture
+    # program = "model.pt2"    # or: a program saved by torch.export.save (the model.pt2 of
+                               # `fxpasses run`), used as it is (capture "export", mode as exported)
     kwargs = {}
     capture = "export"         # symbolic_trace | dynamo | export
     inputs = [{shape = [1, 3, 32, 32], dtype = "float32"}]   # or "inputs.safetensors"
@@ -134,12 +136,30 @@ class InputSpec(_Strict):
         return v
 
 
+#: Why ``train = true`` cannot apply to an exported module (a saved ``program``, or a factory
+#: returning ``torch.export``'s ``ExportedProgram`` or its ``.module()``).
+EXPORTED_MODE_FIXED = (
+    "the training/eval mode of an exported module is fixed when it is exported (torch.export "
+    "records dropout and batch norm as that mode runs them), so it cannot be put in training mode; "
+    "remove `train = true` (the module runs in the mode it was exported in; `preset = \"training\"` "
+    "keeps its parameters unfrozen), or give a factory returning the model itself, not exported, "
+    "for `capture` to export in training mode"
+)
+
+
 class ModelConfig(_Strict):
-    """The model ``fxpasses run`` optimizes: a factory to capture, or a saved graph.
+    """The model ``fxpasses run`` optimizes: a factory to capture, a saved graph, or a saved
+    exported program.
 
     ``factory`` (``module:callable``) builds an ``nn.Module`` that is captured with
-    ``capture``; ``graph`` instead names a graph file written by a reproducer
-    (:mod:`fxpasses.reproducer`), loaded as it is. ``inputs`` is a list of input specs
+    ``capture`` (a factory may also return an exported module, ``torch.export``'s
+    ``ExportedProgram`` or its ``.module()``: that is used as it is, not captured again);
+    ``graph`` instead names a graph file written by a reproducer (:mod:`fxpasses.reproducer`),
+    loaded as it is; ``program`` names a program saved by ``torch.export.save`` (a ``.pt2``,
+    such as the ``model.pt2`` that ``fxpasses run`` writes), loaded with
+    ``torch.export.load(...).module()`` and used as it is: its dialect is ``export`` and its
+    training/eval mode is the one it was exported in, so ``train = true`` and another
+    ``capture`` are errors. ``inputs`` is a list of input specs
     (random tensors, the positional inputs), a table of input specs by name (keys ``0``,
     ``1``, ... are positional inputs, any other key is a keyword input: the model is called
     ``model(*positional, **keywords)``, as ``torch.export.export(model, args, kwargs)`` calls
@@ -150,6 +170,7 @@ class ModelConfig(_Strict):
 
     factory: str | None = Field(default=None, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$")
     graph: str | None = Field(default=None, min_length=1)
+    program: str | None = Field(default=None, min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     capture: Capture = "export"
     inputs: Union[list[InputSpec], dict[str, InputSpec], str] = Field(min_length=1)
@@ -158,10 +179,24 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelConfig":
-        if (self.factory is None) == (self.graph is None):
-            raise ValueError("give either `factory` (a model to capture) or `graph` (a saved graph file), not both or neither")
-        if self.graph is not None and self.kwargs:
-            raise ValueError("`kwargs` are for a factory; a saved `graph` takes none")
+        given = [k for k in ("factory", "graph", "program") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give either `factory` (a model to capture) or `graph` (a saved graph file) or `program` "
+                "(a saved exported program, .pt2), just one of them"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        if self.factory is None and self.kwargs:
+            what = "a saved `graph`" if self.graph is not None else "a saved `program`"
+            raise ValueError(f"`kwargs` are for a factory; {what} takes none")
+        if self.program is not None:
+            if self.train:
+                raise ValueError(f"`train = true`: {EXPORTED_MODE_FIXED}")
+            if "capture" in self.model_fields_set and self.capture != "export":
+                raise ValueError(
+                    f"`capture = {self.capture!r}`: a saved `program` is an exported module already and is "
+                    'used as it is, in the export dialect; remove `capture` (or set it to "export")'
+                )
         return self
 
     @field_validator("inputs")

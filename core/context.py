@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import collections
+import contextlib
+import functools
+import importlib.util
+import os
 import re
+import site
+import sysconfig
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import torch
@@ -47,6 +53,8 @@ class PassContext:
         node: the node being visited by a hook (None outside hooks).
         counters: the pass's own counters (``collections.Counter``), shown in the report.
         skipped: ``(node name, reason)`` for every node the pass declined, shown in the report.
+        output_changes: why the pass changed the module's outputs on purpose
+            (:meth:`changes_outputs`), in the report's ``notes``.
         analyses: results of analyses computed in this run, by name.
     """
 
@@ -69,6 +77,7 @@ class PassContext:
         self.node: Node | None = None
         self.counters: collections.Counter[str] = collections.Counter()
         self.skipped: list[tuple[str, str]] = []
+        self.output_changes: list[str] = []
         self.analyses: dict[str, Any] = analyses if analyses is not None else {}
         self._provenance: Node | None = None
 
@@ -82,6 +91,17 @@ class PassContext:
         """Record that the pass left ``node`` alone and why (shown in the run report)."""
         self.skipped.append((node.name, reason))
         self.counters["skipped"] += 1
+
+    def changes_outputs(self, reason: str) -> None:
+        """Declare that the pass changes the module's outputs on purpose, and why (an option
+        asked for it: e.g. removing dropout that is active in training mode).
+
+        Nothing is relaxed: numeric verification still compares the outputs, and when they
+        differ the pass's :class:`~fxpasses.errors.PassFailedError` carries ``reason`` as a
+        note, so the failure says it was by design. The reason is also in the pass's report
+        (``notes``). Each distinct reason is kept once."""
+        if reason not in self.output_changes:
+            self.output_changes.append(reason)
 
     # ------------------------------------------------------------------ creating nodes
 
@@ -383,13 +403,101 @@ def describe_node(node: Node) -> dict[str, str]:
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)(?:\n(?![ \t]*File ")[ \t]*(.*))?')
 
+#: Top-level packages whose frames are never the user's code: torch, the packages its wheel
+#: ships beside it, and fxpasses.
+_OWN_PACKAGES = ("torch", "functorch", "torchgen", "fxpasses")
+_SITE_DIRS = ("site-packages", "dist-packages")
+
+
+@functools.lru_cache(maxsize=1)
+def _bundled_models() -> frozenset[str]:
+    """The files of the models fxpasses ships (``fxpasses._example``): model code, the user's
+    in `fxpasses run` without a config, though they are inside fxpasses."""
+    out = set()
+    with contextlib.suppress(ImportError, ValueError):
+        spec = importlib.util.find_spec("fxpasses._example")
+        if spec is not None and spec.origin:
+            for v in (os.path.abspath(spec.origin), os.path.realpath(spec.origin)):
+                out.add(v.replace("\\", "/"))
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _known_dirs() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``(own, stdlib, site)``: folders (with a trailing ``/``, as given and resolved) of
+    torch's and fxpasses' packages, of Python's standard library, and of installed packages."""
+
+    def variants(paths: Iterable[str]) -> tuple[str, ...]:
+        out: set[str] = set()
+        for path in paths:
+            if path:
+                for v in (os.path.abspath(path), os.path.realpath(path)):
+                    out.add(v.replace("\\", "/").rstrip("/") + "/")
+        return tuple(sorted(out, key=len, reverse=True))
+
+    own: list[str] = []
+    # fxpasses.builtin_passes: a folder of its own in a source checkout
+    for name in (*_OWN_PACKAGES, "fxpasses.builtin_passes"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            own.extend(spec.submodule_search_locations or ())
+    paths = sysconfig.get_paths()
+    site_dirs = [paths.get("purelib", ""), paths.get("platlib", "")]
+    with contextlib.suppress(Exception):
+        site_dirs += [*site.getsitepackages(), site.getusersitepackages()]
+    stdlib = [paths.get("stdlib", ""), paths.get("platstdlib", "")]
+    return variants(own), variants(stdlib), variants(site_dirs)
+
+
+@functools.lru_cache(maxsize=4096)
+def _frame_kind(path: str) -> str:
+    """``"own"`` (torch's, the packages torch ships, fxpasses' (not its bundled example
+    model), Python's standard library or generated code), ``"library"`` (another installed
+    package) or ``"user"``, for the file of a stack frame.
+
+    Decided by where the file is: under the folders these packages are imported from here, or,
+    for a trace recorded elsewhere (a saved program, a reproducer's graph), by the layout of
+    its path (``.../site-packages/torch/...``, ``.../lib/python3.11/...``)."""
+    if path.startswith("<"):  # <frozen importlib._bootstrap>, fx's <eval_with_key>.3; <stdin>
+        return "own" if path.startswith(("<frozen ", "<eval_with_key>")) else "user"
+    own, stdlib, site_dirs = _known_dirs()
+    candidates = {path.replace("\\", "/")}
+    with contextlib.suppress(OSError, ValueError):
+        candidates.add(os.path.realpath(path).replace("\\", "/"))
+    if candidates & _bundled_models():
+        return "user"
+    for p in candidates:
+        if any(p.startswith(d) for d in own):
+            return "own"
+    for p in candidates:
+        if any(p.startswith(d) for d in site_dirs):
+            return "library"
+        for d in stdlib:
+            if p.startswith(d) and p[len(d):].split("/", 1)[0] not in _SITE_DIRS:
+                return "own"
+    parts = path.replace("\\", "/").split("/")
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] in _SITE_DIRS:
+            return "own" if parts[i + 1] in _OWN_PACKAGES else "library"
+    if re.search(r"/lib/python3\.\d+/[^/]", path.replace("\\", "/")):
+        return "own"  # a standard library of elsewhere (site-packages was handled above)
+    return "user"
+
 
 def user_source_line(node: Node) -> str | None:
     """The user's source line recorded for ``node`` (from ``meta["stack_trace"]``).
 
-    Returns the innermost frame outside torch's own files, formatted as
-    ``File "model.py", line 12, in forward: return x + self.b``; None when no trace is
-    recorded.
+    Returns the innermost frame that is not torch's own code (torch and the packages its
+    wheel ships: functorch, torchgen), nor fxpasses', nor Python's standard library, formatted
+    as ``File "model.py", line 12, in forward: return x + self.b``. A frame in another
+    installed package is the model's code (a Hugging Face model's ``modeling_gpt2.py``); when
+    the chosen frame is in one and an outer frame is in the user's own files, that is named
+    too: ``File ".../modeling_gpt2.py", line 603, in forward: h = self.drop(h) (called from
+    File "models.py", line 103, in forward)``. With only torch's frames, the innermost one;
+    None when no trace is recorded.
     """
     trace = node.meta.get("stack_trace")
     if not trace:
@@ -397,14 +505,17 @@ def user_source_line(node: Node) -> str | None:
     frames = _FRAME.findall(trace)
     if not frames:
         return trace.strip().splitlines()[-1].strip() or None
-    chosen = frames[-1]
-    for frame in reversed(frames):
-        path = frame[0].replace("\\", "/")
-        if "/torch/" not in path and "/site-packages/" not in path:
-            chosen = frame
-            break
-    code = chosen[3].strip()
-    return f'File "{chosen[0]}", line {chosen[1]}, in {chosen[2]}' + (f": {code}" if code else "")
+    kinds = [_frame_kind(f[0]) for f in frames]
+    chosen = next((i for i in range(len(frames) - 1, -1, -1) if kinds[i] != "own"), len(frames) - 1)
+    frame = frames[chosen]
+    code = frame[3].strip()
+    text = f'File "{frame[0]}", line {frame[1]}, in {frame[2]}' + (f": {code}" if code else "")
+    if kinds[chosen] == "library":
+        caller = next((i for i in range(chosen - 1, -1, -1) if kinds[i] == "user"), None)
+        if caller is not None:
+            outer = frames[caller]
+            text += f' (called from File "{outer[0]}", line {outer[1]}, in {outer[2]})'
+    return text
 
 
 def tensor_info(node: Node) -> tuple[torch.Size, torch.dtype] | None:

@@ -1,13 +1,19 @@
 """The main job behind ``fxpasses run``: build, capture, optimize, verify, time, save.
 
 1. Build the model from ``[model] factory`` (``module:callable``; the module is looked up next to
-   the config file first), in eval mode unless ``train = true``.
+   the config file first), in eval mode unless ``train = true``. A factory may return an
+   exported module (``torch.export``'s ``ExportedProgram``, taken as its ``.module()``, or
+   that module, e.g. ``torch.export.load(path).module()``): it is used as it is, in the mode
+   it was exported in (``train = true`` is an error: that mode is fixed at export).
 2. Make the example inputs from ``[model] inputs`` (seeded by ``[model] seed``), or read them
    from the tensor file it names: positional inputs, and keyword inputs when it is a table
    with keyword names (or the file holds tensors named other than ``0``, ``1``, ...). The
    model is called ``model(*positional, **keywords)``.
-3. Capture it (``symbolic_trace``, ``dynamo`` or ``export``). With ``[model] graph`` (a graph
-   saved by a reproducer, :mod:`fxpasses.reproducer`) steps 1 and 3 are replaced by loading it.
+3. Capture it (``symbolic_trace``, ``dynamo`` or ``export``; an exported module is not captured
+   again: its dialect is ``export``). With ``[model] graph`` (a graph saved by a reproducer,
+   :mod:`fxpasses.reproducer`) or ``[model] program`` (a program saved by
+   ``torch.export.save``, such as the ``model.pt2`` of step 6) steps 1 and 3 are replaced by
+   loading it.
 4. Run the pipeline over the captured graph.
 5. Check the outputs of the optimized graph against the captured graph before the pipeline
    (``atol``/``rtol`` of the config) and measure the latency of both (the fastest of repeated
@@ -31,6 +37,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import logging
 import math
 import os
 import re
@@ -45,7 +52,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from .capture import Captured, capture
-from .config import Config, InputSpec, ModelConfig, parse_config
+from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, parse_config
 from .errors import ConfigError, UserError, VerificationError
 from .pipeline import Pipeline
 from .registry import Registry
@@ -258,7 +265,17 @@ def _random_input(label: str, s: InputSpec, gen: torch.Generator) -> torch.Tenso
     return torch.randint(lo, hi, shape, generator=gen, dtype=dtype)
 
 
-def _build_model(mc: ModelConfig, base_dir: Path | None) -> torch.nn.Module:
+def _build_model(mc: ModelConfig, base_dir: Path | None) -> tuple[torch.nn.Module, bool]:
+    """``(model, exported)``: the factory's model in the mode ``train`` asks for, or, when the
+    factory returns an exported module (``torch.export``'s ``ExportedProgram``, taken as its
+    ``.module()``, or such a module), that module as it is (``exported`` True).
+
+    Raises:
+        ConfigError: the factory cannot be loaded, does not take ``kwargs``, raises (named,
+            with the exception as ``__cause__``), returns something else than a module;
+            ``train = true`` for an exported module (its mode is fixed at export); the
+            model's own ``train()`` raises.
+    """
     assert mc.factory is not None
     factory = load_factory(mc.factory, base_dir)
     try:
@@ -273,9 +290,86 @@ def _build_model(mc: ModelConfig, base_dir: Path | None) -> torch.nn.Module:
         raise ConfigError(
             f"the model factory {mc.factory} raised {type(exc).__name__}: {exc}", source="[model] factory"
         ) from exc
+    if isinstance(model, torch.export.ExportedProgram):
+        try:
+            model = model.module()
+        except Exception as exc:
+            raise ConfigError(
+                f"{mc.factory} returned an ExportedProgram whose .module() raised {type(exc).__name__}: {exc}",
+                source="[model] factory",
+            ) from exc
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(f"{mc.factory} returned {type(model).__name__}, not a torch.nn.Module", source="[model] factory")
-    return model.train(mc.train)
+    if _is_exported_module(model):
+        if mc.train:
+            raise ConfigError(
+                f"{mc.factory} returned an exported module: {EXPORTED_MODE_FIXED}", source="[model] train"
+            )
+        _check_export_capture(mc, f"{mc.factory} returned an exported module")
+        return model, True
+    try:
+        return model.train(mc.train), False
+    except Exception as exc:  # the model's own train() (or a module that refuses mode changes)
+        raise ConfigError(
+            f"the model {mc.factory} returned cannot be put in {'training' if mc.train else 'eval'} mode: "
+            f"{type(model).__name__}.train({mc.train}) raised {type(exc).__name__}: {exc}",
+            source="[model] train",
+        ) from exc
+
+
+def _is_exported_module(model: Any) -> bool:
+    """Whether ``model`` is the module of an exported program (``ExportedProgram.module()``,
+    also after ``torch.export.load``): its graph is already in the export dialect and its
+    ``train()``/``eval()`` refuse to change the mode it was exported in."""
+    return isinstance(model, torch.fx.GraphModule) and any(
+        c.__name__ == "_StatefulGraphModule" for c in type(model).__mro__
+    )
+
+
+def _check_export_capture(mc: ModelConfig, what: str) -> None:
+    """An exported module is used as it is: a ``capture`` other than ``export``, given in the
+    config, is an error rather than silently ignored."""
+    if "capture" in mc.model_fields_set and mc.capture != "export":
+        raise ConfigError(
+            f"{what}, which is used as it is, in the export dialect: `capture = {mc.capture!r}` cannot "
+            'apply to it; remove `capture` (or set it to "export")',
+            source="[model] capture",
+        )
+
+
+@contextlib.contextmanager
+def _quiet_loggers(*names: str) -> Iterator[None]:
+    """Keep torch's loggers ``names`` from printing the traceback of an error (torch.export.load
+    logs one, at WARNING level, for a file that is not a program) that the ConfigError then
+    says in one line, with the original exception as its ``__cause__``."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def load_program(path: Path) -> torch.nn.Module:
+    """The module of the exported program saved at ``path`` (``torch.export.save``, e.g. the
+    ``model.pt2`` ``fxpasses run`` writes): ``torch.export.load(path).module()``.
+
+    Raises:
+        ConfigError: the file is missing or is not a saved exported program.
+    """
+    if not path.is_file():
+        raise ConfigError(f"program file not found: {path}", source="[model] program")
+    try:
+        with _quiet_loggers("torch.export", "torch.export.pt2_archive._package", "torch._subclasses.fake_tensor"):
+            return torch.export.load(str(path)).module()
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot load {path} with torch.export.load: {type(exc).__name__}: {str(exc)[:300]}",
+            source="[model] program",
+        ) from exc
 
 
 @dataclass
@@ -328,7 +422,8 @@ def load_model_example_inputs(
 
 
 def prepare_model(cfg: Config) -> PreparedModel:
-    """Build and capture ``[model] factory``, or load ``[model] graph``; make the inputs.
+    """Build and capture ``[model] factory``, or load ``[model] graph`` or ``[model] program``;
+    make the inputs.
 
     Raises:
         ConfigError/UserError: no [model] section, a bad factory, graph, inputs or capture.
@@ -350,10 +445,24 @@ def prepare_model(cfg: Config) -> PreparedModel:
         gm = load_graph(path)
         captured = Captured(gm, inputs, detect_dialect(gm), kwargs)
         return PreparedModel(captured, str(mc.graph), time.perf_counter() - t0)
-    model = _build_model(mc, base_dir)
+    if mc.program is not None:
+        path = Path(mc.program)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        inputs, kwargs = load_model_example_inputs(mc, base_dir)
+        t0 = time.perf_counter()
+        # an exported module already: used as it is (the config's validation refused
+        # `train = true` and another `capture`)
+        captured = Captured(load_program(path), inputs, "export", kwargs)
+        return PreparedModel(captured, str(mc.program), time.perf_counter() - t0)
+    model, exported = _build_model(mc, base_dir)
     inputs, kwargs = load_model_example_inputs(mc, base_dir)
     t0 = time.perf_counter()
-    cap = capture(model, inputs, mc.capture, kwargs)
+    if exported:  # torch.export's module already: not captured again
+        assert isinstance(model, torch.fx.GraphModule)
+        cap = Captured(model, list(inputs), "export", dict(kwargs))
+    else:
+        cap = capture(model, inputs, mc.capture, kwargs)
     return PreparedModel(cap, str(mc.factory), time.perf_counter() - t0)
 
 
@@ -431,7 +540,9 @@ def run_job(
     try:
         expected = call_isolated(gm, cap.inputs, state, cap.kwargs)
     except Exception as exc:
-        what = "[model] graph" if mc.graph is not None else "the captured model"
+        what = "the captured model"
+        if mc.graph is not None or mc.program is not None:
+            what = "[model] graph" if mc.graph is not None else "[model] program"
         raise ConfigError(
             f"{what} does not run on the given inputs: {type(exc).__name__}: {exc}", source="[model] inputs"
         ) from exc
@@ -441,10 +552,25 @@ def run_job(
         gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
     )
     state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
-    actual = call_isolated(gm, cap.inputs, state, cap.kwargs)
+    # passes that said they change the outputs on purpose (ctx.changes_outputs)
+    notes = "".join(f"\n  note: {n}" for p in report.passes for n in p.notes)
+    if notes:
+        notes += (
+            "\n  note: `fxpasses run` compares the outputs after the pipeline with those before it "
+            "whatever `verify` is, so a pipeline that changes them on purpose cannot pass it"
+        )
+    try:
+        actual = call_isolated(gm, cap.inputs, state, cap.kwargs)
+    except Exception as exc:
+        changers = [p.name for p in report.passes if p.changed]
+        raise VerificationError(
+            f"the optimized model no longer runs on the inputs: {type(exc).__name__}: {exc} (passes that "
+            f"changed it: {', '.join(changers) or 'none'}; verify = \"numeric\" checks each pass and rolls "
+            f"back the one that breaks it){notes}"
+        ) from exc
     cmp = compare_outputs(actual, expected, cfg.atol, cfg.rtol)
     if cmp.message:
-        raise VerificationError(f"the optimized model's outputs differ from the original: {cmp.message}")
+        raise VerificationError(f"the optimized model's outputs differ from the original: {cmp.message}{notes}")
     after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
     result = JobResult(

@@ -520,6 +520,9 @@ class Pipeline:
                         snap.restore()
                         raise
                     failure = self._failure(step.name, exc, snap, on_error, stage)
+                    if isinstance(exc, _OutputsDiffer):
+                        # the pass said it changes the outputs on purpose (ctx.changes_outputs)
+                        failure.notes.extend(ctx.output_changes)
                     if isinstance(exc, _OutputsDiffer) and unchecked:
                         failure.notes.append(
                             self._earlier_blame(
@@ -534,6 +537,7 @@ class Pipeline:
                     pr.nodes_after = len(gm.graph.nodes)
                     pr.counters = dict(ctx.counters)
                     pr.skipped = list(ctx.skipped)
+                    pr.notes = list(ctx.output_changes)
                     report.passes.append(pr)
                     notify("fxpasses_pass_failed", pass_name=step.name, gm=gm, error=failure)
                     if on_error == "skip":
@@ -560,6 +564,7 @@ class Pipeline:
                 pr.nodes_after = len(gm.graph.nodes)
                 pr.counters = dict(ctx.counters)
                 pr.skipped = list(ctx.skipped)
+                pr.notes = list(ctx.output_changes)
                 report.passes.append(pr)
                 notify("fxpasses_after_pass", pass_name=step.name, gm=gm, ctx=ctx, report=pr)
         except BaseException:

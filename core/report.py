@@ -24,6 +24,7 @@ class PassReport:
         seconds: wall time of the pass (hooks, surgery and verification), in seconds.
         counters: the pass's own counters (``ctx.count``), e.g. ``{"fused": 3}``.
         skipped: ``(node name, reason)`` for nodes the pass declined (``ctx.skip``).
+        notes: why the pass changed the module's outputs on purpose (``ctx.changes_outputs``).
         error: the error message when the pass failed.
         iteration: fixpoint iteration this run belongs to (0 outside fixpoint groups).
         rewrites: under a rewrite limit (:mod:`fxpasses.rewrites`), how many rewrites the
@@ -39,6 +40,7 @@ class PassReport:
     seconds: float = 0.0
     counters: dict[str, int] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     error: str | None = None
     iteration: int = 0
     reasons: list[str] = field(default_factory=list)

@@ -154,3 +154,37 @@ def test_print_after_a_pass_outside_the_pipeline_warns():
     r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--print-after", "count_ops"])
     assert r.exit_code == 0, r.output
     assert "warning: --print-after: not in the pipeline, nothing to print: count_ops" in r.output
+
+
+def test_global_options_are_accepted_after_the_command_too():
+    """`fxpasses run x.toml --traceback` is what the error's hint says to run."""
+    from fxpasses.errors import UnknownPassError
+
+    r = CliRunner().invoke(cli, ["show", "count_op", "--traceback"])
+    assert isinstance(r.exception, UnknownPassError), r.output  # raised, not "No such option"
+    assert "No such option" not in r.output
+    r = CliRunner().invoke(cli, ["show", "count_op"])
+    assert r.exit_code == 2 and r.exception is not None and isinstance(r.exception, SystemExit)
+    # -p after the command, alone and added to one before it
+    r = CliRunner().invoke(cli, ["list", "-p", "nosuch-dist"])
+    assert r.exit_code == 2
+    assert "plugin nosuch-dist: requested with enable/-p but not installed" in r.output
+    r = CliRunner().invoke(cli, ["-p", "no:other-dist", "check", "--pipeline", "eliminate_dead_code", "-p", "nosuch-dist"])
+    assert r.exit_code == 2 and "plugin nosuch-dist" in r.output
+    assert CliRunner().invoke(cli, ["list", "-p", "no:nosuch-dist", "--strict-plugins"]).exit_code == 0
+    assert "--traceback" in CliRunner().invoke(cli, ["run", "--help"]).output
+
+
+def test_an_unexpected_error_hint_names_an_option_that_works(tmp_path, monkeypatch):
+    """The hint `(run with --traceback for details)` is followed as written: after the command."""
+    import fxpasses.job
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in fxpasses")
+
+    monkeypatch.setattr(fxpasses.job, "run_job", broken)
+    r = CliRunner().invoke(cli, ["run", "--no-save"])
+    assert r.exit_code == 1
+    assert "error: unexpected RuntimeError: a bug in fxpasses\n(run with --traceback for details)" in r.output
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--traceback"])
+    assert isinstance(r.exception, RuntimeError) and str(r.exception) == "a bug in fxpasses"

@@ -308,3 +308,57 @@ def test_user_function_named_dropout_is_not_removed():
     pr = run(gm, "remove_dropout{inference=true}")
     assert not pr.changed and pr.counters == {}
     assert torch.equal(gm(torch.ones(2)), torch.full((2,), 2.0))
+
+
+# ------------------------------------------------- removing active dropout changes outputs by design
+
+
+@pytest.mark.parametrize("dialect", [*DIALECTS, "export, decomposed"])
+def test_inference_on_a_training_mode_model_fails_numeric_verification_saying_why(dialect):
+    model = DropThenTriple().train()
+    x = torch.ones(1000)
+    if dialect == "export, decomposed":  # native_dropout + getitem
+        gm = torch.export.export(model, (x,)).run_decompositions().module()
+    else:
+        gm = capture(model, [x], dialect).gm
+    code = normalized_code(gm)
+    pipeline = fxpasses.Pipeline.from_string("remove_dropout{inference=true}", verify="numeric")
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        pipeline.run(gm, [x])
+    err = info.value
+    assert "verification failed: output" in str(err) and "max abs error" in str(err)
+    assert err.notes == [
+        "remove_dropout{inference=true} removed dropout that is active in training mode, which changes the "
+        "outputs by design (active dropout zeroes elements at random and scales the others); numeric "
+        'verification cannot pass on this module: verify this pass with verify="lint", or run it on an '
+        "eval-mode capture"
+    ]
+    assert "  note: remove_dropout{inference=true} removed dropout that is active in training mode" in str(err)
+    assert normalized_code(gm) == code  # rolled back
+    # verified by lint, it goes through; the report keeps the reason
+    report = fxpasses.Pipeline.from_string("remove_dropout{inference=true}", verify="lint").run(gm, [x])
+    assert report["remove_dropout"].notes == err.notes and only_times_three(gm)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_inference_on_an_eval_mode_model_has_nothing_to_say(dialect):
+    x = torch.ones(1000)
+    gm = capture(DropThenTriple().eval(), [x], dialect).gm
+    report = fxpasses.Pipeline.from_string("remove_dropout{inference=true}", verify="numeric").run(gm, [x])
+    assert report["remove_dropout"].counters == {"removed": 1} and report["remove_dropout"].notes == []
+
+
+def test_a_training_flag_that_is_not_a_constant_is_said_to_change_outputs_when_true():
+    class Flagged(nn.Module):
+        def forward(self, x, flag: bool):
+            return F.dropout(x, 0.5, training=flag) * 3
+
+    gm = torch.fx.symbolic_trace(Flagged())
+    x = torch.ones(1000)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline.from_string("remove_dropout{inference=true}", verify="numeric").run(gm, [x, True])
+    assert len(info.value.notes) == 1
+    assert info.value.notes[0].startswith(
+        "remove_dropout{inference=true} removed dropout whose training flag is not a constant, which changes "
+        "the outputs by design whenever the flag is true"
+    )

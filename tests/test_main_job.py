@@ -225,3 +225,149 @@ def test_latency_is_the_fastest_timed_call_not_the_median():
     delays = itertools.cycle([0.0, 0.03, 0.03])
     ms = _latency_ms(lambda: time.sleep(next(delays)), repeat=6, warmup=0)
     assert ms < 15.0  # the median would be about 30 ms
+
+
+# ------------------------------------------------------------------ saved exported programs
+
+SMALL_CNN = """
+import torch, torch.nn as nn
+
+def small_cnn():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Dropout(0.2), nn.Flatten(), nn.Linear(144, 5))
+    with torch.no_grad():
+        m[1].running_mean.uniform_(-1, 1); m[1].running_var.uniform_(0.5, 2)
+    return m.eval()
+"""
+
+
+def saved_program(tmp_path):
+    """A small CNN (conv + BN + dropout), exported, saved as tmp_path/model.pt2; (model, x)."""
+    ns: dict = {}
+    exec(SMALL_CNN, ns)
+    model = ns["small_cnn"]()
+    x = torch.randn(2, 3, 8, 8)
+    torch.export.save(torch.export.export(model, (x,)), str(tmp_path / "model.pt2"))
+    (tmp_path / "small_models.py").write_text(
+        SMALL_CNN
+        + "\ndef loaded():\n    return torch.export.load(__file__.rsplit('/', 1)[0] + '/model.pt2').module()\n"
+        + "\ndef program():\n    return torch.export.load(__file__.rsplit('/', 1)[0] + '/model.pt2')\n"
+    )
+    return model, x
+
+
+def test_run_optimizes_a_saved_exported_program_and_its_own_model_pt2(tmp_path):
+    model, _ = saved_program(tmp_path)
+    cfg = tmp_path / "pt2.toml"
+    cfg.write_text('verify = "numeric"\n[model]\nprogram = "model.pt2"\ninputs = [{shape = [2, 3, 8, 8]}]\n')
+    out = tmp_path / "out"
+    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    data = json.loads((out / "report.json").read_text())
+    passes = {p["name"]: p for p in data["report"]["passes"]}
+    assert data["report"]["dialect"] == "export" and data["model"] == "model.pt2"
+    assert passes["fuse_conv_bn"]["counters"]["fused"] == 1
+    assert passes["remove_dropout"]["counters"]["removed"] == 1
+    assert data["max_abs_error"] <= 1e-5
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.export.load(str(out / "model.pt2")).module()(x), model(x), atol=1e-5, rtol=1e-5)
+    # `fxpasses run` on the model.pt2 it saved, writing it again in place
+    again = tmp_path / "again.toml"
+    again.write_text(f'[model]\nprogram = "{(out / "model.pt2").as_posix()}"\ninputs = [{{shape = [2, 3, 8, 8]}}]\n')
+    r = run_cli("run", str(again), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    assert "outputs: match (max abs error 0)" in r.output
+    assert json.loads((out / "report.json").read_text())["report"]["passes"][0]["changed"] is False  # nothing left
+    with torch.no_grad():
+        torch.testing.assert_close(torch.export.load(str(out / "model.pt2")).module()(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("factory", ["loaded", "program"])
+def test_a_factory_returning_an_exported_module_is_used_as_it_is(tmp_path, factory, monkeypatch):
+    """torch.export.load(p).module() (whose train() raises) or the ExportedProgram itself."""
+    from fxpasses.config import parse_config
+    from fxpasses.job import prepare_model
+
+    saved_program(tmp_path)
+    cfg = tmp_path / "f.toml"
+    cfg.write_text(f'[model]\nfactory = "small_models:{factory}"\ninputs = [{{shape = [2, 3, 8, 8]}}]\n')
+    r = run_cli("run", str(cfg), "--no-save", "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    assert "(export, captured in" in r.output and "outputs: match" in r.output
+    # not captured again: the graph optimized is the exported module's own
+    c = parse_config({"model": {"factory": f"small_models:{factory}", "inputs": [{"shape": [2, 3, 8, 8]}]}})
+    c._base_dir = tmp_path
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("captured again")
+
+    monkeypatch.setattr(torch.export, "export", no_export)
+    cap = prepare_model(c).captured
+    assert cap.dialect == "export"
+    assert "_StatefulGraphModule" in [k.__name__ for k in type(cap.gm).__mro__]
+
+
+@pytest.mark.parametrize(
+    "model_table, fault",
+    [
+        ('program = "model.pt2"\ntrain = true', "model: `train = true`: the training/eval mode of an exported module is fixed when it is exported"),
+        ('factory = "small_models:loaded"\ntrain = true', "[model] train: small_models:loaded returned an exported module: the training/eval mode of an exported module is fixed when it is exported"),
+        ('factory = "small_models:program"\ntrain = true', "[model] train: small_models:program returned an exported module"),
+        ('program = "model.pt2"\ncapture = "symbolic_trace"', "`capture = 'symbolic_trace'`: a saved `program` is an exported module already"),
+        ('factory = "small_models:loaded"\ncapture = "dynamo"', "[model] capture: small_models:loaded returned an exported module"),
+        ('program = "nowhere.pt2"', "[model] program: program file not found"),
+        ('program = "small_models.py"', "[model] program: cannot load"),
+        ('program = "model.pt2"\nkwargs = {a = 1}', "`kwargs` are for a factory; a saved `program` takes none"),
+        ('program = "model.pt2"\ngraph = "g.py"', "give either `factory` (a model to capture) or `graph` (a saved graph file) or `program`"),
+    ],
+)
+def test_exported_module_config_errors_exit_2(tmp_path, model_table, fault):
+    saved_program(tmp_path)
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(f"[model]\n{model_table}\ninputs = [{{shape = [2, 3, 8, 8]}}]\n")
+    out = tmp_path / "out"
+    r = run_cli("run", str(cfg), "-o", str(out))
+    assert r.exit_code == 2, r.output
+    assert fault in r.output
+    assert "Traceback" not in r.output and "unexpected" not in r.output
+    assert not out.exists()
+
+
+def test_errors_from_the_models_own_code_are_user_errors_naming_it(tmp_path):
+    (tmp_path / "odd.py").write_text(
+        "import torch\n"
+        "class NoModes(torch.nn.Linear):\n"
+        "    def train(self, mode=True):\n"
+        "        raise NotImplementedError('modes are not for me')\n"
+        "def no_modes():\n    return NoModes(2, 2)\n"
+        "def raises():\n    raise KeyError('weights.bin')\n"
+    )
+    for factory, fault in [
+        ("no_modes", "[model] train: the model odd:no_modes returned cannot be put in eval mode: "
+                     "NoModes.train(False) raised NotImplementedError: modes are not for me"),
+        ("raises", "[model] factory: the model factory odd:raises raised KeyError: 'weights.bin'"),
+    ]:
+        cfg = tmp_path / f"{factory}.toml"
+        cfg.write_text(f'[model]\nfactory = "odd:{factory}"\ninputs = [{{shape = [2]}}]\n')
+        r = run_cli("run", str(cfg), "--no-save")
+        assert r.exit_code == 2, r.output
+        assert fault in r.output
+        assert "unexpected" not in r.output
+
+
+def test_a_pipeline_that_changes_the_outputs_on_purpose_says_so(tmp_path):
+    """remove_dropout{inference=true} on a training-mode model, verified by lint only: the
+    job's own comparison fails (exit 1) and names the pass's reason."""
+    (tmp_path / "drop.py").write_text(
+        "import torch\n"
+        "def drop():\n    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5))\n"
+    )
+    cfg = tmp_path / "drop.toml"
+    cfg.write_text('pipeline = "remove_dropout{inference=true}"\nverify = "lint"\n'
+                   '[model]\nfactory = "drop:drop"\ntrain = true\ninputs = [{shape = [4, 8]}]\n')
+    r = run_cli("run", str(cfg), "--no-save", "--repeat", "1")
+    assert r.exit_code == 1, r.output
+    assert "error: the optimized model's outputs differ from the original" in r.output
+    assert "note: remove_dropout{inference=true} removed dropout that is active in training mode, which changes the outputs by design" in r.output
+    assert "whatever `verify` is" in r.output

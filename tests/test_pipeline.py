@@ -410,3 +410,50 @@ def test_example_inputs_must_be_a_list_or_tuple_of_positional_inputs(inputs):
     gm = torch.fx.symbolic_trace(torch.nn.ReLU())
     with pytest.raises(fxpasses.errors.UserError, match=r"example_inputs must be a list or tuple of the module's positional inputs, got (dict|Tensor|str)"):
         Pipeline(["eliminate_dead_code"], verify="numeric").run(gm, inputs)
+
+
+class ScaleOnPurpose(fxpasses.NodePass):
+    """Replace x*2 by x*3, saying it changes the outputs (or not, with quiet=true)."""
+
+    name = "scale_on_purpose"
+
+    class Options(fxpasses.PassOptions):
+        quiet: bool = False
+        factor: int = 3
+
+    @fxpasses.on("mul")
+    def mul(self, node, ctx):
+        if node.args[1] == 2:
+            if not self.options.quiet:
+                ctx.changes_outputs("scale_on_purpose makes it x*3 on purpose")
+                ctx.changes_outputs("scale_on_purpose makes it x*3 on purpose")  # kept once
+            node.args = (node.args[0], self.options.factor)
+        return None
+
+
+@pytest.mark.parametrize("verify", ["numeric", "lint"])
+def test_a_pass_saying_it_changes_outputs_gets_a_note_on_its_failure(verify):
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    r = Registry(autoload=False)
+    r.register(ScaleOnPurpose)
+    x = torch.ones(3)
+    gm = torch.fx.symbolic_trace(M())
+    if verify == "lint":  # not checked: it goes through, and the report keeps the reason
+        report = Pipeline(["scale_on_purpose"], registry=r, verify="lint").run(gm, [x])
+        assert report["scale_on_purpose"].notes == ["scale_on_purpose makes it x*3 on purpose"]
+        assert report.as_dict()["passes"][0]["notes"] == ["scale_on_purpose makes it x*3 on purpose"]
+        return
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        Pipeline(["scale_on_purpose"], registry=r, verify="numeric").run(gm, [x])
+    assert info.value.notes == ["scale_on_purpose makes it x*3 on purpose"]
+    assert str(info.value).endswith("\n  note: scale_on_purpose makes it x*3 on purpose")
+    # the note is the pass's own word: another pass's failure, or one saying nothing, has none
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        Pipeline([("scale_on_purpose", {"quiet": True})], registry=r, verify="numeric").run(gm, [x])
+    assert info.value.notes == []
+    # said, but the outputs are kept (x*2 -> x*2): nothing fails
+    report = Pipeline([("scale_on_purpose", {"factor": 2})], registry=r, verify="numeric").run(gm, [x])
+    assert report["scale_on_purpose"].status == "ok"

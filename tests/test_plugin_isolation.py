@@ -119,10 +119,12 @@ def test_check_and_run_work_with_broken_plugins_installed(site):
     assert re.search(r"eliminate_dead_code\s+ok", r.output) and re.search(r"healthy_pass\s+ok", r.output)
 
 
-@pytest.mark.parametrize("how", ["flag", "config"])
+@pytest.mark.parametrize("how", ["flag", "flag after the command", "config"])
 def test_strict_mode_makes_the_first_broken_plugin_an_error(site, tmp_path, how):
     if how == "flag":
         r = invoke("--strict-plugins", "check", "--pipeline", "eliminate_dead_code")
+    elif how == "flag after the command":
+        r = invoke("check", "--pipeline", "eliminate_dead_code", "--strict-plugins")
     else:
         cfg = tmp_path / "strict.toml"
         cfg.write_text('pipeline = "eliminate_dead_code"\n[plugins]\nstrict = true\n')

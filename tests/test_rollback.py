@@ -518,6 +518,87 @@ def test_source_line_of_a_frame_without_source_text():
     assert user_source_line(x) == 'File "<stdin>", line 12, in forward'
 
 
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_source_line_of_a_model_from_an_installed_library_names_its_line_and_the_callers(tmp_path, monkeypatch, dialect):
+    """A model in an installed package (a Hugging Face model, say) is the model's code: its
+    line, not the user's wrapper around it, with the wrapper named as the caller."""
+    import importlib
+
+    from dists import forget_modules
+    from fxpasses.context import user_source_line
+
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "fakelib").mkdir(parents=True)
+    (site / "fakelib" / "__init__.py").write_text(
+        "import torch\n"
+        "class Block(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        h = x * 2\n"
+        "        return torch.relu(h)\n"
+    )
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "usermodel.py").write_text(
+        "import torch, fakelib\n"
+        "class Wrapper(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.block = fakelib.Block()\n"
+        "    def forward(self, x):\n"
+        "        return self.block(x) + 1\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(tmp_path / "proj"))
+    importlib.invalidate_caches()
+    forget_modules("fakelib", "usermodel")
+    try:
+        import usermodel
+
+        gm = capture(usermodel.Wrapper(), [torch.randn(3)], dialect).gm
+        relu = next(n for n in gm.graph.nodes if "relu" in str(n.target))
+        add = next(n for n in gm.graph.nodes if "add" in str(n.target))
+        assert user_source_line(relu) == (
+            f'File "{site / "fakelib" / "__init__.py"}", line 5, in forward: return torch.relu(h) '
+            f'(called from File "{tmp_path / "proj" / "usermodel.py"}", line 7, in forward)'
+        )
+        # the user's own line alone where it is the innermost
+        assert user_source_line(add) == f'File "{tmp_path / "proj" / "usermodel.py"}", line 7, in forward: return self.block(x) + 1'
+    finally:
+        forget_modules("fakelib", "usermodel")
+
+
+def test_source_line_skips_torch_and_the_standard_library_by_where_they_are():
+    """torch's and the standard library's frames are skipped, those of a trace recorded on
+    another machine too (by the layout of their path); a user's folder named torch is not."""
+    from fxpasses.context import user_source_line
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x.meta["stack_trace"] = (
+        '  File "/home/me/proj/model.py", line 30, in forward\n'
+        "    return self.lm(ids)\n"
+        '  File "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1775, in _call_impl\n'
+        "    return forward_call(*args, **kwargs)\n"
+        '  File "/opt/conda/lib/python3.11/site-packages/transformers/models/gpt2/modeling_gpt2.py", line 603, in forward\n'
+        "    hidden_states = self.drop(hidden_states)\n"
+        '  File "/usr/lib/python3.11/contextlib.py", line 81, in inner\n'
+        "    return func(*args, **kwds)\n"
+        '  File "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/dropout.py", line 73, in forward\n'
+        "    return F.dropout(input, self.p, self.training, self.inplace)\n"
+    )
+    assert user_source_line(x) == (
+        'File "/opt/conda/lib/python3.11/site-packages/transformers/models/gpt2/modeling_gpt2.py", line 603, '
+        'in forward: hidden_states = self.drop(hidden_states) (called from File "/home/me/proj/model.py", line 30, in forward)'
+    )
+    torch_dir = torch.__file__.rsplit("/", 1)[0]
+    x.meta["stack_trace"] = (
+        '  File "/home/me/torch/model.py", line 7, in forward\n'
+        "    return self.act(x)\n"
+        f'  File "{torch_dir}/nn/modules/activation.py", line 143, in forward\n'
+        "    return F.relu(input, inplace=self.inplace)\n"
+    )
+    assert user_source_line(x) == 'File "/home/me/torch/model.py", line 7, in forward: return self.act(x)'
+
+
 def test_per_entry_verify_and_on_error_override_the_pipeline_settings():
     model = convnet()
     x = torch.randn(1, 3, 32, 32)
