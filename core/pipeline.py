@@ -806,19 +806,31 @@ def run(
     example_inputs: Sequence[Any] | None = None,
     *,
     example_kwargs: Mapping[str, Any] | None = None,
+    instruments: Sequence[Any] = (),
+    rewrite_limit: "int | RewriteLimit | None" = None,
     **kwargs: Any,
 ) -> RunReport:
     """Run ``pipeline`` (a string, a list of entries or a :class:`Pipeline`) over ``gm``.
 
-    ``example_inputs``/``example_kwargs`` are the module's positional and keyword example
-    inputs (see :meth:`Pipeline.run`); the other keyword arguments are the
-    :class:`Pipeline`'s (``verify``, ``on_error``, ``atol``, ...), for a string or list.
+    ``example_inputs``/``example_kwargs``, ``instruments`` and ``rewrite_limit`` are
+    :meth:`Pipeline.run`'s; the other keyword arguments are the :class:`Pipeline`'s
+    (``verify``, ``on_error``, ``atol``, ...), for a string or list.
 
     Raises:
+        UserError: ``pipeline`` is a :class:`Pipeline` and Pipeline options are given too
+            (they are set when it is made; they would be ignored).
         What :class:`Pipeline` raises at construction and :meth:`Pipeline.run` raises.
     """
     if isinstance(pipeline, str):
         pipeline = Pipeline.from_string(pipeline, **kwargs)
     elif not isinstance(pipeline, Pipeline):
         pipeline = Pipeline(pipeline, **kwargs)
-    return pipeline.run(gm, example_inputs, example_kwargs=example_kwargs)
+    elif kwargs:
+        raise UserError(
+            f"fxpasses.run got a Pipeline and the Pipeline option(s) {', '.join(sorted(kwargs))}: "
+            "a Pipeline's options are set when it is made (Pipeline(..., verify=...)), or give "
+            "the pipeline as a string or list"
+        )
+    return pipeline.run(
+        gm, example_inputs, example_kwargs=example_kwargs, instruments=instruments, rewrite_limit=rewrite_limit
+    )

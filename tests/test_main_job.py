@@ -371,3 +371,16 @@ def test_a_pipeline_that_changes_the_outputs_on_purpose_says_so(tmp_path):
     assert "error: the optimized model's outputs differ from the original" in r.output
     assert "note: remove_dropout{inference=true} removed dropout that is active in training mode, which changes the outputs by design" in r.output
     assert "whatever `verify` is" in r.output
+
+
+def test_integer_input_range_error_names_the_input():
+    """An empty [low, high) for an integer input is a ConfigError naming that input."""
+    from fxpasses.config import InputSpec
+    from fxpasses.errors import ConfigError
+    from fxpasses.job import make_example_inputs
+
+    specs = {"0": InputSpec(shape=[2], dtype="int64"), "mask": InputSpec(shape=[2], dtype="int64", low=5, high=5)}
+    with pytest.raises(ConfigError, match=r"input 'mask': high \(5\) must be greater than low \(5\)"):
+        make_example_inputs(specs, seed=0)
+    with pytest.raises(ConfigError, match=r"input 1: high \(3\) must be greater than low \(4\)"):
+        make_inputs([InputSpec(shape=[1]), InputSpec(shape=[2], dtype="int32", low=4, high=3)], seed=0)

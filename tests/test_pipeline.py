@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fxpasses
-from fxpasses import ConfigError, CycleError, OptionsError, Pipeline, Registry, UnknownPassError
+from fxpasses import ConfigError, CycleError, OptionsError, Pipeline, Registry, UnknownPassError, UserError
 from fxpasses.spec import format_value, parse_pipeline_string
 
 
@@ -457,3 +457,27 @@ def test_a_pass_saying_it_changes_outputs_gets_a_note_on_its_failure(verify):
     # said, but the outputs are kept (x*2 -> x*2): nothing fails
     report = Pipeline([("scale_on_purpose", {"factor": 2})], registry=r, verify="numeric").run(gm, [x])
     assert report["scale_on_purpose"].status == "ok"
+
+
+def test_module_level_run_takes_run_options_and_refuses_ignored_pipeline_options():
+    """fxpasses.run passes instruments and rewrite_limit to Pipeline.run; Pipeline options
+    next to a ready Pipeline (which would be ignored) are a UserError naming them."""
+    seen = []
+
+    class Recorder:
+        @fxpasses.hookimpl
+        def fxpasses_after_pass(self, pass_name, gm, ctx, report):
+            seen.append(pass_name)
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return (x * 1) + 0 + (x * 1)
+
+    x = torch.randn(3)
+    gm = torch.export.export(Model(), (x,)).module()  # shapes known: x * 1 -> x is safe
+    report = fxpasses.run(gm, "simplify_algebra", [x], instruments=[Recorder()], rewrite_limit=1)
+    assert seen == ["simplify_algebra"]
+    assert report.passes[0].rewrites == 1 and report.passes[0].cut_off is True
+    pipe = Pipeline(["eliminate_dead_code"])
+    with pytest.raises(UserError, match=r"got a Pipeline and the Pipeline option\(s\) atol, verify"):
+        fxpasses.run(torch.fx.symbolic_trace(Model()), pipe, verify="numeric", atol=0.1)
