@@ -164,8 +164,9 @@ class ModelConfig(_Strict):
     ``1``, ... are positional inputs, any other key is a keyword input: the model is called
     ``model(*positional, **keywords)``, as ``torch.export.export(model, args, kwargs)`` calls
     it), or the path of a tensor file (``.safetensors`` or ``.pt``) holding the exact inputs,
-    named the same way (tensors ``0``, ``1``, ... positional, others keyword inputs). Paths
-    are relative to the config file.
+    named the same way (tensors ``0``, ``1``, ... positional, others keyword inputs). A saved
+    ``program`` without ``inputs`` is run on the example inputs ``torch.export`` saved with it
+    (``ExportedProgram.example_inputs``). Paths are relative to the config file.
     """
 
     factory: str | None = Field(default=None, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$")
@@ -173,7 +174,7 @@ class ModelConfig(_Strict):
     program: str | None = Field(default=None, min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     capture: Capture = "export"
-    inputs: Union[list[InputSpec], dict[str, InputSpec], str] = Field(min_length=1)
+    inputs: Union[list[InputSpec], dict[str, InputSpec], str, None] = Field(default=None, min_length=1)
     seed: int = 0
     train: bool = False
 
@@ -185,6 +186,11 @@ class ModelConfig(_Strict):
                 "give either `factory` (a model to capture) or `graph` (a saved graph file) or `program` "
                 "(a saved exported program, .pt2), just one of them"
                 + (f" (got {', '.join(given)})" if given else "")
+            )
+        if self.inputs is None and self.program is None:
+            raise ValueError(
+                "`inputs` is required: the example inputs to run the model on (a list or table of "
+                "input specs, or a tensor file); only a saved `program` brings its own"
             )
         if self.factory is None and self.kwargs:
             what = "a saved `graph`" if self.graph is not None else "a saved `program`"

@@ -360,16 +360,40 @@ def load_program(path: Path) -> torch.nn.Module:
     Raises:
         ConfigError: the file is missing or is not a saved exported program.
     """
+    return load_exported_program(path).module()
+
+
+def load_exported_program(path: Path) -> Any:
+    """The ``torch.export.ExportedProgram`` saved at ``path`` (``torch.export.load``).
+
+    Raises:
+        ConfigError: the file is missing or is not a saved exported program.
+    """
     if not path.is_file():
         raise ConfigError(f"program file not found: {path}", source="[model] program")
     try:
         with _quiet_loggers("torch.export", "torch.export.pt2_archive._package", "torch._subclasses.fake_tensor"):
-            return torch.export.load(str(path)).module()
+            return torch.export.load(str(path))
     except Exception as exc:
         raise ConfigError(
             f"cannot load {path} with torch.export.load: {type(exc).__name__}: {str(exc)[:300]}",
             source="[model] program",
         ) from exc
+
+
+def _saved_example_inputs(program: Any, path: Path) -> tuple[list[Any], dict[str, Any]]:
+    """``(positional, keywords)``: the example inputs saved with an exported program.
+
+    Raises:
+        ConfigError: the program holds none (saved without them, or by an older torch).
+    """
+    saved = getattr(program, "example_inputs", None)
+    if not (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[1], dict)):
+        raise ConfigError(
+            f"{path} holds no example inputs to run it on; give them as [model] inputs",
+            source="[model] program",
+        )
+    return list(saved[0]), dict(saved[1])
 
 
 @dataclass
@@ -408,6 +432,8 @@ def load_model_example_inputs(
         ConfigError: the file cannot be read or names its positional tensors with gaps; an
             input too large, or integer bounds ``high <= low``.
     """
+    if mc.inputs is None:
+        raise ConfigError("no [model] inputs: the example inputs to run the model on", source="[model] inputs")
     if isinstance(mc.inputs, str):
         from .reproducer import load_example_inputs
 
@@ -449,11 +475,15 @@ def prepare_model(cfg: Config) -> PreparedModel:
         path = Path(mc.program)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        inputs, kwargs = load_model_example_inputs(mc, base_dir)
         t0 = time.perf_counter()
+        program = load_exported_program(path)
+        if mc.inputs is None:  # the example inputs torch.export saved with it
+            inputs, kwargs = _saved_example_inputs(program, path)
+        else:
+            inputs, kwargs = load_model_example_inputs(mc, base_dir)
         # an exported module already: used as it is (the config's validation refused
         # `train = true` and another `capture`)
-        captured = Captured(load_program(path), inputs, "export", kwargs)
+        captured = Captured(program.module(), inputs, "export", kwargs)
         return PreparedModel(captured, str(mc.program), time.perf_counter() - t0)
     model, exported = _build_model(mc, base_dir)
     inputs, kwargs = load_model_example_inputs(mc, base_dir)

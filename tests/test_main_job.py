@@ -384,3 +384,51 @@ def test_integer_input_range_error_names_the_input():
         make_example_inputs(specs, seed=0)
     with pytest.raises(ConfigError, match=r"input 1: high \(3\) must be greater than low \(4\)"):
         make_inputs([InputSpec(shape=[1]), InputSpec(shape=[2], dtype="int32", low=4, high=3)], seed=0)
+
+
+def test_a_saved_program_without_inputs_runs_on_the_inputs_saved_with_it(tmp_path):
+    """`[model] program` alone: the example inputs torch.export saved in the .pt2 (positional
+    and keyword ones) are what the pipeline and the output comparison use."""
+
+    class Masked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.drop = torch.nn.Dropout(0.5)
+
+        def forward(self, x, *, mask):
+            return self.drop(self.lin(x)) * mask + x * 1
+
+    torch.manual_seed(0)
+    model = Masked().eval()
+    x, mask = torch.randn(3, 4), (torch.rand(3, 4) > 0.5).float()
+    torch.export.save(torch.export.export(model, (x,), {"mask": mask}), str(tmp_path / "masked.pt2"))
+    cfg = tmp_path / "p.toml"
+    cfg.write_text('verify = "numeric"\n[model]\nprogram = "masked.pt2"\n')
+    out = tmp_path / "out"
+    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    data = json.loads((out / "report.json").read_text())
+    assert {p["name"]: p for p in data["report"]["passes"]}["remove_dropout"]["counters"]["removed"] == 1
+    assert data["max_abs_error"] <= 1e-6
+    saved = torch.export.load(str(out / "model.pt2"))
+    args, kwargs = saved.example_inputs  # the re-saved program keeps them too
+    assert torch.equal(args[0], x) and torch.equal(kwargs["mask"], mask)
+    with torch.no_grad():
+        torch.testing.assert_close(saved.module()(x, mask=mask), model(x, mask=mask))
+
+
+def test_inputs_are_required_unless_a_saved_program_brings_them(tmp_path):
+    saved_program(tmp_path)
+    ep = torch.export.load(str(tmp_path / "model.pt2"))
+    ep._example_inputs = None  # a program saved without example inputs
+    torch.export.save(ep, str(tmp_path / "bare.pt2"))
+    for table, fault in (
+        ('program = "bare.pt2"', "[model] program: " + str(tmp_path / "bare.pt2") + " holds no example inputs to run it on; give them as [model] inputs"),
+        ('factory = "small_models:small_cnn"', "`inputs` is required: the example inputs to run the model on"),
+    ):
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(f"[model]\n{table}\n")
+        r = run_cli("run", str(cfg), "--no-save")
+        assert r.exit_code == 2, r.output
+        assert fault in r.output, r.output
