@@ -114,11 +114,13 @@ def _handle_errors(fn: F) -> F:
         except Exception as exc:
             if state is not None and state.traceback:
                 raise
+            # an internal error (a bug in fxpasses or a plugin), not a verdict on the model:
+            # exit status 3, as pytest's internal errors (1 means a pass failed or outputs changed)
             click.echo(
                 f"error: unexpected {type(exc).__name__}: {exc}\n(run with --traceback for details)",
                 err=True,
             )
-            sys.exit(1)
+            sys.exit(3)
 
     return wrapper  # type: ignore[return-value]
 
