@@ -671,8 +671,19 @@ def _save(
     if capture_kind == "export":
         path = out_dir / "model.pt2"
         state.restore()
-        ep = torch.export.export(gm, tuple(clone_outputs(inputs)), clone_outputs(dict(kwargs)) if kwargs else None)
-        state.restore()
+        args, kw = tuple(clone_outputs(inputs)), clone_outputs(dict(kwargs)) if kwargs else None
+        dynamic = _dynamic_shapes(gm, args, kw)
+        try:
+            ep = torch.export.export(gm, args, kw, dynamic_shapes=dynamic)
+        except Exception as exc:
+            if dynamic is None:
+                raise
+            raise VerificationError(
+                "the optimized module cannot be exported again with the dynamic sizes of its inputs "
+                f"({_describe_dynamic(gm)}): {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+            ) from exc
+        finally:
+            state.restore()
         torch.export.save(ep, str(path))
         loaded = torch.export.load(str(path)).module()
         _check_read_back(loaded, inputs, expected, cfg, f"{path} read back with torch.export.load", kwargs)
@@ -695,6 +706,60 @@ def _save(
         saved.append(path)
     _check_read_back(load_folder(folder), inputs, expected, cfg, f"{folder / 'module.py'} read back", kwargs)
     return saved
+
+
+def _dynamic_shapes(gm: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
+    """The dynamic sizes of an exported module's inputs, for exporting it again: a
+    ``torch.export.ShapesCollection`` giving each input tensor (of ``args``/``kwargs``, the
+    very objects given to ``torch.export.export``) a ``Dim`` for every size its placeholder
+    holds as a symbol (one ``Dim`` per symbol, so sizes that were equal stay equal, with the
+    symbol's range), ``Dim.AUTO`` for a size that is an expression of symbols; None when every
+    size is static. Without it a program exported with ``dynamic_shapes`` was saved for the
+    example's sizes only."""
+    import sympy
+    from torch.export import Dim, ShapesCollection
+    from torch.utils._sympy.numbers import int_oo
+
+    from .inputs import placeholder_values
+
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    if not any(_symbolic_sizes(p) for p in placeholders):
+        return None
+    values = placeholder_values(gm, args, kwargs)
+    dims: dict[Any, Any] = {}
+    shapes = ShapesCollection()
+    for node, value in zip(placeholders, values):
+        sizes = _symbolic_sizes(node)
+        if not sizes or not isinstance(value, torch.Tensor):
+            continue
+        spec: dict[int, Any] = {}
+        for i, size in sizes:
+            expr = size.node.expr
+            if not isinstance(expr, sympy.Symbol):
+                spec[i] = Dim.AUTO
+                continue
+            if expr not in dims:
+                vr = size.node.shape_env.var_to_range.get(expr)
+                low = int(vr.lower) if vr is not None and vr.lower not in (-int_oo, -sympy.oo) else None
+                high = int(vr.upper) if vr is not None and vr.upper not in (int_oo, sympy.oo) else None
+                dims[expr] = Dim(f"d_{expr}", min=low, max=high)
+            spec[i] = dims[expr]
+        shapes[value] = spec
+    return shapes
+
+
+def _symbolic_sizes(node: torch.fx.Node) -> list[tuple[int, Any]]:
+    """``(dim, SymInt)`` for each symbolic size of a placeholder's recorded value."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return []
+    return [(i, s) for i, s in enumerate(val.shape) if isinstance(s, torch.SymInt)]
+
+
+def _describe_dynamic(gm: torch.fx.GraphModule) -> str:
+    return ", ".join(
+        f"{p.name}: {list(p.meta['val'].shape)}" for p in gm.graph.find_nodes(op="placeholder") if _symbolic_sizes(p)
+    )
 
 
 def _check_read_back(

@@ -432,3 +432,49 @@ def test_inputs_are_required_unless_a_saved_program_brings_them(tmp_path):
         r = run_cli("run", str(cfg), "--no-save")
         assert r.exit_code == 2, r.output
         assert fault in r.output, r.output
+
+
+DYNAMIC_MODELS = """
+import torch
+from torch.export import Dim
+
+class Masked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x, *, mask):
+        return self.drop(self.lin(x)) * mask + x * 1
+
+def program():
+    torch.manual_seed(0)
+    model = Masked().eval()
+    batch, seq = Dim("batch", min=2, max=64), Dim("seq", min=3, max=50)
+    x, mask = torch.randn(4, 6, 8), torch.ones(4, 6, 8)
+    shapes = {"x": {0: batch, 1: seq}, "mask": {0: batch, 1: seq}}
+    return torch.export.export(model, (x,), {"mask": mask}, dynamic_shapes=shapes)
+"""
+
+
+def test_a_program_with_dynamic_shapes_is_saved_with_them(tmp_path):
+    """model.pt2 keeps the dynamic sizes (and their ranges, and which sizes are equal) of a
+    program exported with dynamic_shapes; it was saved for the example's sizes only."""
+    (tmp_path / "dyn_models.py").write_text(DYNAMIC_MODELS)
+    cfg = tmp_path / "d.toml"
+    cfg.write_text('[model]\nfactory = "dyn_models:program"\n[model.inputs]\n0 = {shape = [4, 6, 8]}\nmask = {shape = [4, 6, 8]}\n')
+    out = tmp_path / "out"
+    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    ep = torch.export.load(str(out / "model.pt2"))
+    ranges = sorted((int(v.lower), int(v.upper)) for v in ep.range_constraints.values())
+    assert ranges == [(2, 64), (3, 50)]
+    x, mask = torch.randn(9, 17, 8), torch.rand(9, 17, 8)
+    ns: dict = {}
+    exec(DYNAMIC_MODELS, ns)
+    torch.manual_seed(0)
+    model = ns["Masked"]().eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ep.module()(x, mask=mask), model(x, mask=mask))
+    with pytest.raises(Exception, match="mask.size|batch|Guard"):  # the sizes stay tied together
+        ep.module()(x, mask=torch.rand(8, 17, 8))
