@@ -205,6 +205,15 @@ class ModelConfig(_Strict):
                 )
         return self
 
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _integer_keys(cls, v: Any) -> Any:
+        """YAML reads the key ``0:`` as the integer 0 (TOML and JSON keys are strings): a
+        non-negative integer key names the positional input of that index."""
+        if isinstance(v, dict):
+            return {str(k) if type(k) is int and k >= 0 else k: x for k, x in v.items()}
+        return v
+
     @field_validator("inputs")
     @classmethod
     def _named_inputs(cls, v: Any) -> Any:

@@ -53,7 +53,7 @@ import torch
 
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, parse_config
-from .errors import ConfigError, UserError, VerificationError
+from .errors import ConfigError, UserError, VerificationError, exception_line
 from .pipeline import Pipeline
 from .registry import Registry
 from .report import RunReport
@@ -337,20 +337,35 @@ def _check_export_capture(mc: ModelConfig, what: str) -> None:
         )
 
 
+class _Kept(logging.Handler):
+    """Keeps the records logged to it (instead of printing them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 @contextlib.contextmanager
-def _quiet_loggers(*names: str) -> Iterator[None]:
+def _quiet_loggers(*names: str) -> Iterator[list[logging.LogRecord]]:
     """Keep torch's loggers ``names`` from printing the traceback of an error (torch.export.load
-    logs one, at WARNING level, for a file that is not a program) that the ConfigError then
-    says in one line, with the original exception as its ``__cause__``."""
+    logs one, at WARNING level, for a file that is not a program, then raises an error that
+    only says to read it) that the ConfigError then says in one line. Yields the records they
+    logged meanwhile, so the error can quote what torch said."""
     loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
+    saved = [(lg.propagate, lg.handlers[:]) for lg in loggers]
+    kept = _Kept()
     for lg in loggers:
-        lg.setLevel(logging.CRITICAL)
+        lg.propagate = False
+        lg.handlers[:] = [kept]
     try:
-        yield
+        yield kept.records
     finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+        for lg, (propagate, handlers) in zip(loggers, saved):
+            lg.propagate = propagate
+            lg.handlers[:] = handlers
 
 
 def load_program(path: Path) -> torch.nn.Module:
@@ -369,14 +384,23 @@ def load_exported_program(path: Path) -> Any:
     Raises:
         ConfigError: the file is missing or is not a saved exported program.
     """
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory, not a program file (.pt2)", source="[model] program")
     if not path.is_file():
         raise ConfigError(f"program file not found: {path}", source="[model] program")
+    logged: list[logging.LogRecord] = []
     try:
-        with _quiet_loggers("torch.export", "torch.export.pt2_archive._package", "torch._subclasses.fake_tensor"):
+        with _quiet_loggers("torch.export", "torch.export.pt2_archive._package", "torch._subclasses.fake_tensor") as logged:
             return torch.export.load(str(path))
     except Exception as exc:
+        # torch logs the real error and raises one saying "check the warnings above", which
+        # were kept from printing: quote the logged exception instead
+        cause = next((r.exc_info[1] for r in reversed(logged) if r.exc_info and r.exc_info[1] is not None), exc)
+        said = exception_line(cause)
+        said = said.split(". ", 1)[0][:300]  # torch's advice about checkpoints follows
         raise ConfigError(
-            f"cannot load {path} with torch.export.load: {type(exc).__name__}: {str(exc)[:300]}",
+            f"cannot load {path} with torch.export.load: {said} (is it a program written by "
+            "torch.export.save? a file of torch.save is not one)",
             source="[model] program",
         ) from exc
 

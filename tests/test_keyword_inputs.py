@@ -526,6 +526,24 @@ def test_config_inputs_table_gives_keyword_inputs(tmp_path):
         parse_config({"model": {"factory": "m:f", "inputs": {"1": {"shape": [3]}}}})
 
 
+def test_yaml_inputs_table_with_integer_keys(tmp_path):
+    """YAML reads `0:` as the integer 0: it names the positional input, as "0" does in TOML."""
+    from fxpasses.config import load_config_file
+    from fxpasses.job import make_example_inputs
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "model:\n  factory: m:f\n  inputs:\n    0: {shape: [4, 8]}\n    1: {shape: [2]}\n"
+        "    mask: {shape: [4, 8], dtype: int64, high: 2}\n"
+    )
+    cfg = load_config_file(path)
+    args, kwargs = make_example_inputs(cfg.model.inputs, seed=0)
+    assert [tuple(a.shape) for a in args] == [(4, 8), (2,)] and list(kwargs) == ["mask"]
+    path.write_text("model:\n  factory: m:f\n  inputs:\n    1: {shape: [2]}\n")
+    with pytest.raises(ConfigError, match=r"must have no gaps \(got 1\)"):
+        load_config_file(path)
+
+
 def test_cli_run_gpt2_with_keyword_inputs(tmp_path):
     examples = Path(__file__).resolve().parents[1] / "examples"
     cfg = tmp_path / "gpt2.toml"

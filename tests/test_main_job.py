@@ -318,12 +318,16 @@ def test_a_factory_returning_an_exported_module_is_used_as_it_is(tmp_path, facto
         ('factory = "small_models:loaded"\ncapture = "dynamo"', "[model] capture: small_models:loaded returned an exported module"),
         ('program = "nowhere.pt2"', "[model] program: program file not found"),
         ('program = "small_models.py"', "[model] program: cannot load"),
+        ('program = "state.pt2"', "with torch.export.load: RuntimeError: PytorchStreamReader failed locating file archive_format: file not found (is it a program written by torch.export.save? a file of torch.save is not one)"),
+        ('program = "folder.pt2"', "folder.pt2 is a directory, not a program file (.pt2)"),
         ('program = "model.pt2"\nkwargs = {a = 1}', "`kwargs` are for a factory; a saved `program` takes none"),
         ('program = "model.pt2"\ngraph = "g.py"', "give either `factory` (a model to capture) or `graph` (a saved graph file) or `program`"),
     ],
 )
 def test_exported_module_config_errors_exit_2(tmp_path, model_table, fault):
     saved_program(tmp_path)
+    torch.save({"w": torch.zeros(2)}, tmp_path / "state.pt2")  # torch.save: not a program
+    (tmp_path / "folder.pt2").mkdir()
     cfg = tmp_path / "bad.toml"
     cfg.write_text(f"[model]\n{model_table}\ninputs = [{{shape = [2, 3, 8, 8]}}]\n")
     out = tmp_path / "out"
