@@ -501,7 +501,8 @@ def run_cmd(
         click.echo(json.dumps(result.as_dict(), indent=2, default=str))
         return
     rep = result.report
-    click.echo(f"model: {result.model_name} ({rep.dialect}, captured in {result.capture_seconds:.2f} s)")
+    how = "captured" if result.captured else "loaded"
+    click.echo(f"model: {result.model_name} ({rep.dialect}, {how} in {result.capture_seconds:.2f} s)")
     click.echo(f"pipeline: {result.pipeline}")
     rows = []
     for p in rep.passes:

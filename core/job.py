@@ -103,7 +103,9 @@ class JobResult:
             of ``repeat`` timed calls after warm-up calls (the minimum, as ``timeit``
             recommends: load from other processes only ever adds time).
         saved: the files written.
-        capture_seconds: wall time of the capture.
+        capture_seconds: wall time of the capture (or of loading a saved graph or program).
+        captured: False when the model was not captured but used as saved (a ``graph``, a
+            ``program``, or a factory's exported module).
         pipeline: what ran: ``preset NAME`` or the pipeline string of the config.
     """
 
@@ -113,6 +115,7 @@ class JobResult:
     latency_after_ms: float
     saved: list[Path] = field(default_factory=list)
     capture_seconds: float = 0.0
+    captured: bool = True
     model_name: str = ""
     pipeline: str = ""
 
@@ -125,6 +128,7 @@ class JobResult:
             "latency_before_ms": self.latency_before_ms,
             "latency_after_ms": self.latency_after_ms,
             "capture_seconds": self.capture_seconds,
+            "captured": self.captured,
             "saved": [str(p) for p in self.saved],
         }
 
@@ -427,6 +431,7 @@ class PreparedModel:
     captured: Captured
     name: str
     seconds: float
+    loaded: bool = False  # used as saved (a graph, a program, an exported module), not captured
 
 
 def load_model_inputs(mc: ModelConfig, base_dir: Path | None) -> list[torch.Tensor]:
@@ -494,7 +499,7 @@ def prepare_model(cfg: Config) -> PreparedModel:
         t0 = time.perf_counter()
         gm = load_graph(path)
         captured = Captured(gm, inputs, detect_dialect(gm), kwargs)
-        return PreparedModel(captured, str(mc.graph), time.perf_counter() - t0)
+        return PreparedModel(captured, str(mc.graph), time.perf_counter() - t0, loaded=True)
     if mc.program is not None:
         path = Path(mc.program)
         if not path.is_absolute() and base_dir is not None:
@@ -508,7 +513,7 @@ def prepare_model(cfg: Config) -> PreparedModel:
         # an exported module already: used as it is (the config's validation refused
         # `train = true` and another `capture`)
         captured = Captured(program.module(), inputs, "export", kwargs)
-        return PreparedModel(captured, str(mc.program), time.perf_counter() - t0)
+        return PreparedModel(captured, str(mc.program), time.perf_counter() - t0, loaded=True)
     model, exported = _build_model(mc, base_dir)
     inputs, kwargs = load_model_example_inputs(mc, base_dir)
     t0 = time.perf_counter()
@@ -517,7 +522,7 @@ def prepare_model(cfg: Config) -> PreparedModel:
         cap = Captured(model, list(inputs), "export", dict(kwargs))
     else:
         cap = capture(model, inputs, mc.capture, kwargs)
-    return PreparedModel(cap, str(mc.factory), time.perf_counter() - t0)
+    return PreparedModel(cap, str(mc.factory), time.perf_counter() - t0, loaded=exported)
 
 
 def _latency_ms(fn: Callable[[], Any], repeat: int, warmup: int = 5) -> float:
@@ -633,6 +638,7 @@ def run_job(
         latency_before_ms=before_ms,
         latency_after_ms=after_ms,
         capture_seconds=model_in.seconds,
+        captured=not model_in.loaded,
         model_name=model_in.name,
         pipeline=f"preset {cfg.preset}" if cfg.preset is not None else pipeline.plan().as_pipeline_string(),
     )
