@@ -67,3 +67,23 @@ def fxpasses_register_passes(register):
     register(Planted)
     register(PlantedGraph)
 '''
+
+
+def load_planted(module_name: str):
+    """``PLANTED_SOURCE`` executed as a module named ``module_name`` (in process, no dist)."""
+    import types
+
+    mod = types.ModuleType(module_name)
+    exec(PLANTED_SOURCE, mod.__dict__)
+    return mod
+
+
+def planted_registry(mod):
+    """A registry with the default passes and ``mod``'s two planted passes (log cleared)."""
+    from fxpasses import Registry
+
+    r = Registry()
+    r.register(mod.Planted)
+    r.register(mod.PlantedGraph)
+    mod.Planted.log.clear()
+    return r

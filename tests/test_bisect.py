@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from fxpasses.cli import cli
 from fxpasses.job import load_factory
 from fxpasses.rewrites import RewriteLimit
 
-from planted import PLANTED_SOURCE
+from planted import load_planted, planted_registry
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 REAL = "remove_dropout,fuse_conv_bn,simplify_algebra,{planted},fold_constants,eliminate_common_subexpressions,eliminate_dead_code"
@@ -25,18 +24,12 @@ REAL = "remove_dropout,fuse_conv_bn,simplify_algebra,{planted},fold_constants,el
 
 @pytest.fixture(scope="module")
 def planted():
-    mod = types.ModuleType("fxp_planted_inprocess")
-    exec(PLANTED_SOURCE, mod.__dict__)
-    return mod
+    return load_planted("fxp_planted_inprocess")
 
 
 @pytest.fixture
 def reg(planted):
-    r = Registry()
-    r.register(planted.Planted)
-    r.register(planted.PlantedGraph)
-    planted.Planted.log.clear()
-    return r
+    return planted_registry(planted)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ capture and the CLI, on modules that must be called with their keywords."""
 from __future__ import annotations
 
 import json
-import types
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 import fxpasses
-from fxpasses import GraphPass, Pipeline, Registry, UserError
+from fxpasses import GraphPass, Pipeline, UserError
 from fxpasses.bisect import bisect
 from fxpasses.capture import capture
 from fxpasses.cli import cli
@@ -22,7 +21,7 @@ from fxpasses.reproducer import ReproducerError, load_example_inputs, load_input
 from fxpasses.testing import assert_preserves_outputs
 from fxpasses.verify import TensorState, call_isolated
 
-from planted import PLANTED_SOURCE
+from planted import load_planted, planted_registry
 
 DIALECTS = ("symbolic_trace", "dynamo", "export")
 
@@ -51,18 +50,12 @@ def masked_inputs():
 
 @pytest.fixture(scope="module")
 def planted():
-    mod = types.ModuleType("fxp_planted_keywords")
-    exec(PLANTED_SOURCE, mod.__dict__)
-    return mod
+    return load_planted("fxp_planted_keywords")
 
 
 @pytest.fixture
 def reg(planted):
-    r = Registry()
-    r.register(planted.Planted)
-    r.register(planted.PlantedGraph)
-    planted.Planted.log.clear()
-    return r
+    return planted_registry(planted)
 
 
 def exported_masked():
