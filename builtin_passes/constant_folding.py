@@ -81,7 +81,8 @@ class FoldConstants(GraphPass):
     answers (``w.size(0)``, ``w.shape``, ``w.dtype``, ``w.numel()``: see
     ``_METADATA_METHODS``) is constant all the same and folds. Anything that depends on a
     placeholder is not constant: in the TorchDynamo dialect parameters and buffers are
-    placeholders, so only literal-built values can fold there.
+    placeholders, so only literal-built values can fold there (unless the ``torch.compile``
+    backend's ``freeze`` option made them constants, see :mod:`fxpasses.backend`).
 
     Constants are evaluated one node at a time on the real tensors, under ``torch.no_grad()``,
     in graph order, with values cached (O(n) evaluations). A node is then *folded* when its

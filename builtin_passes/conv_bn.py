@@ -69,6 +69,9 @@ class FuseConvBN(NodePass):
       graph inputs). The same holds for torch-level graphs whose conv weights or BN
       parameters/statistics are anything but ``get_attr`` constants (say, computed in the
       graph), and for ATen graphs (always skipped, the option below does not apply there).
+      For inference, ``torch.compile(backend="fxpasses", options={"freeze": True})`` makes
+      the parameters and buffers ``get_attr`` constants before the pipeline runs, and the
+      pairs fuse as constants (see :mod:`fxpasses.backend`).
 
       With the option ``fold_in_graph=true`` such pairs are fused anyway, the fold being
       emitted as graph code on the (small) weight tensors:

@@ -13,7 +13,34 @@ fxpasses is installed. The pipeline is taken from, in order:
 After the pipeline the graph goes to the backend named by ``options={"then": ...}``
 (default ``"inductor"``; ``"eager"`` runs the optimized graph as is). Other options:
 ``verify`` (``none``/``lint``/``numeric``, default ``lint``), ``on_error`` (default
-``rollback``).
+``rollback``), ``freeze`` (default ``False``, below).
+
+``freeze=True`` (for inference; like inductor's ``torch._inductor.config.freezing``):
+TorchDynamo lifts every parameter and buffer of the model into a graph input, so passes see no
+weights (``fuse_conv_bn`` leaves every pair, ``not_constant``; ``fold_constants`` folds nothing
+derived from them). With ``freeze`` the inputs that are a module's parameters or buffers (told
+by their TorchDynamo ``Source``) become constants of the graph before the pipeline runs: each
+tensor is registered on the graph module (its qualified name, sanitised:
+``features_0_0_weight``) and read with ``get_attr``; the function handed back to TorchDynamo
+drops those positions from the inputs it is called with, and the ``then`` backend gets the
+remaining example inputs. Left graph inputs, with the reason in the report: tensors the graph
+writes in place (a training-mode BatchNorm's running statistics and ``num_batches_tracked``) or
+that share storage with one it writes; tensors that require grad while grad mode is on at
+compile time (training: gradients must reach them; compile under ``torch.no_grad()`` or
+``torch.inference_mode()``, or ``requires_grad_(False)`` the model, to freeze its parameters;
+TorchDynamo guards on grad mode, so a call under the other mode recompiles); fake tensors;
+tensors with symbolic sizes. Module attributes that are plain numbers and that TorchDynamo
+makes inputs under ``dynamic=True`` (a BatchNorm's ``eps``) are not frozen.
+
+The assumption, as for inductor's freezing: after compilation the weights are neither
+replaced (``module.weight = nn.Parameter(...)``) nor written (in place: ``p.mul_()``,
+``load_state_dict``, an optimizer step), because what the pipeline computed from them (fused
+conv weights, folded constants) is not recomputed and TorchDynamo does not guard on their
+values: results would be silently stale. An in-place update of a frozen tensor that no pass
+folded (a linear layer's weight, used as it is) is still seen, since the graph module holds
+that very tensor; call ``torch._dynamo.reset()`` after changing weights to recompile. The report of each
+graph says how many placeholders were frozen and which stayed inputs, and why
+(:attr:`~fxpasses.RunReport.notes`).
 
 Every graph's :class:`~fxpasses.RunReport` is appended to :data:`reports` (the last 100) and
 logged at INFO level on the ``fxpasses.backend`` logger. With graph breaks, each graph
@@ -23,8 +50,11 @@ TorchDynamo produces goes through the pipeline on its own.
 from __future__ import annotations
 
 import collections
+import copy
+import dataclasses
 import logging
 import os
+import re
 from typing import Any, Callable, Sequence
 
 import torch
@@ -40,7 +70,7 @@ reports: collections.deque[Any] = collections.deque(maxlen=100)
 
 log = logging.getLogger("fxpasses.backend")
 
-_KNOWN = {"pipeline", "preset", "then", "verify", "on_error"}
+_KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "freeze"}
 
 
 def _pipeline_spec(options: dict[str, Any]) -> tuple[Any, str]:
@@ -97,6 +127,268 @@ def _concrete(example_inputs: Sequence[Any]) -> list[Any] | None:
     return out
 
 
+#: Why a parameter or buffer stayed a graph input under ``freeze`` (key: note text).
+_KEPT_REASONS = {
+    "written": "the graph writes them in place (e.g. a training-mode BatchNorm's running statistics)",
+    "storage": "they share storage with an input the graph writes in place",
+    "grad": "they require grad and grad mode was on at compile time (training)",
+    "fake": "their example values are not real tensors",
+    "symbolic": "their sizes are symbolic (dynamic shapes)",
+}
+
+
+@dataclasses.dataclass
+class Freezing:
+    """What ``freeze`` did to one TorchDynamo graph.
+
+    Attributes:
+        kept: positions (in TorchDynamo's inputs) of the placeholders that stay graph inputs,
+            in order; the compiled function is called with these only.
+        frozen: ``(qualified name, attribute of the graph module)`` of each parameter or
+            buffer made a constant of the graph (a ``get_attr`` of the very tensor).
+        not_frozen: ``(qualified name, reason key)`` of each parameter or buffer left a graph
+            input (reason keys: ``written``, ``storage``, ``grad``, ``fake``, ``symbolic``).
+    """
+
+    kept: list[int]
+    frozen: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    not_frozen: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    sources: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)  # attribute -> Source
+
+    def notes(self) -> list[str]:
+        """One note for the count of frozen placeholders, one per reason for those kept."""
+        total = len(self.frozen) + len(self.not_frozen)
+        left = len(self.kept)
+        out = [
+            f"freeze: {len(self.frozen)} of {total} parameter/buffer placeholders frozen as constants "
+            f"of the graph ({left} graph input{'' if left == 1 else 's'} left)"
+        ]
+        by_reason: dict[str, list[str]] = {}
+        for name, reason in self.not_frozen:
+            by_reason.setdefault(reason, []).append(name)
+        for reason, names in by_reason.items():
+            out.append(f"freeze: kept as graph inputs, {_KEPT_REASONS[reason]}: {', '.join(names)}")
+        return out
+
+
+def _state_name(source: Any) -> str | None:
+    """The qualified name (``features.0.0.weight``) of the module parameter or buffer that a
+    TorchDynamo graph input comes from, read from its ``Source`` chain
+    (``L['self']._modules['features']._modules['0']._parameters['weight']``); None when the
+    input is not a module's parameter or buffer."""
+    from torch._dynamo import source as S
+
+    if source is None:
+        return None
+    if (
+        isinstance(source, S.DictGetItemSource)
+        and isinstance(source.base, S.AttrSource)
+        and source.base.member in ("_parameters", "_buffers")
+        and isinstance(source.index, str)
+    ):
+        parts = [source.index]
+        s = source.base.base
+    elif isinstance(source, S.ParamBufferSource):  # a specialized module's attribute
+        parts = [source.member]
+        s = source.base
+    else:
+        return _state_name_from_string(source)
+    while s is not None:
+        if isinstance(s, S.NNModuleSource):  # (Unspecialized[Builtin])NNModuleSource: a marker
+            s = s.base
+        elif (
+            isinstance(s, S.DictGetItemSource)
+            and isinstance(s.base, S.AttrSource)
+            and s.base.member == "_modules"
+            and isinstance(s.index, (str, int))
+        ):
+            parts.append(str(s.index))
+            s = s.base.base
+        elif type(s) is S.AttrSource:  # a module held as a plain attribute
+            parts.append(s.member)
+            s = s.base
+        elif isinstance(s, (S.GetItemSource, S.DictGetItemSource)) and isinstance(s.index, (str, int)):
+            parts.append(str(s.index))  # a module in a list or dict
+            s = s.base
+        elif isinstance(s, S.GlobalSource):
+            parts.append(s.global_name)
+            break
+        else:  # a local (an argument of the compiled function: self, fn) or anything else
+            break
+    return ".".join(reversed(parts))
+
+
+_STATE_NAME = re.compile(r"\._(?:parameters|buffers)\[(['\"])(?P<name>[^'\"]+)\1\]$")
+_MODULE_NAME = re.compile(r"\._modules\[(['\"])(?P<name>[^'\"]+)\1\]")
+
+
+def _state_name_from_string(source: Any) -> str | None:
+    """Fallback of :func:`_state_name`: parse the source's name string."""
+    try:
+        text = source.name() if callable(getattr(source, "name", None)) else str(source.name)
+    except Exception:  # pragma: no cover - a source without a name
+        return None
+    m = _STATE_NAME.search(text)
+    if m is None:
+        return None
+    return ".".join([*(mm.group("name") for mm in _MODULE_NAME.finditer(text[: m.start()])), m.group("name")])
+
+
+def _attr_name(gm: torch.nn.Module, qualified: str) -> str:
+    """A free top-level attribute name of ``gm`` for the tensor ``qualified`` (sanitised)."""
+    base = re.sub(r"\W", "_", qualified).strip("_") or "frozen"
+    if base[0].isdigit():
+        base = "_" + base
+    name, i = base, 0
+    while hasattr(gm, name) or name in gm._modules:
+        i += 1
+        name = f"{base}_{i}"
+    return name
+
+
+def _writes(gm: torch.fx.GraphModule) -> tuple[set[torch.fx.Node], set[str]]:
+    """The placeholders whose value some node of ``gm`` may write in place (directly or through
+    a view of it), and the qualified names of module state nodes write (``a.*``: all under
+    ``a``).
+
+    :meth:`fxpasses.effects.EffectAnalysis.is_written` is not used for placeholders: it
+    assumes every placeholder may alias every other (a caller may pass one tensor twice), so
+    one written input (a BatchNorm's running mean) would make them all written; here the real
+    tensors are at hand, and the caller compares their storages instead."""
+    from .effects import EffectAnalysis
+
+    fx = EffectAnalysis(gm)
+    placeholders: set[torch.fx.Node] = set()
+    state: set[str] = set()
+    seen: set[torch.fx.Node] = set()
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "get_attr", "output"):
+            continue
+        eff = fx.effects(n)
+        state |= eff.state_writes
+        stack = list(eff.writes)
+        while stack:  # back along alias edges to the inputs the written value may share
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v.op == "placeholder":
+                placeholders.add(v)
+            elif v.op not in ("get_attr", "output"):
+                stack.extend(fx.aliased_inputs(v))
+    return placeholders, state
+
+
+def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing:
+    """Make the placeholders of ``gm`` that are the model's parameters and buffers constants of
+    the graph (``get_attr`` of the very tensor, registered on ``gm``), where that is safe: not
+    written by the graph, not requiring grad while grad mode is on, a real tensor with static
+    sizes, sharing no storage with what the graph writes. Returns what was done; ``gm`` gets a
+    new, recompiled graph when anything was frozen."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from .effects import _storage_key
+
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    result = Freezing(kept=list(range(len(example_inputs))))
+    if len(placeholders) != len(example_inputs):  # pragma: no cover - TorchDynamo passes one per input
+        log.warning(
+            "fxpasses backend: freeze: %d placeholders for %d example inputs; nothing frozen",
+            len(placeholders), len(example_inputs),
+        )
+        return result
+    written_nodes, state_names = _writes(gm)
+    written = [n in written_nodes for n in placeholders]
+    # storages the graph may write: of the inputs it writes (through views too) and of module
+    # state it writes; ``None`` in it when one of them has no real storage to compare
+    written_storage = {
+        _storage_key(v) if isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor) else None
+        for v, w in zip(example_inputs, written)
+        if w
+    }
+    if state_names:
+        for qual, t in [*gm.named_parameters(), *gm.named_buffers()]:
+            if any(qual == s or s.endswith("*") and qual.startswith(s[:-1]) for s in state_names):
+                written_storage.add(_storage_key(t))
+    grad = torch.is_grad_enabled()
+    chosen: list[tuple[int, torch.fx.Node, torch.Tensor, str]] = []
+    for i, (node, value) in enumerate(zip(placeholders, example_inputs)):
+        name = _state_name(getattr(node.meta.get("grapharg"), "source", None))
+        if name is None or not isinstance(value, torch.Tensor):
+            continue
+        fake = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(value, FakeTensor):
+            reason = "fake"
+        elif isinstance(fake, torch.Tensor) and any(not isinstance(d, int) for d in fake.shape):
+            reason = "symbolic"
+        elif written[i]:
+            reason = "written"
+        elif None in written_storage or _storage_key(value) in written_storage:
+            reason = "storage"
+        elif value.requires_grad and grad:
+            reason = "grad"
+        else:
+            chosen.append((i, node, value, name))
+            continue
+        result.not_frozen.append((name, reason))
+    if not chosen:
+        return result
+    # Edit a copy: TorchDynamo generates the call of the compiled function from the
+    # placeholders of its own graph (the one ``gm`` came with), so that graph keeps them all and
+    # the function returned to TorchDynamo drops the frozen positions itself.
+    graph = copy.deepcopy(gm.graph)  # nodes (names, order) copied, their meta shallowly
+    copies = dict(zip(placeholders, graph.find_nodes(op="placeholder")))
+    for p, c in copies.items():  # aot_autograd (inductor) reads it off each placeholder
+        if hasattr(p, "_dynamo_source"):
+            c._dynamo_source = p._dynamo_source
+    first = next(n for n in graph.nodes if n.op != "placeholder")  # the output node at least
+    attrs: dict[int, str] = {}  # id(tensor) -> attribute (one tensor behind two inputs: one attribute)
+    for i, original, value, name in chosen:
+        node = copies[original]
+        attr = attrs.get(id(value))
+        if attr is None:
+            attr = attrs[id(value)] = _attr_name(gm, name)
+            if isinstance(value, torch.nn.Parameter):
+                gm.register_parameter(attr, value)
+            else:
+                gm.register_buffer(attr, value)
+            source = getattr(original.meta.get("grapharg"), "source", None)
+            if source is not None:
+                result.sources[attr] = source
+        with graph.inserting_before(first):
+            get = graph.get_attr(attr)
+        get.meta.update({k: v for k, v in node.meta.items() if k not in ("grapharg", "tensor_dict")})
+        node.replace_all_uses_with(get)
+        graph.erase_node(node)
+        result.frozen.append((name, attr))
+    frozen_positions = {i for i, *_ in chosen}
+    result.kept = [i for i in result.kept if i not in frozen_positions]
+    gm.graph = graph  # (recompiles)
+    return result
+
+
+def _sync_param_sources(gm: torch.fx.GraphModule, sources: dict[str, Any]) -> None:
+    """Give every parameter and buffer of a TorchDynamo graph module a ``Source`` in
+    ``gm._param_name_to_source``, which aot_autograd (inductor) requires of a graph from
+    TorchDynamo: a frozen parameter its own (``sources``), a tensor a pass added
+    (``fold_constants``' results, ``fuse_conv_bn``'s fused weights) a ``ConstantSource``
+    named after its attribute. TorchDynamo's own table is copied, not changed."""
+    table = getattr(gm, "_param_name_to_source", None)
+    if not isinstance(table, dict):
+        return
+    names = [n for n, _ in gm.named_parameters(remove_duplicate=False)]
+    names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
+    missing = [n for n in names if n not in table]
+    if not missing:
+        return
+    from torch._dynamo.source import ConstantSource
+
+    table = dict(table)
+    for n in missing:
+        table[n] = sources.get(n) or ConstantSource(source_name=n)
+    gm._param_name_to_source = table
+
+
 def fxpasses_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any
 ) -> Callable[..., Any]:
@@ -119,7 +411,13 @@ def fxpasses_backend(
             f"(known: {', '.join(sorted(_KNOWN))})"
         )
     spec, source = _pipeline_spec(options)
+    freeze = options.get("freeze", False)
+    if not isinstance(freeze, bool):
+        raise ConfigError(f"torch.compile option 'freeze' must be true or false, got {freeze!r}")
     verify = options.get("verify", "lint")
+    freezing = _freeze(gm, example_inputs) if freeze else None
+    if freezing is not None and freezing.frozen:
+        example_inputs = [example_inputs[i] for i in freezing.kept]
     inputs = _concrete(example_inputs)
     if inputs is None:
         inputs = list(example_inputs)
@@ -141,12 +439,27 @@ def fxpasses_backend(
     else:
         pipeline = Pipeline(list(spec), source=source, **common)
     report = pipeline.run(gm, inputs)
+    if freezing is not None:
+        report.notes.extend(freezing.notes())
+        log.debug("fxpasses backend: frozen %s", ", ".join(f"{n} (as {a})" for n, a in freezing.frozen))
     reports.append(report)
     log.info("fxpasses pipeline (%s) on a %d-node graph:\n%s", source, report.nodes_before, report.table())
     if then == "eager":
-        return gm.forward
-    if callable(then):
-        return then(gm, example_inputs)
-    from torch._dynamo.backends.registry import lookup_backend
+        compiled = gm.forward
+    else:
+        _sync_param_sources(gm, freezing.sources if freezing is not None else {})
+        if callable(then):
+            compiled = then(gm, example_inputs)
+        else:
+            from torch._dynamo.backends.registry import lookup_backend
 
-    return lookup_backend(then)(gm, example_inputs)
+            compiled = lookup_backend(then)(gm, example_inputs)
+    if freezing is None or not freezing.frozen:
+        return compiled
+    kept = tuple(freezing.kept)
+
+    def without_frozen(*args: Any) -> Any:
+        # TorchDynamo still passes every original input, the frozen parameters included
+        return compiled(*[args[i] for i in kept])
+
+    return without_frozen

@@ -63,6 +63,9 @@ class RunReport:
         verification: ``"none"``, ``"lint"`` or ``"numeric"``; ``max_abs_error`` is the largest
             absolute output difference seen by numeric verification (None otherwise).
         rewrites / rewrite_limit: under a rewrite limit, the rewrites applied and the limit.
+        notes: remarks on the run as a whole from whoever ran it, e.g. the ``torch.compile``
+            backend's ``freeze`` (what it made constants of the graph, what it left an input
+            and why); printed after the table.
     """
 
     passes: list[PassReport] = field(default_factory=list)
@@ -74,6 +77,7 @@ class RunReport:
     max_abs_error: float | None = None
     rewrites: int | None = None
     rewrite_limit: int | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -115,4 +119,5 @@ class RunReport:
             f"total: {self.nodes_before} -> {self.nodes_after} nodes in "
             f"{self.seconds * 1000:.1f} ms ({self.dialect})"
         )
+        lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)

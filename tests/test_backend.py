@@ -177,3 +177,273 @@ def test_preset_option_and_backend_callable():
     (report,) = backend.reports
     assert [p.name for p in report.passes][:2] == ["remove_dropout", "fuse_conv_bn"]
     assert seen == [report.nodes_after]
+
+
+# ---------------------------------------------------------------------------------- freeze
+
+from pathlib import Path
+
+from fxpasses.job import load_factory
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+INFERENCE = {"preset": "inference", "verify": "numeric"}
+
+
+def _convnet():
+    return load_factory("models:convnet", EXAMPLES)()
+
+
+def _conv_bn_pairs(model) -> int:
+    return sum(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+
+
+def _frozen_count(report) -> int:
+    (note,) = [n for n in report.notes if " placeholders frozen " in n]
+    return int(note.split()[1])
+
+
+def test_freeze_fuses_the_example_cnn_under_torch_compile():
+    model = _convnet()
+    x = torch.randn(2, 3, 32, 32)
+    graphs = []
+
+    def then(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    with torch.no_grad():
+        expected = model(x)
+        unfrozen = torch.compile(model, backend="fxpasses", options={**INFERENCE, "then": "eager"})
+        torch.testing.assert_close(unfrozen(x), expected)
+        torch._dynamo.reset()
+        frozen = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": then})
+        torch.testing.assert_close(frozen(x), expected)
+        # new inputs of the same shape: no recompile, the wrapper drops the frozen positions
+        x2 = torch.randn(2, 3, 32, 32)
+        torch.testing.assert_close(frozen(x2), model(x2))
+    before, after = backend.reports
+    assert before["fuse_conv_bn"].counters == {"not_constant": 3, "skipped": 3}
+    pairs = _conv_bn_pairs(model)
+    assert after["fuse_conv_bn"].counters == {"fused": pairs}
+    assert after.nodes_after < before.nodes_after
+    assert after.verification == "numeric" and not after.failed
+    (gm,) = graphs
+    assert not any("batch_norm" in str(n.target) for n in gm.graph.nodes)
+    # every parameter and buffer frozen; x, the third placeholder TorchDynamo made, is left
+    assert [n.op for n in gm.graph.nodes].count("placeholder") == 1
+    n_state = len(list(model.parameters())) + len(list(model.buffers())) - pairs  # no num_batches_tracked
+    assert _frozen_count(after) == n_state
+    assert after.notes[0] == (
+        f"freeze: {n_state} of {n_state} parameter/buffer placeholders frozen as constants of the graph "
+        "(1 graph input left)"
+    )
+    assert before.notes == []
+
+
+def test_freeze_then_inductor():
+    model = _convnet()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="fxpasses", options={"preset": "inference", "freeze": True, "then": "inductor"})
+        torch.testing.assert_close(compiled(x), model(x))
+        x2 = torch.randn(2, 3, 32, 32)
+        torch.testing.assert_close(compiled(x2), model(x2))
+    (report,) = backend.reports
+    assert report["fuse_conv_bn"].counters == {"fused": _conv_bn_pairs(model)}
+
+
+class WeightMath(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 8))
+        self.register_buffer("b", torch.randn(8))
+
+    def forward(self, x):
+        return x @ (self.w * 2 + self.b)
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_fold_constants_folds_weight_math_only_with_freeze(freeze):
+    model = WeightMath().eval().requires_grad_(False)  # frozen even with grad mode on
+    x = torch.randn(3, 4)
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": freeze, "then": "eager"})
+    torch.testing.assert_close(compiled(x), model(x))
+    (report,) = backend.reports
+    counters = report["fold_constants"].counters
+    if freeze:
+        # w * 2 + b is one constant: the get_attrs of w and b, mul and add give way to one get_attr
+        assert counters["folded"] == 1 and counters["removed_nodes"] == 4
+        assert report.nodes_after == report.nodes_before - 3
+    else:
+        assert "folded" not in counters and report.nodes_after == report.nodes_before
+
+
+def test_freeze_keeps_training_batch_norm_statistics_as_inputs():
+    """Training-mode BN writes its running statistics: they stay inputs, and are updated."""
+    model = _convnet().train()
+    model.dropout.p = 0.0  # (dropout is random: compare outputs exactly)
+    twin = _convnet().train()
+    twin.dropout.p = 0.0
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "verify": "lint", "freeze": True, "then": "eager"})
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(4, 3, 32, 32)
+            torch.testing.assert_close(compiled(x), twin(x))
+            for (name, a), b in zip(model.named_buffers(), twin.buffers()):
+                torch.testing.assert_close(a, b, msg=name)
+    (report,) = backend.reports
+    assert report["fuse_conv_bn"].counters.get("fused", 0) == 0
+    kept = [n for n in report.notes if "kept as graph inputs, the graph writes them" in n]
+    assert len(kept) == 1
+    for i in range(3):
+        for stat in ("running_mean", "running_var", "num_batches_tracked"):
+            assert f"features.{i}.1.{stat}" in kept[0]
+    # the convolution and BN weights are not written: frozen
+    assert _frozen_count(report) == len(list(model.parameters()))
+
+
+class FineTune(nn.Module):
+    """A frozen backbone (conv + eval-mode BN, requires_grad off) and a trainable head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)).eval().requires_grad_(False)
+        with torch.no_grad():
+            self.backbone[1].running_mean.normal_()
+            self.backbone[1].running_var.uniform_(0.5, 1.5)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(self.backbone(x).mean(dim=(2, 3)))
+
+
+def test_freeze_leaves_parameters_that_require_grad_as_inputs_gradients_flow():
+    torch.manual_seed(0)
+    model = FineTune()
+    model.head.train()
+    twin = FineTune()
+    twin.load_state_dict(model.state_dict())
+    twin.head.train()
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager"})
+    x = torch.randn(2, 3, 10, 10)
+    out = compiled(x)
+    expected = twin(x)
+    torch.testing.assert_close(out, expected)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for p, q in zip(model.head.parameters(), twin.head.parameters()):
+        assert p.grad is not None
+        torch.testing.assert_close(p.grad, q.grad)
+    (report,) = backend.reports
+    assert report["fuse_conv_bn"].counters == {"fused": 1}  # the backbone is frozen
+    assert _frozen_count(report) == 6  # conv weight/bias, BN weight/bias/mean/var
+    assert "freeze: kept as graph inputs, they require grad and grad mode was on at compile time " \
+        "(training): head.weight, head.bias" in report.notes
+
+
+class Interleaved(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.tensor([2.0, 3.0, 4.0, 5.0]))
+
+    def forward(self, x, y, z):
+        return self.a(x) + y * self.scale - self.b(z) * y
+
+
+def test_freeze_with_user_inputs_between_parameters():
+    model = Interleaved().eval()
+    inputs = [torch.randn(3, 4) for _ in range(3)]
+    order = []
+
+    def record(gm, example_inputs):
+        order.extend("param" if isinstance(v, nn.Parameter) or v is model.scale else "input" for v in example_inputs)
+        return gm.forward
+
+    torch.compile(model, backend=record)(*inputs)
+    # TorchDynamo orders placeholders by first use: inputs among the parameters
+    assert order == ["param", "param", "input", "param", "input", "param", "param", "input"]
+    torch._dynamo.reset()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager"})
+        for _ in range(3):
+            inputs = [torch.randn(3, 4) for _ in range(3)]
+            torch.testing.assert_close(compiled(*inputs), model(*inputs))
+    (report,) = backend.reports
+    assert _frozen_count(report) == 5
+
+
+def test_in_place_update_of_a_frozen_parameter():
+    """An in-place update of a frozen parameter that was not folded is seen (the graph holds
+    the very tensor); one that was folded is not, and neither is a parameter replaced by
+    another (the assumption freeze makes, as inductor's freezing)."""
+    model = _convnet()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="fxpasses", options={"preset": "inference", "freeze": True, "then": "eager"})
+        compiled(x)
+        model.head.weight.mul_(2)  # used as it is by the linear layer
+        model.head.bias.add_(1)
+        torch.testing.assert_close(compiled(x), model(x))
+        model.features[0][1].weight.mul_(2)  # folded into the first conv: stale
+        assert not torch.allclose(compiled(x), model(x))
+        model.features[0][1].weight.div_(2)
+        torch.testing.assert_close(compiled(x), model(x))
+        model.head.weight = nn.Parameter(torch.zeros_like(model.head.weight))  # replaced: not seen
+        assert not torch.allclose(compiled(x), model(x))
+    assert len(backend.reports) == 1  # no recompile
+
+
+def test_freeze_off_by_default():
+    model = _convnet()
+    with torch.no_grad():
+        torch.compile(model, backend="fxpasses", options={"preset": "inference", "then": "eager"})(torch.randn(1, 3, 32, 32))
+    (report,) = backend.reports
+    assert report["fuse_conv_bn"].counters["not_constant"] == 3
+    assert report.notes == []
+
+
+def test_freeze_option_must_be_a_bool():
+    with pytest.raises(Exception) as info:
+        torch.compile(Net().eval(), backend="fxpasses", options={"freeze": "yes"})(torch.randn(2, 8))
+    assert "option 'freeze' must be true or false, got 'yes'" in str(info.value)
+
+
+class LiteralMath(nn.Module):
+    def forward(self, x):
+        return x + torch.arange(4.0) * 2
+
+
+def test_constants_a_pass_adds_to_a_dynamo_graph_compile_with_inductor():
+    """aot_autograd wants a TorchDynamo source for every parameter and buffer of the graph
+    module: a buffer fold_constants added used to fail with 'folded_mul not found in
+    param_name_to_source'."""
+    x = torch.randn(4)
+    compiled = torch.compile(
+        LiteralMath(), backend="fxpasses", options={"pipeline": "fold_constants{max_growth_bytes=1024}", "then": "inductor"}
+    )
+    torch.testing.assert_close(compiled(x), LiteralMath()(x))
+    (report,) = backend.reports
+    assert report["fold_constants"].counters["folded"] == 1
+
+
+def test_parameter_names_from_dynamo_sources():
+    from torch._dynamo import source as S
+
+    module = S.UnspecializedNNModuleSource(S.LocalSource("self"))
+    sub = S.UnspecializedBuiltinNNModuleSource(S.DictGetItemSource(S.AttrSource(module, "_modules"), "features"))
+    conv = S.UnspecializedBuiltinNNModuleSource(S.DictGetItemSource(S.AttrSource(sub, "_modules"), "0"))
+    weight = S.DictGetItemSource(S.UnspecializedParamBufferSource(conv, "_parameters"), "weight")
+    mean = S.DictGetItemSource(S.UnspecializedParamBufferSource(conv, "_buffers"), "running_mean")
+    assert backend._state_name(weight) == "features.0.weight"
+    assert backend._state_name(mean) == "features.0.running_mean"
+    assert backend._state_name(S.LocalSource("x")) is None
+    assert backend._state_name(None) is None
+
+    class Named:  # the fallback: a source whose structure is not known, by its name
+        name = "L['fn']._modules['0']._parameters['weight']"
+
+    assert backend._state_name(Named()) == "0.weight"
+    Named.name = "L['x']"
+    assert backend._state_name(Named()) is None
