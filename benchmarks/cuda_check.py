@@ -20,7 +20,8 @@ Sections (each check is one row: model, dialect, dtype, pass, result, detail):
    ``fuse_conv_bn{fold_in_graph=true}``: outputs within a tolerance for the dtype, dtypes of
    outputs and floating tensors unchanged, and the convs actually fused where they can be;
 4. ``torch.compile(model, backend="fxpasses")`` (CNN, GPT-2) handing the graph to ``eager``
-   and to ``inductor`` (``options={"then": ...}``), against the eager model;
+   and to ``inductor`` (``options={"then": ...}``), without and with ``freeze`` (the CNN's
+   three conv + BN pairs fused), against the eager model;
 5. rollback: a pass that writes the parameters and buffers on the device in place, then
    raises, leaves them bit for bit as they were (``on_error="rollback"``, the default; also
    with ``snapshot_tensors=True``);
@@ -617,14 +618,13 @@ def section_4(ck: Checker, specs: list[Model], dev: torch.device, tol: tuple[flo
         inputs = spec.make_inputs(dev)
         with torch.no_grad():
             ref = model(*inputs)
-        for then in ("eager", "inductor"):
+        for then, freeze in (("eager", False), ("inductor", False), ("eager", True), ("inductor", True)):
 
-            def run(then: str = then) -> str:
+            def run(then: str = then, freeze: bool = freeze) -> str:
                 torch._dynamo.reset()
                 seen = {id(r) for r in fb.reports}
-                compiled = torch.compile(
-                    model, backend=backend, options={"preset": "inference", "then": then}, dynamic=False
-                )
+                options = {"preset": "inference", "then": then, **({"freeze": True} if freeze else {})}
+                compiled = torch.compile(model, backend=backend, options=options, dynamic=False)
                 with torch.no_grad():
                     out = compiled(*inputs)
                     out2 = compiled(*inputs)
@@ -639,12 +639,16 @@ def section_4(ck: Checker, specs: list[Model], dev: torch.device, tol: tuple[flo
                     if cmp.message:
                         bad.append(f"{label}: {cmp.message}")
                     bad += [f"{label}: output on {t.device}" for t in leaves(o) if isinstance(t, torch.Tensor) and not same_device(t, dev)]
+                if freeze and spec.name.startswith("CNN"):  # the weights are constants: conv + BN fused
+                    fused = sum(p.counters.get("fused", 0) for r in fb.reports if id(r) not in seen for p in r.passes)
+                    if fused < 3:
+                        bad.append(f"freeze: {fused} conv + BN pairs fused, expected 3")
                 if bad:
                     raise AssertionError("; ".join(bad))
                 err = compare_outputs(out, ref, 0.0, 0.0).max_abs
                 return f"{ran} graph(s); max abs error {err:.2e}; " + report_detail(fb.reports[-1])
 
-            ck.check(4, spec.name, "dynamo", "float32", f"then={then}", run)
+            ck.check(4, spec.name, "dynamo", "float32", f"then={then}" + (", freeze" if freeze else ""), run)
         torch._dynamo.reset()
 
 
