@@ -203,7 +203,7 @@ def bisect(
     records: dict[int, RewriteRecord | None] = {}
 
     def trial(n: int) -> Trial:
-        limit = RewriteLimit(n)
+        limit = RewriteLimit(n, probe=False)  # cut_off is not read here
         try:
             trial_pipeline.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=limit)
             with _gc_paused():

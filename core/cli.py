@@ -426,6 +426,7 @@ def run_cmd(
     example CNN and saves it under fxpasses-out/example.
     """
     from .console import print_table
+    from .report import rewrites_cell
     from .errors import FxPassesError, UserError
     from .job import default_config, run_job
     from .pipeline import Pipeline
@@ -503,14 +504,25 @@ def run_cmd(
     rep = result.report
     click.echo(f"model: {result.model_name} ({rep.dialect}, captured in {result.capture_seconds:.2f} s)")
     click.echo(f"pipeline: {result.pipeline}")
+    limited = rep.rewrite_limit is not None
     rows = []
     for p in rep.passes:
         counters = ", ".join(f"{k}={v}" for k, v in sorted(p.counters.items()))
-        rows.append(
-            (p.name, p.status, "yes" if p.changed else "no", str(p.nodes_before), str(p.nodes_after),
-             f"{p.seconds * 1000:.1f}", counters)
+        row = [p.name, p.status, "yes" if p.changed else "no", str(p.nodes_before), str(p.nodes_after),
+               f"{p.seconds * 1000:.1f}", counters]
+        if limited:  # under --rewrite-limit: what each pass applied, and whether the limit stopped it
+            row.insert(3, rewrites_cell(p))
+        rows.append(tuple(row))
+    header = ["pass", "status", "changed", "nodes before", "nodes after", "ms", "counters"]
+    if limited:
+        header.insert(3, "rewrites")
+    print_table(tuple(header), rows)
+    if limited:
+        cut = [p.name for p in rep.passes if p.cut_off]
+        click.echo(
+            f"rewrite limit {rep.rewrite_limit}: {rep.rewrites} rewrites applied; "
+            + (f"cut off (a rewrite stopped): {', '.join(cut)}" if cut else "no pass was cut off")
         )
-    print_table(("pass", "status", "changed", "nodes before", "nodes after", "ms", "counters"), rows)
     for p in rep.passes:
         if p.status != "ok" and p.error:
             click.echo(f"{p.status}: {p.error}")

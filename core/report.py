@@ -6,7 +6,16 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PassReport", "RunReport"]
+__all__ = ["PassReport", "RunReport", "rewrites_cell"]
+
+
+def rewrites_cell(p: "PassReport") -> str:
+    """A pass's rewrites under a rewrite limit, for a table: ``3``, or ``2 (cut off)`` when
+    the limit stopped a rewrite it would have made; ``-`` for a pass with no count (cached,
+    or failed before the count was taken)."""
+    if p.rewrites is None:
+        return "(cut off)" if p.cut_off else "-"
+    return f"{p.rewrites} (cut off)" if p.cut_off else str(p.rewrites)
 
 
 @dataclass
@@ -28,8 +37,9 @@ class PassReport:
         error: the error message when the pass failed.
         iteration: fixpoint iteration this run belongs to (0 outside fixpoint groups).
         rewrites: under a rewrite limit (:mod:`fxpasses.rewrites`), how many rewrites the
-            pass applied (None in ordinary runs); ``cut_off``: the limit stopped it early or
-            kept it from running.
+            pass applied (None in ordinary runs); ``cut_off``: the limit stopped a rewrite the
+            pass would have made (in it, or by keeping it from running); False when it applied
+            every rewrite it would have.
     """
 
     name: str
@@ -94,25 +104,33 @@ class RunReport:
         return dataclasses.asdict(self)
 
     def table(self) -> str:
-        """A plain-text table: pass, status, changed, nodes before/after, ms, counters."""
-        rows = [("pass", "status", "changed", "nodes", "ms", "counters")]
+        """A plain-text table: pass, status, changed, nodes before/after, ms, counters; under a
+        rewrite limit also each pass's rewrites, marked ``(cut off)`` where the limit stopped
+        one."""
+        limited = self.rewrite_limit is not None
+        head = ["pass", "status", "changed", "nodes", "ms", "counters"]
+        if limited:
+            head.insert(3, "rewrites")
+        rows = [tuple(head)]
         for p in self.passes:
             counters = ", ".join(f"{k}={v}" for k, v in sorted(p.counters.items()))
-            rows.append(
-                (
-                    p.name + (f" #{p.iteration}" if p.iteration else ""),
-                    p.status,
-                    "yes" if p.changed else "no",
-                    f"{p.nodes_before} -> {p.nodes_after}",
-                    f"{p.seconds * 1000:.1f}",
-                    counters,
-                )
-            )
+            row = [
+                p.name + (f" #{p.iteration}" if p.iteration else ""),
+                p.status,
+                "yes" if p.changed else "no",
+                f"{p.nodes_before} -> {p.nodes_after}",
+                f"{p.seconds * 1000:.1f}",
+                counters,
+            ]
+            if limited:
+                row.insert(3, rewrites_cell(p))
+            rows.append(tuple(row))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         lines.append(
             f"total: {self.nodes_before} -> {self.nodes_after} nodes in "
             f"{self.seconds * 1000:.1f} ms ({self.dialect})"
+            + (f"; {self.rewrites} rewrites applied of limit {self.rewrite_limit}" if limited else "")
         )
         return "\n".join(lines)
