@@ -6,7 +6,17 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PassReport", "RunReport", "rewrites_cell"]
+__all__ = ["PassReport", "RunReport", "counters_cell", "rewrites_cell"]
+
+
+def counters_cell(p: "PassReport") -> str:
+    """A pass's counters for a table: ``fused=3``; for a pass rolled back after a failure,
+    what it had counted, marked as undone: ``rolled back: rewired=1``."""
+    text = ", ".join(f"{k}={v}" for k, v in sorted(p.counters.items()))
+    if p.rolled_back_counters:
+        undone = ", ".join(f"{k}={v}" for k, v in sorted(p.rolled_back_counters.items()))
+        text = f"{text}; rolled back: {undone}" if text else f"rolled back: {undone}"
+    return text
 
 
 def rewrites_cell(p: "PassReport") -> str:
@@ -31,7 +41,11 @@ class PassReport:
         changed: whether the graph or module changed.
         nodes_before / nodes_after: node counts around the pass.
         seconds: wall time of the pass (hooks, surgery and verification), in seconds.
-        counters: the pass's own counters (``ctx.count``), e.g. ``{"fused": 3}``.
+        counters: the pass's own counters (``ctx.count``), e.g. ``{"fused": 3}``; empty for
+            a pass that failed and was rolled back (its counts describe changes undone).
+        rolled_back_counters: what a pass that failed and was rolled back (status
+            ``"skipped"``, or ``"failed"`` under ``on_error="rollback"``) had counted before
+            its failure, for debugging; none of it is in the graph.
         skipped: ``(node name, reason)`` for nodes the pass declined (``ctx.skip``).
         notes: why the pass changed the module's outputs on purpose (``ctx.changes_outputs``).
         error: the error message when the pass failed.
@@ -56,6 +70,7 @@ class PassReport:
     reasons: list[str] = field(default_factory=list)
     rewrites: int | None = None
     cut_off: bool = False
+    rolled_back_counters: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -113,7 +128,7 @@ class RunReport:
             head.insert(3, "rewrites")
         rows = [tuple(head)]
         for p in self.passes:
-            counters = ", ".join(f"{k}={v}" for k, v in sorted(p.counters.items()))
+            counters = counters_cell(p)
             row = [
                 p.name + (f" #{p.iteration}" if p.iteration else ""),
                 p.status,

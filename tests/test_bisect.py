@@ -360,3 +360,33 @@ def test_cli_run_with_a_rewrite_limit_shows_rewrites_and_cut_off(tmp_path):
     assert "rewrite limit 5: 5 rewrites applied; no pass was cut off" in r.output
     r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
     assert "rewrites" not in r.output.splitlines()[2] and "rewrite limit" not in r.output
+
+
+def test_cli_bisect_reproducing_command_works_with_on_error_skip(planted_site, tmp_path):
+    """With on_error = "skip" the pipeline rolls the failing pass back and goes on, so
+    `fxpasses run CONFIG --rewrite-limit N` exits 0; bisect's command adds `--on-error
+    rollback`, which fails there (and not at N - 1). A pipeline given to bisect with --pipeline
+    is passed on too."""
+    cfg = write_config(tmp_path, REAL.format(planted="planted{wrong_at=3}"))
+    cfg.write_text('verify = "numeric"\non_error = "skip"\n' + cfg.read_text())
+    r = CliRunner().invoke(cli, ["bisect", str(cfg)])
+    assert r.exit_code == 1, r.output
+    index = int(r.output.split("first bad rewrite #")[1].split()[0])
+    assert f"reproduce with: fxpasses run {cfg} --rewrite-limit {index} --on-error rollback\n" in r.output
+    run = ["run", str(cfg), "--repeat", "1", "--no-save"]
+    skipped = CliRunner().invoke(cli, [*run, "--rewrite-limit", str(index)])
+    assert skipped.exit_code == 0 and "planted  " in skipped.output and "skipped: pass 'planted' failed" in skipped.output
+    bad = CliRunner().invoke(cli, [*run, "--rewrite-limit", str(index), "--on-error", "rollback"])
+    assert bad.exit_code == 1 and "pass 'planted' failed: verification failed" in bad.output, bad.output
+    good = CliRunner().invoke(cli, [*run, "--rewrite-limit", str(index - 1), "--on-error", "rollback"])
+    assert good.exit_code == 0, good.output
+
+    # the pipeline given on bisect's command line is part of the command
+    other = "remove_dropout,planted{wrong_at=2}[on_error=skip]"
+    r = CliRunner().invoke(cli, ["bisect", str(cfg), "--pipeline", other])
+    assert r.exit_code == 1, r.output
+    index = int(r.output.split("first bad rewrite #")[1].split()[0])
+    line = f"reproduce with: fxpasses run {cfg} --pipeline '{other}' --rewrite-limit {index} --on-error rollback"
+    assert line in r.output
+    bad = CliRunner().invoke(cli, [*run, "--pipeline", other, "--rewrite-limit", str(index), "--on-error", "rollback"])
+    assert bad.exit_code == 1 and "pass 'planted' failed" in bad.output, bad.output
