@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -60,6 +61,10 @@ class BisectResult:
         culprit: the first bad rewrite; ``good`` / ``bad``: the trials just before and at it.
         trials: every run made, in order (the first is the verified full run).
         total_rewrites: rewrites applied by the verified full run up to the failure.
+        reproduce_args: for ``"found"``, the options of ``fxpasses run CONFIG`` that reproduce
+            the first bad rewrite: ``--rewrite-limit N``, and ``--on-error rollback`` when a
+            pass of the pipeline has ``on_error = "skip"`` (the trials roll a failing pass
+            back and stop; with ``skip`` that run would roll the pass back, go on and exit 0).
     """
 
     status: str
@@ -74,14 +79,17 @@ class BisectResult:
     bad: Trial | None = None
     trials: list[Trial] = field(default_factory=list)
     total_rewrites: int = 0
+    reproduce_args: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["culprit"] = self.culprit.as_dict() if self.culprit is not None else None
         return d
 
-    def text(self, config: str | None = None) -> str:
-        """The human-readable report printed by ``fxpasses bisect`` (``config``: its path)."""
+    def text(self, config: str | None = None, *, run_args: Sequence[str] = ()) -> str:
+        """The human-readable report printed by ``fxpasses bisect`` (``config``: its path;
+        ``run_args``: options the reproducing ``fxpasses run`` needs besides
+        :attr:`reproduce_args`, such as the ``--pipeline`` bisect was given)."""
         if self.status == "clean":
             return (
                 f"no failure: each of the {self.steps} passes keeps the outputs "
@@ -113,7 +121,13 @@ class BisectResult:
             if t is not None:
                 applied = f"rewrites #1..#{t.limit}" if t.limit else "no rewrite"
                 lines.append(f"  with {applied}: {t.message}")
-        lines.append(f"reproduce with: fxpasses run {config or 'CONFIG'} --rewrite-limit {self.culprit.index}")
+        args = [*run_args, *(self.reproduce_args or ["--rewrite-limit", str(self.culprit.index)])]
+        lines.append(f"reproduce with: fxpasses run {shlex.quote(config) if config else 'CONFIG'} {shlex.join(args)}")
+        if "--on-error" in self.reproduce_args:
+            lines.append(
+                '  (--on-error rollback: with the pipeline\'s on_error = "skip" the failing pass '
+                "would be rolled back and the run would go on and exit 0)"
+            )
         return "\n".join(lines)
 
 
@@ -203,7 +217,7 @@ def bisect(
     records: dict[int, RewriteRecord | None] = {}
 
     def trial(n: int) -> Trial:
-        limit = RewriteLimit(n)
+        limit = RewriteLimit(n, probe=False)  # cut_off is not read here
         try:
             trial_pipeline.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=limit)
             with _gc_paused():
@@ -239,5 +253,8 @@ def bisect(
             return result
     result.status = "found"
     result.culprit = records[hi]
+    result.reproduce_args = ["--rewrite-limit", str(hi)]
+    if any((s.on_error or pipeline.on_error) == "skip" for s in steps):
+        result.reproduce_args += ["--on-error", "rollback"]
     result.good, result.bad = good, bad
     return result

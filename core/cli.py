@@ -399,6 +399,13 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     help="Apply only the first N rewrites of the run, then stop (like LLVM's -opt-bisect-limit; "
     "see `fxpasses bisect`).",
 )
+@click.option(
+    "--on-error",
+    type=click.Choice(["rollback", "skip", "raise"]),
+    help="What a failing pass does, for every pass: replaces the config's on_error and each "
+    "pipeline entry's own (`fxpasses bisect` suggests `--on-error rollback` to reproduce a "
+    "failure that on_error = \"skip\" would roll back and go past).",
+)
 @_format
 @click.pass_obj
 @_handle_errors
@@ -418,6 +425,7 @@ def run_cmd(
     draw_dir: str | None,
     reproducer: str | None,
     rewrite_limit: int | None,
+    on_error: str | None,
     fmt: str,
 ) -> None:
     """Capture a model, run the pipeline, verify, time and save it.
@@ -426,6 +434,7 @@ def run_cmd(
     example CNN and saves it under fxpasses-out/example.
     """
     from .console import print_table
+    from .report import counters_cell, rewrites_cell
     from .errors import FxPassesError, UserError
     from .job import default_config, run_job
     from .pipeline import Pipeline
@@ -481,6 +490,7 @@ def run_cmd(
                 save=not no_save,
                 instruments=instruments,
                 rewrite_limit=rewrite_limit,
+                on_error=on_error,
                 reproducer=writer,
                 snapshot_tensors=writer is not None,
             )
@@ -504,14 +514,25 @@ def run_cmd(
     how = "captured" if result.captured else "loaded"
     click.echo(f"model: {result.model_name} ({rep.dialect}, {how} in {result.capture_seconds:.2f} s)")
     click.echo(f"pipeline: {result.pipeline}")
+    limited = rep.rewrite_limit is not None
     rows = []
     for p in rep.passes:
-        counters = ", ".join(f"{k}={v}" for k, v in sorted(p.counters.items()))
-        rows.append(
-            (p.name, p.status, "yes" if p.changed else "no", str(p.nodes_before), str(p.nodes_after),
-             f"{p.seconds * 1000:.1f}", counters)
+        counters = counters_cell(p)
+        row = [p.name, p.status, "yes" if p.changed else "no", str(p.nodes_before), str(p.nodes_after),
+               f"{p.seconds * 1000:.1f}", counters]
+        if limited:  # under --rewrite-limit: what each pass applied, and whether the limit stopped it
+            row.insert(3, rewrites_cell(p))
+        rows.append(tuple(row))
+    header = ["pass", "status", "changed", "nodes before", "nodes after", "ms", "counters"]
+    if limited:
+        header.insert(3, "rewrites")
+    print_table(tuple(header), rows)
+    if limited:
+        cut = [p.name for p in rep.passes if p.cut_off]
+        click.echo(
+            f"rewrite limit {rep.rewrite_limit}: {rep.rewrites} rewrites applied; "
+            + (f"cut off (a rewrite stopped): {', '.join(cut)}" if cut else "no pass was cut off")
         )
-    print_table(("pass", "status", "changed", "nodes before", "nodes after", "ms", "counters"), rows)
     for p in rep.passes:
         if p.status != "ok" and p.error:
             click.echo(f"{p.status}: {p.error}")
@@ -581,10 +602,12 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
         result = bisect(
             pipe, cap.gm, cap.inputs, example_kwargs=cap.kwargs or None, atol=cfg.atol, rtol=cfg.rtol, log=log
         )
+    # the reproducing command runs the same pipeline: the one given on the command line too
+    run_args = ["--pipeline", pipeline] if pipeline is not None else ["--preset", preset] if preset is not None else []
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2, default=str))
     else:
-        click.echo(result.text(config))
+        click.echo(result.text(config, run_args=run_args))
     if result.status != "clean":
         sys.exit(1)
 

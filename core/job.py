@@ -33,6 +33,7 @@ same module state, on copies of the inputs, under one RNG seed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -54,7 +55,7 @@ import torch
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, parse_config
 from .errors import ConfigError, UserError, VerificationError, exception_line
-from .pipeline import Pipeline
+from .pipeline import Pipeline, Plan
 from .registry import Registry
 from .report import RunReport
 from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, global_modes_kept
@@ -552,9 +553,12 @@ def run_job(
     rewrite_limit: int | None = None,
     reproducer: Any = None,
     snapshot_tensors: bool = False,
+    on_error: str | None = None,
 ) -> JobResult:
     """Run the main job described by ``cfg`` (see the module doc).
 
+    ``on_error`` (``rollback``, ``skip`` or ``raise``) replaces the config's ``on_error``
+    and every pipeline entry's own (``fxpasses run --on-error``);
     ``rewrite_limit`` applies only the first N rewrites (:mod:`fxpasses.rewrites`);
     ``reproducer`` (a :class:`~fxpasses.reproducer.ReproducerWriter`) writes a reproducer
     when a pass fails; ``snapshot_tensors`` lets rollback restore tensors written in place.
@@ -573,6 +577,11 @@ def run_job(
         cfg = cfg.model_copy(update={"preset": preset})
         cfg._base_dir, cfg._source = base, source
     pipeline = Pipeline._from_config_obj(cfg, registry=registry)
+    if on_error is not None:
+        if on_error not in ("rollback", "skip", "raise"):
+            raise UserError(f"on_error must be 'rollback', 'skip' or 'raise', got {on_error!r}")
+        pipeline.on_error = on_error
+        pipeline._plan = Plan([dataclasses.replace(s, on_error=None) for s in pipeline.plan().steps])
     if snapshot_tensors:
         pipeline.snapshot_tensors = True
     if reproducer is not None:

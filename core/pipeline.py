@@ -535,7 +535,11 @@ class Pipeline:
                     pr.status = "skipped" if on_error == "skip" else "failed"
                     pr.error = str(failure)
                     pr.nodes_after = len(gm.graph.nodes)
-                    pr.counters = dict(ctx.counters)
+                    if failure.rolled_back:
+                        # what it counted describes changes undone: not the pass's counters
+                        pr.rolled_back_counters = dict(ctx.counters)
+                    else:  # on_error="raise": the graph keeps what it counted
+                        pr.counters = dict(ctx.counters)
                     pr.skipped = list(ctx.skipped)
                     pr.notes = list(ctx.output_changes)
                     report.passes.append(pr)

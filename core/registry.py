@@ -369,13 +369,26 @@ class Registry:
             )
 
     def _check_presets(self) -> None:
-        """Report presets naming passes no loaded plugin registers (kept: the error when one
-        is used names the missing pass and the installed plugins)."""
+        """Report presets naming passes no installed plugin registers (kept: the error when one
+        is used names the missing pass and the installed plugins).
+
+        A name that a plugin left unloaded (disabled, or autoload off) may register is not the
+        preset's fault: the preset is only unusable while that plugin is not loaded, and the
+        error when it is used says so (see :meth:`_not_loaded_hint`). The built-in passes'
+        names are known without loading them; another plugin that was not loaded is never
+        imported to look, so while one is, a name no loaded plugin registers is not reported
+        here."""
         from .spec import parse_pipeline_string
 
+        builtin_off = self._builtin_names_not_loaded()
+        others_off = any(
+            r.status == "disabled" and _norm(r.distribution) != BUILTIN_DISTRIBUTION for r in self.plugins
+        )
+        if others_off:
+            return
         for info in self._presets.values():
             missing = [e.name for e in parse_pipeline_string(info.pipeline) if e.name not in self._passes]
-            missing = [n for n in missing if n not in self._conflicts]
+            missing = [n for n in missing if n not in self._conflicts and n not in builtin_off]
             if missing:
                 self._problem(
                     PluginError(
@@ -744,13 +757,34 @@ class Registry:
                 labels.setdefault(r.label, f"{r.label} ({why})")
         return list(labels.values())
 
+    def _builtin_names_not_loaded(self) -> frozenset[str]:
+        """The built-in pass names when the built-in plugin was not loaded (``-p no:fxpasses``),
+        else none. They are fxpasses' own and known without loading the plugin: its module is
+        imported (it is part of fxpasses, and registers nothing by being imported)."""
+        if not any(
+            r.status == "disabled" and _norm(r.distribution) == BUILTIN_DISTRIBUTION for r in self.plugins
+        ):
+            return frozenset()
+        from .builtin_passes import BUILTIN_PASSES
+
+        return frozenset(cls.name for cls in BUILTIN_PASSES)
+
     def _not_loaded_hint(self, name: str, kind: str) -> str | None:
         """Why plugins that may have ``name`` were not searched, and how to load one. Entry
         points that were not loaded are never imported to look (a plugin is disabled, or
-        autoload turned off, precisely so that it is not imported): the hint names them all."""
+        autoload turned off, precisely so that it is not imported): the hint names them all.
+        A built-in pass name while the built-in plugin was not loaded is known for sure: the
+        hint names that plugin alone."""
         recs = list({r.distribution: r for r in self.plugins if r.status == "disabled"}.values())
         if not recs:
             return None
+        if kind == "pass" and name in self._builtin_names_not_loaded():
+            rec = next(r for r in recs if _norm(r.distribution) == BUILTIN_DISTRIBUTION)
+            # (the built-in plugin loads even with autoload off: only `disable` leaves it out)
+            return (
+                f"pass {name!r} is a built-in pass, and the built-in plugin {rec.label} was not loaded "
+                f"({self._why_not_loaded(rec)}); remove it from `disable` (or drop `-p no:NAME`) to load it"
+            )
         whys = sorted({self._why_not_loaded(r) for r in recs})
         names = ", ".join(r.distribution for r in recs)
         how = (

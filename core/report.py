@@ -6,7 +6,26 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PassReport", "RunReport"]
+__all__ = ["PassReport", "RunReport", "counters_cell", "rewrites_cell"]
+
+
+def counters_cell(p: "PassReport") -> str:
+    """A pass's counters for a table: ``fused=3``; for a pass rolled back after a failure,
+    what it had counted, marked as undone: ``rolled back: rewired=1``."""
+    text = ", ".join(f"{k}={v}" for k, v in sorted(p.counters.items()))
+    if p.rolled_back_counters:
+        undone = ", ".join(f"{k}={v}" for k, v in sorted(p.rolled_back_counters.items()))
+        text = f"{text}; rolled back: {undone}" if text else f"rolled back: {undone}"
+    return text
+
+
+def rewrites_cell(p: "PassReport") -> str:
+    """A pass's rewrites under a rewrite limit, for a table: ``3``, or ``2 (cut off)`` when
+    the limit stopped a rewrite it would have made; ``-`` for a pass with no count (cached,
+    or failed before the count was taken)."""
+    if p.rewrites is None:
+        return "(cut off)" if p.cut_off else "-"
+    return f"{p.rewrites} (cut off)" if p.cut_off else str(p.rewrites)
 
 
 @dataclass
@@ -22,14 +41,19 @@ class PassReport:
         changed: whether the graph or module changed.
         nodes_before / nodes_after: node counts around the pass.
         seconds: wall time of the pass (hooks, surgery and verification), in seconds.
-        counters: the pass's own counters (``ctx.count``), e.g. ``{"fused": 3}``.
+        counters: the pass's own counters (``ctx.count``), e.g. ``{"fused": 3}``; empty for
+            a pass that failed and was rolled back (its counts describe changes undone).
+        rolled_back_counters: what a pass that failed and was rolled back (status
+            ``"skipped"``, or ``"failed"`` under ``on_error="rollback"``) had counted before
+            its failure, for debugging; none of it is in the graph.
         skipped: ``(node name, reason)`` for nodes the pass declined (``ctx.skip``).
         notes: why the pass changed the module's outputs on purpose (``ctx.changes_outputs``).
         error: the error message when the pass failed.
         iteration: fixpoint iteration this run belongs to (0 outside fixpoint groups).
         rewrites: under a rewrite limit (:mod:`fxpasses.rewrites`), how many rewrites the
-            pass applied (None in ordinary runs); ``cut_off``: the limit stopped it early or
-            kept it from running.
+            pass applied (None in ordinary runs); ``cut_off``: the limit stopped a rewrite the
+            pass would have made (in it, or by keeping it from running); False when it applied
+            every rewrite it would have.
     """
 
     name: str
@@ -46,6 +70,7 @@ class PassReport:
     reasons: list[str] = field(default_factory=list)
     rewrites: int | None = None
     cut_off: bool = False
+    rolled_back_counters: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -98,26 +123,34 @@ class RunReport:
         return dataclasses.asdict(self)
 
     def table(self) -> str:
-        """A plain-text table: pass, status, changed, nodes before/after, ms, counters."""
-        rows = [("pass", "status", "changed", "nodes", "ms", "counters")]
+        """A plain-text table: pass, status, changed, nodes before/after, ms, counters; under a
+        rewrite limit also each pass's rewrites, marked ``(cut off)`` where the limit stopped
+        one."""
+        limited = self.rewrite_limit is not None
+        head = ["pass", "status", "changed", "nodes", "ms", "counters"]
+        if limited:
+            head.insert(3, "rewrites")
+        rows = [tuple(head)]
         for p in self.passes:
-            counters = ", ".join(f"{k}={v}" for k, v in sorted(p.counters.items()))
-            rows.append(
-                (
-                    p.name + (f" #{p.iteration}" if p.iteration else ""),
-                    p.status,
-                    "yes" if p.changed else "no",
-                    f"{p.nodes_before} -> {p.nodes_after}",
-                    f"{p.seconds * 1000:.1f}",
-                    counters,
-                )
-            )
+            counters = counters_cell(p)
+            row = [
+                p.name + (f" #{p.iteration}" if p.iteration else ""),
+                p.status,
+                "yes" if p.changed else "no",
+                f"{p.nodes_before} -> {p.nodes_after}",
+                f"{p.seconds * 1000:.1f}",
+                counters,
+            ]
+            if limited:
+                row.insert(3, rewrites_cell(p))
+            rows.append(tuple(row))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         lines.append(
             f"total: {self.nodes_before} -> {self.nodes_after} nodes in "
             f"{self.seconds * 1000:.1f} ms ({self.dialect})"
+            + (f"; {self.rewrites} rewrites applied of limit {self.rewrite_limit}" if limited else "")
         )
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)

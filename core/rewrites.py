@@ -8,6 +8,17 @@ rewrites 1..N and then stops: the pass that made rewrite ``N`` calls no further 
 pass is not run at all. Analyses (``kind = "analysis"``) never rewrite, are not counted and
 always run.
 
+A pass is *cut off* when the limit stopped a rewrite it would have made: a whole-graph pass
+that was not run (its run is a rewrite), and a node pass whose hooks would have returned an
+action other than keep (or raised) on a node the limit kept them from. That is found by
+calling those hooks anyway, after the pass's ``finish`` (or, for a node pass not run at all,
+after its ``setup``), until the first one that does not keep its node; nothing they return
+is applied, and what they did to the graph, the module and the pass's counters is undone
+(:func:`fxpasses.runner.would_rewrite`). A pass whose remaining hooks all keep their nodes
+applied every rewrite it would have made: not cut off. ``RewriteLimit(N, probe=False)``
+skips those calls and marks a pass cut off as soon as the limit leaves any of its nodes
+unvisited (``fxpasses bisect``, which does not read it, does so).
+
 ``Pipeline.run(gm, inputs, rewrite_limit=N)`` and ``fxpasses run --rewrite-limit N`` apply a
 limit by hand; ``fxpasses bisect`` (:mod:`fxpasses.bisect`) searches for the first bad one.
 Runs without a limit take the ordinary, uncounted path of :func:`fxpasses.runner.run_pass`.
@@ -21,8 +32,8 @@ from typing import Any
 import torch.fx
 
 from .context import PassContext, describe_node, user_source_line
-from .passes import ERASE, KEEP, Erase, Keep, Pass, Replace
-from .runner import run_pass
+from .passes import ERASE, KEEP, Erase, Keep, NodePass, Pass, Replace
+from .runner import run_pass, would_rewrite
 
 __all__ = ["RewriteRecord", "RewriteLimit", "run_pass_limited"]
 
@@ -82,14 +93,18 @@ class RewriteLimit:
     """Counts rewrites across one pipeline run and stops applying them past ``limit``.
 
     ``limit=None`` counts without stopping. After the run, ``count`` is the number of
-    rewrites applied, ``spans`` gives each step's range, and ``last`` describes rewrite
-    number ``limit`` (the last one applied) when the run got that far.
+    rewrites applied, ``spans`` gives each step's range and whether the limit cut it off, and
+    ``last`` describes rewrite number ``limit`` (the last one applied) when the run got that
+    far. ``probe=False``: a pass counts as cut off once the limit leaves any of its nodes
+    unvisited, without calling their hooks to see whether they would have rewritten them
+    (see the module doc).
     """
 
     limit: int | None = None
     count: int = 0
     last: RewriteRecord | None = None
     spans: list[PassSpan] = field(default_factory=list)
+    probe: bool = True
 
     def __post_init__(self) -> None:
         if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 0):
@@ -135,7 +150,8 @@ def run_pass_limited(
     """Run ``p`` like :func:`~fxpasses.runner.run_pass`, counting rewrites against ``limit``.
 
     Returns the pass's change hint and its :class:`PassSpan`; ``span.cut_off`` tells that
-    the limit stopped the pass (or kept it from running at all).
+    the limit stopped a rewrite the pass would have made, in it or by keeping it from
+    running at all (see the module doc).
 
     Raises:
         HookError: as :func:`~fxpasses.runner.run_pass`.
@@ -145,7 +161,10 @@ def run_pass_limited(
     if type(p).kind == "analysis":
         return run_pass(p, gm, ctx), span
     if limit.exhausted:
-        span.cut_off = True
+        if isinstance(p, NodePass) and limit.probe:
+            span.cut_off = would_rewrite(p, gm, ctx)
+        else:
+            span.cut_off = True
         return False, span
     return run_pass(p, gm, ctx, budget=_Budget(limit, span)), span
 
@@ -163,6 +182,10 @@ class _Budget:
 
     def take(self, node: torch.fx.Node | None, action: Any) -> None:
         self.limit._take(self.span, node, action)
+
+    @property
+    def probe(self) -> bool:
+        return self.limit.probe
 
     def cut(self) -> None:
         self.span.cut_off = True

@@ -22,7 +22,7 @@ from .errors import NodeHasUsersError, PassFailedError
 from .ops import callable_op_name, family_members, module_op_name
 from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace, Subscription
 
-__all__ = ["run_pass", "HookError"]
+__all__ = ["run_pass", "would_rewrite", "HookError"]
 
 
 class HookError(Exception):
@@ -225,7 +225,12 @@ class RewriteBudget(Protocol):
         whole-graph pass about to run)."""
 
     def cut(self) -> None:
-        """The limit stopped the pass before its end."""
+        """The limit stopped a rewrite the pass would have made."""
+
+    probe: bool
+    """Whether to find out, once the budget is exhausted, if the pass would have rewritten
+    any of its remaining nodes (:func:`would_rewrite`); False: :meth:`cut` as soon as nodes
+    remain."""
 
 
 def run_pass(
@@ -286,11 +291,13 @@ def run_pass(
             except Exception as exc:
                 raise HookError(node, exc) from exc
         nodes = []
-    for node in nodes:
+    pending: list[tuple[Node, list[_Matcher]]] = []  # left unvisited by an exhausted budget
+    for i, node in enumerate(nodes):
         if budget is not None and budget.exhausted:
-            budget.cut()
+            pending.extend((n, found[n] if common is None else common) for n in nodes[i:])
             break
-        for m in found[node] if common is None else common:
+        ms = found[node] if common is None else common
+        for j, m in enumerate(ms):
             if node._erased:
                 break
             ctx.node = node
@@ -307,13 +314,85 @@ def run_pass(
                 changed = True
                 break
             if budget is not None and budget.exhausted:
+                if j + 1 < len(ms):
+                    pending.append((node, ms[j + 1 :]))
                 break
     ctx.node = None
     try:
         p.finish(gm, ctx)
     except Exception as exc:
         raise HookError(None, exc) from exc
+    if budget is not None and pending:
+        if not budget.probe or _probe(p, gm, ctx, pending):
+            budget.cut()
     return changed
+
+
+def would_rewrite(p: NodePass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
+    """Whether ``p`` would rewrite anything in ``gm`` as it is now, without changing it: the
+    pass's ``setup`` and hooks run as in :func:`run_pass` until one returns an action other
+    than keep (or raises), and everything is then put back (see :func:`_probe`)."""
+    return _probe(p, gm, ctx, None)
+
+
+def _probe(
+    p: NodePass,
+    gm: torch.fx.GraphModule,
+    ctx: PassContext,
+    pending: list[tuple[Node, list[_Matcher]]] | None,
+) -> bool:
+    """Call the hooks of ``pending`` (None: ``p.setup`` and then every subscribed node, as a
+    run would) until one returns an action other than keep, or raises: True then, False when
+    every one keeps its node. Nothing a hook returns is applied, and whatever the hooks (and
+    ``setup``) did themselves is undone: the graph and module tree through a
+    :class:`~fxpasses.snapshot.Snapshot` (tensors written in place inside its write guard,
+    for a pass that declares ``writes_tensors``), and the context's counters, skips, notes and
+    analyses. Not undone: the pass object's own attributes (its ``finish`` has run, or it
+    never runs: nothing reads them afterwards), and what the hooks do outside the module.
+
+    This answers what the rewrite limit stopped: a pass cut off by the limit would have gone
+    on with these hooks (they see the pass's state after ``finish`` rather than before it)."""
+    import contextlib
+
+    from .snapshot import Snapshot
+
+    snap = Snapshot(gm)
+    saved = (
+        ctx.counters.copy(),
+        list(ctx.skipped),
+        list(ctx.output_changes),
+        dict(ctx.analyses),
+        ctx.node,
+    )
+    guard = snap.guard() if type(p).writes_tensors else contextlib.nullcontext()
+    try:
+        with guard:
+            if pending is None:
+                p.setup(gm, ctx)
+                nodes, found, common = _work_list(p, gm)
+                pending = [(n, found[n] if common is None else common) for n in nodes]
+            for node, ms in pending:
+                for m in ms:
+                    if node._erased:
+                        break
+                    ctx.node = node
+                    action = m.hook(node, ctx)
+                    if not (action is None or action is KEEP or isinstance(action, Keep)):
+                        return True
+        return False
+    except Exception:  # the hook would have failed the pass: the limit stopped that too
+        return True
+    finally:
+        snap.restore()
+        counters, skipped, output_changes, analyses, node = saved
+        ctx.counters.clear()
+        ctx.counters.update(counters)
+        ctx.skipped[:] = skipped
+        ctx.output_changes[:] = output_changes
+        ctx.analyses.clear()
+        ctx.analyses.update(analyses)
+        ctx.node = node
+        ctx.graph = gm.graph
 
 
 def hook_failure(pass_name: str, err: HookError, *, rolled_back: bool, notes: list[str]) -> PassFailedError:

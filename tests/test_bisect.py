@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,150 @@ def test_bisect_pass_that_reports_no_rewrite(convnet_export):
     assert "fails; it reported no rewrite" in lines[0], lines
     assert "#1..#0" not in "\n".join(lines) + result.text()
     assert "no rewrite to blame inside it" in result.text()
+
+
+class _DropoutThenAlgebra(torch.nn.Module):
+    """Two identity dropouts, then x*1 and x-0 (simplified), then x*2 (a node simplify_algebra
+    visits and keeps)."""
+
+    def __init__(self):
+        super().__init__()
+        self.d1, self.d2 = torch.nn.Dropout(0.2), torch.nn.Dropout(0.3)
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.d1(self.lin(x)) * 1
+        y = self.d2(y) - 0
+        return torch.relu(y * 2)
+
+
+def test_cut_off_only_when_the_limit_stopped_a_rewrite():
+    """A pass whose remaining nodes would all be kept applied every rewrite it would have
+    made: not cut off, though the limit was reached before it visited them (it was before)."""
+    x = torch.randn(2, 4)
+    pipeline = Pipeline.from_string("remove_dropout,simplify_algebra,fuse_conv_bn,eliminate_dead_code")
+
+    def run(n):
+        gm = torch.export.export(_DropoutThenAlgebra().eval(), (x,)).module()
+        report = pipeline.run(gm, [x], rewrite_limit=n)
+        return {p.name: (p.rewrites, p.cut_off, dict(p.counters)) for p in report.passes}
+
+    full = run(None)
+    assert full["simplify_algebra"][2] == {"simplified": 2}
+    # 2 dropouts + both simplifications: every rewrite of simplify_algebra applied, x*2 kept
+    assert run(4) == {
+        "remove_dropout": (2, False, {"removed": 2}),
+        "simplify_algebra": (2, False, {"simplified": 2}),
+        "fuse_conv_bn": (0, False, {}),  # not run, but it has nothing to fuse here
+        "eliminate_dead_code": (0, True, {}),  # a whole-graph pass's run is a rewrite
+    }
+    r3 = run(3)
+    assert r3["simplify_algebra"] == (1, True, {"simplified": 1})  # x-0 was stopped
+    r2 = run(2)
+    assert r2["remove_dropout"] == (2, False, {"removed": 2})
+    assert r2["simplify_algebra"] == (0, True, {})  # not run, and it would have rewritten
+    assert r2["fuse_conv_bn"] == (0, False, {})
+
+
+class _CopyAndStash(fxpasses.NodePass):
+    """Per relu: writes the linear weight in place, adds a constant and a node, counts and
+    skips, then replaces the relu by a copy of itself (everything a hook can do besides its
+    return value)."""
+
+    name = "copy_and_stash"
+
+    @fxpasses.on("relu", op="call_function")
+    def relu(self, node, ctx):
+        with torch.no_grad():
+            ctx.gm.get_parameter("lin.weight").mul_(2)
+        ctx.add_constant(torch.ones(3), "_stash")
+        ctx.count("copied")
+        ctx.skip(node, "stashed")
+        ctx.changes_outputs("on purpose")
+        return fxpasses.Replace(ctx.call_function(node.target, node.args, node.kwargs))
+
+
+class _TwoRelus(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(torch.relu(self.lin(x)) + 1)
+
+
+@pytest.mark.parametrize("limit", [0, 1])
+def test_finding_cut_off_leaves_no_trace_of_the_hooks_it_calls(limit):
+    """The hooks called to find out whether the limit stopped a rewrite change nothing: the
+    graph, the module's tensors and constants, and the report are those of the same run
+    without that check (probe=False)."""
+    reg = Registry(autoload=False)
+    reg.register(_CopyAndStash)
+    x = torch.randn(2, 4)
+    model = _TwoRelus().eval()
+    results = []
+    for probe in (True, False):
+        # a copy each time: the exported module shares the model's parameters
+        gm = torch.export.export(copy.deepcopy(model), (x,)).module()
+        report = Pipeline(["copy_and_stash"], registry=reg, verify="none").run(
+            gm, [x], rewrite_limit=RewriteLimit(limit, probe=probe)
+        )
+        (p,) = report.passes
+        state = {k: v.clone() for k, v in gm.state_dict().items()}
+        results.append((gm.code, sorted(state), state, p.rewrites, p.cut_off, dict(p.counters), p.skipped, p.notes))
+    probed, plain = results
+    assert probed[0] == plain[0] and probed[1] == plain[1]
+    assert all(torch.equal(probed[2][k], plain[2][k]) for k in probed[2])
+    assert probed[3:] == plain[3:]
+    assert probed[4] is True and probed[3] == limit  # a relu left would have been rewritten
+    assert probed[5] == ({"copied": 1, "skipped": 1} if limit else {})
+    assert sum(k.startswith("_stash") for k in probed[1]) == limit
+
+
+def test_cli_run_with_a_rewrite_limit_shows_rewrites_and_cut_off(tmp_path):
+    """The text table of `fxpasses run --rewrite-limit` says what each pass applied and which
+    ones the limit cut off (bisect users read it); without a limit there is no such column."""
+    cfg = write_config(tmp_path, "remove_dropout,fuse_conv_bn,eliminate_dead_code")
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--rewrite-limit", "2", "--repeat", "1", "--no-save"])
+    assert r.exit_code == 0, r.output
+    rows = {line.split()[0]: line.split() for line in r.output.splitlines() if line.split()}
+    assert "rewrites" in rows["pass"]
+    assert rows["remove_dropout"][3] == "1" and rows["remove_dropout"][4] != "(cut"
+    assert rows["fuse_conv_bn"][3:5] == ["1", "(cut"]  # 1 of its 3 fusions
+    assert rows["eliminate_dead_code"][3:5] == ["0", "(cut"]
+    assert "rewrite limit 2: 2 rewrites applied; cut off (a rewrite stopped): fuse_conv_bn, eliminate_dead_code" in r.output
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--rewrite-limit", "5", "--repeat", "1", "--no-save"])
+    assert r.exit_code == 0, r.output
+    assert "rewrite limit 5: 5 rewrites applied; no pass was cut off" in r.output
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
+    assert "rewrites" not in r.output.splitlines()[2] and "rewrite limit" not in r.output
+
+
+def test_cli_bisect_reproducing_command_works_with_on_error_skip(planted_site, tmp_path):
+    """With on_error = "skip" the pipeline rolls the failing pass back and goes on, so
+    `fxpasses run CONFIG --rewrite-limit N` exits 0; bisect's command adds `--on-error
+    rollback`, which fails there (and not at N - 1). A pipeline given to bisect with --pipeline
+    is passed on too."""
+    cfg = write_config(tmp_path, REAL.format(planted="planted{wrong_at=3}"))
+    cfg.write_text('verify = "numeric"\non_error = "skip"\n' + cfg.read_text())
+    r = CliRunner().invoke(cli, ["bisect", str(cfg)])
+    assert r.exit_code == 1, r.output
+    index = int(r.output.split("first bad rewrite #")[1].split()[0])
+    assert f"reproduce with: fxpasses run {cfg} --rewrite-limit {index} --on-error rollback\n" in r.output
+    run = ["run", str(cfg), "--repeat", "1", "--no-save"]
+    skipped = CliRunner().invoke(cli, [*run, "--rewrite-limit", str(index)])
+    assert skipped.exit_code == 0 and "planted  " in skipped.output and "skipped: pass 'planted' failed" in skipped.output
+    bad = CliRunner().invoke(cli, [*run, "--rewrite-limit", str(index), "--on-error", "rollback"])
+    assert bad.exit_code == 1 and "pass 'planted' failed: verification failed" in bad.output, bad.output
+    good = CliRunner().invoke(cli, [*run, "--rewrite-limit", str(index - 1), "--on-error", "rollback"])
+    assert good.exit_code == 0, good.output
+
+    # the pipeline given on bisect's command line is part of the command
+    other = "remove_dropout,planted{wrong_at=2}[on_error=skip]"
+    r = CliRunner().invoke(cli, ["bisect", str(cfg), "--pipeline", other])
+    assert r.exit_code == 1, r.output
+    index = int(r.output.split("first bad rewrite #")[1].split()[0])
+    line = f"reproduce with: fxpasses run {cfg} --pipeline '{other}' --rewrite-limit {index} --on-error rollback"
+    assert line in r.output
+    bad = CliRunner().invoke(cli, [*run, "--pipeline", other, "--rewrite-limit", str(index), "--on-error", "rollback"])
+    assert bad.exit_code == 1 and "pass 'planted' failed" in bad.output, bad.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -11,7 +12,7 @@ import fxpasses
 from fxpasses import ConfigError, Pipeline, UnknownPassError
 from fxpasses.cli import cli
 
-from dists import forget_modules, make_dist
+from dists import forget_modules, good_pass_source, make_dist
 
 
 def test_builtin_presets():
@@ -133,3 +134,56 @@ def test_broken_plugin_presets_are_reported_when_the_plugin_loads(tmp_path, monk
         Pipeline.from_config({"preset": "ghost_pass"}, registry=reg)
     assert "unknown pass 'no_such_pass'" in str(info.value) and "bad-presets 0.1" in str(info.value)
     forget_modules("fxp_bad_presets")
+
+
+def test_a_preset_naming_a_pass_of_a_plugin_not_loaded_is_not_a_broken_plugin(tmp_path, monkeypatch):
+    """With the built-in plugin disabled (-p no:fxpasses), a plugin's preset that names a
+    built-in pass is unusable, not broken: no warning, no PluginError under strict (the plugin
+    and its other presets work), and using the preset names the plugin that has the pass. A
+    name no plugin registers is still the preset's fault."""
+    install_presets(
+        tmp_path,
+        monkeypatch,
+        ("uses-builtin", "0.3", "fxp_uses_builtin", [("mine", "remove_dropout,eliminate_dead_code")]),
+    )
+    reg = fxpasses.Registry(strict=True, disable=["fxpasses"])  # raised PluginError before
+    assert reg.problems == [] and "mine" in reg.presets()
+    assert [r.status for r in reg.plugins if r.distribution == "uses-builtin"] == ["loaded"]
+    with pytest.raises(UnknownPassError) as info:
+        Pipeline.from_config({"preset": "mine"}, registry=reg)
+    assert (
+        "(pass 'remove_dropout' is a built-in pass, and the built-in plugin fxpasses 0.1.0 was not loaded "
+        '(disabled: `disable = ["fxpasses"]` in the [plugins] config section or `-p no:fxpasses`); '
+        "remove it from `disable` (or drop `-p no:NAME`) to load it)"
+    ) in str(info.value)
+    forget_modules("fxp_uses_builtin")
+
+    # a name no plugin has, next to a built-in one: reported, naming only the unknown one
+    install_presets(
+        tmp_path / "2",
+        monkeypatch,
+        ("ghost-preset", "0.4", "fxp_ghost_preset", [("ghost", "remove_dropout,no_such_pass")]),
+    )
+    with pytest.raises(fxpasses.PluginError, match=r"preset 'ghost' names pass\(es\) no installed plugin registers: no_such_pass$"):
+        fxpasses.Registry(strict=True, disable=["fxpasses"])
+    forget_modules("fxp_ghost_preset")
+
+
+def test_a_preset_naming_a_pass_of_a_disabled_third_party_plugin(tmp_path, monkeypatch):
+    """A preset naming a pass that a disabled plugin registers: not reported (that plugin is
+    never imported to look), and its use says which plugins were not searched."""
+    site = tmp_path / "site"
+    make_dist(site, "provider-dist", "2.0", "fxp_provider", good_pass_source("provided_pass"))
+    install_presets(tmp_path, monkeypatch, ("user-dist", "1.0", "fxp_user", [("combo", "provided_pass")]))
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    forget_modules("fxp_provider")
+    reg = fxpasses.Registry(strict=True, disable=["provider-dist"])
+    assert reg.problems == [] and "combo" in reg.presets() and "fxp_provider" not in sys.modules
+    with pytest.raises(UnknownPassError) as info:
+        Pipeline.from_config({"preset": "combo"}, registry=reg)
+    assert "(pass 'provided_pass' may come from a plugin that was not loaded and so not searched: provider-dist" in str(
+        info.value
+    )
+    assert fxpasses.Registry(strict=True).preset("combo").pipeline == "provided_pass"  # all loaded: fine
+    forget_modules("fxp_provider", "fxp_user")

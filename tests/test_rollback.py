@@ -1292,3 +1292,31 @@ def test_a_run_may_return_a_bool_a_count_or_numpys_bool(value):
     gm = torch.fx.symbolic_trace(_Relu())
     report = Pipeline(["odd_return"], registry=reg).run(gm, [torch.randn(4)])
     assert report["odd_return"].changed and report["odd_return"].status == "ok"
+
+
+class CountingScaleRelu(ScaleRelu):
+    """ScaleRelu, counting each relu it scales."""
+
+    name = "counting_scale_relu"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        ctx.count("scaled")
+        return ScaleRelu.relu(self, node, ctx)
+
+
+def test_a_rolled_back_pass_reports_its_counts_as_rolled_back_not_as_its_counters():
+    """on_error="skip": the pass's changes are undone, so its counters (what it changed) are
+    empty; what it had counted is kept apart, marked rolled back, in the report and tables."""
+    model, x, gm, reg = traced_convnet(CountingScaleRelu)
+    before = state(gm)
+    report = Pipeline(["counting_scale_relu"], registry=reg, verify="numeric", on_error="skip").run(gm, [x])
+    assert_same_state(before, state(gm))
+    (p,) = report.passes
+    assert p.status == "skipped" and p.counters == {} and p.rolled_back_counters == {"scaled": 2}
+    assert p.as_dict()["rolled_back_counters"] == {"scaled": 2}
+    row = report.table().splitlines()[2]
+    assert row.startswith("counting_scale_relu") and row.endswith("rolled back: scaled=2")
+    # a pass that succeeds: its counters, nothing rolled back
+    ok = Pipeline(["counting_scale_relu"], registry=reg, verify="lint").run(gm, [x])
+    assert ok.passes[0].counters == {"scaled": 2} and ok.passes[0].rolled_back_counters == {}
