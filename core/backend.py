@@ -53,6 +53,7 @@ import collections
 import copy
 import dataclasses
 import logging
+import operator
 import os
 import re
 from typing import Any, Callable, Sequence
@@ -154,6 +155,7 @@ class Freezing:
     frozen: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     not_frozen: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     sources: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)  # attribute -> Source
+    inputs: list[tuple[int, torch.Tensor]] = dataclasses.field(default_factory=list, repr=False)  # (position, tensor) frozen
 
     def notes(self) -> list[str]:
         """One note for the count of frozen placeholders, one per reason for those kept."""
@@ -361,6 +363,7 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
         node.replace_all_uses_with(get)
         graph.erase_node(node)
         result.frozen.append((name, attr))
+        result.inputs.append((i, value))
     frozen_positions = {i for i, *_ in chosen}
     result.kept = [i for i in result.kept if i not in frozen_positions]
     gm.graph = graph  # (recompiles)
@@ -400,8 +403,6 @@ def fxpasses_backend(
             first; TorchDynamo then reports the backend failure).
     """
     from .errors import ConfigError
-    from .pipeline import Pipeline
-    from .spec import parse_pipeline_string
 
     options = dict(kwargs.get("options") or {})
     unknown = set(options) - _KNOWN
@@ -414,6 +415,40 @@ def fxpasses_backend(
     freeze = options.get("freeze", False)
     if not isinstance(freeze, bool):
         raise ConfigError(f"torch.compile option 'freeze' must be true or false, got {freeze!r}")
+    then = options.get("then", "inductor")
+    if not (isinstance(then, str) or callable(then)):
+        raise ConfigError(
+            f"torch.compile option 'then' must be a backend name (e.g. 'inductor', 'eager') or a "
+            f"backend callable, got {then!r}"
+        )
+
+    def compile_one(g: torch.fx.GraphModule, inputs: Sequence[Any], frozen: bool) -> tuple[Callable[..., Any], Any]:
+        return _compile(g, inputs, spec, source, options, then, frozen)
+
+    if not freeze:
+        return compile_one(gm, example_inputs, False)[0]
+    pristine = _copy_dynamo_module(gm)  # before freezing: the graph again, for other tensors
+    compiled, freezing = compile_one(gm, example_inputs, True)
+    if not freezing.frozen:
+        return compiled
+    return _FrozenVariants(pristine, compiled, freezing, compile_one)
+
+
+def _compile(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    spec: Any,
+    source: str,
+    options: dict[str, Any],
+    then: Any,
+    freeze: bool,
+) -> tuple[Callable[..., Any], Any]:
+    """Freeze (when asked), run the pipeline over ``gm`` and hand it to ``then``; returns the
+    function to call with the graph's inputs (the frozen ones dropped) and the Freezing
+    (None without ``freeze``)."""
+    from .pipeline import Pipeline
+    from .spec import parse_pipeline_string
+
     verify = options.get("verify", "lint")
     freezing = _freeze(gm, example_inputs) if freeze else None
     if freezing is not None and freezing.frozen:
@@ -428,12 +463,6 @@ def fxpasses_backend(
             )
             verify = "lint"
     common = dict(verify=verify, on_error=options.get("on_error", "rollback"))
-    then = options.get("then", "inductor")
-    if not (isinstance(then, str) or callable(then)):
-        raise ConfigError(
-            f"torch.compile option 'then' must be a backend name (e.g. 'inductor', 'eager') or a "
-            f"backend callable, got {then!r}"
-        )
     if isinstance(spec, str):
         pipeline = Pipeline(parse_pipeline_string(spec, source), source=source, **common)
     else:
@@ -455,11 +484,77 @@ def fxpasses_backend(
 
             compiled = lookup_backend(then)(gm, example_inputs)
     if freezing is None or not freezing.frozen:
-        return compiled
+        return compiled, freezing
     kept = tuple(freezing.kept)
 
     def without_frozen(*args: Any) -> Any:
         # TorchDynamo still passes every original input, the frozen parameters included
         return compiled(*[args[i] for i in kept])
 
-    return without_frozen
+    return without_frozen, freezing
+
+
+#: How many frozen variants of one TorchDynamo graph are compiled (one per set of parameter
+#: tensors it is called with) before the others run an unfrozen compile; TorchDynamo's own
+#: default limit of recompilations per frame.
+MAX_FROZEN_VARIANTS = 8
+
+
+class _FrozenVariants:
+    """The function TorchDynamo gets for a frozen graph: it checks that the tensors at the
+    frozen input positions are the very ones frozen, and otherwise compiles (once per set of
+    tensors) a variant frozen with those.
+
+    TorchDynamo does not guard on which parameter tensors a graph is called with (only
+    inductor's own freezing makes it), and it reuses one compiled graph for every instance of
+    a module class (``torch.compile`` of each block, a repeated layer with a graph break): a
+    graph frozen with the first instance's weights would silently compute with them for the
+    others. After :data:`MAX_FROZEN_VARIANTS` variants, one unfrozen compile serves the rest."""
+
+    def __init__(self, pristine: torch.fx.GraphModule, compiled: Callable[..., Any], freezing: Any, compile_one: Callable[..., Any]) -> None:
+        self.pristine = pristine
+        self.compile_one = compile_one
+        self.variants: list[tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any]]] = []
+        self.unfrozen: Callable[..., Any] | None = None
+        self._add(freezing, compiled)
+
+    def _add(self, freezing: Any, compiled: Callable[..., Any]) -> None:
+        positions = [i for i, _ in freezing.inputs]
+        tensors = tuple(t for _, t in freezing.inputs)
+        # the tensors at those positions as a tuple, taken in C (one call per call)
+        take = operator.itemgetter(*positions) if len(positions) > 1 else (lambda args: (args[positions[0]],))
+        self.variants.append((take, tensors, compiled))
+
+    def __call__(self, *args: Any) -> Any:
+        for take, tensors, compiled in self.variants:
+            if all(map(operator.is_, take(args), tensors)):
+                return compiled(*args)
+        if len(self.variants) >= MAX_FROZEN_VARIANTS:
+            if self.unfrozen is None:
+                log.warning(
+                    "fxpasses backend: freeze: one graph was called with %d different sets of parameters; "
+                    "the others run a compile without freezing",
+                    len(self.variants),
+                )
+                self.unfrozen = self.compile_one(_copy_dynamo_module(self.pristine), list(args), False)[0]
+            return self.unfrozen(*args)
+        compiled, freezing = self.compile_one(_copy_dynamo_module(self.pristine), list(args), True)
+        if not freezing.frozen:  # nothing could be frozen for these tensors: no check needed
+            self.variants.append(((lambda args: ()), (), compiled))
+        else:
+            self._add(freezing, compiled)
+        return compiled(*args)
+
+
+def _copy_dynamo_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A GraphModule with a copy of ``gm``'s graph, sharing its submodules and tensors, with
+    what TorchDynamo's backends read off it (``meta``, ``_param_name_to_source``, each
+    placeholder's ``_dynamo_source``)."""
+    new = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph), class_name=type(gm).__name__)
+    for key in ("meta", "_param_name_to_source"):
+        if key in gm.__dict__:
+            new.__dict__[key] = copy.copy(gm.__dict__[key])
+    for old, node in zip(gm.graph.find_nodes(op="placeholder"), new.graph.find_nodes(op="placeholder")):
+        if hasattr(old, "_dynamo_source"):
+            node._dynamo_source = old._dynamo_source
+    return new

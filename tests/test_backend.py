@@ -376,8 +376,9 @@ def test_freeze_with_user_inputs_between_parameters():
 
 def test_in_place_update_of_a_frozen_parameter():
     """An in-place update of a frozen parameter that was not folded is seen (the graph holds
-    the very tensor); one that was folded is not, and neither is a parameter replaced by
-    another (the assumption freeze makes, as inductor's freezing)."""
+    the very tensor); one that was folded is not (the assumption freeze makes, as inductor's
+    freezing). A parameter replaced by another tensor is seen: the graph is frozen again for
+    the new tensor."""
     model = _convnet()
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
@@ -390,9 +391,10 @@ def test_in_place_update_of_a_frozen_parameter():
         assert not torch.allclose(compiled(x), model(x))
         model.features[0][1].weight.div_(2)
         torch.testing.assert_close(compiled(x), model(x))
-        model.head.weight = nn.Parameter(torch.zeros_like(model.head.weight))  # replaced: not seen
-        assert not torch.allclose(compiled(x), model(x))
-    assert len(backend.reports) == 1  # no recompile
+        assert len(backend.reports) == 1  # no recompile so far
+        model.head.weight = nn.Parameter(torch.zeros_like(model.head.weight))  # replaced
+        torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.reports) == 2  # frozen again, with the new tensor
 
 
 def test_freeze_off_by_default():
@@ -447,3 +449,76 @@ def test_parameter_names_from_dynamo_sources():
     assert backend._state_name(Named()) == "0.weight"
     Named.name = "L['x']"
     assert backend._state_name(Named()) is None
+
+
+class _Block(nn.Module):
+    def __init__(self, graph_break: bool = False) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.graph_break = graph_break
+
+    def forward(self, x):
+        if self.graph_break:
+            torch._dynamo.graph_break()
+        return torch.relu(self.lin(x))
+
+
+class _Stack(nn.Module):
+    """A repeated block with a graph break: TorchDynamo compiles the block's graph once and
+    calls it for every layer, each time with that layer's parameters as inputs."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(_Block(graph_break=True) for _ in range(n))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+FREEZE_EAGER = {"preset": "inference", "freeze": True, "then": "eager"}
+
+
+def test_freeze_is_right_for_every_instance_a_graph_is_reused_for():
+    """TorchDynamo reuses one graph for all instances of a class and does not guard on which
+    parameter tensors it gets: a graph frozen with the first instance's weights returned the
+    first instance's outputs for the second. Each set of tensors now gets its own variant."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    a, b = _Block().eval(), _Block().eval()
+    x = torch.randn(2, 4)
+    before = len(backend.reports)
+    ca = torch.compile(a, backend="fxpasses", options=FREEZE_EAGER)
+    cb = torch.compile(b, backend="fxpasses", options=FREEZE_EAGER)
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(ca(x), a(x))
+            torch.testing.assert_close(cb(x), b(x))
+    assert len(backend.reports) - before == 2  # one frozen variant each, compiled once
+
+    torch._dynamo.reset()
+    net = _Stack(3).eval()
+    before = len(backend.reports)
+    c = torch.compile(net, backend="fxpasses", options=FREEZE_EAGER)
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), net(x))
+        torch.testing.assert_close(c(x * 2), net(x * 2))
+    assert len(backend.reports) - before >= 3  # a variant per layer (and the frame around them)
+
+
+def test_freeze_variants_are_bounded_then_an_unfrozen_compile_serves(monkeypatch, caplog):
+    torch._dynamo.reset()
+    monkeypatch.setattr(backend, "MAX_FROZEN_VARIANTS", 2)
+    torch.manual_seed(0)
+    blocks = [_Block().eval() for _ in range(4)]
+    x = torch.randn(2, 4)
+    compiled = [torch.compile(m, backend="fxpasses", options=FREEZE_EAGER) for m in blocks]
+    before = len(backend.reports)
+    with torch.no_grad(), caplog.at_level("WARNING", logger="fxpasses.backend"):
+        for _ in range(2):
+            for m, c in zip(blocks, compiled):
+                torch.testing.assert_close(c(x), m(x))
+    assert len(backend.reports) - before == 3  # two frozen variants, then one unfrozen compile
+    assert "one graph was called with 2 different sets of parameters" in caplog.text
+    assert "freeze:" not in backend.reports[-1].table()  # the unfrozen one
