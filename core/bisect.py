@@ -64,7 +64,10 @@ class BisectResult:
         reproduce_args: for ``"found"``, the options of ``fxpasses run CONFIG`` that reproduce
             the first bad rewrite: ``--rewrite-limit N``, and ``--on-error rollback`` when a
             pass of the pipeline has ``on_error = "skip"`` (the trials roll a failing pass
-            back and stop; with ``skip`` that run would roll the pass back, go on and exit 0).
+            back and stop; with ``skip`` that run would roll the pass back and go on, past the
+            rewrite it is meant to show). Bisection looks at every pass, those the pipeline
+            skips on failure too: it finds the first rewrite that changes the outputs, which
+            may be in a pass whose failure the real run tolerates.
     """
 
     status: str
@@ -125,8 +128,9 @@ class BisectResult:
         lines.append(f"reproduce with: fxpasses run {shlex.quote(config) if config else 'CONFIG'} {shlex.join(args)}")
         if "--on-error" in self.reproduce_args:
             lines.append(
-                '  (--on-error rollback: with the pipeline\'s on_error = "skip" the failing pass '
-                "would be rolled back and the run would go on and exit 0)"
+                f'  (--on-error rollback: the pipeline skips a failing pass (on_error = "skip"), so '
+                f"without it {self.pass_name!r} would be rolled back and the run would go on past "
+                "this rewrite)"
             )
         return "\n".join(lines)
 

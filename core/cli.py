@@ -574,7 +574,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     """
     from .bisect import bisect
     from .errors import ConfigError
-    from .job import prepare_model
+    from .job import prepare_model, with_default_preset
     from .pipeline import Pipeline
 
     cfg = _load_cfg(config, pipeline, preset)
@@ -583,6 +583,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     if cfg.model is None:
         raise ConfigError("no [model] section: `fxpasses bisect` needs a model factory (or saved graph) and inputs", source=cfg._source)
     reg = state.registry(cfg.plugins)
+    cfg = with_default_preset(cfg)  # the pipeline `fxpasses run` would run
     pipe = Pipeline._from_config_obj(cfg, registry=reg)
     prepared = prepare_model(cfg)
     cap = prepared.captured

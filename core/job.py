@@ -542,6 +542,19 @@ def _latency_ms(fn: Callable[[], Any], repeat: int, warmup: int = 5) -> float:
     return min(times) * 1000.0
 
 
+def with_default_preset(cfg: Config) -> Config:
+    """``cfg``, or, when it names no pipeline or preset, a copy naming the preset ``fxpasses
+    run`` (and ``fxpasses bisect``) use then: ``training`` for a model with ``train = true``,
+    else ``inference``."""
+    if cfg.pipeline is not None or cfg.preset is not None or cfg.model is None:
+        return cfg
+    base, source = cfg._base_dir, cfg._source
+    preset = TRAINING_PRESET if cfg.model.train else DEFAULT_PRESET
+    cfg = cfg.model_copy(update={"preset": preset})
+    cfg._base_dir, cfg._source = base, source
+    return cfg
+
+
 def run_job(
     cfg: Config,
     *,
@@ -571,11 +584,7 @@ def run_job(
     """
     if cfg.model is None:
         raise ConfigError("no [model] section: `fxpasses run` needs a model factory and inputs", source=cfg._source)
-    if cfg.pipeline is None and cfg.preset is None:
-        base, source = cfg._base_dir, cfg._source
-        preset = TRAINING_PRESET if cfg.model.train else DEFAULT_PRESET
-        cfg = cfg.model_copy(update={"preset": preset})
-        cfg._base_dir, cfg._source = base, source
+    cfg = with_default_preset(cfg)
     pipeline = Pipeline._from_config_obj(cfg, registry=registry)
     if on_error is not None:
         if on_error not in ("rollback", "skip", "raise"):

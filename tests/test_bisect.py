@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -383,3 +384,14 @@ def test_cli_bisect_reproducing_command_works_with_on_error_skip(planted_site, t
     assert line in r.output
     bad = CliRunner().invoke(cli, [*run, "--pipeline", other, "--rewrite-limit", str(index), "--on-error", "rollback"])
     assert bad.exit_code == 1 and "pass 'planted' failed" in bad.output, bad.output
+
+
+def test_cli_bisect_without_a_pipeline_bisects_the_preset_run_would_use(tmp_path):
+    """A config with no `pipeline`/`preset` runs the `inference` preset under `fxpasses run`;
+    bisect runs the same (it said "no pipeline given")."""
+    cfg = write_config(tmp_path, "x")
+    cfg.write_text("\n".join(line for line in cfg.read_text().splitlines() if not line.startswith("pipeline")) + "\n")
+    r = CliRunner().invoke(cli, ["bisect", str(cfg), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["status"] == "clean" and data["steps"] == 6  # the inference preset's six passes
