@@ -434,7 +434,7 @@ def run_cmd(
     example CNN and saves it under fxpasses-out/example.
     """
     from .console import print_table
-    from .report import counters_cell, rewrites_cell
+    from .report import counters_cell, rewrites_cell, rewrites_summary
     from .errors import FxPassesError, UserError
     from .job import default_config, run_job
     from .pipeline import Pipeline
@@ -530,7 +530,7 @@ def run_cmd(
     if limited:
         cut = [p.name for p in rep.passes if p.cut_off]
         click.echo(
-            f"rewrite limit {rep.rewrite_limit}: {rep.rewrites} rewrites applied; "
+            f"rewrite limit {rep.rewrite_limit}: {rewrites_summary(rep)}; "
             + (f"cut off (a rewrite stopped): {', '.join(cut)}" if cut else "no pass was cut off")
         )
     for p in rep.passes:

@@ -454,6 +454,7 @@ class Pipeline:
                     try:
                         guard = snap.guard() if step.cls.writes_tensors else contextlib.nullcontext()
                         with guard:  # clones a tensor before the pass first writes it
+                            span = None
                             if limit is None:
                                 hint = run_pass(pass_, gm, ctx)
                             else:
@@ -472,7 +473,9 @@ class Pipeline:
                             f"the pass returned {type(hint).__name__} {_short_repr(hint)}, not True "
                             "(changed), False (unchanged) or None (unknown)"
                         )
-                    changed = bool(hint) or snap.changed()
+                    # a pass the rewrite limit kept from running changed nothing (its probe
+                    # put back what its hooks did, which moved tensor versions)
+                    changed = bool(hint) or (span is None or span.ran) and snap.changed()
                     if changed and step.cls.kind == "analysis":
                         what = (
                             "the graph"

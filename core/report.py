@@ -25,7 +25,20 @@ def rewrites_cell(p: "PassReport") -> str:
     or failed before the count was taken)."""
     if p.rewrites is None:
         return "(cut off)" if p.cut_off else "-"
-    return f"{p.rewrites} (cut off)" if p.cut_off else str(p.rewrites)
+    marks = [m for m, on in (("rolled back", p.status != "ok" and p.rewrites), ("cut off", p.cut_off)) if on]
+    return f"{p.rewrites} ({', '.join(marks)})" if marks else str(p.rewrites)
+
+
+def rewrites_summary(rep: "RunReport") -> str:
+    """``"5 rewrites counted"``, with how many of them a failed pass took with it when it was
+    rolled back (they count towards the limit, as bisection numbers them, but are not in the
+    graph)."""
+    undone = [(p.name, p.rewrites) for p in rep.passes if p.status != "ok" and p.rewrites]
+    text = f"{rep.rewrites} rewrites counted"
+    if undone:
+        n = sum(k for _, k in undone)
+        text += f" ({n} rolled back with {', '.join(name for name, _ in undone)}, not in the graph)"
+    return text
 
 
 @dataclass
@@ -150,7 +163,7 @@ class RunReport:
         lines.append(
             f"total: {self.nodes_before} -> {self.nodes_after} nodes in "
             f"{self.seconds * 1000:.1f} ms ({self.dialect})"
-            + (f"; {self.rewrites} rewrites applied of limit {self.rewrite_limit}" if limited else "")
+            + (f"; rewrite limit {self.rewrite_limit}: {rewrites_summary(self)}" if limited else "")
         )
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)

@@ -79,13 +79,16 @@ class RewriteRecord:
 
 @dataclass
 class PassSpan:
-    """The rewrites of one plan step: numbers ``first .. first + count - 1``."""
+    """The rewrites of one plan step: numbers ``first .. first + count - 1``. ``ran``: False
+    when the limit was reached before the step, so the pass did not run (its hooks may have
+    been probed, with whatever they did undone)."""
 
     name: str
     step: int
     first: int
     count: int = 0
     cut_off: bool = False
+    ran: bool = True
 
 
 @dataclass
@@ -161,6 +164,7 @@ def run_pass_limited(
     if type(p).kind == "analysis":
         return run_pass(p, gm, ctx), span
     if limit.exhausted:
+        span.ran = False
         if isinstance(p, NodePass) and limit.probe:
             span.cut_off = would_rewrite(p, gm, ctx)
         else:

@@ -348,10 +348,10 @@ def test_cli_run_with_a_rewrite_limit_shows_rewrites_and_cut_off(tmp_path):
     assert rows["remove_dropout"][3] == "1" and rows["remove_dropout"][4] != "(cut"
     assert rows["fuse_conv_bn"][3:5] == ["1", "(cut"]  # 1 of its 3 fusions
     assert rows["eliminate_dead_code"][3:5] == ["0", "(cut"]
-    assert "rewrite limit 2: 2 rewrites applied; cut off (a rewrite stopped): fuse_conv_bn, eliminate_dead_code" in r.output
+    assert "rewrite limit 2: 2 rewrites counted; cut off (a rewrite stopped): fuse_conv_bn, eliminate_dead_code" in r.output
     r = CliRunner().invoke(cli, ["run", str(cfg), "--rewrite-limit", "5", "--repeat", "1", "--no-save"])
     assert r.exit_code == 0, r.output
-    assert "rewrite limit 5: 5 rewrites applied; no pass was cut off" in r.output
+    assert "rewrite limit 5: 5 rewrites counted; no pass was cut off" in r.output
     r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
     assert "rewrites" not in r.output.splitlines()[2] and "rewrite limit" not in r.output
 
@@ -395,3 +395,52 @@ def test_cli_bisect_without_a_pipeline_bisects_the_preset_run_would_use(tmp_path
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert data["status"] == "clean" and data["steps"] == 6  # the inference preset's six passes
+
+
+def test_a_pass_the_limit_kept_from_running_is_not_changed_even_when_probed():
+    """Probing a pass whose hook writes a parameter undoes the write (moving the tensor's
+    version): the pass, which never ran, must still be reported unchanged, as without probing."""
+    import torch.nn as nn
+
+    from fxpasses import NodePass, Pipeline, Replace, on
+    from fxpasses.rewrites import RewriteLimit
+
+    class ScaleLinear(NodePass):
+        name = "scale_linear"
+        writes_tensors = True
+
+        @on("linear")
+        def visit(self, node, ctx):
+            with torch.no_grad():
+                ctx.gm.get_parameter(node.args[1].target).mul_(2)
+            return Replace(ctx.call_function(node.target, node.args, node.kwargs))
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.a(x)
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3)
+    for probe in (True, False):
+        gm = torch.export.export(M(), (x,)).module()
+        w0 = gm.a.weight.detach().clone()
+        rep = Pipeline([ScaleLinear], verify="lint").run(gm, [x], rewrite_limit=RewriteLimit(0, probe=probe))
+        (p,) = rep.passes
+        assert (p.status, p.rewrites, p.cut_off, p.changed) == ("ok", 0, True, False), probe
+        assert torch.equal(gm.a.weight, w0)
+
+
+def test_rewrites_of_a_rolled_back_pass_are_counted_but_said_to_be_rolled_back(planted_site, tmp_path):
+    """Under a limit, a pass skipped after failing keeps its place in the numbering (as
+    bisection numbers rewrites) but its rewrites are not in the graph: the table says so."""
+    cfg = write_config(tmp_path, "remove_dropout,planted{wrong_at=2}[on_error=skip],fuse_conv_bn")
+    cfg.write_text('verify = "numeric"\n' + cfg.read_text())
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--rewrite-limit", "4", "--repeat", "1", "--no-save"])
+    assert r.exit_code == 0, r.output
+    rows = {line.split()[0]: line.split() for line in r.output.splitlines() if line.split()}
+    assert rows["planted"][1] == "skipped" and rows["planted"][3:6] == ["3", "(rolled", "back)"]
+    assert "rewrite limit 4: 4 rewrites counted (3 rolled back with planted, not in the graph); cut off" in r.output
