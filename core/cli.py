@@ -545,6 +545,8 @@ def run_cmd(
     )
     for path in result.saved:
         click.echo(f"saved: {path}")
+    if not result.saved and not no_save and output is None and (cfg is None or cfg.output is None):
+        click.echo("saved: nothing (the config has no `output`; give `output = \"DIR\"` or -o DIR to save the model)")
 
 
 def _echo_reproducer(writer: Any) -> None:

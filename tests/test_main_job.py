@@ -483,3 +483,18 @@ def test_a_program_with_dynamic_shapes_is_saved_with_them(tmp_path):
         torch.testing.assert_close(ep.module()(x, mask=mask), model(x, mask=mask))
     with pytest.raises(Exception, match="mask.size|batch|Guard"):  # the sizes stay tied together
         ep.module()(x, mask=torch.rand(8, 17, 8))
+
+
+def test_a_config_without_output_says_nothing_was_saved(tmp_path, monkeypatch):
+    """`fxpasses run` saves only into `output` (or -o): without either it says so, instead of
+    ending as if it had saved."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text("import torch\ndef lin():\n    return torch.nn.Linear(4, 2)\n")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[model]\nfactory = "m:lin"\ninputs = [{shape = [3, 4]}]\n')
+    r = run_cli("run", str(cfg), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    assert r.output.rstrip().endswith('saved: nothing (the config has no `output`; give `output = "DIR"` or -o DIR to save the model)')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml", "m.py"]
+    r = run_cli("run", str(cfg), "--repeat", "1", "--no-save")
+    assert "saved:" not in r.output
