@@ -495,6 +495,6 @@ def test_a_config_without_output_says_nothing_was_saved(tmp_path, monkeypatch):
     r = run_cli("run", str(cfg), "--repeat", "1")
     assert r.exit_code == 0, r.output
     assert r.output.rstrip().endswith('saved: nothing (the config has no `output`; give `output = "DIR"` or -o DIR to save the model)')
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml", "m.py"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["c.toml", "m.py"]
     r = run_cli("run", str(cfg), "--repeat", "1", "--no-save")
     assert "saved:" not in r.output
