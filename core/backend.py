@@ -32,13 +32,16 @@ TorchDynamo guards on grad mode, so a call under the other mode recompiles); fak
 tensors with symbolic sizes. Module attributes that are plain numbers and that TorchDynamo
 makes inputs under ``dynamic=True`` (a BatchNorm's ``eps``) are not frozen.
 
-The assumption, as for inductor's freezing: after compilation the weights are neither
-replaced (``module.weight = nn.Parameter(...)``) nor written (in place: ``p.mul_()``,
-``load_state_dict``, an optimizer step), because what the pipeline computed from them (fused
-conv weights, folded constants) is not recomputed and TorchDynamo does not guard on their
-values: results would be silently stale. An in-place update of a frozen tensor that no pass
-folded (a linear layer's weight, used as it is) is still seen, since the graph module holds
-that very tensor; call ``torch._dynamo.reset()`` after changing weights to recompile. The report of each
+The assumption, as for inductor's freezing: after compilation the weights are not written
+(in place: ``p.mul_()``, ``load_state_dict``, an optimizer step), because what the pipeline
+computed from them (fused conv weights, folded constants) is not recomputed and TorchDynamo
+does not guard on their values: results would be silently stale. An in-place update of a
+frozen tensor that no pass folded (a linear layer's weight, used as it is) is still seen,
+since the graph module holds that very tensor; call ``torch._dynamo.reset()`` after changing
+weights to recompile. Which tensors a frozen graph is called with is checked on every call
+(:class:`_FrozenVariants`): a graph TorchDynamo reuses for another instance of a module class,
+or called after a parameter was replaced (``module.weight = nn.Parameter(...)``), is frozen
+again for those tensors. The report of each
 graph says how many placeholders were frozen and which stayed inputs, and why
 (:attr:`~fxpasses.RunReport.notes`).
 
@@ -338,11 +341,8 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
     # Edit a copy: TorchDynamo generates the call of the compiled function from the
     # placeholders of its own graph (the one ``gm`` came with), so that graph keeps them all and
     # the function returned to TorchDynamo drops the frozen positions itself.
-    graph = copy.deepcopy(gm.graph)  # nodes (names, order) copied, their meta shallowly
+    graph = _copy_dynamo_graph(gm.graph)
     copies = dict(zip(placeholders, graph.find_nodes(op="placeholder")))
-    for p, c in copies.items():  # aot_autograd (inductor) reads it off each placeholder
-        if hasattr(p, "_dynamo_source"):
-            c._dynamo_source = p._dynamo_source
     first = next(n for n in graph.nodes if n.op != "placeholder")  # the output node at least
     attrs: dict[int, str] = {}  # id(tensor) -> attribute (one tensor behind two inputs: one attribute)
     for i, original, value, name in chosen:
@@ -546,15 +546,22 @@ class _FrozenVariants:
         return compiled(*args)
 
 
+def _copy_dynamo_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
+    """A copy of a TorchDynamo graph (nodes, names and order; each node's meta shallowly), with
+    each placeholder's ``_dynamo_source``, which aot_autograd (inductor) reads off it."""
+    new = copy.deepcopy(graph)
+    for old, node in zip(graph.find_nodes(op="placeholder"), new.find_nodes(op="placeholder")):
+        if hasattr(old, "_dynamo_source"):
+            node._dynamo_source = old._dynamo_source
+    return new
+
+
 def _copy_dynamo_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A GraphModule with a copy of ``gm``'s graph, sharing its submodules and tensors, with
-    what TorchDynamo's backends read off it (``meta``, ``_param_name_to_source``, each
-    placeholder's ``_dynamo_source``)."""
-    new = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph), class_name=type(gm).__name__)
+    """A GraphModule with a copy of ``gm``'s graph (:func:`_copy_dynamo_graph`), sharing its
+    submodules and tensors, with what TorchDynamo's backends read off it (``meta``,
+    ``_param_name_to_source``)."""
+    new = torch.fx.GraphModule(gm, _copy_dynamo_graph(gm.graph), class_name=type(gm).__name__)
     for key in ("meta", "_param_name_to_source"):
         if key in gm.__dict__:
             new.__dict__[key] = copy.copy(gm.__dict__[key])
-    for old, node in zip(gm.graph.find_nodes(op="placeholder"), new.graph.find_nodes(op="placeholder")):
-        if hasattr(old, "_dynamo_source"):
-            node._dynamo_source = old._dynamo_source
     return new
