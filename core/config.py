@@ -116,6 +116,30 @@ class PluginsConfig(_Strict):
         return self
 
 
+_POSITIONAL_NAME = re.compile(r"[0-9]+")
+
+
+def is_positional_name(name: Any) -> bool:
+    """Whether an input name stands for a positional input: all digits (``0``, ``1``, ...),
+    in a ``[model] inputs`` table and in an inputs file alike; any other name is a keyword."""
+    return bool(_POSITIONAL_NAME.fullmatch(str(name)))
+
+
+def positional_names(names: Any) -> list[str]:
+    """The positional input names among ``names``, in index order."""
+    return sorted((n for n in names if is_positional_name(n)), key=int)
+
+
+def has_gaps(positional: list[str]) -> bool:
+    """Whether positional input names (in index order) are not exactly ``0`` .. ``n - 1``."""
+    return [int(k) for k in positional] != list(range(len(positional)))
+
+
+def split_named_inputs(named: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """``(positional values in index order, keyword values by name)`` of inputs by name."""
+    return [named[k] for k in positional_names(named)], {k: v for k, v in named.items() if not is_positional_name(k)}
+
+
 class InputSpec(_Strict):
     """One example input: a random tensor of this shape and dtype.
 
@@ -218,8 +242,8 @@ class ModelConfig(_Strict):
     @classmethod
     def _named_inputs(cls, v: Any) -> Any:
         if isinstance(v, dict):
-            positional = sorted((k for k in v if re.fullmatch(r"[0-9]+", k)), key=int)
-            if [int(k) for k in positional] != list(range(len(positional))):
+            positional = positional_names(v)
+            if has_gaps(positional):
                 raise ValueError(
                     "in a table of inputs, keys 0, 1, ... are the positional inputs and must have no "
                     f"gaps (got {', '.join(positional)}); other keys are keyword inputs"

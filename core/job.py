@@ -53,7 +53,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from .capture import Captured, capture
-from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, parse_config
+from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
 from .errors import ConfigError, UserError, VerificationError, exception_line
 from .pipeline import Pipeline, Plan
 from .registry import Registry
@@ -236,11 +236,8 @@ def make_example_inputs(
     if not isinstance(specs, Mapping):
         return make_inputs(specs, seed), {}
     gen = torch.Generator().manual_seed(seed)
-    made = {}
-    for name, s in specs.items():
-        made[name] = _random_input(name if re.fullmatch(r"[0-9]+", name) else repr(name), s, gen)
-    positional = sorted((k for k in made if re.fullmatch(r"[0-9]+", k)), key=int)
-    return [made[k] for k in positional], {k: v for k, v in made.items() if k not in positional}
+    made = {name: _random_input(name if is_positional_name(name) else repr(name), s, gen) for name, s in specs.items()}
+    return split_named_inputs(made)
 
 
 def _random_input(label: str, s: InputSpec, gen: torch.Generator) -> torch.Tensor:

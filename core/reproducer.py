@@ -35,7 +35,6 @@ import importlib
 import importlib.util
 import json
 import math
-import re
 import sys
 import textwrap
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 import torch.fx
 
+from .config import has_gaps, is_positional_name, positional_names, split_named_inputs
 from .errors import ConfigError, FxPassesError, PassFailedError
 from .hookspecs import hookimpl
 
@@ -123,14 +123,13 @@ def load_example_inputs(path: str | Path) -> tuple[list[torch.Tensor], dict[str,
             names are not ``0`` to ``n - 1``.
     """
     data = load_tensors(path)
-    positional = sorted((k for k in data if re.fullmatch(r"[0-9]+", k)), key=int)
-    if [int(k) for k in positional] != list(range(len(positional))):
+    positional = positional_names(data)
+    if has_gaps(positional):
         raise ConfigError(
             f"{path}: positional input tensors must be named 0, 1, 2, ... without gaps, got "
             + ", ".join(positional)
         )
-    keywords = {k: v for k, v in data.items() if not re.fullmatch(r"[0-9]+", k)}
-    return [data[k] for k in positional], keywords
+    return split_named_inputs(data)
 
 
 def load_inputs(path: str | Path) -> list[torch.Tensor]:
@@ -698,7 +697,7 @@ def write_reproducer(
     for key, value in keywords.items():
         if not isinstance(value, torch.Tensor):
             raise ReproducerError(f"keyword example input {key!r} is a {type(value).__name__}, not a tensor")
-        if re.fullmatch(r"[0-9]+", str(key)):
+        if is_positional_name(key):
             raise ReproducerError(f"keyword example input {key!r} would read back as positional input {key}")
     directory.mkdir(parents=True, exist_ok=True)
     tensor_path = save_tensors(tensors_stem, tensors)
