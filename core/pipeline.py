@@ -538,6 +538,7 @@ class Pipeline:
                     pr.status = "skipped" if on_error == "skip" else "failed"
                     pr.error = str(failure)
                     pr.nodes_after = len(gm.graph.nodes)
+                    pr.rolled_back = failure.rolled_back
                     if failure.rolled_back:
                         # what it counted describes changes undone: not the pass's counters
                         pr.rolled_back_counters = dict(ctx.counters)

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PassReport", "RunReport", "counters_cell", "rewrites_cell"]
+__all__ = ["PassReport", "RunReport", "counters_cell", "rewrites_cell", "rewrites_summary"]
 
 
 def counters_cell(p: "PassReport") -> str:
@@ -25,7 +25,7 @@ def rewrites_cell(p: "PassReport") -> str:
     or failed before the count was taken)."""
     if p.rewrites is None:
         return "(cut off)" if p.cut_off else "-"
-    marks = [m for m, on in (("rolled back", p.status != "ok" and p.rewrites), ("cut off", p.cut_off)) if on]
+    marks = [m for m, on in (("rolled back", p.rolled_back and p.rewrites), ("cut off", p.cut_off)) if on]
     return f"{p.rewrites} ({', '.join(marks)})" if marks else str(p.rewrites)
 
 
@@ -33,7 +33,7 @@ def rewrites_summary(rep: "RunReport") -> str:
     """``"5 rewrites counted"``, with how many of them a failed pass took with it when it was
     rolled back (they count towards the limit, as bisection numbers them, but are not in the
     graph)."""
-    undone = [(p.name, p.rewrites) for p in rep.passes if p.status != "ok" and p.rewrites]
+    undone = [(p.name, p.rewrites) for p in rep.passes if p.rolled_back and p.rewrites]
     text = f"{rep.rewrites} rewrites counted"
     if undone:
         n = sum(k for _, k in undone)
@@ -56,6 +56,8 @@ class PassReport:
         seconds: wall time of the pass (hooks, surgery and verification), in seconds.
         counters: the pass's own counters (``ctx.count``), e.g. ``{"fused": 3}``; empty for
             a pass that failed and was rolled back (its counts describe changes undone).
+        rolled_back: the pass failed and was rolled back (not under ``on_error="raise"``,
+            which keeps the broken graph).
         rolled_back_counters: what a pass that failed and was rolled back (status
             ``"skipped"``, or ``"failed"`` under ``on_error="rollback"``) had counted before
             its failure, for debugging; none of it is in the graph.
@@ -84,6 +86,7 @@ class PassReport:
     rewrites: int | None = None
     cut_off: bool = False
     rolled_back_counters: dict[str, int] = field(default_factory=dict)
+    rolled_back: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
