@@ -244,7 +244,7 @@ def _swapped_state(
             if id(store) not in seen:
                 seen.add(id(store))
                 states.append((store, store.copy()))
-    saved: list[tuple[dict[str, Any], str, torch.Tensor]] = []
+    swaps: list[tuple[dict[str, Any], str, torch.Tensor]] = []
     for prefix, m in gm.named_modules(remove_duplicate=False):
         for store in (m._parameters, m._buffers, vars(m)):
             for k, t in store.items():
@@ -252,17 +252,16 @@ def _swapped_state(
                     continue
                 if keep is not None and keep(f"{prefix}.{k}" if prefix else k, t):
                     continue
-                saved.append((store, k, t))
+                swaps.append((store, k, t))
     converted: dict[int, torch.Tensor] = {}
     try:
-        for store, k, t in saved:
+        for store, k, t in swaps:
             if id(t) not in converted:
                 converted[id(t)] = convert(t)
             store[k] = converted[id(t)]
         yield
     finally:
-        for store, k, t in saved:
-            store[k] = t
+        # every registry back as recorded: the swapped tensors, and whatever the run cached
         for store, before in states:
             if store.keys() != before.keys() or any(store[k] is not v for k, v in before.items()):
                 store.clear()
