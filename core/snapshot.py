@@ -172,7 +172,19 @@ class Snapshot:
         return graph_changed(self) or self.module_changed()
 
     def module_changed(self) -> bool:
-        for m, d, params, bufs, mods, _, hooks, cls in self.modules:
+        if self._changed_module() is not None or self._global_hooks_changed():
+            return True
+        if self.write_guard is not None and self.write_guard.saved:
+            return True
+        if list(map(_requires_grad, self.tensors.values())) != self.tensor_grads:
+            return True
+        return bool(self._moved_tensors())
+
+    def _changed_module(self) -> tuple[Any, ...] | None:
+        """The record of the first module whose class, registries, attributes or hooks differ
+        from the recorded ones (None: none does)."""
+        for rec in self.modules:
+            m, d, params, bufs, mods, _, hooks, cls = rec
             if (
                 type(m) is not cls
                 or not _same_items(m._parameters, params)
@@ -181,16 +193,13 @@ class Snapshot:
                 or not _same_items(m.__dict__, d)
                 or not _same_hooks(d, hooks)
             ):
-                return True
-        if any(not _same_items(live, rec) for live, rec in self.global_hooks):
-            return True
-        if _module_mod._global_is_full_backward_hook is not self.global_full_backward:
-            return True
-        if self.write_guard is not None and self.write_guard.saved:
-            return True
-        if list(map(_requires_grad, self.tensors.values())) != self.tensor_grads:
-            return True
-        return bool(self._moved_tensors())
+                return rec
+        return None
+
+    def _global_hooks_changed(self) -> bool:
+        return any(not _same_items(live, rec) for live, rec in self.global_hooks) or (
+            _module_mod._global_is_full_backward_hook is not self.global_full_backward
+        )
 
     def module_change(self) -> str | None:
         """What differs in the module tree from the recorded state, in words, for error
@@ -198,9 +207,10 @@ class Snapshot:
         class, parameters, buffers, submodules, attributes or hooks differ, and the entry
         (``"submodule 'lstm': attribute '_flat_weights' rebound"``), else torch's global hooks,
         or the tensors written in place or whose ``requires_grad`` changed."""
-        names = {id(m): name for name, m in self.gm.named_modules(remove_duplicate=False)}
-        for m, d, params, bufs, mods, _, hooks, cls in self.modules:
-            name = names.get(id(m))
+        rec = self._changed_module()
+        if rec is not None:
+            m, d, params, bufs, mods, _, hooks, cls = rec
+            name = next((n for n, x in self.gm.named_modules(remove_duplicate=False) if x is m), None)
             where = (
                 f"a module no longer in the tree ({cls.__name__})"
                 if name is None
@@ -208,20 +218,17 @@ class Snapshot:
             )
             if type(m) is not cls:
                 return f"{where}: its class changed from {cls.__name__} to {type(m).__name__}"
-            for label, live, rec in (
+            for label, live, recorded in (
                 ("parameter", m._parameters, params),
                 ("buffer", m._buffers, bufs),
                 ("submodule", m._modules, mods),
                 ("attribute", m.__dict__, d),
             ):
-                diff = _first_difference(live, rec)
+                diff = _first_difference(live, recorded)
                 if diff:
                     return f"{where}: {label} {diff}"
-            if not _same_hooks(d, hooks):
-                return f"{where}: its hooks changed"
-        if any(not _same_items(live, rec) for live, rec in self.global_hooks) or (
-            _module_mod._global_is_full_backward_hook is not self.global_full_backward
-        ):
+            return f"{where}: its hooks changed"
+        if self._global_hooks_changed():
             return "torch's global module hooks changed"
         written = self.modified_tensors()
         if written:
