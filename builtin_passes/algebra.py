@@ -78,6 +78,7 @@ class SimplifyAlgebra(NodePass):
 
     name = "simplify_algebra"
     writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
+    journal_edits = True  # edits only through torch.fx's editing methods and the context
     Options = SimplifyAlgebraOptions
     after = ("propagate_shapes",)
     before = ("eliminate_dead_code",)

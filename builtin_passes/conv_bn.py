@@ -107,6 +107,7 @@ class FuseConvBN(NodePass):
 
     name = "fuse_conv_bn"
     writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
+    journal_edits = True  # edits only through torch.fx's editing methods and the context
     before = ("eliminate_dead_code",)
 
     class Options(PassOptions):

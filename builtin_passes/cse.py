@@ -69,6 +69,7 @@ class EliminateCommonSubexpressions(GraphPass):
 
     name = "eliminate_common_subexpressions"
     writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
+    journal_edits = True  # edits only through torch.fx's editing methods and the context
     # merged nodes are replaced by an equal node: the recorded shapes of what remains hold
     preserves = ("propagate_shapes",)
     Options = CSEOptions

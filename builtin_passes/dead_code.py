@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import collections
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 import torch.fx
@@ -77,6 +77,7 @@ class EliminateDeadCode(GraphPass):
 
     name = "eliminate_dead_code"
     writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
+    journal_edits = True  # edits only through torch.fx's editing methods and the context
     # only removes nodes: the recorded shapes of what remains hold
     preserves = ("propagate_shapes",)
     Options = DeadCodeOptions
@@ -108,7 +109,7 @@ class EliminateDeadCode(GraphPass):
             ctx.count("removed_nodes", removed)
         pruned = 0
         if opts.remove_unused_state:
-            for key, n in prune_unused_state(gm).items():
+            for key, n in prune_unused_state(gm, before_edit=ctx.before_module_edit).items():
                 ctx.count(key, n)
                 pruned += n
         return bool(removed or pruned)
@@ -134,7 +135,10 @@ def _prefixes(q: str) -> list[str]:
 
 
 def prune_unused_state(
-    gm: torch.fx.GraphModule, candidates: Iterable[str] | None = None
+    gm: torch.fx.GraphModule,
+    candidates: Iterable[str] | None = None,
+    *,
+    before_edit: Callable[[torch.nn.Module], None] | None = None,
 ) -> collections.Counter[str]:
     """Delete the parts of ``gm`` that no node of its graph references; return counts.
 
@@ -148,6 +152,8 @@ def prune_unused_state(
     Args:
         candidates: when given, only these qualified names of parameters, buffers and tensor
             attributes may be deleted (no submodules).
+        before_edit: called with each module just before something is deleted from it
+            (``PassContext.before_module_edit``, so that a journaled rollback restores it).
 
     Returns counts under ``removed_submodules``, ``removed_parameters``, ``removed_buffers``,
     ``removed_constants``.
@@ -169,13 +175,22 @@ def prune_unused_state(
     def may_remove(q: str) -> bool:
         return (allowed is None or q in allowed) and not used(q)
 
+    edited: set[int] = set()
+
+    def edit(mod: torch.nn.Module) -> None:
+        if before_edit is not None and id(mod) not in edited:
+            edited.add(id(mod))
+            before_edit(mod)
+
     def visit(mod: torch.nn.Module, prefix: str) -> None:
         for name in list(mod._parameters):
             if may_remove(prefix + name):
+                edit(mod)
                 del mod._parameters[name]
                 counts["removed_parameters"] += 1
         for name in list(mod._buffers):
             if may_remove(prefix + name):
+                edit(mod)
                 del mod._buffers[name]
                 mod._non_persistent_buffers_set.discard(name)
                 counts["removed_buffers"] += 1
@@ -191,11 +206,13 @@ def prune_unused_state(
                 counts["removed_submodules"] += sum(1 for _ in child.modules())
                 counts["removed_parameters"] += sum(1 for _ in child.parameters(recurse=True))
                 counts["removed_buffers"] += sum(1 for _ in child.buffers(recurse=True))
+                edit(mod)
                 del mod._modules[name]
 
     visit(gm, "")
     for name, value in list(vars(gm).items()):
         if isinstance(value, torch.Tensor) and not name.startswith("__") and may_remove(name):
+            edit(gm)
             delattr(gm, name)
             counts["removed_constants"] += 1
     return +counts

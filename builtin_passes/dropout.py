@@ -97,6 +97,7 @@ class RemoveDropout(NodePass):
 
     name = "remove_dropout"
     writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
+    journal_edits = True  # edits only through torch.fx's editing methods and the context
     Options = RemoveDropoutOptions
     before = ("eliminate_dead_code",)
 

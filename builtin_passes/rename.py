@@ -81,6 +81,7 @@ class RenameNodes(GraphPass):
 
     name = "rename_nodes"
     writes_tensors = False  # rewrites the graph; new tensors only (no rollback guard needed)
+    journal_edits = True  # edits only through torch.fx's editing methods and the context
     Options = RenameNodesOptions
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:

@@ -80,6 +80,8 @@ class PassContext:
         self.output_changes: list[str] = []
         self.analyses: dict[str, Any] = analyses if analyses is not None else {}
         self._provenance: Node | None = None
+        # the running pass's journal (fxpasses.journal.Journal) when its edits are journaled
+        self._journal: Any = None
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -200,20 +202,35 @@ class PassContext:
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"add_constant takes a tensor, got {type(value).__name__}")
         name = self.unique_attr_name(hint)
+        self.before_module_edit(self.gm)
         self.gm.register_buffer(name, value)
         return self.create_node("get_attr", name)
 
     def add_submodule(self, module: torch.nn.Module, hint: str) -> str:
         """Attach ``module`` to ``gm`` under a free name derived from ``hint``; return the name."""
         name = self.unique_attr_name(hint)
+        self.before_module_edit(self.gm)
         self.gm.add_submodule(name, module)
         return name
+
+    def before_module_edit(self, module: torch.nn.Module) -> None:
+        """Say that the pass is about to change ``module`` directly: its parameters, buffers,
+        submodules, attributes or hooks (``del m._modules[name]``, ``setattr(m, ...)``).
+
+        A pass that declares ``journal_edits = True`` must call this before each module it
+        changes other than through :meth:`add_constant`/:meth:`add_submodule` (which call it
+        themselves), so that rollback can restore the module; the module's own tensors are
+        not copied (declare ``writes_tensors = False`` only when none is written in place).
+        For other passes it does nothing: the snapshot before them holds every module.
+        """
+        if self._journal is not None:
+            self._journal.module(module)
 
     # ------------------------------------------------------------------ editing helpers
 
     def replace_uses(self, node: Node, value: Any) -> None:
         """Replace every use of ``node`` by ``value`` (a Node or a Python constant)."""
-        replace_all_uses(node, value)
+        replace_all_uses(node, value, self._journal)
 
     def erase(self, node: Node, *, with_dead_inputs: bool = False) -> list[str]:
         """Erase ``node``; return the names of the erased nodes.
@@ -275,6 +292,8 @@ class PassContext:
             # only the generated code says `None_1`). Taken, each gets the numbered variant on
             # the node itself, the name the code uses.
             taken.add(candidate)
+        if self._journal is not None:
+            self._journal.node(node)
         node._rename(candidate)
         return node.name
 
@@ -332,8 +351,12 @@ def check_replacement(node: Node, value: Node) -> None:
                 )
 
 
-def replace_all_uses(node: Node, value: Any) -> None:
+def replace_all_uses(node: Node, value: Any, journal: Any = None) -> None:
     """Replace every use of ``node`` with ``value``: a Node, or a constant spelled in code.
+
+    ``journal`` (a :class:`fxpasses.journal.Journal`, or None) records each user before a
+    constant takes the node's place in its arguments (FX's replace hooks see only node
+    replacements).
 
     Raises:
         TypeError: ``value`` is a tensor (store it with ``PassContext.add_constant``).
@@ -355,6 +378,9 @@ def replace_all_uses(node: Node, value: Any) -> None:
         return value if a is node else a
 
     for user in list(node.users):
+        if journal is not None:
+            journal.node(node)
+            journal.user(user)
         user.args = torch.fx.node.map_aggregate(user.args, sub)
         user.kwargs = torch.fx.node.map_aggregate(user.kwargs, sub)
 

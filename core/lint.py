@@ -25,7 +25,8 @@ faster when the graph is fine.
 from __future__ import annotations
 
 import enum
-from typing import Callable
+import operator
+from typing import Callable, Iterable
 
 import torch
 import torch.fx
@@ -39,9 +40,19 @@ except ImportError:  # pragma: no cover - older torch
     def _is_opaque(t: type) -> bool:
         return False
 
-__all__ = ["lint_passes", "unspellable_argument"]
+__all__ = ["lint_passes", "lint_edits", "unspellable_argument"]
 
 _LEGAL_OPS = frozenset(("call_function", "call_method", "get_attr", "call_module", "placeholder", "output"))
+
+
+def _index(gm: torch.fx.GraphModule) -> dict | None:
+    """The graph's ``(op, target)`` index as a dict, when ``gm`` owns the graph and torch keeps
+    one (else None: the fast checks cannot answer)."""
+    graph = gm.graph
+    if graph.owning_module is not gm:
+        return None
+    table = getattr(getattr(graph, "_find_nodes_lookup_table", None), "table", None)
+    return table if isinstance(table, dict) else None
 
 
 def lint_passes(gm: torch.fx.GraphModule) -> bool:
@@ -49,10 +60,8 @@ def lint_passes(gm: torch.fx.GraphModule) -> bool:
     target would succeed (see the module doc); False when unsure."""
     graph = gm.graph
     root = graph.owning_module
-    if root is not gm:
-        return False
-    table = getattr(getattr(graph, "_find_nodes_lookup_table", None), "table", None)
-    if not isinstance(table, dict):
+    table = _index(gm)
+    if table is None:
         return False
     legal = _LEGAL_OPS
     seen: set[torch.fx.Node] = set()
@@ -97,6 +106,135 @@ def lint_passes(gm: torch.fx.GraphModule) -> bool:
     return len({n.name for n in graph.nodes}) == count
 
 
+def lint_edits(
+    gm: torch.fx.GraphModule,
+    nodes: list[torch.fx.Node],
+    moved: list[torch.fx.Node],
+    module_records: list[tuple],
+) -> bool:
+    """True when ``gm.graph.lint()`` and the submodule check would succeed, given that they
+    succeeded before a pass that changed only ``nodes`` (created or edited, as
+    :meth:`fxpasses.journal.Journal.touched` lists them), moved only ``moved`` and changed
+    only the modules of ``module_records``; False when unsure (the caller then runs
+    :func:`lint_passes` / ``Graph.lint()`` on the whole graph).
+
+    Every check of :func:`lint_passes` is made for ``nodes`` alone: op, graph, place in the
+    index, targets, and each input alive in the graph and before the node (by FX's
+    ``_sort_key``, the order key ``Node.__lt__`` compares); the users of a moved node come
+    after it. Names are checked across the graph (one set, in C). When a recorded module lost
+    or rebound entries, every ``get_attr`` and ``call_module`` target that spells one of their
+    names is resolved again (every target, when a module changed class or ``__dict__``);
+    entries only added to ``_parameters``, ``_buffers`` or ``_modules`` cannot change what an
+    existing path resolves to (those are ``nn.Module.__getattr__``'s fallback, consulted only
+    where the path failed before).
+    """
+    graph = gm.graph
+    root = graph.owning_module
+    table = _index(gm)
+    if table is None:
+        return False
+    legal = _LEGAL_OPS
+    paths: ModulePaths | None = None
+    get = table.get
+    for node in nodes:
+        op = node.op
+        if op not in legal or node.graph is not graph or node._erased:
+            return False
+        target = node.target
+        try:
+            bucket = get((op, target) if op == "call_function" else (op, None))
+        except TypeError:
+            return False
+        if bucket is None or node not in bucket:
+            return False
+        key = node._sort_key
+        for i in node._input_nodes:
+            if i.graph is not graph or i._erased or not i._sort_key < key:
+                return False
+            try:
+                ib = get((i.op, i.target) if i.op == "call_function" else (i.op, None))
+            except TypeError:
+                return False
+            if ib is None or i not in ib:
+                return False
+        if op == "call_function":
+            if not callable(target):
+                return False
+        elif not isinstance(target, str):
+            return False
+        elif op == "get_attr" or op == "call_module":
+            if paths is None:
+                paths = ModulePaths(root)
+            if not _resolves(paths, op, target):
+                return False
+    for node in moved:
+        key = node._sort_key
+        for u in node.users:
+            if u._erased or not key < u._sort_key:
+                return False
+    lost: set[str] = set()  # names removed or rebound in a recorded module
+    for rec in module_records:
+        atoms = _changed_atoms(rec)
+        if atoms is None:  # class or attributes changed: any path may resolve differently
+            lost = None  # type: ignore[assignment]
+            break
+        lost |= atoms
+    if lost is None or lost:
+        # a target can only stop resolving through a name that went: re-resolve those that
+        # spell one of them (all of them, when a module changed otherwise)
+        if paths is None:
+            paths = ModulePaths(root)
+        for op in ("get_attr", "call_module"):
+            for node in get((op, None), ()):
+                target = node.target
+                if lost is not None and (not isinstance(target, str) or lost.isdisjoint(target.split("."))):
+                    if isinstance(target, str):
+                        continue
+                    return False
+                if not _resolves(paths, op, target):
+                    return False
+    return len(set(map(_NAME, graph.nodes))) == len(graph.nodes)
+
+
+_NAME = operator.attrgetter("name")
+
+
+def _resolves(paths: ModulePaths, op: str, target: str) -> bool:
+    if op == "call_module":
+        return paths.module(target) is not MISSING
+    value = paths.attr(target)
+    return value is not MISSING and value is not None
+
+
+def _changed_atoms(rec: tuple) -> set[str] | None:
+    """The names a module (record in the ``fxpasses.snapshot`` layout) lost or had rebound in
+    its parameters, buffers or submodules since the record; None when its class or its
+    ``__dict__`` changed (then any attribute may resolve differently). Names only added do
+    not count: they are ``nn.Module.__getattr__``'s fallback, consulted only where a path
+    failed before."""
+    m, d, params, bufs, mods, _, _, cls = rec
+    if type(m) is not cls:
+        return None
+    live = m.__dict__
+    if len(live) != len(d) or not all(live.get(k, _ABSENT) is v for k, v in d.items()):
+        return None
+    out: set[str] = set()
+    registries = ((m._parameters, params), (m._buffers, bufs), (m._modules, mods))
+    for now, then in registries:
+        if then:
+            out.update(k for k, v in then.items() if now.get(k, _ABSENT) is not v)
+        added = now.keys() - then.keys()
+        if added:
+            # an added name another registry (or the instance) also holds may now be found
+            # first (nn.Module.__getattr__ looks in _parameters, _buffers, _modules in turn)
+            others = [r for r, _ in registries if r is not now]
+            out.update(k for k in added if k in live or any(k in r for r in others))
+    return out
+
+
+_ABSENT = object()
+
+
 # How ``torch.fx.Graph._gen_python_code`` writes an argument (its ``_get_repr``): nodes by name;
 # operator overloads, higher-order operators and enum members through a global; tuples, lists
 # and slices element by element; a named tuple as its class (a global) applied to the plain
@@ -118,6 +256,7 @@ def unspellable_argument(
     graph: torch.fx.Graph,
     spelled: dict[torch.fx.Node, tuple],
     accept: Callable[[torch.fx.Node, object], bool] | None = None,
+    nodes: Iterable[torch.fx.Node] | None = None,
 ) -> tuple[torch.fx.Node, object] | None:
     """The first node (and value) with an argument that ``GraphModule.recompile()`` cannot
     write as Python, or None.
@@ -133,9 +272,11 @@ def unspellable_argument(
     not looked at again, so a pipeline checks each node once, plus the ones passes edit.
     A node with such an argument ``value`` for which ``accept(node, value)`` is true (e.g. the
     node held that very value before the pass) is recorded as checked and not reported.
+    ``nodes``: look only at these (the nodes a journaled pass touched; the others are
+    unchanged), instead of every node of ``graph``.
     """
     get = spelled.get
-    for node in graph.nodes:
+    for node in graph.nodes if nodes is None else nodes:
         args, kwargs = node._args, node._kwargs
         seen = get(node)
         if seen is not None and seen[0] is args and seen[1] is kwargs:

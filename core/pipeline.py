@@ -36,7 +36,8 @@ from .context import PassContext
 from .dialect import detect_dialect
 from .errors import ConfigError, OptionsError, PassFailedError, UserError, VerificationError
 from .inputs import check_accepted, check_example_inputs
-from .lint import lint_passes, unspellable_argument
+from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
+from .lint import lint_edits, lint_passes, unspellable_argument
 from .ordering import Item, order
 from .passes import Pass, validate_pass_class
 from .registry import Registry, registry as default_registry
@@ -406,6 +407,7 @@ class Pipeline:
         queue = collections.deque(steps)
         on_demand: set[tuple[int, str]] = set()  # (id of the step, analysis) computed for it
         dirty = False  # graph differs from the compiled code
+        clean = False  # the graph passed a lint since it last changed (incremental lint may start from it)
         failing = False
         index = -1
         # passes that changed the graph since the outputs were last checked against the
@@ -446,12 +448,29 @@ class Pipeline:
                 )
                 pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons))
                 snap = None  # free the previous pass's snapshot first (tensor copies: one set at a time)
-                snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
+                # what rollback restores from: a journal of what the pass touches when it
+                # declares its edits journalable (fxpasses.journal), else a snapshot of everything
+                journaled = (
+                    step.cls.journal_edits
+                    and not step.cls.writes_tensors
+                    and step.cls.kind != "analysis"
+                    and not self.snapshot_tensors
+                    and limit is None
+                    and supports_journal(gm)
+                )
+                if journaled:
+                    snap = CheckedJournal(gm, step.name) if checking() else Journal(gm)
+                else:
+                    snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
+                clean_before = clean
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
                 stage = "the pass"  # what was running when an exception came (for its message)
                 try:
                     try:
+                        if journaled:
+                            snap.attach()
+                            ctx._journal = snap
                         guard = snap.guard() if step.cls.writes_tensors else contextlib.nullcontext()
                         with guard:  # clones a tensor before the pass first writes it
                             span = None
@@ -462,6 +481,11 @@ class Pipeline:
                                 pr.rewrites, pr.cut_off = span.count, span.cut_off
                     finally:
                         ctx.graph = gm.graph
+                        if journaled:
+                            snap.detach()
+                            ctx._journal = None
+                    if isinstance(snap, CheckedJournal):
+                        snap.verify()  # check mode: the journal undoes exactly what the pass did
                     if verify == "numeric":
                         # numeric verification runs the module, which may write tensors (batch
                         # norm statistics): note now which ones the pass wrote. Otherwise
@@ -485,11 +509,17 @@ class Pipeline:
                         raise VerificationError(f"analysis pass {step.name!r} changed {what}")
                     if changed and verify != "none":
                         stage = "graph lint"
-                        _lint(gm, spelled, snap)
+                        # from a clean graph, only what a journaled pass touched can be wrong
+                        _lint(gm, spelled, snap, edits=snap if journaled and clean else None)
+                        clean = True
+                    elif changed:
+                        clean = False  # unverified
                     if changed:
                         dirty = True
                     if verify == "numeric" and changed:
                         stage = "recompiling the module"
+                        if journaled:
+                            snap.module(gm)  # recompile() rebinds the root's code attributes
                         gm.recompile()
                         dirty = False
                         stage = "numeric verification"
@@ -514,6 +544,9 @@ class Pipeline:
                             raise _OutputsDiffer(err.message)
                 except Exception as exc:
                     pr.seconds = time.perf_counter() - t0
+                    if isinstance(exc, JournalMismatch):  # check mode: a wrong declaration, not a pass failure
+                        raise
+                    clean = clean_before  # rolled back (or raised)
                     if isinstance(exc, HookError) and isinstance(exc.cause, UserError):
                         # the pass reports a user error (e.g. missing example inputs): undo
                         # what it did and let the user see the error itself
@@ -711,19 +744,30 @@ def registry_for(cfg: Config) -> Registry:
     return Registry(enable=p.enable, disable=p.disable, strict=p.strict, prefer=p.prefer)
 
 
-def _lint(gm: torch.fx.GraphModule, spelled: dict[Any, Any] | None = None, before: Snapshot | None = None) -> None:
+def _lint(
+    gm: torch.fx.GraphModule,
+    spelled: dict[Any, Any] | None = None,
+    before: Snapshot | Journal | CheckedJournal | None = None,
+    *,
+    edits: Journal | CheckedJournal | None = None,
+) -> None:
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
     ``call_module`` target a submodule, and every argument something the generated code can
     spell (:func:`~fxpasses.lint.unspellable_argument`, which skips the nodes in ``spelled``
     whose arguments are unchanged; a value a node already held in the snapshot ``before`` the
     pass is not the pass's doing and is let through).
 
+    ``edits``: the journal of the pass, when the graph passed this lint before it: only the
+    nodes and modules it touched are looked at (:func:`~fxpasses.lint.lint_edits`), and the
+    whole graph only when that cannot answer.
+
     Raises:
         VerificationError: a submodule is missing or an argument cannot be spelled in code.
         RuntimeError: torch's ``Graph.lint()`` failed.
     """
     accept = _unchanged_since(before) if before is not None else None
-    bad = unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept)
+    touched = edits.touched() if edits is not None else None
+    bad = unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept, touched)
     if bad is not None:
         node, value = bad
         raise VerificationError(
@@ -731,6 +775,8 @@ def _lint(gm: torch.fx.GraphModule, spelled: dict[Any, Any] | None = None, befor
             f"({type(value).__name__}); store objects as module attributes (PassContext.add_constant "
             "for tensors) or pass plain values"
         )
+    if edits is not None and lint_edits(gm, touched, edits.moved(), edits.module_records()):
+        return
     if lint_passes(gm):  # the same checks, several times faster; on doubt, torch's own lint
         return
     gm.graph.lint()
@@ -743,7 +789,7 @@ def _lint(gm: torch.fx.GraphModule, spelled: dict[Any, Any] | None = None, befor
             ) from exc
 
 
-def _unchanged_since(before: Snapshot) -> Any:
+def _unchanged_since(before: Snapshot | Journal | CheckedJournal) -> Any:
     """A test: did ``node`` hold this very ``value`` among its arguments in the snapshot
     ``before`` the pass (so that it is the input graph's, not the pass's doing)?"""
 

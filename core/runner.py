@@ -195,7 +195,7 @@ def _apply(node: Node, action: Any, ctx: PassContext) -> bool:
         value = action.value
         if value is node:
             return False
-        replace_all_uses(node, value)
+        replace_all_uses(node, value, ctx._journal)
         if not node.users and node.op != "placeholder" and node.op != "output":
             ctx.graph.erase_node(node)
         return True

@@ -100,31 +100,12 @@ class Snapshot:
         self.gm = gm
         graph = gm.graph
         self.graph = graph
-        self.nodes = [
-            (
-                n,
-                n.name,
-                n.op,
-                n.target,
-                n._args,
-                n._kwargs,
-                n.type,
-                n._sort_key,
-                n._repr_fn,
-                n.meta.copy(),
-                list(n.users) if len(n.users) > 1 else None,  # order matters from two users on
-            )
-            for n in graph.nodes
-        ]
+        self.nodes = list(map(node_record, graph.nodes))
         self.graph_dict = graph.__dict__.copy()
-        ns = graph._graph_namespace
-        self.namespace = (ns._obj_to_name.copy(), ns._used_names.copy(), ns._base_count.copy())
+        self.namespace = record_namespace(graph)
         self.modules, tensors, n_params = _record_modules(gm)
-        self.global_hooks = [(h, h.copy()) for h in _GLOBAL_HOOKS]
-        self.global_full_backward = _module_mod._global_is_full_backward_hook
-        self.class_forward = type(gm).__dict__.get("forward")
-        meta = gm.__dict__.get("meta")
-        self.gm_meta = meta.copy() if isinstance(meta, dict) else None  # GraphModule.meta
+        # GraphModule.meta, torch's global module hooks, the class's forward
+        self.gm_meta, self.global_hooks, self.global_full_backward, self.class_forward = record_surroundings(gm)
         self.tensors = tensors  # qualified name -> tensor
         self.tensor_names = list(tensors)
         values = list(tensors.values())
@@ -184,15 +165,7 @@ class Snapshot:
         """The record of the first module whose class, registries, attributes or hooks differ
         from the recorded ones (None: none does)."""
         for rec in self.modules:
-            m, d, params, bufs, mods, _, hooks, cls = rec
-            if (
-                type(m) is not cls
-                or not _same_items(m._parameters, params)
-                or not _same_items(m._buffers, bufs)
-                or not _same_items(m._modules, mods)
-                or not _same_items(m.__dict__, d)
-                or not _same_hooks(d, hooks)
-            ):
+            if module_record_differs(rec):
                 return rec
         return None
 
@@ -240,6 +213,70 @@ class Snapshot:
             return "requires_grad changed on " + ", ".join(repr(n) for n in changed[:3])
         return None
 
+    def differences(self, limit: int = 5) -> list[str]:
+        """What differs now from the recorded state, in words (at most ``limit`` entries, ``[]``
+        when nothing does): the node list, each node's fields, ``meta`` (same keys bound to the
+        same objects) and order of users, the graph's attributes, name space and index, and what
+        :meth:`module_change` sees. This is the exact comparison a rollback must pass; the
+        pipeline's journal check (:mod:`fxpasses.journal`) uses it."""
+        out: list[str] = []
+        graph = self.graph
+        if self.gm.__dict__.get("_graph") is not graph:
+            out.append("gm.graph is another Graph object")
+        nodes = list(graph.nodes)
+        recorded = [rec[0] for rec in self.nodes]
+        if len(nodes) != len(recorded) or not all(map(_is, nodes, recorded)):
+            now, then = set(nodes), set(recorded)
+            extra = [n.name for n in nodes if n not in then]
+            missing = [n.name for n in recorded if n not in now]
+            out.append(
+                f"node list differs (added: {extra[:5]}, missing: {missing[:5]}"
+                + (", same nodes in another order" if not extra and not missing else "")
+                + ")"
+            )
+        fields = ("name", "op", "target", "args", "kwargs", "type", "_sort_key", "_repr_fn")
+        for rec in self.nodes:
+            if len(out) >= limit:
+                return out
+            n = rec[0]
+            now = (n.name, n.op, n.target, n._args, n._kwargs, n.type, n._sort_key, n._repr_fn)
+            for field, a, b in zip(fields, now, rec[1:9]):
+                if a is not b and (field == "_repr_fn" or _differs(a, b)):
+                    out.append(f"%{rec[1]}: {field} {b!r} -> {a!r}")
+                    break
+            else:
+                if n._erased:
+                    out.append(f"%{rec[1]}: erased")
+                elif not _same_items(n.meta, rec[9]):
+                    out.append(f"%{rec[1]}: meta {_first_difference(n.meta, rec[9])}")
+                elif (list(n.users) != rec[10]) if rec[10] is not None else len(n.users) > 1:
+                    out.append(f"%{rec[1]}: users {[u.name for u in n.users]}")
+        if graph._len != len(recorded):
+            out.append(f"graph length {len(recorded)} -> {graph._len}")
+        skip = ("_find_nodes_lookup_table", "_len")
+        live = {k: v for k, v in graph.__dict__.items() if k not in skip}
+        kept = {k: v for k, v in self.graph_dict.items() if k not in skip}
+        if not _same_items(live, kept):
+            out.append(f"graph attributes: {_first_difference(live, kept)}")
+        table = graph._find_nodes_lookup_table
+        if sum(map(len, table.table.values())) != len(nodes) or not all(map(table.__contains__, nodes)):
+            out.append("the graph's (op, target) index does not hold exactly its nodes")
+        ns = graph._graph_namespace
+        obj_to_name, used, base = self.namespace
+        if ns._obj_to_name != obj_to_name or ns._used_names != used or ns._base_count != base:
+            out.append("the graph's name space differs")
+        change = self.module_change()
+        if change is not None:
+            out.append(change)
+        elif self.class_forward is not None and type(self.gm).__dict__.get("forward") is not self.class_forward:
+            out.append("the GraphModule class's forward changed")
+        meta = self.gm.__dict__.get("meta")
+        if self.gm_meta is not None and isinstance(meta, dict) and not _same_items(meta, self.gm_meta):
+            out.append(f"GraphModule.meta: {_first_difference(meta, self.gm_meta)}")
+        if not all(map(_is, _grads(self.tensors, self.non_leaf), self.tensor_grad_values)):
+            out.append(".grad of a parameter, buffer or tensor attribute changed")
+        return out[:limit]
+
     def _moved_tensors(self) -> list[int]:
         """Indexes of recorded tensors whose version or data pointer moved."""
         values = list(self.tensors.values())
@@ -278,93 +315,18 @@ class Snapshot:
             self.gm.__dict__["_graph"] = graph
         saved_nodes = self.nodes
         saved = {rec[0] for rec in saved_nodes}
-        current = list(graph.nodes)
-        # 1. detach nodes the pass created: drop their edges, then unlink them.
-        for n in current:
-            if n not in saved:
-                n._update_args_kwargs((), {})
-        for n in current:
-            if n not in saved:
-                n._remove_from_list()
-                _set(n, "_erased", True)
-        # 2. relink the recorded nodes in their recorded order.
-        root = graph._root
-        prev = root
-        for rec in saved_nodes:
-            n = rec[0]
-            _set(prev, "_next", n)
-            _set(n, "_prev", prev)
-            prev = n
-        _set(prev, "_next", root)
-        _set(root, "_prev", prev)
-        # 3. reset every field; re-setting args rebuilds the use/user edges.
-        for n, name, op, target, args, kwargs, typ, sort_key, repr_fn, meta, _ in saved_nodes:
-            _set(n, "_erased", False)
-            _set(n, "name", name)
-            _set(n, "op", op)
-            _set(n, "target", target)
-            _set(n, "type", typ)
-            _set(n, "_sort_key", sort_key)
-            _set(n, "_repr_fn", repr_fn)
-            n._update_args_kwargs(args, kwargs)
-            if n.meta is not meta:
-                n.meta.clear()
-                n.meta.update(meta)
-        for rec in saved_nodes:
-            order = rec[10]
-            if order is None:  # at most one user: the edges rebuilt above are the same
-                continue
-            users = rec[0].users
-            if list(users) != order:
-                users.clear()
-                for u in order:
-                    users[u] = None
-        # 4. graph-level state.
-        graph.__dict__.clear()
-        graph.__dict__.update(self.graph_dict)
-        graph._len = len(saved_nodes)
-        ns = graph._graph_namespace
-        obj_to_name, used, base = self.namespace
-        ns._obj_to_name.clear()
-        ns._obj_to_name.update(obj_to_name)
-        ns._used_names.clear()
-        ns._used_names.update(used)
-        ns._base_count.clear()
-        ns._base_count.update(base)
-        table = type(graph._find_nodes_lookup_table)()
-        for rec in saved_nodes:
-            table.insert(rec[0])
-        graph._find_nodes_lookup_table = table
+        # 1. detach nodes the pass created; 2. relink the recorded nodes in their order
+        detach_nodes([n for n in graph.nodes if n not in saved])
+        relink(graph, [rec[0] for rec in saved_nodes])
+        # 3. reset every field; re-setting args rebuilds the use/user edges
+        reset_nodes(saved_nodes, every_args=True)
+        # 4. graph-level state
+        restore_graph_state(graph, self.graph_dict, self.namespace, [rec[0] for rec in saved_nodes])
 
     def _restore_module(self) -> None:
-        meta = self.gm.__dict__.get("meta")
-        if self.gm_meta is not None and isinstance(meta, dict) and not _same_items(meta, self.gm_meta):
-            meta.clear()
-            meta.update(self.gm_meta)
-        for live, rec in self.global_hooks:
-            if not _same_items(live, rec):
-                live.clear()
-                live.update(rec)
-        _module_mod._global_is_full_backward_hook = self.global_full_backward
-        for m, d, params, bufs, mods, non_persistent, hooks, cls in self.modules:
-            if type(m) is not cls:
-                m.__class__ = cls
-            if not _same_items(m.__dict__, d):
-                m.__dict__.clear()
-                m.__dict__.update(d)
-            _restore_hooks(d, hooks)
-            for live, rec in ((m._parameters, params), (m._buffers, bufs), (m._modules, mods)):
-                if not _same_items(live, rec):
-                    live.clear()
-                    live.update(rec)
-            if hasattr(m, "_non_persistent_buffers_set"):
-                nps = m._non_persistent_buffers_set
-                if nps != non_persistent:
-                    nps.clear()
-                    nps.update(non_persistent)
-        cls = type(self.gm)
-        if cls.__dict__.get("forward") is not self.class_forward and self.class_forward is not None:
-            cls.forward = self.class_forward
+        restore_surroundings(self.gm, (self.gm_meta, self.global_hooks, self.global_full_backward, self.class_forward))
+        for rec in self.modules:
+            restore_module(rec)
         self.unrestorable = []
         if self.tensor_copies is not None:
             # every tensor, not only those whose version moved: writes through ``.data`` and
@@ -390,6 +352,146 @@ class Snapshot:
                     except RuntimeError:  # its data was rebound to another shape (unrestorable)
                         if name not in self.unrestorable:
                             self.unrestorable.append(name)
+
+
+def detach_nodes(nodes: list[torch.fx.Node]) -> None:
+    """Take ``nodes`` (created by a pass) out of the graph: drop their edges first, so that
+    their inputs' ``users`` lose them, then unlink them and mark them erased."""
+    for n in nodes:
+        n._update_args_kwargs((), {})
+    for n in nodes:
+        n._remove_from_list()
+        _set(n, "_erased", True)
+
+
+def relink(graph: torch.fx.Graph, nodes: list[torch.fx.Node]) -> None:
+    """Make ``nodes`` the graph's node list, in this order (the linked list only)."""
+    root = graph._root
+    prev = root
+    for n in nodes:
+        _set(prev, "_next", n)
+        _set(n, "_prev", prev)
+        prev = n
+    _set(prev, "_next", root)
+    _set(root, "_prev", prev)
+
+
+def reset_nodes(records: Any, *, every_args: bool) -> None:
+    """Put every field of the recorded nodes back (records as :attr:`Snapshot.nodes` holds
+    them), then the order of their users. With ``every_args`` every node's arguments are set
+    again, which rebuilds every use/user edge; without, only those of nodes whose ``args`` or
+    ``kwargs`` object changed (setting them moves the node to the end of each input's
+    ``users``: the caller has recorded those inputs, whose order step two puts back). A
+    recorded order may name users a node gained later (a journal records a node when it is
+    about to change, and it may have been given users before): only the nodes still among
+    its users after step one are put in that order."""
+    for n, name, op, target, args, kwargs, typ, sort_key, repr_fn, meta, _ in records:
+        _set(n, "_erased", False)
+        _set(n, "name", name)
+        _set(n, "op", op)
+        _set(n, "target", target)
+        _set(n, "type", typ)
+        _set(n, "_sort_key", sort_key)
+        _set(n, "_repr_fn", repr_fn)
+        if every_args or n._args is not args or n._kwargs is not kwargs:
+            n._update_args_kwargs(args, kwargs)
+        if n.meta is not meta:
+            n.meta.clear()
+            n.meta.update(meta)
+    for rec in records:
+        order = rec[10]
+        if order is None:  # at most one user: the edges rebuilt above are the same
+            continue
+        users = rec[0].users
+        if list(users) != order:
+            # a journal may record a node after it gained users (appended: they lose it again
+            # above); the users it had before keep their recorded order
+            kept = [u for u in order if u in users]
+            rest = []
+            if len(kept) != len(users):  # not recorded as users (a pass the journal missed)
+                known = set(kept)
+                rest = [u for u in users if u not in known]
+            users.clear()
+            for u in kept:
+                users[u] = None
+            for u in rest:
+                users[u] = None
+
+
+def restore_graph_state(
+    graph: torch.fx.Graph, graph_dict: dict[str, Any], namespace: tuple[Any, Any, Any], nodes: list[torch.fx.Node]
+) -> None:
+    """The graph's own attributes, its name space and its ``(op, target)`` index (rebuilt
+    from ``nodes``, the node list in order) as recorded."""
+    graph.__dict__.clear()
+    graph.__dict__.update(graph_dict)
+    graph._len = len(nodes)
+    ns = graph._graph_namespace
+    obj_to_name, used, base = namespace
+    ns._obj_to_name.clear()
+    ns._obj_to_name.update(obj_to_name)
+    ns._used_names.clear()
+    ns._used_names.update(used)
+    ns._base_count.clear()
+    ns._base_count.update(base)
+    table = type(graph._find_nodes_lookup_table)()
+    for n in nodes:
+        table.insert(n)
+    graph._find_nodes_lookup_table = table
+
+
+def record_surroundings(gm: torch.fx.GraphModule) -> tuple[Any, Any, Any, Any]:
+    """What a pass may change outside the module tree: a copy of ``GraphModule.meta`` (None
+    when it has none), copies of torch's global module hooks, torch's global full-backward-hook
+    flag, and the ``forward`` of the GraphModule's class (``recompile()`` sets it)."""
+    meta = gm.__dict__.get("meta")
+    return (
+        meta.copy() if isinstance(meta, dict) else None,
+        [(h, h.copy()) for h in _GLOBAL_HOOKS],
+        _module_mod._global_is_full_backward_hook,
+        type(gm).__dict__.get("forward"),
+    )
+
+
+def restore_surroundings(gm: torch.fx.GraphModule, recorded: tuple[Any, Any, Any, Any]) -> None:
+    """Put back what :func:`record_surroundings` recorded."""
+    gm_meta, global_hooks, full_backward, forward = recorded
+    meta = gm.__dict__.get("meta")
+    if gm_meta is not None and isinstance(meta, dict) and not _same_items(meta, gm_meta):
+        meta.clear()
+        meta.update(gm_meta)
+    for live, rec in global_hooks:
+        if not _same_items(live, rec):
+            live.clear()
+            live.update(rec)
+    _module_mod._global_is_full_backward_hook = full_backward
+    cls = type(gm)
+    if cls.__dict__.get("forward") is not forward and forward is not None:
+        cls.forward = forward
+
+
+def record_namespace(graph: torch.fx.Graph) -> tuple[Any, Any, Any]:
+    """Copies of the graph's name space (names in use, their objects, the counters), for
+    :func:`restore_graph_state`."""
+    ns = graph._graph_namespace
+    return (ns._obj_to_name.copy(), ns._used_names.copy(), ns._base_count.copy())
+
+
+def node_record(n: torch.fx.Node) -> tuple[Any, ...]:
+    """One node's record, as :attr:`Snapshot.nodes` holds it."""
+    return (
+        n,
+        n.name,
+        n.op,
+        n.target,
+        n._args,
+        n._kwargs,
+        n.type,
+        n._sort_key,
+        n._repr_fn,
+        n.meta.copy(),
+        list(n.users) if len(n.users) > 1 else None,  # order matters from two users on
+    )
 
 
 def _same_items(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:
@@ -502,6 +604,77 @@ def _restore_hooks(d: dict[str, Any], rec: tuple[dict[Any, Any] | None, ...] | N
 _MODULE_KEYS = frozenset(_BARE_MODULE)
 
 
+def _module_record(
+    m: torch.nn.Module, d: dict[str, Any], p: dict[str, Any], b: dict[str, Any], mods: dict[str, Any]
+) -> tuple[Any, ...]:
+    """The record of one module (its ``__dict__``, registries ``p``/``b``/``mods``, the
+    non-persistent buffer names, hooks and class), as :class:`Snapshot` keeps it. Empty
+    registries (most of them: leaf modules, modules without buffers) share one empty record,
+    never written to."""
+    nps = d.get("_non_persistent_buffers_set")
+    return (
+        m,
+        d.copy(),
+        p.copy() if p else _EMPTY,
+        b.copy() if b else _EMPTY,
+        mods.copy() if mods else _EMPTY,
+        nps.copy() if nps else _NO_NAMES,
+        _record_hooks(d),
+        type(m),  # parametrization swaps __class__
+    )
+
+
+def record_module(m: torch.nn.Module) -> tuple[Any, ...]:
+    """The record of module ``m`` alone (see :func:`_module_record`), for
+    :func:`restore_module` and :func:`module_record_differs`."""
+    d = m.__dict__
+    return _module_record(m, d, *_registries(m, d))
+
+
+def _registries(m: torch.nn.Module, d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``m``'s parameters, buffers and submodules (``d`` is its ``__dict__``)."""
+    p = d.get("_parameters")
+    b = d.get("_buffers")
+    mods = d.get("_modules")
+    if p is None or b is None or mods is None:  # not initialised as a Module
+        return m._parameters, m._buffers, m._modules
+    return p, b, mods
+
+
+def module_record_differs(rec: tuple[Any, ...]) -> bool:
+    """Whether the module of ``rec`` differs from it: class, registries, attributes or hooks
+    (the non-persistent buffer names are not compared: they change only with the buffers)."""
+    m, d, params, bufs, mods, _, hooks, cls = rec
+    return (
+        type(m) is not cls
+        or not _same_items(m._parameters, params)
+        or not _same_items(m._buffers, bufs)
+        or not _same_items(m._modules, mods)
+        or not _same_items(m.__dict__, d)
+        or not _same_hooks(d, hooks)
+    )
+
+
+def restore_module(rec: tuple[Any, ...]) -> None:
+    """Put the module of ``rec`` back as recorded (its tensors are not touched)."""
+    m, d, params, bufs, mods, non_persistent, hooks, cls = rec
+    if type(m) is not cls:
+        m.__class__ = cls
+    if not _same_items(m.__dict__, d):
+        m.__dict__.clear()
+        m.__dict__.update(d)
+    _restore_hooks(d, hooks)
+    for live, recorded in ((m._parameters, params), (m._buffers, bufs), (m._modules, mods)):
+        if not _same_items(live, recorded):
+            live.clear()
+            live.update(recorded)
+    if hasattr(m, "_non_persistent_buffers_set"):
+        nps = m._non_persistent_buffers_set
+        if nps != non_persistent:
+            nps.clear()
+            nps.update(non_persistent)
+
+
 def _record_modules(
     gm: torch.nn.Module,
 ) -> tuple[list[tuple[Any, ...]], dict[str, torch.Tensor], int]:
@@ -530,26 +703,8 @@ def _record_modules(
             continue
         seen_m.add(id(m))
         d = m.__dict__
-        p = d.get("_parameters")
-        b = d.get("_buffers")
-        mods = d.get("_modules")
-        if p is None or b is None or mods is None:  # not initialised as a Module
-            p, b, mods = m._parameters, m._buffers, m._modules
-        nps = d.get("_non_persistent_buffers_set")
-        # empty registries (most of them: leaf modules, modules without buffers) share one
-        # empty record, never written to
-        append(
-            (
-                m,
-                d.copy(),
-                p.copy() if p else _EMPTY,
-                b.copy() if b else _EMPTY,
-                mods.copy() if mods else _EMPTY,
-                nps.copy() if nps else _NO_NAMES,
-                _record_hooks(d),
-                type(m),  # parametrization swaps __class__
-            )
-        )
+        p, b, mods = _registries(m, d)
+        append(_module_record(m, d, p, b, mods))
         prefix = mname + "." if mname else ""
         if p:
             for k, v in p.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import pytest
 import torch
@@ -10,6 +11,10 @@ from dists import forget_modules, make_dist
 from planted import PLANTED_SOURCE
 
 DIALECTS = ("symbolic_trace", "dynamo", "export")
+
+# every journaled pass in the suite is rolled back through its journal and compared with a
+# snapshot (fxpasses.journal.checking); tests of the unchecked path turn it off themselves
+os.environ.setdefault("FXPASSES_CHECK_JOURNAL", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,385 @@
+"""Journaled rollback: record only what a pass touches, just before it touches it.
+
+A :class:`~fxpasses.snapshot.Snapshot` records every node and every module before every pass:
+about 0.23 s on a 100k-node graph with 26k modules, a third of the built-in pipeline, whatever
+the pass then changes. A pass whose edits all go through channels the runner can see declares
+``journal_edits = True`` (see :class:`fxpasses.Pass`), and the pipeline records a
+:class:`Journal` for it instead, whose cost grows with the edits, not with the graph:
+
+- torch.fx's own hooks on the ``GraphModule`` (``_create_node_hooks``, ``_erase_node_hooks``,
+  ``_replace_hooks``, the ones ``GraphModule._register_*_hook`` installs) report every node
+  ``Graph.create_node`` makes (and so ``call_function``, ``inserting_before`` ... and
+  ``PassContext.create_node``), every node ``Graph.erase_node`` is about to erase, and every user
+  whose input ``Node.replace_all_uses_with`` / ``replace_input_with`` or a rename is about to
+  change. Before the first change of a node that existed before the pass, its record is taken
+  (the fields, a copy of ``meta`` and the order of its users, as a snapshot records every
+  node), together with the records of the nodes whose order of users the change moves (the
+  inputs of an erased node or of a changed user: FX moves a node to the end of each input's
+  ``users`` when its arguments are set).
+- :class:`~fxpasses.PassContext` reports what FX cannot: a node rewritten with a constant
+  (``replace_uses``), a rename, and each module it is about to change (``add_constant``,
+  ``add_submodule``, ``before_module_edit``), whose ``__dict__``, registries and hooks are then
+  recorded as a snapshot records every module.
+- The graph's own attributes, its name space (C-level copies), ``GraphModule.meta``, torch's
+  global module hooks and the class's ``forward`` are recorded whole at the start.
+
+:meth:`Journal.restore` puts all of it back, so that the graph and module tree are what a
+snapshot's restore gives: the same ``Node`` objects in the same order with the same fields,
+``meta`` and users, nodes the pass created gone, erased ones back in place (by their recorded
+``_sort_key``, FX's order key), the recorded modules as they were.
+
+What the journal cannot see, and so cannot undo: assignments to ``node.args``/``kwargs``/
+``target`` (``node.args = ...``, ``update_arg``), in-place changes of an existing node's
+``meta``, nodes moved with ``prepend``/``append``, modules changed other than through the
+context, tensors written in place. A pass that does any of these keeps the default
+(``journal_edits = False``, a snapshot before it). With the environment variable
+``FXPASSES_CHECK_JOURNAL=1`` (:func:`checking`), the pipeline takes a snapshot as well, rolls
+every journaled pass back through its journal, compares the result with the snapshot exactly
+(:meth:`~fxpasses.snapshot.Snapshot.differences`) and fails the pass with an ``AssertionError``
+naming what the journal missed; then it puts the pass's result back and goes on. The test suite
+runs with it on; pass authors can too (``fxpasses.testing.assert_preserves_outputs`` does).
+
+This module touches the same private fields of ``torch.fx`` as :mod:`fxpasses.snapshot`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from operator import attrgetter
+from typing import Any, Iterator
+
+import torch
+import torch.fx
+from torch.fx.node import Node
+
+from .snapshot import (
+    _differs,
+    detach_nodes,
+    module_record_differs,
+    node_record,
+    record_module,
+    record_namespace,
+    record_surroundings,
+    relink,
+    reset_nodes,
+    restore_graph_state,
+    restore_module,
+    restore_surroundings,
+)
+
+__all__ = ["Journal", "CheckedJournal", "JournalMismatch", "checking", "check_journals", "supports_journal"]
+
+_ENV = "FXPASSES_CHECK_JOURNAL"
+_forced = 0  # nesting depth of check_journals()
+_HOOK_LISTS = ("_create_node_hooks", "_erase_node_hooks", "_replace_hooks")
+
+
+def checking() -> bool:
+    """Whether pipelines check each journal against a snapshot (``FXPASSES_CHECK_JOURNAL`` set
+    to anything but ``""``/``"0"``, or inside :func:`check_journals`)."""
+    return _forced > 0 or os.environ.get(_ENV, "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def check_journals() -> Iterator[None]:
+    """Check every journal against a snapshot while inside (see :func:`checking`)."""
+    global _forced
+    _forced += 1
+    try:
+        yield
+    finally:
+        _forced -= 1
+
+
+def supports_journal(gm: torch.fx.GraphModule) -> bool:
+    """Whether ``gm`` has torch.fx's node hooks (``GraphModule`` since torch 2.2) and owns its
+    graph, which journaling needs."""
+    d = gm.__dict__
+    return all(isinstance(d.get(k), list) for k in _HOOK_LISTS) and gm.graph.owning_module is gm
+
+
+class Journal:
+    """Records of the nodes and modules a pass is about to change (see the module doc).
+
+    Use as ``journal.attach()`` before the pass and ``journal.detach()`` after it (a context
+    manager: ``with journal:``); :meth:`restore` undoes what was recorded."""
+
+    __slots__ = (
+        "gm",
+        "graph",
+        "records",
+        "created",
+        "modules",
+        "graph_dict",
+        "namespace",
+        "surroundings",
+        "unrestorable",
+        "_attached",
+        "_hooks",
+    )
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+        graph = gm.graph
+        self.graph = graph
+        self.records: dict[Node, tuple[Any, ...]] = {}  # node -> its record before the pass
+        self.created: dict[Node, None] = {}  # nodes the pass made, in order
+        self.modules: dict[int, tuple[Any, ...]] = {}  # id(module) -> its record
+        self.graph_dict = graph.__dict__.copy()
+        self.namespace = record_namespace(graph)
+        self.surroundings = record_surroundings(gm)  # GraphModule.meta, global hooks, forward
+        self.unrestorable: list[str] = []  # (the interface of Snapshot; tensors are not journaled)
+        self._attached = False
+        # the bound methods, made once: removed again by identity
+        self._hooks = (self._on_create, self._on_erase, self._on_replace)
+
+    # ------------------------------------------------------------------ recording
+
+    def attach(self) -> None:
+        """Install the journal's hooks on the GraphModule (after any already there)."""
+        if self._attached:
+            return
+        gm = self.gm
+        for name, hook in zip(_HOOK_LISTS, self._hooks):
+            getattr(gm, name).append(hook)
+        self._attached = True
+
+    def detach(self) -> None:
+        """Remove the journal's hooks (what they recorded stays)."""
+        if not self._attached:
+            return
+        gm = self.gm
+        for name, hook in zip(_HOOK_LISTS, self._hooks):
+            hooks = gm.__dict__.get(name)
+            if isinstance(hooks, list):
+                for i in range(len(hooks) - 1, -1, -1):
+                    if hooks[i] is hook:
+                        del hooks[i]
+                        break
+        self._attached = False
+
+    def __enter__(self) -> "Journal":
+        self.attach()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.detach()
+
+    def node(self, n: Node) -> None:
+        """Record ``n`` before it changes (once; not a node the pass created)."""
+        if n not in self.records and n not in self.created:
+            self.records[n] = node_record(n)
+
+    def user(self, n: Node) -> None:
+        """Record ``n`` and its inputs before ``n``'s arguments change (setting them moves
+        ``n`` to the end of each input's ``users``)."""
+        self.node(n)
+        for i in n._input_nodes:
+            self.node(i)
+
+    def module(self, m: torch.nn.Module) -> None:
+        """Record module ``m`` before it changes (once)."""
+        if id(m) not in self.modules:
+            self.modules[id(m)] = record_module(m)
+
+    def _on_create(self, n: Node) -> None:
+        self.created[n] = None
+
+    def _on_erase(self, n: Node) -> None:
+        if n in self.created:
+            return
+        self.user(n)  # erasing sets its arguments to None: its inputs lose it as a user
+
+    def _on_replace(self, old: Node, new: Any, user: Node) -> None:
+        # ``user``'s input ``old`` becomes another node, or ``old`` is renamed to ``new``;
+        # either way ``old`` is among the inputs recorded with ``user``
+        self.user(user)
+
+    # ------------------------------------------------------------------ questions
+
+    def changed(self) -> bool:
+        """Whether anything recorded differs from its record, or the pass left a node it
+        created in the graph."""
+        if any(not n._erased for n in self.created):
+            return True
+        for n, rec in self.records.items():
+            if (
+                n._erased
+                or n.name != rec[1]
+                or (n._args is not rec[4] and _differs(n._args, rec[4]))
+                or (n._kwargs is not rec[5] and _differs(n._kwargs, rec[5]))
+                or (n.target is not rec[3] and _differs(n.target, rec[3]))
+            ):
+                return True
+        return any(map(module_record_differs, self.modules.values()))
+
+    def arguments_of(self, node: Node) -> tuple[Any, Any] | None:
+        """The ``(args, kwargs)`` objects ``node`` held before the pass (None: the pass made
+        it); a node never recorded holds them still."""
+        rec = self.records.get(node)
+        if rec is not None:
+            return rec[4], rec[5]
+        if node in self.created:
+            return None
+        return node._args, node._kwargs
+
+    def touched(self) -> list[Node]:
+        """The nodes of the graph the pass created or changed (or that the journal recorded
+        for the order of their users), as they are now, in graph order: erased ones left
+        out."""
+        out = [n for n in self.records if not n._erased]
+        out += [n for n in self.created if not n._erased]
+        out.sort(key=attrgetter("_sort_key"))
+        return out
+
+    def moved(self) -> list[Node]:
+        """Recorded nodes of the graph whose place (``_sort_key``) differs from their record."""
+        return [n for n, rec in self.records.items() if not n._erased and n._sort_key != rec[7]]
+
+    def module_records(self) -> list[tuple[Any, ...]]:
+        """The records of the modules the pass said it would change."""
+        return list(self.modules.values())
+
+    # interface shared with Snapshot (the pipeline's rollback uses either)
+    def pass_done(self) -> None:
+        """Nothing to note (tensors are not journaled)."""
+
+    def module_change(self) -> str | None:
+        for rec in self.modules.values():
+            if module_record_differs(rec):
+                return f"module {type(rec[0]).__name__} changed"
+        return None
+
+    # ------------------------------------------------------------------ undoing
+
+    def restore(self) -> None:
+        """Put back everything recorded (see the module doc), in the order a snapshot's restore
+        works: modules, then the graph's nodes, then its own state."""
+        self.detach()
+        gm = self.gm
+        restore_surroundings(gm, self.surroundings)
+        for rec in self.modules.values():
+            restore_module(rec)
+        graph = self.graph
+        if gm.__dict__.get("_graph") is not graph:
+            gm.__dict__["_graph"] = graph
+        records = self.records
+        # 1. nodes the pass created and left in the graph
+        detach_nodes([n for n in self.created if not n._erased])
+        # 2. erased (or moved) nodes back in place: order by the recorded place of recorded
+        # nodes; every other node is where it was
+        back = [n for n in records if n._erased]
+        if back or self.moved():
+            place = attrgetter("_sort_key")
+
+            def key(n: Node) -> Any:
+                rec = records.get(n)
+                return rec[7] if rec is not None else place(n)
+
+            nodes = sorted([*graph.nodes, *back], key=key)  # nearly sorted: Timsort's merge
+            relink(graph, nodes)
+        else:
+            nodes = list(graph.nodes)
+        # 3. the recorded nodes' fields, arguments and order of users
+        reset_nodes(list(records.values()), every_args=False)
+        # 4. the graph's own state
+        restore_graph_state(graph, self.graph_dict, self.namespace, nodes)
+
+
+class JournalMismatch(AssertionError):
+    """Check mode (:func:`checking`): rolling a pass back through its journal did not give the
+    state the snapshot taken before it recorded, so the pass edits something the journal
+    cannot see (its ``journal_edits = True`` is wrong)."""
+
+    def __init__(self, pass_name: str, when: str, differences: list[str]) -> None:
+        super().__init__(
+            f"pass {pass_name!r} declares journal_edits=True, but rolling it back through its journal "
+            f"{when} left the graph or module differing from before the pass: " + "; ".join(differences)
+            + " (set journal_edits = False, or make the edit through torch.fx's editing methods or the "
+            "PassContext)"
+        )
+        self.pass_name = pass_name
+        self.differences = differences
+
+
+class CheckedJournal:
+    """A :class:`Journal` checked against a :class:`~fxpasses.snapshot.Snapshot` taken with it
+    (check mode). :meth:`verify`, after the pass, rolls the pass back through the journal,
+    compares, and puts the pass's result back; :meth:`restore` rolls back through the journal
+    and compares. A difference restores the snapshot and raises :class:`JournalMismatch`."""
+
+    def __init__(self, gm: torch.fx.GraphModule, pass_name: str) -> None:
+        from .snapshot import Snapshot
+
+        self.snapshot = Snapshot(gm)
+        self.journal = Journal(gm)
+        self.pass_name = pass_name
+        self.unrestorable: list[str] = []
+        self._spent = False
+
+    def attach(self) -> None:
+        self.journal.attach()
+
+    def detach(self) -> None:
+        self.journal.detach()
+
+    def __enter__(self) -> "CheckedJournal":
+        self.attach()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.detach()
+
+    def _compare(self, when: str) -> None:
+        differences = self.snapshot.differences()
+        if differences:
+            self.snapshot.restore()
+            self._spent = True
+            raise JournalMismatch(self.pass_name, when, differences)
+
+    def verify(self) -> None:
+        """After the pass: undo it through the journal, compare, redo it (from a snapshot of
+        its result)."""
+        from .snapshot import Snapshot
+
+        after = Snapshot(self.journal.gm)
+        self.journal.restore()
+        self._compare("after it ran")
+        after.restore()
+
+    def restore(self) -> None:
+        if self._spent:
+            return
+        self.journal.restore()
+        self._compare("after it failed")
+
+    def changed(self) -> bool:
+        return self.journal.changed()
+
+    def arguments_of(self, node: Node) -> tuple[Any, Any] | None:
+        return self.journal.arguments_of(node)
+
+    def touched(self) -> list[Node]:
+        return self.journal.touched()
+
+    def moved(self) -> list[Node]:
+        return self.journal.moved()
+
+    def module_records(self) -> list[tuple[Any, ...]]:
+        return self.journal.module_records()
+
+    def pass_done(self) -> None:
+        pass
+
+    def module_change(self) -> str | None:
+        return self.journal.module_change()
+
+    def module(self, m: torch.nn.Module) -> None:
+        self.journal.module(m)
+
+    def node(self, n: Node) -> None:
+        self.journal.node(n)
+
+    def user(self, n: Node) -> None:
+        self.journal.user(n)

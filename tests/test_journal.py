@@ -1,0 +1,497 @@
+"""Journaled rollback (fxpasses.journal) and the lint of a journaled pass's edits.
+
+The suite runs with FXPASSES_CHECK_JOURNAL=1 (conftest.py), which compares every journaled
+rollback with a snapshot; the tests here also run the unchecked path users get, against a
+snapshot taken by the test itself.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+import torch.fx
+from torch import nn
+
+import fxpasses
+from fxpasses import GraphPass, PassFailedError, Pipeline, Registry
+from fxpasses import pipeline as pipeline_mod
+from fxpasses.capture import capture
+from fxpasses.errors import PassDefinitionError
+from fxpasses.journal import Journal, JournalMismatch, check_journals, checking, supports_journal
+from fxpasses.lint import lint_edits, lint_passes
+from fxpasses.snapshot import Snapshot
+
+JOURNALED = [
+    "remove_dropout",
+    "fuse_conv_bn",
+    "simplify_algebra",
+    "eliminate_common_subexpressions",
+    "eliminate_dead_code",
+]
+# the built-in pipeline's order, with the shape analysis simplify_algebra reads first
+ORDER = ["propagate_shapes", "remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants",
+         "eliminate_common_subexpressions", "eliminate_dead_code"]
+
+
+class Block(nn.Module):
+    """One block of benchmarks/graphs.py's model: work for every journaled pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+        self.drop = nn.Dropout(0.1)
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.rand(4, 1, 1) + 0.5)
+        with torch.no_grad():
+            self.bn.running_mean.normal_(0, 0.5)
+            self.bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        act = torch.relu(self.drop(self.bn(self.conv(x))))
+        zero = self.fc(act) * 1 - 0
+        h = zero * torch.sigmoid(zero) + zero * torch.sigmoid(zero)
+        out = h * (self.scale * 2.0 + 1.0) + x
+        dead = out.mean() * 2  # noqa: F841 - dead code on purpose
+        return out
+
+
+def blocks(dialect: str):
+    if dialect == "dynamo":
+        torch._dynamo.reset()  # a fresh model each time: TorchDynamo would count recompiles
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(), Block(), Block()).eval()
+    x = torch.randn(2, 4, 4, 4)
+    return model, x, capture(model, [x], dialect)
+
+
+@pytest.fixture
+def unchecked(monkeypatch):
+    """The path users run: no snapshot beside the journal."""
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")
+    assert not checking()
+
+
+@pytest.fixture
+def snapshots(monkeypatch):
+    """Counts the snapshots the pipeline takes."""
+    taken = []
+    real = pipeline_mod.Snapshot
+
+    def counting(gm, **kw):
+        taken.append(gm)
+        return real(gm, **kw)
+
+    monkeypatch.setattr(pipeline_mod, "Snapshot", counting)
+    return taken
+
+
+def _compiled(gm) -> None:
+    """Write the module's code now (TorchDynamo's lazy GraphModule writes it when first called)."""
+    real = getattr(gm, "real_recompile", None)
+    (real or gm.recompile)()
+
+
+def _differences(before: Snapshot) -> list[str]:
+    """``before.differences()`` once the code the pipeline's final ``recompile()`` wrote is
+    found equal to the recorded code (the recompile rebinds ``_code`` and ``_lineno_map``);
+    ``before`` must be taken after :func:`_compiled`."""
+    _compiled(before.gm)
+    d = before.gm.__dict__
+    root = next(rec for rec in before.modules if rec[0] is before.gm)
+    for key in ("_code", "_lineno_map"):
+        if key in root[1] and d.get(key) is not root[1][key]:
+            assert d.get(key) == root[1][key], key
+            d[key] = root[1][key]
+    cls = type(before.gm)
+    if before.class_forward is not None and cls.__dict__.get("forward") is not before.class_forward:
+        cls.forward = before.class_forward
+    return before.differences()
+
+
+def _before(name):
+    return ORDER[: ORDER.index(name)]
+
+
+def _planted_lint_failure(monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("planted lint failure")
+
+    monkeypatch.setattr(pipeline_mod, "_lint", fail)
+
+
+@pytest.mark.parametrize("name", JOURNALED)
+def test_each_journaled_pass_is_rolled_back_exactly_after_it_ran(dialect, name, unchecked, snapshots, monkeypatch):
+    model, x, cap = blocks(dialect)
+    gm = cap.gm
+    Pipeline(_before(name)).run(gm, cap.inputs)
+    _compiled(gm)
+    # the pass has work here (else the test would prove nothing)
+    probe = capture(model, [x], dialect).gm
+    Pipeline(_before(name)).run(probe, cap.inputs)
+    entry = (name, {"fold_in_graph": True}) if (name, dialect) == ("fuse_conv_bn", "dynamo") else name
+    report = Pipeline([entry]).run(probe, cap.inputs)
+    assert report.passes[-1].changed, report.passes[-1]
+    before = Snapshot(gm)
+    code = gm.code
+    snapshots.clear()
+    _planted_lint_failure(monkeypatch)
+    with pytest.raises(PassFailedError, match="planted lint failure") as info:
+        Pipeline([entry]).run(gm, cap.inputs)
+    assert info.value.rolled_back
+    assert snapshots == []  # journaled: no snapshot was taken
+    assert _differences(before) == []
+    gm.recompile()
+    assert gm.code == code
+    torch.testing.assert_close(_out(gm(*cap.inputs)), model(x))
+
+
+def _out(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+@pytest.mark.parametrize("name", JOURNALED)
+@pytest.mark.parametrize("fail_at", [1, 2])
+def test_a_journaled_pass_failing_in_the_middle_of_its_edits_is_rolled_back_exactly(name, fail_at, unchecked, monkeypatch):
+    model, x, cap = blocks("export")
+    gm = cap.gm
+    Pipeline(_before(name)).run(gm, cap.inputs)
+    _compiled(gm)
+    before = Snapshot(gm)
+    real = torch.fx.Graph.erase_node
+    calls = []
+
+    def erase_node(self, node):
+        calls.append(node.name)
+        if len(calls) == fail_at:
+            raise RuntimeError(f"planted failure erasing %{node.name}")
+        return real(self, node)
+
+    monkeypatch.setattr(torch.fx.Graph, "erase_node", erase_node)
+    with pytest.raises(PassFailedError, match="planted failure erasing"):
+        Pipeline([name]).run(gm, cap.inputs)
+    monkeypatch.setattr(torch.fx.Graph, "erase_node", real)
+    assert len(calls) == fail_at
+    assert _differences(before) == []
+    gm.recompile()
+    torch.testing.assert_close(_out(gm(*cap.inputs)), model(x))
+
+
+def test_the_built_in_pipeline_lints_only_the_first_pass_and_fold_constants_whole(unchecked, monkeypatch):
+    """After one whole-graph lint, each journaled pass is linted by what it touched."""
+    model, x, cap = blocks("export")
+    whole, partial = [], []
+    real_whole, real_partial = pipeline_mod.lint_passes, pipeline_mod.lint_edits
+
+    def count_whole(gm):
+        whole.append(1)
+        return real_whole(gm)
+
+    def count_partial(*args):
+        ok = real_partial(*args)
+        partial.append(ok)
+        return ok
+
+    monkeypatch.setattr(pipeline_mod, "lint_passes", count_whole)
+    monkeypatch.setattr(pipeline_mod, "lint_edits", count_partial)
+    report = Pipeline(ORDER).run(cap.gm, cap.inputs)
+    assert [p.name for p in report.passes if p.changed] == ORDER[1:]
+    assert len(whole) == 2  # remove_dropout (the first lint of the run) and fold_constants
+    assert partial == [True, True, True, True]
+    torch.testing.assert_close(cap.gm(x), model(x))
+
+
+# ------------------------------------------------------------------------ passes that break the graph
+
+
+class _Breaker(GraphPass):
+    """A journaled pass that breaks the graph in one of the ways lint must catch."""
+
+    name = "breaker"
+    writes_tensors = False
+    journal_edits = True
+
+    class Options(fxpasses.PassOptions):
+        how: str = ""
+
+    def run(self, gm, ctx):
+        graph = gm.graph
+        nodes = list(graph.nodes)
+        how = self.options.how
+        if how == "use_before_def":
+            last = [n for n in nodes if n.op == "call_function"][-1]
+            with graph.inserting_after(nodes[0]):
+                graph.call_function(torch.relu, (last,))
+        elif how == "replace_by_later":
+            calls = [n for n in nodes if n.op == "call_function"]
+            calls[0].replace_all_uses_with(calls[-1])
+        elif how == "deleted_submodule":
+            ctx.before_module_edit(gm)
+            del gm._modules[next(iter(gm._modules))]
+        elif how == "missing_attr":
+            graph.get_attr("no_such_buffer")
+        elif how == "call_module_of_a_tensor":
+            with graph.inserting_before(nodes[-1]):
+                graph.create_node("call_module", "scale", (nodes[0],))
+        return True
+
+
+class Harmless(fxpasses.NodePass):
+    """x + 0 -> x: a change, so that the breaker runs on a graph the run has linted."""
+
+    name = "harmless"
+    writes_tensors = False
+    journal_edits = True
+
+    @fxpasses.on("add")
+    def visit(self, node, ctx):
+        if len(node.args) == 2 and node.args[1] == 0:
+            return fxpasses.Replace(node.args[0])
+        return None
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x):
+        return torch.sigmoid(self.body(x + 0) * self.scale) * 2
+
+
+@pytest.mark.parametrize(
+    "how, said",
+    [
+        ("use_before_def", "used before it has been defined"),
+        ("replace_by_later", "used before it has been defined"),
+        ("deleted_submodule", "references nonexistent attribute"),
+        ("missing_attr", "references nonexistent attribute"),
+        ("call_module_of_a_tensor", "does not reference an nn.Module"),
+    ],
+)
+@pytest.mark.parametrize("check", [False, True])
+def test_the_partial_lint_refuses_each_breakage_and_torch_names_it(how, said, check, monkeypatch):
+    """The breaker runs after a pass that changed the graph in the same run: its lint is the
+    partial one, which must answer False, and torch's lint then gives its own message; the
+    pass is rolled back (through its journal, checked or not)."""
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "1" if check else "0")
+
+    class Net2(Net):
+        def forward(self, x):
+            return torch.sigmoid(self.body(x + 0 + 0) * self.scale) * 2
+
+    gm = torch.fx.symbolic_trace(Net2())
+    reg = Registry()
+    reg.register(_Breaker)
+    reg.register(Harmless)
+    verdicts = []
+    real = pipeline_mod.lint_edits
+
+    def spy(*args):
+        verdicts.append(real(*args))
+        return verdicts[-1]
+
+    monkeypatch.setattr(pipeline_mod, "lint_edits", spy)
+    before = Snapshot(gm)
+    with pytest.raises(PassFailedError, match=said) as info:
+        Pipeline(["harmless", ("breaker", {"how": how})], registry=reg).run(gm)
+    assert "'breaker'" in str(info.value) and "graph lint failed" in str(info.value)
+    assert verdicts == [False]
+    report = Pipeline(["harmless"], registry=reg).run(gm)  # the breaker's edits are gone
+    assert [n.name for n in gm.graph.nodes] == [n.name for n in torch.fx.symbolic_trace(Net2()).graph.nodes
+                                                 if n.target is not operator.add or n.args[1] != 0] or report
+
+
+# ------------------------------------------------------------------------ wrong declarations
+
+
+class _Liar(GraphPass):
+    """Declares journal_edits but edits where the journal cannot see."""
+
+    name = "liar"
+    writes_tensors = False
+    journal_edits = True
+
+    class Options(fxpasses.PassOptions):
+        how: str = ""
+
+    def run(self, gm, ctx):
+        nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+        how = self.options.how
+        if how == "args":
+            nodes[1].args = (nodes[0], *nodes[1].args[1:])
+        elif how == "meta":
+            nodes[0].meta["tag"] = 1
+        elif how == "move":
+            nodes[-1].prepend(nodes[1])  # sigmoid(x) to just before its user: still valid
+        elif how == "module":
+            gm.extra = nn.ReLU()
+        elif how == "target":
+            nodes[-1].target = operator.mul if nodes[-1].target is not operator.mul else operator.add
+        return True
+
+
+class LiarNet(nn.Module):
+    def forward(self, x):
+        a = torch.relu(x)
+        b = torch.sigmoid(x)
+        c = torch.tanh(a)
+        return c * 2 + b
+
+
+@pytest.mark.parametrize("how, said", [
+    ("args", "args"), ("meta", "meta"), ("move", "node list differs"), ("module", "'extra' added"), ("target", "target"),
+])
+def test_check_mode_catches_a_pass_that_edits_where_the_journal_cannot_see(how, said):
+    gm = torch.fx.symbolic_trace(LiarNet())
+    reg = Registry()
+    reg.register(_Liar)
+    before = Snapshot(gm)
+    with check_journals():
+        with pytest.raises(JournalMismatch, match=said) as info:
+            Pipeline([("liar", {"how": how})], registry=reg, on_error="skip").run(gm)
+    assert "declares journal_edits=True" in str(info.value)
+    assert info.value.pass_name == "liar"
+    assert _differences(before) == []  # put back from the snapshot of check mode
+
+
+def test_journal_edits_needs_writes_tensors_false_and_a_bool():
+    class Both(GraphPass):
+        name = "both"
+        journal_edits = True
+
+        def run(self, gm, ctx):
+            return False
+
+    with pytest.raises(PassDefinitionError, match="needs `writes_tensors = False`"):
+        Registry(autoload=False).register(Both)
+
+    class NotBool(GraphPass):
+        name = "not_bool"
+        writes_tensors = False
+        journal_edits = "yes"
+
+        def run(self, gm, ctx):
+            return False
+
+    with pytest.raises(PassDefinitionError, match="`journal_edits` must be True or False, got 'yes'"):
+        Registry(autoload=False).register(NotBool)
+
+
+def test_built_in_passes_declare_journal_edits_where_they_edit_through_fx_and_the_context():
+    reg = fxpasses.registry()
+    assert sorted(n for n in reg.names() if reg.get(n).journal_edits) == sorted(JOURNALED + ["rename_nodes"])
+    # fold_constants runs module code on real tensors: a snapshot and write guard protect it
+    assert not reg.get("fold_constants").journal_edits and reg.get("fold_constants").writes_tensors
+
+
+# ------------------------------------------------------------------------ the journal itself
+
+
+def test_a_node_recorded_after_it_gained_users_gets_its_old_users_back():
+    """x gains a user (a replaced input), then is recorded (its other user is erased): the
+    users it had before keep their order, the gained one goes."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    a = g.call_function(torch.relu, (x,))
+    b = g.call_function(torch.sigmoid, (x,))
+    c = g.call_function(torch.tanh, (a,))
+    d = g.call_function(torch.neg, (c,))
+    g.output((b, d))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    before = Snapshot(gm)
+    code = gm.code
+    with Journal(gm) as j:
+        c.replace_all_uses_with(x)  # d now uses x: x.users = [a, b, d]
+        g.erase_node(c)
+        g.erase_node(a)  # x recorded here, with d among its users
+        with g.inserting_before(d):
+            e = g.call_function(torch.exp, (x,))
+        d.replace_input_with(x, e)
+    assert [u.name for u in x.users] == ["sigmoid", "exp"]
+    assert j.changed()
+    j.restore()
+    assert _differences(before) == []
+    assert [u.name for u in x.users] == ["relu", "sigmoid"]
+    gm.recompile()
+    assert gm.code == code
+
+
+def test_a_node_that_loses_one_of_its_users_gets_it_back_in_its_place():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.placeholder("y")
+    users = [g.call_function(f, (x,)) for f in (torch.relu, torch.sigmoid, torch.tanh)]
+    g.output(tuple(users))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    before = Snapshot(gm)
+    with Journal(gm) as j:
+        users[1].replace_input_with(x, y)
+    assert [u.name for u in x.users] == ["relu", "tanh"]
+    j.restore()
+    assert [u.name for u in x.users] == ["relu", "sigmoid", "tanh"]
+    assert _differences(before) == []
+
+
+def test_journal_restores_names_modules_and_the_name_space():
+    gm = torch.fx.symbolic_trace(Net())
+    before = Snapshot(gm)
+    reg = Registry()
+
+    class Renamer(GraphPass):
+        name = "renamer"
+        writes_tensors = False
+        journal_edits = True
+
+        def run(self, gm, ctx):
+            for n in gm.graph.nodes:
+                if n.op == "call_function":
+                    ctx.rename(n, "renamed")
+            ctx.add_constant(torch.ones(2), "c")
+            ctx.add_submodule(nn.ReLU(), "act")
+            ctx.before_module_edit(gm.body)
+            del gm.body._modules["1"]
+            raise RuntimeError("planted")
+
+    reg.register(Renamer)
+    with check_journals():  # and the check mode agrees
+        with pytest.raises(PassFailedError, match="planted"):
+            Pipeline(["renamer"], registry=reg).run(gm)
+    assert _differences(before) == []
+    assert "1" in gm.body._modules and not hasattr(gm, "c") and "act" not in gm._modules
+
+
+def test_a_graph_module_without_node_hooks_falls_back_to_a_snapshot(unchecked, snapshots):
+    gm = torch.fx.symbolic_trace(Net())
+    del gm.__dict__["_replace_hooks"]
+    assert not supports_journal(gm)
+    report = Pipeline(["propagate_shapes", ("simplify_algebra", {"keep_signed_zeros": False}), "eliminate_dead_code"]).run(
+        gm, [torch.randn(2, 4)]
+    )
+    assert len(snapshots) == 3  # one for each pass, the analysis too
+    assert report.passes[1].changed
+
+
+def test_the_journal_leaves_no_hooks_behind(unchecked, monkeypatch):
+    _model, _x, cap = blocks("symbolic_trace")
+    gm = cap.gm
+    Pipeline(ORDER).run(gm, cap.inputs)
+    assert gm._create_node_hooks == [] and gm._erase_node_hooks == [] and gm._replace_hooks == []
+    _planted_lint_failure(monkeypatch)
+    gm = capture(_model, [_x], "symbolic_trace").gm
+    with pytest.raises(PassFailedError):
+        Pipeline(["eliminate_dead_code"]).run(gm)
+    assert gm._create_node_hooks == [] and gm._erase_node_hooks == [] and gm._replace_hooks == []
+
+
+def test_lint_edits_needs_coverage_and_agrees_with_the_whole_lint_on_valid_edits():
+    gm = torch.fx.symbolic_trace(Net())
+    with Journal(gm) as j:
+        add = next(n for n in gm.graph.nodes if n.target is operator.add)
+        add.replace_all_uses_with(add.args[0])
+        gm.graph.erase_node(add)
+    assert lint_edits(gm, j.touched(), j.moved(), j.module_records())
+    assert lint_passes(gm)
