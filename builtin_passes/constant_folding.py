@@ -131,6 +131,11 @@ class FoldConstants(GraphPass):
     name = "fold_constants"
     Options = FoldConstantsOptions
     before = ("eliminate_dead_code",)
+    # it evaluates only calls effect analysis finds pure (no argument written, per the
+    # schemas the write guard also reads; no module with hooks or in-place flags) and stores
+    # clones: existing tensors are read, never written
+    writes_tensors = False
+    journal_edits = True  # edits only through torch.fx's editing methods and the context
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
         opts: FoldConstantsOptions = self.options  # type: ignore[assignment]
@@ -422,7 +427,7 @@ class FoldConstants(GraphPass):
                 removed += 1
         if removed:
             ctx.count("removed_nodes", removed)
-        for key, n in prune_unused_state(gm, candidates=removable).items():
+        for key, n in prune_unused_state(gm, candidates=removable, before_edit=ctx.before_module_edit).items():
             ctx.count(key, n)
 
 

@@ -29,12 +29,13 @@ MISSING: Any = object()
 class ModulePaths:
     """Resolves qualified names under ``root`` through the registries (see the module doc)."""
 
-    __slots__ = ("root", "_modules", "_shadow")
+    __slots__ = ("root", "_modules", "_shadow", "_class_names")
 
     def __init__(self, root: torch.nn.Module) -> None:
         self.root = root
         self._modules: dict[str, Any] = {"": root}
         self._shadow: dict[tuple[type, str], bool] = {}
+        self._class_names: dict[type, frozenset[str]] = {}
 
     def _shadowed(self, obj: Any, atom: str) -> bool:
         key = (type(obj), atom)
@@ -42,7 +43,11 @@ class ModulePaths:
             return self._shadow[key]
         except KeyError:
             pass
-        found = any(atom in vars(c) for c in type(obj).__mro__)
+        cls = type(obj)
+        names = self._class_names.get(cls)
+        if names is None:  # the attribute names on the class or a base, once per class
+            names = self._class_names[cls] = frozenset().union(*(vars(c) for c in cls.__mro__))
+        found = atom in names
         self._shadow[key] = found
         return found
 

@@ -293,7 +293,7 @@ class PassContext:
             # the node itself, the name the code uses.
             taken.add(candidate)
         if self._journal is not None:
-            self._journal.node(node)
+            self._journal.edit(node)
         node._rename(candidate)
         return node.name
 

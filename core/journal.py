@@ -110,6 +110,7 @@ class Journal:
         "graph",
         "records",
         "created",
+        "edited",
         "modules",
         "graph_dict",
         "namespace",
@@ -125,6 +126,7 @@ class Journal:
         self.graph = graph
         self.records: dict[Node, tuple[Any, ...]] = {}  # node -> its record before the pass
         self.created: dict[Node, None] = {}  # nodes the pass made, in order
+        self.edited: dict[Node, None] = {}  # recorded nodes whose own fields change
         self.modules: dict[int, tuple[Any, ...]] = {}  # id(module) -> its record
         self.graph_dict = graph.__dict__.copy()
         self.namespace = record_namespace(graph)
@@ -167,14 +169,19 @@ class Journal:
         self.detach()
 
     def node(self, n: Node) -> None:
-        """Record ``n`` before it changes (once; not a node the pass created)."""
+        """Record ``n`` before its users change (once; not a node the pass created)."""
         if n not in self.records and n not in self.created:
             self.records[n] = node_record(n)
+
+    def edit(self, n: Node) -> None:
+        """Record ``n`` before its own fields change (its name, arguments, target)."""
+        self.node(n)
+        self.edited[n] = None
 
     def user(self, n: Node) -> None:
         """Record ``n`` and its inputs before ``n``'s arguments change (setting them moves
         ``n`` to the end of each input's ``users``)."""
-        self.node(n)
+        self.edit(n)
         for i in n._input_nodes:
             self.node(i)
 
@@ -192,9 +199,10 @@ class Journal:
         self.user(n)  # erasing sets its arguments to None: its inputs lose it as a user
 
     def _on_replace(self, old: Node, new: Any, user: Node) -> None:
-        # ``user``'s input ``old`` becomes another node, or ``old`` is renamed to ``new``;
-        # either way ``old`` is among the inputs recorded with ``user``
+        # ``user``'s input ``old`` becomes the node named ``new``, or ``old`` is renamed to
+        # ``new`` (FX tells the two apart nowhere): both count as edited
         self.user(user)
+        self.edited[old] = None
 
     # ------------------------------------------------------------------ questions
 
@@ -225,11 +233,12 @@ class Journal:
         return node._args, node._kwargs
 
     def touched(self) -> list[Node]:
-        """The nodes of the graph the pass created or changed (or that the journal recorded
-        for the order of their users), as they are now, in graph order: erased ones left
-        out."""
-        out = [n for n in self.records if not n._erased]
-        out += [n for n in self.created if not n._erased]
+        """The nodes the pass created or edited (their arguments, target or name) that are in
+        the graph now, in graph order: what lint and the argument check look at again. Nodes
+        recorded only for the order of their users are left out: nothing of theirs that lint
+        checks changed."""
+        out = [n for n in self.created if not n._erased]
+        out += [n for n in self.edited if not n._erased]
         out.sort(key=attrgetter("_sort_key"))
         return out
 
@@ -383,3 +392,6 @@ class CheckedJournal:
 
     def user(self, n: Node) -> None:
         self.journal.user(n)
+
+    def edit(self, n: Node) -> None:
+        self.journal.edit(n)

@@ -32,6 +32,7 @@ import torch
 import torch.fx
 
 from ._modpath import MISSING, ModulePaths
+from .snapshot import _same_items
 
 try:  # torch >= 2.8: objects FX spells through their registered repr
     from torch._library.opaque_object import is_opaque_value_type as _is_opaque
@@ -109,19 +110,19 @@ def lint_passes(gm: torch.fx.GraphModule) -> bool:
 def lint_edits(
     gm: torch.fx.GraphModule,
     nodes: list[torch.fx.Node],
-    moved: list[torch.fx.Node],
     module_records: list[tuple],
 ) -> bool:
     """True when ``gm.graph.lint()`` and the submodule check would succeed, given that they
     succeeded before a pass that changed only ``nodes`` (created or edited, as
-    :meth:`fxpasses.journal.Journal.touched` lists them), moved only ``moved`` and changed
-    only the modules of ``module_records``; False when unsure (the caller then runs
-    :func:`lint_passes` / ``Graph.lint()`` on the whole graph).
+    :meth:`fxpasses.journal.Journal.touched` lists them) and the modules of
+    ``module_records``, and moved no node (what a pass declaring ``journal_edits`` promises);
+    False when unsure (the caller then runs :func:`lint_passes` / ``Graph.lint()`` on the
+    whole graph).
 
     Every check of :func:`lint_passes` is made for ``nodes`` alone: op, graph, place in the
-    index, targets, and each input alive in the graph and before the node (by FX's
-    ``_sort_key``, the order key ``Node.__lt__`` compares); the users of a moved node come
-    after it. Names are checked across the graph (one set, in C). When a recorded module lost
+    index, targets, and each input alive, linked into the graph and before the node (by FX's
+    ``_sort_key``, the order key ``Node.__lt__`` compares), and its name the one the graph's
+    name space holds for it. When a recorded module lost
     or rebound entries, every ``get_attr`` and ``call_module`` target that spells one of their
     names is resolved again (every target, when a module changed class or ``__dict__``);
     entries only added to ``_parameters``, ``_buffers`` or ``_modules`` cannot change what an
@@ -149,13 +150,9 @@ def lint_edits(
             return False
         key = node._sort_key
         for i in node._input_nodes:
-            if i.graph is not graph or i._erased or not i._sort_key < key:
-                return False
-            try:
-                ib = get((i.op, i.target) if i.op == "call_function" else (i.op, None))
-            except TypeError:
-                return False
-            if ib is None or i not in ib:
+            # alive, of this graph, linked into its node list, and before the node
+            prev = i._prev
+            if i._erased or i.graph is not graph or prev is i or prev._next is not i or not i._sort_key < key:
                 return False
         if op == "call_function":
             if not callable(target):
@@ -166,11 +163,6 @@ def lint_edits(
             if paths is None:
                 paths = ModulePaths(root)
             if not _resolves(paths, op, target):
-                return False
-    for node in moved:
-        key = node._sort_key
-        for u in node.users:
-            if u._erased or not key < u._sort_key:
                 return False
     lost: set[str] = set()  # names removed or rebound in a recorded module
     for rec in module_records:
@@ -193,10 +185,11 @@ def lint_edits(
                     return False
                 if not _resolves(paths, op, target):
                     return False
-    return len(set(map(_NAME, graph.nodes))) == len(graph.nodes)
-
-
-_NAME = operator.attrgetter("name")
+    # names: each edited or new node's name is the one the graph's name space gave it (a
+    # pass that names nodes only through create_node/_rename, as journal_edits promises,
+    # cannot give two nodes one name: the name space hands each name out once)
+    given = graph._graph_namespace._obj_to_name.get
+    return all(given(n) == n.name for n in nodes)
 
 
 def _resolves(paths: ModulePaths, op: str, target: str) -> bool:
@@ -213,17 +206,17 @@ def _changed_atoms(rec: tuple) -> set[str] | None:
     not count: they are ``nn.Module.__getattr__``'s fallback, consulted only where a path
     failed before."""
     m, d, params, bufs, mods, _, _, cls = rec
-    if type(m) is not cls:
-        return None
     live = m.__dict__
-    if len(live) != len(d) or not all(live.get(k, _ABSENT) is v for k, v in d.items()):
+    if type(m) is not cls or not _same_items(live, d):
         return None
     out: set[str] = set()
     registries = ((m._parameters, params), (m._buffers, bufs), (m._modules, mods))
     for now, then in registries:
+        if _same_items(now, then):
+            continue
         if then:
             out.update(k for k, v in then.items() if now.get(k, _ABSENT) is not v)
-        added = now.keys() - then.keys()
+        added = now.keys() - then.keys() if len(now) + len(out) > len(then) else ()
         if added:
             # an added name another registry (or the instance) also holds may now be found
             # first (nn.Module.__getattr__ looks in _parameters, _buffers, _modules in turn)

@@ -775,7 +775,7 @@ def _lint(
             f"({type(value).__name__}); store objects as module attributes (PassContext.add_constant "
             "for tensors) or pass plain values"
         )
-    if edits is not None and lint_edits(gm, touched, edits.moved(), edits.module_records()):
+    if edits is not None and lint_edits(gm, touched, edits.module_records()):
         return
     if lint_passes(gm):  # the same checks, several times faster; on doubt, torch's own lint
         return

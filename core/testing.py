@@ -15,6 +15,7 @@ import torch.fx
 
 from .capture import DIALECTS, capture
 from .errors import UserError, exception_line
+from .journal import check_journals
 from .report import RunReport
 
 __all__ = ["assert_preserves_outputs", "assert_graph_equal", "normalized_code"]
@@ -58,12 +59,17 @@ def assert_preserves_outputs(
     two is given, the other's entries are empty. ``pass_or_pipeline`` is a pass class or
     instance, a pipeline string, a list of entries or a :class:`~fxpasses.Pipeline`.
 
+    The pipeline runs in the journal check mode (:func:`fxpasses.journal.check_journals`): a
+    pass that declares ``journal_edits = True`` is rolled back through its journal, compared
+    with a snapshot and redone, so that an edit its journal cannot see fails here.
+
     Returns ``{dialect: (transformed GraphModule, RunReport)}``.
 
     Raises:
         AssertionError: naming the pass, the dialect, the input set, the first differing
             output and its largest absolute error (or the error the module raises on that
-            input set after the pass).
+            input set after the pass); :class:`fxpasses.journal.JournalMismatch` (an
+            ``AssertionError``) naming what a journaled pass edited out of its journal's sight.
         UserError: example inputs of the wrong type (``example_kwargs`` not a mapping with
             ``str`` keys; see :meth:`fxpasses.Pipeline.run`), ``check_inputs`` and
             ``check_kwargs`` of different lengths, a keyword in ``check_kwargs`` that
@@ -89,7 +95,8 @@ def assert_preserves_outputs(
         # write their inputs or buffers, or draw random numbers, compare like for like.
         state = TensorState(gm)
         before = [_call(gm, inp, state, module, dialect, k, None) for k, inp in enumerate(sets)]
-        report = pipeline.run(gm, cap.inputs, example_kwargs=cap.kwargs or None)
+        with check_journals():  # a pass declaring journal_edits is held to it
+            report = pipeline.run(gm, cap.inputs, example_kwargs=cap.kwargs or None)
         state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
         after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
         for k, (a, b) in enumerate(zip(after, before)):

@@ -27,6 +27,7 @@ JOURNALED = [
     "remove_dropout",
     "fuse_conv_bn",
     "simplify_algebra",
+    "fold_constants",
     "eliminate_common_subexpressions",
     "eliminate_dead_code",
 ]
@@ -45,6 +46,7 @@ class Block(nn.Module):
         self.drop = nn.Dropout(0.1)
         self.fc = nn.Linear(4, 4)
         self.register_buffer("scale", torch.rand(4, 1, 1) + 0.5)
+        self.gain = nn.Parameter(torch.rand(4, 1, 1) + 0.5)  # a get_attr in symbolic_trace too
         with torch.no_grad():
             self.bn.running_mean.normal_(0, 0.5)
             self.bn.running_var.uniform_(0.5, 1.5)
@@ -53,7 +55,7 @@ class Block(nn.Module):
         act = torch.relu(self.drop(self.bn(self.conv(x))))
         zero = self.fc(act) * 1 - 0
         h = zero * torch.sigmoid(zero) + zero * torch.sigmoid(zero)
-        out = h * (self.scale * 2.0 + 1.0) + x
+        out = h * (self.scale * 2.0 + 1.0) * (self.gain - 0.5) + x
         dead = out.mean() * 2  # noqa: F841 - dead code on purpose
         return out
 
@@ -122,7 +124,12 @@ def _planted_lint_failure(monkeypatch):
     monkeypatch.setattr(pipeline_mod, "_lint", fail)
 
 
-@pytest.mark.parametrize("name", JOURNALED)
+# TorchDynamo graphs hold no constants to fold: their parameters and buffers are placeholders
+WITH_WORK = [(d, n) for d in ("symbolic_trace", "dynamo", "export") for n in JOURNALED
+             if (d, n) != ("dynamo", "fold_constants")]
+
+
+@pytest.mark.parametrize("dialect, name", WITH_WORK)
 def test_each_journaled_pass_is_rolled_back_exactly_after_it_ran(dialect, name, unchecked, snapshots, monkeypatch):
     model, x, cap = blocks(dialect)
     gm = cap.gm
@@ -131,7 +138,12 @@ def test_each_journaled_pass_is_rolled_back_exactly_after_it_ran(dialect, name, 
     # the pass has work here (else the test would prove nothing)
     probe = capture(model, [x], dialect).gm
     Pipeline(_before(name)).run(probe, cap.inputs)
-    entry = (name, {"fold_in_graph": True}) if (name, dialect) == ("fuse_conv_bn", "dynamo") else name
+    # options that give the pass work: TorchDynamo's weights are placeholders, and the
+    # modules symbolic_trace's GraphModule makes between the root and the leaves are in
+    # training mode, so that parameters held there count as trainable
+    options = {("fuse_conv_bn", "dynamo"): {"fold_in_graph": True},
+               ("fold_constants", "symbolic_trace"): {"fold_parameters": True}}
+    entry = (name, options[name, dialect]) if (name, dialect) in options else name
     report = Pipeline([entry]).run(probe, cap.inputs)
     assert report.passes[-1].changed, report.passes[-1]
     before = Snapshot(gm)
@@ -179,7 +191,7 @@ def test_a_journaled_pass_failing_in_the_middle_of_its_edits_is_rolled_back_exac
     torch.testing.assert_close(_out(gm(*cap.inputs)), model(x))
 
 
-def test_the_built_in_pipeline_lints_only_the_first_pass_and_fold_constants_whole(unchecked, monkeypatch):
+def test_the_built_in_pipeline_lints_only_the_first_pass_whole(unchecked, monkeypatch):
     """After one whole-graph lint, each journaled pass is linted by what it touched."""
     model, x, cap = blocks("export")
     whole, partial = [], []
@@ -198,8 +210,8 @@ def test_the_built_in_pipeline_lints_only_the_first_pass_and_fold_constants_whol
     monkeypatch.setattr(pipeline_mod, "lint_edits", count_partial)
     report = Pipeline(ORDER).run(cap.gm, cap.inputs)
     assert [p.name for p in report.passes if p.changed] == ORDER[1:]
-    assert len(whole) == 2  # remove_dropout (the first lint of the run) and fold_constants
-    assert partial == [True, True, True, True]
+    assert len(whole) == 1  # remove_dropout's, the first lint of the run
+    assert partial == [True, True, True, True, True]
     torch.testing.assert_close(cap.gm(x), model(x))
 
 
@@ -384,8 +396,6 @@ def test_journal_edits_needs_writes_tensors_false_and_a_bool():
 def test_built_in_passes_declare_journal_edits_where_they_edit_through_fx_and_the_context():
     reg = fxpasses.registry()
     assert sorted(n for n in reg.names() if reg.get(n).journal_edits) == sorted(JOURNALED + ["rename_nodes"])
-    # fold_constants runs module code on real tensors: a snapshot and write guard protect it
-    assert not reg.get("fold_constants").journal_edits and reg.get("fold_constants").writes_tensors
 
 
 # ------------------------------------------------------------------------ the journal itself
@@ -493,5 +503,20 @@ def test_lint_edits_needs_coverage_and_agrees_with_the_whole_lint_on_valid_edits
         add = next(n for n in gm.graph.nodes if n.target is operator.add)
         add.replace_all_uses_with(add.args[0])
         gm.graph.erase_node(add)
-    assert lint_edits(gm, j.touched(), j.moved(), j.module_records())
+    assert lint_edits(gm, j.touched(), j.module_records())
     assert lint_passes(gm)
+
+
+def test_assert_preserves_outputs_holds_a_journaled_pass_to_its_declaration(unchecked):
+    from fxpasses.testing import assert_preserves_outputs
+
+    reg = Registry()
+    reg.register(_Liar)
+    with pytest.raises(JournalMismatch, match="'liar' declares journal_edits=True"):
+        assert_preserves_outputs([("liar", {"how": "meta"})], LiarNet(), [torch.randn(3)], registry=reg,
+                                 dialects=["symbolic_trace"])
+    # an honest journaled pass passes, in every dialect
+    results = assert_preserves_outputs(
+        "propagate_shapes,simplify_algebra{keep_signed_zeros=false}", Net(), [torch.randn(2, 4)]
+    )
+    assert all(report.passes[-1].changed for _gm, report in results.values())
