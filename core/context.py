@@ -80,6 +80,7 @@ class PassContext:
         self.output_changes: list[str] = []
         self.analyses: dict[str, Any] = analyses if analyses is not None else {}
         self._provenance: Node | None = None
+        self._paths: Any = None  # fxpasses._modpath.ModulePaths of gm, made on first use
         # the running pass's journal (fxpasses.journal.Journal) when its edits are journaled
         self._journal: Any = None
 
@@ -154,7 +155,7 @@ class PassContext:
         self, qualname: str, args: tuple[Argument, ...] = (), kwargs: dict[str, Argument] | None = None
     ) -> Node:
         """A new ``call_module`` node; ``qualname`` must name a submodule of ``gm``."""
-        self.gm.get_submodule(qualname)  # AttributeError naming the path if missing
+        self._submodule(qualname)  # AttributeError naming the path if missing
         return self.create_node("call_module", qualname, args, kwargs)
 
     def get_attr(self, qualname: str) -> Node:
@@ -179,7 +180,18 @@ class PassContext:
         """The submodule a ``call_module`` node calls."""
         if node.op != "call_module":
             raise TypeError(f"node %{node.name} is {node.op}, not call_module")
-        return self.gm.get_submodule(node.target)  # type: ignore[arg-type]
+        return self._submodule(node.target)
+
+    def _submodule(self, qualname: Any) -> torch.nn.Module:
+        """``gm.get_submodule(qualname)`` (its result or its ``AttributeError``), through the
+        module registries (:meth:`fxpasses._modpath.ModulePaths.current_submodule`: no memo
+        of paths, so edits of the tree between calls are seen)."""
+        paths = self._paths
+        if paths is None or paths.root is not self.gm:
+            from ._modpath import ModulePaths
+
+            paths = self._paths = ModulePaths(self.gm)
+        return paths.current_submodule(qualname)
 
     def unique_attr_name(self, hint: str) -> str:
         """A top-level attribute name of ``gm`` that is free, derived from ``hint``."""

@@ -816,7 +816,30 @@ def _lookups(t: Any) -> tuple[str | None, bool, str | None, bool, bool, bool]:
 # objects (FX replaces the args tuple and kwargs dict on every edit) and the effect registries
 # (ours and torch's side-effectful functions) are unchanged. The table lives on the graph
 # (entries reference its nodes: a table outside it would keep the graph alive).
+#
+# A call_module node's answers depend on the module tree as well (the module its target
+# resolves to, and that module's class, flags, hooks and children), which no cheap test shows
+# unchanged. They are shared only while the graph holds a *module epoch* (an object under
+# ``_EPOCH_ATTR``, in the entry's last slot): a pipeline sets one for its run and replaces it
+# whenever a pass may have changed the module tree in a way that could change them (see
+# :func:`new_module_epoch`, :func:`module_epoch_survives`); without one (outside a pipeline)
+# they are not shared at all.
 _SHARED_ATTR = "_fxpasses_node_facts"
+_EPOCH_ATTR = "_fxpasses_module_epoch"
+_ANY_EPOCH: Any = None  # the epoch slot of entries that do not depend on the module tree
+_NO_EPOCH = object()  # matches no entry's epoch
+
+
+def new_module_epoch(graph: Any) -> None:
+    """Start a new module epoch on ``graph``: the call_module answers shared so far no longer
+    hold (the module tree may have changed)."""
+    graph.__dict__[_EPOCH_ATTR] = object()
+
+
+def end_module_epochs(graph: Any) -> None:
+    """Stop sharing call_module answers on ``graph`` (the pipeline's run is over: what happens
+    to the module tree next is not known)."""
+    graph.__dict__.pop(_EPOCH_ATTR, None)
 
 
 _last_token: Any = None
@@ -831,15 +854,18 @@ def _registry_token() -> Any:
     return _last_token
 
 
-def _new_entry(node: Node, table: dict[Node, list[Any]], token: Any) -> list[Any] | None:
+def _new_entry(node: Node, table: dict[Node, list[Any]], token: Any, epoch: Any) -> list[Any] | None:
     """A fresh shared entry for ``node`` (None when its answers may depend on more than the
-    node itself)."""
+    node itself, or, for a call_module node, on a module tree no epoch vouches for)."""
     op = node.op
     if op != "call_function" and op != "call_method":
-        return None
+        if op != "call_module" or epoch is None:
+            return None
+        entry = table[node] = [node.target, node._args, node._kwargs, token, None, None, epoch]
+        return entry
     if isinstance(node.target, torch._ops.HigherOrderOperator):  # reads submodules of the graph
         return None
-    entry = table[node] = [node.target, node._args, node._kwargs, token, None, None]
+    entry = table[node] = [node.target, node._args, node._kwargs, token, None, None, _ANY_EPOCH]
     return entry
 
 
@@ -966,6 +992,7 @@ class EffectAnalysis:
         self._token = _registry_token()
         self._table_graph: Any = None
         self._table: dict[Node, list[Any]] = {}
+        self._epoch: Any = None  # the module epoch of the graph of the shared table
         self._paths: ModulePaths | None = None
         self._node: dict[Node, NodeEffects] = {}
         self._aliases: dict[Node, tuple[Node, ...]] = {}
@@ -1010,6 +1037,7 @@ class EffectAnalysis:
         if table is None:
             table = d[_SHARED_ATTR] = {}
         self._table_graph, self._table = graph, table
+        self._epoch = d.get(_EPOCH_ATTR)
         return table
 
     def _entry(self, node: Node) -> list[Any] | None:
@@ -1024,9 +1052,10 @@ class EffectAnalysis:
             and entry[1] is node._args
             and entry[2] is node._kwargs
             and entry[3] is self._token
+            and (entry[6] is _ANY_EPOCH or entry[6] is self._epoch)
         ):
             return entry
-        return _new_entry(node, table, self._token)
+        return _new_entry(node, table, self._token, self._epoch)
 
     def has_side_effects(self, node: Node) -> bool:
         return not self.effects(node).kinds <= NO_SIDE_EFFECT
@@ -1680,11 +1709,12 @@ class EffectAnalysis:
         graph = self.gm.graph  # type: ignore[union-attr]
         table = self._shared_table(graph) or {}
         token = self._token
+        epoch = self._epoch if self._epoch is not None else _NO_EPOCH
         memo = self._node
         effects = self.effects
         for n in graph.nodes:
             op = n.op
-            if op == "call_function" or op == "call_method":
+            if op == "call_function" or op == "call_method" or op == "call_module":
                 eff = memo.get(n)
                 if eff is None:
                     e = table.get(n)
@@ -1695,6 +1725,7 @@ class EffectAnalysis:
                         and e[1] is n._args
                         and e[2] is n._kwargs
                         and e[3] is token
+                        and (e[6] is _ANY_EPOCH or e[6] is epoch)
                     ):
                         eff = memo[n] = e[4]  # as effects() would leave it
                     else:

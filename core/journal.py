@@ -53,8 +53,10 @@ import torch
 import torch.fx
 from torch.fx.node import Node
 
+from .lint import _changed_atoms
 from .snapshot import (
     _differs,
+    _same_items,
     detach_nodes,
     module_record_differs,
     node_record,
@@ -250,6 +252,18 @@ class Journal:
         """The records of the modules the pass said it would change."""
         return list(self.modules.values())
 
+    def module_answers_hold(self) -> bool:
+        """Whether what effect analysis answered for ``call_module`` nodes before the pass
+        still holds: no module changed but the root, which only gained names (new
+        submodules, buffers, parameters: they change neither what an existing target
+        resolves to nor the summary of a called module, none of which contains the root), and
+        torch's global module hooks are as they were."""
+        gm = self.gm
+        for rec in self.modules.values():
+            if rec[0] is not gm or _changed_atoms(rec) != set():
+                return False
+        return all(_same_items(live, rec) for live, rec in self.surroundings[1])
+
     # interface shared with Snapshot (the pipeline's rollback uses either)
     def pass_done(self) -> None:
         """Nothing to note (tensors are not journaled)."""
@@ -377,6 +391,9 @@ class CheckedJournal:
 
     def module_records(self) -> list[tuple[Any, ...]]:
         return self.journal.module_records()
+
+    def module_answers_hold(self) -> bool:
+        return self.journal.module_answers_hold()
 
     def pass_done(self) -> None:
         pass

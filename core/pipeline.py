@@ -34,6 +34,7 @@ from .analyses import AnalysisCache
 from .config import Config, PassEntryConfig, find_pyproject, load_config_file, parse_config, validate_options
 from .context import PassContext
 from .dialect import detect_dialect
+from .effects import end_module_epochs, new_module_epoch
 from .errors import ConfigError, OptionsError, PassFailedError, UserError, VerificationError
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
@@ -413,6 +414,10 @@ class Pipeline:
         # passes that changed the graph since the outputs were last checked against the
         # reference (numeric verification compares with the module before the pipeline)
         unchecked: list[str] = []
+        # effect analysis may share its call_module answers between the run's passes while
+        # the module tree stays as it was (fxpasses.effects: module epochs)
+        epoch_graphs = [gm.graph]
+        new_module_epoch(gm.graph)
         try:
             while queue:
                 step = queue.popleft()
@@ -547,6 +552,7 @@ class Pipeline:
                     if isinstance(exc, JournalMismatch):  # check mode: a wrong declaration, not a pass failure
                         raise
                     clean = clean_before  # rolled back (or raised)
+                    _new_epoch(gm, epoch_graphs)
                     if isinstance(exc, HookError) and isinstance(exc.cause, UserError):
                         # the pass reports a user error (e.g. missing example inputs): undo
                         # what it did and let the user see the error itself
@@ -585,6 +591,7 @@ class Pipeline:
                         continue
                     raise failure from failure.__cause__
                 except BaseException as exc:  # KeyboardInterrupt, SystemExit: undo, then go on
+                    _new_epoch(gm, epoch_graphs)
                     if on_error != "raise":
                         snap.restore()
                         _add_note(exc, f"fxpasses: {step.name!r} was interrupted; the graph was rolled back to before it")
@@ -592,6 +599,8 @@ class Pipeline:
                     raise
                 pr.seconds = time.perf_counter() - t0
                 pr.changed = changed
+                if changed and not (journaled and snap.module_answers_hold()):
+                    _new_epoch(gm, epoch_graphs)
                 if verify == "numeric" and changed:
                     unchecked.clear()  # the outputs match the reference again
                 elif changed:
@@ -612,6 +621,8 @@ class Pipeline:
             failing = True
             raise
         finally:
+            for graph in epoch_graphs:
+                end_module_epochs(graph)
             if dirty:
                 try:
                     gm.recompile()
@@ -719,6 +730,13 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _new_epoch(gm: torch.fx.GraphModule, graphs: list[torch.fx.Graph]) -> None:
+    """A new module epoch on the module's graph (a pass may have changed the module tree)."""
+    if gm.graph not in graphs:
+        graphs.append(gm.graph)
+    new_module_epoch(gm.graph)
 
 
 def _as_config(config: str | Path | Mapping[str, Any] | Config | None) -> Config:
