@@ -27,6 +27,10 @@ class MulByOne(NodePass):
     """x * 1 -> x (the dispatch benchmark's rewrite), on the node kinds the hand loop visits."""
 
     name = "bench_mul_by_one"
+    # what a pass that only rewires nodes declares (see fxpasses.Pass): no write guard, and
+    # rollback from a journal of what it touches instead of a snapshot of the whole graph
+    writes_tensors = False
+    journal_edits = True
 
     @on("mul", op=("call_function", "call_method"))
     def mul(self, node: Node, ctx: PassContext) -> Any:
@@ -81,8 +85,9 @@ def run(cfg: Config) -> Result:
         "the loop visits; a plain `@on(\"mul\")` also matches modules whose class is named "
         "`Mul`, so the runner resolves the class of every `call_module` node; Transformer: "
         "`Transformer.run` building the new graph, without the final `GraphModule`). "
-        "**Whole run**: what a user calls, ready to run: `Pipeline([...]).run(gm)` (snapshot for "
-        "rollback, the pass, lint, one `recompile()`), the hand loop followed by `recompile()`, "
+        "**Whole run**: what a user calls, ready to run: `Pipeline([...]).run(gm)` (the pass "
+        "declares `journal_edits`: a journal of what it touches for rollback, the pass, lint, one "
+        "`recompile()`), the hand loop followed by `recompile()`, "
         "and `Transformer.transform()` (which builds and compiles a new `GraphModule`). "
         "Ratios are against the hand-written loop measured in the same run."
     )

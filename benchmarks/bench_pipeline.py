@@ -137,13 +137,17 @@ LEFTOVER: dict[str, tuple[str, Callable[[torch.fx.GraphModule], int]]] = {
 @contextlib.contextmanager
 def _timing_parts(parts: dict[str, float]) -> Iterator[None]:
     """Add the time spent in each safety step of a pipeline run to ``parts`` (wall clock):
-    ``snapshot`` (``Snapshot()`` before each pass), ``check`` (after each pass: which tensors
+    ``snapshot`` (``Snapshot()`` or ``Journal()`` before each pass; what a journal records
+    while the pass runs is part of the pass's time), ``check`` (after each pass: which tensors
     moved, whether anything changed), ``lint`` and ``recompile``."""
+    import fxpasses.journal as jn
     import fxpasses.pipeline as pl
     import fxpasses.snapshot as sn
 
     patched = [
         (sn.Snapshot, "__init__", "snapshot"),
+        (jn.Journal, "__init__", "snapshot"),
+        (jn.Journal, "changed", "check"),
         (sn.Snapshot, "pass_done", "check"),
         (sn.Snapshot, "changed", "check"),
         (pl, "_lint", "lint"),
@@ -191,14 +195,14 @@ def where_time_goes(sz: "_Sizes", repeats: int, recompile_s: float) -> list[list
         for k, v in parts.items():
             runs.setdefault(k, []).append(v)
     labels = [
-        ("passes", "the passes' own work"),
-        ("snapshot", "rollback snapshot before each pass"),
+        ("passes", "the passes' own work (with what their journals record)"),
+        ("snapshot", "rollback snapshot or journal before each pass"),
         ("check", "after each pass: tensors moved? anything changed?"),
         ("lint", "lint after each pass"),
         ("recompile", "the one final recompile()"),
-        ("rest", "the rest (mostly freeing each pass's snapshot)"),
+        ("rest", "the rest (freeing snapshots, instruments, reports)"),
         ("whole", "whole pipeline"),
-        ("floor", "the passes' own work + the final recompile() (no snapshot, no lint)"),
+        ("floor", "the passes' own work + the final recompile() (no snapshot or journal, no lint)"),
     ]
     rows = []
     for key, label in labels:
@@ -242,7 +246,9 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
             big_recompile = rc.median
     res.add(
         "The built-in pipeline (`" + ",".join(PIPELINE) + "`, default `verify=lint`, "
-        "`on_error=rollback`: a snapshot before and a `Graph.lint()` after each pass, one "
+        "`on_error=rollback`: every built-in pass declares `journal_edits`, so a journal of what it "
+        "touches before and a lint of what it touched after each pass (the first lint of the run "
+        "looks at the whole graph), one "
         "`recompile()` at the end) against one `GraphModule.recompile()` of the input graph "
         "(the cost every FX transformation pays at least once)."
     )
