@@ -30,8 +30,10 @@ snapshot's restore gives: the same ``Node`` objects in the same order with the s
 
 What the journal cannot see, and so cannot undo: assignments to ``node.args``/``kwargs``/
 ``target`` (``node.args = ...``, ``update_arg``), in-place changes of an existing node's
-``meta``, nodes moved with ``prepend``/``append``, modules changed other than through the
-context, tensors written in place. A pass that does any of these keeps the default
+``meta`` (``replace_all_uses_with(propagate_meta=True)`` makes one), nodes moved with
+``prepend``/``append``, modules changed other than through the context (a nested
+GraphModule's graph included: ``before_module_edit`` of it records its nodes), tensors
+written in place. A pass that does any of these keeps the default
 (``journal_edits = False``, a snapshot before it). With the environment variable
 ``FXPASSES_CHECK_JOURNAL=1`` (:func:`checking`), the pipeline takes a snapshot as well, rolls
 every journaled pass back through its journal, compares the result with the snapshot exactly
@@ -55,9 +57,11 @@ from torch.fx.node import Node
 
 from .lint import _changed_atoms
 from .snapshot import (
+    GraphRecord,
     _differs,
     _same_items,
     detach_nodes,
+    drop_stray_users,
     module_record_differs,
     node_record,
     record_module,
@@ -114,6 +118,7 @@ class Journal:
         "created",
         "edited",
         "modules",
+        "subgraphs",
         "graph_dict",
         "namespace",
         "surroundings",
@@ -130,6 +135,7 @@ class Journal:
         self.created: dict[Node, None] = {}  # nodes the pass made, in order
         self.edited: dict[Node, None] = {}  # recorded nodes whose own fields change
         self.modules: dict[int, tuple[Any, ...]] = {}  # id(module) -> its record
+        self.subgraphs: list[GraphRecord] = []  # graphs of the nested GraphModules among them
         self.graph_dict = graph.__dict__.copy()
         self.namespace = record_namespace(graph)
         self.surroundings = record_surroundings(gm)  # GraphModule.meta, global hooks, forward
@@ -188,9 +194,12 @@ class Journal:
             self.node(i)
 
     def module(self, m: torch.nn.Module) -> None:
-        """Record module ``m`` before it changes (once)."""
+        """Record module ``m`` before it changes (once); of a GraphModule nested in the tree,
+        its graph too (the nodes of a ``torch.cond`` branch: no hook tells of their edits)."""
         if id(m) not in self.modules:
             self.modules[id(m)] = record_module(m)
+            if m is not self.gm and isinstance(m, torch.fx.GraphModule):
+                self.subgraphs.append(GraphRecord(m))
 
     def _on_create(self, n: Node) -> None:
         self.created[n] = None
@@ -222,7 +231,7 @@ class Journal:
                 or (n.target is not rec[3] and _differs(n.target, rec[3]))
             ):
                 return True
-        return any(map(module_record_differs, self.modules.values()))
+        return any(map(module_record_differs, self.modules.values())) or any(g.changed() for g in self.subgraphs)
 
     def arguments_of(self, node: Node) -> tuple[Any, Any] | None:
         """The ``(args, kwargs)`` objects ``node`` held before the pass (None: the pass made
@@ -304,10 +313,14 @@ class Journal:
             relink(graph, nodes)
         else:
             nodes = list(graph.nodes)
-        # 3. the recorded nodes' fields, arguments and order of users
+        # 3. the recorded nodes' fields, arguments and order of users; users torch.fx
+        # registered for a node it never inserted (see drop_stray_users) anywhere
         reset_nodes(list(records.values()), every_args=False)
-        # 4. the graph's own state
+        drop_stray_users(nodes)
+        # 4. the graph's own state, and the graphs of nested GraphModules it recorded
         restore_graph_state(graph, self.graph_dict, self.namespace, nodes)
+        for sub in self.subgraphs:
+            sub.restore()
 
 
 class JournalMismatch(AssertionError):

@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - older torch
     def _is_opaque(t: type) -> bool:
         return False
 
-__all__ = ["lint_passes", "lint_edits", "unspellable_argument"]
+__all__ = ["lint_passes", "lint_edits", "names_in_namespace", "unspellable_argument"]
 
 _LEGAL_OPS = frozenset(("call_function", "call_method", "get_attr", "call_module", "placeholder", "output"))
 
@@ -111,6 +111,7 @@ def lint_edits(
     gm: torch.fx.GraphModule,
     nodes: list[torch.fx.Node],
     module_records: list[tuple],
+    names_kept: bool = False,
 ) -> bool:
     """True when ``gm.graph.lint()`` and the submodule check would succeed, given that they
     succeeded before a pass that changed only ``nodes`` (created or edited, as
@@ -121,8 +122,11 @@ def lint_edits(
 
     Every check of :func:`lint_passes` is made for ``nodes`` alone: op, graph, place in the
     index, targets, and each input alive, linked into the graph and before the node (by FX's
-    ``_sort_key``, the order key ``Node.__lt__`` compares), and its name the one the graph's
-    name space holds for it. When a recorded module lost
+    ``_sort_key``, the order key ``Node.__lt__`` compares). Names: with ``names_kept`` (the
+    graph's name space held every node's name before the pass, :func:`names_in_namespace`,
+    and the pass named nodes only through it, as ``journal_edits`` promises: it hands out
+    each name once) each node's name must be the one the name space holds for it; else
+    every name of the graph is checked (one set, in C). When a recorded module lost
     or rebound entries, every ``get_attr`` and ``call_module`` target that spells one of their
     names is resolved again (every target, when a module changed class or ``__dict__``);
     entries only added to ``_parameters``, ``_buffers`` or ``_modules`` cannot change what an
@@ -185,11 +189,23 @@ def lint_edits(
                     return False
                 if not _resolves(paths, op, target):
                     return False
-    # names: each edited or new node's name is the one the graph's name space gave it (a
-    # pass that names nodes only through create_node/_rename, as journal_edits promises,
-    # cannot give two nodes one name: the name space hands each name out once)
+    if not names_kept:
+        return len(set(map(_NAME, graph.nodes))) == len(graph.nodes)
     given = graph._graph_namespace._obj_to_name.get
     return all(given(n) == n.name for n in nodes)
+
+
+def names_in_namespace(graph: torch.fx.Graph) -> bool:
+    """Whether the graph's name space holds every node under its name and counts it as used
+    (so that it gives no new node a name a node has). False after a node was renamed by
+    assigning ``node.name``, which the name space does not see."""
+    ns = graph._graph_namespace
+    nodes = list(graph.nodes)
+    names = list(map(_NAME, nodes))
+    return list(map(ns._obj_to_name.get, nodes)) == names and ns._used_names.issuperset(names)
+
+
+_NAME = operator.attrgetter("name")
 
 
 def _resolves(paths: ModulePaths, op: str, target: str) -> bool:

@@ -243,7 +243,10 @@ class Pass:
       context (``add_constant``, ``add_submodule``, or after ``ctx.before_module_edit(m)``);
       it needs ``writes_tensors = False``. Not allowed then: ``node.args = ...`` and other
       assignments to an existing node, ``prepend``/``append`` of an existing node, module
-      attributes set directly. The declaration is trusted (default False: a snapshot before
+      attributes set directly, ``replace_all_uses_with(..., propagate_meta=True)`` onto an
+      existing node (it writes that node's ``meta``). The graph of a nested GraphModule (a
+      ``torch.cond`` branch) is edited after ``ctx.before_module_edit(branch)``, which
+      records its nodes. The declaration is trusted (default False: a snapshot before
       the pass); with ``FXPASSES_CHECK_JOURNAL=1`` (and in
       :func:`fxpasses.testing.assert_preserves_outputs`) each journal is checked against a
       snapshot and a miss fails with an ``AssertionError`` saying what it missed.

@@ -38,7 +38,7 @@ from .effects import end_module_epochs, new_module_epoch
 from .errors import ConfigError, OptionsError, PassFailedError, UserError, VerificationError
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
-from .lint import lint_edits, lint_passes, unspellable_argument
+from .lint import lint_edits, lint_passes, names_in_namespace, unspellable_argument
 from .ordering import Item, order
 from .passes import Pass, validate_pass_class
 from .registry import Registry, registry as default_registry
@@ -409,6 +409,7 @@ class Pipeline:
         on_demand: set[tuple[int, str]] = set()  # (id of the step, analysis) computed for it
         dirty = False  # graph differs from the compiled code
         clean = False  # the graph passed a lint since it last changed (incremental lint may start from it)
+        names_kept = False  # ... and the graph's name space held every node's name then
         failing = False
         index = -1
         # passes that changed the graph since the outputs were last checked against the
@@ -467,7 +468,7 @@ class Pipeline:
                     snap = CheckedJournal(gm, step.name) if checking() else Journal(gm)
                 else:
                     snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
-                clean_before = clean
+                clean_before, names_before = clean, names_kept
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
                 stage = "the pass"  # what was running when an exception came (for its message)
@@ -515,7 +516,9 @@ class Pipeline:
                     if changed and verify != "none":
                         stage = "graph lint"
                         # from a clean graph, only what a journaled pass touched can be wrong
-                        _lint(gm, spelled, snap, edits=snap if journaled and clean else None)
+                        whole = _lint(gm, spelled, snap, edits=snap if journaled and clean else None, names_kept=names_kept)
+                        if whole:
+                            names_kept = names_in_namespace(gm.graph)
                         clean = True
                     elif changed:
                         clean = False  # unverified
@@ -551,17 +554,22 @@ class Pipeline:
                     pr.seconds = time.perf_counter() - t0
                     if isinstance(exc, JournalMismatch):  # check mode: a wrong declaration, not a pass failure
                         raise
-                    clean = clean_before  # rolled back (or raised)
-                    _new_epoch(gm, epoch_graphs)
+                    clean, names_kept = clean_before, names_before  # rolled back (or raised)
+                    # each restore puts back the graph's attributes as recorded, the module
+                    # epoch among them: a new one after it (the pass may have changed modules,
+                    # and effect answers about them were shared under the old one)
                     if isinstance(exc, HookError) and isinstance(exc.cause, UserError):
                         # the pass reports a user error (e.g. missing example inputs): undo
                         # what it did and let the user see the error itself
                         snap.restore()
+                        _new_epoch(gm, epoch_graphs)
                         raise exc.cause from None
                     if isinstance(exc, UserError):  # verification could not be done: not the pass's fault
                         snap.restore()
+                        _new_epoch(gm, epoch_graphs)
                         raise
                     failure = self._failure(step.name, exc, snap, on_error, stage)
+                    _new_epoch(gm, epoch_graphs)
                     if isinstance(exc, _OutputsDiffer):
                         # the pass said it changes the outputs on purpose (ctx.changes_outputs)
                         failure.notes.extend(ctx.output_changes)
@@ -591,10 +599,10 @@ class Pipeline:
                         continue
                     raise failure from failure.__cause__
                 except BaseException as exc:  # KeyboardInterrupt, SystemExit: undo, then go on
-                    _new_epoch(gm, epoch_graphs)
                     if on_error != "raise":
                         snap.restore()
                         _add_note(exc, f"fxpasses: {step.name!r} was interrupted; the graph was rolled back to before it")
+                    _new_epoch(gm, epoch_graphs)
                     dirty = True
                     raise
                 pr.seconds = time.perf_counter() - t0
@@ -768,7 +776,8 @@ def _lint(
     before: Snapshot | Journal | CheckedJournal | None = None,
     *,
     edits: Journal | CheckedJournal | None = None,
-) -> None:
+    names_kept: bool = False,
+) -> bool:
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
     ``call_module`` target a submodule, and every argument something the generated code can
     spell (:func:`~fxpasses.lint.unspellable_argument`, which skips the nodes in ``spelled``
@@ -776,8 +785,9 @@ def _lint(
     pass is not the pass's doing and is let through).
 
     ``edits``: the journal of the pass, when the graph passed this lint before it: only the
-    nodes and modules it touched are looked at (:func:`~fxpasses.lint.lint_edits`), and the
-    whole graph only when that cannot answer.
+    nodes and modules it touched are looked at (:func:`~fxpasses.lint.lint_edits`, with
+    ``names_kept``), and the whole graph only when that cannot answer. Returns whether the
+    whole graph was linted.
 
     Raises:
         VerificationError: a submodule is missing or an argument cannot be spelled in code.
@@ -793,10 +803,10 @@ def _lint(
             f"({type(value).__name__}); store objects as module attributes (PassContext.add_constant "
             "for tensors) or pass plain values"
         )
-    if edits is not None and lint_edits(gm, touched, edits.module_records()):
-        return
+    if edits is not None and lint_edits(gm, touched, edits.module_records(), names_kept):
+        return False
     if lint_passes(gm):  # the same checks, several times faster; on doubt, torch's own lint
-        return
+        return True
     gm.graph.lint()
     for node in gm.graph.find_nodes(op="call_module"):
         try:
@@ -805,6 +815,7 @@ def _lint(
             raise VerificationError(
                 f"node %{node.name} calls submodule {node.target!r}, which does not exist"
             ) from exc
+    return True
 
 
 def _unchanged_since(before: Snapshot | Journal | CheckedJournal) -> Any:

@@ -93,6 +93,7 @@ class Snapshot:
         "write_guard",
         "written",
         "unrestorable",
+        "subgraphs",
         "_by_node",
     )
 
@@ -104,6 +105,10 @@ class Snapshot:
         self.graph_dict = graph.__dict__.copy()
         self.namespace = record_namespace(graph)
         self.modules, tensors, n_params = _record_modules(gm)
+        # the graphs of GraphModules inside the tree (their nodes are the module's state too)
+        self.subgraphs = [
+            GraphRecord(rec[0]) for rec in self.modules if rec[0] is not gm and isinstance(rec[0], torch.fx.GraphModule)
+        ]
         # GraphModule.meta, torch's global module hooks, the class's forward
         self.gm_meta, self.global_hooks, self.global_full_backward, self.class_forward = record_surroundings(gm)
         self.tensors = tensors  # qualified name -> tensor
@@ -149,8 +154,9 @@ class Snapshot:
         return None if rec is None else (rec[4], rec[5])
 
     def changed(self) -> bool:
-        """Whether the graph or the module tree differs from the recorded state."""
-        return graph_changed(self) or self.module_changed()
+        """Whether the graph or the module tree (nested graphs included) differs from the
+        recorded state."""
+        return graph_changed(self) or self.module_changed() or any(s.changed() for s in self.subgraphs)
 
     def module_changed(self) -> bool:
         if self._changed_module() is not None or self._global_hooks_changed():
@@ -265,6 +271,10 @@ class Snapshot:
         obj_to_name, used, base = self.namespace
         if ns._obj_to_name != obj_to_name or ns._used_names != used or ns._base_count != base:
             out.append("the graph's name space differs")
+        for sub in self.subgraphs:
+            if sub.changed():
+                name = next((k for k, m in self.gm.named_modules(remove_duplicate=False) if m is sub.gm), "?")
+                out.append(f"the graph of submodule {name!r} changed")
         change = self.module_change()
         if change is not None:
             out.append(change)
@@ -310,18 +320,9 @@ class Snapshot:
         self._restore_graph()
 
     def _restore_graph(self) -> None:
-        graph = self.graph
-        if self.gm.__dict__.get("_graph") is not graph:
-            self.gm.__dict__["_graph"] = graph
-        saved_nodes = self.nodes
-        saved = {rec[0] for rec in saved_nodes}
-        # 1. detach nodes the pass created; 2. relink the recorded nodes in their order
-        detach_nodes([n for n in graph.nodes if n not in saved])
-        relink(graph, [rec[0] for rec in saved_nodes])
-        # 3. reset every field; re-setting args rebuilds the use/user edges
-        reset_nodes(saved_nodes, every_args=True)
-        # 4. graph-level state
-        restore_graph_state(graph, self.graph_dict, self.namespace, [rec[0] for rec in saved_nodes])
+        restore_graph_records(self.gm, self.graph, self.nodes, self.graph_dict, self.namespace)
+        for sub in self.subgraphs:
+            sub.restore()
 
     def _restore_module(self) -> None:
         restore_surroundings(self.gm, (self.gm_meta, self.global_hooks, self.global_full_backward, self.class_forward))
@@ -352,6 +353,72 @@ class Snapshot:
                     except RuntimeError:  # its data was rebound to another shape (unrestorable)
                         if name not in self.unrestorable:
                             self.unrestorable.append(name)
+
+
+def restore_graph_records(
+    gm: torch.fx.GraphModule,
+    graph: torch.fx.Graph,
+    records: list[tuple[Any, ...]],
+    graph_dict: dict[str, Any],
+    namespace: tuple[Any, Any, Any],
+) -> None:
+    """Put ``graph`` (``gm``'s) back as ``records`` (every node, in order), ``graph_dict``
+    and ``namespace`` recorded it."""
+    if gm.__dict__.get("_graph") is not graph:
+        gm.__dict__["_graph"] = graph
+    saved = {rec[0] for rec in records}
+    nodes = [rec[0] for rec in records]
+    # 1. detach nodes the pass created; 2. relink the recorded nodes in their order
+    detach_nodes([n for n in graph.nodes if n not in saved])
+    relink(graph, nodes)
+    # 3. reset every field; re-setting args rebuilds the use/user edges
+    reset_nodes(records, every_args=True)
+    drop_stray_users(nodes)
+    # 4. graph-level state
+    restore_graph_state(graph, graph_dict, namespace, nodes)
+
+
+class GraphRecord:
+    """The nodes, attributes and name space of the graph of a GraphModule nested in the
+    module tree (a ``torch.cond``/``while_loop`` branch, a submodule ``split_module`` made),
+    recorded as :class:`Snapshot` records its root graph, to put back with :meth:`restore`."""
+
+    __slots__ = ("gm", "graph", "nodes", "graph_dict", "namespace")
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+        self.graph = gm.graph
+        self.nodes = list(map(node_record, self.graph.nodes))
+        self.graph_dict = self.graph.__dict__.copy()
+        self.namespace = record_namespace(self.graph)
+
+    def restore(self) -> None:
+        restore_graph_records(self.gm, self.graph, self.nodes, self.graph_dict, self.namespace)
+
+    def changed(self) -> bool:
+        nodes = list(self.gm.graph.nodes)
+        return len(nodes) != len(self.nodes) or any(
+            n is not rec[0] or n.name != rec[1] or _differs(n._args, rec[4]) or _differs(n._kwargs, rec[5])
+            or _differs(n.target, rec[3])
+            for n, rec in zip(nodes, self.nodes)
+        )
+
+
+def drop_stray_users(nodes: list[torch.fx.Node]) -> None:
+    """Drop from the ``users`` of ``nodes`` every node that is not in a graph: one torch.fx
+    made and registered as a user of its inputs but never inserted (``Graph.create_node``
+    does so before calling the module's create-node hooks, and leaves it there when one
+    raises). A node is in its graph when its neighbours link to it."""
+    for n in nodes:
+        users = n.users
+        if users and not all(map(_linked, users)):
+            for u in [u for u in users if not _linked(u)]:
+                del users[u]
+
+
+def _linked(n: torch.fx.Node) -> bool:
+    prev = n._prev
+    return prev is not n and prev._next is n and not n._erased
 
 
 def detach_nodes(nodes: list[torch.fx.Node]) -> None:
@@ -543,12 +610,31 @@ def graph_changed(snap: Snapshot) -> bool:
 
 
 def _differs(a: Any, b: Any) -> bool:
+    """Whether two node fields (arguments, targets) would make different code: values of
+    different types differ even when ``==`` (``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``),
+    containers element by element (dict keys in order), anything else by ``!=``, and what
+    cannot be compared (tensors inside args) by identity."""
+    return not _same_value(a, b)
+
+
+def _same_value(a: Any, b: Any) -> bool:
     if a is b:
-        return False
-    try:
-        return bool(a != b)
-    except Exception:  # e.g. tensors inside args: compare by identity only
         return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is float:  # 0.0 == -0.0, and nan != nan: as the code writes them
+        return repr(a) == repr(b)
+    if isinstance(a, (tuple, list)):  # tuple, list, immutable_list, torch.Size, named tuples
+        return len(a) == len(b) and all(map(_same_value, a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(map(_same_value, a.values(), b.values()))
+    if t is slice:
+        return _same_value((a.start, a.stop, a.step), (b.start, b.stop, b.step))
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. tensors inside args: compare by identity only
+        return False
 
 
 _EMPTY: dict[str, Any] = {}

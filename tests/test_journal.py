@@ -520,3 +520,217 @@ def test_assert_preserves_outputs_holds_a_journaled_pass_to_its_declaration(unch
         "propagate_shapes,simplify_algebra{keep_signed_zeros=false}", Net(), [torch.randn(2, 4)]
     )
     assert all(report.passes[-1].changed for _gm, report in results.values())
+
+
+# ------------------------------------------------------------------------ found by review
+
+
+class _TrainBN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)  # training mode: a call updates its running statistics
+
+    def forward(self, x):
+        self.bn(x)  # the result is unused: the call is kept for its side effect
+        return x + 1
+
+
+class _AskThenFail(GraphPass):
+    """Swaps the batch norm for an eval-mode one, asks whether its call has side effects
+    (no, now), then fails: the answer must not outlive the rollback."""
+
+    name = "ask_then_fail"
+    writes_tensors = False
+    journal_edits = True
+
+    def run(self, gm, ctx):
+        from fxpasses.effects import has_side_effects
+
+        node = next(n for n in gm.graph.nodes if n.op == "call_module")
+        ctx.before_module_edit(gm)
+        gm._modules["bn"] = nn.BatchNorm1d(4).eval()
+        assert not has_side_effects(node, gm)
+        raise RuntimeError("planted")
+
+
+class _Warm(GraphPass):
+    """Asks effect analysis about a node (so that the graph's shared table exists)."""
+
+    name = "warm"
+    writes_tensors = False
+    journal_edits = True
+
+    def run(self, gm, ctx):
+        from fxpasses.effects import has_side_effects
+
+        has_side_effects(next(n for n in gm.graph.nodes if n.op == "call_function"), gm)
+        return False
+
+
+@pytest.mark.parametrize("journal_edits", [True, False])
+def test_effect_answers_about_modules_a_failed_pass_changed_do_not_outlive_its_rollback(journal_edits, unchecked, monkeypatch):
+    monkeypatch.setattr(_AskThenFail, "journal_edits", journal_edits)
+    gm = torch.fx.symbolic_trace(_TrainBN().train())
+    reg = Registry()
+    reg.register(_AskThenFail)
+    reg.register(_Warm)
+    report = Pipeline(["warm", "ask_then_fail", "eliminate_dead_code"], registry=reg, on_error="skip").run(
+        gm, [torch.randn(8, 4)]
+    )
+    assert [p.status for p in report.passes] == ["ok", "skipped", "ok"]
+    assert report.passes[-1].counters == {"kept_impure": 1}
+    assert [n.target for n in gm.graph.nodes if n.op == "call_module"] == ["bn"]
+    before = gm.bn.running_mean.clone()
+    gm(torch.randn(8, 4) + 5)
+    assert not torch.equal(before, gm.bn.running_mean)  # the statistics still update
+
+
+class _DirectRename(GraphPass):
+    """Renames relu to "add" by assigning node.name (the graph's name space is not told)."""
+
+    name = "direct_rename"
+
+    def run(self, gm, ctx):
+        for n in gm.graph.nodes:
+            if n.target is torch.relu:
+                n.name = "add"
+        return True
+
+
+class _AddOne(GraphPass):
+    """A journaled pass that adds a node FX names "add", as the name space has it free."""
+
+    name = "add_one"
+    writes_tensors = False
+    journal_edits = True
+
+    def run(self, gm, ctx):
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        mul = out.args[0]
+        with gm.graph.inserting_after(mul):
+            new = gm.graph.call_function(operator.add, (mul, 1.0))
+        mul.replace_all_uses_with(new, delete_user_cb=lambda u: u is not new)
+        return True
+
+
+class _ReluTimes3(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 3
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_a_name_taken_behind_the_name_space_is_a_lint_failure_of_the_journaled_pass(check, monkeypatch):
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "1" if check else "0")
+    gm = torch.fx.symbolic_trace(_ReluTimes3())
+    reg = Registry()
+    reg.register(_DirectRename)
+    reg.register(_AddOne)
+    with pytest.raises(PassFailedError, match="'add_one' failed: graph lint failed: RuntimeError: Node redefined name add!"):
+        Pipeline(["direct_rename", "add_one"], registry=reg).run(gm, [torch.randn(3)])
+    assert [n.name for n in gm.graph.nodes] == ["x", "add", "mul", "output"]  # direct_rename's graph
+
+
+class _IntToFloat(GraphPass):
+    """x + 1 -> x + 1.0 (an equal constant of another type), returning None (unknown)."""
+
+    name = "int_to_float"
+
+    def run(self, gm, ctx):
+        for n in gm.graph.nodes:
+            if n.target is operator.add and type(n.args[1]) is int:
+                n.args = (n.args[0], float(n.args[1]))
+        return None
+
+
+class _AddOneInt(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+def test_a_constant_changed_to_an_equal_one_of_another_type_is_a_change():
+    """1 == 1.0, but the code differs (an integer input now gives floats): the pass changed the
+    graph, and the module runs the new code."""
+    gm = torch.fx.symbolic_trace(_AddOneInt())
+    reg = Registry()
+    reg.register(_IntToFloat)
+    report = Pipeline(["int_to_float"], registry=reg).run(gm)
+    assert report.passes[0].changed
+    assert gm(torch.arange(3)).dtype == torch.float32
+    from fxpasses.snapshot import _differs
+
+    assert _differs((1,), (1.0,)) and _differs(0.0, -0.0) and _differs([True], [1]) and _differs({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    assert not _differs(float("nan"), float("nan")) and not _differs((1, [2.5, "x"]), (1, [2.5, "x"]))
+
+
+class _CondModel(nn.Module):
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+
+class _EditBranch(GraphPass):
+    """Edits the true branch of a torch.cond (a nested GraphModule), then fails."""
+
+    name = "edit_branch"
+    writes_tensors = False
+    journal_edits = True
+
+    def run(self, gm, ctx):
+        branch = gm.true_graph_0
+        ctx.before_module_edit(branch)
+        g = branch.graph
+        sin = next(n for n in g.nodes if n.op == "call_function")
+        with g.inserting_after(sin):
+            neg = g.call_function(torch.ops.aten.neg.default, (sin,))
+        sin.replace_all_uses_with(neg, delete_user_cb=lambda u: u is not neg)
+        raise RuntimeError("planted")
+
+
+@pytest.mark.parametrize("journal_edits", [True, False])
+def test_edits_of_a_nested_graph_module_are_rolled_back(journal_edits, unchecked, monkeypatch):
+    monkeypatch.setattr(_EditBranch, "journal_edits", journal_edits)
+    x = torch.ones(3)
+    gm = torch.export.export(_CondModel(), (x,)).module()
+    branch = gm.true_graph_0
+    nodes = [(n, n.name, n.args) for n in branch.graph.nodes]
+    code = branch.code
+    reg = Registry()
+    reg.register(_EditBranch)
+    with pytest.raises(PassFailedError, match="planted"):
+        Pipeline(["edit_branch"], registry=reg).run(gm, [x])
+    assert [(n, n.name, n.args) for n in branch.graph.nodes] == nodes
+    branch.recompile()
+    assert branch.code == code
+    torch.testing.assert_close(gm(x), torch.sin(x))
+
+
+@pytest.mark.parametrize("journal_edits", [True, False])
+def test_a_node_torch_fx_never_inserted_is_no_user_after_rollback(journal_edits, unchecked):
+    """A create-node hook of the user's raises: torch.fx has already made the node a user of
+    its inputs. Rollback leaves no such phantom user behind."""
+
+    class Neg(GraphPass):
+        name = "neg"
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
+            with gm.graph.inserting_after(relu):
+                gm.graph.call_function(torch.neg, (relu,))
+            return True
+
+    Neg.journal_edits = journal_edits
+    gm = torch.fx.symbolic_trace(_ReluTimes3())
+
+    def refuse(node):
+        raise RuntimeError("the user's hook refuses")
+
+    gm._register_create_node_hook(refuse)
+    before = Snapshot(gm)
+    reg = Registry()
+    reg.register(Neg)
+    with pytest.raises(PassFailedError, match="the user's hook refuses") as info:
+        Pipeline(["neg"], registry=reg).run(gm, [torch.randn(3)])
+    assert info.value.rolled_back
+    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
+    assert [u.name for u in relu.users] == ["mul"]
+    assert _differences(before) == []
