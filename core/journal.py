@@ -99,8 +99,9 @@ def check_journals() -> Iterator[None]:
 
 
 def supports_journal(gm: torch.fx.GraphModule) -> bool:
-    """Whether ``gm`` has torch.fx's node hooks (``GraphModule`` since torch 2.2) and owns its
-    graph, which journaling needs."""
+    """Whether ``gm`` has torch.fx's node-hook lists (attributes ``GraphModule.__init__``
+    makes in the torch versions fxpasses supports; checked here, not assumed) and owns its
+    graph, which journaling needs. Otherwise the pipeline takes a snapshot."""
     d = gm.__dict__
     return all(isinstance(d.get(k), list) for k in _HOOK_LISTS) and gm.graph.owning_module is gm
 
