@@ -410,7 +410,7 @@ class CheckedJournal:
         return self.journal.module_answers_hold()
 
     def pass_done(self) -> None:
-        pass
+        self.snapshot.pass_done()  # what verification's runs write next is not the pass's
 
     def module_change(self) -> str | None:
         return self.journal.module_change()

@@ -209,7 +209,9 @@ class Snapshot:
             return f"{where}: its hooks changed"
         if self._global_hooks_changed():
             return "torch's global module hooks changed"
-        written = self.modified_tensors()
+        # once pass_done() noted what the pass wrote, later writes (numeric verification's
+        # runs, which put values back) are not the pass's
+        written = self.written if self.written is not None else self.modified_tensors()
         if written:
             more = f" and {len(written) - 3} more" if len(written) > 3 else ""
             return "tensors written in place: " + ", ".join(repr(n) for n in written[:3]) + more
@@ -461,7 +463,11 @@ def reset_nodes(records: Any, *, every_args: bool) -> None:
         _set(n, "_sort_key", sort_key)
         _set(n, "_repr_fn", repr_fn)
         if every_args or n._args is not args or n._kwargs is not kwargs:
-            n._update_args_kwargs(args, kwargs)
+            n._update_args_kwargs(args, kwargs)  # the use/user edges (it builds new containers)
+            # the recorded objects again: caches keyed on their identity (effect answers, the
+            # argument check, a later journal) see the node as it was
+            _set(n, "_args", args)
+            _set(n, "_kwargs", kwargs)
         if n.meta is not meta:
             n.meta.clear()
             n.meta.update(meta)

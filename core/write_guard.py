@@ -84,6 +84,12 @@ class WriteGuard(TorchDispatchMode):
     the very same tensor objects (identity kept), and :attr:`saved` names what was written.
     """
 
+    # Higher-order operators (torch.cond, while_loop, scan, map) reach __torch_dispatch__
+    # whole: they have no schema of writes, so they run as they are, their bodies outside the
+    # guard (torch requires those bodies not to write their inputs; a write to a module tensor
+    # in one is not seen here, and a snapshot names it as it names one through .data)
+    supports_higher_order_operators = True
+
     def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
         super().__init__()
         self.tensors = tensors

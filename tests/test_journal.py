@@ -738,3 +738,70 @@ def test_a_node_torch_fx_never_inserted_is_no_user_after_rollback(journal_edits,
     relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
     assert [u.name for u in relu.users] == ["mul"]
     assert _differences(before) == []
+
+
+class _TrainingConvBN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.bn(self.conv(x)))
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_check_mode_does_not_blame_numeric_verification_writes_on_the_pass(dialect, monkeypatch):
+    """Numeric verification runs the module (its batch norm updates running statistics, put
+    back after); a journaled pass that fails it is skipped, not taken for a wrong journal."""
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "1")
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8)
+    cap = capture(_TrainingConvBN().train(), [x], dialect)
+    before = {k: v.clone() for k, v in cap.gm.state_dict().items()}
+    pipe = Pipeline.from_string("remove_dropout{inference=true}", verify="numeric", on_error="skip")
+    report = pipe.run(cap.gm, cap.inputs)
+    assert report.passes[0].status == "skipped" and report.passes[0].rolled_back
+    assert all(torch.equal(before[k], v) for k, v in cap.gm.state_dict().items())
+
+
+def test_a_journal_restores_exactly_again_after_a_snapshot_restore_in_between():
+    """What check mode does: undo through the journal, redo from a snapshot of the result,
+    then (the pass failing later) undo through the journal again. A snapshot's restore keeps
+    the very args objects, so the second undo sees unchanged nodes as unchanged."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    emb = g.call_function(torch.relu, (x,))
+    guard = g.call_function(torch.sigmoid, (x,))
+    drop = g.call_function(torch.tanh, (emb,))
+    g.output((drop, guard))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    before = Snapshot(gm)
+    args = {n: n._args for n in g.nodes}
+    with Journal(gm) as j:
+        drop.replace_all_uses_with(emb)
+        g.erase_node(drop)
+    after = Snapshot(gm)
+    j.restore()
+    assert _differences(before) == []
+    after.restore()
+    assert emb._args is args[emb] and guard._args is args[guard]  # the very objects
+    j.restore()
+    assert [u.name for u in x.users] == ["relu", "sigmoid"]
+    assert _differences(before) == []
+
+
+@pytest.mark.parametrize("dialect", ["export", "dynamo"])
+def test_propagate_shapes_runs_through_control_flow_operators(dialect):
+    """The write guard lets higher-order operators (torch.cond) through whole."""
+    x = torch.randn(3, 4)
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    cap = capture(_CondModel(), [x], dialect)
+    report = Pipeline(["propagate_shapes"], verify="numeric").run(cap.gm, cap.inputs)
+    assert report.passes[0].status == "ok"
+    cond = next(n for n in cap.gm.graph.nodes if n.op == "call_function" and "cond" in str(n.target))
+    val = cond.meta.get("val", cond.meta.get("tensor_meta"))
+    val = val[0] if isinstance(val, (tuple, list)) else val
+    assert tuple(val.shape) == (3, 4)
