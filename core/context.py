@@ -391,8 +391,7 @@ def replace_all_uses(node: Node, value: Any, journal: Any = None) -> None:
 
     for user in list(node.users):
         if journal is not None:
-            journal.node(node)
-            journal.user(user)
+            journal.user(user)  # (node is among the inputs it records)
         user.args = torch.fx.node.map_aggregate(user.args, sub)
         user.kwargs = torch.fx.node.map_aggregate(user.kwargs, sub)
 

@@ -822,8 +822,8 @@ def _lookups(t: Any) -> tuple[str | None, bool, str | None, bool, bool, bool]:
 # unchanged. They are shared only while the graph holds a *module epoch* (an object under
 # ``_EPOCH_ATTR``, in the entry's last slot): a pipeline sets one for its run and replaces it
 # whenever a pass may have changed the module tree in a way that could change them (see
-# :func:`new_module_epoch`, :func:`module_epoch_survives`); without one (outside a pipeline)
-# they are not shared at all.
+# :func:`new_module_epoch`, ``fxpasses.journal.Journal.module_answers_hold``); without one
+# (outside a pipeline) they are not shared at all.
 _SHARED_ATTR = "_fxpasses_node_facts"
 _EPOCH_ATTR = "_fxpasses_module_epoch"
 _ANY_EPOCH: Any = None  # the epoch slot of entries that do not depend on the module tree

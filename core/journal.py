@@ -278,12 +278,6 @@ class Journal:
     def pass_done(self) -> None:
         """Nothing to note (tensors are not journaled)."""
 
-    def module_change(self) -> str | None:
-        for rec in self.modules.values():
-            if module_record_differs(rec):
-                return f"module {type(rec[0]).__name__} changed"
-        return None
-
     # ------------------------------------------------------------------ undoing
 
     def restore(self) -> None:
@@ -340,33 +334,21 @@ class JournalMismatch(AssertionError):
         self.differences = differences
 
 
-class CheckedJournal:
+class CheckedJournal(Journal):
     """A :class:`Journal` checked against a :class:`~fxpasses.snapshot.Snapshot` taken with it
     (check mode). :meth:`verify`, after the pass, rolls the pass back through the journal,
     compares, and puts the pass's result back; :meth:`restore` rolls back through the journal
     and compares. A difference restores the snapshot and raises :class:`JournalMismatch`."""
 
+    __slots__ = ("snapshot", "pass_name", "_spent")
+
     def __init__(self, gm: torch.fx.GraphModule, pass_name: str) -> None:
         from .snapshot import Snapshot
 
         self.snapshot = Snapshot(gm)
-        self.journal = Journal(gm)
+        super().__init__(gm)
         self.pass_name = pass_name
-        self.unrestorable: list[str] = []
         self._spent = False
-
-    def attach(self) -> None:
-        self.journal.attach()
-
-    def detach(self) -> None:
-        self.journal.detach()
-
-    def __enter__(self) -> "CheckedJournal":
-        self.attach()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.detach()
 
     def _compare(self, when: str) -> None:
         differences = self.snapshot.differences()
@@ -380,49 +362,16 @@ class CheckedJournal:
         its result)."""
         from .snapshot import Snapshot
 
-        after = Snapshot(self.journal.gm)
-        self.journal.restore()
+        after = Snapshot(self.gm)
+        super().restore()
         self._compare("after it ran")
         after.restore()
 
     def restore(self) -> None:
         if self._spent:
             return
-        self.journal.restore()
+        super().restore()
         self._compare("after it failed")
-
-    def changed(self) -> bool:
-        return self.journal.changed()
-
-    def arguments_of(self, node: Node) -> tuple[Any, Any] | None:
-        return self.journal.arguments_of(node)
-
-    def touched(self) -> list[Node]:
-        return self.journal.touched()
-
-    def moved(self) -> list[Node]:
-        return self.journal.moved()
-
-    def module_records(self) -> list[tuple[Any, ...]]:
-        return self.journal.module_records()
-
-    def module_answers_hold(self) -> bool:
-        return self.journal.module_answers_hold()
 
     def pass_done(self) -> None:
         self.snapshot.pass_done()  # what verification's runs write next is not the pass's
-
-    def module_change(self) -> str | None:
-        return self.journal.module_change()
-
-    def module(self, m: torch.nn.Module) -> None:
-        self.journal.module(m)
-
-    def node(self, n: Node) -> None:
-        self.journal.node(n)
-
-    def user(self, n: Node) -> None:
-        self.journal.user(n)
-
-    def edit(self, n: Node) -> None:
-        self.journal.edit(n)

@@ -773,9 +773,9 @@ def registry_for(cfg: Config) -> Registry:
 def _lint(
     gm: torch.fx.GraphModule,
     spelled: dict[Any, Any] | None = None,
-    before: Snapshot | Journal | CheckedJournal | None = None,
+    before: Snapshot | Journal | None = None,
     *,
-    edits: Journal | CheckedJournal | None = None,
+    edits: Journal | None = None,
     names_kept: bool = False,
 ) -> bool:
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
@@ -818,7 +818,7 @@ def _lint(
     return True
 
 
-def _unchanged_since(before: Snapshot | Journal | CheckedJournal) -> Any:
+def _unchanged_since(before: Snapshot | Journal) -> Any:
     """A test: did ``node`` hold this very ``value`` among its arguments in the snapshot
     ``before`` the pass (so that it is the input graph's, not the pass's doing)?"""
 
