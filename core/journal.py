@@ -58,7 +58,6 @@ from torch.fx.node import Node
 from .lint import _changed_atoms
 from .snapshot import (
     GraphRecord,
-    _differs,
     _same_items,
     detach_nodes,
     drop_stray_users,
@@ -66,6 +65,7 @@ from .snapshot import (
     node_record,
     record_module,
     record_namespace,
+    record_differs,
     record_surroundings,
     relink,
     reset_nodes,
@@ -223,15 +223,8 @@ class Journal:
         created in the graph."""
         if any(not n._erased for n in self.created):
             return True
-        for n, rec in self.records.items():
-            if (
-                n._erased
-                or n.name != rec[1]
-                or (n._args is not rec[4] and _differs(n._args, rec[4]))
-                or (n._kwargs is not rec[5] and _differs(n._kwargs, rec[5]))
-                or (n.target is not rec[3] and _differs(n.target, rec[3]))
-            ):
-                return True
+        if any(n._erased or record_differs(n, rec) for n, rec in self.records.items()):
+            return True
         return any(map(module_record_differs, self.modules.values())) or any(g.changed() for g in self.subgraphs)
 
     def arguments_of(self, node: Node) -> tuple[Any, Any] | None:

@@ -398,12 +398,7 @@ class GraphRecord:
         restore_graph_records(self.gm, self.graph, self.nodes, self.graph_dict, self.namespace)
 
     def changed(self) -> bool:
-        nodes = list(self.gm.graph.nodes)
-        return len(nodes) != len(self.nodes) or any(
-            n is not rec[0] or n.name != rec[1] or _differs(n._args, rec[4]) or _differs(n._kwargs, rec[5])
-            or _differs(n.target, rec[3])
-            for n, rec in zip(nodes, self.nodes)
-        )
+        return nodes_changed(self.gm.graph, self.nodes)
 
 
 def drop_stray_users(nodes: list[torch.fx.Node]) -> None:
@@ -594,25 +589,30 @@ def _first_difference(live: dict[Any, Any], recorded: dict[Any, Any]) -> str:
 
 
 def graph_changed(snap: Snapshot) -> bool:
-    """Whether ``snap.graph`` differs from the recorded node list (order, fields, edges).
+    """Whether ``snap.graph`` differs from the recorded node list (order, fields, edges)."""
+    return nodes_changed(snap.graph, snap.nodes)
+
+
+def nodes_changed(graph: torch.fx.Graph, records: list[tuple[Any, ...]]) -> bool:
+    """Whether ``graph``'s node list differs from ``records`` (every node, in order): other
+    nodes, another order, or a node whose fields differ (:func:`record_differs`)."""
+    if len(graph.nodes) != len(records):
+        return True
+    return any(n is not rec[0] or record_differs(n, rec) for n, rec in zip(graph.nodes, records))
+
+
+def record_differs(n: torch.fx.Node, rec: tuple[Any, ...]) -> bool:
+    """Whether node ``n``'s name, arguments or target differ from its record.
 
     FX builds new ``args``/``kwargs`` tuples on every edit, so an unchanged node still holds the
-    very objects recorded: identity answers for almost every node, ``==`` only for the rest."""
-    graph = snap.graph
-    if len(graph.nodes) != len(snap.nodes):
-        return True
-    for n, rec in zip(graph.nodes, snap.nodes):
-        if n is not rec[0]:
-            return True
-        if n.name != rec[1]:
-            return True
-        if n._args is not rec[4] and _differs(n._args, rec[4]):
-            return True
-        if n._kwargs is not rec[5] and _differs(n._kwargs, rec[5]):
-            return True
-        if n.target is not rec[3] and _differs(n.target, rec[3]):
-            return True
-    return False
+    very objects recorded: identity answers for almost every node, :func:`_differs` only for
+    the rest."""
+    return (
+        n.name != rec[1]
+        or (n._args is not rec[4] and _differs(n._args, rec[4]))
+        or (n._kwargs is not rec[5] and _differs(n._kwargs, rec[5]))
+        or (n.target is not rec[3] and _differs(n.target, rec[3]))
+    )
 
 
 def _differs(a: Any, b: Any) -> bool:
