@@ -95,16 +95,11 @@ def lint_passes(gm: torch.fx.GraphModule) -> bool:
             key = (op, target)
             ok = targets.get(key)
             if ok is None:
-                if op == "call_module":
-                    ok = paths.module(target) is not MISSING
-                else:
-                    value = paths.attr(target)
-                    ok = value is not MISSING and value is not None
-                targets[key] = ok
+                ok = targets[key] = _resolves(paths, op, target)
             if not ok:
                 return False
     # node names are unique (one set built in C instead of a check per node)
-    return len({n.name for n in graph.nodes}) == count
+    return len(set(map(_NAME, graph.nodes))) == count
 
 
 def lint_edits(
