@@ -268,7 +268,6 @@ def run_pass(
         # the common case: every visited node has the same single hook; the same steps as
         # the general loop below, without its per-node bookkeeping
         hook = common[0].hook
-        graph = ctx.graph
         for node in nodes:
             if node._erased:
                 continue
@@ -282,8 +281,7 @@ def run_pass(
                     value = action.value
                     if value is node:
                         continue
-                    if value.graph is not graph or value._erased or not value._sort_key < node._sort_key:
-                        check_replacement(node, value)  # (an earlier node of the graph needs no check)
+                    check_replacement(node, value)
                     node.replace_all_uses_with(value)
                     if not node.users and node.op != "placeholder" and node.op != "output":
                         ctx.graph.erase_node(node)
