@@ -32,7 +32,7 @@ import torch
 import torch.fx
 
 from ._modpath import MISSING, ModulePaths
-from .snapshot import _same_items
+from .snapshot import _linked, _same_items
 
 try:  # torch >= 2.8: objects FX spells through their registered repr
     from torch._library.opaque_object import is_opaque_value_type as _is_opaque
@@ -149,9 +149,8 @@ def lint_edits(
             return False
         key = node._sort_key
         for i in node._input_nodes:
-            # alive, of this graph, linked into its node list, and before the node
-            prev = i._prev
-            if i._erased or i.graph is not graph or prev is i or prev._next is not i or not i._sort_key < key:
+            # of this graph, alive and linked into its node list, and before the node
+            if i.graph is not graph or not _linked(i) or not i._sort_key < key:
                 return False
         if op == "call_function":
             if not callable(target):
@@ -178,10 +177,10 @@ def lint_edits(
         for op in ("get_attr", "call_module"):
             for node in get((op, None), ()):
                 target = node.target
-                if lost is not None and (not isinstance(target, str) or lost.isdisjoint(target.split("."))):
-                    if isinstance(target, str):
-                        continue
+                if not isinstance(target, str):
                     return False
+                if lost is not None and lost.isdisjoint(target.split(".")):
+                    continue
                 if not _resolves(paths, op, target):
                     return False
     if not names_kept:
@@ -227,7 +226,7 @@ def _changed_atoms(rec: tuple) -> set[str] | None:
             continue
         if then:
             out.update(k for k, v in then.items() if now.get(k, _ABSENT) is not v)
-        added = now.keys() - then.keys() if len(now) + len(out) > len(then) else ()
+        added = now.keys() - then.keys()
         if added:
             # an added name another registry (or the instance) also holds may now be found
             # first (nn.Module.__getattr__ looks in _parameters, _buffers, _modules in turn)
