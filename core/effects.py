@@ -1707,12 +1707,48 @@ class EffectAnalysis:
         shared table's valid answers read in place (the same answers, memoized as effects()
         memoizes them, without a call per node: this walk is done once per pass)."""
         graph = self.gm.graph  # type: ignore[union-attr]
+        index = getattr(getattr(graph, "_find_nodes_lookup_table", None), "table", None)
+        if isinstance(index, dict):
+            return self._scan_writes_by_target(index)
+        return self._scan_writes_of(graph.nodes)  # pragma: no cover - torch without the index
+
+    def _scan_writes_by_target(self, index: dict[tuple[str, Any], dict[Node, None]]) -> bool:
+        """:meth:`_scan_writes` through FX's index of nodes by ``(op, call_function target)``:
+        a target pure whatever its arguments (``_pure_targets``) writes nothing at any of its
+        calls, and one whose effects follow from its name (``_static_targets``) writes nothing
+        at a call without ``out=``/``inplace``, so their buckets are passed over after one
+        node (three quarters of the nodes of an exported or traced model are such calls)."""
+        token = self._token
+        for (op, target), bucket in list(index.items()):
+            if not bucket or op == "placeholder" or op == "get_attr" or op == "output":
+                continue  # they write nothing
+            if op != "call_function":
+                if self._scan_writes_of(bucket):
+                    return True
+                continue
+            nodes = list(bucket)
+            if self._scan_writes_of(nodes[:1]):  # its answer tells what the target is
+                return True
+            rest = nodes[1:]
+            if _pure_targets.get(target) is token:
+                continue
+            hit = _static_targets.get(target)
+            if hit is not None and hit[0] is token and not (hit[1].writes or hit[1].state_writes):
+                # the rest write nothing unless a flag keyword asks for a write
+                rest = [m for m in rest if not _no_flag_kwargs(m._kwargs)]
+            if self._scan_writes_of(rest):
+                return True
+        return False
+
+    def _scan_writes_of(self, nodes: Any) -> bool:
+        """Whether one of ``nodes`` may write (the per-node part of :meth:`_scan_writes`)."""
+        graph = self.gm.graph  # type: ignore[union-attr]
         table = self._shared_table(graph) or {}
         token = self._token
         epoch = self._epoch if self._epoch is not None else _NO_EPOCH
         memo = self._node
         effects = self.effects
-        for n in graph.nodes:
+        for n in nodes:
             op = n.op
             if op == "call_function" or op == "call_method" or op == "call_module":
                 eff = memo.get(n)

@@ -589,3 +589,32 @@ def test_prune_unused_state_with_candidates_deletes_only_unread_candidates():
     assert counts == {"removed_buffers": 2}
     assert sorted(dict(gm.named_buffers())) == ["a.b.keep", "c.w", "e.w", "f.w", "h.v", "h.z"]
     assert sorted(dict(gm.named_parameters())) == ["d.bias", "d.weight"]
+
+
+def _shared_leaf() -> nn.Module:
+    m = nn.Linear(3, 3, bias=False)  # bias registered as None
+    m.register_parameter("again", m.weight)  # the same parameter under a second name
+    m.register_buffer("none_buffer", None)
+    return m
+
+
+def _shared_tree() -> nn.Module:
+    leaf = nn.BatchNorm2d(4)
+    return nn.Sequential(leaf, nn.Sequential(leaf, nn.Conv2d(4, 4, 1)))  # a module held twice
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: nn.Conv2d(4, 4, 3), lambda: nn.BatchNorm2d(4), lambda: nn.ReLU(), _shared_leaf, _shared_tree],
+    ids=["conv", "batchnorm", "no-state", "shared-leaf", "shared-tree"],
+)
+def test_removed_state_counts_each_module_parameter_and_buffer_once(make):
+    """The counts of a deleted subtree are those of ``modules()``/``parameters()``/``buffers()``
+    (each object once), also for leaves counted from their registries."""
+    from fxpasses.builtin_passes.dead_code import _subtree_counts
+
+    mod = make()
+    expected = (len(list(mod.modules())), len(list(mod.parameters())), len(list(mod.buffers())))
+    assert _subtree_counts(mod) == expected
+    if make is _shared_leaf:
+        assert expected == (1, 1, 0)

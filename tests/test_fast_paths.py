@@ -637,3 +637,77 @@ def test_aten_overloads_answered_per_target_only_where_arguments_do_not_matter()
         ip = a.effects(inplace)
         assert ip.kinds == {effects.MUTATION} and ip.writes == (w,)
         assert aten.add_.Tensor not in effects._static_targets
+
+
+def _scan_both(gm):
+    """The index-driven scan's answer and the node-by-node walk's, each from a fresh analysis."""
+    from fxpasses import effects
+
+    return (
+        effects.EffectAnalysis(gm)._scan_writes(),
+        effects.EffectAnalysis(gm)._scan_writes_of(list(gm.graph.nodes)),
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [({}, False), ({"out": "buf"}, True), ({"inplace": True}, True)],
+    ids=["no-flag", "out", "inplace"],
+)
+def test_scan_by_target_sees_a_write_at_any_call_of_a_bucket(kwargs, expected):
+    """``has_writes`` passes over the buckets of FX's node index whose target is pure whatever
+    its arguments, or whose effects follow from its name, after one node: a later call of the
+    same target that writes (``out=``, ``inplace=True``) must still be found."""
+    import torch.nn.functional as F
+
+    from fxpasses import effects
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    buf = g.placeholder("buf")
+    a = g.call_function(operator.add, (x, 1))
+    b = g.call_function(operator.add, (a, 2))
+    s1 = g.call_function(torch.sigmoid, (b,))
+    s2 = g.call_function(torch.sigmoid, (s1,))
+    r1 = g.call_function(F.relu, (s2,))
+    flagged = {k: (buf if v == "buf" else v) for k, v in kwargs.items()}
+    # the last call of its target: torch.sigmoid takes out=, F.relu inplace=
+    target = torch.sigmoid if "out" in kwargs else F.relu
+    last = g.call_function(target, (r1,), flagged)
+    g.output(g.call_function(operator.add, (last, b)))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    assert _scan_both(gm) == (expected, expected)
+    assert effects.EffectAnalysis(gm).has_writes() is expected
+    if expected:
+        assert effects.EffectAnalysis(gm).is_written(buf if "out" in kwargs else r1)
+
+
+def test_scan_by_target_follows_a_retargeted_node():
+    """A node whose target is set after creation moves to its new bucket of the index (torch's
+    ``Node.__setattr__``): made in-place, it is found as a write."""
+    gm = torch.fx.symbolic_trace(Net())
+    adds = [n for n in gm.graph.nodes if n.target is operator.add]
+    assert _scan_both(gm) == (False, False)
+    adds[0].target = torch.Tensor.add_  # now a call_function of an in-place method
+    assert _scan_both(gm) == (True, True)
+    adds[0].target = operator.add
+    mul = next(n for n in gm.graph.nodes if n.target is operator.mul)
+    mul.target = operator.imul
+    assert _scan_both(gm) == (True, True)
+
+
+def test_scan_by_target_agrees_with_the_walk_on_real_graphs():
+    """On traced, exported and decomposed graphs of a model with in-place updates (a
+    training-mode BatchNorm writes its running statistics) and without them."""
+    from fxpasses._example import convnet
+
+    for train in (False, True):
+        model = convnet().train(train)
+        x = torch.randn(2, 3, 32, 32)
+        graphs = [torch.fx.symbolic_trace(model)]
+        ep = torch.export.export(model, (x,))
+        graphs += [ep.module(), ep.run_decompositions().module()]
+        for gm in graphs:
+            got = _scan_both(gm)
+            assert got[0] == got[1], (train, got)
+            assert got[0] is train, (train, got)
