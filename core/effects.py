@@ -1016,6 +1016,19 @@ class EffectAnalysis:
         eff = self._node.get(node)
         if eff is not None:
             return eff
+        if node.op == "call_function":
+            # _compute's first answers, found from the target alone: no shared entry needed
+            t = node.target
+            try:
+                if _pure_targets.get(t) is self._token:
+                    self._node[node] = _PURE
+                    return _PURE
+                hit = _static_targets.get(t)
+            except TypeError:  # unhashable target
+                hit = None
+            if hit is not None and hit[0] is self._token and _no_flag_kwargs(node._kwargs):
+                eff = self._node[node] = hit[1]
+                return eff
         entry = self._entry(node)
         if entry is None:
             eff = self._compute(node)
