@@ -332,6 +332,7 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
             cfg._base_dir, cfg._source = base, source
             cfg._pipeline_overridden = True
             cfg._preset_from_cli = preset is not None
+            cfg._pipeline_from_cli = pipeline is not None
     return cfg
 
 
@@ -446,6 +447,7 @@ def run_cmd(
             base = base.model_copy(update={"pipeline": cfg.pipeline, "preset": cfg.preset})
         cfg = base
         cfg._preset_from_cli = preset is not None
+        cfg._pipeline_from_cli = pipeline is not None
     from .instruments import PrintAfter, PrintChanged, TimePasses
 
     reg = state.registry(cfg.plugins)

@@ -271,6 +271,7 @@ class Config(_Strict):
     _base_dir: Path | None = None
     _pipeline_overridden: bool = False  # --pipeline/--preset replaced the file's pipeline
     _preset_from_cli: bool = False  # the preset came from --preset (errors name the option)
+    _pipeline_from_cli: bool = False  # the pipeline came from --pipeline (errors name the option)
 
 
 def validation_problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[str, str, Any]]:

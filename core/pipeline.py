@@ -307,6 +307,8 @@ class Pipeline:
             ignore_unused_options=cfg._pipeline_overridden,
             order=cfg.order,
         )
+        if cfg._pipeline_from_cli:  # errors in it name the option, not the config file
+            return cls(parse_pipeline_string(cfg.pipeline, "--pipeline"), source="--pipeline", **common)
         if isinstance(cfg.pipeline, str):
             return cls(parse_pipeline_string(cfg.pipeline, cfg._source), source=cfg._source, **common)
         return cls(cfg.pipeline, source=f"{cfg._source}: pipeline", **common)

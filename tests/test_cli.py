@@ -188,3 +188,27 @@ def test_an_unexpected_error_hint_names_an_option_that_works(tmp_path, monkeypat
     assert "error: unexpected RuntimeError: a bug in fxpasses\n(run with --traceback for details)" in r.output
     r = CliRunner().invoke(cli, ["run", "--no-save", "--traceback"])
     assert isinstance(r.exception, RuntimeError) and str(r.exception) == "a bug in fxpasses"
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("fuse_conv_bn{fold_in_graph=yes}", "invalid options for pass 'fuse_conv_bn' (--pipeline: pipeline string, entry 1"),
+        ("fuse_conv_bn{", "--pipeline: pipeline string, column 14: expected an option name"),
+        ("fuse_conv_bm", "unknown pass 'fuse_conv_bm'"),
+    ],
+    ids=["options", "syntax", "unknown"],
+)
+def test_a_bad_pipeline_flag_is_blamed_on_the_flag_not_the_config_file(tmp_path, command, spec, expected):
+    """``--pipeline`` replaces the config's pipeline: a fault in it is the option's, so the
+    message names ``--pipeline`` and never the config file it was given with."""
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text(
+        'pipeline = "eliminate_dead_code"\n[model]\nfactory = "fxpasses._example:convnet"\n'
+        'inputs = [{ shape = [1, 3, 32, 32], dtype = "float32" }]\n'
+    )
+    r = CliRunner().invoke(cli, [command, str(cfg), "--pipeline", spec])
+    assert r.exit_code == 2, r.output
+    assert expected in r.output
+    assert "fx.toml" not in r.output

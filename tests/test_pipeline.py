@@ -481,3 +481,21 @@ def test_module_level_run_takes_run_options_and_refuses_ignored_pipeline_options
     pipe = Pipeline(["eliminate_dead_code"])
     with pytest.raises(UserError, match=r"got a Pipeline and the Pipeline option\(s\) atol, verify"):
         fxpasses.run(torch.fx.symbolic_trace(Model()), pipe, verify="numeric", atol=0.1)
+
+
+@pytest.mark.parametrize(
+    "text, found",
+    [(None, "NoneType"), (["remove_dropout"], "list (a list of pass names goes to Pipeline([...]))"), (b"x", "bytes"), (3, "int")],
+    ids=["none", "list", "bytes", "int"],
+)
+def test_a_pipeline_string_of_another_type_is_a_config_error_naming_it(text, found):
+    """Every entry point that parses a pipeline string raises ConfigError (a FxPassesError),
+    not the parser's AttributeError, for a value that is not a str."""
+    from fxpasses.errors import ConfigError
+    from fxpasses.spec import parse_pipeline_string
+
+    with pytest.raises(ConfigError) as err:
+        fxpasses.Pipeline.from_string(text)
+    assert str(err.value) == f"pipeline string: a pipeline string must be a str, got {found}"
+    with pytest.raises(ConfigError, match=f"^fx.toml: pipeline string: a pipeline string must be a str, got {type(text).__name__}"):
+        parse_pipeline_string(text, "fx.toml")
