@@ -1017,7 +1017,8 @@ class EffectAnalysis:
         if eff is not None:
             return eff
         if node.op == "call_function":
-            # _compute's first answers, found from the target alone: no shared entry needed
+            # answers found from the target alone (recorded by _compute for its other calls):
+            # no shared entry needed
             t = node.target
             try:
                 if _pure_targets.get(t) is self._token:
@@ -1090,15 +1091,8 @@ class EffectAnalysis:
         if op == "get_attr":
             return _PURE
         if op == "call_function":
-            t = node.target
-            try:
-                if _pure_targets.get(t) is self._token:  # pure whatever the arguments
-                    return _PURE
-                hit = _static_targets.get(t)
-            except TypeError:  # unhashable target
-                hit = None
-            if hit is not None and hit[0] is self._token and _no_flag_kwargs(node._kwargs):
-                return hit[1]
+            # (the answers found from the target alone, pure whatever the arguments or
+            # name-static, were given by effects() before it called this)
             eff = self._function(node)
         elif op == "call_method":
             t = node.target

@@ -190,15 +190,9 @@ class Journal:
     def user(self, n: Node) -> None:
         """Record ``n`` and its inputs before ``n``'s arguments change (setting them moves
         ``n`` to the end of each input's ``users``)."""
-        # self.edit(n) and self.node(i) of each input, inline: this runs for every user of
-        # every replaced or erased node
-        records, created = self.records, self.created
-        if n not in records and n not in created:
-            records[n] = node_record(n)
-        self.edited[n] = None
+        self.edit(n)
         for i in n._input_nodes:
-            if i not in records and i not in created:
-                records[i] = node_record(i)
+            self.node(i)
 
     def module(self, m: torch.nn.Module) -> None:
         """Record module ``m`` before it changes (once); of a GraphModule nested in the tree,

@@ -263,8 +263,8 @@ def parse_pipeline_string(text: str, where: str | None = None) -> list[SpecEntry
         ConfigError: with the column of the fault and a caret under it; or, when ``text`` is
             not a ``str`` (None, a list of names, bytes), naming the type found.
     """
+    parser = _Parser(text, where)
     if not isinstance(text, str):
-        source = f"{where}: pipeline string" if where else "pipeline string"
         hint = " (a list of pass names goes to Pipeline([...]))" if isinstance(text, (list, tuple)) else ""
-        raise ConfigError(f"a pipeline string must be a str, got {type(text).__name__}{hint}", source=source)
-    return _Parser(text, where).entries()
+        raise ConfigError(f"a pipeline string must be a str, got {type(text).__name__}{hint}", source=parser.where)
+    return parser.entries()
