@@ -734,6 +734,62 @@ def _has_forward_hooks(mod: torch.nn.Module) -> bool:
 _MODULE_GETATTR = torch.nn.Module.__getattr__
 _OBJECT_GETATTRIBUTE = object.__getattribute__
 
+#: standard module classes whose effects depend on their mode or options (or are unknown
+#: until their first call): :meth:`EffectAnalysis._module_effects` looks at each instance
+_MODE_DEPENDENT_MODULES: tuple[type, ...] = (
+    torch.nn.modules.lazy.LazyModuleMixin,
+    torch.nn.modules.dropout._DropoutNd,
+    torch.nn.RReLU,
+    torch.nn.MultiheadAttention,
+    torch.nn.RNNBase,
+    torch.nn.modules.batchnorm._BatchNorm,
+    torch.nn.modules.instancenorm._InstanceNorm,
+    torch.nn.Embedding,
+    torch.nn.EmbeddingBag,
+)
+_mode_dependent: dict[type, tuple[tuple[type, ...], bool]] = {}  # cls -> (its __mro__, answer)
+
+
+def _pure_leaf_class(cls: type) -> bool:
+    """Whether an instance of ``cls`` is pure by class alone once it has no children, no
+    forward hooks and no ``_is_impure``/``inplace=True`` of its own: a standard
+    ``torch.nn.modules`` class with plain attribute access, defining neither name, and none of
+    :data:`_MODE_DEPENDENT_MODULES`. Looked at on each call (a class may gain attributes
+    later); only the subclass test is memoized, for as long as the class keeps its MRO."""
+    if (
+        not cls.__module__.startswith("torch.nn.modules.")
+        or cls.__getattribute__ is not _OBJECT_GETATTRIBUTE
+        or cls.__getattr__ is not _MODULE_GETATTR
+        or hasattr(cls, "_is_impure")
+        or hasattr(cls, "inplace")
+    ):
+        return False
+    mro = cls.__mro__
+    hit = _mode_dependent.get(cls)
+    if hit is None or hit[0] is not mro:
+        hit = _mode_dependent[cls] = (mro, issubclass(cls, _MODE_DEPENDENT_MODULES))
+    return not hit[1]
+
+
+def _pure_leaf(mod: torch.nn.Module) -> bool:
+    """True when :meth:`EffectAnalysis._module_effects` would answer pure for ``mod`` from its
+    class alone (see :func:`_pure_leaf_class`): a leaf without hooks whose ``_is_impure`` and
+    ``inplace``, read as :func:`_module_attr` reads them, are unset or false. False means
+    "look at it": the full analysis decides. (Most modules of a traced model are such leaves:
+    Conv, Linear, activations; the full path costs several times more per module.)"""
+    if not _pure_leaf_class(type(mod)):
+        return False
+    d = mod.__dict__
+    params, buffers = d.get("_parameters"), d.get("_buffers")
+    if d.get("_modules", True) or params is None or buffers is None or _has_forward_hooks(mod):
+        return False  # children (or registries missing: the full analysis says what it says)
+    if "_is_impure" in d:
+        if d["_is_impure"]:
+            return False
+    elif "_is_impure" in params or "_is_impure" in buffers:
+        return False
+    return d.get("inplace", False) is not True
+
 
 def _module_attr(mod: torch.nn.Module, name: str, default: Any) -> Any:
     """``getattr(mod, name, default)``, read from the instance ``__dict__`` and the module
@@ -1359,8 +1415,12 @@ class EffectAnalysis:
         """:meth:`_module_effects`, cached per module object; a module reached again while
         being analysed (a cycle in the module tree) is ``unknown``."""
         key = id(mod)
-        if key in self._module:
-            return self._module[key]
+        me = self._module.get(key)
+        if me is not None:
+            return me
+        if _pure_leaf(mod):
+            self._module[key] = _PURE
+            return _PURE
         if key in self._in_progress:
             return _effects({UNKNOWN}, (), f"{type(mod).__name__} contains itself", {"input", "*"})
         self._in_progress.add(key)

@@ -711,3 +711,82 @@ def test_scan_by_target_agrees_with_the_walk_on_real_graphs():
             got = _scan_both(gm)
             assert got[0] == got[1], (train, got)
             assert got[0] is train, (train, got)
+
+
+def _leaf_cases() -> list[tuple[str, nn.Module]]:
+    """Modules the pure-leaf shortcut must answer exactly as the full module analysis does."""
+    hooked = nn.Linear(2, 2)
+    hooked.register_forward_hook(lambda m, i, o: None)
+    flagged = nn.Conv2d(1, 1, 1)
+    flagged._is_impure = True
+    unflagged = nn.Conv2d(1, 1, 1)
+    unflagged._is_impure = False
+    impure_buffer = nn.Identity()
+    impure_buffer.register_buffer("_is_impure", torch.ones(1))
+    inplace_buffer = nn.Identity()
+    inplace_buffer.register_buffer("inplace", torch.ones(1))
+    with_child = nn.Linear(2, 2)
+    with_child.inner = nn.ReLU(inplace=True)
+    return [
+        ("linear", nn.Linear(2, 2)),
+        ("conv", nn.Conv2d(1, 1, 3)),
+        ("relu", nn.ReLU()),
+        ("relu inplace", nn.ReLU(inplace=True)),
+        ("dropout train", nn.Dropout(0.5)),
+        ("dropout eval", nn.Dropout(0.5).eval()),
+        ("rrelu train", nn.RReLU()),
+        ("batchnorm train", nn.BatchNorm2d(3)),
+        ("batchnorm eval", nn.BatchNorm2d(3).eval()),
+        ("instancenorm stats", nn.InstanceNorm2d(3, track_running_stats=True)),
+        ("embedding max_norm", nn.Embedding(4, 2, max_norm=1.0)),
+        ("embedding", nn.Embedding(4, 2)),
+        ("lazy linear", nn.LazyLinear(2)),
+        ("attention dropout", nn.MultiheadAttention(4, 2, dropout=0.1)),
+        ("lstm dropout", nn.LSTM(2, 2, num_layers=2, dropout=0.1)),
+        ("hooked", hooked),
+        ("_is_impure=True", flagged),
+        ("_is_impure=False", unflagged),
+        ("buffer named _is_impure", impure_buffer),
+        ("buffer named inplace", inplace_buffer),
+        ("child in place", with_child),
+        ("sequential", nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1))),
+    ]
+
+
+@pytest.mark.parametrize("label, mod", _leaf_cases(), ids=[c[0] for c in _leaf_cases()])
+def test_the_pure_leaf_shortcut_answers_as_the_full_module_analysis(monkeypatch, label, mod):
+    """``effects._pure_leaf`` (call_module effects of a leaf answered from its class) says pure
+    only where ``_module_effects`` says pure, and the answer of a call is the same with or
+    without it; plain leaves (Linear, Conv2d, ReLU, eval Dropout excluded) take the shortcut."""
+    from fxpasses import effects
+
+    root = nn.Module()
+    root.m = mod
+    g = torch.fx.Graph()
+    g.output(g.call_module("m", (g.placeholder("x"),)))
+    gm = torch.fx.GraphModule(root, g)
+    node = next(iter(gm.graph.find_nodes(op="call_module")))
+    fast = effects.EffectAnalysis(gm).effects(node)
+    full = effects.EffectAnalysis(gm)._module_effects(mod)
+    monkeypatch.setattr(effects, "_pure_leaf", lambda m: False)
+    slow = effects.EffectAnalysis(gm).effects(node)
+    assert (fast.kinds, fast.state_writes, fast.writes) == (slow.kinds, slow.state_writes, slow.writes)
+    monkeypatch.undo()
+    if effects._pure_leaf(mod):
+        assert not full.kinds, label
+    assert effects._pure_leaf(mod) is (label in ("linear", "conv", "relu", "_is_impure=False", "buffer named inplace"))
+
+
+def test_the_pure_leaf_shortcut_sees_global_hooks_and_later_class_attributes(monkeypatch):
+    from fxpasses import effects
+
+    lin = nn.Linear(2, 2)
+    assert effects._pure_leaf(lin)
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: None)
+    try:
+        assert not effects._pure_leaf(lin)
+    finally:
+        handle.remove()
+    assert effects._pure_leaf(lin)
+    monkeypatch.setattr(nn.Linear, "inplace", True, raising=False)
+    assert not effects._pure_leaf(lin)
