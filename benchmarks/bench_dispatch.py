@@ -16,7 +16,7 @@ from fxpasses.context import PassContext
 from fxpasses.runner import run_pass
 
 import torch_baselines as tb
-from common import Config, Result, Target, fmt_s, fmt_x, md_table, measure
+from common import Config, Result, Run, Target, fmt_s, fmt_x, md_table, measure, measure_interleaved
 from graphs import BlockModel, block_graph, n_blocks_for
 from slow import run_limited
 
@@ -110,9 +110,15 @@ def run(cfg: Config) -> Result:
             assert left == 0, f"{left} x*1 nodes left"
 
         nodes = len(fresh().graph.nodes)
-        loop = measure(hand_loop, fresh, reps, check_count)
-        npass = measure(run_node_pass, fresh, reps, check_count)
-        npass_any = measure(run_node_pass_any_kind, fresh, reps, check_count)
+        timed = measure_interleaved(
+            {
+                "loop": Run(hand_loop, fresh, check_count),
+                "pass": Run(run_node_pass, fresh, check_count),
+                "any": Run(run_node_pass_any_kind, fresh, check_count),
+            },
+            reps,
+        )
+        loop, npass, npass_any = timed["loop"], timed["pass"], timed["any"]
         tr_reps = 1 if cfg.quick and n >= 10_000 else min(reps, 3)  # seconds each, 300x the rest
         if n <= 30_000:
             tr = measure(tb.transformer_graph, fresh, tr_reps)
@@ -138,9 +144,15 @@ def run(cfg: Config) -> Result:
         targets[f"tr_done_{n}"] = float(tr_done)
 
         # whole runs
-        loop_rc = measure(lambda gm: (hand_loop(gm), gm.recompile()), fresh, reps, check_count)
-        whole = measure(lambda gm: pipe.run(gm), fresh, reps, check_count)
-        whole_lint = measure(lambda gm: pipe_lint.run(gm), fresh, reps, check_count)
+        timed = measure_interleaved(
+            {
+                "loop": Run(lambda gm: (hand_loop(gm), gm.recompile()), fresh, check_count),
+                "none": Run(lambda gm: pipe.run(gm), fresh, check_count),
+                "lint": Run(lambda gm: pipe_lint.run(gm), fresh, check_count),
+            },
+            reps,
+        )
+        loop_rc, whole, whole_lint = timed["loop"], timed["none"], timed["lint"]
         if n <= 30_000:
             trm = measure(tb.transformer_module, fresh, tr_reps)
             trm_s, trm_done, trm_txt = trm.median, True, str(trm)

@@ -15,7 +15,7 @@ import torch
 from fxpasses.verify import compare_outputs
 
 from bench_pipeline import inference_pipeline
-from common import Config, Result, Target, fmt_s, fmt_x, md_table, measure
+from common import Config, Result, Run, Target, fmt_s, fmt_x, md_table, measure_interleaved
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
@@ -87,8 +87,11 @@ def run(cfg: Config) -> Result:
 
         before_nodes = len(ep.module().graph.nodes)
         reps = cfg.repeats_big if "12x" in label else cfg.repeats_small
-        st = measure(lambda gm: pipe.run(gm), ep.module, reps, keep)
-        rc = measure(lambda gm: gm.recompile(), ep.module, reps)
+        timed = measure_interleaved(
+            {"pipeline": Run(lambda gm: pipe.run(gm), ep.module, keep), "recompile": Run(lambda gm: gm.recompile(), ep.module)},
+            reps,
+        )
+        st, rc = timed["pipeline"], timed["recompile"]
         gm_after = optimized[0]
         with torch.no_grad():
             err = compare_outputs(gm_after(x), ref, 1e-4, 1e-4)

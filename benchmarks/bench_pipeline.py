@@ -16,7 +16,7 @@ from fxpasses.builtin_passes import BUILTIN_PRESETS
 from fxpasses.spec import parse_pipeline_string
 
 import torch_baselines as tb
-from common import Config, Result, Stat, Target, fmt_s, fmt_x, gc_paused, md_table, measure
+from common import Config, Result, Run, Stat, Target, fmt_s, fmt_x, gc_paused, md_table, measure, measure_interleaved
 from graphs import BlockModel, block_graph, n_blocks_for
 from slow import run_limited
 
@@ -234,8 +234,11 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
             return rep
 
         before = len(sz.fresh().graph.nodes)
-        st = measure(go, sz.fresh, reps, _nodes_after(after))
-        rc = measure(lambda gm: gm.recompile(), sz.fresh, reps)
+        timed = measure_interleaved(
+            {"pipeline": Run(go, sz.fresh, _nodes_after(after)), "recompile": Run(lambda gm: gm.recompile(), sz.fresh)},
+            reps,
+        )
+        st, rc = timed["pipeline"], timed["recompile"]
         stats[sz.n] = st
         recompiles[sz.n] = rc.median
         per_pass[sz.n] = passes
@@ -270,9 +273,20 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
     for label, names in (("dropout + CSE + DCE", TORCH_TRIO), ("all equivalents", PIPELINE)):
         ours_after: list[int] = []
         theirs_after: list[int] = []
-        ours = measure(run_pipeline(names), small.fresh, cfg.repeats_small, _nodes_after(ours_after))
         reps = max(1, cfg.repeats_small - 2) if names is TORCH_TRIO else max(1, cfg.repeats_small - 3)
-        theirs = measure(lambda gm: tb.run_pass_manager(names, gm), small.compiled, reps, _nodes_after(theirs_after))
+        timed = measure_interleaved(
+            {
+                "ours": Run(run_pipeline(names), small.fresh, _nodes_after(ours_after)),
+                "theirs": Run(
+                    lambda gm, _names=names: tb.run_pass_manager(_names, gm),
+                    small.compiled,
+                    _nodes_after(theirs_after),
+                    repeats=reps,
+                ),
+            },
+            cfg.repeats_small,
+        )
+        ours, theirs = timed["ours"], timed["theirs"]
         r = theirs.median / ours.median
         torch_names = [n for n in names if tb.EQUIVALENTS.get(n) is not None]
         pm_rows.append(
@@ -390,8 +404,8 @@ def run_per_pass(cfg: Config) -> Result:
             _a.append(len(out.graph.nodes))
             _l.append(_f(out))
 
-        ours = measure(ours_run, sz.fresh, cfg.repeats_small, ours_check)
         if eq is None:
+            ours = measure(ours_run, sz.fresh, cfg.repeats_small, ours_check)
             rows.append(
                 [name, "(none)", str(ours), "-", "-", f"{nodes0 - ours_after[-1]:,}", "-", f"{ours_left[-1]} / -", what]
             )
@@ -407,7 +421,11 @@ def run_per_pass(cfg: Config) -> Result:
 
         setup = sz.compiled if name == "remove_dropout" else sz.fresh
         reps = max(1, cfg.repeats_small - 2) if name == "remove_dropout" else cfg.repeats_small
-        theirs = measure(fn, setup, reps, theirs_check)
+        timed = measure_interleaved(
+            {"ours": Run(ours_run, sz.fresh, ours_check), "theirs": Run(fn, setup, theirs_check, repeats=reps)},
+            cfg.repeats_small,
+        )
+        ours, theirs = timed["ours"], timed["theirs"]
         ratio = ours.median / theirs.median
         ours_removed = nodes0 - ours_after[-1]
         theirs_removed = nodes0 - theirs_after[-1]

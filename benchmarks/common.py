@@ -17,6 +17,8 @@ __all__ = [
     "Config",
     "Stat",
     "measure",
+    "Run",
+    "measure_interleaved",
     "gc_paused",
     "Result",
     "Target",
@@ -106,6 +108,47 @@ def measure(
         times.append(dt)
     gc.collect()
     return Stat(times)
+
+
+@dataclass
+class Run:
+    """One contender of :func:`measure_interleaved`: ``run(setup())`` timed, ``check`` after."""
+
+    run: Callable[[Any], Any]
+    setup: Callable[[], Any] | None = None
+    check: Callable[[Any, Any], None] | None = None
+    repeats: int | None = None  # fewer than the others (a slow baseline); None: all rounds
+
+
+def measure_interleaved(runs: dict[str, Run], repeats: int) -> dict[str, Stat]:
+    """:func:`measure` of each of ``runs``, interleaved: ``repeats`` rounds, each timing every
+    contender once (on its own fresh setup), the order rotated from round to round.
+
+    A ratio between contenders measured one block after the other takes in whatever drifts
+    between the blocks: on a shared machine the load, and within one process the heap, which
+    grows as big graphs come and go (the first ``recompile()`` of a fresh 100k-node graph in
+    a process was measured at 5.1 s, the next ones at 3.8 s and 3.0 s). Interleaved, every
+    contender sees the same drift, and the first round's costs fall on each in turn.
+    """
+    names = list(runs)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(repeats):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            c = runs[name]
+            if c.repeats is not None and len(times[name]) >= c.repeats:
+                continue
+            arg = c.setup() if c.setup is not None else None
+            with gc_paused():
+                t0 = time.perf_counter()
+                out = c.run(arg)
+                dt = time.perf_counter() - t0
+            if c.check is not None:
+                c.check(arg, out)
+            del out, arg
+            times[name].append(dt)
+    gc.collect()
+    return {k: Stat(v) for k, v in times.items()}
 
 
 @dataclass

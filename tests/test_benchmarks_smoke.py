@@ -131,3 +131,38 @@ def test_memory_benchmark_stub_runs_the_pipeline(bench):
         report = fxpasses.Pipeline(bench_pipeline.PIPELINE).run(gm)
     assert [p.status for p in report.passes] == ["ok"] * len(bench_pipeline.PIPELINE)
     assert report.nodes_after < report.nodes_before
+
+
+def test_interleaved_measurement_rotates_the_order_and_gives_each_its_own_setup(bench):
+    """``common.measure_interleaved``: every round times each contender once, on a fresh setup,
+    starting with a different one each round; a contender with fewer repeats drops out."""
+    import common
+
+    order: list[str] = []
+    checked: list[tuple[str, int, int]] = []
+    made = {"a": 0, "b": 0, "c": 0}
+
+    def setup(name):
+        def make():
+            made[name] += 1
+            return made[name]
+
+        return make
+
+    def run(name):
+        def go(arg):
+            order.append(name)
+            return arg * 10
+
+        return go
+
+    def check(name):
+        return lambda arg, out: checked.append((name, arg, out))
+
+    runs = {k: common.Run(run(k), setup(k), check(k), repeats=2 if k == "c" else None) for k in "abc"}
+    stats = common.measure_interleaved(runs, 4)
+    assert order == ["a", "b", "c", "b", "c", "a", "a", "b", "a", "b"]
+    assert [len(stats[k].times) for k in "abc"] == [4, 4, 2]
+    assert all(t >= 0 for s in stats.values() for t in s.times)
+    assert made == {"a": 4, "b": 4, "c": 2}
+    assert [c for c in checked if c[0] == "a"] == [("a", i, 10 * i) for i in (1, 2, 3, 4)]
