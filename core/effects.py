@@ -734,50 +734,65 @@ def _has_forward_hooks(mod: torch.nn.Module) -> bool:
 _MODULE_GETATTR = torch.nn.Module.__getattr__
 _OBJECT_GETATTRIBUTE = object.__getattribute__
 
-#: standard module classes whose effects depend on their mode or options (or are unknown
-#: until their first call): :meth:`EffectAnalysis._module_effects` looks at each instance
-_MODE_DEPENDENT_MODULES: tuple[type, ...] = (
+#: standard module classes whose effects depend on their options or initialisation:
+#: :meth:`EffectAnalysis._module_effects` looks at each instance
+_OPTION_DEPENDENT_MODULES: tuple[type, ...] = (
     torch.nn.modules.lazy.LazyModuleMixin,
+    torch.nn.Embedding,
+    torch.nn.EmbeddingBag,
+)
+#: standard module classes that are random or update their state in training mode only
+_TRAINING_DEPENDENT_MODULES: tuple[type, ...] = (
     torch.nn.modules.dropout._DropoutNd,
     torch.nn.RReLU,
     torch.nn.MultiheadAttention,
     torch.nn.RNNBase,
     torch.nn.modules.batchnorm._BatchNorm,
     torch.nn.modules.instancenorm._InstanceNorm,
-    torch.nn.Embedding,
-    torch.nn.EmbeddingBag,
 )
-_mode_dependent: dict[type, tuple[tuple[type, ...], bool]] = {}  # cls -> (its __mro__, answer)
+_ALWAYS, _IN_EVAL = 1, 2
+_leaf_kinds: dict[type, tuple[tuple[type, ...], int]] = {}  # cls -> (its __mro__, kind)
 
 
-def _pure_leaf_class(cls: type) -> bool:
-    """Whether an instance of ``cls`` is pure by class alone once it has no children, no
-    forward hooks and no ``_is_impure``/``inplace=True`` of its own: a standard
-    ``torch.nn.modules`` class with plain attribute access, defining neither name, and none of
-    :data:`_MODE_DEPENDENT_MODULES`. Looked at on each call (a class may gain attributes
-    later); only the subclass test is memoized, for as long as the class keeps its MRO."""
+def _pure_leaf_kind(cls: type) -> int:
+    """When an instance of ``cls`` is pure by class alone, once it has no children, no forward
+    hooks and no ``_is_impure``/``inplace=True`` of its own: ``_ALWAYS``, ``_IN_EVAL`` (one
+    of :data:`_TRAINING_DEPENDENT_MODULES`, pure when not training) or 0 (look at the
+    instance). Only standard ``torch.nn.modules`` classes with plain attribute access that
+    define none of ``_is_impure``, ``inplace`` and ``training`` qualify. Looked at on each call
+    (a class may gain attributes later); the subclass tests are memoized for as long as the
+    class keeps its MRO."""
     if (
         not cls.__module__.startswith("torch.nn.modules.")
         or cls.__getattribute__ is not _OBJECT_GETATTRIBUTE
         or cls.__getattr__ is not _MODULE_GETATTR
         or hasattr(cls, "_is_impure")
         or hasattr(cls, "inplace")
+        or hasattr(cls, "training")
     ):
-        return False
+        return 0
     mro = cls.__mro__
-    hit = _mode_dependent.get(cls)
+    hit = _leaf_kinds.get(cls)
     if hit is None or hit[0] is not mro:
-        hit = _mode_dependent[cls] = (mro, issubclass(cls, _MODE_DEPENDENT_MODULES))
-    return not hit[1]
+        if issubclass(cls, _OPTION_DEPENDENT_MODULES):
+            kind = 0
+        elif issubclass(cls, _TRAINING_DEPENDENT_MODULES):
+            kind = _IN_EVAL
+        else:
+            kind = _ALWAYS
+        hit = _leaf_kinds[cls] = (mro, kind)
+    return hit[1]
 
 
 def _pure_leaf(mod: torch.nn.Module) -> bool:
     """True when :meth:`EffectAnalysis._module_effects` would answer pure for ``mod`` from its
-    class alone (see :func:`_pure_leaf_class`): a leaf without hooks whose ``_is_impure`` and
-    ``inplace``, read as :func:`_module_attr` reads them, are unset or false. False means
-    "look at it": the full analysis decides. (Most modules of a traced model are such leaves:
-    Conv, Linear, activations; the full path costs several times more per module.)"""
-    if not _pure_leaf_class(type(mod)):
+    class alone (see :func:`_pure_leaf_kind`; its training flag for the training-dependent
+    ones): a leaf without hooks whose ``_is_impure`` and ``inplace``, read as
+    :func:`_module_attr` reads them, are unset or false. False means "look at it": the full
+    analysis decides. (Most modules of a traced model are such leaves: Conv, Linear,
+    activations, eval-mode norms and dropout; the full path costs several times more.)"""
+    kind = _pure_leaf_kind(type(mod))
+    if not kind:
         return False
     d = mod.__dict__
     params, buffers = d.get("_parameters"), d.get("_buffers")
@@ -787,6 +802,8 @@ def _pure_leaf(mod: torch.nn.Module) -> bool:
         if d["_is_impure"]:
             return False
     elif "_is_impure" in params or "_is_impure" in buffers:
+        return False
+    if kind == _IN_EVAL and d.get("training", True) is not False:
         return False
     return d.get("inplace", False) is not True
 

@@ -742,7 +742,11 @@ def _leaf_cases() -> list[tuple[str, nn.Module]]:
         ("embedding", nn.Embedding(4, 2)),
         ("lazy linear", nn.LazyLinear(2)),
         ("attention dropout", nn.MultiheadAttention(4, 2, dropout=0.1)),
+        ("attention eval", nn.MultiheadAttention(4, 2, dropout=0.1).eval()),
         ("lstm dropout", nn.LSTM(2, 2, num_layers=2, dropout=0.1)),
+        ("lstm eval", nn.LSTM(2, 2, num_layers=2, dropout=0.1).eval()),
+        ("instancenorm eval", nn.InstanceNorm2d(3, track_running_stats=True).eval()),
+        ("embedding bag", nn.EmbeddingBag(4, 2)),
         ("hooked", hooked),
         ("_is_impure=True", flagged),
         ("_is_impure=False", unflagged),
@@ -757,7 +761,8 @@ def _leaf_cases() -> list[tuple[str, nn.Module]]:
 def test_the_pure_leaf_shortcut_answers_as_the_full_module_analysis(monkeypatch, label, mod):
     """``effects._pure_leaf`` (call_module effects of a leaf answered from its class) says pure
     only where ``_module_effects`` says pure, and the answer of a call is the same with or
-    without it; plain leaves (Linear, Conv2d, ReLU, eval Dropout excluded) take the shortcut."""
+    without it; plain leaves (Linear, Conv2d, ReLU, Dropout and BatchNorm in eval mode) take
+    the shortcut, as do an eval LSTM and InstanceNorm; a module with children (attention) does not."""
     from fxpasses import effects
 
     root = nn.Module()
@@ -774,7 +779,11 @@ def test_the_pure_leaf_shortcut_answers_as_the_full_module_analysis(monkeypatch,
     monkeypatch.undo()
     if effects._pure_leaf(mod):
         assert not full.kinds, label
-    assert effects._pure_leaf(mod) is (label in ("linear", "conv", "relu", "_is_impure=False", "buffer named inplace"))
+    shortcut = (
+        *("linear", "conv", "relu", "_is_impure=False", "buffer named inplace"),
+        *("dropout eval", "batchnorm eval", "lstm eval", "instancenorm eval"),
+    )
+    assert effects._pure_leaf(mod) is (label in shortcut)
 
 
 def test_the_pure_leaf_shortcut_sees_global_hooks_and_later_class_attributes(monkeypatch):
