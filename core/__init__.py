@@ -20,6 +20,7 @@ from .errors import (
     CycleError,
     DuplicatePassError,
     FxPassesError,
+    InputGraphError,
     NodeHasUsersError,
     OptionsError,
     PassDefinitionError,
@@ -73,6 +74,7 @@ __all__ = [
     "NodeHasUsersError",
     "PassFailedError",
     "VerificationError",
+    "InputGraphError",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -25,6 +25,7 @@ __all__ = [
     "NodeHasUsersError",
     "PassFailedError",
     "VerificationError",
+    "InputGraphError",
     "PluginWarning",
     "exception_line",
 ]
@@ -232,6 +233,15 @@ class PassFailedError(FxPassesError):
 
 class VerificationError(FxPassesError):
     """The graph after a pass failed verification (lint or numeric)."""
+
+
+class InputGraphError(UserError):
+    """The graph given to a pipeline fails its lint (``Graph.lint()``, every ``call_module``
+    target a submodule, every argument spellable in code) as it was given, before any pass
+    changed it: no pass is at fault. Raised (with ``verify="lint"`` or ``"numeric"`` and
+    ``on_error`` ``"rollback"`` or ``"skip"``) once the first pass that changed the graph
+    failed the lint and was rolled back, and the graph as given failed the same lint; the
+    graph is left as given."""
 
 
 def _target_str(target: Any) -> str:

@@ -35,7 +35,7 @@ from .config import Config, PassEntryConfig, find_pyproject, load_config_file, p
 from .context import PassContext
 from .dialect import detect_dialect
 from .effects import end_module_epochs, new_module_epoch
-from .errors import ConfigError, OptionsError, PassFailedError, UserError, VerificationError
+from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, exception_line
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
 from .lint import lint_edits, lint_passes, names_in_namespace, unspellable_argument
@@ -411,6 +411,8 @@ class Pipeline:
         on_demand: set[tuple[int, str]] = set()  # (id of the step, analysis) computed for it
         dirty = False  # graph differs from the compiled code
         clean = False  # the graph passed a lint since it last changed (incremental lint may start from it)
+        unverified: list[str] = []  # passes that changed the graph since its last lint, without one
+        pristine = True  # no pass has changed the graph yet (it is as the caller gave it)
         names_kept = False  # ... and the graph's name space held every node's name then
         failing = False
         index = -1
@@ -522,10 +524,13 @@ class Pipeline:
                         if whole:
                             names_kept = names_in_namespace(gm.graph)
                         clean = True
+                        unverified.clear()
                     elif changed:
                         clean = False  # unverified
+                        unverified.append(step.name)
                     if changed:
                         dirty = True
+                        pristine = False
                     if verify == "numeric" and changed:
                         stage = "recompiling the module"
                         if journaled:
@@ -572,6 +577,9 @@ class Pipeline:
                         raise
                     failure = self._failure(step.name, exc, snap, on_error, stage)
                     _new_epoch(gm, epoch_graphs)
+                    if stage == "graph lint" and not clean_before and failure.rolled_back:
+                        # the first lint of the whole graph: was it broken before this pass?
+                        self._blame_before(gm, step.name, failure, pristine, unverified, exc)
                     if isinstance(exc, _OutputsDiffer):
                         # the pass said it changes the outputs on purpose (ctx.changes_outputs)
                         failure.notes.extend(ctx.output_changes)
@@ -690,6 +698,36 @@ class Pipeline:
         return (
             f"earlier passes changed the graph without numeric verification ({names}); the "
             "difference may come from them"
+        )
+
+    @staticmethod
+    def _blame_before(
+        gm: torch.fx.GraphModule,
+        name: str,
+        failure: PassFailedError,
+        pristine: bool,
+        unverified: list[str],
+        exc: BaseException,
+    ) -> None:
+        """After pass ``name`` failed the run's first lint of the whole graph and was rolled
+        back: lint the graph as it was before the pass. When that fails too, the pass is not
+        at fault: raise :class:`InputGraphError` if no pass had changed the graph (it is the
+        caller's), else add a note naming the passes that changed it without a lint."""
+        try:
+            _lint(gm, {})
+        except Exception as before:  # noqa: BLE001 - any lint failure is the answer
+            problem = exception_line(before)
+        else:
+            return
+        if pristine:
+            raise InputGraphError(
+                f"the graph fails lint as given, before any pass changed it ({problem}); pass "
+                f"{name!r}, the first to change it, was rolled back and is not at fault: fix the "
+                "input graph, or run with verify='none'"
+            ) from exc
+        failure.notes.append(
+            f"the graph already failed this lint before {name!r} ran ({problem}); since its last "
+            "lint it was changed, without one, by: " + ", ".join(repr(n) for n in unverified)
         )
 
     def _failure(

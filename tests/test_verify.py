@@ -332,3 +332,77 @@ def test_running_a_graph_leaves_grad_mode_and_autocast_as_they_were(pipeline):
 
     _latency_ms(lambda: gm(torch.randn(3)), repeat=2)
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+
+
+class _AddLin(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x, y):
+        return self.lin(x + y)
+
+
+class DropLin(fxpasses.GraphPass):
+    """Deletes the submodule ``lin`` that the graph still calls (breaks the graph)."""
+
+    name = "drop_lin"
+
+    def run(self, gm, ctx):
+        del gm.lin
+        return True
+
+
+@pytest.fixture
+def reg_breaking():
+    r = Registry(autoload=False)
+    r.register(SwapAdd)
+    r.register(DropLin)
+    return r
+
+
+@pytest.mark.parametrize("on_error", ["rollback", "skip"])
+def test_an_input_graph_that_fails_lint_is_blamed_on_the_input_not_the_first_pass(reg, on_error):
+    """The run's first lint of the whole graph fails after the first pass that changed it: the
+    pass is rolled back, and since the graph as given fails the same lint, the error is an
+    InputGraphError naming the fault, not a PassFailedError blaming the pass."""
+    gm = torch.fx.symbolic_trace(_AddLin())
+    del gm.lin  # broken before any pass
+    code = gm.code
+    with pytest.raises(fxpasses.InputGraphError) as info:
+        Pipeline(["swap_add"], registry=reg, on_error=on_error).run(gm)
+    msg = str(info.value)
+    assert "fails lint as given, before any pass changed it" in msg
+    assert "references nonexistent attribute lin" in msg
+    assert "'swap_add', the first to change it, was rolled back and is not at fault" in msg
+    assert isinstance(info.value, fxpasses.UserError)
+    assert gm.code == code and [n.target for n in gm.graph.nodes if n.op == "call_function"][0].__name__ == "add"
+    add = next(n for n in gm.graph.nodes if n.op == "call_function")
+    assert [a.name for a in add.args] == ["x", "y"]  # the swap was undone
+
+
+def test_a_pass_that_breaks_a_clean_graph_is_still_the_one_blamed(reg_breaking):
+    gm = torch.fx.symbolic_trace(_AddLin())
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        Pipeline(["drop_lin"], registry=reg_breaking, on_error="rollback").run(gm)
+    assert "pass 'drop_lin' failed: graph lint failed" in str(info.value)
+    assert not info.value.notes
+    assert isinstance(gm.lin, nn.Linear)  # rolled back
+
+
+def test_a_graph_broken_by_an_unverified_pass_names_that_pass(reg_breaking):
+    """drop_lin runs with verify=none and breaks the graph; swap_add, linted next, is rolled
+    back, and its error says the graph failed the lint before it, changed by drop_lin."""
+    gm = torch.fx.symbolic_trace(_AddLin())
+    pipe = Pipeline.from_string("drop_lin[verify=none],swap_add", registry=reg_breaking)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        pipe.run(gm)
+    err = info.value
+    assert "pass 'swap_add' failed: graph lint failed" in str(err)
+    assert len(err.notes) == 1
+    note = err.notes[0]
+    assert note.startswith(
+        "the graph already failed this lint before 'swap_add' ran (RuntimeError: Node lin target lin "
+        "references nonexistent attribute lin"
+    )
+    assert note.endswith("since its last lint it was changed, without one, by: 'drop_lin'")
