@@ -238,10 +238,11 @@ class VerificationError(FxPassesError):
 class InputGraphError(UserError):
     """The graph given to a pipeline fails its lint (``Graph.lint()``, every ``call_module``
     target a submodule, every argument spellable in code) as it was given, before any pass
-    changed it: no pass is at fault. Raised (with ``verify="lint"`` or ``"numeric"`` and
-    ``on_error`` ``"rollback"`` or ``"skip"``) once the first pass that changed the graph
-    failed the lint and was rolled back, and the graph as given failed the same lint; the
-    graph is left as given."""
+    changed it: no pass is at fault. With ``verify="lint"`` or ``"numeric"``: where passes
+    are rolled back (``on_error`` ``"rollback"`` or ``"skip"``), once the first pass that
+    changed the graph failed the lint and was rolled back, and the graph as given failed the
+    same lint; before a pass run with ``on_error="raise"`` (nothing would be rolled back to
+    tell), when the graph as given fails it. Either way the graph is left as given."""
 
 
 def _target_str(target: Any) -> str:

@@ -447,6 +447,20 @@ class Pipeline:
                 index += 1
                 verify = step.verify or self.verify
                 on_error = step.on_error or self.on_error
+                if on_error == "raise" and verify != "none" and pristine and not clean:
+                    # nothing is rolled back then, so a failed lint after the pass could not
+                    # tell a graph broken as given from one the pass broke: lint it as given
+                    # first (the pass's own lint then looks only at what it edits)
+                    try:
+                        if _lint(gm, spelled, as_given=True):
+                            names_kept = names_in_namespace(gm.graph)
+                    except Exception as exc:
+                        raise InputGraphError(
+                            f"the graph fails lint as given, before any pass changed it ({exception_line(exc)}); "
+                            f"no pass was run ({step.name!r} was next): fix the input graph, or run with "
+                            "verify='none'"
+                        ) from exc
+                    clean = True
                 pass_ = step.cls(step.options)
                 ctx = PassContext(
                     gm,
@@ -710,11 +724,11 @@ class Pipeline:
         exc: BaseException,
     ) -> None:
         """After pass ``name`` failed the run's first lint of the whole graph and was rolled
-        back: lint the graph as it was before the pass. When that fails too, the pass is not
-        at fault: raise :class:`InputGraphError` if no pass had changed the graph (it is the
+        back: lint the graph as it was before the pass (its structure; arguments it held then
+        are not the pass's doing). When that fails too, the pass is not at fault: raise :class:`InputGraphError` if no pass had changed the graph (it is the
         caller's), else add a note naming the passes that changed it without a lint."""
         try:
-            _lint(gm, {})
+            _lint(gm, {}, as_given=True)  # structure only: arguments held as given are let through
         except Exception as before:  # noqa: BLE001 - any lint failure is the answer
             problem = exception_line(before)
         else:
@@ -817,6 +831,7 @@ def _lint(
     *,
     edits: Journal | None = None,
     names_kept: bool = False,
+    as_given: bool = False,
 ) -> bool:
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
     ``call_module`` target a submodule, and every argument something the generated code can
@@ -829,13 +844,16 @@ def _lint(
     ``names_kept``), and the whole graph only when that cannot answer. Returns whether the
     whole graph was linted.
 
+    ``as_given``: the graph as the caller gave it (no pass changed it yet): every argument is a
+    value its node held before any pass, let through as above, so arguments are not looked at.
+
     Raises:
         VerificationError: a submodule is missing or an argument cannot be spelled in code.
         RuntimeError: torch's ``Graph.lint()`` failed.
     """
     accept = _unchanged_since(before) if before is not None else None
     touched = edits.touched() if edits is not None else None
-    bad = unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept, touched)
+    bad = None if as_given else unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept, touched)
     if bad is not None:
         node, value = bad
         raise VerificationError(

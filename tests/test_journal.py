@@ -118,8 +118,16 @@ def _before(name):
 
 
 def _planted_lint_failure(monkeypatch):
+    """The lint after the pass fails, as if the pass had broken the graph; the pipeline's
+    check of the graph as it was before the pass (after the rollback) is the real lint."""
+    real = pipeline_mod._lint
+    calls = []
+
     def fail(*args, **kwargs):
-        raise RuntimeError("planted lint failure")
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("planted lint failure")
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline_mod, "_lint", fail)
 

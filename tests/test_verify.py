@@ -406,3 +406,55 @@ def test_a_graph_broken_by_an_unverified_pass_names_that_pass(reg_breaking):
         "references nonexistent attribute lin"
     )
     assert note.endswith("since its last lint it was changed, without one, by: 'drop_lin'")
+
+
+def test_with_on_error_raise_an_input_graph_that_fails_lint_is_blamed_before_any_pass_runs(reg):
+    gm = torch.fx.symbolic_trace(_AddLin())
+    del gm.lin
+    code = gm.code
+    with pytest.raises(fxpasses.InputGraphError) as info:
+        Pipeline(["swap_add"], registry=reg, on_error="raise").run(gm)
+    msg = str(info.value)
+    assert "fails lint as given, before any pass changed it" in msg
+    assert "no pass was run ('swap_add' was next)" in msg
+    add = next(n for n in gm.graph.nodes if n.op == "call_function")
+    assert [a.name for a in add.args] == ["x", "y"] and gm.code == code  # swap_add never ran
+
+
+def test_with_on_error_raise_a_clean_input_is_linted_once_and_a_breaking_pass_still_blamed(reg_breaking, monkeypatch):
+    import fxpasses.pipeline as pl
+
+    class JournaledSwapAdd(SwapAdd):
+        name = "journaled_swap_add"
+        writes_tensors = False
+        journal_edits = True
+
+    reg_breaking.register(JournaledSwapAdd)
+    wholes = []
+    real = pl.lint_passes
+    monkeypatch.setattr(pl, "lint_passes", lambda gm: wholes.append(1) or real(gm))
+    for name, whole_lints in (("journaled_swap_add", 1), ("swap_add", 2)):
+        wholes.clear()
+        gm = torch.fx.symbolic_trace(_AddLin())
+        report = Pipeline([name], registry=reg_breaking, on_error="raise").run(gm)
+        # the graph as given, before the pass; after it, a journaled pass's edits only
+        assert report.passes[0].changed and len(wholes) == whole_lints, name
+    gm = torch.fx.symbolic_trace(_AddLin())
+    with pytest.raises(fxpasses.PassFailedError, match="pass 'drop_lin' failed: graph lint failed"):
+        Pipeline(["drop_lin"], registry=reg_breaking, on_error="raise").run(gm)
+
+
+def test_an_argument_the_input_already_held_does_not_shift_the_blame_off_a_breaking_pass(reg_breaking):
+    """The input holds an argument the generated code cannot spell (let through: the caller's,
+    not a pass's); drop_lin then breaks the graph. Linting the graph as given again looks at
+    its structure only, which is fine, so drop_lin is the one blamed."""
+    gm = torch.fx.symbolic_trace(_AddLin())
+    odd = object()
+    add = next(n for n in gm.graph.nodes if n.op == "call_function")
+    g = gm.graph
+    with g.inserting_after(add):
+        keep = g.call_function(torch._assert, (True, odd))  # an argument repr() cannot spell
+    del keep
+    with pytest.raises(fxpasses.PassFailedError, match="pass 'drop_lin' failed: graph lint failed") as info:
+        Pipeline(["drop_lin"], registry=reg_breaking).run(gm)
+    assert info.value.rolled_back and not info.value.notes
