@@ -443,9 +443,17 @@ def run_cmd(
     cfg = _load_cfg(config, pipeline, preset)
     if cfg is None or cfg.model is None and config is None:
         base = default_config()
-        if cfg is not None and (cfg.pipeline is not None or cfg.preset is not None):
-            base = base.model_copy(update={"pipeline": cfg.pipeline, "preset": cfg.preset})
-        cfg = base
+        if cfg is None:
+            cfg = base
+        else:
+            # pyproject.toml's [tool.fxpasses] (or --pipeline/--preset) without a model: all of
+            # its settings, on the bundled example model; errors still name where they came from
+            update: dict[str, Any] = {"model": base.model, "output": cfg.output or base.output}
+            if cfg.pipeline is None and cfg.preset is None:
+                update["preset"] = base.preset
+            kept = (cfg._source, cfg._base_dir, cfg._pipeline_overridden)
+            cfg = cfg.model_copy(update=update)
+            cfg._source, cfg._base_dir, cfg._pipeline_overridden = kept
         cfg._preset_from_cli = preset is not None
         cfg._pipeline_from_cli = pipeline is not None
     from .instruments import PrintAfter, PrintChanged, TimePasses

@@ -212,3 +212,24 @@ def test_a_bad_pipeline_flag_is_blamed_on_the_flag_not_the_config_file(tmp_path,
     assert r.exit_code == 2, r.output
     assert expected in r.output
     assert "fx.toml" not in r.output
+
+
+def test_run_with_a_pyproject_without_a_model_keeps_its_settings_and_names_it_in_errors(tmp_path, monkeypatch):
+    """``fxpasses run`` with no CONFIG finds pyproject.toml's [tool.fxpasses]; without a
+    [model] it runs the bundled example model with *all* of that table's settings (verify was
+    dropped before), and an error in its pipeline names the file (it was blamed on the
+    "embedded default config")."""
+    monkeypatch.chdir(tmp_path)
+    py = tmp_path / "pyproject.toml"
+    py.write_text('[project]\nname = "x"\n[tool.fxpasses]\npipeline = "eliminate_dead_cod"\n')
+    r = CliRunner().invoke(cli, ["run"])
+    assert r.exit_code == 2
+    assert f"{py} [tool.fxpasses]: pipeline string, entry 1 ('eliminate_dead_cod')" in r.output
+    assert "did you mean 'eliminate_dead_code'" in r.output and "embedded default config" not in r.output
+    py.write_text('[project]\nname = "x"\n[tool.fxpasses]\npipeline = "eliminate_dead_code"\nverify = "numeric"\n')
+    r = CliRunner().invoke(cli, ["run"])
+    assert r.exit_code == 0, r.output
+    report = json.loads((tmp_path / "fxpasses-out" / "example" / "report.json").read_text())
+    assert report["pipeline"] == "eliminate_dead_code"
+    assert report["report"]["verification"] == "numeric"
+    assert [p["name"] for p in report["report"]["passes"]] == ["eliminate_dead_code"]
