@@ -292,6 +292,9 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
         msg = it.msg
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
+        # a pipeline list entry: a pass name or a table, not our model's class name
+        for said in ("a valid dictionary or instance of PassEntryConfig", "instance of PassEntryConfig"):
+            msg = msg.replace(said, "a table (name, options, verify, on_error)")
         if err["type"] == "extra_forbidden" and model is not None:
             fields = it.parent_fields
             close = difflib.get_close_matches(str(it.loc[-1]), fields, n=1, cutoff=0.6) if it.loc else []

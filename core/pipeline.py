@@ -28,10 +28,18 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 import torch.fx
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .analyses import AnalysisCache
-from .config import Config, PassEntryConfig, find_pyproject, load_config_file, parse_config, validate_options
+from .config import (
+    Config,
+    PassEntryConfig,
+    find_pyproject,
+    load_config_file,
+    parse_config,
+    validate_options,
+    validation_problems,
+)
 from .context import PassContext
 from .dialect import detect_dialect
 from .effects import end_module_epochs, new_module_epoch
@@ -202,8 +210,12 @@ class Pipeline:
             elif isinstance(e, Mapping):
                 try:
                     ec = PassEntryConfig.model_validate(dict(e))
-                except Exception as exc:
-                    raise ConfigError(f"bad pipeline entry {dict(e)!r}: {exc}", source=where) from None
+                except ValidationError as exc:  # one line per problem, as a config file's
+                    problems = "; ".join(
+                        f"{path}: {msg} (given: {_short_repr(value)})"
+                        for path, msg, value in validation_problems(exc, PassEntryConfig)
+                    )
+                    raise ConfigError(f"bad pipeline entry {dict(e)!r}: {problems}", source=where) from None
                 name, raw, verify, on_error = ec.name, ec.options, ec.verify, ec.on_error
             elif isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str):
                 name, raw = e[0], e[1]

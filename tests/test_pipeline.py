@@ -499,3 +499,34 @@ def test_a_pipeline_string_of_another_type_is_a_config_error_naming_it(text, fou
     assert str(err.value) == f"pipeline string: a pipeline string must be a str, got {found}"
     with pytest.raises(ConfigError, match=f"^fx.toml: pipeline string: a pipeline string must be a str, got {type(text).__name__}"):
         parse_pipeline_string(text, "fx.toml")
+
+
+@pytest.mark.parametrize(
+    "entry, said",
+    [
+        (
+            {"name": "fold_constants", "optionz": {}},
+            "optionz: unknown option; did you mean 'options'? (valid: name, options, verify, on_error) (given: {})",
+        ),
+        ({"name": "fold_constants", "options": "max_numel=3"}, "options: Input should be a valid dictionary (given: 'max_numel=3')"),
+        ({"options": {}}, "name: Field required"),
+    ],
+)
+def test_a_malformed_table_entry_in_python_gets_the_config_files_one_line_message(entry, said):
+    """A dict entry of ``Pipeline([...])`` is checked as a config file's table: one line per
+    problem with a suggestion, not pydantic's multi-line dump with its URL."""
+    with pytest.raises(fxpasses.ConfigError) as info:
+        fxpasses.Pipeline([entry])
+    msg = str(info.value)
+    assert msg.startswith(f"pipeline, entry 1: bad pipeline entry {entry!r}: ")
+    assert said in msg
+    assert "errors.pydantic.dev" not in msg and "\n" not in msg and "PassEntryConfig" not in msg
+
+
+def test_a_list_entry_of_the_wrong_type_in_a_config_names_the_kinds_an_entry_can_be():
+    from fxpasses.config import parse_config
+
+    with pytest.raises(fxpasses.ConfigError) as info:
+        parse_config({"pipeline": ["fold_constants", 3]}, source="x.toml")
+    assert "pipeline.1: Input should be a valid string or a table (name, options, verify, on_error) (given: 3)" in str(info.value)
+    assert "PassEntryConfig" not in str(info.value)
