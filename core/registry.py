@@ -749,12 +749,16 @@ class Registry:
         return f"plugin autoloading is off: {AUTOLOAD_ENV}=1"
 
     def _not_loaded_labels(self) -> list[str]:
-        """``"dist version (why)"`` of each distribution with an entry point not loaded."""
+        """``"dist version (why)"`` of each distribution with an entry point not loaded
+        (disabled, autoloading off, or failed to load: the pass asked for may be its)."""
         labels = {}
         for r in self.plugins:
             if r.status == "disabled":
                 why = "disabled" if r.names & self.disable else "autoload off"
                 labels.setdefault(r.label, f"{r.label} ({why})")
+            elif r.status == "failed":
+                error = (r.error or "").splitlines()[0] if r.error else "error"
+                labels.setdefault(r.label, f"{r.label} (failed to load: {error})")
         return list(labels.values())
 
     def _builtin_names_not_loaded(self) -> frozenset[str]:

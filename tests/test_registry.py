@@ -64,6 +64,12 @@ def test_six_distributions_third_broken_all_healthy_registered(site):
     assert len(reg.problems) == 1
     msg = str(reg.problems[0])
     assert "pass-2 1.0" in msg and "fxp_test_pass_2" in msg and "missing_lib" in msg
+    # asking for its pass names the plugin that failed, not only the healthy ones
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("pass_2")
+    lines = str(info.value).splitlines()
+    assert lines[-1].startswith("installed but not loaded: pass-2 1.0 (failed to load: ")
+    assert "missing_lib" in lines[-1] and "pass-2" not in lines[-2]
     forget_modules(*names)
 
 
