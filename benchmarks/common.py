@@ -45,7 +45,7 @@ class Config:
     def make(cls, quick: bool) -> "Config":
         if quick:
             return cls(True, (1_000, 10_000), 20_000, 2_000, 3, 2, 0.0)
-        return cls(False, (1_000, 10_000, 100_000), 100_000, 10_000, 5, 3, 15.0)
+        return cls(False, (1_000, 10_000, 100_000), 100_000, 10_000, 5, 5, 15.0)
 
 
 @dataclass

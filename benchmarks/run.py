@@ -1,7 +1,7 @@
 """Run every fxpasses benchmark and write benchmarks/RESULTS.md (a --quick or --only run:
 benchmarks/RESULTS-partial.md).
 
-    python benchmarks/run.py            # full run (~10 minutes on 2 cores)
+    python benchmarks/run.py            # full run (~15 minutes on 2 cores)
     python benchmarks/run.py --quick    # smaller graphs, fewer repeats (~2 minutes)
     python benchmarks/run.py --only dispatch,startup --out /tmp/r.md
 
@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{' --only ' + args.only if args.only else ''}` on "
         f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} in {total:.0f} s"
         f"{' (quick run: smaller graphs, fewer repeats)' if cfg.quick else ''}. "
-        "Every ratio compares two measurements of this run; times are medians of repeated runs "
+        "Every ratio compares two measurements of this run, timed interleaved (round by round, "
+        "the order rotated); times are medians of repeated runs "
         "(n and min-max in parentheses). Timed regions run with the cyclic garbage collector "
         "paused (collected before), baselines included, as fxpasses' pipeline runs. "
         "Graphs: see `benchmarks/graphs.py`.",
