@@ -95,19 +95,7 @@ def measure(
 
     ``check(setup_value, result)`` runs after each timed call (untimed), e.g. to count nodes.
     """
-    times = []
-    for _ in range(repeats):
-        arg = setup() if setup is not None else None
-        with gc_paused():
-            t0 = time.perf_counter()
-            out = run(arg)
-            dt = time.perf_counter() - t0
-        if check is not None:
-            check(arg, out)
-        del out, arg
-        times.append(dt)
-    gc.collect()
-    return Stat(times)
+    return measure_interleaved({"run": Run(run, setup, check)}, repeats)["run"]
 
 
 @dataclass

@@ -327,9 +327,7 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
         if cfg is None:
             cfg = parse_config(update, source="--pipeline" if pipeline is not None else "--preset")
         else:
-            base, source = cfg._base_dir, cfg._source
-            cfg = cfg.model_copy(update=update)
-            cfg._base_dir, cfg._source = base, source
+            cfg = cfg.model_copy(update=update)  # keeps the private attributes (_source, _base_dir)
             cfg._pipeline_overridden = True
             cfg._preset_from_cli = preset is not None
             cfg._pipeline_from_cli = pipeline is not None
@@ -451,9 +449,7 @@ def run_cmd(
             update: dict[str, Any] = {"model": base.model, "output": cfg.output or base.output}
             if cfg.pipeline is None and cfg.preset is None:
                 update["preset"] = base.preset
-            kept = (cfg._source, cfg._base_dir, cfg._pipeline_overridden)
-            cfg = cfg.model_copy(update=update)
-            cfg._source, cfg._base_dir, cfg._pipeline_overridden = kept
+            cfg = cfg.model_copy(update=update)  # (private attributes, _source among them, are copied)
         cfg._preset_from_cli = preset is not None
         cfg._pipeline_from_cli = pipeline is not None
     from .instruments import PrintAfter, PrintChanged, TimePasses

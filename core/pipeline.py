@@ -464,15 +464,10 @@ class Pipeline:
                     # tell a graph broken as given from one the pass broke: lint it as given
                     # first (the pass's own lint then looks only at what it edits)
                     try:
-                        if _lint(gm, spelled, as_given=True):
-                            names_kept = names_in_namespace(gm.graph)
+                        _lint(gm, as_given=True)
                     except Exception as exc:
-                        raise InputGraphError(
-                            f"the graph fails lint as given, before any pass changed it ({exception_line(exc)}); "
-                            f"no pass was run ({step.name!r} was next): fix the input graph, or run with "
-                            "verify='none'"
-                        ) from exc
-                    clean = True
+                        raise _input_graph_error(exc, f"no pass was run ({step.name!r} was next)") from exc
+                    names_kept, clean = names_in_namespace(gm.graph), True
                 pass_ = step.cls(step.options)
                 ctx = PassContext(
                     gm,
@@ -737,24 +732,20 @@ class Pipeline:
     ) -> None:
         """After pass ``name`` failed the run's first lint of the whole graph and was rolled
         back: lint the graph as it was before the pass (its structure; arguments it held then
-        are not the pass's doing). When that fails too, the pass is not at fault: raise :class:`InputGraphError` if no pass had changed the graph (it is the
-        caller's), else add a note naming the passes that changed it without a lint."""
+        are not the pass's doing). When that fails too, the pass is not at fault: raise
+        :class:`InputGraphError` if no pass had changed the graph (it is the caller's), else
+        add a note naming the passes that changed it without a lint."""
         try:
-            _lint(gm, {}, as_given=True)  # structure only: arguments held as given are let through
+            _lint(gm, as_given=True)
         except Exception as before:  # noqa: BLE001 - any lint failure is the answer
-            problem = exception_line(before)
-        else:
-            return
-        if pristine:
-            raise InputGraphError(
-                f"the graph fails lint as given, before any pass changed it ({problem}); pass "
-                f"{name!r}, the first to change it, was rolled back and is not at fault: fix the "
-                "input graph, or run with verify='none'"
-            ) from exc
-        failure.notes.append(
-            f"the graph already failed this lint before {name!r} ran ({problem}); since its last "
-            "lint it was changed, without one, by: " + ", ".join(repr(n) for n in unverified)
-        )
+            if pristine:
+                raise _input_graph_error(
+                    before, f"pass {name!r}, the first to change it, was rolled back and is not at fault"
+                ) from exc
+            failure.notes.append(
+                f"the graph already failed this lint before {name!r} ran ({exception_line(before)}); since "
+                "its last lint it was changed, without one, by: " + ", ".join(repr(n) for n in unverified)
+            )
 
     def _failure(
         self, name: str, exc: BaseException, snap: Snapshot, on_error: str, stage: str = "graph lint"
@@ -834,6 +825,14 @@ def registry_for(cfg: Config) -> Registry:
     if not (p.enable or p.disable or p.strict or p.prefer):
         return default_registry()
     return Registry(enable=p.enable, disable=p.disable, strict=p.strict, prefer=p.prefer)
+
+
+def _input_graph_error(lint_error: BaseException, what_ran: str) -> InputGraphError:
+    """The error for a graph that fails lint as the caller gave it (``lint_error``: the lint's)."""
+    return InputGraphError(
+        f"the graph fails lint as given, before any pass changed it ({exception_line(lint_error)}); "
+        f"{what_ran}: fix the input graph, or run with verify='none'"
+    )
 
 
 def _lint(

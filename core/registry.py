@@ -757,8 +757,8 @@ class Registry:
                 why = "disabled" if r.names & self.disable else "autoload off"
                 labels.setdefault(r.label, f"{r.label} ({why})")
             elif r.status == "failed":
-                error = (r.error or "").splitlines()[0] if r.error else "error"
-                labels.setdefault(r.label, f"{r.label} (failed to load: {error})")
+                first_line = r.error.splitlines()[0] if r.error else "error"
+                labels.setdefault(r.label, f"{r.label} (failed to load: {first_line})")
         return list(labels.values())
 
     def _builtin_names_not_loaded(self) -> frozenset[str]:
