@@ -479,4 +479,122 @@ def run_per_pass(cfg: Config) -> Result:
             rows,
         )
     )
+    _shape_analyses(cfg, res)
     return res
+
+
+def _strip_shapes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Forget what the capture recorded (``val``, ``tensor_meta``): each side records it anew."""
+    for n in gm.graph.nodes:
+        n.meta.pop("val", None)
+        n.meta.pop("tensor_meta", None)
+    return gm
+
+
+def _layout(value: Any) -> Any:
+    """What to compare of a recorded ``tensor_meta`` or ``val``: a ``TensorMetadata`` with
+    ``requires_grad`` False (propagate_shapes runs under ``no_grad``, and says so; ShapeProp
+    with grad mode on), a tensor's sizes, strides and dtype; tuples and lists of them."""
+    from torch.fx.passes.shape_prop import TensorMetadata
+
+    if isinstance(value, TensorMetadata):
+        return value._replace(requires_grad=False)
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), value.stride(), value.dtype)
+    if isinstance(value, (tuple, list)):
+        return tuple(_layout(v) for v in value)
+    return value
+
+
+def _recorded(key: str) -> Callable[[torch.fx.GraphModule], int]:
+    """Nodes with a tensor (or tuple/list of them) under ``meta[key]`` after a run."""
+
+    def count(gm: torch.fx.GraphModule) -> int:
+        return sum(1 for n in gm.graph.nodes if key in n.meta and n.meta[key] is not None)
+
+    return count
+
+
+def _shape_analyses(cfg: Config, res: Result) -> None:
+    """propagate_shapes against torch's ShapeProp (real run) and FakeTensorProp (fake run), on
+    the small block graph and an exported GPT-2: time, nodes annotated, and (untimed) that the
+    ``tensor_meta`` recorded is torch's, node for node."""
+    from bench_models import _models
+    from graphs import example_input
+
+    gpt = "GPT-2 2x128" if cfg.quick else "GPT-2 96x64"
+    factory, tokens = next((f, x) for name, f, x in _models(cfg) if name == gpt)
+    exported = torch.export.export(factory(), (tokens,))
+    block_model = BlockModel(n_blocks_for(cfg.small))
+    graphs: list[tuple[str, Callable[[], torch.fx.GraphModule], torch.Tensor]] = [
+        (f"block graph {cfg.small:,}", lambda: _strip_shapes(block_graph(cfg.small, model=block_model)), example_input(2)),
+        (f"{gpt} (torch.export)", lambda: _strip_shapes(exported.module()), tokens),
+    ]
+    rows = []
+    for label, fresh, x in graphs:
+        nodes = len(fresh().graph.nodes)
+        for mode, theirs_fn, tname, key in (
+            ("real", tb.shape_prop, "ShapeProp", "tensor_meta"),
+            ("fake", tb.fake_tensor_prop, "FakeTensorProp", "val"),
+        ):
+            pipe = fxpasses.Pipeline([("propagate_shapes", {"mode": mode})])
+            count = _recorded(key)
+            ours_n: list[int] = []
+            theirs_n: list[int] = []
+            # untimed: a first run of each (warm-up: first-call caches of fake tensors, which
+            # both sides share), and the same metadata as torch's, node for node
+            a, b = fresh(), fresh()
+            pipe.run(a, example_inputs=[x])
+            theirs_fn(b, x)
+            mismatch = [n.name for n, m in zip(a.graph.nodes, b.graph.nodes) if _layout(n.meta.get(key)) != _layout(m.meta.get(key))]
+            assert not mismatch, f"{label}: meta[{key!r}] differs from {tname}'s at {mismatch[:5]}"
+            reps = cfg.repeats_small if mode == "real" else max(2, cfg.repeats_small - 2)
+            timed = measure_interleaved(
+                {
+                    "ours": Run(
+                        lambda gm, _p=pipe, _x=x: _p.run(gm, example_inputs=[_x]),
+                        fresh,
+                        lambda gm, out, _c=count, _l=ours_n: _l.append(_c(gm)),
+                    ),
+                    "theirs": Run(
+                        lambda gm, _f=theirs_fn, _x=x: _f(gm, _x),
+                        fresh,
+                        lambda gm, out, _c=count, _l=theirs_n: _l.append(_c(gm)),
+                    ),
+                },
+                reps,
+            )
+            ours, theirs = timed["ours"], timed["theirs"]
+            ratio = ours.median / theirs.median
+            rows.append(
+                [label, f"{nodes:,}", mode, tname, str(ours), str(theirs), fmt_x(ratio), f"{ours_n[-1]:,} / {theirs_n[-1]:,}"]
+            )
+            res.targets.append(
+                Target(
+                    f"propagate_shapes {mode}, {label}: time fxpasses / {tname}",
+                    ratio,
+                    "<= 1x, job done at least as fully",
+                    ratio <= 1.0 and ours_n[-1] >= theirs_n[-1],
+                    f"nodes with meta[{key!r}]: {ours_n[-1]:,} vs torch {theirs_n[-1]:,}",
+                )
+            )
+    res.add(
+        "**Analyses**: `propagate_shapes` as a user runs it, `Pipeline([(\"propagate_shapes\", "
+        "{\"mode\": ...})]).run(gm, example_inputs=[x])` (snapshot, the pass, the check that an "
+        "analysis changed nothing), against torch's nearest equivalent on the same fresh graph "
+        "(what the capture recorded removed first, on both sides). `mode=\"real\"` runs the graph "
+        "like `ShapeProp(gm).propagate(x)` and records the same `tensor_meta` (checked node for "
+        "node in an untimed first run of each; `requires_grad` is False in fxpasses' as it runs under `no_grad`), and besides a fake tensor in `meta[\"val\"]` (ShapeProp records none), on "
+        "clones of the module's buffers and of the parameters the graph may write (ShapeProp "
+        "runs on the module's own: training-mode batch norm statistics move); "
+        "`mode=\"fake\"` runs on fake tensors like `FakeTensorProp(gm, FakeTensorMode("
+        "allow_non_fake_inputs=True)).propagate(x)`, and records `tensor_meta` besides "
+        "(FakeTensorProp records only `meta[\"val\"]`; the values' sizes, strides and dtypes are checked to be "
+        "FakeTensorProp's, node for node, in the untimed first run). *Annotated*: nodes that got the key both record."
+    )
+    res.add(
+        md_table(
+            ["graph", "nodes", "mode", "torch equivalent", "fxpasses", "torch", "fxpasses / torch", "annotated (fxpasses / torch)"],
+            rows,
+        )
+    )

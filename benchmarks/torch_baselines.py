@@ -17,6 +17,10 @@ fxpasses pass                             torch's nearest equivalent
 ``eliminate_common_subexpressions``       ``torch.fx.passes.dialect.common.cse_pass.CSEPass``
 ``eliminate_dead_code``                   ``torch.fx.Graph.eliminate_dead_code`` (there is no
                                           ``torch.fx.passes.dead_code_elimination`` module)
+``propagate_shapes`` (``mode="real"``)    ``torch.fx.passes.shape_prop.ShapeProp``
+                                          (``tensor_meta`` only, no ``meta["val"]``)
+``propagate_shapes`` (``mode="fake"``)    ``torch.fx.passes.fake_tensor_prop.FakeTensorProp``
+                                          (``meta["val"]`` only, no ``tensor_meta``)
 ========================================  =================================================
 
 ``torch.fx.experimental.optimization.optimize_for_inference`` (fuse + remove_dropout + MKLDNN
@@ -48,6 +52,8 @@ __all__ = [
     "cse",
     "dce",
     "EQUIVALENTS",
+    "shape_prop",
+    "fake_tensor_prop",
     "pass_manager",
     "MulByOneTransformer",
     "transformer_graph",
@@ -80,6 +86,26 @@ def dce(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
+
+
+def shape_prop(gm: torch.fx.GraphModule, *inputs: Any) -> int:
+    """``ShapeProp(gm).propagate(*inputs)``: runs the graph on real tensors, records
+    ``meta["tensor_meta"]``; returns the number of nodes it recorded."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    ShapeProp(gm).propagate(*inputs)
+    return sum(1 for n in gm.graph.nodes if "tensor_meta" in n.meta)
+
+
+def fake_tensor_prop(gm: torch.fx.GraphModule, *inputs: Any) -> int:
+    """``FakeTensorProp(gm, mode).propagate(*inputs)`` in a fresh ``FakeTensorMode`` that
+    accepts the module's real parameters (``allow_non_fake_inputs``); records ``meta["val"]``,
+    returns the number of nodes that got a tensor there."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*inputs)
+    return sum(1 for n in gm.graph.nodes if isinstance(n.meta.get("val"), (torch.Tensor, tuple, list)))
 
 
 #: fxpasses pass name -> (torch's equivalent, its name), None where torch has none

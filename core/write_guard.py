@@ -153,17 +153,30 @@ def _lazy_dynamo_disable(cls: type) -> None:
     ``torch._dynamo`` at the first operator (about 1 s) to build the disabled function, and
     caches that in the function's ``__dynamo_disable`` attribute (``torch/_compile.py``). This
     pre-fills the cache with a function that runs the plain method while ``torch._dynamo`` is not
-    imported (nothing can be tracing then) and the disabled one once it is. Should torch rename
-    the attribute, its wrapper imports TorchDynamo as usual: slower, still correct.
+    imported or has no frame hook installed (``get_eval_frame_callback()`` is None: nothing can
+    be tracing then, and the disabled function's work is to set that hook to None around the
+    call), and the disabled one otherwise. Should torch rename the attribute, its wrapper
+    imports TorchDynamo as usual: slower, still correct.
     """
     wrapped = cls.__dict__.get("__torch_dispatch__")
     raw = getattr(wrapped, "__wrapped__", None)
     if raw is None:
         return
     disabled: list[Any] = []
+    try:  # the C-level frame hook TorchDynamo installs while it runs (None: none installed)
+        callback = torch._C._dynamo.eval_frame.get_eval_frame_callback
+    except AttributeError:  # pragma: no cover - a torch without it: always the disabled one
+        callback = None
+    is_compiling = torch.compiler.is_compiling
 
     def dispatch(*args: Any, **kwargs: Any) -> Any:
         if "torch._dynamo" not in sys.modules:
+            return raw(*args, **kwargs)
+        if callback is not None and not is_compiling() and callback() is None:
+            # no frame hook installed: nothing can trace this call, and the disabled function
+            # would only set the hook to None around it (about 1 us an operator). (While
+            # TorchDynamo traces this function, is_compiling() is True, and the C call it
+            # cannot trace is not made.)
             return raw(*args, **kwargs)
         if not disabled:
             import torch._dynamo

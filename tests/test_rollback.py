@@ -952,6 +952,45 @@ print(torch.equal(gm.weight, w), "torch._dynamo" in sys.modules)
     assert out.split() == ["True", "False"]
 
 
+def test_write_guard_runs_its_plain_dispatch_while_torchdynamo_is_idle():
+    """With TorchDynamo imported (after an export or a compile) but no frame hook installed,
+    the guard's dispatch is the plain method (the disabled function would only set the hook to
+    None around each operator); inside a compiled call it is the disabled one. Writes are
+    restored either way."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, torch, torch._dynamo, fxpasses
+made = []
+real_disable = torch._dynamo.disable
+def counting(*a, **k):
+    made.append(1)
+    return real_disable(*a, **k)
+torch._dynamo.disable = counting
+class W(fxpasses.GraphPass):
+    name = "w"
+    compiled = False
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            gm.weight.mul_(2)
+            if self.compiled:
+                torch.compile(lambda t: t.mul_(3), backend="eager")(gm.weight)
+        raise RuntimeError("planted")
+for compiled in (False, True):
+    W.compiled = compiled
+    gm = torch.fx.symbolic_trace(torch.nn.Linear(3, 3))
+    w = gm.weight.detach().clone()
+    try:
+        fxpasses.Pipeline([W]).run(gm, [torch.randn(2, 3)])
+    except fxpasses.PassFailedError:
+        pass
+    print(torch.equal(gm.weight, w), len(made) > 0)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False", "True", "True"]
+
+
 class CompilesInside(fxpasses.GraphPass):
     """Exports and compiles code while the write guard is on, writes a weight, then fails."""
 

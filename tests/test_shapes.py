@@ -425,3 +425,109 @@ def test_recurrent_modules_keep_their_state(cell, mode):
     assert not any(isinstance(t, FakeTensor) for t in gm.rnn._flat_weights)
     assert tensor_info(gm.graph.output_node().args[0]) == (torch.Size([2, 4]), torch.float32)
     torch.testing.assert_close(gm(x), model(x))
+
+
+class Layouts(torch.nn.Module):
+    """Results of every layout the real run's fast fake copy and memoized memory format meet:
+    contiguous, channels-last, transposed, a view at a storage offset, an expanded (stride 0)
+    view, 0-dim, zero-size, int64, bool, a complex conjugate (conj bit), a tensor that requires
+    grad, a tuple of views; two results of one shape with different strides, two of one shape
+    and strides with different dtypes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(2, 3, 4, 5))
+        self.register_buffer("c", torch.randn(3, 2, dtype=torch.complex64))
+
+    def forward(self, x):
+        a = x * 2  # contiguous [2, 3, 4, 5]
+        cl = a.contiguous(memory_format=torch.channels_last)  # same shape, other strides
+        t = a.transpose(1, 3)
+        off = a[:, 1:]  # storage offset 20
+        ex = a.sum((2, 3), keepdim=True).expand(2, 3, 4, 5)
+        s = a.sum()  # 0-dim
+        z = a[:0]  # zero-size
+        i = a.to(torch.int64)  # same shape and strides as a, other dtype
+        b = a > 0
+        cj = self.c.conj()  # conj bit set: copied by torch's from_tensor, not the fast path
+        g = self.w * 1  # outside no_grad it would require grad; run under no_grad it does not
+        parts = a.split(1, dim=1)  # a tuple of views at offsets
+        return a, cl, t, off, ex, s, z, i, b, cj, g, parts[2], self.w
+
+
+def test_real_mode_records_each_layout_exactly():
+    """``mode="real"`` builds ``meta["val"]`` from a result's metadata and memoizes the memory
+    format by sizes and strides: each recorded value has the real result's sizes, strides,
+    storage offset, dtype and device, and ``tensor_meta`` equals torch's own
+    ``_extract_tensor_metadata`` of the real result field for field."""
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
+
+    gm = torch.fx.symbolic_trace(Layouts())
+    x = torch.randn(2, 3, 4, 5)
+    truth = _truth(gm, (x,))
+    report = _run(gm, (x,), "real")
+    assert report.passes[0].status == "ok"
+    modes = set()
+    checked = 0
+    for node in gm.graph.nodes:
+        real = truth[node.name]
+        if not isinstance(real, torch.Tensor):
+            continue
+        val = node.meta["val"]
+        assert isinstance(val, FakeTensor), node.name
+        modes.add(id(val.fake_mode))
+        assert (val.shape, val.stride(), val.storage_offset(), val.dtype, val.device) == (
+            real.shape,
+            real.stride(),
+            real.storage_offset(),
+            real.dtype,
+            real.device,
+        ), node.name
+        assert node.meta["tensor_meta"] == _extract_tensor_metadata(real), node.name
+        checked += 1
+    assert checked == len([n for n in gm.graph.nodes if isinstance(truth[n.name], torch.Tensor)]) >= 14
+    assert len(modes) == 1  # one fake mode for the whole run
+    formats = {n.name: n.meta["tensor_meta"].memory_format for n in gm.graph.nodes if n.name in ("mul", "contiguous", "transpose", "expand")}
+    assert formats == {
+        "mul": torch.contiguous_format,
+        "contiguous": torch.channels_last,
+        "transpose": None,
+        "expand": None,
+    }
+    # the parameter: a leaf that requires grad and is an nn.Parameter, as from_tensor makes it
+    w = gm.graph.find_nodes(op="get_attr", target="w")[0].meta["val"]
+    ref = torch._subclasses.fake_tensor.FakeTensorMode().from_tensor(gm.w, static_shapes=True)
+    assert (w.requires_grad, w.is_leaf, isinstance(w, torch.nn.Parameter)) == (True, True, True)
+    assert (ref.requires_grad, ref.is_leaf, isinstance(ref, torch.nn.Parameter)) == (True, True, True)
+
+
+def test_a_write_past_the_real_runs_clones_fails_the_run_naming_the_tensor(monkeypatch):
+    """propagate_shapes runs without a write guard (``writes_tensors = False``): its real run
+    works on clones of what effect analysis finds the graph may write. Were a write to get past
+    them (simulated: the analysis answers that nothing is written), the pipeline's check of an
+    analysis pass fails the run and names the tensor, and says that it could not restore it."""
+    from fxpasses.effects import EffectAnalysis
+
+    class Writes(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(3))
+
+        def forward(self, x):
+            self.w.add_(1)
+            return x + self.w
+
+    assert PropagateShapes.writes_tensors is False
+    gm = torch.fx.symbolic_trace(Writes())
+    monkeypatch.setattr(EffectAnalysis, "mutated_attributes", lambda self: frozenset())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([("propagate_shapes", {"mode": "real"})]).run(gm, (torch.zeros(3),))
+    msg = str(info.value)
+    assert "analysis pass 'propagate_shapes' changed the module (tensors written in place: 'w')" in msg
+    assert "could not be restored" in msg
+    monkeypatch.undo()
+    # without the simulated miss, the parameter is cloned and left as it was
+    gm = torch.fx.symbolic_trace(Writes())
+    report = Pipeline([("propagate_shapes", {"mode": "real"})]).run(gm, (torch.zeros(3),))
+    assert report.passes[0].status == "ok"
+    assert torch.equal(gm.w.detach(), torch.ones(3)) and gm.w._version == 0
