@@ -95,6 +95,30 @@ def test_torch_baselines_keep_outputs(bench):
     torch.testing.assert_close(model(x), ref)
 
 
+def test_shape_baselines_and_propagate_shapes_record_the_same_layouts(bench):
+    """Group 3's analyses: ShapeProp / FakeTensorProp and propagate_shapes in each mode
+    annotate the same nodes with the same sizes, strides and dtypes (the check the benchmark
+    makes before timing), and the counts the benchmark reports are those nodes."""
+    graphs, tb, _, bench_pipeline = bench
+    import fxpasses
+
+    model = graphs.BlockModel(graphs.n_blocks_for(N))
+    x = graphs.example_input(2)
+    fresh = lambda: bench_pipeline._strip_shapes(graphs.block_graph(N, model=model))  # noqa: E731
+    nodes = len(fresh().graph.nodes)
+    for mode, theirs, key in (("real", tb.shape_prop, "tensor_meta"), ("fake", tb.fake_tensor_prop, "val")):
+        a, b = fresh(), fresh()
+        report = fxpasses.Pipeline([("propagate_shapes", {"mode": mode})]).run(a, example_inputs=[x])
+        n_theirs = theirs(b, x)
+        assert n_theirs == bench_pipeline._recorded(key)(b) == nodes  # every node here has a tensor value
+        assert bench_pipeline._recorded(key)(a) == nodes
+        assert report.passes[0].counters["nodes_annotated"] == nodes
+        for n, m in zip(a.graph.nodes, b.graph.nodes):
+            assert bench_pipeline._layout(n.meta[key]) == bench_pipeline._layout(m.meta[key]), (mode, n.name)
+        out = a.graph.output_node().meta["tensor_meta"]
+        assert tuple(out.shape) == tuple(model(x).shape)
+
+
 def test_dispatch_variants_agree(bench):
     graphs, tb, bd, _ = bench
     model = graphs.BlockModel(graphs.n_blocks_for(N))
