@@ -215,7 +215,8 @@ class FoldConstants(GraphPass):
                     ctx.skip(
                         node,
                         "reads a parameter (or tensor) that requires grad, in training mode "
-                        "(fold_parameters=true folds it)",
+                        "(fold_parameters=true folds it)"
+                        + _container_note(gm, [i for i in node._input_nodes if i in trainable], paths),
                     )
                 continue
             if not analysis.is_pure(node) or analysis.is_written(node) or analysis.reads_written_state(node):
@@ -436,6 +437,26 @@ def _owner_training(gm: torch.fx.GraphModule, target: str, paths: ModulePaths) -
     training mode (True when it cannot be found: the safe answer)."""
     owner = _attr(gm, target.rpartition(".")[0], paths) if "." in target else gm
     return bool(getattr(owner, "training", True))
+
+
+def _container_note(gm: torch.fx.GraphModule, reads: list[Node], paths: ModulePaths) -> str:
+    """What to add to the skip of a node reading the trainable ``get_attr`` nodes ``reads``
+    when a module holding one is a plain ``torch.nn.Module`` container in training mode while
+    the GraphModule is in eval mode: ``torch.fx.symbolic_trace`` of an eval-mode model makes its
+    containers so (``fxpasses.capture`` gives each the model's mode, so there it is the user's
+    own choice, which the note names as well)."""
+    if gm.training:
+        return ""
+    for r in reads:
+        owner_path = str(r.target).rpartition(".")[0]
+        owner = _attr(gm, owner_path, paths) if owner_path else None
+        if type(owner) is torch.nn.Module and owner.training:
+            return (
+                f"; {owner_path!r}, which holds {str(r.target)!r}, is in training mode while the GraphModule is "
+                "in eval mode (torch.fx.symbolic_trace makes such a container in training mode whatever the "
+                "model's mode: gm.eval() puts it in eval mode)"
+            )
+    return ""
 
 
 def _trains_parameters(mod: torch.nn.Module) -> bool:

@@ -169,7 +169,8 @@ def prune_unused_state(
 
     Args:
         candidates: when given, only these qualified names of parameters, buffers and tensor
-            attributes may be deleted (no submodules).
+            attributes may be deleted (no submodules), each one that nothing references, also
+            under a submodule that nothing references any more (which stays, emptied).
         before_edit: called with each module just before something is deleted from it
             (``PassContext.before_module_edit``, so that a journaled rollback restores it).
 
@@ -218,7 +219,9 @@ def prune_unused_state(
                 continue
             if leads_to is not None and q not in leads_to:
                 continue  # nothing under it may be deleted
-            if used(q):
+            if used(q) or allowed is not None:
+                # with candidates, an unreferenced submodule is not deleted but searched for
+                # them (a folded parameter may be all that a traced submodule held)
                 visit(child, q + ".")
             elif allowed is None:
                 n_modules, n_params, n_buffers = _subtree_counts(child)

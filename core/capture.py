@@ -88,6 +88,7 @@ def capture(
             gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
         except Exception as exc:
             raise UserError(f"symbolic_trace could not trace {type(model).__name__}: {_short(exc)}") from exc
+        _copy_container_modes(model, gm)
         return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "export":
         try:
@@ -99,6 +100,24 @@ def capture(
     if dialect == "dynamo":
         return _capture_dynamo(model, inputs, kwargs)
     raise UserError(f"unknown capture {dialect!r}; expected one of {', '.join(DIALECTS)}")
+
+
+def _copy_container_modes(model: torch.nn.Module, gm: torch.fx.GraphModule) -> None:
+    """Give each container ``GraphModule`` made for a path of ``model`` (a plain
+    ``torch.nn.Module()``, in training mode whatever the model's mode: torch.fx rebuilds the
+    submodules it traced through that way) the mode of ``model``'s module at that path.
+
+    The mode of the module holding a parameter is what ``fold_constants`` asks to tell a
+    trainable parameter from a frozen one (an eval-mode model's ``self.inner.w * 2`` folded
+    only after ``gm.eval()``); the called (leaf) modules are the model's own objects and keep
+    their mode."""
+    for name, m in gm.named_modules():
+        if not name or type(m) is not torch.nn.Module:
+            continue
+        try:
+            m.training = model.get_submodule(name).training
+        except AttributeError:  # a path the model does not have as a module
+            continue
 
 
 @contextlib.contextmanager

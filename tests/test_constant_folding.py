@@ -752,3 +752,79 @@ def test_metadata_of_trainable_parameters_folds_in_training_mode():
     # a value read from the same parameter still does not fold
     gm2, _ = trace(_Positions().train(), "symbolic_trace", (x,))
     assert fold(gm2, [x], FOLD).counters.get("folded", 0) == 0
+
+
+class _Scaled(nn.Module):
+    """A traced-through submodule whose parameter only feeds a constant chain."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.full((3,), 0.5))
+
+    def forward(self, x):
+        return x * (self.w * 2 + 1)
+
+
+class _Holds(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _Scaled()
+        self.v = nn.Parameter(torch.full((3,), 2.0))
+
+    def forward(self, x):
+        return self.inner(x) + self.v * 3
+
+
+def test_capture_gives_the_containers_torch_fx_makes_the_models_mode():
+    """symbolic_trace rebuilds a traced-through submodule (``inner``) as a plain
+    ``nn.Module()`` in training mode whatever the model's mode. ``capture`` gives it the
+    model's mode, so the default fold treats ``inner.w`` of an eval-mode model as frozen, as it
+    treats ``v``; and the parameters it frees are deleted even though nothing references
+    ``inner`` any more (they stayed, while the growth check counted their bytes as freed)."""
+    x = torch.randn(3)
+    model = _Holds().eval()
+    cap = capture(model, [x], "symbolic_trace")
+    assert cap.gm.training is False and cap.gm.inner.training is False
+    before = storage_numel(cap.gm)
+    report = fold(cap.gm, cap.inputs, FOLD)
+    assert report.counters["folded"] == 2 and not report.skipped
+    assert report.counters["removed_parameters"] == 2
+    assert sorted(cap.gm.state_dict()) == ["folded_add", "folded_mul_2"]  # no inner.w left
+    assert report.counters["bytes_freed"] == report.counters["bytes_added"] == 24
+    assert storage_numel(cap.gm) == before
+    torch.testing.assert_close(cap.gm(x), model(x))
+    # a submodule the user put in training mode keeps it, and its parameter stays trainable
+    model = _Holds().eval()
+    model.inner.train()
+    cap = capture(model, [x], "symbolic_trace")
+    assert cap.gm.inner.training is True
+    report = fold(cap.gm, cap.inputs, FOLD)
+    assert report.counters["folded"] == 1  # v * 3
+    assert "requires grad, in training mode" in dict(report.skipped)["mul"]
+    assert "'inner', which holds 'inner.w', is in training mode while the GraphModule is in eval mode" in dict(
+        report.skipped
+    )["mul"]
+    assert "inner.w" in cap.gm.state_dict()
+
+
+def test_a_skip_for_a_torch_fx_container_in_training_mode_says_how_to_fold():
+    """Plain ``torch.fx.symbolic_trace`` of an eval-mode model: the container it made for
+    ``inner`` is in training mode, so ``inner.w`` counts as trainable; the skip says that
+    ``inner`` is in training mode while the GraphModule is not, why, and that gm.eval() fixes
+    it."""
+    x = torch.randn(3)
+    model = _Holds().eval()
+    gm = torch.fx.symbolic_trace(model)
+    assert gm.training is False and gm.inner.training is True
+    report = fold(gm, [x], FOLD)
+    assert report.counters["folded"] == 1
+    assert dict(report.skipped)["mul"] == (
+        "reads a parameter (or tensor) that requires grad, in training mode (fold_parameters=true folds it); "
+        "'inner', which holds 'inner.w', is in training mode while the GraphModule is in eval mode "
+        "(torch.fx.symbolic_trace makes such a container in training mode whatever the model's mode: "
+        "gm.eval() puts it in eval mode)"
+    )
+    gm = torch.fx.symbolic_trace(model).eval()
+    report = fold(gm, [x], FOLD)
+    assert report.counters["folded"] == 2 and not report.skipped
+    torch.testing.assert_close(gm(x), model(x))

@@ -562,6 +562,8 @@ def test_readers_of_global_state_go_when_unused():
 
 
 def test_prune_unused_state_with_candidates_deletes_only_unread_candidates():
+    """Also under a submodule nothing references any more: fold_constants counts the bytes of
+    the candidates it passes as freed (they stayed there, and its growth bound did not hold)."""
     from fxpasses.builtin_passes.dead_code import prune_unused_state
 
     g = torch.fx.Graph()
@@ -581,14 +583,15 @@ def test_prune_unused_state_with_candidates_deletes_only_unread_candidates():
     gm.c = nn.Module()
     gm.c.register_buffer("w", torch.ones(2))  # unread, not a candidate: kept
     gm.e = nn.Module()
-    gm.e.register_buffer("w", torch.ones(2))  # candidate under a module nothing reads: kept
+    gm.e.register_buffer("w", torch.ones(2))  # candidate under a module nothing reads: deleted (the module stays)
     gm.f = nn.Module()
     gm.f.register_buffer("w", torch.ones(2))  # neither read nor a candidate: kept
     gm.h.register_buffer("z", torch.ones(2))  # unread, not a candidate, beside a read buffer: kept
     counts = prune_unused_state(gm, candidates=["a.b.w", "a.b.keep", "d.weight", "e.w", "top"])
-    assert counts == {"removed_buffers": 2}
-    assert sorted(dict(gm.named_buffers())) == ["a.b.keep", "c.w", "e.w", "f.w", "h.v", "h.z"]
+    assert counts == {"removed_buffers": 3}
+    assert sorted(dict(gm.named_buffers())) == ["a.b.keep", "c.w", "f.w", "h.v", "h.z"]
     assert sorted(dict(gm.named_parameters())) == ["d.bias", "d.weight"]
+    assert type(gm.e) is nn.Module  # with candidates, no submodule is deleted
 
 
 def _shared_leaf() -> nn.Module:
