@@ -418,27 +418,30 @@ class _RealProp(torch.fx.Interpreter):
             meta = n.meta
             try:
                 meta["val"] = _fake_copy(self.fake_mode, result)
-            except Exception:  # a tensor kind fake tensors cannot represent: no "val"
-                pass
+            except Exception:  # a tensor kind fake tensors cannot represent: no "val" (not
+                meta.pop("val", None)  # one of an earlier run, or of a failed fake attempt)
             meta["tensor_meta"] = _metadata(result, self._formats)
             self.annotated += 1
             return result
-        old = n.meta.get("val")
+        old = _placeholder_value(n)  # meta["val"], or TorchDynamo's meta["example_value"]
         if self.keep_symbolic and n.op == "output":  # the values it returns, as recorded
-            old = torch.fx.node.map_arg(n.args[0], lambda a: a.meta.get("val"))
-            if _is_symbolic(old):
-                n.meta["val"] = old
+            old = torch.fx.node.map_arg(n.args[0], _placeholder_value)
         if self.keep_symbolic and _is_symbolic(old):
+            n.meta["val"] = old
             tm = _tensor_meta(old)
         else:
             # a single tensor, the usual result, without map_aggregate (~10 us a call)
             val = self._fake(result) if isinstance(result, torch.Tensor) else map_aggregate(result, self._fake)
             if val is not None:
                 n.meta["val"] = val
+            else:  # nothing to record: no value of an earlier run or a failed fake attempt
+                n.meta.pop("val", None)
             tm = _tensor_meta(result, self._formats)
         if tm is not None:
             n.meta["tensor_meta"] = tm
             self.annotated += 1
+        else:
+            n.meta.pop("tensor_meta", None)
         return result
 
 
@@ -488,6 +491,53 @@ def _fake_copy(mode: FakeTensorMode, t: torch.Tensor) -> FakeTensor:
     return fake
 
 
+class _LayoutCopies:
+    """Copies of tensors for a real run that keep their layout: each strided tensor becomes a
+    view, at the original's storage offset, sizes and strides (and conjugate / negative bits),
+    of a copy of its storage, one copy per storage, so tensors that shared a storage (a buffer
+    and a view of it, an input and its slice) share the copy as they shared the original; a
+    parameter's copy is an ``nn.Parameter`` with its ``requires_grad``.
+
+    ``t.detach().clone()`` gave a packed tensor of its own to each: an expanded buffer
+    (stride 0) got strides (4, 1), a view at offset 6 got offset 0, a conjugate view lost its
+    bit, a write through one buffer no longer reached its view (so a data-dependent shape read
+    after it came out wrong), and a written parameter's recorded value was not a parameter.
+    Other tensors (sparse, quantized, subclasses) are cloned as they are.
+    """
+
+    def __init__(self) -> None:
+        self._storages: dict[tuple[Any, int], Any] = {}  # (device, data_ptr) -> copied storage
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        copy = self._copy(t)
+        if isinstance(t, torch.nn.Parameter):
+            copy = torch.nn.Parameter(copy, requires_grad=t.requires_grad)
+        return copy
+
+    def _copy(self, t: torch.Tensor) -> torch.Tensor:
+        if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.layout is not torch.strided or t.is_quantized:
+            return t.detach().clone()
+        try:
+            storage = t.untyped_storage()
+            ptr = storage.data_ptr()
+        except Exception:  # noqa: BLE001 - no storage to share (e.g. a tensor kind without one)
+            return t.detach().clone()
+        key = (t.device, ptr)
+        new = self._storages.get(key) if ptr else None
+        if new is None:
+            new = storage.clone()
+            if ptr:
+                self._storages[key] = new
+        out = torch.empty(0, dtype=t.dtype, device=t.device)
+        with torch.no_grad():
+            out.set_(new, t.storage_offset(), t.size(), t.stride())
+        if t.is_conj():
+            out = out.conj()
+        if t.is_neg():
+            out = out._neg_view()
+        return out
+
+
 def _propagate_real(
     gm: torch.fx.GraphModule, inputs: Sequence[Any], *, keep_symbolic: bool = False, flat: bool = False
 ) -> int:
@@ -496,8 +546,10 @@ def _propagate_real(
     ``flat``: ``inputs`` are the placeholders' values (:func:`fxpasses.inputs.placeholder_values`),
     not ``gm``'s positional inputs to be flattened by its code generator.
 
-    Buffers, plain tensor attributes and inputs are run on copies; parameters too when the
-    graph may write them (:meth:`fxpasses.effects.EffectAnalysis.mutated_attributes`, and
+    Buffers, plain tensor attributes and inputs are run on copies (:class:`_LayoutCopies`:
+    the sizes, strides, offsets and sharing of storage of the originals, so that what is
+    recorded, and what views and in-place writes see, is what a run on the originals would
+    give); parameters too when the graph may write them (:meth:`fxpasses.effects.EffectAnalysis.mutated_attributes`, and
     every input when the graph writes one), other parameters are used as they are.
     ``keep_symbolic``: symbolic ``meta["val"]`` entries are kept (see :class:`_RealProp`).
     """
@@ -505,9 +557,11 @@ def _propagate_real(
     written = analysis.mutated_attributes()
     inputs_written = any(analysis.is_written(p) for p in gm.graph.find_nodes(op="placeholder"))
 
+    copies = _LayoutCopies()  # one for inputs and module state: an input may view a buffer
+
     def clone(t: Any) -> Any:
         if isinstance(t, torch.Tensor) and (inputs_written or not isinstance(t, torch.nn.Parameter)):
-            return t.detach().clone()
+            return copies(t)
         return t
 
     def keep(name: str, t: torch.Tensor) -> bool:
@@ -519,7 +573,7 @@ def _propagate_real(
     args = [clone(t) for t in inputs]
     with (
         global_modes_kept(),
-        _swapped_state(gm, lambda t: t.detach().clone(), keep),
+        _swapped_state(gm, copies, keep),
         torch.random.fork_rng(devices=devices),
         torch.no_grad(),
     ):

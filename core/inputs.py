@@ -100,13 +100,13 @@ def _names(keys: Sequence[str]) -> str:
 
 
 def check_accepted(gm: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> None:
-    """Raise a :class:`~fxpasses.errors.UserError` when ``gm`` does not take these keywords.
+    """Raise a :class:`~fxpasses.errors.UserError` when ``gm`` does not take these inputs.
 
     For a graph with a pytree input spec (an exported module): the keywords must be the ones
     it was exported with, all of them (a missing keyword, one it does not take, or keyword
-    inputs given positionally are named), and with keywords given, the number of positional
-    inputs must match too. For other modules, when keywords are given: ``forward``'s
-    signature must bind ``(*args, **kwargs)``.
+    inputs given positionally are named), and the number of positional inputs must match
+    too. For other modules: ``forward``'s signature must bind ``(*args, **kwargs)`` (one input
+    too many was taken silently by passes that run the graph, ``propagate_shapes``).
 
     Raises:
         UserError: naming the keywords the module does not take or misses, and what it takes.
@@ -117,19 +117,16 @@ def check_accepted(gm: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str
         n_args, expected = spec
         unknown = [k for k in given if k not in expected]
         missing = [k for k in expected if k not in given]
-        takes = (
-            f"the module takes {n_args} positional input(s) and the keyword input(s) {_names(expected)}, "
-            "as torch.export recorded them"
-        )
+        keywords = f"and the keyword input(s) {_names(expected)}" if expected else "and no keyword input"
+        takes = f"the module takes {n_args} positional input(s) {keywords}, as torch.export recorded them"
         if unknown:
             raise UserError(f"example_kwargs has keyword input(s) the module does not take: {_names(unknown)}; {takes}")
         if missing:
             how = " (give them as example_kwargs={...})" if kwargs is None else ""
             raise UserError(f"the example inputs miss the keyword input(s) {_names(missing)}{how}; {takes}")
-        if kwargs is not None and len(args) != n_args:
-            raise UserError(f"got {len(args)} positional example input(s) with example_kwargs; {takes}")
-        return
-    if not given:
+        if len(args) != n_args:
+            with_kwargs = " with example_kwargs" if kwargs is not None else ""
+            raise UserError(f"got {len(args)} positional example input(s){with_kwargs}; {takes}")
         return
     try:
         sig = inspect.signature(gm.forward)

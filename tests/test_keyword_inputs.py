@@ -553,3 +553,28 @@ def test_cli_run_gpt2_with_keyword_inputs(tmp_path):
     assert set(loaded.call_spec.in_spec.child(1).context) == {"input_ids", "attention_mask"}
     report = json.loads((out / "report.json").read_text())
     assert report["report"]["passes"][0]["name"] == "remove_dropout"
+
+
+def test_an_example_input_too_many_is_a_user_error_before_any_pass():
+    """gm(a, a, a) of a two-input graph raises TypeError; the pipeline took the three inputs
+    silently (propagate_shapes ran on the first two). It now refuses them, naming forward's
+    signature, for a plain graph and for an exported one alike, and nothing runs."""
+    import fxpasses
+    from fxpasses.errors import UserError
+
+    class Two(torch.nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    a = torch.randn(2)
+    gm = torch.fx.symbolic_trace(Two())
+    code = gm.code
+    for pipeline in (["propagate_shapes"], ["eliminate_dead_code"]):
+        with pytest.raises(UserError, match=r"the module does not take these example inputs: too many positional arguments \(it is forward\(x, y\)\)"):
+            fxpasses.Pipeline(pipeline).run(gm, example_inputs=[a, a, a])
+    assert gm.code == code and all("val" not in n.meta for n in gm.graph.nodes)
+    report = fxpasses.Pipeline(["propagate_shapes"]).run(gm, example_inputs=[a, a])
+    assert report.passes[0].status == "ok"
+    exported = torch.export.export(Two(), (a, a)).module()
+    with pytest.raises(UserError, match=r"got 3 positional example input\(s\); the module takes 2 positional input\(s\)"):
+        fxpasses.Pipeline(["propagate_shapes"]).run(exported, example_inputs=[a, a, a])

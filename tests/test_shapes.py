@@ -531,3 +531,159 @@ def test_a_write_past_the_real_runs_clones_fails_the_run_naming_the_tensor(monke
     report = Pipeline([("propagate_shapes", {"mode": "real"})]).run(gm, (torch.zeros(3),))
     assert report.passes[0].status == "ok"
     assert torch.equal(gm.w.detach(), torch.ones(3)) and gm.w._version == 0
+
+
+class _Strided(torch.nn.Module):
+    """Buffers at an offset and expanded (stride 0), read as they are; the input transposed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("buf", torch.arange(20.0)[4:])  # storage offset 4
+        self.register_buffer("eb", torch.zeros(1, 4).expand(3, 4))  # strides (0, 1)
+
+    def forward(self, x):
+        return x.t(), self.buf + 0, self.buf, self.eb
+
+
+def _layout(t: torch.Tensor):
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.is_conj())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_mode_records_the_layout_of_the_inputs_and_buffers_as_given(mode):
+    """The real run used packed clones of inputs and buffers: a view at offset 6 with strides
+    (6, 2) was recorded with (3, 1) and offset 0, an expanded buffer with strides (4, 1), a
+    conjugate view without its bit (and every view of them wrong in turn). Its copies now keep
+    the originals' layout, so every mode records what a run on the originals gives."""
+    x = torch.randn(30)[6:].view(4, 6)[:, ::2]  # sizes (4, 3), strides (6, 2), offset 6
+    gm = torch.fx.symbolic_trace(_Strided())
+    truth = _truth(gm, (x,))
+    _run(gm, (x,), mode)
+    for node in gm.graph.nodes:
+        real = truth[node.name]
+        if isinstance(real, torch.Tensor):
+            assert _layout(node.meta["val"]) == _layout(real), node.name
+            assert node.meta["tensor_meta"].stride == real.stride(), node.name
+    assert gm.buf.storage_offset() == 4 and gm.eb.stride() == (0, 1)  # the module's own, untouched
+
+    class Conj(torch.nn.Module):
+        def forward(self, x):
+            return x.conj() * 1
+
+    c = torch.randn(2, 2, dtype=torch.complex64).conj()
+    gm = torch.fx.symbolic_trace(Conj())
+    truth = _truth(gm, (c,))
+    _run(gm, (c,), mode)
+    for node in gm.graph.nodes:
+        if node.op != "output":
+            assert node.meta["val"].is_conj() == truth[node.name].is_conj(), node.name
+
+
+def test_real_run_keeps_the_sharing_of_storage_between_buffers_and_between_inputs():
+    """A buffer that views another, written in place through the other: the real run cloned
+    each alone, the write no longer reached the view, and the data-dependent shape read from
+    it came out (0, 1) where eager gives (4, 1); the same for two inputs sharing a storage."""
+    root = torch.nn.Module()
+    root.register_buffer("b1", torch.zeros(6))
+    root.register_buffer("b2", root.b1[2:])  # a view of b1
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.call_method("add_", (g.get_attr("b1"), 1))
+    nz = g.call_function(torch.nonzero, (g.call_function(torch.gt, (g.get_attr("b2"), 0.5)),))
+    g.output(nz)
+    gm = torch.fx.GraphModule(root, g)
+    import copy
+
+    eager = copy.deepcopy(gm)(torch.randn(1))
+    assert tuple(eager.shape) == (4, 1)
+    for mode in ("real", "auto"):
+        report = _run(gm, (torch.randn(1),), mode)
+        assert report.passes[0].status == "ok"
+        assert tuple(nz.meta["val"].shape) == (4, 1), mode
+        assert torch.equal(gm.b1, torch.zeros(6)) and gm.b2.data_ptr() == gm.b1.data_ptr() + 8  # untouched
+
+    class WritesOne(torch.nn.Module):
+        def forward(self, x, y):
+            x.add_(1)
+            return torch.nonzero(y > 0.5)
+
+    base = torch.zeros(6)
+    gm = torch.fx.symbolic_trace(WritesOne())
+    _run(gm, (base, base[2:]), "real")
+    assert tuple(gm.graph.output_node().args[0].meta["val"].shape) == (4, 1)
+    assert torch.equal(base, torch.zeros(6)) and base._version == 0
+
+
+def test_a_value_the_real_run_cannot_copy_leaves_no_value_of_an_earlier_attempt():
+    """auto: the fake run fails on quantized tensors after recording float32 values; the real
+    run, which cannot make fake quantized tensors, left those (a float32 ``val`` beside a
+    quint8 ``tensor_meta``). It now removes them."""
+
+    class Q(torch.nn.Module):
+        def forward(self, x):
+            q = torch.quantize_per_tensor(x, 0.1, 0, torch.quint8)
+            return q.int_repr() + 0
+
+    x = torch.randn(3, 4)
+    for mode in ("real", "auto"):
+        gm = torch.fx.symbolic_trace(Q())
+        report = _run(gm, (x,), mode)
+        assert report.passes[0].status == "ok"
+        node = next(n for n in gm.graph.nodes if n.name == "quantize_per_tensor")
+        assert "val" not in node.meta, mode
+        assert node.meta["tensor_meta"].dtype == torch.quint8
+        assert node.meta["tensor_meta"].is_quantized
+        add = next(n for n in gm.graph.nodes if n.name == "add")
+        assert (tuple(add.meta["val"].shape), add.meta["val"].dtype) == ((3, 4), torch.uint8)
+
+
+def test_a_parameter_the_graph_writes_is_recorded_as_a_parameter():
+    """The real run copies a parameter the graph writes; the copy was a plain tensor, so its
+    recorded value was no ``nn.Parameter`` and did not require grad (unlike the parameter the
+    graph only reads). Both are now leaf parameter fakes that require grad; the real one is
+    not written."""
+
+    class P(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.p = torch.nn.Parameter(torch.ones(3))
+            self.q = torch.nn.Parameter(torch.ones(3))
+
+        def forward(self, x):
+            self.p.add_(1)
+            return x * self.p * self.q
+
+    gm = torch.fx.symbolic_trace(P())
+    report = _run(gm, (torch.randn(3),), "real")
+    assert report.passes[0].status == "ok"
+    for node in gm.graph.find_nodes(op="get_attr"):
+        v = node.meta["val"]
+        assert (isinstance(v, torch.nn.Parameter), v.requires_grad, v.is_leaf) == (True, True, True), node.name
+        assert node.meta["tensor_meta"].requires_grad, node.name
+    assert torch.equal(gm.p.detach(), torch.ones(3)) and gm.p._version == 0
+
+
+def test_real_mode_keeps_torchdynamos_symbolic_values():
+    """TorchDynamo records ``meta["example_value"]``, not ``val``: real mode looked only at
+    ``val``, so in a ``dynamic=True`` graph the tensors got the example's concrete sizes while
+    the SymInt inputs stayed symbolic, and a later fake run propagated those."""
+    seen = {}
+
+    def backend(gm, example_inputs):
+        import copy
+
+        for order in (("real",), ("real", "fake")):
+            g = copy.deepcopy(gm)
+            for mode in order:
+                report = _run(g, example_inputs, mode)
+                assert report.passes[0].status == "ok"
+            seen[order] = {n.name: n.meta["val"] for n in g.graph.nodes if n.op != "output"}
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(lambda x: (x * 2, x.shape[0] + 1), backend=backend, dynamic=True)(torch.randn(5, 8))
+    for order, vals in seen.items():
+        tensors = {k: v for k, v in vals.items() if isinstance(v, torch.Tensor)}
+        assert len(tensors) == 2, (order, vals)  # the input and the product
+        for name, v in tensors.items():
+            assert not any(str(s).isdigit() for s in v.shape), (order, name, v.shape)
