@@ -103,7 +103,7 @@ def capture(
 
 
 def _copy_container_modes(model: torch.nn.Module, gm: torch.fx.GraphModule) -> None:
-    """Give each container ``GraphModule`` made for a path of ``model`` (a plain
+    """Give each container that the ``GraphModule`` made for a path of ``model`` (a plain
     ``torch.nn.Module()``, in training mode whatever the model's mode: torch.fx rebuilds the
     submodules it traced through that way) the mode of ``model``'s module at that path.
 
