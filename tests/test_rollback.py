@@ -927,27 +927,35 @@ def test_analysis_that_edits_the_module_is_told_what_it_changed(how, said):
     assert [p.requires_grad for p in gm.parameters()] == flags
 
 
+#: a subprocess's pass that writes a weight under the guard (compiling a write too, with
+#: ``W.compiled``) and fails; ``restored()`` runs it and says whether rollback put the weight back
+_WRITE_THEN_FAIL = """
+class W(fxpasses.GraphPass):
+    name = "w"
+    compiled = False
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            gm.weight.mul_(2)
+            if self.compiled:
+                torch.compile(lambda t: t.mul_(3), backend="eager")(gm.weight)
+        raise RuntimeError("planted")
+def restored():
+    gm = torch.fx.symbolic_trace(torch.nn.Linear(3, 3))
+    w = gm.weight.detach().clone()
+    try:
+        fxpasses.Pipeline([W]).run(gm, [torch.randn(2, 3)])
+    except fxpasses.PassFailedError:
+        pass
+    return torch.equal(gm.weight, w)
+"""
+
+
 def test_write_guard_does_not_import_torchdynamo():
     """The guard keeps TorchDynamo out of its dispatch without importing it (about 1 s)."""
     import subprocess
     import sys
 
-    code = """
-import sys, torch, fxpasses
-class W(fxpasses.GraphPass):
-    name = "w"
-    def run(self, gm, ctx):
-        with torch.no_grad():
-            gm.weight.mul_(2)
-        raise RuntimeError("planted")
-gm = torch.fx.symbolic_trace(torch.nn.Linear(3, 3))
-w = gm.weight.detach().clone()
-try:
-    fxpasses.Pipeline([W]).run(gm, [torch.randn(2, 3)])
-except fxpasses.PassFailedError:
-    pass
-print(torch.equal(gm.weight, w), "torch._dynamo" in sys.modules)
-"""
+    code = "import sys, torch, fxpasses\n" + _WRITE_THEN_FAIL + 'print(restored(), "torch._dynamo" in sys.modules)\n'
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "False"]
 
@@ -968,24 +976,10 @@ def counting(*a, **k):
     made.append(1)
     return real_disable(*a, **k)
 torch._dynamo.disable = counting
-class W(fxpasses.GraphPass):
-    name = "w"
-    compiled = False
-    def run(self, gm, ctx):
-        with torch.no_grad():
-            gm.weight.mul_(2)
-            if self.compiled:
-                torch.compile(lambda t: t.mul_(3), backend="eager")(gm.weight)
-        raise RuntimeError("planted")
+""" + _WRITE_THEN_FAIL + """
 for compiled in (False, True):
     W.compiled = compiled
-    gm = torch.fx.symbolic_trace(torch.nn.Linear(3, 3))
-    w = gm.weight.detach().clone()
-    try:
-        fxpasses.Pipeline([W]).run(gm, [torch.randn(2, 3)])
-    except fxpasses.PassFailedError:
-        pass
-    print(torch.equal(gm.weight, w), len(made) > 0)
+    print(restored(), len(made) > 0)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "False", "True", "True"]
