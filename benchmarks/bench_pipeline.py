@@ -507,7 +507,7 @@ def _layout(value: Any) -> Any:
 
 
 def _recorded(key: str) -> Callable[[torch.fx.GraphModule], int]:
-    """Nodes with a tensor (or tuple/list of them) under ``meta[key]`` after a run."""
+    """A counter of the nodes with something (not None) under ``meta[key]`` after a run."""
 
     def count(gm: torch.fx.GraphModule) -> int:
         return sum(1 for n in gm.graph.nodes if key in n.meta and n.meta[key] is not None)
@@ -517,8 +517,8 @@ def _recorded(key: str) -> Callable[[torch.fx.GraphModule], int]:
 
 def _shape_analyses(cfg: Config, res: Result) -> None:
     """propagate_shapes against torch's ShapeProp (real run) and FakeTensorProp (fake run), on
-    the small block graph and an exported GPT-2: time, nodes annotated, and (untimed) that the
-    ``tensor_meta`` recorded is torch's, node for node."""
+    the small block graph and an exported GPT-2: time, nodes annotated, and (untimed) that what
+    both record (``tensor_meta``; ``val``'s sizes, strides and dtypes) is torch's, node for node."""
     from bench_models import _models
     from graphs import example_input
 

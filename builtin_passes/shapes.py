@@ -430,8 +430,7 @@ class _RealProp(torch.fx.Interpreter):
             n.meta["val"] = old
             tm = _tensor_meta(old)
         else:
-            # a single tensor, the usual result, without map_aggregate (~10 us a call)
-            val = self._fake(result) if isinstance(result, torch.Tensor) else map_aggregate(result, self._fake)
+            val = map_aggregate(result, self._fake)
             if val is not None:
                 n.meta["val"] = val
             else:  # nothing to record: no value of an earlier run or a failed fake attempt
@@ -470,11 +469,10 @@ def _fake_copy(mode: FakeTensorMode, t: torch.Tensor) -> FakeTensor:
         or t.is_quantized
         or t.is_conj()
         or t.is_neg()
+        or (param and t.storage_offset())
     ):
         return mode.from_tensor(t, static_shapes=True)
     size, stride, offset = t.shape, t.stride(), t.storage_offset()
-    if param and offset:
-        return mode.from_tensor(t, static_shapes=True)
     # made past the Python dispatch modes (the pipeline's write guard is one): a new meta
     # tensor writes nothing, and the mode's Python call would cost more than the tensor
     with torch._C._DisableTorchDispatch():
@@ -528,9 +526,7 @@ class _LayoutCopies:
             new = storage.clone()
             if ptr:
                 self._storages[key] = new
-        out = torch.empty(0, dtype=t.dtype, device=t.device)
-        with torch.no_grad():
-            out.set_(new, t.storage_offset(), t.size(), t.stride())
+        out = torch.empty(0, dtype=t.dtype, device=t.device).set_(new, t.storage_offset(), t.size(), t.stride())
         if t.is_conj():
             out = out.conj()
         if t.is_neg():
