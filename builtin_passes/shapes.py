@@ -3,7 +3,8 @@
 After the pass, every node whose value is a tensor (or a tuple/list of tensors) carries:
 
 - ``node.meta["val"]``: a ``FakeTensor`` with the node's shape, dtype, strides and device (a
-  tuple/list of them for multi-output nodes; Python ints/floats/bools as they are);
+  tuple/list of them for multi-output nodes; Python ints/floats/bools as they are), unless
+  ``record_val=False`` (below);
 - ``node.meta["tensor_meta"]``: ``torch.fx.passes.shape_prop.TensorMetadata`` (shape, dtype,
   requires_grad, stride, memory_format, ...), as ``ShapeProp`` writes it.
 
@@ -29,6 +30,12 @@ How values are computed (option ``mode``):
   (but for parameters, whose copies are leaf ``nn.Parameter`` fakes that require grad). The
   copies of two views of one tensor do not share a fake storage (each has its own, sized for
   its offset and strides): their sizes, strides and storage offsets are the real ones.
+  With ``record_val=False`` (``"real"`` only) a real run records ``tensor_meta`` alone, which
+  is what ``ShapeProp`` records, and removes any earlier ``meta["val"]`` (a symbolic one is
+  kept, see below): the fake copy per node (about 8 us, most of it ``FakeTensor.__new__``'s
+  Python; one ``FakeTensor`` object alive per node afterwards) is the larger part of what a
+  real run costs over ``ShapeProp``. The built-in passes read shapes from either key
+  (:func:`fxpasses.context.tensor_info`).
 - ``"auto"`` (default): ``"fake"``, and ``"real"`` when the fake propagation fails (the
   counter ``real_fallback`` is 1 and the reason is logged on the ``fxpasses.propagate_shapes``
   logger).
@@ -80,6 +87,8 @@ Raises:
         example inputs and (``mode="real"``, or a placeholder without a recorded value), or
         ``mode="real"`` with fake example inputs.
     RuntimeError: propagation failed (``"fake"``: the fake error; ``"auto"``: both errors).
+    fxpasses.errors.OptionsError (when the pipeline is built): ``record_val=False`` with a
+        mode other than ``"real"``.
 """
 
 from __future__ import annotations
@@ -90,7 +99,7 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 
 import torch
 import torch.fx
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.node import map_aggregate
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
@@ -131,6 +140,21 @@ class PropagateShapes(GraphPass):
             description='"fake": FakeTensorProp, no real computation; "real": execute the graph on '
             'the example inputs; "auto": fake, and real when fake propagation fails',
         )
+        record_val: bool = Field(
+            True,
+            description='mode "real" only: False records meta["tensor_meta"] alone, as ShapeProp '
+            'does, without a fake meta["val"] per node (most of a real run\'s cost over '
+            "ShapeProp's); an earlier meta[\"val\"] is removed",
+        )
+
+        @model_validator(mode="after")
+        def _val_needs_real_mode(self) -> "PropagateShapes.Options":
+            if not self.record_val and self.mode != "real":
+                raise ValueError(
+                    f'record_val=false needs mode="real"; mode={self.mode!r} computes meta["val"] '
+                    "by propagating fake tensors"
+                )
+            return self
 
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         mode = self.options.mode
@@ -167,7 +191,10 @@ class PropagateShapes(GraphPass):
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
         keep_symbolic = self._symbolic is not None
         if self.options.mode == "real":
-            n, used = _propagate_real(gm, self._inputs, keep_symbolic=keep_symbolic, flat=self._flat), "real"
+            n = _propagate_real(
+                gm, self._inputs, keep_symbolic=keep_symbolic, flat=self._flat, record_val=self.options.record_val
+            )
+            used = "real"
         else:
             try:
                 if self._symbolic is not None:
@@ -393,11 +420,12 @@ class _RealProp(torch.fx.Interpreter):
     node whose ``meta["val"]`` is symbolic keeps it (and gets ``tensor_meta`` from it) instead
     of the example's concrete sizes."""
 
-    def __init__(self, gm: torch.fx.GraphModule, keep_symbolic: bool = False) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, keep_symbolic: bool = False, record_val: bool = True) -> None:
         super().__init__(gm)
         self.fake_mode = FakeTensorMode()
         self.annotated = 0
         self.keep_symbolic = keep_symbolic
+        self.record_val = record_val
         self._effects = EffectAnalysis(gm)
         self._formats: dict[Any, Any] = {}  # see _metadata
 
@@ -416,10 +444,16 @@ class _RealProp(torch.fx.Interpreter):
         if not self.keep_symbolic and isinstance(result, torch.Tensor):
             # the usual case, in one place (the general steps below give the same)
             meta = n.meta
-            try:
-                meta["val"] = _fake_copy(self.fake_mode, result)
-            except Exception:  # a tensor kind fake tensors cannot represent: no "val" (not
-                meta.pop("val", None)  # one of an earlier run, or of a failed fake attempt)
+            val = None
+            if self.record_val:
+                try:
+                    val = _fake_copy(self.fake_mode, result)
+                except Exception:  # a tensor kind fake tensors cannot represent: no "val"
+                    pass
+            if val is not None:
+                meta["val"] = val
+            else:  # none of an earlier run, or of a failed fake attempt, either
+                meta.pop("val", None)
             meta["tensor_meta"] = _metadata(result, self._formats)
             self.annotated += 1
             return result
@@ -430,7 +464,7 @@ class _RealProp(torch.fx.Interpreter):
             n.meta["val"] = old
             tm = _tensor_meta(old)
         else:
-            val = map_aggregate(result, self._fake)
+            val = map_aggregate(result, self._fake) if self.record_val else None
             if val is not None:
                 n.meta["val"] = val
             else:  # nothing to record: no value of an earlier run or a failed fake attempt
@@ -535,7 +569,12 @@ class _LayoutCopies:
 
 
 def _propagate_real(
-    gm: torch.fx.GraphModule, inputs: Sequence[Any], *, keep_symbolic: bool = False, flat: bool = False
+    gm: torch.fx.GraphModule,
+    inputs: Sequence[Any],
+    *,
+    keep_symbolic: bool = False,
+    flat: bool = False,
+    record_val: bool = True,
 ) -> int:
     """Execute ``gm`` on ``inputs`` without side effects on them or on its tensors.
 
@@ -548,6 +587,8 @@ def _propagate_real(
     give); parameters too when the graph may write them (:meth:`fxpasses.effects.EffectAnalysis.mutated_attributes`, and
     every input when the graph writes one), other parameters are used as they are.
     ``keep_symbolic``: symbolic ``meta["val"]`` entries are kept (see :class:`_RealProp`).
+    ``record_val``: False records ``tensor_meta`` alone (no fake copy per node) and removes
+    every other ``meta["val"]``.
     """
     analysis = EffectAnalysis(gm)
     written = analysis.mutated_attributes()
@@ -565,7 +606,7 @@ def _propagate_real(
 
     tensors = [*inputs, *gm.parameters()]
     devices = sorted({t.device.index or 0 for t in tensors if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
-    prop = _RealProp(gm, keep_symbolic)
+    prop = _RealProp(gm, keep_symbolic, record_val)
     args = [clone(t) for t in inputs]
     with (
         global_modes_kept(),

@@ -16,6 +16,7 @@ import torch
 import torch.fx
 from torch.fx.node import Argument, Node, Target
 
+from ._order import precedes
 from .errors import NodeHasUsersError, UserError
 
 __all__ = ["PassContext", "PROVENANCE_KEYS", "describe_node", "user_source_line", "tensor_info"]
@@ -352,10 +353,9 @@ def check_replacement(node: Node, value: Node) -> None:
         raise ValueError(f"cannot replace %{node.name} by %{value.name}: %{value.name} belongs to another graph")
     if value._erased:
         raise ValueError(f"cannot replace %{node.name} by %{value.name}: %{value.name} was erased")
-    key = value._sort_key
-    if key > node._sort_key:  # after the node: it must still come before every user
+    if precedes(node, value):  # after the node: it must still come before every user
         for user in node.users:
-            if user is value or not key < user._sort_key:
+            if user is value or not precedes(value, user):
                 raise ValueError(
                     f"cannot replace %{node.name} by %{value.name}: %{value.name} comes after "
                     f"%{user.name}, which uses %{node.name}"

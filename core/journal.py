@@ -55,6 +55,7 @@ import torch
 import torch.fx
 from torch.fx.node import Node
 
+from ._order import in_graph_order
 from .lint import _changed_atoms
 from .snapshot import (
     GraphRecord,
@@ -244,8 +245,7 @@ class Journal:
         checks changed."""
         out = [n for n in self.created if not n._erased]
         out += [n for n in self.edited if not n._erased]
-        out.sort(key=attrgetter("_sort_key"))
-        return out
+        return in_graph_order(out)
 
     def moved(self) -> list[Node]:
         """Recorded nodes of the graph whose place (``_sort_key``) differs from their record."""

@@ -32,6 +32,7 @@ import torch
 import torch.fx
 
 from ._modpath import MISSING, ModulePaths
+from ._order import precedes
 from .snapshot import _linked, _same_items
 
 try:  # torch >= 2.8: objects FX spells through their registered repr
@@ -147,10 +148,9 @@ def lint_edits(
             return False
         if bucket is None or node not in bucket:
             return False
-        key = node._sort_key
         for i in node._input_nodes:
             # of this graph, alive and linked into its node list, and before the node
-            if i.graph is not graph or not _linked(i) or not i._sort_key < key:
+            if i.graph is not graph or not _linked(i) or not precedes(i, node):
                 return False
         if op == "call_function":
             if not callable(target):

@@ -9,7 +9,6 @@ are skipped. The graph is edited in place and is *not* recompiled here.
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Callable, Protocol
 
 import torch
@@ -17,6 +16,7 @@ import torch.fx
 from torch.fx.node import Node
 
 from ._modpath import MISSING, ModulePaths
+from ._order import in_graph_order, precedes
 from .context import PassContext, check_replacement, describe_node, replace_all_uses, user_source_line
 from .errors import NodeHasUsersError, PassFailedError
 from .ops import callable_op_name, family_members, module_op_name
@@ -91,7 +91,6 @@ class _Matcher:
         return bool(self.names) and _module_name(type(mod)) in self.names
 
 
-_SORT_KEY = operator.attrgetter("_sort_key")  # graph order
 _module_names: dict[type, str] = {}
 
 
@@ -175,11 +174,10 @@ def _work_list(
         else:
             for bucket, ms in groups:
                 found.update(dict.fromkeys(bucket, ms))
-        if len(member) * 6 > len(graph.nodes):
-            # dense: one walk of the graph, filtered in C, beats sorting by _sort_key (a
-            # tuple per node)
-            return list(filter(member.__contains__, graph.nodes)), found, common
-        return sorted(member, key=_SORT_KEY), found, common
+        # the candidates are mostly in graph order already (index buckets fill in creation
+        # order), which timsort takes in one pass of comparisons (in C, see _order), without
+        # the walk of every node that filtering the graph would make
+        return in_graph_order(member), found, common
     for n in graph.nodes:  # pragma: no cover - torch without the lookup table
         ms = [m for m in matchers if m.match_node(n, gm)]
         if ms:
@@ -268,6 +266,7 @@ def run_pass(
         # the common case: every visited node has the same single hook; the same steps as
         # the general loop below, without its per-node bookkeeping
         hook = common[0].hook
+        graph = ctx.graph
         for node in nodes:
             if node._erased:
                 continue
@@ -281,10 +280,11 @@ def run_pass(
                     value = action.value
                     if value is node:
                         continue
-                    check_replacement(node, value)
+                    if value.graph is not graph or value._erased or precedes(node, value):
+                        check_replacement(node, value)  # the full check (it may raise)
                     node.replace_all_uses_with(value)
                     if not node.users and node.op != "placeholder" and node.op != "output":
-                        ctx.graph.erase_node(node)
+                        graph.erase_node(node)
                     changed = True
                 elif _apply(node, action, ctx):
                     changed = True

@@ -106,15 +106,20 @@ def test_shape_baselines_and_propagate_shapes_record_the_same_layouts(bench):
     x = graphs.example_input(2)
     fresh = lambda: bench_pipeline._strip_shapes(graphs.block_graph(N, model=model))  # noqa: E731
     nodes = len(fresh().graph.nodes)
-    for mode, theirs, key in (("real", tb.shape_prop, "tensor_meta"), ("fake", tb.fake_tensor_prop, "val")):
+    for options, theirs, key in (
+        ({"mode": "real"}, tb.shape_prop, "tensor_meta"),
+        ({"mode": "real", "record_val": False}, tb.shape_prop, "tensor_meta"),
+        ({"mode": "fake"}, tb.fake_tensor_prop, "val"),
+    ):
         a, b = fresh(), fresh()
-        report = fxpasses.Pipeline([("propagate_shapes", {"mode": mode})]).run(a, example_inputs=[x])
+        report = fxpasses.Pipeline([("propagate_shapes", options)]).run(a, example_inputs=[x])
         n_theirs = theirs(b, x)
         assert n_theirs == bench_pipeline._recorded(key)(b) == nodes  # every node here has a tensor value
         assert bench_pipeline._recorded(key)(a) == nodes
         assert report.passes[0].counters["nodes_annotated"] == nodes
         for n, m in zip(a.graph.nodes, b.graph.nodes):
-            assert bench_pipeline._layout(n.meta[key]) == bench_pipeline._layout(m.meta[key]), (mode, n.name)
+            assert bench_pipeline._layout(n.meta[key]) == bench_pipeline._layout(m.meta[key]), (options, n.name)
+            assert ("val" in n.meta) == options.get("record_val", True), (options, n.name)
         out = a.graph.output_node().meta["tensor_meta"]
         assert tuple(out.shape) == tuple(model(x).shape)
 

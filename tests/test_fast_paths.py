@@ -15,6 +15,7 @@ import torch.fx
 from torch import nn
 
 import fxpasses
+from fxpasses import _order, runner
 from fxpasses._modpath import MISSING, ModulePaths
 from fxpasses.lint import lint_passes
 from fxpasses.pipeline import _lint
@@ -188,7 +189,40 @@ def test_node_pass_matches_modules_by_class():
     assert seen == [("call_module", "m"), ("call_function", str(operator.mul))]
 
 
-def test_dispatch_order_and_answers_on_every_work_list_path():
+def test_graph_order_in_c_is_the_sort_key_order():
+    """``_order``'s comparisons of nodes (in C on torch >= 2.7) give the order of FX's
+    ``_sort_key`` tuples, on a graph whose keys grew by insertions in the middle and moves."""
+    import random
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = x
+    for _ in range(40):
+        y = g.call_function(operator.add, (y, 1))
+    g.output(y)
+    rng = random.Random(0)
+    for i in range(300):
+        at = rng.choice([n for n in g.nodes if n.op != "placeholder"])
+        with g.inserting_before(at):
+            g.call_function(operator.mul, (x, i))
+    nodes = list(g.nodes)
+    for _ in range(30):  # moves re-key the moved node
+        a, b = rng.sample(nodes[1:-1], 2)
+        b.prepend(a)
+    nodes = list(g.nodes)
+    assert max(len(n._sort_key) for n in nodes) > 2  # keys of more than one level
+    shuffled = nodes[::-1]
+    rng.shuffle(shuffled)
+    assert _order.in_graph_order(shuffled) == nodes
+    assert _order._sorted_by_key(shuffled) == nodes
+    pairs = [(a, b) for a in nodes[::11] for b in nodes[::7]]
+    assert [_order.precedes(a, b) for a, b in pairs] == [a._sort_key < b._sort_key for a, b in pairs]
+    assert [_order._precedes_by_key(a, b) for a, b in pairs] == [
+        nodes.index(a) < nodes.index(b) for a, b in pairs
+    ]
+
+
+def test_dispatch_order_and_answers_on_every_work_list_path(monkeypatch):
     """One target (the index bucket as work list), two targets (merged), two hooks on one
     target (general loop): nodes in graph order, every answer applied, nodes erased on the
     way skipped, and the pass reports a change only when there was one."""
@@ -241,10 +275,15 @@ def test_dispatch_order_and_answers_on_every_work_list_path():
         assert list(g.find_nodes(op="call_function", target=operator.mul, sort=False)) == [early, late]
         return gm
 
-    for padding in (0, 20):  # a dense work list (filtered from the graph), a sparse one (sorted)
-        seen.clear()
-        fxpasses.Pipeline([One], verify="lint").run(made_out_of_order(padding))
-        assert seen == ["late", "early"]
+    # the work list sorted by nodes compared in C, and by key tuples (a torch without
+    # _NodeBase.__lt__)
+    for sort in (_order.in_graph_order, _order._sorted_by_key):
+        for padding in (0, 20):  # candidates dense and sparse among the nodes
+            seen.clear()
+            monkeypatch.setattr(runner, "in_graph_order", sort)
+            fxpasses.Pipeline([One], verify="lint").run(made_out_of_order(padding))
+            assert seen == ["late", "early"]
+    monkeypatch.undo()
 
     class Two(fxpasses.NodePass):
         """x*1 -> x and x+0 -> x, one hook, two targets."""

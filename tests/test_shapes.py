@@ -687,3 +687,56 @@ def test_real_mode_keeps_torchdynamos_symbolic_values():
         assert len(tensors) == 2, (order, vals)  # the input and the product
         for name, v in tensors.items():
             assert not any(str(s).isdigit() for s in v.shape), (order, name, v.shape)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_real_mode_without_val_records_what_shapeprop_records(captured, dialect):
+    """``record_val=False``: ``tensor_meta`` equal to ``ShapeProp``'s on every node (torch's
+    own class run on a copy of the same graph), no ``meta["val"]`` left anywhere (a run with
+    values recorded them first), the graph and the state unchanged."""
+    import copy
+
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    cap = captured[dialect]
+    gm = copy.deepcopy(cap.gm)
+    for n in gm.graph.nodes:
+        n.meta.pop("tensor_meta", None)
+    theirs = copy.deepcopy(gm)
+    _run(gm, cap.inputs, "real")
+    assert sum(isinstance(n.meta.get("val"), FakeTensor) for n in gm.graph.nodes) > 5
+    with torch.no_grad():
+        ShapeProp(theirs).propagate(*cap.inputs)
+    code, state = normalized_code(gm), _state(gm)
+    report = Pipeline([("propagate_shapes", {"mode": "real", "record_val": False})]).run(gm, cap.inputs)
+    assert report.passes[0].status == "ok"
+    assert normalized_code(gm) == code
+    _assert_same_state(gm, state)
+    recorded = 0
+    for mine, ref in zip(gm.graph.nodes, theirs.graph.nodes):
+        assert mine.name == ref.name
+        assert "val" not in mine.meta, mine.name
+        assert mine.meta.get("tensor_meta") == ref.meta.get("tensor_meta"), mine.name
+        recorded += "tensor_meta" in mine.meta
+    assert recorded == report.passes[0].counters["nodes_annotated"] > 5
+    out = gm.graph.output_node()
+    assert [(tuple(t.shape), t.dtype) for t in out.meta["tensor_meta"]] == EXPECTED_OUT
+    # what the built-in passes read shapes with
+    assert tensor_info(out.args[0][0]) == (torch.Size([3]), torch.float32)
+
+
+def test_real_mode_without_val_keeps_symbolic_values():
+    """A dynamic export: ``record_val=False`` removes no symbolic value (real execution cannot
+    make one again); ``tensor_meta`` is made from it, as with values recorded."""
+    torch.manual_seed(0)
+    gm, x = _dynamic_export(DynamicNet().eval())
+    symbol, _ = _batch_symbol(gm)
+    report = Pipeline([("propagate_shapes", {"mode": "real", "record_val": False})]).run(gm, [x])
+    assert report.passes[0].status == "ok"
+    assert _assert_symbolic(gm, symbol) >= 4
+
+
+@pytest.mark.parametrize("mode", ("fake", "auto"))
+def test_record_val_false_needs_real_mode(mode):
+    with pytest.raises(fxpasses.errors.OptionsError, match=r'record_val=false needs mode="real"; mode=.' + mode):
+        Pipeline([("propagate_shapes", {"mode": mode, "record_val": False})])
