@@ -492,13 +492,9 @@ def _strip_shapes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _layout(value: Any) -> Any:
-    """What to compare of a recorded ``tensor_meta`` or ``val``: a ``TensorMetadata`` with
-    ``requires_grad`` False (propagate_shapes runs under ``no_grad``, and says so; ShapeProp
-    with grad mode on), a tensor's sizes, strides and dtype; tuples and lists of them."""
-    from torch.fx.passes.shape_prop import TensorMetadata
-
-    if isinstance(value, TensorMetadata):
-        return value._replace(requires_grad=False)
+    """What to compare of a recorded ``tensor_meta`` or ``val``: a ``TensorMetadata`` as it is
+    (both sides run under ``no_grad``: ``torch_baselines.shape_prop``), a tensor's sizes,
+    strides and dtype; tuples and lists of them."""
     if isinstance(value, torch.Tensor):
         return (tuple(value.shape), value.stride(), value.dtype)
     if isinstance(value, (tuple, list)):
@@ -586,8 +582,8 @@ def _shape_analyses(cfg: Config, res: Result) -> None:
         "{\"mode\": ...})]).run(gm, example_inputs=[x])` (snapshot, the pass, the check that an "
         "analysis changed nothing), against torch's nearest equivalent on the same fresh graph "
         "(what the capture recorded removed first, on both sides). `mode=\"real\"` runs the graph "
-        "like `ShapeProp(gm).propagate(x)` and records the same `tensor_meta` (checked node for "
-        "node in an untimed first run of each; `requires_grad` is False in fxpasses' as it runs under `no_grad`), and by default besides a fake tensor in `meta[\"val\"]` (ShapeProp records none; about 8 us a node, `FakeTensor.__new__`); with `record_val=false` `tensor_meta` alone, ShapeProp's job; both on "
+        "like `ShapeProp(gm).propagate(x)` (here under `no_grad`, as propagate_shapes runs) and records the same `tensor_meta` (checked node for "
+        "node, all fields, in an untimed first run of each), and by default besides a fake tensor in `meta[\"val\"]` (ShapeProp records none; about 8 us a node, `FakeTensor.__new__`); with `record_val=false` `tensor_meta` alone, ShapeProp's job; both on "
         "clones of the module's buffers and of the parameters the graph may write (ShapeProp "
         "runs on the module's own: training-mode batch norm statistics move); "
         "`mode=\"fake\"` runs on fake tensors like `FakeTensorProp(gm, FakeTensorMode("

@@ -89,11 +89,17 @@ def dce(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def shape_prop(gm: torch.fx.GraphModule, *inputs: Any) -> int:
-    """``ShapeProp(gm).propagate(*inputs)``: runs the graph on real tensors, records
-    ``meta["tensor_meta"]``; returns the number of nodes it recorded."""
+    """``ShapeProp(gm).propagate(*inputs)`` under ``torch.no_grad()``: runs the graph on real
+    tensors, records ``meta["tensor_meta"]``; returns the number of nodes it recorded.
+
+    ``no_grad`` as propagate_shapes' real mode runs: the ``requires_grad`` recorded is then the
+    same on both sides (with grad mode on, ShapeProp records True for every value computed
+    from a parameter), and neither keeps an autograd graph of the run (timed alike either
+    way here: 0.75x-0.76x for ``record_val=false`` on the 10k block graph and GPT-2 96x64)."""
     from torch.fx.passes.shape_prop import ShapeProp
 
-    ShapeProp(gm).propagate(*inputs)
+    with torch.no_grad():
+        ShapeProp(gm).propagate(*inputs)
     return sum(1 for n in gm.graph.nodes if "tensor_meta" in n.meta)
 
 

@@ -26,12 +26,14 @@ How values are computed (option ``mode``):
   attributes, non-parameter inputs, and the parameters (and parameter inputs) the graph may
   write are cloned first, so in-place writes (BatchNorm statistics in training mode, ``add_``
   on a parameter) do not reach the module or the caller's tensors. The results are recorded as fake
-  copies (metadata only; no activation is kept alive), ``requires_grad`` is False throughout
-  (but for parameters, whose copies are leaf ``nn.Parameter`` fakes that require grad). The
+  copies (metadata only; no activation is kept alive). ``requires_grad`` is False for every
+  computed value (the run is under ``no_grad``; ``ShapeProp`` with grad mode on records True
+  for values computed from tensors that require grad); parameters and inputs keep their own
+  (a parameter's copy is a leaf ``nn.Parameter`` fake that requires grad). The
   copies of two views of one tensor do not share a fake storage (each has its own, sized for
   its offset and strides): their sizes, strides and storage offsets are the real ones.
   With ``record_val=False`` (``"real"`` only) a real run records ``tensor_meta`` alone, which
-  is what ``ShapeProp`` records, and removes any earlier ``meta["val"]`` (a symbolic one is
+  is what ``ShapeProp`` records under ``torch.no_grad()``, and removes any earlier ``meta["val"]`` (a symbolic one is
   kept, see below): the fake copy per node (about 8 us, most of it ``FakeTensor.__new__``'s
   Python; one ``FakeTensor`` object alive per node afterwards) is the larger part of what a
   real run costs over ``ShapeProp``. The built-in passes read shapes from either key
@@ -143,7 +145,7 @@ class PropagateShapes(GraphPass):
         record_val: bool = Field(
             True,
             description='mode "real" only: False records meta["tensor_meta"] alone, as ShapeProp '
-            'does, without a fake meta["val"] per node (most of a real run\'s cost over '
+            'does under torch.no_grad(), without a fake meta["val"] per node (most of a real run\'s cost over '
             "ShapeProp's); an earlier meta[\"val\"] is removed",
         )
 
@@ -458,11 +460,17 @@ class _RealProp(torch.fx.Interpreter):
             self.annotated += 1
             return result
         old = _placeholder_value(n)  # meta["val"], or TorchDynamo's meta["example_value"]
+        own = old
         if self.keep_symbolic and n.op == "output":  # the values it returns, as recorded
             old = torch.fx.node.map_arg(n.args[0], _placeholder_value)
+            if not self.record_val:  # returned nodes without a symbolic value recorded none:
+                old = _symbolic_or_real(old, result)  # their real results, for tensor_meta
         if self.keep_symbolic and _is_symbolic(old):
-            n.meta["val"] = old
-            tm = _tensor_meta(old)
+            if self.record_val:
+                n.meta["val"] = old
+            elif not _is_symbolic(own):  # record_val=False keeps a node's own symbolic value
+                n.meta.pop("val", None)
+            tm = _tensor_meta(old, self._formats)
         else:
             val = map_aggregate(result, self._fake) if self.record_val else None
             if val is not None:
@@ -476,6 +484,18 @@ class _RealProp(torch.fx.Interpreter):
         else:
             n.meta.pop("tensor_meta", None)
         return result
+
+
+def _symbolic_or_real(recorded: Any, real: Any) -> Any:
+    """``recorded`` where it is symbolic, ``real`` elsewhere, element by element of the tuples,
+    lists and dicts both are (an output node's returned values: recorded ones, with None for a
+    node that recorded nothing, and the run's results)."""
+    if isinstance(recorded, (tuple, list)) and isinstance(real, (tuple, list)) and len(recorded) == len(real):
+        merged = [_symbolic_or_real(a, b) for a, b in zip(recorded, real)]
+        return tuple(merged) if isinstance(real, tuple) else merged
+    if isinstance(recorded, dict) and isinstance(real, dict) and recorded.keys() == real.keys():
+        return {k: _symbolic_or_real(recorded[k], real[k]) for k in real}
+    return recorded if _is_symbolic(recorded) else real
 
 
 def _fake_copy(mode: FakeTensorMode, t: torch.Tensor) -> FakeTensor:
@@ -528,7 +548,8 @@ class _LayoutCopies:
     view, at the original's storage offset, sizes and strides (and conjugate / negative bits),
     of a copy of its storage, one copy per storage, so tensors that shared a storage (a buffer
     and a view of it, an input and its slice) share the copy as they shared the original; a
-    parameter's copy is an ``nn.Parameter`` with its ``requires_grad``.
+    parameter's copy is an ``nn.Parameter`` with its ``requires_grad``, and the copy of any other
+    tensor that requires grad requires grad too (a leaf: the run is under ``no_grad``).
 
     ``t.detach().clone()`` gave a packed tensor of its own to each: an expanded buffer
     (stride 0) got strides (4, 1), a view at offset 6 got offset 0, a conjugate view lost its
@@ -544,6 +565,8 @@ class _LayoutCopies:
         copy = self._copy(t)
         if isinstance(t, torch.nn.Parameter):
             copy = torch.nn.Parameter(copy, requires_grad=t.requires_grad)
+        elif t.requires_grad and copy.is_leaf:  # an input that requires grad is recorded so
+            copy.requires_grad_(True)
         return copy
 
     def _copy(self, t: torch.Tensor) -> torch.Tensor:

@@ -48,7 +48,7 @@ from typing import Any, Literal, Mapping, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError, OptionsError
+from .errors import ConfigError, OptionsError, PassDefinitionError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -444,6 +444,9 @@ def validate_options(pass_name: str, options_cls: type[BaseModel], raw: Any, sou
 
     Raises:
         OptionsError: naming the pass, each field path, the expectation and the given value.
+        PassDefinitionError: a validator of the model raised something pydantic does not turn
+            into a validation error (not ``ValueError``/``AssertionError``/pydantic's own): a
+            bug of the pass, named with its ``Options`` class and the exception.
     """
     if isinstance(raw, options_cls):
         return raw
@@ -455,6 +458,13 @@ def validate_options(pass_name: str, options_cls: type[BaseModel], raw: Any, sou
         return options_cls.model_validate(dict(raw))
     except ValidationError as exc:
         raise OptionsError(pass_name, validation_problems(exc, options_cls), source=source) from None
+    except Exception as exc:
+        where = f" ({source})" if source else ""
+        raise PassDefinitionError(
+            f"pass {pass_name!r}{where}: its options model {options_cls.__module__}.{options_cls.__qualname__} "
+            f"raised {type(exc).__name__}: {exc} while validating {dict(raw)!r} (a validator should raise "
+            "ValueError for a bad value)"
+        ) from exc
 
 
 def _read(path: Path) -> Any:

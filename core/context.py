@@ -355,11 +355,15 @@ def check_replacement(node: Node, value: Node) -> None:
         raise ValueError(f"cannot replace %{node.name} by %{value.name}: %{value.name} was erased")
     if precedes(node, value):  # after the node: it must still come before every user
         for user in node.users:
-            if user is value or not precedes(value, user):
+            if user is value:
+                raise ValueError(
+                    f"cannot replace %{node.name} by %{value.name}: %{value.name} uses %{node.name} "
+                    "(it would then use itself)"
+                )
+            if not precedes(value, user):
                 raise ValueError(
                     f"cannot replace %{node.name} by %{value.name}: %{value.name} comes after "
                     f"%{user.name}, which uses %{node.name}"
-                    + (" (and would then use itself)" if user is value else "")
                 )
 
 

@@ -342,7 +342,7 @@ def test_dispatch_order_and_answers_on_every_work_list_path(monkeypatch):
 
 
 @pytest.mark.parametrize("fast", [True, False])
-@pytest.mark.parametrize("which", ["later", "other_graph", "erased"])
+@pytest.mark.parametrize("which", ["itself_a_user", "after_a_user", "other_graph", "erased"])
 def test_replace_by_a_node_that_cannot_take_the_place_fails_at_the_hook(which, fast):
     """Replace(value) with a value defined after a user, from another graph or erased: the
     hook's error names the node and the reason (not a lint failure after the pass), and the
@@ -364,8 +364,10 @@ def test_replace_by_a_node_that_cannot_take_the_place_fails_at_the_hook(which, f
 
         @fxpasses.on(op="call_function", target=torch.relu)
         def relu(self, node, ctx):
-            if which == "later":
+            if which == "itself_a_user":
                 return fxpasses.Replace(next(iter(node.users)))  # neg: uses relu itself
+            if which == "after_a_user":  # sin: after neg, which uses relu
+                return fxpasses.Replace(next(n for n in ctx.graph.nodes if n.target is torch.sin))
             if which == "other_graph":
                 return fxpasses.Replace(next(iter(other.graph.nodes)))
             erased = ctx.graph.call_function(torch.cos, (node.args[0],))
@@ -384,7 +386,8 @@ def test_replace_by_a_node_that_cannot_take_the_place_fails_at_the_hook(which, f
                 return None
 
     expected = {
-        "later": "comes after %neg, which uses %relu (and would then use itself)",
+        "itself_a_user": "cannot replace %relu by %neg: %neg uses %relu (it would then use itself)",
+        "after_a_user": "cannot replace %relu by %sin: %sin comes after %neg, which uses %relu",
         "other_graph": "belongs to another graph",
         "erased": "was erased",
     }[which]

@@ -370,6 +370,40 @@ def test_an_options_default_that_does_not_fit_its_field_is_a_definition_error():
     assert "bad_default" not in reg
 
 
+def test_an_options_validator_raising_a_non_validation_error_names_the_pass():
+    """A validator raising ``KeyError`` (pydantic passes it through) escaped as a bare
+    ``KeyError`` naming neither the pass nor its options; it is now a PassDefinitionError that
+    names both, the options given and the exception, with it as the cause."""
+
+    class Raises(fxpasses.GraphPass):
+        """x"""
+
+        name = "validator_raises"
+
+        class Options(fxpasses.PassOptions):
+            k: int = 0
+
+            @pydantic.field_validator("k")
+            @classmethod
+            def _v(cls, v):
+                if v == 1:
+                    raise KeyError("boom")
+                return v
+
+        def run(self, gm, ctx):
+            return False
+
+    with pytest.raises(PassDefinitionError) as info:
+        fxpasses.Pipeline([(Raises, {"k": 1})])
+    assert str(info.value) == (
+        "pass 'validator_raises' (pipeline, entry 1): its options model "
+        f"{__name__}.test_an_options_validator_raising_a_non_validation_error_names_the_pass.<locals>.Raises.Options "
+        "raised KeyError: 'boom' while validating {'k': 1} (a validator should raise ValueError for a bad value)"
+    )
+    assert isinstance(info.value.__cause__, KeyError)
+    assert "validator_raises{k=2}" in repr(fxpasses.Pipeline([(Raises, {"k": 2})]))  # valid options build
+
+
 def test_a_plain_basemodel_options_default_is_validated_too():
     def pass_with(options):
         ns = {"__doc__": "x", "name": "plain", "Options": options, "run": lambda self, gm, ctx: False}

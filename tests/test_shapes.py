@@ -727,12 +727,17 @@ def test_real_mode_without_val_records_what_shapeprop_records(captured, dialect)
 
 def test_real_mode_without_val_keeps_symbolic_values():
     """A dynamic export: ``record_val=False`` removes no symbolic value (real execution cannot
-    make one again); ``tensor_meta`` is made from it, as with values recorded."""
+    make one again); ``tensor_meta`` is made from it, as with values recorded. The output node,
+    which export gives no value, gets none (values are what ``record_val=False`` leaves out)."""
     torch.manual_seed(0)
     gm, x = _dynamic_export(DynamicNet().eval())
     symbol, _ = _batch_symbol(gm)
     report = Pipeline([("propagate_shapes", {"mode": "real", "record_val": False})]).run(gm, [x])
     assert report.passes[0].status == "ok"
+    out = gm.graph.output_node()
+    assert "val" not in out.meta  # export records none there, and no value is made
+    assert str(out.meta["tensor_meta"][0].shape[0]) == symbol
+    out.meta["val"] = [n.meta["val"] for n in out.args[0]]  # what _assert_symbolic reads there
     assert _assert_symbolic(gm, symbol) >= 4
 
 
@@ -740,3 +745,57 @@ def test_real_mode_without_val_keeps_symbolic_values():
 def test_record_val_false_needs_real_mode(mode):
     with pytest.raises(fxpasses.errors.OptionsError, match=r'record_val=false needs mode="real"; mode=.' + mode):
         Pipeline([("propagate_shapes", {"mode": mode, "record_val": False})])
+
+
+def test_real_mode_records_an_inputs_requires_grad():
+    """The inputs were run on copies that did not require grad, so the placeholder of an input
+    that does was recorded with ``requires_grad=False``; ``tensor_meta`` is now ShapeProp's
+    under ``no_grad`` (an input and a parameter keep their flag, computed values have none),
+    with values recorded or not, and the caller's input is left as it was."""
+    import copy
+
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    x = torch.randn(2, 4, requires_grad=True)
+    for dialect in ("symbolic_trace", "export"):
+        for record_val in (True, False):
+            gm = capture(model, (x,), dialect).gm
+            theirs = copy.deepcopy(gm)
+            with torch.no_grad():
+                ShapeProp(theirs).propagate(x)
+            Pipeline([("propagate_shapes", {"mode": "real", "record_val": record_val})]).run(gm, [x])
+            for mine, ref in zip(gm.graph.nodes, theirs.graph.nodes):
+                assert mine.meta.get("tensor_meta") == ref.meta.get("tensor_meta"), (dialect, mine.name)
+            (ph,) = [n for n in gm.graph.find_nodes(op="placeholder") if n.meta["tensor_meta"].shape == (2, 4)]
+            assert ph.meta["tensor_meta"].requires_grad, dialect
+            if record_val:
+                assert ph.meta["val"].requires_grad and ph.meta["val"].is_leaf, dialect
+    assert x.requires_grad and x.is_leaf and x.grad is None and x._version == 0
+
+
+def test_real_mode_without_val_gives_the_output_every_returned_tensors_meta():
+    """A dynamic export returning a symbolic and a static tensor: with ``record_val=False`` the
+    static one's ``meta["val"]`` is removed, and the output node's ``tensor_meta``, built from
+    the returned nodes' values, had None for it; it is now the run's, as with values."""
+    from torch.export import Dim
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x * 2, x.sum(0)
+
+    x = torch.randn(5, 8)
+    metas = {}
+    for record_val in (True, False):
+        gm = torch.export.export(M(), (x,), dynamic_shapes=({0: Dim("b")},)).module()
+        report = Pipeline([("propagate_shapes", {"mode": "real", "record_val": record_val})]).run(gm, [x])
+        assert report.passes[0].status == "ok"
+        out = gm.graph.output_node()
+        tm = out.meta["tensor_meta"]
+        assert len(tm) == 2 and all(isinstance(t, TensorMetadata) for t in tm), (record_val, tm)
+        assert str(tm[0].shape[0]).startswith("s") and tm[0].shape[1] == 8
+        assert tm[1].shape == (8,) and tm[1].dtype == torch.float32
+        total = out.args[0][1]
+        assert ("val" in total.meta) == record_val
+        metas[record_val] = [(str(t.shape), t.dtype, str(t.stride)) for t in tm]
+    assert metas[True] == metas[False]
