@@ -123,14 +123,18 @@ def _work_list(
     wanted_ops = set().union(*(m.ops for m in matchers))
     modules: dict[str, torch.nn.Module] | None = None
     if table is not None and isinstance(getattr(table, "table", None), dict):
+        runs = 0  # index buckets the candidates come from (each in creation order)
         for (op, target), nodes in list(table.table.items()):
             if op not in wanted_ops or not nodes:
                 continue
+            before = len(found)
             if op == "call_function":
                 ms = [m for m in matchers if m.match_function(target)]
                 if ms:
                     groups.append((nodes, ms))
-            elif op == "call_module":
+                    runs += 1
+                continue
+            if op == "call_module":
                 # one module lookup per node for all matchers, through the registries
                 mms = [m for m in matchers if "call_module" in m.ops]
                 if modules is None:
@@ -167,6 +171,7 @@ def _work_list(
                     ms = [m for m in matchers if m.match_node(n, gm)]
                     if ms:
                         found[n] = ms
+            runs += len(found) > before
         common: list[_Matcher] | None = None
         member: dict[Node, Any] = found
         if len(groups) == 1 and not found:
@@ -174,9 +179,14 @@ def _work_list(
         else:
             for bucket, ms in groups:
                 found.update(dict.fromkeys(bucket, ms))
-        # the candidates are mostly in graph order already (index buckets fill in creation
-        # order), which timsort takes in one pass of comparisons (in C, see _order), without
-        # the walk of every node that filtering the graph would make
+        if runs > 1 and len(member) * 6 > len(graph.nodes):
+            # dense candidates of several buckets: sorting merges the buckets' runs (about
+            # n log(runs) comparisons: 10 ms against 4.6 ms for 52k candidates of 10 buckets
+            # at 100k nodes); one walk of the graph filtered in C
+            return list(filter(member.__contains__, graph.nodes)), found, common
+        # the candidates of one bucket are mostly in graph order already (buckets fill in
+        # creation order), which timsort takes in one pass of comparisons (in C, see
+        # _order), without the walk of every node that filtering the graph makes
         return in_graph_order(member), found, common
     for n in graph.nodes:  # pragma: no cover - torch without the lookup table
         ms = [m for m in matchers if m.match_node(n, gm)]

@@ -300,6 +300,16 @@ def test_dispatch_order_and_answers_on_every_work_list_path(monkeypatch):
     seen.clear()
     gm, changed = run(Two)
     assert seen == ["mul", "add", "mul_1", "mul_2", "mul_3", "add_1"] and changed
+
+    # candidates of two buckets (mul, add): dense ones filtered from the graph, sparse ones
+    # sorted (merging the buckets), out of the index's order either way
+    for sort in (_order.in_graph_order, _order._sorted_by_key):
+        for padding in (0, 20):
+            seen.clear()
+            monkeypatch.setattr(runner, "in_graph_order", sort)
+            fxpasses.Pipeline([Two], verify="lint").run(made_out_of_order(padding))
+            assert seen == ["late", "early", "add"], (sort, padding)
+    monkeypatch.undo()
     assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [operator.mul, operator.add]
 
     seen.clear()
