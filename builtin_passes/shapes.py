@@ -33,8 +33,8 @@ How values are computed (option ``mode``):
   copies of two views of one tensor do not share a fake storage (each has its own, sized for
   its offset and strides): their sizes, strides and storage offsets are the real ones.
   With ``record_val=False`` (``"real"`` only) a real run records ``tensor_meta`` alone, which
-  is what ``ShapeProp`` records under ``torch.no_grad()``, and removes any earlier ``meta["val"]`` (a symbolic one is
-  kept, see below): the fake copy per node (about 8 us, most of it ``FakeTensor.__new__``'s
+  is what ``ShapeProp`` records under ``torch.no_grad()``, and removes any earlier
+  ``meta["val"]`` (a symbolic one is kept, see below): the fake copy per node (about 8 us, most of it ``FakeTensor.__new__``'s
   Python; one ``FakeTensor`` object alive per node afterwards) is the larger part of what a
   real run costs over ``ShapeProp``. The built-in passes read shapes from either key
   (:func:`fxpasses.context.tensor_info`).
@@ -145,8 +145,8 @@ class PropagateShapes(GraphPass):
         record_val: bool = Field(
             True,
             description='mode "real" only: False records meta["tensor_meta"] alone, as ShapeProp '
-            'does under torch.no_grad(), without a fake meta["val"] per node (most of a real run\'s cost over '
-            "ShapeProp's); an earlier meta[\"val\"] is removed",
+            'does under torch.no_grad(), without a fake meta["val"] per node (most of a real '
+            "run's cost over ShapeProp's); an earlier meta[\"val\"] is removed",
         )
 
         @model_validator(mode="after")
