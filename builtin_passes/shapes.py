@@ -34,9 +34,9 @@ How values are computed (option ``mode``):
   its offset and strides): their sizes, strides and storage offsets are the real ones.
   With ``record_val=False`` (``"real"`` only) a real run records ``tensor_meta`` alone, which
   is what ``ShapeProp`` records under ``torch.no_grad()``, and removes any earlier
-  ``meta["val"]`` (a symbolic one is kept, see below): the fake copy per node (about 8 us, most of it ``FakeTensor.__new__``'s
-  Python; one ``FakeTensor`` object alive per node afterwards) is the larger part of what a
-  real run costs over ``ShapeProp``. The built-in passes read shapes from either key
+  ``meta["val"]`` (a symbolic one is kept, see below): the fake copy per node (about 8 us,
+  most of it ``FakeTensor.__new__``'s Python; one ``FakeTensor`` object alive per node
+  afterwards) is the larger part of what a real run costs over ``ShapeProp``. The built-in passes read shapes from either key
   (:func:`fxpasses.context.tensor_info`).
 - ``"auto"`` (default): ``"fake"``, and ``"real"`` when the fake propagation fails (the
   counter ``real_fallback`` is 1 and the reason is logged on the ``fxpasses.propagate_shapes``
@@ -446,12 +446,7 @@ class _RealProp(torch.fx.Interpreter):
         if not self.keep_symbolic and isinstance(result, torch.Tensor):
             # the usual case, in one place (the general steps below give the same)
             meta = n.meta
-            val = None
-            if self.record_val:
-                try:
-                    val = _fake_copy(self.fake_mode, result)
-                except Exception:  # a tensor kind fake tensors cannot represent: no "val"
-                    pass
+            val = self._fake(result) if self.record_val else None
             if val is not None:
                 meta["val"] = val
             else:  # none of an earlier run, or of a failed fake attempt, either

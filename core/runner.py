@@ -16,7 +16,7 @@ import torch.fx
 from torch.fx.node import Node
 
 from ._modpath import MISSING, ModulePaths
-from ._order import in_graph_order, precedes
+from ._order import NODES_COMPARE_IN_C, in_graph_order, precedes
 from .context import PassContext, check_replacement, describe_node, replace_all_uses, user_source_line
 from .errors import NodeHasUsersError, PassFailedError
 from .ops import callable_op_name, family_members, module_op_name
@@ -179,10 +179,11 @@ def _work_list(
         else:
             for bucket, ms in groups:
                 found.update(dict.fromkeys(bucket, ms))
-        if runs > 1 and len(member) * 6 > len(graph.nodes):
+        if (runs > 1 or not NODES_COMPARE_IN_C) and len(member) * 6 > len(graph.nodes):
             # dense candidates of several buckets: sorting merges the buckets' runs (about
             # n log(runs) comparisons: 10 ms against 4.6 ms for 52k candidates of 10 buckets
-            # at 100k nodes); one walk of the graph filtered in C
+            # at 100k nodes), and without nodes compared in C a sort builds a key tuple per
+            # node: one walk of the graph filtered in C
             return list(filter(member.__contains__, graph.nodes)), found, common
         # the candidates of one bucket are mostly in graph order already (buckets fill in
         # creation order), which timsort takes in one pass of comparisons (in C, see

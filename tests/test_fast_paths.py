@@ -281,6 +281,7 @@ def test_dispatch_order_and_answers_on_every_work_list_path(monkeypatch):
         for padding in (0, 20):  # candidates dense and sparse among the nodes
             seen.clear()
             monkeypatch.setattr(runner, "in_graph_order", sort)
+            monkeypatch.setattr(runner, "NODES_COMPARE_IN_C", sort is _order.in_graph_order)
             fxpasses.Pipeline([One], verify="lint").run(made_out_of_order(padding))
             assert seen == ["late", "early"]
     monkeypatch.undo()
@@ -307,6 +308,7 @@ def test_dispatch_order_and_answers_on_every_work_list_path(monkeypatch):
         for padding in (0, 20):
             seen.clear()
             monkeypatch.setattr(runner, "in_graph_order", sort)
+            monkeypatch.setattr(runner, "NODES_COMPARE_IN_C", sort is _order.in_graph_order)
             fxpasses.Pipeline([Two], verify="lint").run(made_out_of_order(padding))
             assert seen == ["late", "early", "add"], (sort, padding)
     monkeypatch.undo()
