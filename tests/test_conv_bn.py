@@ -590,3 +590,105 @@ def test_module_references_count_every_call_and_read_under_each_module():
     p.setup(gm, PassContext(gm, pass_name="fuse_conv_bn", dialect="symbolic_trace"))
     refs = p._refs(PassContext(gm, pass_name="fuse_conv_bn", dialect="symbolic_trace"))
     assert refs == {id(gm.a): 4, id(gm.a.conv): 2, id(shared): 2, id(gm.b): 1}
+
+
+# ---------------------------------------------------------------------- batched folds
+
+def _random_pair(dim: int, dtype: torch.dtype, bias: bool, affine: bool, seed: int) -> tuple[nn.Module, nn.Module]:
+    g = torch.Generator().manual_seed(seed)
+    conv = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[dim](3, 5, 3, bias=bias)
+    bn = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d, 3: nn.BatchNorm3d}[dim](5, affine=affine)
+    with torch.no_grad():
+        conv.weight.copy_(torch.randn(conv.weight.shape, generator=g))
+        if bias:
+            conv.bias.copy_(torch.randn(5, generator=g))
+        bn.running_mean.copy_(torch.randn(5, generator=g))
+        bn.running_var.copy_(torch.rand(5, generator=g) * 4 + 0.01)
+        if affine:
+            bn.weight.copy_(torch.randn(5, generator=g))
+            bn.bias.copy_(torch.randn(5, generator=g))
+    return conv.to(dtype).eval(), bn.to(dtype).eval()
+
+
+@pytest.mark.parametrize("batch_bytes", [None, 600])
+def test_batched_folds_are_bit_for_bit_the_folds_of_each_pair(monkeypatch, batch_bytes):
+    """_Folds stacks the pairs whose inputs agree and folds a batch at a time: every result
+    must equal _fused_weights (fuse_conv_bn_weights in at least float32) on its own pair, in
+    every dtype, with and without conv bias and BN affine parameters; with a small
+    _BATCH_BYTES the groups are split into several batches (and 3-d weights fold alone)."""
+    from fxpasses.builtin_passes import conv_bn
+
+    if batch_bytes is not None:
+        monkeypatch.setattr(conv_bn, "_BATCH_BYTES", batch_bytes)
+    folds = conv_bn._Folds()
+    pairs, results = [], []
+    seed = 0
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        for dim in (1, 2, 3):
+            for bias in (True, False):
+                for affine in (True, False):
+                    for _ in range(3):  # several pairs of the same kind: one group
+                        seed += 1
+                        conv, bn = _random_pair(dim, dtype, bias, affine, seed)
+                        args = (conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)
+                        pairs.append(args)
+                        results.append(folds.add(*args))
+    # one group per kind (dtype, rank, bias, affine) of pair: 4 * 3 * 2 * 2. With the bound
+    # at 600 bytes, weights over it were folded at once, alone: 3-d ones in every dtype (810
+    # bytes in float16) and 2-d ones in float64 (1,080), 5 (dtype, rank) kinds * 4; the
+    # 2-d float16 weights (270 bytes) fold two a batch, the float32 ones (540) one a batch
+    assert len(folds._groups) == (48 if batch_bytes is None else 48 - 5 * 4)
+    folds.flush()
+    for args, (fw, fb) in zip(pairs, results):
+        ew, eb = conv_bn._fused_weights(*args)
+        assert fw.dtype == args[0].dtype and fb.dtype == args[0].dtype
+        assert fw.shape == args[0].shape and fb.shape == args[2].shape
+        assert torch.equal(fw, ew), (fw - ew).abs().max()
+        assert torch.equal(fb, eb), (fb - eb).abs().max()
+    assert not folds._pending and not folds._groups
+
+
+def test_batched_folds_keep_the_weights_memory_format_and_parameter_flags():
+    from fxpasses.builtin_passes import conv_bn
+
+    conv, bn = _random_pair(2, torch.float32, True, True, 7)
+    w = conv.weight.detach().to(memory_format=torch.channels_last)
+    folds = conv_bn._Folds()
+    fw, fb = folds.add(w, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias, requires_grad=True)
+    fw2, _ = folds.add(w, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias, requires_grad=False)
+    folds.flush()
+    assert isinstance(fw, nn.Parameter) and fw.requires_grad and not fw2.requires_grad
+    assert fw.is_contiguous(memory_format=torch.channels_last)
+    ew, eb = conv_bn._fused_weights(w, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)
+    assert torch.equal(fw, ew) and torch.equal(fb, eb) and torch.equal(fw2, ew)
+
+
+class ConvBNBN(nn.Module):
+    """conv -> bn -> bn, three times: the second BN of each chain is fused into the conv
+    already fused with the first, whose weights are still to be computed in the batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv2d(3, 3, 3, padding=1) for _ in range(3))
+        self.bn1 = nn.ModuleList(nn.BatchNorm2d(3) for _ in range(3))
+        self.bn2 = nn.ModuleList(nn.BatchNorm2d(3) for _ in range(3))
+        for bn in [*self.bn1, *self.bn2]:
+            randomize_bn(bn)
+
+    def forward(self, x):
+        for conv, b1, b2 in zip(self.convs, self.bn1, self.bn2):
+            x = b2(b1(conv(x)))
+        return x
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_chained_batch_norms_fold_into_a_conv_fused_in_the_same_run(dialect):
+    model = ConvBNBN().eval()
+    x = torch.randn(2, 3, 6, 6)
+    gm = capture(model, [x], dialect).gm
+    report = run(gm)
+    assert report.counters["fused"] == 6
+    ops = ops_of(gm)
+    assert not set(ops) & BN_NAMES
+    assert sum(o in CONV_NAMES for o in ops) == 3
+    torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=1e-5)
