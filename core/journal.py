@@ -55,6 +55,7 @@ import torch
 import torch.fx
 from torch.fx.node import Node
 
+from ._modpath import MISSING, ModulePaths
 from ._order import in_graph_order
 from .lint import _changed_atoms
 from .snapshot import (
@@ -257,15 +258,39 @@ class Journal:
 
     def module_answers_hold(self) -> bool:
         """Whether what effect analysis answered for ``call_module`` nodes before the pass
-        still holds: no module changed but the root, which only gained names (new
-        submodules, buffers, parameters: they change neither what an existing target
-        resolves to nor the summary of a called module, none of which contains the root), and
-        torch's global module hooks are as they were."""
+        still holds. A call's answer depends on the modules along its target's path (what
+        each name resolves to) and on the called module's subtree (classes, flags, hooks,
+        children), and on torch's global module hooks. So it holds when the hooks are as
+        they were, no recorded module changed its class or ``__dict__``, the root only gained
+        names (new submodules, buffers, parameters change neither what an existing target
+        resolves to nor the summary of a called module, none of which contains the root),
+        and every other module that changed (gained, lost or rebound names: e.g. the
+        container a fused module was added to, or whose folded buffer was pruned) is neither
+        a called module nor inside one, and no target passes through a name it lost or had
+        rebound. A changed nested ``GraphModule`` (its own graph edited) never holds."""
         gm = self.gm
+        changed: set[int] = set()  # ids of the non-root modules that changed
+        lost: set[str] = set()  # names they lost or had rebound
         for rec in self.modules.values():
-            if rec[0] is not gm or _changed_atoms(rec) != set():
+            atoms = _changed_atoms(rec)
+            if atoms is None:
                 return False
-        return all(_same_items(live, rec) for live, rec in self.surroundings[1])
+            m = rec[0]
+            if m is gm:
+                if atoms:
+                    return False
+                continue
+            if not module_record_differs(rec):
+                continue
+            if isinstance(m, torch.fx.GraphModule):
+                return False
+            changed.add(id(m))
+            lost |= atoms
+        if not all(_same_items(live, rec) for live, rec in self.surroundings[1]):
+            return False
+        if self.subgraphs and any(g.changed() for g in self.subgraphs):
+            return False
+        return not changed or not _calls_reach(gm, changed, lost)
 
     # interface shared with Snapshot (the pipeline's rollback uses either)
     def pass_done(self) -> None:
@@ -368,3 +393,37 @@ class CheckedJournal(Journal):
 
     def pass_done(self) -> None:
         self.snapshot.pass_done()  # what verification's runs write next is not the pass's
+
+
+def _calls_reach(gm: torch.fx.GraphModule, changed: set[int], lost: set[str]) -> bool:
+    """Whether some ``call_module`` node of ``gm``'s graph may call one of the modules whose
+    ids are ``changed`` or a module containing one, or has a target through one of the names
+    ``lost`` (those spelled anywhere in a target count: no path is resolved for them); a
+    target that does not resolve through the registries counts as reaching them."""
+    paths = ModulePaths(gm)
+    reaches: dict[int, bool] = {}  # id(called module) -> whether its subtree holds a changed one
+    for node in gm.graph.find_nodes(op="call_module"):
+        target = node.target
+        if not isinstance(target, str) or (lost and not lost.isdisjoint(target.split("."))):
+            return True
+        mod = paths.module(target)
+        if mod is MISSING:
+            return True
+        hit = reaches.get(id(mod))
+        if hit is None:
+            hit = False
+            seen: set[int] = set()
+            stack = [mod]
+            while stack:  # mod.modules(), each module once
+                m = stack.pop()
+                if id(m) in seen:
+                    continue
+                seen.add(id(m))
+                if id(m) in changed:
+                    hit = True
+                    break
+                stack.extend(c for c in m._modules.values() if c is not None)
+            reaches[id(mod)] = hit
+        if hit:
+            return True
+    return False

@@ -813,3 +813,106 @@ def test_propagate_shapes_runs_through_control_flow_operators(dialect):
     val = cond.meta.get("val", cond.meta.get("tensor_meta"))
     val = val[0] if isinstance(val, (tuple, list)) else val
     assert tuple(val.shape) == (3, 4)
+
+
+# ------------------------------------------------------- effect answers across module edits
+
+
+class _TwoCalls(nn.Module):
+    """Two calls whose results are unused (kept only if they have side effects): the leaf
+    container ``blk`` (its child does the work) and ``outer.bn`` (through a container)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blk = nn.Sequential()  # a standard container, called as a leaf
+        self.blk.add_module("bn", nn.BatchNorm1d(4).eval())
+        self.outer = nn.Module()
+        self.outer.bn = nn.BatchNorm1d(4).eval()
+
+    def forward(self, x):
+        self.blk(x)
+        self.outer.bn(x)
+        return x + 1
+
+
+class _BlkLeaf(torch.fx.Tracer):
+    def is_leaf_module(self, m, qualname):
+        return isinstance(m, nn.Sequential) or super().is_leaf_module(m, qualname)
+
+
+class _WarmModules(GraphPass):
+    """Asks effect analysis about every call_module node (the answers are shared)."""
+
+    name = "warm_modules"
+    writes_tensors = False
+    journal_edits = True
+
+    def run(self, gm, ctx):
+        from fxpasses.effects import has_side_effects
+
+        assert not any(has_side_effects(n, gm) for n in gm.graph.find_nodes(op="call_module"))
+        return False
+
+
+class _SwapModule(GraphPass):
+    """Puts a training-mode batch norm (a call updates its statistics) somewhere in the tree,
+    through the context's module records, as a journaled pass may."""
+
+    name = "swap_module"
+    writes_tensors = False
+    journal_edits = True
+    where = "blk"
+
+    def run(self, gm, ctx):
+        parent = gm.get_submodule(self.where)
+        ctx.before_module_edit(parent)
+        if self.where == "spare":
+            parent._modules["extra"] = nn.BatchNorm1d(4)  # a name gained off every call path
+        elif self.where == "blk.bn":  # a hook on the module the container calls
+            parent.register_forward_hook(lambda m, i, o: None)
+        else:
+            parent._modules["bn"] = nn.BatchNorm1d(4)  # rebound: training mode
+        return True
+
+
+@pytest.mark.parametrize(
+    "where, kept",
+    [
+        ("blk", ["blk"]),  # the called container's child rebound
+        ("blk.bn", ["blk"]),  # a hook added inside the called container
+        ("outer", ["outer.bn"]),  # a name on the called module's path rebound
+        ("spare", []),  # off every call path: both calls stay pure
+    ],
+)
+def test_effect_answers_about_called_modules_follow_edits_inside_and_above_them(where, kept, unchecked, monkeypatch):
+    """After a journaled pass changes a module other than the root, the shared ``call_module``
+    answers are used again only when no call reaches the change: DCE then keeps exactly the
+    calls that became side-effectful (a stale "pure" would drop them), and asks nothing again
+    when the change is off every call path."""
+    from fxpasses import effects as effects_mod
+
+    monkeypatch.setattr(_SwapModule, "where", where)
+    root = _TwoCalls()
+    gm = torch.fx.GraphModule(root, _BlkLeaf().trace(root))
+    reg = Registry()
+    reg.register(_WarmModules)
+    reg.register(_SwapModule)
+    computed = []
+    real = effects_mod.EffectAnalysis._call_module
+
+    def counting(self, node):
+        computed.append(node.target)
+        return real(self, node)
+
+    gm.spare = nn.Module()  # GraphModule copies only what the graph uses
+    monkeypatch.setattr(effects_mod.EffectAnalysis, "_call_module", counting)
+    Pipeline(["warm_modules", "swap_module", "eliminate_dead_code"], registry=reg, on_error="raise").run(gm)
+    assert [n.target for n in gm.graph.find_nodes(op="call_module")] == kept
+    # the warm pass computed both answers once; DCE asked again only about what changed
+    assert sorted(computed[:2]) == ["blk", "outer.bn"]
+    assert sorted(computed[2:]) == ([] if where == "spare" else ["blk", "outer.bn"])
+    if kept:
+        bn = gm.get_submodule(kept[0] if kept[0] != "blk" else "blk.bn")
+        before = bn.running_mean.clone()
+        gm(torch.randn(8, 4) + 5)
+        assert not torch.equal(before, bn.running_mean) or where == "blk.bn"
