@@ -541,7 +541,14 @@ class Pipeline:
                     if changed and verify != "none":
                         stage = "graph lint"
                         # from a clean graph, only what a journaled pass touched can be wrong
-                        whole = _lint(gm, spelled, snap, edits=snap if journaled and clean else None, names_kept=names_kept)
+                        whole = _lint(
+                            gm,
+                            spelled,
+                            snap,
+                            edits=snap if journaled and clean else None,
+                            names_kept=names_kept,
+                            journal=snap if journaled else None,
+                        )
                         if whole:
                             names_kept = names_in_namespace(gm.graph)
                         clean = True
@@ -843,6 +850,7 @@ def _lint(
     edits: Journal | None = None,
     names_kept: bool = False,
     as_given: bool = False,
+    journal: Journal | None = None,
 ) -> bool:
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
     ``call_module`` target a submodule, and every argument something the generated code can
@@ -858,12 +866,17 @@ def _lint(
     ``as_given``: the graph as the caller gave it (no pass changed it yet): every argument is a
     value its node held before any pass, let through as above, so arguments are not looked at.
 
+    ``journal``: the journal of the pass (``edits`` is one too), also when the graph was not
+    linted before it: only the arguments of the nodes it touched are looked at (every other
+    node holds the arguments it held before the pass, which are let through as above).
+
     Raises:
         VerificationError: a submodule is missing or an argument cannot be spelled in code.
         RuntimeError: torch's ``Graph.lint()`` failed.
     """
     accept = _unchanged_since(before) if before is not None else None
-    touched = edits.touched() if edits is not None else None
+    journal = edits if edits is not None else journal
+    touched = journal.touched() if journal is not None else None
     bad = None if as_given else unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept, touched)
     if bad is not None:
         node, value = bad
