@@ -14,6 +14,7 @@ from torch.fx.node import Node
 from torch.nn.utils.fusion import fuse_conv_bn_weights
 
 from fxpasses import ERASE, NodePass, PassContext, PassOptions, Replace, on
+from fxpasses._modpath import MISSING, ModulePaths
 from fxpasses.context import tensor_info
 from fxpasses.effects import EffectAnalysis
 from fxpasses.ops import FAMILIES, callable_op_name
@@ -218,13 +219,15 @@ class FuseConvBN(NodePass):
             # path -> (the object there, ids of the modules along it): nodes share prefixes
             # ("layers.7.conv", "layers.7.bn", ...), each is resolved once
             walked: dict[str, tuple[Any, tuple[int, ...]]] = {}
+            paths = ModulePaths(gm)  # getattr's answers through the registries (dict lookups)
 
             def walk(path: str) -> tuple[Any, tuple[int, ...]]:
                 found = walked.get(path)
                 if found is None:
                     head, dot, part = path.rpartition(".")
                     obj, ids = walk(head) if dot else (gm, ())
-                    obj = getattr(obj, part, None)
+                    found_fast = paths.member(obj, part)
+                    obj = getattr(obj, part, None) if found_fast is MISSING else found_fast
                     if isinstance(obj, torch.nn.Module):
                         ids = (*ids, id(obj))
                     found = walked[path] = (obj, ids)
