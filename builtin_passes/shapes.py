@@ -110,6 +110,7 @@ from torch.fx.passes.shape_prop import TensorMetadata, _extract_tensor_metadata
 from fxpasses import GraphPass, PassContext, PassOptions, UserError
 from fxpasses.errors import exception_line
 from fxpasses.effects import ASSERT, EffectAnalysis
+from fxpasses._layout import LayoutCopies
 from fxpasses.inputs import placeholder_values
 from fxpasses.verify import global_modes_kept
 
@@ -538,54 +539,6 @@ def _fake_copy(mode: FakeTensorMode, t: torch.Tensor) -> FakeTensor:
     return fake
 
 
-class _LayoutCopies:
-    """Copies of tensors for a real run that keep their layout: each strided tensor becomes a
-    view, at the original's storage offset, sizes and strides (and conjugate / negative bits),
-    of a copy of its storage, one copy per storage, so tensors that shared a storage (a buffer
-    and a view of it, an input and its slice) share the copy as they shared the original; a
-    parameter's copy is an ``nn.Parameter`` with its ``requires_grad``, and the copy of any other
-    tensor that requires grad requires grad too (a leaf: the run is under ``no_grad``).
-
-    ``t.detach().clone()`` gave a packed tensor of its own to each: an expanded buffer
-    (stride 0) got strides (4, 1), a view at offset 6 got offset 0, a conjugate view lost its
-    bit, a write through one buffer no longer reached its view (so a data-dependent shape read
-    after it came out wrong), and a written parameter's recorded value was not a parameter.
-    Other tensors (sparse, quantized, subclasses) are cloned as they are.
-    """
-
-    def __init__(self) -> None:
-        self._storages: dict[tuple[Any, int], Any] = {}  # (device, data_ptr) -> copied storage
-
-    def __call__(self, t: torch.Tensor) -> torch.Tensor:
-        copy = self._copy(t)
-        if isinstance(t, torch.nn.Parameter):
-            copy = torch.nn.Parameter(copy, requires_grad=t.requires_grad)
-        elif t.requires_grad and copy.is_leaf:  # an input that requires grad is recorded so
-            copy.requires_grad_(True)
-        return copy
-
-    def _copy(self, t: torch.Tensor) -> torch.Tensor:
-        if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.layout is not torch.strided or t.is_quantized:
-            return t.detach().clone()
-        try:
-            storage = t.untyped_storage()
-            ptr = storage.data_ptr()
-        except Exception:  # noqa: BLE001 - no storage to share (e.g. a tensor kind without one)
-            return t.detach().clone()
-        key = (t.device, ptr)
-        new = self._storages.get(key) if ptr else None
-        if new is None:
-            new = storage.clone()
-            if ptr:
-                self._storages[key] = new
-        out = torch.empty(0, dtype=t.dtype, device=t.device).set_(new, t.storage_offset(), t.size(), t.stride())
-        if t.is_conj():
-            out = out.conj()
-        if t.is_neg():
-            out = out._neg_view()
-        return out
-
-
 def _propagate_real(
     gm: torch.fx.GraphModule,
     inputs: Sequence[Any],
@@ -599,7 +552,7 @@ def _propagate_real(
     ``flat``: ``inputs`` are the placeholders' values (:func:`fxpasses.inputs.placeholder_values`),
     not ``gm``'s positional inputs to be flattened by its code generator.
 
-    Buffers, plain tensor attributes and inputs are run on copies (:class:`_LayoutCopies`:
+    Buffers, plain tensor attributes and inputs are run on copies (:class:`fxpasses._layout.LayoutCopies`:
     the sizes, strides, offsets and sharing of storage of the originals, so that what is
     recorded, and what views and in-place writes see, is what a run on the originals would
     give); parameters too when the graph may write them (:meth:`fxpasses.effects.EffectAnalysis.mutated_attributes`, and
@@ -612,7 +565,7 @@ def _propagate_real(
     written = analysis.mutated_attributes()
     inputs_written = any(analysis.is_written(p) for p in gm.graph.find_nodes(op="placeholder"))
 
-    copies = _LayoutCopies()  # one for inputs and module state: an input may view a buffer
+    copies = LayoutCopies()  # one for inputs and module state: an input may view a buffer
 
     def clone(t: Any) -> Any:
         if isinstance(t, torch.Tensor) and (inputs_written or not isinstance(t, torch.nn.Parameter)):

@@ -47,10 +47,16 @@ class PassContext:
             (see :func:`fxpasses.dialect.detect_dialect`).
         pass_name: the running pass's registry name.
         example_inputs: the positional example inputs given to the run (``()`` when only
-            keyword inputs were given), or None.
+            keyword inputs were given), or None. The pass gets its own copy, made when it
+            first reads them: every tensor in them (nested in lists, tuples and dicts too) is
+            a copy (same values, sizes, strides, storage offset, dtype, device and
+            ``requires_grad``; inputs that shared a storage share the copy), so a pass that
+            writes them in place leaves the caller's tensors as they were; ``nn.Parameter``
+            objects (a TorchDynamo graph takes the model's parameters as inputs) and fake
+            tensors are handed as they are, and must not be written.
         example_kwargs: the keyword example inputs given to the run (a dict, as
-            ``torch.export.export(model, args, kwargs)`` takes them), or None. The module is
-            called ``gm(*example_inputs, **(example_kwargs or {}))``.
+            ``torch.export.export(model, args, kwargs)`` takes them), or None, copied alike.
+            The module is called ``gm(*example_inputs, **(example_kwargs or {}))``.
         node: the node being visited by a hook (None outside hooks).
         counters: the pass's own counters (``collections.Counter``), shown in the report.
         skipped: ``(node name, reason)`` for every node the pass declined, shown in the report.
@@ -73,8 +79,8 @@ class PassContext:
         self.graph = gm.graph
         self.pass_name = pass_name
         self.dialect = dialect
-        self.example_inputs = example_inputs
-        self.example_kwargs = example_kwargs
+        self._given = (example_inputs, example_kwargs)  # the caller's; copied on first read
+        self._copies: tuple[Any, Any] | None = None
         self.node: Node | None = None
         self.counters: collections.Counter[str] = collections.Counter()
         self.skipped: list[tuple[str, str]] = []
@@ -84,6 +90,30 @@ class PassContext:
         self._paths: Any = None  # fxpasses._modpath.ModulePaths of gm, made on first use
         # the running pass's journal (fxpasses.journal.Journal) when its edits are journaled
         self._journal: Any = None
+
+    @property
+    def example_inputs(self) -> Sequence[Any] | None:
+        return self._example_copies()[0]
+
+    @example_inputs.setter
+    def example_inputs(self, value: Sequence[Any] | None) -> None:
+        self._given, self._copies = (value, self._given[1]), None
+
+    @property
+    def example_kwargs(self) -> Mapping[str, Any] | None:
+        return self._example_copies()[1]
+
+    @example_kwargs.setter
+    def example_kwargs(self, value: Mapping[str, Any] | None) -> None:
+        self._given, self._copies = (self._given[0], value), None
+
+    def _example_copies(self) -> tuple[Any, Any]:
+        if self._copies is None:
+            from ._layout import LayoutCopies
+
+            copies = LayoutCopies()  # one for both: a keyword input may view a positional one
+            self._copies = (_input_copy(self._given[0], copies), _input_copy(self._given[1], copies))
+        return self._copies
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -577,3 +607,25 @@ def iter_nodes(nodes: Iterable[Node]) -> Iterator[Node]:
     for n in nodes:
         if not n._erased:
             yield n
+
+
+def _input_copy(value: Any, copies: Any = None) -> Any:
+    """``value`` (example inputs) with every plain tensor in it copied by one
+    :class:`~fxpasses._layout.LayoutCopies` (layout and storage sharing kept), structure kept
+    (named tuples too); ``nn.Parameter`` objects, fake tensors and other tensor subclasses are
+    kept as they are."""
+    from ._layout import LayoutCopies
+
+    if copies is None:
+        copies = LayoutCopies()
+    if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor:  # Parameter, FakeTensor, other subclasses
+            return value
+        with torch.no_grad():
+            return copies(value)
+    if isinstance(value, (list, tuple)):
+        items = [_input_copy(v, copies) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        return {k: _input_copy(v, copies) for k, v in value.items()}
+    return value

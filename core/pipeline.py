@@ -605,9 +605,10 @@ class Pipeline:
                         raise
                     failure = self._failure(step.name, exc, snap, on_error, stage)
                     _new_epoch(gm, epoch_graphs)
-                    if stage == "graph lint" and not clean_before and failure.rolled_back:
-                        # the first lint of the whole graph: was it broken before this pass?
-                        self._blame_before(gm, step.name, failure, pristine, unverified, exc)
+                    if not clean_before and failure.rolled_back and stage in ("the pass", "graph lint"):
+                        # the pass failed (in its code, or at the run's first lint of the whole
+                        # graph) on a graph no lint has passed: was it broken before this pass?
+                        self._blame_before(gm, step.name, failure, pristine, unverified, exc, stage)
                     if isinstance(exc, _OutputsDiffer):
                         # the pass said it changes the outputs on purpose (ctx.changes_outputs)
                         failure.notes.extend(ctx.output_changes)
@@ -736,19 +737,24 @@ class Pipeline:
         pristine: bool,
         unverified: list[str],
         exc: BaseException,
+        stage: str = "graph lint",
     ) -> None:
-        """After pass ``name`` failed the run's first lint of the whole graph and was rolled
-        back: lint the graph as it was before the pass (its structure; arguments it held then
-        are not the pass's doing). When that fails too, the pass is not at fault: raise
+        """After pass ``name`` failed (``stage``: in its own code, ``"pass"``, or at the run's
+        first lint of the whole graph) on a graph no lint had passed, and was rolled back: lint
+        the graph as it was before the pass (its structure; arguments it held then are not the
+        pass's doing). When that fails too, the graph was broken before the pass: raise
         :class:`InputGraphError` if no pass had changed the graph (it is the caller's), else
         add a note naming the passes that changed it without a lint."""
         try:
             _lint(gm, as_given=True)
         except Exception as before:  # noqa: BLE001 - any lint failure is the answer
             if pristine:
-                raise _input_graph_error(
-                    before, f"pass {name!r}, the first to change it, was rolled back and is not at fault"
-                ) from exc
+                what = (
+                    f"pass {name!r}, the first to change it, was rolled back and is not at fault"
+                    if stage == "graph lint"
+                    else f"pass {name!r} failed on it ({exception_line(getattr(exc, 'cause', None) or exc)}) and was rolled back"
+                )
+                raise _input_graph_error(before, what) from exc
             failure.notes.append(
                 f"the graph already failed this lint before {name!r} ran ({exception_line(before)}); since "
                 "its last lint it was changed, without one, by: " + ", ".join(repr(n) for n in unverified)

@@ -136,7 +136,10 @@ def test_module_level_run_and_context_see_the_keywords():
     report = fxpasses.run(gm, [SeenInputs, "remove_dropout"], args, example_kwargs=kwargs, verify="numeric")
     assert report["remove_dropout"].changed
     (seen_args, seen_kwargs), = SeenInputs.seen
-    assert list(seen_args) == args and seen_kwargs == kwargs and seen_kwargs is not kwargs  # a copy
+    # copies: the same values, not the caller's tensors (a pass may not write those)
+    assert len(seen_args) == len(args) and seen_kwargs.keys() == kwargs.keys() and seen_kwargs is not kwargs
+    for seen, given in [*zip(seen_args, args), *((seen_kwargs[k], kwargs[k]) for k in kwargs)]:
+        assert torch.equal(seen, given) and seen is not given and seen.stride() == given.stride()
     # keywords only: the positional inputs are ()
     gm = torch.export.export(torch.nn.ReLU(), (), {"input": torch.randn(3)}).module()
     SeenInputs.seen.clear()

@@ -1356,3 +1356,51 @@ def test_a_rolled_back_pass_reports_its_counts_as_rolled_back_not_as_its_counter
     # a pass that succeeds: its counters, nothing rolled back
     ok = Pipeline(["counting_scale_relu"], registry=reg, verify="lint").run(gm, [x])
     assert ok.passes[0].counters == {"scaled": 2} and ok.passes[0].rolled_back_counters == {}
+
+
+class _ZeroInputs(fxpasses.GraphPass):
+    """Writes every example tensor it is handed in place, then fails or not."""
+
+    name = "zero_inputs"
+    fail = False
+    seen: list = []
+
+    def run(self, gm, ctx):
+        type(self).seen.append((ctx.example_inputs, ctx.example_kwargs))
+        for t in [*ctx.example_inputs, *ctx.example_kwargs.values()]:
+            if not isinstance(t, torch.nn.Parameter):
+                t.mul_(0)
+        if self.fail:
+            raise RuntimeError("planted")
+        return False
+
+
+class _TwoInputs(torch.nn.Module):
+    def forward(self, x, w, *, y):
+        return x * w + y
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_pass_that_writes_its_example_inputs_leaves_the_callers_as_they_were(fail, monkeypatch):
+    """A pass is handed copies of the example tensors (made when it first reads them): writing
+    them in place, whether the pass then fails or not, leaves the caller's values, and the
+    copies keep each tensor's layout (strides, storage offset) and which ones share storage.
+    Parameters (a TorchDynamo graph's inputs are the model's) are handed as they are."""
+    monkeypatch.setattr(_ZeroInputs, "fail", fail)
+    _ZeroInputs.seen = []
+    base = torch.randn(6, 4)
+    x = base[1:, ::2]  # strides (4, 2), offset 4
+    y = base[0]  # the same storage as x
+    w = torch.nn.Parameter(torch.randn(2))
+    given = (x.clone(), y.clone(), w.detach().clone())
+    reg = Registry(autoload=False)
+    reg.register(_ZeroInputs)
+    gm = torch.fx.symbolic_trace(_TwoInputs())
+    report = Pipeline(["zero_inputs"], registry=reg, on_error="skip").run(gm, [x, w], example_kwargs={"y": y})
+    assert report.passes[0].status == ("skipped" if fail else "ok")
+    assert torch.equal(x, given[0]) and torch.equal(y, given[1]) and torch.equal(w.detach(), given[2])
+    (args, kwargs), = _ZeroInputs.seen
+    cx, cw, cy = args[0], args[1], kwargs["y"]
+    assert cx is not x and cy is not y and cw is w
+    assert (cx.stride(), cx.storage_offset()) == ((4, 2), 4) and cx.untyped_storage().data_ptr() == cy.untyped_storage().data_ptr()
+    assert not cx.any() and not cy.any()  # the pass wrote its copies

@@ -381,6 +381,49 @@ def test_an_input_graph_that_fails_lint_is_blamed_on_the_input_not_the_first_pas
     assert [a.name for a in add.args] == ["x", "y"]  # the swap was undone
 
 
+class _DropThenLinear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.d = nn.Dropout()
+        self.l = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.l(self.d(x)) + 1
+
+
+@pytest.mark.parametrize("on_error", ["rollback", "skip"])
+def test_a_pass_failing_in_its_own_code_on_a_broken_input_graph_blames_the_input(on_error):
+    """The input uses a value before it is defined; remove_dropout fails on it in its hook
+    (it cannot put %add where %d was): the run says the input fails lint, with the pass's
+    own error beside it, and leaves the graph as given."""
+    gm = torch.fx.symbolic_trace(_DropThenLinear().eval())
+    dropout = next(n for n in gm.graph.nodes if n.op == "call_module")
+    out = next(iter(gm.graph.find_nodes(op="output"))).args[0]
+    dropout.args = (out,)  # %d now reads %add, defined after it
+    code = gm.code
+    with pytest.raises(fxpasses.InputGraphError) as info:
+        Pipeline(["remove_dropout", "eliminate_dead_code"], on_error=on_error).run(gm, [torch.randn(2, 3)])
+    msg = str(info.value)
+    assert msg.startswith("the graph fails lint as given, before any pass changed it (RuntimeError: Argument 'add' of Node 'd'")
+    assert "pass 'remove_dropout' failed on it (ValueError: cannot replace %d by %add" in msg
+    assert gm.code == code and dropout.args == (out,)
+
+
+def test_a_pass_failing_in_its_own_code_on_a_clean_input_is_the_one_blamed():
+    class Boom(fxpasses.GraphPass):
+        name = "boom"
+
+        def run(self, gm, ctx):
+            raise ValueError("planted")
+
+    reg = Registry(autoload=False)
+    reg.register(Boom)
+    gm = torch.fx.symbolic_trace(_AddLin())
+    with pytest.raises(fxpasses.PassFailedError, match="pass 'boom' failed: ValueError: planted") as info:
+        Pipeline(["boom"], registry=reg).run(gm)
+    assert not isinstance(info.value, fxpasses.InputGraphError) and not info.value.notes
+
+
 def test_a_pass_that_breaks_a_clean_graph_is_still_the_one_blamed(reg_breaking):
     gm = torch.fx.symbolic_trace(_AddLin())
     with pytest.raises(fxpasses.PassFailedError) as info:
