@@ -54,7 +54,7 @@ class PrintGraph(GraphPass):
             description='"table": one row per node with args, dtype and shape; "code": the Python '
             'code; "graph": the FX IR listing',
         )
-        file: str | None = Field(None, description="write to this file instead of stderr")
+        file: str | None = Field(None, description="write to this file instead of stderr (missing parent folders are created)")
         append: bool = Field(False, description="append to `file` instead of overwriting it")
         title: str | None = Field(
             None, description='first line of the output (default: "graph (<dialect>, <n> nodes)")'

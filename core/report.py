@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 __all__ = ["PassReport", "RunReport", "counters_cell", "rewrites_cell", "rewrites_summary"]
 
@@ -88,6 +88,13 @@ class PassReport:
     rolled_back_counters: dict[str, int] = field(default_factory=dict)
     rolled_back: bool = False
 
+    def __iter__(self) -> Iterator[PassReport]:
+        """The pass reports, in the order the passes ran (``report.passes``)."""
+        return iter(self.passes)
+
+    def __len__(self) -> int:
+        return len(self.passes)
+
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -135,6 +142,13 @@ class RunReport:
                 return p
         raise KeyError(name)
 
+    def __iter__(self) -> Iterator[PassReport]:
+        """The pass reports, in the order the passes ran (``report.passes``)."""
+        return iter(self.passes)
+
+    def __len__(self) -> int:
+        return len(self.passes)
+
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -168,5 +182,8 @@ class RunReport:
             f"{self.seconds * 1000:.1f} ms ({self.dialect})"
             + (f"; rewrite limit {self.rewrite_limit}: {rewrites_summary(self)}" if limited else "")
         )
+        for p in self.passes:  # why a pass failed or was skipped (its error's first line)
+            if p.error and p.status in ("failed", "skipped"):
+                lines.append(f"{p.status}: {p.name}: {p.error.splitlines()[0]}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)

@@ -1351,8 +1351,12 @@ def test_a_rolled_back_pass_reports_its_counts_as_rolled_back_not_as_its_counter
     (p,) = report.passes
     assert p.status == "skipped" and p.counters == {} and p.rolled_back_counters == {"scaled": 2}
     assert p.as_dict()["rolled_back_counters"] == {"scaled": 2}
-    row = report.table().splitlines()[2]
-    assert row.startswith("counting_scale_relu") and row.endswith("rolled back: scaled=2")
+    lines = report.table().splitlines()
+    assert lines[2].startswith("counting_scale_relu") and lines[2].endswith("rolled back: scaled=2")
+    # why it was skipped, under the table (the error's first line), as the CLI prints it
+    assert lines[-1] == "skipped: counting_scale_relu: " + p.error.splitlines()[0]
+    assert p.error.startswith("pass 'counting_scale_relu' failed: verification failed: output: max abs error")
+    assert list(report) == report.passes and len(report) == 1  # iterating a report gives its passes
     # a pass that succeeds: its counters, nothing rolled back
     ok = Pipeline(["counting_scale_relu"], registry=reg, verify="lint").run(gm, [x])
     assert ok.passes[0].counters == {"scaled": 2} and ok.passes[0].rolled_back_counters == {}
