@@ -264,10 +264,10 @@ class Journal:
         they were, no recorded module changed its class or ``__dict__``, the root only gained
         names (new submodules, buffers, parameters change neither what an existing target
         resolves to nor the summary of a called module, none of which contains the root),
-        and every other module that changed (gained, lost or rebound names: e.g. the
-        container a fused module was added to, or whose folded buffer was pruned) is neither
-        a called module nor inside one, and no target passes through a name it lost or had
-        rebound. A changed nested ``GraphModule`` (its own graph edited) never holds."""
+        and every other recorded module (one that gained, lost or rebound names: e.g. the
+        container a fused module was added to, or whose folded buffer was pruned; one
+        recorded but left as it was counts alike) is neither a called module nor inside one,
+        and no target passes through a name it lost or had rebound. A changed nested ``GraphModule`` (its own graph edited) never holds."""
         gm = self.gm
         changed: set[int] = set()  # ids of the non-root modules that changed
         lost: set[str] = set()  # names they lost or had rebound
@@ -280,8 +280,7 @@ class Journal:
                 if atoms:
                     return False
                 continue
-            if not module_record_differs(rec):
-                continue
+            # (a module recorded but left as it was counts as changed: the cheaper question)
             if isinstance(m, torch.fx.GraphModule):
                 return False
             changed.add(id(m))

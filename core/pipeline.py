@@ -646,7 +646,8 @@ class Pipeline:
                     raise
                 pr.seconds = time.perf_counter() - t0
                 pr.changed = changed
-                if changed and not (journaled and snap.module_answers_hold()):
+                # (with no pass left, nothing would read the answers: no need to ask)
+                if changed and not (journaled and queue and snap.module_answers_hold()):
                     _new_epoch(gm, epoch_graphs)
                 if verify == "numeric" and changed:
                     unchecked.clear()  # the outputs match the reference again
