@@ -48,7 +48,7 @@ from typing import Any, Literal, Mapping, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError, OptionsError, PassDefinitionError
+from .errors import ConfigError, OptionsError, PassDefinitionError, yaml_hint
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -551,6 +551,8 @@ def load_config_file(path: str | Path) -> Config:
     path = Path(path)
     data = _read(path)
     source = str(path)
+    if data is None and path.suffix.lower() in (".yaml", ".yml"):
+        data = {}  # an empty YAML file: an empty mapping, as an empty TOML file is
     if path.name == "pyproject.toml":
         data = (data.get("tool") or {}).get("fxpasses") if isinstance(data, dict) else None
         source = f"{path} [tool.fxpasses]"
@@ -574,8 +576,10 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
     try:
         cfg = Config.model_validate(dict(data))
     except ValidationError as exc:
+        yaml = source.lower().endswith((".yaml", ".yml"))
         lines = [
-            f"  {path}: {msg} (given: {_short(value)})" for path, msg, value in validation_problems(exc, Config)
+            f"  {path}: {msg} (given: {_short(value)}{yaml_hint(value) if yaml else ''})"
+            for path, msg, value in validation_problems(exc, Config)
         ]
         raise ConfigError("invalid config:\n" + "\n".join(lines), source=source) from None
     cfg._source = source

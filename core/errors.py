@@ -108,6 +108,19 @@ class UnknownPassError(UserError):
         super().__init__(msg)
 
 
+def yaml_hint(value: Any) -> str:
+    """Why a YAML value may not be what was written (PyYAML reads YAML 1.1), or ""."""
+    if isinstance(value, bool):
+        return "; YAML reads yes/no/on/off (any case) as true/false: quote the word to mean the string"
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return ""
+        return "; YAML reads a number like 1e3 (no dot, no exponent sign) as a string: write 1000 or 1.0e+3"
+    return ""
+
+
 class OptionsError(UserError):
     """Options given to a pass do not match its ``Options`` model.
 
@@ -123,7 +136,8 @@ class OptionsError(UserError):
         where = f" ({source})" if source else ""
         lines = [f"invalid options for pass {pass_name!r}{where}:"]
         for path, message, value in self.problems:
-            lines.append(f"  {pass_name}.{path}: {message} (given: {value!r})")
+            hint = yaml_hint(value) if source and (".yaml" in source or ".yml" in source) else ""
+            lines.append(f"  {pass_name}.{path}: {message} (given: {value!r}{hint})")
         super().__init__("\n".join(lines))
 
 

@@ -752,13 +752,17 @@ class Registry:
         """``"dist version (why)"`` of each distribution with an entry point not loaded
         (disabled, autoloading off, or failed to load: the pass asked for may be its)."""
         labels = {}
+        loaded = {r.label for r in self.plugins if r.status == "loaded"}
         for r in self.plugins:
             if r.status == "disabled":
                 why = "disabled" if r.names & self.disable else "autoload off"
                 labels.setdefault(r.label, f"{r.label} ({why})")
             elif r.status == "failed":
                 first_line = r.error.splitlines()[0] if r.error else "error"
-                labels.setdefault(r.label, f"{r.label} (failed to load: {first_line})")
+                # a distribution whose other entry points loaded: name the one that did not
+                what = f"entry point {r.entry_point!r}" if r.label in loaded else "failed to load"
+                text = f"{what} failed to load: {first_line}" if r.label in loaded else f"{what}: {first_line}"
+                labels.setdefault((r.label, r.name), f"{r.label} ({text})")
         return list(labels.values())
 
     def _builtin_names_not_loaded(self) -> frozenset[str]:

@@ -299,6 +299,10 @@ def test_pyproject_found_from_cwd(tmp_path, reg, monkeypatch):
         ("pyproject.toml", "[project]\nname='x'", "no [tool.fxpasses] table"),
         ("bad.yaml", "- a\n- b", "must be a table"),
         ("bad.toml", "", "no pipeline given"),
+        ("bad.yaml", "", "no pipeline given"),  # an empty file reads as in TOML
+        ("bad.yaml", "# nothing but a comment\n", "no pipeline given"),
+        # YAML 1.1: a bare off is false; the error says why a string field got a bool
+        ("bad.yaml", "pipeline: a\non_error: off", "(given: False; YAML reads yes/no/on/off (any case) as true/false"),
     ],
 )
 def test_bad_config_files(tmp_path, reg, filename, text, fault):
@@ -308,6 +312,23 @@ def test_bad_config_files(tmp_path, reg, filename, text, fault):
         Pipeline.from_config(path, registry=reg)
     assert fault in str(info.value)
     assert str(path) in str(info.value)
+
+
+def test_yaml_numbers_read_as_strings_are_explained_in_option_errors(tmp_path):
+    """PyYAML reads 1e3 (no dot, no exponent sign) as a string: an int option given it says so;
+    the same value from a TOML file (where it is a float) gets no such hint."""
+    path = tmp_path / "c.yaml"
+    path.write_text("pipeline:\n  - name: fold_constants\n    options: {max_numel: 1e3}\n")
+    with pytest.raises(fxpasses.OptionsError) as info:
+        Pipeline.from_config(path)
+    msg = str(info.value)
+    assert "fold_constants.max_numel" in msg and str(path) in msg
+    assert "(given: '1e3'; YAML reads a number like 1e3 (no dot, no exponent sign) as a string" in msg
+    toml = tmp_path / "c.toml"
+    toml.write_text('pipeline = [{name = "fold_constants", options = {max_numel = "1e3"}}]\n')
+    with pytest.raises(fxpasses.OptionsError) as info:
+        Pipeline.from_config(toml)
+    assert "(given: '1e3')" in str(info.value)
 
 
 def test_missing_config_file(tmp_path, reg):

@@ -47,6 +47,22 @@ def test_a_distribution_with_two_entry_points_is_named_once(site):
     assert installed.count("two-eps 1.0") == 1
 
 
+def test_an_entry_point_that_fails_beside_one_that_loaded_is_named_in_the_hint(site):
+    """A distribution with two entry points, the second broken: the unknown-pass error names
+    that entry point, not the whole distribution as "not loaded" (its other passes work)."""
+    make_dist(site, "half-eps", "1.0", "fxp_half_a", good_pass_source("half_a"), entry_points={"good": "fxp_half_a", "bad": "fxp_half_b"})
+    (site / "fxp_half_b.py").write_text("raise ImportError('no such dependency: missing_lib')\n")
+    forget_modules("fxp_half_a", "fxp_half_b")
+    reg = Registry()
+    assert reg.info("half_a").distribution == "half-eps"
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("half_b")
+    last = str(info.value).splitlines()[-1]
+    assert last.startswith("installed but not loaded: half-eps 1.0 (entry point 'bad = fxp_half_b' failed to load: ")
+    assert "missing_lib" in last
+    forget_modules("fxp_half_a", "fxp_half_b")
+
+
 def test_six_distributions_third_broken_all_healthy_registered(site):
     names = []
     for i in range(6):
