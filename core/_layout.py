@@ -5,11 +5,12 @@ real shape propagation (``propagate_shapes``) and the example inputs a pass is h
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import Any, Callable
 
 import torch
 
-__all__ = ["LayoutCopies"]
+__all__ = ["LayoutCopies", "copy_inputs"]
 
 
 class LayoutCopies:
@@ -58,3 +59,24 @@ class LayoutCopies:
         if t.is_neg():
             out = out._neg_view()
         return out
+
+
+def copy_inputs(value: Any, copies: LayoutCopies, keep: Callable[[torch.Tensor], bool] | None = None) -> Any:
+    """``value`` (inputs of a module: nested lists, tuples, named tuples and dicts) with every
+    tensor copied by ``copies`` (so that inputs sharing a storage share the copy), each
+    container rebuilt as its own type (``OrderedDict``, ``defaultdict`` with its factory, ...),
+    other values as they are; a tensor for which ``keep(t)`` is true is not copied."""
+    if isinstance(value, torch.Tensor):
+        if keep is not None and keep(value):
+            return value
+        with torch.no_grad():
+            return copies(value)
+    if isinstance(value, (list, tuple)):
+        items = [copy_inputs(v, copies, keep) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        out = copy.copy(value)  # the same mapping type (and a defaultdict's factory)
+        for k, v in value.items():
+            out[k] = copy_inputs(v, copies, keep)
+        return out
+    return value

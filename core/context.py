@@ -609,23 +609,10 @@ def iter_nodes(nodes: Iterable[Node]) -> Iterator[Node]:
             yield n
 
 
-def _input_copy(value: Any, copies: Any = None) -> Any:
-    """``value`` (example inputs) with every plain tensor in it copied by one
-    :class:`~fxpasses._layout.LayoutCopies` (layout and storage sharing kept), structure kept
-    (named tuples too); ``nn.Parameter`` objects, fake tensors and other tensor subclasses are
-    kept as they are."""
-    from ._layout import LayoutCopies
+def _input_copy(value: Any, copies: Any) -> Any:
+    """``value`` (example inputs) with every plain tensor in it copied
+    (:func:`fxpasses._layout.copy_inputs`); ``nn.Parameter`` objects, fake tensors and other
+    tensor subclasses are kept as they are."""
+    from ._layout import copy_inputs
 
-    if copies is None:
-        copies = LayoutCopies()
-    if isinstance(value, torch.Tensor):
-        if type(value) is not torch.Tensor:  # Parameter, FakeTensor, other subclasses
-            return value
-        with torch.no_grad():
-            return copies(value)
-    if isinstance(value, (list, tuple)):
-        items = [_input_copy(v, copies) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, dict):
-        return {k: _input_copy(v, copies) for k, v in value.items()}
-    return value
+    return copy_inputs(value, copies, keep=lambda t: type(t) is not torch.Tensor)

@@ -18,6 +18,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
+from ._layout import LayoutCopies, copy_inputs
+
 __all__ = [
     "TensorState",
     "call_isolated",
@@ -163,7 +165,9 @@ def call_isolated(
     """``gm(*inputs, **kwargs)`` from the recorded ``state``, on input copies, under :data:`SEED`.
 
     The module's tensors are reset to ``state`` before the call and again after it, the
-    inputs (positional and keyword) are cloned (the caller's tensors are not written), and the
+    inputs (positional and keyword) are copied with their layout (sizes, strides, storage
+    offset, shared storage: :class:`fxpasses._layout.LayoutCopies`; the caller's tensors are
+    not written), and the
     RNG is forked so the caller's random stream does not move. Returns detached copies of the
     outputs.
 
@@ -181,8 +185,11 @@ def call_isolated(
         # reports the exception (with its cause), so that print is dropped on failure
         with global_modes_kept(), torch.no_grad(), torch.random.fork_rng(devices=[]), contextlib.redirect_stderr(printed):
             torch.manual_seed(SEED)
-            args = clone_outputs(list(inputs or ()))
-            keywords = clone_outputs(dict(kwargs)) if kwargs else {}
+            # copies keeping each input's layout and storage sharing: the module sees them as
+            # it sees the caller's (an expanded input it writes fails here as it would there)
+            copies = LayoutCopies()
+            args = copy_inputs(list(inputs or ()), copies)
+            keywords = copy_inputs(dict(kwargs), copies) if kwargs else {}
             out = clone_outputs(gm(*args, **keywords))
     finally:
         state.restore()

@@ -1408,3 +1408,35 @@ def test_a_pass_that_writes_its_example_inputs_leaves_the_callers_as_they_were(f
     assert cx is not x and cy is not y and cw is w
     assert (cx.stride(), cx.storage_offset()) == ((4, 2), 4) and cx.untyped_storage().data_ptr() == cy.untyped_storage().data_ptr()
     assert not cx.any() and not cy.any()  # the pass wrote its copies
+
+
+def test_example_input_copies_keep_the_mapping_types():
+    """``ctx.example_kwargs`` nested mappings keep their type (an OrderedDict stays one, a
+    defaultdict keeps its factory), and a named tuple stays one."""
+    import collections
+
+    seen = {}
+
+    class Look(fxpasses.GraphPass):
+        name = "look"
+
+        def run(self, gm, ctx):
+            seen["args"], seen["kwargs"] = ctx.example_inputs, ctx.example_kwargs
+            return False
+
+    class Takes(torch.nn.Module):
+        def forward(self, x, *, m):
+            return x + m["a"]
+
+    od = collections.OrderedDict(a=torch.ones(2))
+    dd = collections.defaultdict(list, a=torch.ones(2))
+    Pair = collections.namedtuple("Pair", "p q")
+    gm = torch.fx.symbolic_trace(Takes())
+    Pipeline([Look]).run(gm, [Pair(torch.zeros(2), 1)], example_kwargs={"m": od})
+    assert type(seen["kwargs"]["m"]) is collections.OrderedDict and seen["kwargs"]["m"]["a"] is not od["a"]
+    assert type(seen["args"][0]) is Pair and seen["args"][0].q == 1
+    from fxpasses._layout import LayoutCopies, copy_inputs
+
+    out = copy_inputs(dd, LayoutCopies())
+    assert type(out) is collections.defaultdict and out.default_factory is list and torch.equal(out["a"], dd["a"])
+

@@ -501,3 +501,39 @@ def test_an_argument_the_input_already_held_does_not_shift_the_blame_off_a_break
     with pytest.raises(fxpasses.PassFailedError, match="pass 'drop_lin' failed: graph lint failed") as info:
         Pipeline(["drop_lin"], registry=reg_breaking).run(gm)
     assert info.value.rolled_back and not info.value.notes
+
+
+class _AddsToInput(nn.Module):
+    def forward(self, x):
+        x.add_(1)
+        return x * 2
+
+
+def test_the_reference_run_sees_the_inputs_layout_so_a_module_that_cannot_run_on_them_is_the_users_error():
+    """An expanded input (stride 0) that the module writes in place fails in eager mode; the
+    reference run copied inputs packed and succeeded, so propagate_shapes (which keeps the
+    layout) was blamed. The reference run now keeps the layout too."""
+    x = torch.arange(4.0)[None].expand(3, 4)
+    gm = torch.fx.symbolic_trace(_AddsToInput())
+    with pytest.raises(fxpasses.UserError, match="the module does not run on the example inputs: RuntimeError: unsupported operation") as info:
+        Pipeline.from_string("propagate_shapes{mode=real},eliminate_dead_code", verify="numeric").run(gm, [x])
+    assert not isinstance(info.value, fxpasses.PassFailedError)
+    assert torch.equal(x, torch.arange(4.0)[None].expand(3, 4))
+
+
+def test_verification_copies_keep_shared_storage_between_inputs():
+    """Two inputs that are views of one tensor: a write through one shows in the other in the
+    reference run, as in the caller's call (packed copies gave 2 * y, not 2 * (y + 1))."""
+
+    class WriteThroughA(nn.Module):
+        def forward(self, a, b):
+            a.add_(1)
+            return b * 2
+
+    base = torch.zeros(4)
+    a, b = base[:2], base[:2]
+    gm = torch.fx.symbolic_trace(WriteThroughA())
+    from fxpasses.verify import TensorState, call_isolated
+
+    out = call_isolated(gm, [a, b], TensorState(gm))
+    assert torch.equal(out, torch.full((2,), 2.0)) and torch.equal(base, torch.zeros(4))
