@@ -581,9 +581,24 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
             f"  {path}: {msg} (given: {_short(value)}{yaml_hint(value) if yaml else ''})"
             for path, msg, value in validation_problems(exc, Config)
         ]
+        lines += _entry_spelling_hints(data.get("pipeline"), yaml)
         raise ConfigError("invalid config:\n" + "\n".join(lines), source=source) from None
     cfg._source = source
     return cfg
+
+
+def _entry_spelling_hints(pipeline: Any, yaml: bool) -> list[str]:
+    """For pipeline entries spelled ``{pass_name: {options}}``, how to write them."""
+    out: list[str] = []
+    if not isinstance(pipeline, list):
+        return out
+    for i, e in enumerate(pipeline):
+        if isinstance(e, Mapping) and len(e) == 1:
+            (key, value), = e.items()
+            if isinstance(key, str) and key not in PassEntryConfig.model_fields and (value is None or isinstance(value, Mapping)):
+                form = f"{{name: {key}, options: {{...}}}}" if yaml else f"{{name = {key!r}, options = {{...}}}}"
+                out.append(f"  pipeline.{i}: for pass {key!r} with options write {form}")
+    return out
 
 
 def _short(value: Any) -> str:

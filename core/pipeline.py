@@ -215,7 +215,17 @@ class Pipeline:
                         f"{path}: {msg} (given: {_short_repr(value)})"
                         for path, msg, value in validation_problems(exc, PassEntryConfig)
                     )
-                    raise ConfigError(f"bad pipeline entry {dict(e)!r}: {problems}", source=where) from None
+                    hint = ""
+                    if len(e) == 1:  # {pass_name: {options}}: a spelling some configs use
+                        (key, value), = dict(e).items()
+                        if isinstance(key, str) and key not in PassEntryConfig.model_fields and (
+                            value is None or isinstance(value, Mapping)
+                        ):
+                            hint = (
+                                f"; for pass {key!r} with options write "
+                                f'{{"name": {key!r}, "options": {{...}}}} or ({key!r}, {{...}})'
+                            )
+                    raise ConfigError(f"bad pipeline entry {dict(e)!r}: {problems}{hint}", source=where) from None
                 name, raw, verify, on_error = ec.name, ec.options, ec.verify, ec.on_error
             elif isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str):
                 name, raw = e[0], e[1]

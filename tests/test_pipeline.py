@@ -551,3 +551,21 @@ def test_a_list_entry_of_the_wrong_type_in_a_config_names_the_kinds_an_entry_can
         parse_config({"pipeline": ["fold_constants", 3]}, source="x.toml")
     assert "pipeline.1: Input should be a valid string or a table (name, options, verify, on_error) (given: 3)" in str(info.value)
     assert "PassEntryConfig" not in str(info.value)
+
+
+def test_an_entry_spelled_pass_name_to_options_says_how_to_write_it(tmp_path):
+    """``{fold_constants: {max_numel: 1000}}`` (a spelling some tools use) is not an entry:
+    the error says how to write it, in the file's syntax, or in Python for the API."""
+    path = tmp_path / "c.yaml"
+    path.write_text("pipeline:\n  - fold_constants: {max_numel: 1000}\n")
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(path)
+    assert str(info.value).endswith("  pipeline.0: for pass 'fold_constants' with options write {name: fold_constants, options: {...}}")
+    path = tmp_path / "c.toml"
+    path.write_text('pipeline = [{fold_constants = {max_numel = 1000}}]\n')
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(path)
+    assert str(info.value).endswith("write {name = 'fold_constants', options = {...}}")
+    with pytest.raises(ConfigError) as info:
+        Pipeline([{"fold_constants": {"max_numel": 3}}])
+    assert str(info.value).endswith("""write {"name": 'fold_constants', "options": {...}} or ('fold_constants', {...})""")
