@@ -48,7 +48,7 @@ from typing import Any, Literal, Mapping, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError, OptionsError, PassDefinitionError, yaml_hint
+from .errors import ConfigError, OptionsError, PassDefinitionError, is_yaml_source, yaml_hint
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -576,9 +576,9 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
     try:
         cfg = Config.model_validate(dict(data))
     except ValidationError as exc:
-        yaml = source.lower().endswith((".yaml", ".yml"))
+        yaml = is_yaml_source(source)
         lines = [
-            f"  {path}: {msg} (given: {_short(value)}{yaml_hint(value) if yaml else ''})"
+            f"  {path}: {msg} (given: {_short(value)}{yaml_hint(value, source)})"
             for path, msg, value in validation_problems(exc, Config)
         ]
         lines += _entry_spelling_hints(data.get("pipeline"), yaml)
@@ -587,17 +587,25 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
     return cfg
 
 
+def pass_name_as_key(entry: Any) -> str | None:
+    """The pass name of a pipeline entry spelled ``{pass_name: {options}}`` (a spelling some
+    tools use; fxpasses' is ``{name = ..., options = {...}}``), else None."""
+    if not isinstance(entry, Mapping) or len(entry) != 1:
+        return None
+    ((key, value),) = entry.items()
+    if isinstance(key, str) and key not in PassEntryConfig.model_fields and (value is None or isinstance(value, Mapping)):
+        return key
+    return None
+
+
 def _entry_spelling_hints(pipeline: Any, yaml: bool) -> list[str]:
     """For pipeline entries spelled ``{pass_name: {options}}``, how to write them."""
     out: list[str] = []
-    if not isinstance(pipeline, list):
-        return out
-    for i, e in enumerate(pipeline):
-        if isinstance(e, Mapping) and len(e) == 1:
-            (key, value), = e.items()
-            if isinstance(key, str) and key not in PassEntryConfig.model_fields and (value is None or isinstance(value, Mapping)):
-                form = f"{{name: {key}, options: {{...}}}}" if yaml else f"{{name = {key!r}, options = {{...}}}}"
-                out.append(f"  pipeline.{i}: for pass {key!r} with options write {form}")
+    for i, e in enumerate(pipeline if isinstance(pipeline, list) else ()):
+        key = pass_name_as_key(e)
+        if key is not None:
+            form = f"{{name: {key}, options: {{...}}}}" if yaml else f"{{name = {key!r}, options = {{...}}}}"
+            out.append(f"  pipeline.{i}: for pass {key!r} with options write {form}")
     return out
 
 

@@ -16,6 +16,7 @@ import torch
 import torch.fx
 from torch.fx.node import Argument, Node, Target
 
+from ._layout import LayoutCopies, copy_inputs
 from ._order import precedes
 from .errors import NodeHasUsersError, UserError
 
@@ -109,10 +110,9 @@ class PassContext:
 
     def _example_copies(self) -> tuple[Any, Any]:
         if self._copies is None:
-            from ._layout import LayoutCopies
-
             copies = LayoutCopies()  # one for both: a keyword input may view a positional one
-            self._copies = (_input_copy(self._given[0], copies), _input_copy(self._given[1], copies))
+            args, kwargs = self._given
+            self._copies = (copy_inputs(args, copies, _handed_as_is), copy_inputs(kwargs, copies, _handed_as_is))
         return self._copies
 
     # ------------------------------------------------------------------ bookkeeping
@@ -609,10 +609,7 @@ def iter_nodes(nodes: Iterable[Node]) -> Iterator[Node]:
             yield n
 
 
-def _input_copy(value: Any, copies: Any) -> Any:
-    """``value`` (example inputs) with every plain tensor in it copied
-    (:func:`fxpasses._layout.copy_inputs`); ``nn.Parameter`` objects, fake tensors and other
-    tensor subclasses are kept as they are."""
-    from ._layout import copy_inputs
-
-    return copy_inputs(value, copies, keep=lambda t: type(t) is not torch.Tensor)
+def _handed_as_is(t: torch.Tensor) -> bool:
+    """Example tensors a pass gets as they are, not copied: ``nn.Parameter`` objects, fake
+    tensors and other tensor subclasses."""
+    return type(t) is not torch.Tensor

@@ -108,8 +108,16 @@ class UnknownPassError(UserError):
         super().__init__(msg)
 
 
-def yaml_hint(value: Any) -> str:
-    """Why a YAML value may not be what was written (PyYAML reads YAML 1.1), or ""."""
+def is_yaml_source(source: str | None) -> bool:
+    """Whether a config ``source`` (a path, maybe with a location after it) names a YAML file."""
+    return bool(source) and (".yaml" in source.lower() or ".yml" in source.lower())  # type: ignore[union-attr]
+
+
+def yaml_hint(value: Any, source: str | None) -> str:
+    """Why a value read from the YAML file ``source`` may not be what was written (PyYAML
+    reads YAML 1.1), or "" (also when ``source`` is not a YAML file)."""
+    if not is_yaml_source(source):
+        return ""
     if isinstance(value, bool):
         return "; YAML reads yes/no/on/off (any case) as true/false: quote the word to mean the string"
     if isinstance(value, str):
@@ -136,8 +144,7 @@ class OptionsError(UserError):
         where = f" ({source})" if source else ""
         lines = [f"invalid options for pass {pass_name!r}{where}:"]
         for path, message, value in self.problems:
-            hint = yaml_hint(value) if source and (".yaml" in source or ".yml" in source) else ""
-            lines.append(f"  {pass_name}.{path}: {message} (given: {value!r}{hint})")
+            lines.append(f"  {pass_name}.{path}: {message} (given: {value!r}{yaml_hint(value, source)})")
         super().__init__("\n".join(lines))
 
 

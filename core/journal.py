@@ -267,7 +267,8 @@ class Journal:
         and every other recorded module (one that gained, lost or rebound names: e.g. the
         container a fused module was added to, or whose folded buffer was pruned; one
         recorded but left as it was counts alike) is neither a called module nor inside one,
-        and no target passes through a name it lost or had rebound. A changed nested ``GraphModule`` (its own graph edited) never holds."""
+        and no target passes through a name it lost or had rebound. A changed nested
+        ``GraphModule`` (its own graph edited) never holds."""
         gm = self.gm
         changed: set[int] = set()  # ids of the non-root modules that changed
         lost: set[str] = set()  # names they lost or had rebound

@@ -36,6 +36,7 @@ from .config import (
     PassEntryConfig,
     find_pyproject,
     load_config_file,
+    pass_name_as_key,
     parse_config,
     validate_options,
     validation_problems,
@@ -215,16 +216,12 @@ class Pipeline:
                         f"{path}: {msg} (given: {_short_repr(value)})"
                         for path, msg, value in validation_problems(exc, PassEntryConfig)
                     )
-                    hint = ""
-                    if len(e) == 1:  # {pass_name: {options}}: a spelling some configs use
-                        (key, value), = dict(e).items()
-                        if isinstance(key, str) and key not in PassEntryConfig.model_fields and (
-                            value is None or isinstance(value, Mapping)
-                        ):
-                            hint = (
-                                f"; for pass {key!r} with options write "
-                                f'{{"name": {key!r}, "options": {{...}}}} or ({key!r}, {{...}})'
-                            )
+                    key = pass_name_as_key(e)
+                    hint = (
+                        ""
+                        if key is None
+                        else f'; for pass {key!r} with options write {{"name": {key!r}, "options": {{...}}}} or ({key!r}, {{...}})'
+                    )
                     raise ConfigError(f"bad pipeline entry {dict(e)!r}: {problems}{hint}", source=where) from None
                 name, raw, verify, on_error = ec.name, ec.options, ec.verify, ec.on_error
             elif isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str):
