@@ -50,8 +50,9 @@ class FuseConvBN(NodePass):
 
     - ``symbolic_trace``: ``call_module`` ``nn.Conv1d/2d/3d`` -> ``nn.BatchNorm1d/2d/3d``
       (or ``SyncBatchNorm``). The fused conv is a new module (a copy of the conv's
-      configuration and hooks, with the folded weight and bias) added to the graph module;
-      the original conv and BN modules are never modified, so a conv called from several
+      configuration and hooks, with the folded weight and bias) added to the graph module,
+      which the conv node then calls (``ctx.set_target``; the BN node is erased); the
+      original conv and BN modules are never modified, so a conv called from several
       sites keeps working at its other sites, and a module shared with the user's model is
       untouched.
     - ``torch.export``: ``aten.conv1d/2d/3d`` or ``aten.convolution`` whose weights are
@@ -205,11 +206,12 @@ class FuseConvBN(NodePass):
             requires_grad=conv.weight.requires_grad,
         )
         name = ctx.add_submodule(fused, f"{conv_node.target}_fused")
-        new = ctx.call_module(name, conv_node.args, conv_node.kwargs)
-        _copy_value_meta(node, new)
-        self._dead.append(conv_node)
+        # the conv node calls the fused module from now on (its only user is the BN, whose
+        # uses it takes over): no new node, no erased one
+        ctx.set_target(conv_node, name)
+        _copy_value_meta(node, conv_node)
         ctx.count("fused")
-        return Replace(new)
+        return Replace(conv_node)
 
     def _refs(self, ctx: PassContext) -> dict[int, int]:
         """id(module) -> number of nodes that call it or read something inside it."""
@@ -608,7 +610,10 @@ def _set_arg(args: list[Any], kwargs: dict[str, Any], index: int, name: str, val
 
 
 def _copy_value_meta(src: Node, dst: Node) -> None:
-    """The new node computes the same value as ``src``: carry its shape/dtype metadata."""
+    """``dst`` computes ``src``'s value from now on: carry its shape/dtype metadata (and drop
+    what ``dst`` recorded of its own value where ``src`` has none)."""
     for key in ("val", "example_value", "tensor_meta"):
         if key in src.meta:
             dst.meta[key] = src.meta[key]
+        else:
+            dst.meta.pop(key, None)

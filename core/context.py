@@ -231,7 +231,7 @@ class PassContext:
             base = "_" + base
         name = base
         i = 0
-        while hasattr(self.gm, name) or name in self.gm._modules:
+        while _has_attribute(self.gm, name):
             i += 1
             name = f"{base}_{i}"
         return name
@@ -340,6 +340,47 @@ class PassContext:
         node._rename(candidate)
         return node.name
 
+    def set_target(self, node: Node, target: Target) -> None:
+        """Make ``node`` call (or read) ``target`` instead, in place: its arguments, name,
+        place in the graph, users and ``meta`` stay (a pass that swaps the op of a node, or
+        points a ``call_module`` node at a new module, needs no new node).
+
+        The target must suit the node's op: for ``call_module`` a submodule of ``gm``, for
+        ``get_attr`` an existing attribute, for ``call_function`` a callable, for
+        ``call_method`` a method name. The change is journaled (rollback puts the old
+        target back); assigning ``node.target`` directly is not (see
+        :class:`fxpasses.Pass`, ``journal_edits``).
+
+        Raises:
+            ValueError: ``node`` is not a node of this graph, or was erased.
+            AttributeError: a ``call_module``/``get_attr`` target that does not resolve (naming
+                the missing path element).
+            TypeError: ``node`` is a placeholder or the output (no target to change), or the
+                target does not suit its op.
+        """
+        if node.graph is not self.graph or node._erased:
+            raise ValueError(f"node %{node.name} is not a node of this graph (erased, or of another graph)")
+        op = node.op
+        if op == "call_module":
+            if not isinstance(target, str):
+                raise TypeError(f"a call_module target is a qualified name, got {type(target).__name__}")
+            self._submodule(target)  # AttributeError naming the path if missing
+        elif op == "get_attr":
+            if not isinstance(target, str):
+                raise TypeError(f"a get_attr target is a qualified name, got {type(target).__name__}")
+            self.attr(target)
+        elif op == "call_function":
+            if not callable(target):
+                raise TypeError(f"a call_function target must be callable, got {type(target).__name__}")
+        elif op == "call_method":
+            if not isinstance(target, str):
+                raise TypeError(f"a call_method target is a method name, got {type(target).__name__}")
+        else:
+            raise TypeError(f"node %{node.name} is {op}: it has no target to change")
+        if self._journal is not None:
+            self._journal.edit(node)
+        node.target = target  # (FX moves the node to its new target's bucket of the index)
+
     # ------------------------------------------------------------------ analysis helpers
 
     def tensor_info(self, node: Node) -> tuple[torch.Size, torch.dtype] | None:
@@ -364,6 +405,25 @@ class _InsertAt:
     def __exit__(self, *exc: Any) -> None:
         self.ctx._provenance = self._saved
         self._cm.__exit__(*exc)
+
+
+def _has_attribute(m: torch.nn.Module, name: str) -> bool:
+    """``hasattr(m, name) or name in m._modules``, without the ``AttributeError`` that
+    ``nn.Module.__getattr__`` formats for every free name (about 5 us each: a pass adding
+    thousands of constants asks once per constant). A name on the class counts as taken even
+    where ``hasattr`` would say False (a property that raises): the safe answer."""
+    d = m.__dict__
+    if name in d:
+        return True
+    for registry in ("_parameters", "_buffers", "_modules"):
+        r = d.get(registry)
+        if r is not None and name in r:
+            return True
+    if any(name in vars(c) for c in type(m).__mro__):
+        return True
+    if type(m).__getattr__ is torch.nn.Module.__getattr__:  # nothing more to find
+        return False
+    return hasattr(m, name)  # a class with its own __getattr__: ask it
 
 
 def copy_provenance(src: Node, dst: Node) -> None:

@@ -127,10 +127,13 @@ def test_symbolic_trace_fused_module_equals_torch_fusion_and_originals_untouched
     model = ConvNet(2).eval()
     gm = torch.fx.symbolic_trace(model)
     w_before = model.conv1.weight.detach().clone()
+    convs = [n for n in gm.graph.nodes if n.op == "call_module" and n.target.startswith("conv")]
     report = run(gm)
     assert report.counters == {"fused": 2}
-    targets = [n.target for n in gm.graph.nodes if n.op == "call_module"]
-    assert targets == ["conv1_fused", "conv2_fused"]
+    # the conv nodes themselves now call the fused modules: same nodes, names and source lines
+    assert [n for n in gm.graph.nodes if n.op == "call_module"] == convs
+    assert [(n.name, n.target) for n in convs] == [("conv1", "conv1_fused"), ("conv2", "conv2_fused")]
+    assert all("bn" not in n.name for n in gm.graph.nodes)
     expected = torch.nn.utils.fusion.fuse_conv_bn_eval(model.conv1, model.bn1)
     assert torch.equal(gm.conv1_fused.weight, expected.weight)
     assert torch.equal(gm.conv1_fused.bias, expected.bias)
