@@ -117,14 +117,19 @@ class EliminateDeadCode(GraphPass):
 
 def _referenced(gm: torch.fx.GraphModule) -> tuple[set[str], set[str]]:
     """(targets of get_attr/call_module nodes, their proper ancestors' paths)."""
-    subtrees: set[str] = set()
+    graph = gm.graph
+    subtrees = {
+        n.target
+        for op in ("get_attr", "call_module")
+        for n in graph.find_nodes(op=op)  # FX's index by op: no walk of the other nodes
+        if isinstance(n.target, str)
+    }
     ancestors: set[str] = set()
-    for node in gm.graph.nodes:
-        if node.op in ("get_attr", "call_module") and isinstance(node.target, str):
-            subtrees.add(node.target)
-            parts = node.target.split(".")
-            for i in range(1, len(parts)):
-                ancestors.add(".".join(parts[:i]))
+    for target in subtrees:
+        parent = target.rpartition(".")[0]
+        while parent and parent not in ancestors:  # (its own ancestors are in already)
+            ancestors.add(parent)
+            parent = parent.rpartition(".")[0]
     return subtrees, ancestors
 
 
@@ -185,14 +190,14 @@ def prune_unused_state(
         leads_to |= {p for q in list(leads_to) for p in _prefixes(q)}
     counts: collections.Counter[str] = collections.Counter()
 
+    # visit() enters a module only when no path element above it is a referenced subtree
+    # (those are skipped whole), so a name met there is used when it is referenced itself or
+    # lies on the path to a reference
     def used(q: str) -> bool:
-        if q in ancestors:
-            return True
-        parts = q.split(".")
-        return any(".".join(parts[:i]) in subtrees for i in range(1, len(parts) + 1))
+        return q in ancestors or q in subtrees
 
     def may_remove(q: str) -> bool:
-        return (allowed is None or q in allowed) and not used(q)
+        return (allowed is None or q in allowed) and q not in ancestors and q not in subtrees
 
     edited: set[int] = set()
 

@@ -419,7 +419,7 @@ def _has_attribute(m: torch.nn.Module, name: str) -> bool:
         r = d.get(registry)
         if r is not None and name in r:
             return True
-    if any(name in vars(c) for c in type(m).__mro__):
+    if hasattr(type(m), name):  # on the class or a base (a property is not called there)
         return True
     if type(m).__getattr__ is torch.nn.Module.__getattr__:  # nothing more to find
         return False

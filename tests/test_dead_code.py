@@ -621,3 +621,36 @@ def test_removed_state_counts_each_module_parameter_and_buffer_once(make):
     assert _subtree_counts(mod) == expected
     if make is _shared_leaf:
         assert expected == (1, 1, 0)
+
+
+def test_prune_unused_state_keeps_referenced_subtrees_and_the_paths_to_them():
+    """A reference keeps what is under it (a called or read submodule, whole) and the modules
+    on its path; everything else unreferenced goes, at every depth."""
+    from fxpasses.builtin_passes.dead_code import prune_unused_state
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_module("m.n", (x,))
+    sub = g.get_attr("s")  # a submodule read whole (as higher-order operators read branches)
+    g.output((g.call_function(torch.add, (y, g.get_attr("p.q.r.w"))), sub))
+    root = nn.Module()
+    root.m = nn.Module()
+    root.m.n = nn.Linear(2, 2)
+    root.s = nn.Module()
+    root.s.t = nn.Module()
+    root.s.t.register_buffer("u", torch.ones(1))
+    root.p = nn.Module()
+    root.p.q = nn.Module()
+    root.p.q.r = nn.Module()
+    root.p.q.r.register_buffer("w", torch.ones(2))
+    gm = torch.fx.GraphModule(root, g)
+    gm.m.register_buffer("beside", torch.ones(1))  # beside a called module: unreferenced
+    gm.m.other = nn.ReLU()
+    gm.p.q.register_parameter("extra", nn.Parameter(torch.ones(1)))
+    gm.p.q.r.register_buffer("w2", torch.ones(1))
+    gm.register_buffer("top", torch.ones(1))
+    counts = prune_unused_state(gm)
+    assert counts == {"removed_buffers": 3, "removed_parameters": 1, "removed_submodules": 1}
+    assert sorted(dict(gm.named_buffers())) == ["p.q.r.w", "s.t.u"]
+    assert sorted(dict(gm.named_parameters())) == ["m.n.bias", "m.n.weight"]
+    assert sorted(name for name, _ in gm.named_modules()) == ["", "m", "m.n", "p", "p.q", "p.q.r", "s", "s.t"]
