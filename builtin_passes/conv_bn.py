@@ -207,7 +207,8 @@ class FuseConvBN(NodePass):
         )
         name = ctx.add_submodule(fused, f"{conv_node.target}_fused")
         # the conv node calls the fused module from now on (its only user is the BN, whose
-        # uses it takes over): no new node, no erased one
+        # uses it takes over): no new node, no erased one. set_target comes first: its
+        # journal record holds the meta that _copy_value_meta then changes in place
         ctx.set_target(conv_node, name)
         _copy_value_meta(node, conv_node)
         ctx.count("fused")

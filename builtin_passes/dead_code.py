@@ -197,7 +197,7 @@ def prune_unused_state(
         return q in ancestors or q in subtrees
 
     def may_remove(q: str) -> bool:
-        return (allowed is None or q in allowed) and q not in ancestors and q not in subtrees
+        return (allowed is None or q in allowed) and not used(q)
 
     edited: set[int] = set()
 

@@ -17,9 +17,9 @@ the pass then changes. A pass whose edits all go through channels the runner can
   inputs of an erased node or of a changed user: FX moves a node to the end of each input's
   ``users`` when its arguments are set).
 - :class:`~fxpasses.PassContext` reports what FX cannot: a node rewritten with a constant
-  (``replace_uses``), a rename, a new target (``set_target``), and each module it is about to change (``add_constant``,
-  ``add_submodule``, ``before_module_edit``), whose ``__dict__``, registries and hooks are then
-  recorded as a snapshot records every module.
+  (``replace_uses``), a rename, a new target (``set_target``), and each module it is about
+  to change (``add_constant``, ``add_submodule``, ``before_module_edit``), whose
+  ``__dict__``, registries and hooks are then recorded as a snapshot records every module.
 - The graph's own attributes, its name space (C-level copies), ``GraphModule.meta``, torch's
   global module hooks and the class's ``forward`` are recorded whole at the start.
 
@@ -29,9 +29,9 @@ snapshot's restore gives: the same ``Node`` objects in the same order with the s
 ``_sort_key``, FX's order key), the recorded modules as they were.
 
 What the journal cannot see, and so cannot undo: assignments to ``node.args``/``kwargs``/
-``target`` (``node.args = ...``, ``update_arg``; ``PassContext.set_target`` is seen), in-place changes of an existing node's
-``meta`` (``replace_all_uses_with(propagate_meta=True)`` makes one), nodes moved with
-``prepend``/``append``, modules changed other than through the context (a nested
+``target`` (``node.args = ...``, ``update_arg``; ``PassContext.set_target`` is seen),
+in-place changes of an existing node's ``meta`` (``replace_all_uses_with(propagate_meta=True)``
+makes one), nodes moved with ``prepend``/``append``, modules changed other than through the context (a nested
 GraphModule's graph included: ``before_module_edit`` of it records its nodes), tensors
 written in place. A pass that does any of these keeps the default
 (``journal_edits = False``, a snapshot before it). With the environment variable
