@@ -40,15 +40,26 @@ path, or an :class:`~fxpasses.errors.OptionsError` for pass options.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal, Mapping, Union
+from typing import Annotated, Any, Collection, Literal, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+import pydantic_core
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticSchemaGenerationError,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from .errors import ConfigError, OptionsError, PassDefinitionError, is_yaml_source, yaml_hint
+from .errors import ConfigError, OptionsError, PassDefinitionError, is_yaml_source, value_hint
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -439,8 +450,21 @@ def _pick_union_branches(items: list[_Problem]) -> list[_Problem]:
         items.sort(key=lambda it: [str(x) for x in it.loc])
 
 
-def validate_options(pass_name: str, options_cls: type[BaseModel], raw: Any, source: str | None) -> BaseModel:
+def validate_options(
+    pass_name: str,
+    options_cls: type[BaseModel],
+    raw: Any,
+    source: str | None,
+    config_keys: Collection[str] = (),
+) -> BaseModel:
     """Validate ``raw`` against a pass's ``Options`` model.
+
+    ``config_keys`` are the keys of ``raw`` whose values were read from a config file or a
+    pipeline string: JSON-like data, read as pydantic reads JSON (:func:`config_values`): a
+    string is an ``Enum`` member (by value), a ``Path``, a ``date``; a list is a ``tuple``; and,
+    the model being strict, a string is still never a number (``"12"`` is not an ``int``). The
+    other keys are Python values, validated as given (an ``Enum`` field takes a member, a
+    ``Path`` field a ``Path``: pydantic's strict Python mode).
 
     Raises:
         OptionsError: naming the pass, each field path, the expectation and the given value.
@@ -454,8 +478,9 @@ def validate_options(pass_name: str, options_cls: type[BaseModel], raw: Any, sou
         raw = {}
     if not isinstance(raw, Mapping):
         raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
+    raw = config_values(options_cls, raw, config_keys, pass_name, source)
     try:
-        return options_cls.model_validate(dict(raw))
+        return options_cls.model_validate(raw)
     except ValidationError as exc:
         raise OptionsError(pass_name, validation_problems(exc, options_cls), source=source) from None
     except Exception as exc:
@@ -465,6 +490,61 @@ def validate_options(pass_name: str, options_cls: type[BaseModel], raw: Any, sou
             f"raised {type(exc).__name__}: {exc} while validating {dict(raw)!r} (a validator should raise "
             "ValueError for a bad value)"
         ) from exc
+
+
+def config_values(
+    options_cls: type[BaseModel], raw: Mapping[str, Any], keys: Collection[str], pass_name: str, source: str | None
+) -> dict[str, Any]:
+    """``raw`` with the values of ``keys`` (read from a config file or a pipeline string) turned
+    into the Python values their fields take, each read as pydantic reads JSON (strict when the
+    model is): ``"fast"`` becomes ``Mode.fast``, ``"out/x.txt"`` a ``Path``, ``[1, 2]`` a
+    ``tuple``. The model then validates the whole, its validators seeing those values. A key
+    that is not a field, or a field whose type pydantic cannot read from JSON (an arbitrary
+    class), is left as it is for the model to judge.
+
+    Raises:
+        OptionsError: a value does not fit its field, naming the pass, the field path, the
+            expectation and the given value.
+    """
+    out = dict(raw)
+    problems: list[tuple[str, str, Any]] = []
+    strict = bool(options_cls.model_config.get("strict"))
+    for key in keys:
+        field = _field_by_key(options_cls).get(key)
+        adapter = _json_adapter(options_cls, field) if field is not None and key in out else None
+        if adapter is None:
+            continue
+        try:
+            text = pydantic_core.to_json(out[key])
+        except pydantic_core.PydanticSerializationError:
+            continue  # not JSON data (a Python object): the model judges it as it is
+        try:
+            out[key] = adapter.validate_json(text, strict=strict)
+        except ValidationError as exc:
+            for path, msg, value in validation_problems(exc, options_cls.model_fields[field].annotation):
+                problems.append((key if path == "(root)" else f"{key}.{path}", msg, value))
+    if problems:
+        raise OptionsError(pass_name, problems, source=source)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _field_by_key(options_cls: type[BaseModel]) -> dict[str, str]:
+    """The field each input key of ``options_cls`` sets: its name, and its alias if it has one."""
+    out = {name: name for name in options_cls.model_fields}
+    out.update({f.alias: name for name, f in options_cls.model_fields.items() if f.alias})
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _json_adapter(options_cls: type[BaseModel], field: str) -> TypeAdapter[Any] | None:
+    """A validator of one field of ``options_cls`` (its type and constraints), or None when
+    pydantic cannot build one (a type it does not know, allowed by ``arbitrary_types_allowed``)."""
+    info = options_cls.model_fields[field]
+    try:
+        return TypeAdapter(Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation)
+    except PydanticSchemaGenerationError:
+        return None
 
 
 def _read(path: Path) -> Any:
@@ -496,6 +576,8 @@ def _read(path: Path) -> Any:
     except _DuplicateKey as exc:
         kind = "JSON" if suffix == ".json" else "YAML"
         raise ConfigError(f"invalid {kind}: {exc}", source=str(path)) from None
+    except _Yaml11Number as exc:
+        raise ConfigError(f"ambiguous YAML number: {exc}", source=str(path)) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc}", source=str(path)) from None
     except Exception as exc:  # yaml.YAMLError and friends
@@ -538,8 +620,41 @@ def _load_yaml(text: str) -> Any:
                 raise _DuplicateKey(f"duplicate key {key!r} (line {mark.line + 1}, column {mark.column + 1})")
         return loader.construct_mapping(node, deep=deep)
 
+    def integer(loader: Any, node: Any) -> Any:
+        value = loader.construct_yaml_int(node)
+        surprise = _yaml11_int_surprise(node.value, value)
+        if surprise:
+            mark = node.start_mark
+            raise _Yaml11Number(f"line {mark.line + 1}, column {mark.column + 1}: {surprise}")
+        return value
+
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    Loader.add_constructor("tag:yaml.org,2002:int", integer)
     return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+class _Yaml11Number(ValueError):
+    pass
+
+
+def _yaml11_int_surprise(text: str, value: int) -> str | None:
+    """Why the YAML integer written ``text``, which PyYAML (YAML 1.1) read as ``value``, is
+    not the number it looks like (YAML 1.2 and TOML read it otherwise), or None: a leading
+    zero (``017``: octal 15 in YAML 1.1, 17 in YAML 1.2) or colons (``1:30``: base 60, 90)."""
+    plain = text.replace("_", "")
+    if ":" in plain:
+        return (
+            f"{text} is a base-60 number in YAML 1.1, which PyYAML reads as {value}: quote it to mean "
+            f"the string, or write {value}"
+        )
+    digits = plain.lstrip("+-")
+    if len(digits) > 1 and digits[0] == "0" and digits[1] not in "xXbBoO" and int(digits, 10) != abs(value):
+        return (
+            f"{text} has a leading zero, so YAML 1.1 (PyYAML) reads it as octal {value}, YAML 1.2 as "
+            f"{int(plain, 10)}: write {int(plain, 10)} (or {value}) without the leading zero, or quote it "
+            "to mean the string"
+        )
+    return None
 
 
 def load_config_file(path: str | Path) -> Config:
@@ -574,11 +689,11 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
     if not isinstance(data, Mapping):
         raise ConfigError(f"the config must be a table/mapping, got {type(data).__name__}", source=source)
     try:
-        cfg = Config.model_validate(dict(data))
+        cfg = Config.model_validate(dict(data), strict=True)
     except ValidationError as exc:
         yaml = is_yaml_source(source)
         lines = [
-            f"  {path}: {msg} (given: {_short(value)}{yaml_hint(value, source)})"
+            f"  {path}: {msg} (given: {_short(value)}{value_hint(value, source, msg)})"
             for path, msg, value in validation_problems(exc, Config)
         ]
         lines += _entry_spelling_hints(data.get("pipeline"), yaml)

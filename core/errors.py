@@ -7,6 +7,7 @@ which keeps the original exception as ``__cause__``.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -113,19 +114,35 @@ def is_yaml_source(source: str | None) -> bool:
     return bool(source) and (".yaml" in source.lower() or ".yml" in source.lower())  # type: ignore[union-attr]
 
 
-def yaml_hint(value: Any, source: str | None) -> str:
-    """Why a value read from the YAML file ``source`` may not be what was written (PyYAML
-    reads YAML 1.1), or "" (also when ``source`` is not a YAML file)."""
-    if not is_yaml_source(source):
-        return ""
-    if isinstance(value, bool):
+#: a number as YAML 1.1 reads one only with a dot (PyYAML): 1e3 without one is a string
+_YAML11_FLOAT = re.compile(r"[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+][0-9]+)?")
+#: a decimal int or float, as config files write them
+_NUMBER = re.compile(r"[-+]?([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)([eE][-+]?[0-9]+)?")
+#: a decimal number with a leading zero, which PyYAML reads as a string when it holds 8 or 9
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
+
+
+def value_hint(value: Any, source: str | None, message: str = "") -> str:
+    """Why a value that failed validation (pydantic's ``message``) may not be what was
+    written, or "": a YAML 1.1 reading (PyYAML's) when ``source`` is a YAML file; a number in
+    quotes, which is a string (config values are never converted), when a number was wanted."""
+    yaml = is_yaml_source(source)
+    if isinstance(value, bool) and yaml:
         return "; YAML reads yes/no/on/off (any case) as true/false: quote the word to mean the string"
-    if isinstance(value, str):
-        try:
-            float(value)
-        except ValueError:
-            return ""
+    if not isinstance(value, str) or not _NUMBER.fullmatch(value):
+        return ""
+    if yaml and _LEADING_ZERO.fullmatch(value):
+        return (
+            "; YAML 1.1 reads a number with a leading zero as octal, or as a string when it holds "
+            "an 8 or 9: write it without the leading zero"
+        )
+    if yaml and not _YAML11_FLOAT.fullmatch(value) and not value.lstrip("+-").isdigit():
         return "; YAML reads a number like 1e3 (no dot, no exponent sign) as a string: write 1000 or 1.0e+3"
+    if "valid integer" in message or "valid number" in message:
+        written = value
+        if "valid integer" in message and not value.replace("_", "").lstrip("+-").isdigit() and float(value).is_integer():
+            written = str(int(float(value)))  # "1e3" for an int: 1e3 unquoted is a float still
+        return f"; a number in quotes is a string: write {written} without the quotes"
     return ""
 
 
@@ -144,7 +161,7 @@ class OptionsError(UserError):
         where = f" ({source})" if source else ""
         lines = [f"invalid options for pass {pass_name!r}{where}:"]
         for path, message, value in self.problems:
-            lines.append(f"  {pass_name}.{path}: {message} (given: {value!r}{yaml_hint(value, source)})")
+            lines.append(f"  {pass_name}.{path}: {message} (given: {value!r}{value_hint(value, source, message)})")
         super().__init__("\n".join(lines))
 
 

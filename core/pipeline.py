@@ -132,12 +132,22 @@ class Pipeline:
             rebinding ``.data``) and for passes declaring ``writes_tensors = False``.
         options: extra options by pass name, merged into every entry of that pass; options for
             a pass not in the pipeline are an error (a typo) unless ``ignore_unused_options``.
+            An option set both here and in an entry is an error naming both (a config's
+            ``[options.NAME]`` table and its pipeline alike); only a preset's entries take the
+            table's value instead (a preset's options are defaults).
+
+    Option values are validated as their source gives them: a pipeline string's, and a config
+    file's (:meth:`from_config`), are JSON-like data, so a string is read as an ``Enum`` member
+    or a ``Path`` where the field takes one (:func:`fxpasses.config.validate_options`); Python
+    values are validated as they are (an ``Enum`` field takes a member, a ``Path`` field a
+    ``Path``). Neither reads ``"12"`` as a number.
         order: ``"dependencies"`` (default: order by ``requires``/``after``/``before`` and pull
             in missing requirements) or ``"as-given"`` (run the entries exactly as listed;
             reproducers use it, their list being a slice of an ordered plan).
 
     Raises (at construction, before anything runs):
-        UnknownPassError, OptionsError, CycleError, DuplicatePassError, ConfigError.
+        UnknownPassError, OptionsError, CycleError, DuplicatePassError, ConfigError (also: an
+        option set both in an entry and in ``options``).
     """
 
     def __init__(
@@ -154,6 +164,8 @@ class Pipeline:
         source: str | None = None,
         order: str = "dependencies",
         ignore_unused_options: bool = False,
+        _from_config: bool = False,
+        _from_preset: bool = False,
     ) -> None:
         if verify not in _VERIFY:
             raise ConfigError(f"verify must be one of {', '.join(_VERIFY)}, got {verify!r}")
@@ -174,6 +186,8 @@ class Pipeline:
         self.rtol = float(rtol)
         self.snapshot_tensors = snapshot_tensors
         self.source = source or "pipeline"
+        self._from_config = _from_config  # entries and options are a config's data (JSON-like)
+        self._from_preset = _from_preset  # entries are a preset's: the options table changes them
         extra = {k: dict(v) for k, v in (options or {}).items()}
         self._steps = [self._entry(e, i, extra) for i, e in enumerate(passes)]
         if not self._steps:
@@ -191,6 +205,7 @@ class Pipeline:
     def _entry(self, e: EntryLike, index: int, extra: dict[str, dict[str, Any]]) -> PlanStep:
         where = f"{self.source}, entry {index + 1}"
         verify = on_error = None
+        entry = e
         if isinstance(e, SpecEntry):
             where = f"{self.source}: {e.source}" if self.source != "pipeline string" else e.source
             verify, on_error = e.verify, e.on_error
@@ -235,14 +250,25 @@ class Pipeline:
             cls = self.registry.get(name, source=where)
         from_table: set[str] = set()  # keys that come from the [options.NAME] table
         if name in extra:
-            if isinstance(raw, BaseModel):
-                raw = {**raw.model_dump(exclude_unset=True), **extra[name]}
-                from_table = set(extra[name])
-            else:
-                from_table = set(extra[name]) - set(raw or {})
-                raw = {**extra[name], **(raw or {})}
+            own = raw.model_dump(exclude_unset=True) if isinstance(raw, BaseModel) else dict(raw or {})
+            table = extra[name]
+            both = sorted(set(own) & set(table))
+            if both and not self._from_preset:
+                raise ConfigError(
+                    f"option(s) of pass {name!r} set twice, here and in {self._table_name(name)}: "
+                    + ", ".join(f"{k}={format_value(own[k])} here, {k}={format_value(table[k])} there" for k in both)
+                    + "; set each option in one place (the entry or the table)",
+                    source=where,
+                )
+            from_table = set(table)
+            raw = {**own, **table}  # a preset's options are defaults that the table changes
+        # what a config file or pipeline string gave is JSON-like data (strings for enums and
+        # paths); what Python gave is validated as it is
+        config_keys = set(raw or ()) if self._from_config or isinstance(entry, SpecEntry) else set()
+        if not self._from_config:
+            config_keys -= from_table  # Python's options={...} with a pipeline string's entries
         try:
-            options = validate_options(name, cls.Options, raw, where)
+            options = validate_options(name, cls.Options, raw, where, config_keys)
         except OptionsError as err:
             fields = {str(path).split(".")[0] for path, _, _ in err.problems}
             if from_table and fields <= from_table:
@@ -250,6 +276,12 @@ class Pipeline:
                 raise OptionsError(name, err.problems, source=self._table_source(name)) from None
             raise
         return PlanStep(name, cls, options, where, verify, on_error)
+
+    def _table_name(self, name: str) -> str:
+        """The options table of pass ``name`` as its author wrote it (config or Python)."""
+        if self._from_config:
+            return self._table_source(name)
+        return f"options[{name!r}]"
 
     def _table_source(self, name: str) -> str:
         """Where ``[options.NAME]`` stands: ``file [options.NAME]`` or pyproject's section."""
@@ -304,7 +336,8 @@ class Pipeline:
             registry = registry_for(cfg)
         if cfg.pipeline is not None and cfg.preset is not None:
             raise ConfigError("give either `pipeline` or `preset`, not both", source=cfg._source)
-        if cfg.preset is not None:
+        from_preset = cfg.preset is not None
+        if from_preset:
             where = "--preset" if cfg._source == "--preset" or cfg._preset_from_cli else f"{cfg._source}: preset"
             preset = registry.preset(cfg.preset, source=where)
             cfg = cfg.model_copy(update={"pipeline": preset.pipeline, "preset": None})
@@ -325,6 +358,8 @@ class Pipeline:
             # sets for passes it no longer has are not typos
             ignore_unused_options=cfg._pipeline_overridden,
             order=cfg.order,
+            _from_config=True,
+            _from_preset=from_preset,
         )
         if cfg._pipeline_from_cli:  # errors in it name the option, not the config file
             return cls(parse_pipeline_string(cfg.pipeline, "--pipeline"), source="--pipeline", **common)

@@ -1,6 +1,7 @@
 r"""The one-line pipeline syntax: ``name{key=value,...}[verify=...,on_error=...],name2``.
 
-Grammar (white space between tokens is ignored)::
+Grammar (white space between tokens is ignored: spaces, tabs and line breaks; other Unicode
+white space, such as a no-break space, is an error outside quotes)::
 
     pipeline := entry ("," entry)*
     entry    := NAME ["{" [option ("," option)*] "}"] ["[" setting ("," setting)* "]"]
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -57,6 +59,8 @@ class SpecEntry:
 #: entry settings and the values each takes (the same as Pipeline's verify / on_error)
 SETTINGS = {"verify": ("none", "lint", "numeric"), "on_error": ("rollback", "raise", "skip")}
 
+#: the white space allowed between tokens (other Unicode white space is an error)
+_WHITE_SPACE = " \t\r\n"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BARE = re.compile(r"[^,{}\[\]=\"'\s]+")
 #: a quoted string; a backslash-escaped quote does not end it
@@ -81,7 +85,20 @@ class _Parser:
         )
 
     def ws(self) -> None:
+        """Skip white space: ASCII's (space, tab, line breaks).
+
+        Raises:
+            ConfigError: at other Unicode white space (a no-break space, an em space, ...),
+                naming it: usually pasted in by accident, and a word processor's look-alike.
+        """
         while self.pos < len(self.text) and self.text[self.pos].isspace():
+            ch = self.text[self.pos]
+            if ch not in _WHITE_SPACE:
+                name = unicodedata.name(ch, f"U+{ord(ch):04X}")
+                raise self.error(
+                    f"{name.lower()} (U+{ord(ch):04X}) is not white space here (pasted from a document?): "
+                    "use a plain space, or quote the value that holds it"
+                )
             self.pos += 1
 
     def peek(self) -> str:
@@ -154,7 +171,7 @@ class _Parser:
         return _ESCAPE.sub(decode, m.group()[1:-1])
 
     def entries(self) -> list[SpecEntry]:
-        if not self.text.strip():
+        if not self.text.strip(_WHITE_SPACE):
             raise ConfigError("the pipeline string is empty", source=self.where)
         out = []
         while True:

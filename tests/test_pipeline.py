@@ -316,7 +316,7 @@ def test_bad_config_files(tmp_path, reg, filename, text, fault):
 
 def test_yaml_numbers_read_as_strings_are_explained_in_option_errors(tmp_path):
     """PyYAML reads 1e3 (no dot, no exponent sign) as a string: an int option given it says so;
-    the same value from a TOML file (where it is a float) gets no such hint."""
+    the same value quoted in a TOML file gets the hint for a quoted number instead."""
     path = tmp_path / "c.yaml"
     path.write_text("pipeline:\n  - name: fold_constants\n    options: {max_numel: 1e3}\n")
     with pytest.raises(fxpasses.OptionsError) as info:
@@ -328,7 +328,8 @@ def test_yaml_numbers_read_as_strings_are_explained_in_option_errors(tmp_path):
     toml.write_text('pipeline = [{name = "fold_constants", options = {max_numel = "1e3"}}]\n')
     with pytest.raises(fxpasses.OptionsError) as info:
         Pipeline.from_config(toml)
-    assert "(given: '1e3')" in str(info.value)
+    # a quoted number in TOML is a string: the hint says to drop the quotes (and the exponent)
+    assert "(given: '1e3'; a number in quotes is a string: write 1000 without the quotes)" in str(info.value)
 
 
 def test_missing_config_file(tmp_path, reg):
