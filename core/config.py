@@ -478,38 +478,42 @@ def validate_options(
         raw = {}
     if not isinstance(raw, Mapping):
         raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
-    raw = config_values(options_cls, raw, config_keys, pass_name, source)
+    raw, problems = config_values(options_cls, raw, config_keys)
     try:
-        return options_cls.model_validate(raw)
+        options = options_cls.model_validate(raw)
     except ValidationError as exc:
-        raise OptionsError(pass_name, validation_problems(exc, options_cls), source=source) from None
+        bad = {path.split(".")[0] for path, _, _ in problems}  # left out of raw: not "missing"
+        problems += [p for p in validation_problems(exc, options_cls) if p[0].split(".")[0] not in bad]
     except Exception as exc:
+        if problems:  # the model may need the values that did not fit: those are the fault
+            raise OptionsError(pass_name, problems, source=source) from None
         where = f" ({source})" if source else ""
         raise PassDefinitionError(
             f"pass {pass_name!r}{where}: its options model {options_cls.__module__}.{options_cls.__qualname__} "
             f"raised {type(exc).__name__}: {exc} while validating {dict(raw)!r} (a validator should raise "
             "ValueError for a bad value)"
         ) from exc
+    if problems:
+        raise OptionsError(pass_name, problems, source=source)
+    return options
 
 
 def config_values(
-    options_cls: type[BaseModel], raw: Mapping[str, Any], keys: Collection[str], pass_name: str, source: str | None
-) -> dict[str, Any]:
-    """``raw`` with the values of ``keys`` (read from a config file or a pipeline string) turned
-    into the Python values their fields take, each read as pydantic reads JSON (strict when the
-    model is): ``"fast"`` becomes ``Mode.fast``, ``"out/x.txt"`` a ``Path``, ``[1, 2]`` a
-    ``tuple``. The model then validates the whole, its validators seeing those values. A key
-    that is not a field, or a field whose type pydantic cannot read from JSON (an arbitrary
-    class), is left as it is for the model to judge.
-
-    Raises:
-        OptionsError: a value does not fit its field, naming the pass, the field path, the
-            expectation and the given value.
+    options_cls: type[BaseModel], raw: Mapping[str, Any], keys: Collection[str]
+) -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
+    """``(raw with the values of keys read, problems)``: each value of ``keys`` (read from a
+    config file or a pipeline string) turned into the Python value its field takes, read as
+    pydantic reads JSON (strict when the model is): ``"fast"`` becomes ``Mode.fast``,
+    ``"out/x.txt"`` a ``Path``, ``[1, 2]`` a ``tuple``; the model then validates the whole, its
+    validators seeing those values. A key that is not a field, or a field whose type pydantic
+    cannot read from JSON (an arbitrary class), is left as it is for the model to judge. A value
+    that does not fit its field is left out, with ``(field path, message, given value)`` in
+    ``problems``.
     """
     out = dict(raw)
     problems: list[tuple[str, str, Any]] = []
     strict = bool(options_cls.model_config.get("strict"))
-    for key in keys:
+    for key in [k for k in raw if k in keys]:  # in the order given, as the model reports
         field = _field_by_key(options_cls).get(key)
         adapter = _json_adapter(options_cls, field) if field is not None and key in out else None
         if adapter is None:
@@ -521,11 +525,10 @@ def config_values(
         try:
             out[key] = adapter.validate_json(text, strict=strict)
         except ValidationError as exc:
+            del out[key]
             for path, msg, value in validation_problems(exc, options_cls.model_fields[field].annotation):
                 problems.append((key if path == "(root)" else f"{key}.{path}", msg, value))
-    if problems:
-        raise OptionsError(pass_name, problems, source=source)
-    return out
+    return out, problems
 
 
 @functools.lru_cache(maxsize=None)

@@ -59,9 +59,12 @@ class PassOptions(BaseModel):
     """Base class of pass options: unknown keys are rejected, instances are immutable, and
     values are not coerced between types (pydantic strict mode: ``true`` is not an ``int``,
     ``"12"`` is not a number, ``1.5`` is not an ``int``; an ``int`` is accepted for a
-    ``float``). Config files and pipeline strings give lists; a field typed as a ``tuple``
-    accepts them. Defaults are validated too (pydantic ``validate_default``): registering a
-    pass whose ``Options`` has a default that does not fit its own field is an error."""
+    ``float``). Values from config files and pipeline strings are read as pydantic reads JSON
+    (:func:`fxpasses.config.validate_options`): a string is an ``Enum`` member (by value), a
+    ``Path``, a ``date``, and a list a ``tuple``; Python values are taken as they are (an
+    ``Enum`` member, a ``Path``), except that a list is accepted for a ``tuple`` field too.
+    Defaults are validated too (pydantic ``validate_default``): registering a pass whose
+    ``Options`` has a default that does not fit its own field is an error."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
 

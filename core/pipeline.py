@@ -164,7 +164,7 @@ class Pipeline:
         source: str | None = None,
         order: str = "dependencies",
         ignore_unused_options: bool = False,
-        _from_config: bool = False,
+        _from_config: str | None = None,
         _from_preset: bool = False,
     ) -> None:
         if verify not in _VERIFY:
@@ -186,7 +186,7 @@ class Pipeline:
         self.rtol = float(rtol)
         self.snapshot_tensors = snapshot_tensors
         self.source = source or "pipeline"
-        self._from_config = _from_config  # entries and options are a config's data (JSON-like)
+        self._from_config = _from_config  # where the config is: entries and options are its data (JSON-like)
         self._from_preset = _from_preset  # entries are a preset's: the options table changes them
         extra = {k: dict(v) for k, v in (options or {}).items()}
         self._steps = [self._entry(e, i, extra) for i, e in enumerate(passes)]
@@ -264,8 +264,8 @@ class Pipeline:
             raw = {**own, **table}  # a preset's options are defaults that the table changes
         # what a config file or pipeline string gave is JSON-like data (strings for enums and
         # paths); what Python gave is validated as it is
-        config_keys = set(raw or ()) if self._from_config or isinstance(entry, SpecEntry) else set()
-        if not self._from_config:
+        config_keys = set(raw or ()) if self._from_config is not None or isinstance(entry, SpecEntry) else set()
+        if self._from_config is None:
             config_keys -= from_table  # Python's options={...} with a pipeline string's entries
         try:
             options = validate_options(name, cls.Options, raw, where, config_keys)
@@ -279,13 +279,13 @@ class Pipeline:
 
     def _table_name(self, name: str) -> str:
         """The options table of pass ``name`` as its author wrote it (config or Python)."""
-        if self._from_config:
+        if self._from_config is not None:
             return self._table_source(name)
         return f"options[{name!r}]"
 
     def _table_source(self, name: str) -> str:
         """Where ``[options.NAME]`` stands: ``file [options.NAME]`` or pyproject's section."""
-        base = self.source
+        base = self._from_config or self.source
         if base.endswith("[tool.fxpasses]"):
             return f"{base[: -len('[tool.fxpasses]')]}[tool.fxpasses.options.{name}]"
         return f"{base} [options.{name}]"
@@ -337,6 +337,7 @@ class Pipeline:
         if cfg.pipeline is not None and cfg.preset is not None:
             raise ConfigError("give either `pipeline` or `preset`, not both", source=cfg._source)
         from_preset = cfg.preset is not None
+        config_source = cfg._source  # where its [options.NAME] tables are
         if from_preset:
             where = "--preset" if cfg._source == "--preset" or cfg._preset_from_cli else f"{cfg._source}: preset"
             preset = registry.preset(cfg.preset, source=where)
@@ -358,7 +359,7 @@ class Pipeline:
             # sets for passes it no longer has are not typos
             ignore_unused_options=cfg._pipeline_overridden,
             order=cfg.order,
-            _from_config=True,
+            _from_config=config_source,
             _from_preset=from_preset,
         )
         if cfg._pipeline_from_cli:  # errors in it name the option, not the config file

@@ -1,0 +1,331 @@
+"""Values from config files, pipeline strings and the command line: how they are read.
+
+Config data is JSON-like, so pass options from it are read as pydantic reads JSON (an Enum or
+a Path from a string) and every config value is strict (a quoted number is an error, with a
+hint); YAML 1.1 surprises are named; an option set twice is an error naming both places.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from dists import forget_modules, make_dist
+from pydantic import Field
+
+import fxpasses
+from fxpasses import ConfigError, OptionsError, Pipeline, Registry
+from fxpasses.cli import cli
+
+
+class Mode(enum.Enum):
+    fast = "fast"
+    exact = "exact"
+
+
+class ValueOptions(fxpasses.PassOptions):
+    mode: Mode = Mode.fast
+    out: Path = Path("out.txt")
+    sizes: tuple[int, ...] = ()
+    max_numel: int = Field(default=4096, ge=0)
+    scale: float = 1.0
+
+
+class ValuePass(fxpasses.GraphPass):
+    """A pass whose options are an Enum, a Path, a tuple and numbers."""
+
+    name = "values"
+    Options = ValueOptions
+
+    def run(self, gm, ctx):
+        return False
+
+
+@pytest.fixture
+def reg():
+    r = Registry(autoload=False)
+    r.register(ValuePass)
+    return r
+
+
+def options(p):
+    return p.plan().steps[0].options
+
+
+WANTED = (Mode.exact, Path("out/x.txt"), (1, 2), 8)
+
+
+@pytest.mark.parametrize(
+    "filename, text",
+    [
+        ("c.toml", 'pipeline = "values"\n[options.values]\nmode = "exact"\nout = "out/x.txt"\nsizes = [1, 2]\nmax_numel = 8\n'),
+        ("c.toml", 'pipeline = [{name = "values", options = {mode = "exact", out = "out/x.txt", sizes = [1, 2], max_numel = 8}}]\n'),
+        ("c.toml", "pipeline = \"values{mode=exact,out='out/x.txt',sizes=[1,2],max_numel=8}\"\n"),
+        ("c.yaml", "pipeline: values\noptions:\n  values: {mode: exact, out: out/x.txt, sizes: [1, 2], max_numel: 8}\n"),
+        ("c.json", json.dumps({"pipeline": [{"name": "values", "options": {"mode": "exact", "out": "out/x.txt", "sizes": [1, 2], "max_numel": 8}}]})),
+    ],
+)
+def test_enum_and_path_options_are_read_from_config_files(tmp_path, reg, filename, text):
+    path = tmp_path / filename
+    path.write_text(text)
+    o = options(Pipeline.from_config(path, registry=reg))
+    assert (o.mode, o.out, o.sizes, o.max_numel) == WANTED
+
+
+def test_enum_and_path_options_are_read_from_pipeline_strings(reg):
+    o = options(Pipeline.from_string("values{mode=exact,out=out/x.txt,sizes=[1,2],max_numel=8}", registry=reg))
+    assert (o.mode, o.out, o.sizes, o.max_numel) == WANTED
+
+
+def test_a_wrong_enum_value_from_a_string_names_the_members(reg):
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("values{mode=fats}", registry=reg)
+    assert str(info.value).splitlines()[1] == "  values.mode: Input should be 'fast' or 'exact' (given: 'fats')"
+
+
+def test_strings_are_still_not_numbers_in_pipeline_strings(reg):
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("values{max_numel='12'}", registry=reg)
+    assert str(info.value).splitlines()[1] == (
+        "  values.max_numel: Input should be a valid integer (given: '12'; a number in quotes is a string: "
+        "write 12 without the quotes)"
+    )
+    with pytest.raises(OptionsError, match=r"values.max_numel: Input should be greater than or equal to 0 \(given: -1\)"):
+        Pipeline.from_string("values{max_numel=-1}", registry=reg)
+
+
+def test_python_callers_give_enum_members_and_paths(reg):
+    o = options(Pipeline([("values", {"mode": Mode.exact, "out": Path("out/x.txt"), "sizes": (1, 2), "max_numel": 8})], registry=reg))
+    assert (o.mode, o.out, o.sizes, o.max_numel) == WANTED
+    o = options(Pipeline([ValuePass(ValueOptions(mode=Mode.exact))], registry=reg))
+    assert o.mode is Mode.exact
+    # Python values are validated as they are (pydantic's strict Python mode): a member, not its value
+    with pytest.raises(OptionsError) as info:
+        Pipeline([("values", {"mode": "exact"})], registry=reg)
+    assert str(info.value).splitlines()[1] == "  values.mode: Input should be an instance of Mode (given: 'exact')"
+
+
+def test_python_options_beside_a_pipeline_strings_are_each_read_as_their_source_gives_them(reg):
+    p = Pipeline.from_string("values{mode=exact}", registry=reg, options={"values": {"out": Path("out/x.txt")}})
+    assert (options(p).mode, options(p).out) == (Mode.exact, Path("out/x.txt"))
+    with pytest.raises(OptionsError, match="values.out: Input should be an instance of Path"):
+        Pipeline.from_string("values{mode=exact}", registry=reg, options={"values": {"out": "out/x.txt"}})
+
+
+def test_a_python_mapping_config_reads_as_a_config_file(reg):
+    o = options(Pipeline.from_config({"pipeline": "values", "options": {"values": {"mode": "exact"}}}, registry=reg))
+    assert o.mode is Mode.exact
+
+
+# ------------------------------------------------------------------ top-level keys: strict too
+
+
+@pytest.mark.parametrize(
+    "filename, text, line",
+    [
+        ("c.toml", 'pipeline = "values"\natol = "1e-5"\n', "  atol: Input should be a valid number (given: '1e-5'; a number in quotes is a string: write 1e-5 without the quotes)"),
+        ("c.json", '{"pipeline": "values", "rtol": "0.001"}', "  rtol: Input should be a valid number (given: '0.001'; a number in quotes is a string: write 0.001 without the quotes)"),
+        ("c.yaml", 'pipeline: values\natol: "0.5"\n', "  atol: Input should be a valid number (given: '0.5'; a number in quotes is a string: write 0.5 without the quotes)"),
+        ("c.toml", 'pipeline = "values"\n[model]\nfactory = "m:f"\ninputs = [{shape = [1]}]\nseed = "3"\n', "  model.seed: Input should be a valid integer (given: '3'; a number in quotes is a string: write 3 without the quotes)"),
+        ("c.toml", 'pipeline = "values"\n[options.values]\nmax_numel = "12"\n', None),
+    ],
+)
+def test_a_quoted_number_is_an_error_naming_the_key_and_the_file(tmp_path, reg, filename, text, line):
+    path = tmp_path / filename
+    path.write_text(text)
+    with pytest.raises((ConfigError, OptionsError)) as info:
+        Pipeline.from_config(path, registry=reg)
+    msg = str(info.value)
+    assert str(path) in msg
+    if line is None:  # an option: the same rule, the same hint
+        line = "  values.max_numel: Input should be a valid integer (given: '12'; a number in quotes is a string: write 12 without the quotes)"
+    assert line in msg.splitlines()
+
+
+# ------------------------------------------------------------------ YAML 1.1
+
+
+@pytest.mark.parametrize(
+    "value, fault",
+    [
+        ("017", "line 3, column 23: 017 has a leading zero, so YAML 1.1 (PyYAML) reads it as octal 15, YAML 1.2 as 17: "
+                "write 17 (or 15) without the leading zero, or quote it to mean the string"),
+        ("1:30", "line 3, column 23: 1:30 is a base-60 number in YAML 1.1, which PyYAML reads as 90: quote it to mean "
+                 "the string, or write 90"),
+    ],
+)
+def test_yaml_integers_that_yaml_versions_read_differently_are_errors(tmp_path, reg, value, fault):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"pipeline: values\noptions:\n  values: {{max_numel: {value}}}\n")
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(path, registry=reg)
+    assert str(info.value) == f"{path}: ambiguous YAML number: {fault}"
+
+
+@pytest.mark.parametrize("value, read", [("07", 7), ("00", 0), ("0x1f", 31), ("1_000", 1000), ("'017'", None)])
+def test_yaml_integers_every_reading_agrees_on_are_taken(tmp_path, reg, value, read):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"pipeline: values\noptions:\n  values: {{max_numel: {value}}}\n")
+    if read is None:  # quoted: the string, refused with the hint for a quoted number
+        with pytest.raises(OptionsError, match=r"\(given: '017'; YAML 1.1 reads a number with a leading zero as octal"):
+            Pipeline.from_config(path, registry=reg)
+        return
+    assert options(Pipeline.from_config(path, registry=reg)).max_numel == read
+
+
+def test_a_yaml_leading_zero_number_read_as_a_string_is_explained(tmp_path, reg):
+    path = tmp_path / "c.yaml"
+    path.write_text("pipeline: values\noptions:\n  values: {max_numel: 08}\n")  # PyYAML: the string '08'
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(path, registry=reg)
+    assert str(info.value).splitlines()[1] == (
+        "  values.max_numel: Input should be a valid integer (given: '08'; YAML 1.1 reads a number with a "
+        "leading zero as octal, or as a string when it holds an 8 or 9: write it without the leading zero)"
+    )
+
+
+def test_a_yaml_boolean_word_for_an_enum_is_explained(tmp_path, reg):
+    path = tmp_path / "c.yaml"
+    path.write_text("pipeline: values\noptions:\n  values: {mode: off}\n")
+    with pytest.raises(OptionsError, match=r"\(given: False; YAML reads yes/no/on/off \(any case\) as true/false"):
+        Pipeline.from_config(path, registry=reg)
+
+
+# ------------------------------------------------------------------ an option set twice
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ('pipeline = "values{max_numel=8}"\n[options.values]\nmax_numel = 4096\n',
+         "{path}: pipeline string, entry 1 ('values') at column 1"),
+        ('pipeline = [{name = "values", options = {max_numel = 8}}]\n[options.values]\nmax_numel = 4096\n',
+         "{path}: pipeline, entry 1"),
+        # pyproject.toml: the table is named by its section
+        ('[tool.fxpasses]\npipeline = "values{max_numel=8}"\n[tool.fxpasses.options.values]\nmax_numel = 4096\n',
+         "{path} [tool.fxpasses]: pipeline string, entry 1 ('values') at column 1"),
+    ],
+)
+def test_an_option_in_the_pipeline_and_in_the_options_table_is_an_error_naming_both(tmp_path, reg, text, where):
+    path = tmp_path / ("pyproject.toml" if "tool.fxpasses" in text else "c.toml")
+    path.write_text(text)
+    table = f"{path} [tool.fxpasses.options.values]" if path.name == "pyproject.toml" else f"{path} [options.values]"
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(path, registry=reg)
+    assert str(info.value) == (
+        where.format(path=path) + f": option(s) of pass 'values' set twice, here and in {table}: "
+        "max_numel=8 here, max_numel=4096 there; set each option in one place (the entry or the table)"
+    )
+
+
+def test_an_option_in_an_entry_and_in_python_options_is_an_error_naming_both(reg):
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string("values{mode=exact}", registry=reg, options={"values": {"mode": Mode.fast}})
+    assert str(info.value) == (
+        "pipeline string, entry 1 ('values') at column 1: option(s) of pass 'values' set twice, here and in "
+        "options['values']: mode=exact here, mode=Mode.fast there; set each option in one place (the entry or the table)"
+    )
+    with pytest.raises(ConfigError, match=r"set twice, here and in options\['values'\]: max_numel=8 here, max_numel=9 there"):
+        Pipeline([ValuePass(ValueOptions(max_numel=8))], registry=reg, options={"values": {"max_numel": 9}})
+
+
+def test_the_options_table_changes_a_presets_options(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('preset = "inference"\n[options.fold_constants]\nfold_parameters = false\n')
+    steps = {s.name: s.options for s in Pipeline.from_config(path).plan().steps}
+    assert steps["fold_constants"].fold_parameters is False  # the preset says true
+
+
+# ------------------------------------------------------------------ the command line
+
+
+PLUGIN = '''
+import enum
+from pathlib import Path
+import fxpasses
+
+class Mode(enum.Enum):
+    fast = "fast"
+    exact = "exact"
+
+class CliValues(fxpasses.GraphPass):
+    """Records its options."""
+    name = "cli_values"
+
+    class Options(fxpasses.PassOptions):
+        mode: Mode = Mode.fast
+        out: Path = Path("out.txt")
+
+    def run(self, gm, ctx):
+        return False
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(CliValues)
+'''
+
+
+@pytest.fixture
+def cli_site(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    make_dist(site, "cli-values", "1.0", "fxp_cli_values", PLUGIN)
+    forget_modules("fxp_cli_values")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    yield site
+    forget_modules("fxp_cli_values")
+
+
+def test_enum_and_path_options_from_the_command_line_and_a_config_file(tmp_path, cli_site):
+    r = CliRunner().invoke(cli, ["check", "--pipeline", "cli_values{mode=exact,out=out/x.txt}", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["steps"][0]["options"] == {"mode": "exact", "out": "out/x.txt"}
+    path = tmp_path / "c.yaml"
+    path.write_text("pipeline: cli_values\noptions:\n  cli_values: {mode: exact, out: out/x.txt}\n")
+    r = CliRunner().invoke(cli, ["check", str(path), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["steps"][0]["options"] == {"mode": "exact", "out": "out/x.txt"}
+
+
+# ------------------------------------------------------------------ white space in pipeline strings
+
+
+@pytest.mark.parametrize(
+    "text, column, name",
+    [("values,\u00a0values", 8, "no-break space (U+00A0)"), ("values{mode=exact\u2003}", 18, "em space (U+2003)"), ("\u3000", 1, "ideographic space (U+3000)")],
+)
+def test_unicode_white_space_in_a_pipeline_string_is_an_error_naming_it(reg, text, column, name):
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string(text, registry=reg)
+    assert str(info.value).splitlines()[0] == (
+        f"pipeline string, column {column}: {name} is not white space here (pasted from a document?): "
+        "use a plain space, or quote the value that holds it"
+    )
+
+
+def test_ascii_white_space_and_quoted_unicode_white_space_are_taken(reg):
+    p = Pipeline.from_string("values{ mode = exact ,\n\tout = 'a\u00a0b' }", registry=reg)
+    assert (options(p).mode, options(p).out) == (Mode.exact, Path("a\u00a0b"))
+
+
+def test_a_bad_option_from_the_table_of_a_preset_names_the_table(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('preset = "inference"\n[options.fold_constants]\nmax_numel = "12"\n')
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(path)
+    assert str(info.value).splitlines()[0] == f"invalid options for pass 'fold_constants' ({path} [options.fold_constants]):"
+
+
+def test_every_bad_option_of_a_pipeline_string_is_named_at_once(reg):
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("values{mode=fats,scale=true,max_numel=-1,colour=red}", registry=reg)
+    assert str(info.value).splitlines()[1:] == [
+        "  values.mode: Input should be 'fast' or 'exact' (given: 'fats')",
+        "  values.scale: Input should be a valid number (given: True)",
+        "  values.max_numel: Input should be greater than or equal to 0 (given: -1)",
+        "  values.colour: unknown option (valid: mode, out, sizes, max_numel, scale) (given: 'red')",
+    ]
