@@ -32,8 +32,12 @@ A config is a mapping with these keys (all optional except where a command needs
     # inputs = {input_ids = {shape = [2, 16], dtype = "int64", high = 1000}, attention_mask = {...}}
     seed = 0
 
-Files: ``.toml`` (``pyproject.toml``: the ``[tool.fxpasses]`` table), ``.yaml``/``.yml``,
-``.json``. Every error is a :class:`~fxpasses.errors.ConfigError` naming the file and the key
+Files: ``.toml`` (``pyproject.toml``: the ``[tool.fxpasses]`` table), ``.yaml``/``.yml``
+(YAML 1.1, as PyYAML reads it: an integer that YAML 1.2 reads otherwise, ``017`` or ``1:30``,
+is an error), ``.json``. Values are strict, as JSON data: nothing is converted between types
+(``atol = "1e-5"`` is an error, as a quoted number for a pass option is), and pass options
+are read as pydantic reads JSON (:func:`validate_options`: an ``Enum`` or a ``Path`` from a
+string). Every error is a :class:`~fxpasses.errors.ConfigError` naming the file and the key
 path, or an :class:`~fxpasses.errors.OptionsError` for pass options.
 """
 
@@ -76,6 +80,7 @@ __all__ = [
     "parse_config",
     "validation_problems",
     "validate_options",
+    "config_values",
     "find_pyproject",
 ]
 

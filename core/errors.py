@@ -118,6 +118,8 @@ def is_yaml_source(source: str | None) -> bool:
 _YAML11_FLOAT = re.compile(r"[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+][0-9]+)?")
 #: a decimal int or float, as config files write them
 _NUMBER = re.compile(r"[-+]?([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)([eE][-+]?[0-9]+)?")
+#: YAML 1.2's octal, a string to YAML 1.1
+_YAML12_OCTAL = re.compile(r"[-+]?0o[0-7_]+")
 #: a decimal number with a leading zero, which PyYAML reads as a string when it holds 8 or 9
 _LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
 
@@ -129,6 +131,8 @@ def value_hint(value: Any, source: str | None, message: str = "") -> str:
     yaml = is_yaml_source(source)
     if isinstance(value, bool) and yaml:
         return "; YAML reads yes/no/on/off (any case) as true/false: quote the word to mean the string"
+    if isinstance(value, str) and yaml and _YAML12_OCTAL.fullmatch(value):
+        return f"; YAML 1.1 (PyYAML) reads 0o octal as a string: write {int(value.replace('_', ''), 8)}"
     if not isinstance(value, str) or not _NUMBER.fullmatch(value):
         return ""
     if yaml and _LEADING_ZERO.fullmatch(value):

@@ -188,6 +188,14 @@ def test_a_yaml_leading_zero_number_read_as_a_string_is_explained(tmp_path, reg)
     )
 
 
+def test_yaml_12_octal_read_as_a_string_is_explained(tmp_path, reg):
+    path = tmp_path / "c.yaml"
+    path.write_text("pipeline: values\noptions:\n  values: {max_numel: 0o17}\n")
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(path, registry=reg)
+    assert "(given: '0o17'; YAML 1.1 (PyYAML) reads 0o octal as a string: write 15)" in str(info.value)
+
+
 def test_a_yaml_boolean_word_for_an_enum_is_explained(tmp_path, reg):
     path = tmp_path / "c.yaml"
     path.write_text("pipeline: values\noptions:\n  values: {mode: off}\n")
