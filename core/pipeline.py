@@ -135,15 +135,15 @@ class Pipeline:
             An option set both here and in an entry is an error naming both (a config's
             ``[options.NAME]`` table and its pipeline alike); only a preset's entries take the
             table's value instead (a preset's options are defaults).
+        order: ``"dependencies"`` (default: order by ``requires``/``after``/``before`` and pull
+            in missing requirements) or ``"as-given"`` (run the entries exactly as listed;
+            reproducers use it, their list being a slice of an ordered plan).
 
     Option values are validated as their source gives them: a pipeline string's, and a config
     file's (:meth:`from_config`), are JSON-like data, so a string is read as an ``Enum`` member
     or a ``Path`` where the field takes one (:func:`fxpasses.config.validate_options`); Python
     values are validated as they are (an ``Enum`` field takes a member, a ``Path`` field a
     ``Path``). Neither reads ``"12"`` as a number.
-        order: ``"dependencies"`` (default: order by ``requires``/``after``/``before`` and pull
-            in missing requirements) or ``"as-given"`` (run the entries exactly as listed;
-            reproducers use it, their list being a slice of an ordered plan).
 
     Raises (at construction, before anything runs):
         UnknownPassError, OptionsError, CycleError, DuplicatePassError, ConfigError (also: an
@@ -264,7 +264,8 @@ class Pipeline:
             raw = {**own, **table}  # a preset's options are defaults that the table changes
         # what a config file or pipeline string gave is JSON-like data (strings for enums and
         # paths); what Python gave is validated as it is
-        config_keys = set(raw or ()) if self._from_config is not None or isinstance(entry, SpecEntry) else set()
+        from_text = self._from_config is not None or isinstance(entry, SpecEntry)
+        config_keys = set(raw) if from_text and isinstance(raw, Mapping) else set()
         if self._from_config is None:
             config_keys -= from_table  # Python's options={...} with a pipeline string's entries
         try:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 
 import pytest
 import torch
-from dists import forget_modules, make_dist
+from dists import installed_dist
 from planted import PLANTED_SOURCE
 
 DIALECTS = ("symbolic_trace", "dynamo", "export")
@@ -39,10 +38,5 @@ def registry():
 @pytest.fixture
 def planted_site(tmp_path, monkeypatch):
     """The planted-passes distribution (tests/planted.py) installed on sys.path."""
-    site = tmp_path / "site"
-    make_dist(site, "planted-passes", "0.3", "fxp_planted", PLANTED_SOURCE)
-    forget_modules("fxp_planted")
-    monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
-    yield site
-    forget_modules("fxp_planted")
+    with installed_dist(monkeypatch, tmp_path / "site", "planted-passes", "0.3", "fxp_planted", PLANTED_SOURCE) as site:
+        yield site

@@ -7,9 +7,12 @@ points exactly as it finds a pip-installed package's. Nothing is mocked.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any, Iterator
 
 
 def make_dist(
@@ -40,6 +43,20 @@ def make_dist(
 def forget_modules(*names: str) -> None:
     for n in names:
         sys.modules.pop(n, None)
+
+
+@contextlib.contextmanager
+def installed_dist(monkeypatch: Any, site: Path, dist: str, version: str, module: str, source: str) -> Iterator[Path]:
+    """Distribution ``dist`` (see :func:`make_dist`) installed in ``site`` on ``sys.path`` for
+    the ``with`` block; its module is imported afresh and forgotten after."""
+    make_dist(site, dist, version, module, source)
+    forget_modules(module)
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    try:
+        yield site
+    finally:
+        forget_modules(module)
 
 
 GOOD_PASS = '''

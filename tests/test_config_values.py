@@ -8,13 +8,12 @@ hint); YAML 1.1 surprises are named; an option set twice is an error naming both
 from __future__ import annotations
 
 import enum
-import importlib
 import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from dists import forget_modules, make_dist
+from dists import installed_dist
 from pydantic import Field
 
 import fxpasses
@@ -279,13 +278,8 @@ def fxpasses_register_passes(register):
 
 @pytest.fixture
 def cli_site(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    make_dist(site, "cli-values", "1.0", "fxp_cli_values", PLUGIN)
-    forget_modules("fxp_cli_values")
-    monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
-    yield site
-    forget_modules("fxp_cli_values")
+    with installed_dist(monkeypatch, tmp_path / "site", "cli-values", "1.0", "fxp_cli_values", PLUGIN) as site:
+        yield site
 
 
 def test_enum_and_path_options_from_the_command_line_and_a_config_file(tmp_path, cli_site):
