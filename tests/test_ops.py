@@ -218,3 +218,18 @@ def test_builtin_passes_keep_outputs_with_inplace_ops(passes):
             assert not any(n and n.startswith("dropout") for n in names), (dialect, names)
         # every in-place relu is still there, written where it was
         assert names.count("relu_") == 3, (dialect, names)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_augmented_add_is_in_place_except_under_symbolic_trace(dialect):
+    """What the README's Limits say: torch.fx proxies have no in-place ``+=``."""
+
+    class AddInPlace(nn.Module):
+        def forward(self, x):
+            y = x * 2
+            y += 1
+            return y
+
+    gm = capture(AddInPlace(), [torch.randn(3)], dialect).gm
+    names = [op_name(n, gm) for n in gm.graph.nodes if n.op == "call_function"]
+    assert names == ["mul", "add" if dialect == "symbolic_trace" else "add_"]
