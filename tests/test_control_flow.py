@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 
 import fxpasses
+from fxpasses.capture import capture
 from fxpasses.job import DEFAULT_PRESET
 from fxpasses.ops import op_name
 from fxpasses.testing import assert_preserves_outputs
@@ -14,9 +15,7 @@ from fxpasses.testing import assert_preserves_outputs
 DEFAULT_PIPELINE = fxpasses.Registry().preset(DEFAULT_PRESET).pipeline
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 class Branchy(nn.Module):
@@ -48,8 +47,6 @@ def branches(gm: torch.fx.GraphModule) -> dict[str, str]:
 
 @pytest.mark.parametrize("dialect", ["export", "dynamo"])  # symbolic_trace cannot trace torch.cond
 def test_default_pipeline_keeps_outputs_and_leaves_cond_branches_unchanged(dialect):
-    from fxpasses.capture import capture
-
     x = torch.ones(2, 3)
     before = branches(capture(Branchy().eval(), [x], dialect).gm)
     assert len(before) == 2 and all("mul" in code for code in before.values())

@@ -9,17 +9,13 @@ import torch.nn.functional as F
 
 import fxpasses
 from fxpasses import NodePass, Replace, on
-from fxpasses.capture import capture
+from fxpasses.capture import DIALECTS, capture
 from fxpasses.job import DEFAULT_PRESET
 from fxpasses.ops import FAMILIES, call_op_name, define_family, family_members, inplace_position, op_name
 from fxpasses.testing import assert_preserves_outputs
 
-DIALECTS = ("symbolic_trace", "dynamo", "export")
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()  # keep dynamo's recompile limit out of the way of repeated captures
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 class Activations(nn.Module):
@@ -50,30 +46,25 @@ class Activations(nn.Module):
 EXPECTED = ["relu_"] * 5 + ["relu"] * 5 + ["add_", "add", "add"]
 
 
+def _recorder(name: str):
+    @on(name)
+    def hook(self, node, ctx):
+        self.seen.append((name, op_name(node, ctx.gm)))
+
+    return hook
+
+
 class Record(NodePass):
     """Records which hook saw which node (keeps every node)."""
 
     name = "record_ops"
     seen: list[tuple[str, str | None]] = []
-
-    @on("relu")
-    def relu(self, node, ctx):
-        self.seen.append(("relu", op_name(node, ctx.gm)))
-
-    @on("relu_")
-    def relu_(self, node, ctx):
-        self.seen.append(("relu_", op_name(node, ctx.gm)))
-
-    @on("add")
-    def add(self, node, ctx):
-        self.seen.append(("add", op_name(node, ctx.gm)))
-
-    @on("add_")
-    def add_(self, node, ctx):
-        self.seen.append(("add_", op_name(node, ctx.gm)))
+    relu = _recorder("relu")
+    relu_ = _recorder("relu_")
+    add = _recorder("add")
+    add_ = _recorder("add_")
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
 def test_inplace_spellings_match_the_same_nodes_in_every_dialect(dialect):
     c = capture(Activations(), [torch.randn(4)], dialect)
     Record.seen = []
@@ -83,7 +74,6 @@ def test_inplace_spellings_match_the_same_nodes_in_every_dialect(dialect):
     assert all(hook == name for hook, name in Record.seen)
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
 def test_inplace_dropout_spellings_are_dropout_(dialect):
     class Drops(nn.Module):
         def __init__(self) -> None:
@@ -193,20 +183,18 @@ class InPlaceNet(nn.Module):
         return y * (self.scale + 1)
 
 
-BUILTIN_TRANSFORMS = (
-    "remove_dropout",
-    "fuse_conv_bn",
-    "simplify_algebra",
-    "fold_constants",
-    "eliminate_common_subexpressions",
-    "eliminate_dead_code",
+_REGISTRY = fxpasses.Registry()
+#: every built-in pass that may change a graph
+BUILTIN_TRANSFORMS = sorted(
+    n for n in _REGISTRY.names()
+    if _REGISTRY.info(n).distribution == "fxpasses" and _REGISTRY.get(n).kind != "analysis"
 )
+DEFAULT_PIPELINE = _REGISTRY.preset(DEFAULT_PRESET).pipeline
+_OPTIONS = {"rename_nodes": {"pattern": r"^([a-z]+)[a-z_0-9]*$", "replacement": r"\1"}}
 
 
-DEFAULT_PIPELINE = fxpasses.Registry().preset(DEFAULT_PRESET).pipeline
-
-
-@pytest.mark.parametrize("passes", [*BUILTIN_TRANSFORMS, DEFAULT_PIPELINE])
+@pytest.mark.parametrize("passes", [*([(n, _OPTIONS.get(n, {}))] for n in BUILTIN_TRANSFORMS), DEFAULT_PIPELINE],
+                         ids=[*BUILTIN_TRANSFORMS, "default"])
 def test_builtin_passes_keep_outputs_with_inplace_ops(passes):
     model = InPlaceNet().eval()
     results = assert_preserves_outputs(passes, model, [torch.randn(2, 3, 5, 5)],
@@ -220,7 +208,6 @@ def test_builtin_passes_keep_outputs_with_inplace_ops(passes):
         assert names.count("relu_") == 3, (dialect, names)
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
 def test_augmented_add_is_in_place_except_under_symbolic_trace(dialect):
     """What the README's Limits say: torch.fx proxies have no in-place ``+=``."""
 
