@@ -12,7 +12,7 @@ from pydantic import Field
 from torch.fx.node import Node
 
 from fxpasses import ERASE, NodePass, PassContext, PassOptions, Replace, on
-from fxpasses.ops import FAMILIES, callable_op_name
+from fxpasses.ops import FAMILIES, callable_op_name, is_inplace_name
 
 from fxpasses.effects import EffectAnalysis
 
@@ -71,6 +71,10 @@ class RemoveDropout(NodePass):
       ``training=False`` (TorchDynamo and torch-level graphs);
     - ``aten.dropout``/``feature_dropout``/``alpha_dropout``/``feature_alpha_dropout`` with
       ``train=False`` (``torch.export``);
+    - the in-place forms of each (the op family ``dropout_``, see :mod:`fxpasses.ops`):
+      ``nn.Dropout(inplace=True)``, ``F.dropout(..., inplace=True)``, ``torch.dropout_``,
+      ``aten.dropout_`` (what ``torch.export`` makes of the first two); in eval mode they
+      leave their input as it is and return it;
     - after ``run_decompositions()``: ``aten.native_dropout(x, p, train=False)`` with its
       ``getitem(0)`` (and the unused mask ``getitem(1)``), and the ``aten.clone(x)`` that the
       decomposition of an eval-mode dropout leaves behind, recognised by its provenance
@@ -104,7 +108,7 @@ class RemoveDropout(NodePass):
     def setup(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         self._effects = EffectAnalysis(gm)  # swept on first use
 
-    @on("dropout")
+    @on("dropout", "dropout_")
     def dropout(self, node: Node, ctx: PassContext) -> Any:
         if node.op == "call_module":
             mod = ctx.module(node)
@@ -196,8 +200,10 @@ def _training(node: Node) -> Any:
 
 
 def _inplace(node: Node) -> bool:
-    """``inplace=True`` of the ``torch.nn.functional`` dropouts (in training mode they then
-    return their input itself)."""
+    """An in-place dropout (``torch.dropout_``, ``aten.dropout_``, ...) or ``inplace=True`` of
+    the ``torch.nn.functional`` dropouts: in training mode they return their input itself."""
+    if is_inplace_name(callable_op_name(node.target) or ""):
+        return True
     return node.target in _F_DROPOUTS and arg(node, 3, "inplace", False) is True
 
 

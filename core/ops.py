@@ -16,12 +16,23 @@ TorchDynamo            ``operator.mul`` / ``torch.mul``; ``torch.conv2d`` with p
 for the in-place add, ...). A *family* is a set of canonical names: ``"conv"`` covers
 ``conv1d``/``conv2d``/``conv3d``/``convolution``/``_convolution``. A hook that subscribes to a
 name matches every canonical name of the family of that name (a name that is no family matches
-itself). In-place variants (trailing ``_``) are never in the family of their out-of-place op.
+itself).
+
+In-place variants (trailing ``_``) are never in the family of their out-of-place op: a rewrite
+of ``relu(x)`` that dropped the write of ``relu_(x)`` would change what the graph computes. A
+call is in-place by what it does, whatever its spelling, so the three dialects agree:
+``torch.relu_``, ``Tensor.relu_``, ``aten.relu_``, ``F.relu(x, inplace=True)`` (a true
+``inplace`` argument, by keyword or position) and a call of ``nn.ReLU(inplace=True)`` (a
+module whose ``inplace`` attribute is true) are all ``"relu_"``; ``operator.iadd`` is
+``"add_"``. The in-place twin of a family ``F`` is ``F_``: ``"dropout_"`` covers
+``dropout_``/``feature_dropout_``/``alpha_dropout_``/..., ``"mul_"`` covers ``mul_`` and
+``multiply_``.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
 import operator
 from typing import Any, Callable, Iterable
 
@@ -33,6 +44,9 @@ __all__ = [
     "define_family",
     "is_inplace_name",
     "module_op_name",
+    "module_call_name",
+    "call_op_name",
+    "inplace_position",
     "FAMILIES",
 ]
 
@@ -153,6 +167,7 @@ FAMILIES: dict[str, frozenset[str]] = {
 }
 
 _name_cache: dict[Any, str | None] = {}
+_module_name_cache: dict[type, str] = {}
 
 
 def define_family(name: str, members: Iterable[str]) -> None:
@@ -169,7 +184,14 @@ def define_family(name: str, members: Iterable[str]) -> None:
 
 
 def family_members(name: str) -> frozenset[str]:
-    """The canonical op names a subscription to ``name`` matches (``{name}`` if no family)."""
+    """The canonical op names a subscription to ``name`` matches (``{name}`` if no family).
+
+    An in-place name ``F_`` whose ``F`` is a family (and that is no family itself) matches the
+    in-place twin of every member of ``F``: ``"div_"`` -> ``{"div_", "true_divide_",
+    "divide_"}``.
+    """
+    if name not in FAMILIES and is_inplace_name(name) and name[:-1] in FAMILIES:
+        return frozenset(m + "_" for m in FAMILIES[name[:-1]]) | {name}
     return FAMILIES.get(name, frozenset()) | {name}
 
 
@@ -179,11 +201,83 @@ def is_inplace_name(name: str) -> bool:
 
 
 def module_op_name(module_cls: type) -> str:
-    """Canonical op name of an ``nn.Module`` class (``nn.Conv2d`` -> ``"conv2d"``)."""
+    """Canonical op name of an ``nn.Module`` class (``nn.Conv2d`` -> ``"conv2d"``); see
+    :func:`module_call_name` for a call of an instance."""
+    try:
+        return _module_name_cache[module_cls]
+    except KeyError:
+        pass
+    name = module_cls.__name__.lower()
     for cls in module_cls.__mro__:
         if cls in _MODULE_NAMES:
-            return _MODULE_NAMES[cls]
-    return module_cls.__name__.lower()
+            name = _MODULE_NAMES[cls]
+            break
+    _module_name_cache[module_cls] = name
+    return name
+
+
+def module_call_name(mod: torch.nn.Module) -> str:
+    """Canonical op name of a call of the module ``mod``: :func:`module_op_name` of its class,
+    with a trailing ``_`` when its ``inplace`` attribute is true (``nn.ReLU(inplace=True)`` ->
+    ``"relu_"``: the call writes its input, as ``torch.relu_`` does)."""
+    from .effects import _module_attr  # getattr without nn.Module's exception for a missing one
+
+    name = module_op_name(type(mod))
+    if _module_attr(mod, "inplace", False) is True and not is_inplace_name(name):
+        return name + "_"
+    return name
+
+
+_inplace_positions: dict[Any, int | None] = {}
+
+
+def inplace_position(target: Any) -> int | None:
+    """Position of the ``inplace`` parameter of a ``call_function`` target (``F.relu`` -> 1;
+    -1 when it is keyword-only), or None when it has none (``torch.relu``, ``operator.add``,
+    most ``OpOverload`` s) or its signature cannot be read. Cached per target."""
+    try:
+        return _inplace_positions[target]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable target
+        return None
+    pos: int | None = None
+    if isinstance(target, torch._ops.OpOverload):
+        for i, a in enumerate(target._schema.arguments):
+            if a.name == "inplace":
+                pos = -1 if a.kwarg_only else i
+    elif callable(target) and not isinstance(target, torch._ops.OpOverloadPacket):
+        try:
+            params = list(inspect.signature(target).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        for i, p in enumerate(params):
+            if p.name == "inplace" and p.kind is not p.VAR_KEYWORD:
+                pos = -1 if p.kind is p.KEYWORD_ONLY else i
+    _inplace_positions[target] = pos
+    return pos
+
+
+def call_op_name(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """Canonical op name of the call ``target(*args, **kwargs)``: :func:`callable_op_name`,
+    with a trailing ``_`` when the target has an ``inplace`` parameter (see
+    :func:`inplace_position`) and the call gives it a value that is not false: a literal
+    ``True`` (``F.relu(x, inplace=True)``, ``F.dropout(x, 0.5, False, True)``) or a value
+    known only when the graph runs, which may be true (such a call is not the out-of-place op
+    for a rewrite)."""
+    name = callable_op_name(target)
+    pos = inplace_position(target)
+    if name is None or pos is None or is_inplace_name(name):
+        return name
+    if "inplace" in kwargs:
+        flag = kwargs["inplace"]
+    elif 0 <= pos < len(args):
+        flag = args[pos]
+    else:
+        return name  # the default: False in torch
+    if flag is None or (isinstance(flag, (bool, int)) and not flag):
+        return name
+    return name + "_"
 
 
 def callable_op_name(target: Any) -> str | None:
@@ -218,15 +312,16 @@ def callable_op_name(target: Any) -> str | None:
 def op_name(node: torch.fx.Node, gm: torch.nn.Module | None = None) -> str | None:
     """Canonical op name of ``node``.
 
-    - ``call_function``: see :func:`callable_op_name`.
+    - ``call_function``: see :func:`call_op_name` (:func:`callable_op_name` of the target,
+      in-place for a true ``inplace`` argument).
     - ``call_method``: the method name (``"add"``, ``"add_"``, ``"view"``).
-    - ``call_module``: :func:`module_op_name` of the called submodule's class; needs ``gm``
+    - ``call_module``: :func:`module_call_name` of the called submodule; needs ``gm``
       (or the graph's owning module) to look the submodule up.
     - ``placeholder``/``get_attr``/``output``: None.
     """
     op = node.op
     if op == "call_function":
-        return callable_op_name(node.target)
+        return call_op_name(node.target, node.args, node.kwargs)
     if op == "call_method":
         return node.target  # type: ignore[return-value]
     if op == "call_module":
@@ -237,7 +332,7 @@ def op_name(node: torch.fx.Node, gm: torch.nn.Module | None = None) -> str | Non
             mod = root.get_submodule(node.target)  # type: ignore[arg-type]
         except AttributeError:
             return None
-        return module_op_name(type(mod))
+        return module_call_name(mod)
     return None
 
 

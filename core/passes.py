@@ -157,6 +157,10 @@ def on(
             ``operator.mul``, ``torch.mul``, ``Tensor.mul``, call_method ``mul`` and every
             ``aten.mul`` overload; ``"conv"`` matches ``nn.Conv1d/2d/3d`` modules,
             ``torch.conv2d``, ``F.conv2d``, ``aten.conv2d`` and ``aten.convolution``.
+            In-place calls have their own name in every dialect and never match the
+            out-of-place one: ``"relu_"`` matches ``torch.relu_``, ``Tensor.relu_``,
+            ``F.relu(x, inplace=True)``, ``nn.ReLU(inplace=True)`` and ``aten.relu_``;
+            ``"relu"`` none of them (see :mod:`fxpasses.ops`).
         op: restrict to these op kinds (``"call_module"``, ...); default: every op kind that
             can carry a name (``call_function``, ``call_method``, ``call_module``) when names or
             targets are given. Required when neither is given.

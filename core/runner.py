@@ -19,7 +19,7 @@ from ._modpath import MISSING, ModulePaths
 from ._order import NODES_COMPARE_IN_C, in_graph_order, precedes
 from .context import PassContext, check_replacement, describe_node, replace_all_uses, user_source_line
 from .errors import NodeHasUsersError, PassFailedError
-from .ops import callable_op_name, family_members, module_op_name
+from .ops import call_op_name, callable_op_name, family_members, inplace_position, module_call_name
 from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace, Subscription
 
 __all__ = ["run_pass", "would_rewrite", "HookError"]
@@ -53,12 +53,15 @@ class _Matcher:
         self.all_of_op = sub.wants_all_of_op()
         self.hook = hook
 
-    def match_function(self, target: Any) -> bool:
+    def match_function(self, target: Any, name: Any = MISSING) -> bool:
+        """For a ``call_function`` node of ``target`` whose op name is ``name`` (default: the
+        target's, :func:`~fxpasses.ops.callable_op_name`; a call's own comes from
+        :func:`~fxpasses.ops.call_op_name` where ``inplace`` makes it in-place)."""
         if "call_function" not in self.ops:
             return False
         if self.all_of_op:
             return True
-        if self.names and callable_op_name(target) in self.names:
+        if self.names and (callable_op_name(target) if name is MISSING else name) in self.names:
             return True
         return any(target is t or _same_op(target, t) for t in self.targets)
 
@@ -67,7 +70,7 @@ class _Matcher:
         if op not in self.ops:
             return False
         if op == "call_function":
-            return self.match_function(node.target)
+            return self.match_function(node.target, call_op_name(node.target, node.args, node.kwargs))
         if self.all_of_op:
             return True
         if op == "call_method":
@@ -88,18 +91,7 @@ class _Matcher:
             return False
         if self.module_targets and isinstance(mod, self.module_targets):
             return True
-        return bool(self.names) and _module_name(type(mod)) in self.names
-
-
-_module_names: dict[type, str] = {}
-
-
-def _module_name(cls: type) -> str:
-    try:
-        return _module_names[cls]
-    except KeyError:
-        name = _module_names[cls] = module_op_name(cls)
-        return name
+        return bool(self.names) and module_call_name(mod) in self.names
 
 
 def _same_op(target: Any, wanted: Any) -> bool:
@@ -129,17 +121,28 @@ def _work_list(
                 continue
             before = len(found)
             if op == "call_function":
-                ms = [m for m in matchers if m.match_function(target)]
-                if ms:
-                    groups.append((nodes, ms))
-                    runs += 1
-                continue
-            if op == "call_module":
+                if inplace_position(target) is None:  # one name for the whole bucket
+                    ms = [m for m in matchers if m.match_function(target)]
+                    if ms:
+                        groups.append((nodes, ms))
+                        runs += 1
+                    continue
+                # F.relu(x, inplace=True) is "relu_", F.relu(x) "relu": per call
+                by_call: dict[Any, list[_Matcher]] = {}
+                for n in nodes:
+                    name = call_op_name(target, n.args, n.kwargs)
+                    ms = by_call.get(name)
+                    if ms is None:
+                        ms = by_call[name] = [m for m in matchers if m.match_function(target, name)]
+                    if ms:
+                        found[n] = ms
+            elif op == "call_module":
                 # one module lookup per node for all matchers, through the registries
                 mms = [m for m in matchers if "call_module" in m.ops]
                 if modules is None:
                     modules = ModulePaths(gm).all_modules()
-                by_type: dict[type, list[_Matcher]] = {}  # what matches depends on the class only
+                # what matches depends on the class and the call's op name only
+                by_type: dict[tuple[type, str | None], list[_Matcher]] = {}
                 for n in nodes:
                     t = n.target
                     mod = modules.get(t, MISSING) if isinstance(t, str) else MISSING
@@ -148,10 +151,10 @@ def _work_list(
                             mod = gm.get_submodule(t)  # type: ignore[arg-type]
                         except AttributeError:
                             mod = None
-                    cls = type(mod)
-                    ms = by_type.get(cls)
+                    key = (type(mod), None if mod is None else module_call_name(mod))
+                    ms = by_type.get(key)
                     if ms is None:
-                        ms = by_type[cls] = [m for m in mms if m.match_module(mod)]
+                        ms = by_type[key] = [m for m in mms if m.match_module(mod)]
                     if ms:
                         found[n] = ms
             elif op == "call_method":

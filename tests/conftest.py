@@ -21,6 +21,13 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+@pytest.fixture
+def fresh_dynamo() -> None:
+    """``torch._dynamo.reset()`` first: keeps dynamo's recompile limit out of the way of
+    repeated captures (``pytestmark = pytest.mark.usefixtures("fresh_dynamo")``)."""
+    torch._dynamo.reset()
+
+
 @pytest.fixture(params=DIALECTS)
 def dialect(request: pytest.FixtureRequest) -> str:
     """Each of the three graph dialects in turn."""
