@@ -110,6 +110,23 @@ def supports_journal(gm: torch.fx.GraphModule) -> bool:
     return all(isinstance(d.get(k), list) for k in _HOOK_LISTS) and gm.graph.owning_module is gm
 
 
+def _add_node_hooks(gm: torch.fx.GraphModule, hooks: tuple[Any, ...]) -> None:
+    """Append ``hooks`` (create, erase, replace) to torch.fx's node-hook lists of ``gm``."""
+    for name, hook in zip(_HOOK_LISTS, hooks):
+        getattr(gm, name).append(hook)
+
+
+def _remove_node_hooks(gm: torch.fx.GraphModule, hooks: tuple[Any, ...]) -> None:
+    """Remove ``hooks`` from ``gm``'s node-hook lists again, by identity (the last of each)."""
+    for name, hook in zip(_HOOK_LISTS, hooks):
+        lst = gm.__dict__.get(name)
+        if isinstance(lst, list):
+            for i in range(len(lst) - 1, -1, -1):
+                if lst[i] is hook:
+                    del lst[i]
+                    break
+
+
 class Journal:
     """Records of the nodes and modules a pass is about to change (see the module doc).
 
@@ -155,23 +172,14 @@ class Journal:
         """Install the journal's hooks on the GraphModule (after any already there)."""
         if self._attached:
             return
-        gm = self.gm
-        for name, hook in zip(_HOOK_LISTS, self._hooks):
-            getattr(gm, name).append(hook)
+        _add_node_hooks(self.gm, self._hooks)
         self._attached = True
 
     def detach(self) -> None:
         """Remove the journal's hooks (what they recorded stays)."""
         if not self._attached:
             return
-        gm = self.gm
-        for name, hook in zip(_HOOK_LISTS, self._hooks):
-            hooks = gm.__dict__.get(name)
-            if isinstance(hooks, list):
-                for i in range(len(hooks) - 1, -1, -1):
-                    if hooks[i] is hook:
-                        del hooks[i]
-                        break
+        _remove_node_hooks(self.gm, self._hooks)
         self._attached = False
 
     def __enter__(self) -> "Journal":
@@ -471,8 +479,7 @@ class GraphWatch:
         self._hooks: tuple[Any, ...] = ()
         if supports_journal(gm):
             self._hooks = (self._on_create, self._on_event, self._on_event)
-            for name, hook in zip(_HOOK_LISTS, self._hooks):
-                getattr(gm, name).append(hook)
+            _add_node_hooks(gm, self._hooks)
 
     def _on_create(self, n: Node) -> None:
         self.created.append(n)
@@ -523,13 +530,6 @@ class GraphWatch:
 
     def close(self) -> None:
         """Remove the hooks (what was recorded stays)."""
-        gm = self.gm
-        for name, hook in zip(_HOOK_LISTS, self._hooks):
-            hooks = gm.__dict__.get(name)
-            if isinstance(hooks, list):
-                for i in range(len(hooks) - 1, -1, -1):
-                    if hooks[i] is hook:
-                        del hooks[i]
-                        break
+        _remove_node_hooks(self.gm, self._hooks)
         self._hooks = ()
 

@@ -45,18 +45,19 @@ def test_hooks_called_in_order_with_reports():
     assert len(calls) == 4
 
 
+class _Boom(fxpasses.NodePass):
+    """Fails (after changing an add's argument)."""
+
+    name = "boom"
+
+    @fxpasses.on("add")
+    def add(self, node, ctx):
+        node.args = (node.args[0], 5)
+        raise RuntimeError("bad")
+
+
 def test_pass_failed_hook_sees_the_restored_graph():
     seen = []
-
-    class Boom(fxpasses.NodePass):
-        """Fails."""
-
-        name = "boom"
-
-        @fxpasses.on("add")
-        def add(self, node, ctx):
-            node.args = (node.args[0], 5)
-            raise RuntimeError("bad")
 
     class Watcher:
         @fxpasses.hookimpl
@@ -64,7 +65,7 @@ def test_pass_failed_hook_sees_the_restored_graph():
             seen.append((pass_name, error.rolled_back, [n.args for n in gm.graph.nodes if n.name == "add"]))
 
     reg = fxpasses.Registry(autoload=False)
-    reg.register(Boom)
+    reg.register(_Boom)
     gm = torch.fx.symbolic_trace(Net())
     try:
         Pipeline(["boom"], registry=reg).run(gm, [torch.ones(2)], instruments=[Watcher()])
@@ -464,17 +465,8 @@ class _FailedEditor:
 
 
 def test_an_edit_in_pass_failed_is_undone_too():
-    class Boom(fxpasses.NodePass):
-        """Fails."""
-
-        name = "boom"
-
-        @fxpasses.on("add")
-        def add(self, node, ctx):
-            raise RuntimeError("bad")
-
     reg = fxpasses.Registry(autoload=False)
-    reg.register(Boom)
+    reg.register(_Boom)
     gm = torch.fx.symbolic_trace(Net())
     before = gm.code
     with pytest.raises(fxpasses.errors.PluginError, match=r"its fxpasses_pass_failed hook changed the graph \(after pass 'boom' failed\): added 1 node\(s\): %relu"):
