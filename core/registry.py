@@ -418,8 +418,7 @@ class Registry:
             PluginError: naming the instrument (``plugin instrument NAME: ...``) and each bad
                 method, with the hook names it could mean and the arguments a hook passes.
         """
-        from .hookspecs import INSTRUMENT_HOOKS
-
+        hooks = hookspecs.INSTRUMENT_HOOKS
         label = instrument_label(obj)
         marked = marked_hooks(self.pm, obj)
         if isinstance(obj, type) and marked:
@@ -428,7 +427,7 @@ class Registry:
                 distribution=label,
                 version="",
             )
-        problems = hook_name_problems(self.pm, obj, INSTRUMENT_HOOKS) + signature_problems(self.pm, obj)
+        problems = hook_name_problems(self.pm, obj, hooks) + signature_problems(self.pm, obj)
         try:
             self._check_hookimpl_defaults(obj)
         except PassDefinitionError as exc:
@@ -439,10 +438,10 @@ class Registry:
                 distribution=label,
                 version="",
             )
-        if not any(n in INSTRUMENT_HOOKS for n in marked):
+        if not any(n in hooks for n in marked):
             raise PluginError(
                 f"{short_repr(obj)} is not an instrument: it has no @fxpasses.hookimpl method "
-                f"{', '.join(INSTRUMENT_HOOKS)} (an instrument is e.g. fxpasses.instruments.PrintChanged(); "
+                f"{', '.join(hooks)} (an instrument is e.g. fxpasses.instruments.PrintChanged(); "
                 "give one, or several in a list)",
                 distribution=label,
                 version="",
@@ -594,7 +593,9 @@ class Registry:
             self._check_hookimpl_defaults(obj)
             self.pm.register(obj, name=plugin_name)
         except Exception as exc:
-            detail = "; ".join(signature_problems(self.pm, obj)) or str(exc)
+            detail = str(exc)
+            if isinstance(exc, pluggy.PluginValidationError):  # named by method, not by pluggy's plugin id
+                detail = "; ".join(signature_problems(self.pm, obj)) or detail
             self._fail(rec, f"invalid hook implementation: {detail}", exc)
             return
         try:
