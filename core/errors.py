@@ -39,6 +39,15 @@ def exception_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for a message (never raises)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a message only
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class FxPassesError(Exception):
     """Base class of every error raised by fxpasses."""
 

@@ -15,7 +15,8 @@ Phases:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+import difflib
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pluggy
 
@@ -26,9 +27,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from .errors import PassFailedError
     from .report import PassReport
 
-__all__ = ["hookspec", "hookimpl", "PROJECT"]
+__all__ = ["hookspec", "hookimpl", "PROJECT", "REGISTRATION_HOOKS", "INSTRUMENT_HOOKS", "close_hook_names"]
 
 PROJECT = "fxpasses"
+PREFIX = "fxpasses_"
+#: The hooks called once per plugin when a registry loads it.
+REGISTRATION_HOOKS = ("fxpasses_register_passes", "fxpasses_register_presets")
+#: The hooks called around every pass (what an instrument implements).
+INSTRUMENT_HOOKS = ("fxpasses_before_pass", "fxpasses_after_pass", "fxpasses_pass_failed")
 hookspec = pluggy.HookspecMarker(PROJECT)
 #: Marker for hook implementations: ``@fxpasses.hookimpl``.
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -103,4 +109,19 @@ def fxpasses_pass_failed(
 
 
 def _all_specs() -> dict[str, Any]:
-    return {k: v for k, v in globals().items() if k.startswith("fxpasses_")}
+    return {k: v for k, v in globals().items() if k.startswith(PREFIX)}
+
+
+def close_hook_names(
+    name: str, hooks: Sequence[str] = REGISTRATION_HOOKS + INSTRUMENT_HOOKS, cutoff: float = 0.6
+) -> list[str]:
+    """The (at most two) hook names of ``hooks`` close to ``name`` (:func:`difflib.get_close_matches`), best
+    first: ``name`` is compared without the ``fxpasses_`` prefix, and whole when it lacks it, so that
+    ``after_pas``, ``fxpasses_afterpass`` and ``fxpass_after_pass`` all find
+    ``fxpasses_after_pass``."""
+    bare = name[len(PREFIX) :] if name.startswith(PREFIX) else name
+    # (a name with the right prefix is compared without it: the shared prefix alone would
+    # make every fxpasses_* name look close to every hook)
+    whole = [] if bare != name else difflib.get_close_matches(name, hooks, n=2, cutoff=cutoff)
+    short = difflib.get_close_matches(bare, [h[len(PREFIX) :] for h in hooks], n=2, cutoff=cutoff)
+    return list(dict.fromkeys(whole + [PREFIX + h for h in short]))[:2]

@@ -52,6 +52,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
 from .errors import ConfigError, UserError, VerificationError, exception_line
@@ -599,7 +600,7 @@ def run_job(
                 source=cfg._source,
             )
         reproducer.pipeline = pipeline
-        instruments = [*instruments, reproducer]
+        instruments = [*instrument_list(pipeline.registry.pm, instruments), reproducer]
     mc = cfg.model
     out_dir = Path(output) if output is not None else (Path(cfg.output) if cfg.output else None)
     if save and out_dir is not None:

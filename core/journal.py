@@ -65,18 +65,20 @@ from .snapshot import (
     drop_stray_users,
     module_record_differs,
     node_record,
+    nodes_changed,
     record_module,
     record_namespace,
     record_differs,
     record_surroundings,
     relink,
     reset_nodes,
+    restore_graph_records,
     restore_graph_state,
     restore_module,
     restore_surroundings,
 )
 
-__all__ = ["Journal", "CheckedJournal", "JournalMismatch", "checking", "check_journals", "supports_journal"]
+__all__ = ["Journal", "CheckedJournal", "JournalMismatch", "GraphWatch", "checking", "check_journals", "supports_journal"]
 
 _ENV = "FXPASSES_CHECK_JOURNAL"
 _forced = 0  # nesting depth of check_journals()
@@ -106,6 +108,23 @@ def supports_journal(gm: torch.fx.GraphModule) -> bool:
     graph, which journaling needs. Otherwise the pipeline takes a snapshot."""
     d = gm.__dict__
     return all(isinstance(d.get(k), list) for k in _HOOK_LISTS) and gm.graph.owning_module is gm
+
+
+def _add_node_hooks(gm: torch.fx.GraphModule, hooks: tuple[Any, ...]) -> None:
+    """Append ``hooks`` (create, erase, replace) to torch.fx's node-hook lists of ``gm``."""
+    for name, hook in zip(_HOOK_LISTS, hooks):
+        getattr(gm, name).append(hook)
+
+
+def _remove_node_hooks(gm: torch.fx.GraphModule, hooks: tuple[Any, ...]) -> None:
+    """Remove ``hooks`` from ``gm``'s node-hook lists again, by identity (the last of each)."""
+    for name, hook in zip(_HOOK_LISTS, hooks):
+        lst = gm.__dict__.get(name)
+        if isinstance(lst, list):
+            for i in range(len(lst) - 1, -1, -1):
+                if lst[i] is hook:
+                    del lst[i]
+                    break
 
 
 class Journal:
@@ -153,23 +172,14 @@ class Journal:
         """Install the journal's hooks on the GraphModule (after any already there)."""
         if self._attached:
             return
-        gm = self.gm
-        for name, hook in zip(_HOOK_LISTS, self._hooks):
-            getattr(gm, name).append(hook)
+        _add_node_hooks(self.gm, self._hooks)
         self._attached = True
 
     def detach(self) -> None:
         """Remove the journal's hooks (what they recorded stays)."""
         if not self._attached:
             return
-        gm = self.gm
-        for name, hook in zip(_HOOK_LISTS, self._hooks):
-            hooks = gm.__dict__.get(name)
-            if isinstance(hooks, list):
-                for i in range(len(hooks) - 1, -1, -1):
-                    if hooks[i] is hook:
-                        del hooks[i]
-                        break
+        _remove_node_hooks(self.gm, self._hooks)
         self._attached = False
 
     def __enter__(self) -> "Journal":
@@ -427,3 +437,99 @@ def _calls_reach(gm: torch.fx.GraphModule, changed: set[int], lost: set[str]) ->
         if hit:
             return True
     return False
+
+
+class GraphWatch:
+    """Whether code that must only read a GraphModule's graph (an instrument's hook) changed
+    it, and the means to undo that.
+
+    Cheap while nothing changes: a copy of the graph's attributes and name space (C-level
+    dict copies, about 5 ms at 100k nodes), the node count and the last node. torch.fx's node
+    hooks on the GraphModule (the ones a :class:`Journal` uses) tell of the first node
+    created, erased, renamed or rewired through ``replace_all_uses_with`` /
+    ``replace_input_with``; at that moment, before anything else can change, every node is
+    recorded (O(n), as a :class:`~fxpasses.snapshot.Snapshot` records them), so that
+    :meth:`change` compares each node exactly and :meth:`restore` puts the graph back exactly,
+    assignments to ``node.args`` made after it included.
+
+    Without any node hook, the last node (the output) is compared with its record (O(1)), so
+    an assignment to ``output.args`` is seen and undone too. What it cannot see: other edits
+    without a node hook (assigning ``node.args``/``kwargs``/``target`` of other existing nodes
+    only, in-place ``meta`` edits, moving nodes inside the graph) are caught only when they
+    change the node count or the last node, and then cannot be undone; modules and tensors are
+    not watched. A GraphModule without torch.fx's hook lists (:func:`supports_journal`) is
+    watched through the node count and the last node alone.
+
+    Use: ``watch = GraphWatch(gm)``, run the code, :meth:`change` (None or what changed),
+    :meth:`restore` when it did, :meth:`close` at the end (removes the hooks).
+    """
+
+    __slots__ = ("gm", "graph", "graph_dict", "namespace", "count", "last", "records", "created", "_hooks")
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+        graph = gm.graph
+        self.graph = graph
+        self.graph_dict = graph.__dict__.copy()
+        self.namespace = record_namespace(graph)
+        self.count = len(graph.nodes)
+        self.last = node_record(graph._root._prev)  # (the root itself in an empty graph)
+        self.records: list[tuple[Any, ...]] | None = None  # every node, at the first node event
+        self.created: list[Node] = []
+        self._hooks: tuple[Any, ...] = ()
+        if supports_journal(gm):
+            self._hooks = (self._on_create, self._on_event, self._on_event)
+            _add_node_hooks(gm, self._hooks)
+
+    def _on_create(self, n: Node) -> None:
+        self.created.append(n)
+        if self.records is None:  # ``n`` is in the graph already; nothing else changed yet
+            self.records = [node_record(m) for m in self.graph.nodes if m is not n]
+
+    def _on_event(self, *args: Any, **kwargs: Any) -> None:  # about to erase, rewire, rename
+        if self.records is None:
+            self.records = list(map(node_record, self.graph.nodes))
+
+    def change(self) -> str | None:
+        """What changed in the graph since the watch began, in words (None: nothing seen)."""
+        gm = self.gm
+        if gm.__dict__.get("_graph") is not self.graph:
+            return "gm.graph was replaced by another graph"
+        if self.records is not None and nodes_changed(self.graph, self.records):
+            before = {rec[0] for rec in self.records}
+            live = list(self.graph.nodes)
+            now = set(live)
+            added = [n for n in live if n not in before]
+            erased = [rec[0] for rec in self.records if rec[0] not in now]
+            edited = [rec[0] for rec in self.records if rec[0] in now and record_differs(rec[0], rec)]
+            parts = [
+                f"{label} {len(nodes)} node(s): " + ", ".join(f"%{n.name}" for n in nodes[:5]) + (", ..." if len(nodes) > 5 else "")
+                for label, nodes in (("added", added), ("erased", erased), ("changed", edited))
+                if nodes
+            ]
+            return "; ".join(parts) or "its nodes were reordered"
+        graph = self.graph
+        last = self.last[0]
+        if len(graph.nodes) != self.count or graph._root._prev is not last:
+            return "its node count or last node changed, by edits no torch.fx hook reports"
+        if last.op != "root" and record_differs(last, self.last):
+            return f"its last node %{last.name} changed (arguments, target or name)"
+        return None
+
+    def restore(self) -> bool:
+        """Put the graph back as it was when the watch began; whether that was possible (it
+        is not for changes no node hook reported: see the class doc)."""
+        gm = self.gm
+        if gm.__dict__.get("_graph") is not self.graph:
+            gm.__dict__["_graph"] = self.graph
+        if self.records is not None:
+            restore_graph_records(gm, self.graph, self.records, self.graph_dict, self.namespace)
+        elif len(self.graph.nodes) == self.count and self.graph._root._prev is self.last[0]:
+            reset_nodes([self.last], every_args=False)
+        return self.change() is None
+
+    def close(self) -> None:
+        """Remove the hooks (what was recorded stays)."""
+        _remove_node_hooks(self.gm, self._hooks)
+        self._hooks = ()
+

@@ -45,6 +45,7 @@ from .context import PassContext
 from .dialect import detect_dialect
 from .effects import end_module_epochs, new_module_epoch
 from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, exception_line
+from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
 from .lint import lint_edits, lint_passes, names_in_namespace, unspellable_argument
@@ -401,7 +402,10 @@ class Pipeline:
 
         ``instruments`` are pluggy plugins (``@fxpasses.hookimpl`` methods for
         ``fxpasses_before_pass`` etc., e.g. :class:`fxpasses.instruments.PrintChanged`) active
-        for this run only.
+        for this run only: a list or tuple of them, or one (None: none). Each is checked
+        before any pass runs (:meth:`~fxpasses.Registry.check_instrument`). Instruments
+        observe: a hook that changes the graph is an error (see
+        :meth:`~fxpasses.Registry.call_instruments`).
         ``rewrite_limit=N`` applies only the first ``N`` rewrites of the run (see
         :mod:`fxpasses.rewrites`); each pass report then gives its ``rewrites`` and whether
         the limit ``cut_off`` the pass. A :class:`~fxpasses.rewrites.RewriteLimit` object
@@ -410,6 +414,11 @@ class Pipeline:
         Raises:
             PassFailedError: a pass failed and ``on_error`` is ``rollback`` or ``raise``; with
                 ``rollback`` the graph is as it was before that pass.
+            PluginError: before any pass runs, an instrument is malformed (not an instrument,
+                a class instead of an instance, a misspelled or unmarked hook method, an
+                argument its hook does not pass, given twice); during the run, an instrument's
+                hook changed the graph (it is put back as it was before that hook, so the
+                graph is what the passes before it made).
             UserError (before any pass runs): ``gm`` is not a GraphModule; ``example_inputs``
                 is not a list or tuple (a dict: the message points at ``example_kwargs=``);
                 ``example_kwargs`` is not a mapping with ``str`` keys; the module does not take
@@ -431,17 +440,8 @@ class Pipeline:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise UserError(f"rewrite_limit must be an int >= 0, got {limit!r}")
             limit = RewriteLimit(limit)
-        pm = self.registry.pm
-        registered = []
-        try:
-            for inst in instruments:
-                pm.register(inst)
-                registered.append(inst)
-            with _gc_paused():
-                return self._run(gm, example_inputs, example_kwargs, steps, needs_numeric, limit)
-        finally:
-            for inst in registered:
-                pm.unregister(inst)
+        with self.registry.instrumented(instruments), _gc_paused():
+            return self._run(gm, example_inputs, example_kwargs, steps, needs_numeric, limit)
 
     def _run(
         self,
@@ -980,14 +980,6 @@ def _is_truth_value(hint: Any) -> bool:
     """What a pass may return: None, a bool, a count (an int), or numpy's bool."""
     t = type(hint)
     return hint is None or isinstance(hint, int) or (t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"))
-
-
-def _short_repr(value: Any, limit: int = 80) -> str:
-    try:
-        text = repr(value)
-    except Exception:  # noqa: BLE001 - a message only
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _add_note(exc: BaseException, note: str) -> None:

@@ -18,6 +18,7 @@ imported to look (that is what disabling a plugin, or autoload, is for).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import gc
@@ -28,12 +29,20 @@ import os
 import typing
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pluggy
 
 from . import hookspecs
-from .errors import ConfigError, DuplicatePassError, PassDefinitionError, PluginError, PluginWarning, UnknownPassError
+from ._hookcheck import (
+    ALL_HOOKS,
+    hook_name_problems,
+    instrument_label,
+    instrument_list,
+    marked_hooks,
+    signature_problems,
+)
+from .errors import ConfigError, DuplicatePassError, PassDefinitionError, PluginError, PluginWarning, UnknownPassError, short_repr
 from .passes import Pass, validate_pass_class
 
 __all__ = [
@@ -273,37 +282,88 @@ class Registry:
         instrumentation hooks are skipped for the rest of this registry's life; with
         ``strict``, the :class:`~fxpasses.errors.PluginError` is raised instead. The pipeline
         itself goes on either way: an instrument watches passes, it does not decide them.
+
+        Instruments observe: while each hook runs, the graph of ``kwargs["gm"]`` is watched
+        (:class:`~fxpasses.journal.GraphWatch`, which says what it sees and what it does not).
+
+        Raises:
+            PluginError: a hook implementation changed the graph (strict or not: the passes
+                after it, and their verification, would work on a graph no pass made). The
+                graph is first put back as it was before that hook ran.
         """
         caller = getattr(self.pm.hook, hook_name)
         impls = caller.get_hookimpls()
         if not impls:
             return
-        if any(i.hookwrapper or getattr(i, "wrapper", False) for i in impls):  # pluggy runs those
-            try:
-                caller(**kwargs)
-            except Exception as exc:
-                self._instrument_failed(None, hook_name, exc)
+        watch = None
+        gm = kwargs.get("gm")
+        if gm is not None:
+            import torch.fx
+
+            from .journal import GraphWatch
+
+            if isinstance(gm, torch.fx.GraphModule):
+                watch = GraphWatch(gm)
+        try:
+            if any(i.hookwrapper or getattr(i, "wrapper", False) for i in impls):  # pluggy runs those
+                try:
+                    caller(**kwargs)
+                except Exception as exc:
+                    self._instrument_failed(None, hook_name, exc)
+                finally:
+                    self._check_watch(watch, None, hook_name, kwargs)
+                return
+            for impl in reversed(impls):  # pluggy's call order (last registered first)
+                if id(impl.plugin) in self._muted:
+                    continue
+                try:
+                    impl.function(*[kwargs[a] for a in impl.argnames])
+                except Exception as exc:
+                    self._instrument_failed(impl, hook_name, exc)
+                finally:
+                    self._check_watch(watch, impl, hook_name, kwargs)
+        finally:
+            if watch is not None:
+                watch.close()
+
+    def _plugin_label(self, impl: Any) -> tuple[str, str, str | None]:
+        """``(distribution or instrument label, version, entry point)`` of a hook
+        implementation's plugin (``impl`` None: an unknown one of pluggy's wrapper calls)."""
+        if impl is None:
+            return "an instrument", "", None
+        rec = next((r for r in self.plugins if r.plugin_name == impl.plugin_name), None)
+        if rec is not None:
+            return rec.distribution, rec.version, rec.entry_point if rec.value else None
+        return instrument_label(impl.plugin), "", None  # an instrument given to Pipeline.run
+
+    def _check_watch(self, watch: Any, impl: Any, hook_name: str, kwargs: dict[str, Any]) -> None:
+        """Raise when the hook just called changed the watched graph, after undoing it."""
+        if watch is None:
             return
-        for impl in reversed(impls):  # pluggy's call order (last registered first)
-            if id(impl.plugin) in self._muted:
-                continue
-            try:
-                impl.function(*[kwargs[a] for a in impl.argnames])
-            except Exception as exc:
-                self._instrument_failed(impl, hook_name, exc)
+        what = watch.change()
+        if what is None:
+            return
+        undone = watch.restore()
+        label, version, entry_point = self._plugin_label(impl)
+        when = {"fxpasses_before_pass": "before pass {}", "fxpasses_pass_failed": "after pass {} failed"}
+        where = f" ({when.get(hook_name, 'after pass {}').format(repr(kwargs['pass_name']))})" if "pass_name" in kwargs else ""
+        raise PluginError(
+            f"its {hook_name} hook changed the graph{where}: {what}. Instruments observe passes and "
+            "must not change the graph (write a pass for that: it is verified and rolled back); "
+            + (
+                "the graph was put back as it was before the hook ran"
+                if undone
+                else "the graph was put back as far as it could be, but it still differs from before the hook"
+            ),
+            distribution=label,
+            version=version,
+            entry_point=entry_point,
+        )
 
     def _instrument_failed(self, impl: Any, hook_name: str, exc: Exception) -> None:
-        if impl is None:
-            label, version, entry_point = "an instrument", "", None
-        else:
-            rec = next((r for r in self.plugins if r.plugin_name == impl.plugin_name), None)
-            if rec is not None:
-                label, version = rec.distribution, rec.version
-                entry_point = rec.entry_point if rec.value else None
-            else:  # an instrument given to Pipeline.run
-                label, version, entry_point = f"instrument {type(impl.plugin).__name__}", "", None
-            if not self.strict:  # strict: an error each time, never silently skipped
-                self._muted[id(impl.plugin)] = impl.plugin
+        label, version, entry_point = self._plugin_label(impl)
+        if impl is not None and not self.strict:  # strict: an error each time, never silently skipped
+            self._muted[id(impl.plugin)] = impl.plugin
         err = PluginError(
             f"its {hook_name} hook raised {type(exc).__name__}: {exc}"
             + ("" if self.strict else "; its instrumentation hooks are skipped from now on"),
@@ -315,6 +375,95 @@ class Registry:
         if self.strict:
             raise err
         warnings.warn(PluginWarning(str(err)), stacklevel=3)
+
+    @contextlib.contextmanager
+    def instrumented(self, instruments: Any) -> Iterator[list[Any]]:
+        """Register ``instruments`` (a list or tuple of them, or one) for the block: each is
+        checked (:meth:`check_instrument`) before any is registered, and all are unregistered
+        at the end. Yields the list.
+
+        Raises:
+            PluginError: an instrument is malformed (see :meth:`check_instrument`), given
+                twice, or already one of the registry's plugins.
+        """
+        items = instrument_list(self.pm, instruments)
+        seen: dict[int, Any] = {}
+        for inst in items:
+            if id(inst) in seen:
+                raise PluginError(
+                    "is given twice in instruments=[...]; give each instrument once",
+                    distribution=instrument_label(inst),
+                    version="",
+                )
+            seen[id(inst)] = inst
+            self.check_instrument(inst)
+        registered: list[Any] = []
+        try:
+            for inst in items:
+                self._register_instrument(inst)
+                registered.append(inst)
+            yield items
+        finally:
+            for inst in registered:
+                self.pm.unregister(inst)
+
+    def check_instrument(self, obj: Any) -> None:
+        """Check that ``obj`` is an instrument: an object (or module) with at least one
+        ``@fxpasses.hookimpl`` method for an instrumentation hook
+        (:data:`~fxpasses.hookspecs.INSTRUMENT_HOOKS`), none marked for another name, none
+        named after a hook (or close to one, e.g. ``after_pas``) without the marker, each
+        taking only arguments its hook passes, none with default values.
+
+        Raises:
+            PluginError: naming the instrument (``plugin instrument NAME: ...``) and each bad
+                method, with the hook names it could mean and the arguments a hook passes.
+        """
+        hooks = hookspecs.INSTRUMENT_HOOKS
+        label = instrument_label(obj)
+        marked = marked_hooks(self.pm, obj)
+        if isinstance(obj, type) and marked:
+            raise PluginError(
+                f"is a class, not an instance: give {obj.__name__}(...) in instruments=[...]",
+                distribution=label,
+                version="",
+            )
+        problems = hook_name_problems(self.pm, obj, hooks) + signature_problems(self.pm, obj)
+        try:
+            self._check_hookimpl_defaults(obj)
+        except PassDefinitionError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise PluginError(
+                "bad instrument hook(s):\n" + "\n".join(f"  {p}" for p in problems),
+                distribution=label,
+                version="",
+            )
+        if not any(n in hooks for n in marked):
+            raise PluginError(
+                f"{short_repr(obj)} is not an instrument: it has no @fxpasses.hookimpl method "
+                f"{', '.join(hooks)} (an instrument is e.g. fxpasses.instruments.PrintChanged(); "
+                "give one, or several in a list)",
+                distribution=label,
+                version="",
+            )
+
+    def _register_instrument(self, inst: Any) -> None:
+        """``pm.register`` an instrument :meth:`check_instrument` passed, pluggy's own errors
+        (a hook it validates otherwise, already registered as a plugin) named as ours."""
+        label = instrument_label(inst)
+        if self.pm.is_registered(inst):
+            raise PluginError(
+                f"is already a plugin of this registry (as {self.pm.get_name(inst)!r}, through "
+                "Registry.register_plugin or an entry point): its hooks run in every run already; "
+                "do not give it in instruments=[...] as well",
+                distribution=label,
+                version="",
+            )
+        try:
+            self.pm.register(inst)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            detail = str(exc).split("\n", 1)[-1].strip() if isinstance(exc, pluggy.PluginValidationError) else str(exc)
+            raise PluginError(f"pluggy rejects it: {detail}", distribution=label, version="") from exc
 
     def load_entry_points(self) -> None:
         """Load every ``fxpasses`` entry point not loaded yet (see the class doc).
@@ -444,13 +593,17 @@ class Registry:
             self._check_hookimpl_defaults(obj)
             self.pm.register(obj, name=plugin_name)
         except Exception as exc:
-            self._fail(rec, f"invalid hook implementation: {exc}", exc)
+            detail = str(exc)
+            if isinstance(exc, pluggy.PluginValidationError):  # named by method, not by pluggy's plugin id
+                detail = "; ".join(signature_problems(self.pm, obj)) or detail
+            self._fail(rec, f"invalid hook implementation: {detail}", exc)
             return
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             self.pm.unregister(obj)
-            self._fail(rec, f"unknown hook: {exc}", exc)
+            detail = "; ".join(hook_name_problems(self.pm, obj, ALL_HOOKS, unmarked=False)) or str(exc)
+            self._fail(rec, f"unknown hook: {detail}", exc)
             return
         impls = [
             impl
@@ -524,7 +677,12 @@ class Registry:
         rejected = len(self.problems) - problems_before
         if not self.pm.get_hookcallers(obj):
             rec.status = "empty"
-            self._fail(rec, "implements no fxpasses hook (nothing was loaded from it)", None)
+            near = hook_name_problems(self.pm, obj, ALL_HOOKS)  # unmarked functions named like hooks
+            self._fail(
+                rec,
+                "implements no fxpasses hook (nothing was loaded from it)" + "".join(f"; {p}" for p in near),
+                None,
+            )
             rec.status = "empty"
         elif rejected:
             rec.status = "partial" if added or presets else "failed"

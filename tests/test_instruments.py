@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 import torch
 from click.testing import CliRunner
 
@@ -43,18 +45,19 @@ def test_hooks_called_in_order_with_reports():
     assert len(calls) == 4
 
 
+class _Boom(fxpasses.NodePass):
+    """Fails (after changing an add's argument)."""
+
+    name = "boom"
+
+    @fxpasses.on("add")
+    def add(self, node, ctx):
+        node.args = (node.args[0], 5)
+        raise RuntimeError("bad")
+
+
 def test_pass_failed_hook_sees_the_restored_graph():
     seen = []
-
-    class Boom(fxpasses.NodePass):
-        """Fails."""
-
-        name = "boom"
-
-        @fxpasses.on("add")
-        def add(self, node, ctx):
-            node.args = (node.args[0], 5)
-            raise RuntimeError("bad")
 
     class Watcher:
         @fxpasses.hookimpl
@@ -62,7 +65,7 @@ def test_pass_failed_hook_sees_the_restored_graph():
             seen.append((pass_name, error.rolled_back, [n.args for n in gm.graph.nodes if n.name == "add"]))
 
     reg = fxpasses.Registry(autoload=False)
-    reg.register(Boom)
+    reg.register(_Boom)
     gm = torch.fx.symbolic_trace(Net())
     try:
         Pipeline(["boom"], registry=reg).run(gm, [torch.ones(2)], instruments=[Watcher()])
@@ -222,3 +225,266 @@ def test_strict_reports_a_broken_instrument_every_time():
             assert "its fxpasses_after_pass hook raised ValueError" in str(exc) and "skipped" not in str(exc)
         else:
             raise AssertionError("no PluginError")
+
+
+# ---------------------------------------------------------------------------- checked instruments
+
+
+class _Recorder:
+    """A healthy instrument that records every hook call (given next to a bad one: it must
+    never be called, the bad one being reported before any pass runs)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    @fxpasses.hookimpl
+    def fxpasses_before_pass(self, pass_name, gm, ctx):
+        self.calls.append(("before", pass_name))
+
+    @fxpasses.hookimpl
+    def fxpasses_after_pass(self, pass_name, gm, ctx, report):
+        self.calls.append(("after", pass_name))
+
+
+def _bad_instrument_error(instruments):
+    """Run remove_dropout with ``instruments`` (and a recorder); the PluginError, after
+    checking that no pass ran and the graph is as given."""
+    gm = torch.fx.symbolic_trace(Net())
+    code = gm.code
+    recorder = _Recorder()
+    given = instruments if isinstance(instruments, list) else [instruments]
+    with pytest.raises(fxpasses.errors.PluginError) as info:
+        Pipeline.from_string("remove_dropout").run(gm, [torch.ones(2)], instruments=[recorder, *given])
+    assert recorder.calls == []
+    assert gm.code == code and any(n.target is torch.nn.functional.dropout for n in gm.graph.nodes)
+    return str(info.value)
+
+
+class _Misspelled:
+    def after_pas(self, pass_name, gm, ctx, report):
+        pass
+
+    def table(self):  # an ordinary method, far from every hook name: no error
+        return ""
+
+    def _helper(self):  # private: never looked at
+        pass
+
+
+def test_a_misspelled_hook_method_is_an_error_naming_the_hook_it_could_mean():
+    msg = _bad_instrument_error(_Misspelled())
+    assert msg.startswith("plugin instrument _Misspelled: bad instrument hook(s):\n")
+    assert "after_pas is not an fxpasses hook; did you mean 'fxpasses_after_pass'?" in msg
+    assert "table" not in msg and "_helper" not in msg
+
+
+class _MarkedTypo:
+    @fxpasses.hookimpl
+    def fxpasses_pass_fail(self, pass_name, gm, error):
+        pass
+
+
+class _Unmarked:
+    def fxpasses_before_pass(self, pass_name, gm, ctx):
+        pass
+
+
+class _RegistrationHook:
+    @fxpasses.hookimpl
+    def fxpasses_register_passes(self, register):
+        pass
+
+
+def test_marked_unknown_unmarked_and_registration_hooks_on_an_instrument_are_errors():
+    msg = _bad_instrument_error(_MarkedTypo())
+    assert "plugin instrument _MarkedTypo" in msg
+    assert (
+        "fxpasses_pass_fail is marked @fxpasses.hookimpl but no fxpasses hook has that name; "
+        "did you mean 'fxpasses_pass_failed'?" in msg
+    )
+    msg = _bad_instrument_error(_Unmarked())
+    assert "fxpasses_before_pass is named after the hook but not marked @fxpasses.hookimpl" in msg
+    msg = _bad_instrument_error(_RegistrationHook())
+    assert "fxpasses_register_passes is called only for plugins a registry loads" in msg
+
+
+class _WrongSignature:
+    @fxpasses.hookimpl
+    def fxpasses_after_pass(self, pass_nam, gm):
+        pass
+
+
+class _Defaulted:
+    @fxpasses.hookimpl
+    def fxpasses_after_pass(self, pass_name, gm, ctx, report=None):
+        pass
+
+
+def test_a_hook_argument_the_hook_does_not_pass_is_named_with_the_allowed_ones():
+    """Not pluggy's PluginValidationError naming a numeric plugin id."""
+    msg = _bad_instrument_error(_WrongSignature())
+    assert "plugin instrument _WrongSignature" in msg
+    assert (
+        "fxpasses_after_pass(pass_nam, gm) takes 'pass_nam', which the hook does not pass "
+        "(did you mean 'pass_name' for 'pass_nam'?); a fxpasses_after_pass implementation may take "
+        "any of: pass_name, gm, ctx, report" in msg
+    )
+    msg = _bad_instrument_error(_Defaulted())
+    assert "hook fxpasses_after_pass gives a default to report" in msg
+
+
+def test_objects_that_are_no_instrument_are_errors():
+    msg = _bad_instrument_error(object())
+    assert msg.startswith("plugin instrument object: <object object at ")
+    assert "is not an instrument: it has no @fxpasses.hookimpl method fxpasses_before_pass" in msg
+    msg = _bad_instrument_error("print-changed")
+    assert msg.startswith("plugin instrument str: 'print-changed' is not an instrument")
+    msg = _bad_instrument_error(TimePasses)
+    assert msg == "plugin instrument class TimePasses: is a class, not an instance: give TimePasses(...) in instruments=[...]"
+    timer = TimePasses()
+    msg = _bad_instrument_error([timer, timer])
+    assert msg == "plugin instrument TimePasses: is given twice in instruments=[...]; give each instrument once"
+
+
+def test_one_instrument_may_be_given_without_a_list():
+    timer = TimePasses()
+    gm = torch.fx.symbolic_trace(Net())
+    Pipeline.from_string("remove_dropout,eliminate_dead_code").run(gm, [torch.ones(2)], instruments=timer)
+    assert sorted(timer.runs.items()) == [("eliminate_dead_code", 1), ("remove_dropout", 1)]
+    gm = torch.fx.symbolic_trace(Net())
+    fxpasses.run(gm, "remove_dropout", [torch.ones(2)], instruments=(TimePasses(), PrintChanged(file=io.StringIO())))
+
+
+def test_the_built_in_instruments_pass_the_check(tmp_path):
+    from fxpasses.instruments import Progress
+    from fxpasses.reproducer import ReproducerWriter
+
+    reg = fxpasses.Registry(autoload=False)
+    with Progress(file=io.StringIO()) as progress:
+        for inst in (PrintAfter(), PrintChanged(), TimePasses(), progress, ReproducerWriter(tmp_path, None)):
+            reg.check_instrument(inst)  # raises on any problem
+
+
+# ---------------------------------------------------------------------------- instruments observe
+
+
+def _relu_after_the_output_value(gm):
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    with gm.graph.inserting_before(out):
+        relu = gm.graph.call_function(torch.relu, (out.args[0],))
+    out.args = (relu,)
+
+
+class _AfterEditor:
+    @fxpasses.hookimpl
+    def fxpasses_after_pass(self, pass_name, gm, ctx, report):
+        if pass_name == "remove_dropout":
+            _relu_after_the_output_value(gm)
+
+
+class _BeforeEraser:
+    @fxpasses.hookimpl
+    def fxpasses_before_pass(self, pass_name, gm, ctx):
+        for n in list(gm.graph.nodes):
+            if n.target is torch.nn.functional.dropout:
+                n.replace_all_uses_with(n.args[0])
+                gm.graph.erase_node(n)
+
+
+class _OutputRewirer:
+    """Changes only the output's arguments (no node hook of torch.fx reports it)."""
+
+    @fxpasses.hookimpl
+    def fxpasses_after_pass(self, pass_name, gm, ctx, report):
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        out.args = (next(iter(gm.graph.nodes)),)
+
+
+AFTER_DROPOUT = "def forward(self, x):\n    mul = x * 1;  x = None\n    add = mul + 0;  mul = None\n    return add"
+
+
+@pytest.mark.parametrize("verify", ["lint", "numeric"])
+def test_an_instrument_that_edits_the_graph_is_named_and_its_edit_undone(verify):
+    """Not the next pass blamed by numeric verification, nor an edit after the last pass left
+    unverified: the instrument is named, and the graph is what the pass made."""
+    recorder = _Recorder()
+    gm = torch.fx.symbolic_trace(Net())
+    with pytest.raises(fxpasses.errors.PluginError) as info:
+        Pipeline.from_string("remove_dropout,simplify_algebra", verify=verify).run(
+            gm, [torch.ones(2)], instruments=[recorder, _AfterEditor()]
+        )
+    assert str(info.value) == (
+        "plugin instrument _AfterEditor: its fxpasses_after_pass hook changed the graph (after pass "
+        "'remove_dropout'): added 1 node(s): %relu; changed 1 node(s): %output. Instruments observe passes "
+        "and must not change the graph (write a pass for that: it is verified and rolled back); the graph "
+        "was put back as it was before the hook ran"
+    )
+    assert gm.code.strip() == AFTER_DROPOUT
+    assert ("before", "simplify_algebra") not in recorder.calls
+    gm.graph.lint()
+    assert torch.equal(gm(torch.ones(2)), torch.ones(2))
+
+
+def test_edits_after_the_last_pass_and_before_a_pass_are_caught():
+    gm = torch.fx.symbolic_trace(Net())
+    with pytest.raises(fxpasses.errors.PluginError, match=r"its fxpasses_after_pass hook changed the graph \(after pass 'remove_dropout'\): its last node %output changed"):
+        Pipeline.from_string("remove_dropout").run(gm, [torch.ones(2)], instruments=_OutputRewirer())
+    assert gm.code.strip() == AFTER_DROPOUT
+    gm = torch.fx.symbolic_trace(Net())
+    before = gm.code
+    with pytest.raises(fxpasses.errors.PluginError) as info:
+        Pipeline.from_string("remove_dropout").run(gm, [torch.ones(2)], instruments=_BeforeEraser())
+    assert str(info.value).startswith(
+        "plugin instrument _BeforeEraser: its fxpasses_before_pass hook changed the graph (before pass "
+        "'remove_dropout'): erased 1 node(s): %dropout; changed 1 node(s): %add."
+    )
+    assert gm.code == before  # the dropout is back; remove_dropout never ran
+    assert [n.name for n in gm.graph.nodes] == ["x", "mul", "dropout", "add", "output"]
+
+
+def test_a_plugin_whose_instrumentation_hook_edits_the_graph_is_named_by_its_distribution():
+    reg = fxpasses.Registry()
+    reg.register_plugin(_AfterEditor(), name="editing-plugin")
+    gm = torch.fx.symbolic_trace(Net())
+    with pytest.raises(fxpasses.errors.PluginError, match=r"^plugin editing-plugin \(entry point .*\): its fxpasses_after_pass hook changed the graph"):
+        Pipeline.from_string("remove_dropout", registry=reg).run(gm, [torch.ones(2)])
+    assert gm.code.strip() == AFTER_DROPOUT
+
+
+def test_an_instrument_leaves_no_hook_on_the_module():
+    gm = torch.fx.symbolic_trace(Net())
+    lists = {k: list(getattr(gm, k)) for k in ("_create_node_hooks", "_erase_node_hooks", "_replace_hooks")}
+    Pipeline.from_string("remove_dropout").run(gm, [torch.ones(2)], instruments=[_Recorder()])
+    assert {k: list(getattr(gm, k)) for k in lists} == lists
+
+
+class _FailedEditor:
+    @fxpasses.hookimpl
+    def fxpasses_pass_failed(self, pass_name, gm, error):
+        _relu_after_the_output_value(gm)
+
+
+def test_an_edit_in_pass_failed_is_undone_too():
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(_Boom)
+    gm = torch.fx.symbolic_trace(Net())
+    before = gm.code
+    with pytest.raises(fxpasses.errors.PluginError, match=r"its fxpasses_pass_failed hook changed the graph \(after pass 'boom' failed\): added 1 node\(s\): %relu"):
+        Pipeline(["boom"], registry=reg, on_error="skip").run(gm, [torch.ones(2)], instruments=[_FailedEditor()])
+    assert gm.code == before
+
+
+def test_a_plugin_of_the_registry_given_as_an_instrument_too_is_an_error_and_none_is_no_instrument():
+    timer = TimePasses()
+    reg = fxpasses.Registry()
+    reg.register_plugin(timer, name="timer")
+    pipe = Pipeline.from_string("remove_dropout", registry=reg)
+    with pytest.raises(fxpasses.errors.PluginError) as info:
+        pipe.run(torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=[timer])
+    assert str(info.value).startswith(
+        "plugin instrument TimePasses: is already a plugin of this registry (as 'timer:timer', through "
+        "Registry.register_plugin or an entry point)"
+    )
+    assert timer.runs == {}
+    pipe.run(torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=None)
+    assert timer.runs == {"remove_dropout": 1}

@@ -190,7 +190,51 @@ def test_misspelled_hook_is_reported(site):
     forget_modules("fxp_typo")
     reg = Registry()
     (problem,) = [p for p in reg.problems if "typo-dist" in str(p)]
-    assert "fxpasses_register_pases" in str(problem)
+    assert str(problem).startswith(
+        "plugin typo-dist 0.4 (entry point typo-dist = fxp_typo): unknown hook: fxpasses_register_pases is "
+        "marked @fxpasses.hookimpl but no fxpasses hook has that name; did you mean "
+        "'fxpasses_register_passes' or 'fxpasses_register_presets'? (hooks: fxpasses_register_passes, "
+    )
+
+
+def test_a_hook_argument_the_hook_does_not_pass_and_an_unmarked_hook_are_reported(site):
+    make_dist(
+        site,
+        "badarg-dist",
+        "0.5",
+        "fxp_badarg",
+        """
+        import fxpasses
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(regster):
+            pass
+        """,
+    )
+    make_dist(
+        site,
+        "unmarked-dist",
+        "0.6",
+        "fxp_unmarked",
+        """
+        def fxpasses_register_passes(register):
+            pass
+        def register_preset(register):  # close to a hook name, not marked
+            pass
+        """,
+    )
+    forget_modules("fxp_badarg", "fxp_unmarked")
+    reg = Registry()
+    messages = {p.distribution: str(p) for p in reg.problems if isinstance(p, PluginError)}
+    assert messages["badarg-dist"] == (
+        "plugin badarg-dist 0.5 (entry point badarg-dist = fxp_badarg): invalid hook implementation: "
+        "fxpasses_register_passes(regster) takes 'regster', which the hook does not pass (did you mean "
+        "'register' for 'regster'?); a fxpasses_register_passes implementation may take any of: register"
+    )
+    msg = messages["unmarked-dist"]
+    assert msg.startswith("plugin unmarked-dist 0.6 (entry point unmarked-dist = fxp_unmarked): implements no fxpasses hook")
+    assert "fxpasses_register_passes is named after the hook but not marked @fxpasses.hookimpl" in msg
+    assert "register_preset is not an fxpasses hook; did you mean 'fxpasses_register_presets' or " in msg
+    assert "count_ops" in reg  # the other plugins keep working
 
 
 def test_disable_and_autoload_env(site, monkeypatch):
