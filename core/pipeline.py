@@ -44,7 +44,15 @@ from .config import (
 from .context import PassContext
 from .dialect import detect_dialect
 from .effects import end_module_epochs, new_module_epoch
-from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, exception_line
+from .errors import (
+    ConfigError,
+    InputGraphError,
+    OptionsError,
+    PassFailedError,
+    UserError,
+    VerificationError,
+    exception_line,
+)
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
 from .lint import lint_edits, lint_passes, names_in_namespace, unspellable_argument
@@ -279,9 +287,37 @@ class Pipeline:
 
     @classmethod
     def from_string(cls, text: str, **kwargs: Any) -> "Pipeline":
-        """A pipeline from ``"name{key=value,...},name2"`` (see :mod:`fxpasses.spec`)."""
+        """A pipeline from ``"name{key=value,...},name2"`` (see :mod:`fxpasses.spec`).
+
+        The names are pass names; a preset's is an :class:`~fxpasses.errors.UnknownPassError`
+        that points at :meth:`from_preset`.
+        """
         kwargs.setdefault("source", "pipeline string")
         return cls(parse_pipeline_string(text), **kwargs)
+
+    @classmethod
+    def from_preset(cls, name: str, *, registry: Registry | None = None, **kwargs: Any) -> "Pipeline":
+        """The pipeline of the preset ``name`` (a named pipeline: ``"inference"``, ``"training"``,
+        ``"cleanup"`` or a plugin's; ``fxpasses list`` lists them), as ``preset = "inference"``
+        in a config or ``--preset inference`` on the command line give it.
+
+        The other keyword arguments are the :class:`Pipeline`'s (``verify``, ``on_error``,
+        ``atol``, ``rtol``, ``options={"fold_constants": {"max_numel": 4096}}`` to change the
+        options of a pass the preset holds, ...).
+
+        Raises:
+            ConfigError: ``name`` is not a str.
+            UnknownPassError: no preset ``name`` (with close names and the presets there are;
+                for a pass name, how to give it as a pipeline).
+            What :class:`Pipeline` raises at construction.
+        """
+        if not isinstance(name, str):
+            raise ConfigError(f"Pipeline.from_preset takes a preset name (a str), got {name!r}")
+        if registry is None:
+            registry = default_registry()
+        preset = registry.preset(name, source="Pipeline.from_preset")
+        kwargs.setdefault("source", f"preset {preset.name!r}")
+        return cls(parse_pipeline_string(preset.pipeline, kwargs["source"]), registry=registry, **kwargs)
 
     @classmethod
     def from_config(

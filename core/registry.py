@@ -755,8 +755,9 @@ class Registry:
         """The preset ``name``.
 
         Raises:
-            UnknownPassError: no such preset (with close names, and a plugin's preset of that
-                name rejected as it loaded, with the reason); the message says "preset".
+            UnknownPassError: no such preset (with close names, a plugin's preset of that name
+                rejected as it loaded, with the reason, and for a pass name how to give it as a
+                pipeline); the message says "preset".
         """
         info = self._presets.get(name)
         if info is not None:
@@ -770,7 +771,15 @@ class Registry:
             source=source,
             kind="preset",
             available=list(self._presets),
-            hint=[*self._rejected_hints(name, "preset"), *filter(None, [self._not_loaded_hint(name, "preset")])],
+            hint=[*self._rejected_hints(name, "preset"), *filter(None, [self._not_loaded_hint(name, "preset")])]
+            + (
+                [
+                    f"{name!r} is a pass, not a preset: give it as a pipeline, `pipeline = \"{name}\"` in a "
+                    f"config, `--pipeline {name}` on the command line or Pipeline.from_string({name!r}) in Python"
+                ]
+                if name in self
+                else []
+            ),
             not_loaded=self._not_loaded_labels(),
         )
 
