@@ -175,11 +175,8 @@ class Pipeline:
         self.registry = registry if registry is not None else default_registry()
         self.verify = verify
         self.on_error = on_error
-        for label, value in (("atol", atol), ("rtol", rtol)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{label} must be a finite number >= 0, got {value!r}", source=source)
-        self.atol = float(atol)
-        self.rtol = float(rtol)
+        self.atol = tolerance("atol", atol, source=source)
+        self.rtol = tolerance("rtol", rtol, source=source)
         self.snapshot_tensors = snapshot_tensors
         self.source = source or "pipeline"
         extra = {k: dict(v) for k, v in (options or {}).items()}
@@ -874,6 +871,18 @@ def _as_config(config: str | Path | Mapping[str, Any] | Config | None) -> Config
     if isinstance(config, Mapping):
         return parse_config(config)
     raise ConfigError(f"a config must be a path, a mapping or a Config, got {type(config).__name__}")
+
+
+def tolerance(label: str, value: Any, *, source: str | None = None) -> float:
+    """``value`` as a tolerance of numeric verification (``atol``/``rtol``), a float.
+
+    Raises:
+        ConfigError: ``value`` is not a finite number >= 0 (a bool is not a number here); the
+            message starts with ``label``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{label} must be a finite number >= 0, got {value!r}", source=source)
+    return float(value)
 
 
 def registry_for(cfg: Config) -> Registry:

@@ -115,6 +115,20 @@ def test_two_distributions_same_pass_name_error_names_both(site):
         Registry(strict=True)
 
 
+BAD_OPTIONS_SOURCE = """
+import fxpasses
+class P(fxpasses.GraphPass):
+    "doc"
+    name = "bad_options"
+    Options = dict
+    def run(self, gm, ctx):
+        return False
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(P)
+"""
+
+
 def test_hook_that_raises_and_bad_options_are_isolated(site):
     make_dist(
         site,
@@ -128,24 +142,7 @@ def test_hook_that_raises_and_bad_options_are_isolated(site):
             raise RuntimeError("cannot register today")
         """,
     )
-    make_dist(
-        site,
-        "bad-options-dist",
-        "0.2",
-        "fxp_badopts",
-        """
-        import fxpasses
-        class P(fxpasses.GraphPass):
-            "doc"
-            name = "bad_options"
-            Options = dict
-            def run(self, gm, ctx):
-                return False
-        @fxpasses.hookimpl
-        def fxpasses_register_passes(register):
-            register(P)
-        """,
-    )
+    make_dist(site, "bad-options-dist", "0.2", "fxp_badopts", BAD_OPTIONS_SOURCE)
     forget_modules("fxp_raising", "fxp_badopts")
     reg = Registry()
     messages = [str(p) for p in reg.problems]
@@ -634,23 +631,10 @@ def test_cli_prints_pass_definition_warnings_as_warning_lines(site):
     forget_modules("fxp_typo")
 
 
-REJECTED_SOURCE = '''
-import fxpasses
-
-class P(fxpasses.GraphPass):
-    """Options that are not a pydantic model."""
-    name = "bad_opts"
-    Options = dict
-    def run(self, gm, ctx):
-        return False
-
-@fxpasses.hookimpl
-def fxpasses_register_passes(register):
-    register(P)
-
+REJECTED_SOURCE = BAD_OPTIONS_SOURCE + '''
 @fxpasses.hookimpl
 def fxpasses_register_presets(register):
-    register("broken_preset", "bad_opts{", "A malformed pipeline.")
+    register("broken_preset", "bad_options{", "A malformed pipeline.")
 '''
 
 
@@ -663,16 +647,16 @@ def test_a_pass_or_preset_rejected_at_load_is_reported_with_its_plugin_and_reaso
         reg = Registry()
     (rec,) = [r for r in reg.plugins if r.distribution == "rejecting-dist"]
     reason = (
-        "pass 'bad_opts' (fxp_rejecting.P): Options must be a pydantic BaseModel subclass "
+        "pass 'bad_options' (fxp_rejecting.P): Options must be a pydantic BaseModel subclass "
         "(e.g. fxpasses.PassOptions), got <class 'dict'>"
     )
-    assert reg.rejected("bad_opts") == [(rec, Rejection("pass", "bad_opts", reason))]
+    assert reg.rejected("bad_options") == [(rec, Rejection("pass", "bad_options", reason))]
     with pytest.raises(UnknownPassError) as info:
-        fxpasses.Pipeline.from_string("eliminate_dead_code,bad_opts", registry=reg)
+        fxpasses.Pipeline.from_string("eliminate_dead_code,bad_options", registry=reg)
     lines = str(info.value).splitlines()
-    assert lines[0] == "pipeline string, entry 2 ('bad_opts') at column 21: unknown pass 'bad_opts'"
+    assert lines[0] == "pipeline string, entry 2 ('bad_options') at column 21: unknown pass 'bad_options'"
     assert lines[1] == (
-        "(pass 'bad_opts' was found in plugin rejecting-dist 1.2 (entry point rejecting-dist = fxp_rejecting) "
+        "(pass 'bad_options' was found in plugin rejecting-dist 1.2 (entry point rejecting-dist = fxp_rejecting) "
         f"but rejected when the plugin was loaded, so it is not registered until the plugin is fixed: {reason})"
     )
     with pytest.raises(UnknownPassError) as info:
@@ -680,11 +664,11 @@ def test_a_pass_or_preset_rejected_at_load_is_reported_with_its_plugin_and_reaso
     assert str(info.value).splitlines()[1:4] == [
         "(preset 'broken_preset' was found in plugin rejecting-dist 1.2 (entry point rejecting-dist = "
         "fxp_rejecting) but rejected when the plugin was loaded, so it is not registered until the plugin is "
-        "fixed: its pipeline 'bad_opts{' is malformed: expected an option name for 'bad_opts', found end of string",
-        "  bad_opts{",
-        "           ^)",
+        "fixed: its pipeline 'bad_options{' is malformed: expected an option name for 'bad_options', found end of string",
+        "  bad_options{",
+        "              ^)",
     ]
-    assert reg.rejected("eliminate_dead_code") == [] and reg.rejected("bad_opts", "preset") == []
+    assert reg.rejected("eliminate_dead_code") == [] and reg.rejected("bad_options", "preset") == []
     forget_modules("fxp_rejecting")
 
 
