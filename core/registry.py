@@ -117,18 +117,20 @@ class PluginRecord:
     @property
     def where(self) -> str:
         """``"plugin dist version (entry point name = value)"``, as a :class:`PluginError` names it."""
-        return plugin_label(self.distribution, self.version, self.entry_point if self.value else None)
+        return plugin_label(self.distribution, self.version, self._named_entry_point)
 
     def error_for(self, message: str) -> PluginError:
         """A :class:`~fxpasses.errors.PluginError` about this plugin, naming its distribution,
-        version and entry point (a plugin object given to :meth:`Registry.register_plugin`
-        has no entry point)."""
+        version and entry point."""
         return PluginError(
-            message,
-            distribution=self.distribution,
-            version=self.version,
-            entry_point=self.entry_point if self.value else None,
+            message, distribution=self.distribution, version=self.version, entry_point=self._named_entry_point
         )
+
+    @property
+    def _named_entry_point(self) -> str | None:
+        """The entry point messages name; None for a plugin object given to
+        :meth:`Registry.register_plugin` (it has none)."""
+        return self.entry_point if self.value else None
 
 
 @dataclass(frozen=True)
@@ -517,8 +519,9 @@ class Registry:
             try:  # a syntax error is the plugin's, reported now rather than when the preset is used
                 parse_pipeline_string(pipeline)
             except ConfigError as exc:
-                self._reject(rec, "preset", name, f"its pipeline {pipeline!r} is malformed: {exc.detail}")
-                self._problem(rec.error_for(f"preset {name!r} skipped: its pipeline {pipeline!r} is malformed: {exc.detail}"))
+                why = f"its pipeline {pipeline!r} is malformed: {exc.detail}"
+                self._reject(rec, "preset", name, why)
+                self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
                 return
             info = PresetInfo(name, pipeline, str(description), rec.distribution, rec.version)
             existing = self._presets.get(name)
@@ -568,7 +571,7 @@ class Registry:
     @staticmethod
     def _reject(rec: PluginRecord, kind: str, name: Any, reason: str) -> None:
         """Keep why ``rec``'s pass or preset ``name`` was not registered (see
-        :meth:`Registry.rejections`); a name that is not a string cannot be asked for."""
+        :meth:`Registry.rejected`); a name that is not a string cannot be asked for."""
         if isinstance(name, str):
             rec.rejected.append(Rejection(kind, name, reason))
 
