@@ -13,7 +13,9 @@ fxpasses is installed. The pipeline is taken from, in order:
 After the pipeline the graph goes to the backend named by ``options={"then": ...}``
 (default ``"inductor"``; ``"eager"`` runs the optimized graph as is). Other options:
 ``verify`` (``none``/``lint``/``numeric``, default ``lint``), ``on_error`` (default
-``rollback``), ``freeze`` (default ``False``, below).
+``rollback``), ``atol`` and ``rtol`` (the tolerances of numeric verification, as
+:class:`~fxpasses.Pipeline`'s and with its defaults, ``1e-5`` each), ``freeze`` (default
+``False``, below).
 
 ``freeze=True`` (for inference; like inductor's ``torch._inductor.config.freezing``):
 TorchDynamo lifts every parameter and buffer of the model into a graph input, so passes see no
@@ -74,7 +76,7 @@ reports: collections.deque[Any] = collections.deque(maxlen=100)
 
 log = logging.getLogger("fxpasses.backend")
 
-_KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "freeze"}
+_KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "freeze"}
 
 
 def _pipeline_spec(options: dict[str, Any]) -> tuple[Any, str]:
@@ -398,7 +400,8 @@ def fxpasses_backend(
     """TorchDynamo backend: run the fxpasses pipeline over ``gm``, then hand it on.
 
     Raises:
-        ConfigError: unknown keys in ``options`` (naming them), or a bad pipeline.
+        ConfigError: unknown keys in ``options`` (naming them), a bad pipeline, or an
+            ``atol``/``rtol`` that is not a finite number >= 0.
         PassFailedError: a pass failed (with ``on_error="rollback"`` the graph is restored
             first; TorchDynamo then reports the backend failure).
     """
@@ -412,6 +415,11 @@ def fxpasses_backend(
             f"(known: {', '.join(sorted(_KNOWN))})"
         )
     spec, source = _pipeline_spec(options)
+    from .pipeline import tolerance
+
+    for key in ("atol", "rtol"):  # checked once, before any graph; absent: the Pipeline's default
+        if key in options:
+            options[key] = tolerance(f"torch.compile option {key!r}", options[key])
     freeze = options.get("freeze", False)
     if not isinstance(freeze, bool):
         raise ConfigError(f"torch.compile option 'freeze' must be true or false, got {freeze!r}")
@@ -463,6 +471,7 @@ def _compile(
             )
             verify = "lint"
     common = dict(verify=verify, on_error=options.get("on_error", "rollback"))
+    common.update({k: options[k] for k in ("atol", "rtol") if k in options})
     if isinstance(spec, str):
         pipeline = Pipeline(parse_pipeline_string(spec, source), source=source, **common)
     else:

@@ -77,7 +77,9 @@ class UnknownPassError(UserError):
 
     Attributes: ``name``, ``suggestions`` (close names, best first), ``plugins`` (installed
     distributions as ``"name version"``), ``not_loaded`` (installed distributions that were
-    not loaded, as ``"name version (why)"``), ``kind`` (``"pass"`` or ``"preset"``).
+    not loaded, as ``"name version (why)"``), ``kind`` (``"pass"`` or ``"preset"``). ``hint``:
+    one or more lines saying why the name is missing (each printed in parentheses), e.g. that a
+    plugin registered it but it was rejected when the plugin loaded.
     """
 
     def __init__(
@@ -89,7 +91,7 @@ class UnknownPassError(UserError):
         source: str | None = None,
         kind: str = "pass",
         available: Sequence[str] | None = None,
-        hint: str | None = None,
+        hint: str | Sequence[str] | None = None,
         not_loaded: Sequence[str] = (),
     ) -> None:
         self.name = name
@@ -103,8 +105,8 @@ class UnknownPassError(UserError):
             msg = f"{source}: {msg}"
         if self.suggestions:
             msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
-        if hint:
-            msg += f"\n({hint})"
+        for h in [hint] if isinstance(hint, str) else hint or ():
+            msg += f"\n({h})"
         if kind == "pass" and any(c in name for c in "{}[]=,"):
             msg += (
                 "\n(a list entry is one pass name; give its options as a table, "
@@ -219,9 +221,13 @@ class PluginError(FxPassesError):
         self.distribution = distribution
         self.version = version
         self.entry_point = entry_point
-        ep = f" (entry point {entry_point})" if entry_point else ""
-        label = f"{distribution} {version}".strip()
-        super().__init__(f"plugin {label}{ep}: {message}")
+        super().__init__(f"{plugin_label(distribution, version, entry_point)}: {message}")
+
+
+def plugin_label(distribution: str, version: str, entry_point: str | None = None) -> str:
+    """``"plugin dist version (entry point name = value)"``: how messages name a plugin."""
+    ep = f" (entry point {entry_point})" if entry_point else ""
+    return f"plugin {f'{distribution} {version}'.strip()}{ep}"
 
 
 class PassDefinitionError(FxPassesError, TypeError):

@@ -389,10 +389,19 @@ def validate_pass_class(cls: Any) -> None:
     """Check that ``cls`` is a well-formed pass class.
 
     Raises:
-        PassDefinitionError: naming the class and what is wrong with it.
+        PassDefinitionError: ``cls`` is not a class (the message gives its repr and type, and
+            for a pass instance says to give its class); or naming the class and what is wrong
+            with it.
     """
-    where = f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', repr(cls))}"
-    if not (isinstance(cls, type) and issubclass(cls, Pass)) or cls in (Pass, NodePass, GraphPass):
+    if not isinstance(cls, type):
+        what = f"an instance of {type(cls).__qualname__}" if isinstance(cls, Pass) else f"a {type(cls).__qualname__}"
+        advice = "; give the class itself, not an instance" if isinstance(cls, Pass) else ""
+        raise PassDefinitionError(
+            f"expected a pass class (a subclass of fxpasses.NodePass or fxpasses.GraphPass), got {cls!r} "
+            f"({what}, not a class){advice}"
+        )
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    if not issubclass(cls, Pass) or cls in (Pass, NodePass, GraphPass):
         raise PassDefinitionError(f"{where} is not a subclass of fxpasses.NodePass or GraphPass")
     if not issubclass(cls, (NodePass, GraphPass)):
         raise PassDefinitionError(f"{where} must subclass fxpasses.NodePass or fxpasses.GraphPass")

@@ -180,11 +180,8 @@ class Pipeline:
         self.registry = registry if registry is not None else default_registry()
         self.verify = verify
         self.on_error = on_error
-        for label, value in (("atol", atol), ("rtol", rtol)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{label} must be a finite number >= 0, got {value!r}", source=source)
-        self.atol = float(atol)
-        self.rtol = float(rtol)
+        self.atol = tolerance("atol", atol, source=source)
+        self.rtol = tolerance("rtol", rtol, source=source)
         self.snapshot_tensors = snapshot_tensors
         self.source = source or "pipeline"
         self._from_config = _from_config  # where the config is: entries and options are its data (JSON-like)
@@ -313,9 +310,37 @@ class Pipeline:
 
     @classmethod
     def from_string(cls, text: str, **kwargs: Any) -> "Pipeline":
-        """A pipeline from ``"name{key=value,...},name2"`` (see :mod:`fxpasses.spec`)."""
+        """A pipeline from ``"name{key=value,...},name2"`` (see :mod:`fxpasses.spec`).
+
+        The names are pass names; a preset's is an :class:`~fxpasses.errors.UnknownPassError`
+        that points at :meth:`from_preset`.
+        """
         kwargs.setdefault("source", "pipeline string")
         return cls(parse_pipeline_string(text), **kwargs)
+
+    @classmethod
+    def from_preset(cls, name: str, *, registry: Registry | None = None, **kwargs: Any) -> "Pipeline":
+        """The pipeline of the preset ``name`` (a named pipeline: ``"inference"``, ``"training"``,
+        ``"cleanup"`` or a plugin's; ``fxpasses list`` lists them), as ``preset = "inference"``
+        in a config or ``--preset inference`` on the command line give it.
+
+        The other keyword arguments are the :class:`Pipeline`'s (``verify``, ``on_error``,
+        ``atol``, ``rtol``, ``options={"fold_constants": {"max_numel": 4096}}`` to change the
+        options of a pass the preset holds, ...).
+
+        Raises:
+            ConfigError: ``name`` is not a str.
+            UnknownPassError: no preset ``name`` (with close names and the presets there are;
+                for a pass name, how to give it as a pipeline).
+            What :class:`Pipeline` raises at construction.
+        """
+        if not isinstance(name, str):
+            raise ConfigError(f"Pipeline.from_preset takes a preset name (a str), got {name!r}")
+        if registry is None:
+            registry = default_registry()
+        preset = registry.preset(name, source="Pipeline.from_preset")
+        kwargs.setdefault("source", f"preset {preset.name!r}")
+        return cls(parse_pipeline_string(preset.pipeline, kwargs["source"]), registry=registry, **kwargs)
 
     @classmethod
     def from_config(
@@ -875,6 +900,18 @@ def _as_config(config: str | Path | Mapping[str, Any] | Config | None) -> Config
     if isinstance(config, Mapping):
         return parse_config(config)
     raise ConfigError(f"a config must be a path, a mapping or a Config, got {type(config).__name__}")
+
+
+def tolerance(label: str, value: Any, *, source: str | None = None) -> float:
+    """``value`` as a tolerance of numeric verification (``atol``/``rtol``), a float.
+
+    Raises:
+        ConfigError: ``value`` is not a finite number >= 0 (a bool is not a number here); the
+            message starts with ``label``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{label} must be a finite number >= 0, got {value!r}", source=source)
+    return float(value)
 
 
 def registry_for(cfg: Config) -> Registry:

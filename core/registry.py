@@ -42,13 +42,14 @@ from ._hookcheck import (
     marked_hooks,
     signature_problems,
 )
-from .errors import ConfigError, DuplicatePassError, PassDefinitionError, PluginError, PluginWarning, UnknownPassError, short_repr
+from .errors import ConfigError, DuplicatePassError, PassDefinitionError, PluginError, PluginWarning, UnknownPassError, plugin_label, short_repr
 from .passes import Pass, validate_pass_class
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "BUILTIN_DISTRIBUTION",
     "PluginRecord",
+    "Rejection",
     "PassInfo",
     "PresetInfo",
     "OptionInfo",
@@ -63,12 +64,27 @@ BUILTIN_DISTRIBUTION = "fxpasses"
 AUTOLOAD_ENV = "FXPASSES_DISABLE_PLUGIN_AUTOLOAD"
 
 
+@dataclass(frozen=True)
+class Rejection:
+    """A pass or preset a plugin registered that the registry rejected while loading it.
+
+    ``kind`` is ``"pass"`` or ``"preset"``; ``reason`` is the load-time message (also issued
+    as a warning then), quoted again when a pipeline names it.
+    """
+
+    kind: str
+    name: str
+    reason: str
+
+
 @dataclass
 class PluginRecord:
     """One entry point of the ``fxpasses`` group and what became of it.
 
-    ``status`` is ``"found"`` (not loaded yet), ``"loaded"``, ``"failed"`` or ``"disabled"``;
-    ``error`` holds the message when it failed; ``passes`` the names it registered.
+    ``status`` is ``"found"`` (not loaded yet), ``"loaded"``, ``"partial"``, ``"empty"``,
+    ``"failed"`` or ``"disabled"``; ``error`` holds the message when it failed; ``passes`` the
+    names it registered (each once); ``rejected`` the passes and presets it registered that
+    were rejected (:class:`Rejection`), so that naming one later says why it is missing.
     """
 
     distribution: str
@@ -78,6 +94,7 @@ class PluginRecord:
     status: str = "found"
     error: str | None = None
     passes: list[str] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
 
     @property
     def entry_point(self) -> str:
@@ -97,6 +114,24 @@ class PluginRecord:
     def plugin_name(self) -> str:
         """The name it is registered under in the pluggy plugin manager."""
         return f"{self.distribution}:{self.name}"
+
+    @property
+    def where(self) -> str:
+        """``"plugin dist version (entry point name = value)"``, as a :class:`PluginError` names it."""
+        return plugin_label(self.distribution, self.version, self._named_entry_point)
+
+    def error_for(self, message: str) -> PluginError:
+        """A :class:`~fxpasses.errors.PluginError` about this plugin, naming its distribution,
+        version and entry point."""
+        return PluginError(
+            message, distribution=self.distribution, version=self.version, entry_point=self._named_entry_point
+        )
+
+    @property
+    def _named_entry_point(self) -> str | None:
+        """The entry point messages name; None for a plugin object given to
+        :meth:`Registry.register_plugin` (it has none)."""
+        return self.entry_point if self.value else None
 
 
 @dataclass(frozen=True)
@@ -613,8 +648,8 @@ class Registry:
         added: list[str] = []
 
         def register(pass_cls: type) -> None:
-            info = self._add(pass_cls, rec.distribution, rec.version)
-            if info is not None:
+            info = self._add(pass_cls, rec)
+            if info is not None and info.name not in added:  # the same class twice: listed once
                 added.append(info.name)
 
         presets: list[str] = []
@@ -629,24 +664,14 @@ class Registry:
             try:  # a syntax error is the plugin's, reported now rather than when the preset is used
                 parse_pipeline_string(pipeline)
             except ConfigError as exc:
-                self._problem(
-                    PluginError(
-                        f"preset {name!r} skipped: its pipeline {pipeline!r} is malformed: {exc.detail}",
-                        distribution=rec.distribution,
-                        version=rec.version,
-                    )
-                )
+                why = f"its pipeline {pipeline!r} is malformed: {exc.detail}"
+                self._reject(rec, "preset", name, why)
+                self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
                 return
             info = PresetInfo(name, pipeline, str(description), rec.distribution, rec.version)
             existing = self._presets.get(name)
             if existing is not None and existing != info:
-                self._problem(
-                    PluginError(
-                        f"preset {name!r} is already registered by {existing.source}; skipped",
-                        distribution=rec.distribution,
-                        version=rec.version,
-                    )
-                )
+                self._problem(rec.error_for(f"preset {name!r} is already registered by {existing.source}; skipped"))
                 return
             self._presets[name] = info
             presets.append(name)
@@ -666,15 +691,18 @@ class Registry:
             except (DuplicatePassError, PluginError):
                 raise  # only raised in strict mode, already naming the distribution
             except Exception as exc:
+                message = f"{impl.function.__name__} raised {type(exc).__name__}: {exc}"
                 for n in added:  # all or nothing: a half-registered plugin is skipped whole
                     self._remove(n, rec.distribution)
+                    self._reject(rec, "pass", n, f"dropped with the whole plugin: {message}")
                 for n in presets:
                     self._presets.pop(n, None)
+                    self._reject(rec, "preset", n, f"dropped with the whole plugin: {message}")
                 self.pm.unregister(obj)
-                self._fail(rec, f"{impl.function.__name__} raised {type(exc).__name__}: {exc}", exc)
+                self._fail(rec, message, exc)
                 return
         rec.passes = added
-        rejected = len(self.problems) - problems_before
+        n_problems = len(self.problems) - problems_before
         if not self.pm.get_hookcallers(obj):
             rec.status = "empty"
             near = hook_name_problems(self.pm, obj, ALL_HOOKS)  # unmarked functions named like hooks
@@ -684,11 +712,18 @@ class Registry:
                 None,
             )
             rec.status = "empty"
-        elif rejected:
+        elif n_problems:
             rec.status = "partial" if added or presets else "failed"
-            rec.error = f"{rejected} problem(s) while registering; see the warnings"
+            rec.error = f"{n_problems} problem(s) while registering; see the warnings"
         else:
             rec.status = "loaded"
+
+    @staticmethod
+    def _reject(rec: PluginRecord, kind: str, name: Any, reason: str) -> None:
+        """Keep why ``rec``'s pass or preset ``name`` was not registered (see
+        :meth:`Registry.rejected`); a name that is not a string cannot be asked for."""
+        if isinstance(name, str):
+            rec.rejected.append(Rejection(kind, name, reason))
 
     @staticmethod
     def _check_hookimpl_defaults(obj: Any) -> None:
@@ -712,12 +747,7 @@ class Registry:
     def _fail(self, rec: PluginRecord, message: str, cause: BaseException | None) -> None:
         rec.status = "failed"
         rec.error = message
-        err = PluginError(
-            message,
-            distribution=rec.distribution,
-            version=rec.version,
-            entry_point=rec.entry_point if rec.value else None,
-        )
+        err = rec.error_for(message)
         if cause is not None:
             err.__cause__ = cause
         self._problem(err)
@@ -747,23 +777,23 @@ class Registry:
         self._passes[pass_cls.name] = info
         return info
 
-    def _add(self, pass_cls: type, distribution: str, version: str) -> PassInfo | None:
+    def _add(self, pass_cls: type, rec: PluginRecord) -> PassInfo | None:
+        distribution, version = rec.distribution, rec.version
         try:
             validate_pass_class(pass_cls)
         except PassDefinitionError as exc:
             head, sep, rest = str(exc).partition("\n")  # say so on the first line, before any details
-            self._problem(
-                PluginError(
-                    f"{head}; the pass is skipped (not registered){sep}{rest}",
-                    distribution=distribution,
-                    version=version,
-                )
-            )
+            if isinstance(pass_cls, type):
+                self._reject(rec, "pass", getattr(pass_cls, "name", None), str(exc))
+            self._problem(rec.error_for(f"{head}; the pass is skipped (not registered){sep}{rest}"))
             return None
         name = pass_cls.name
         info = PassInfo(name, pass_cls, distribution, version)
         existing = self._passes.get(name)
         if name in self._conflicts:
+            same = [c for c in self._conflicts[name] if c.cls is pass_cls and c.distribution == distribution]
+            if same:  # registered again by the same plugin: once
+                return same[0]
             self._conflicts[name].append(info)
             self._resolve_conflict(name)
             return info
@@ -780,12 +810,10 @@ class Registry:
         ):
             # a built-in name is never taken over silently: the plugin's pass is skipped
             self._problem(
-                PluginError(
+                rec.error_for(
                     f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) skipped: the name is "
                     f"taken by the built-in pass of {existing.source} (choose the plugin's with "
-                    f'`prefer = {{{name} = "{distribution}"}}` in the [plugins] config section)',
-                    distribution=distribution,
-                    version=version,
+                    f'`prefer = {{{name} = "{distribution}"}}` in the [plugins] config section)'
                 )
             )
             return None
@@ -794,11 +822,9 @@ class Registry:
             if self.strict:
                 raise DuplicatePassError(name, [existing.source, info.source])
             self._problem(
-                PluginError(
+                rec.error_for(
                     f"pass {name!r} is also registered by {existing.source}; neither is used until "
-                    f'`prefer = {{{name} = "<distribution>"}}` in the [plugins] config section chooses one',
-                    distribution=distribution,
-                    version=version,
+                    f'`prefer = {{{name} = "<distribution>"}}` in the [plugins] config section chooses one'
                 )
             )
         self._resolve_conflict(name)
@@ -845,7 +871,9 @@ class Registry:
         """The pass class registered as ``name``.
 
         Raises:
-            UnknownPassError: no such pass; with close names (difflib) and installed plugins.
+            UnknownPassError: no such pass; with close names (difflib) and installed plugins,
+                and, when a plugin registered a pass of that name that was rejected as it
+                loaded (:meth:`rejected`), that plugin and the reason.
             DuplicatePassError: two distributions register ``name`` and no ``prefer`` chose.
         """
         return self.info(name, source=source).cls
@@ -859,17 +887,17 @@ class Registry:
             raise DuplicatePassError(name, [c.source for c in self._conflicts[name]])
         suggestions = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
         plugins = self._loaded_labels()
-        hint = None
+        hints = self._rejected_hints(name, "pass")
         if name in self._presets:
-            hint = (
+            hints.append(
                 f"{name!r} is a preset (a named pipeline), not a pass: give it as `preset = \"{name}\"` "
-                f"in a config, `--preset {name}` on the command line, or options={{\"preset\": \"{name}\"}} "
-                "to torch.compile"
+                f"in a config, `--preset {name}` on the command line, Pipeline.from_preset({name!r}) in "
+                f"Python, or options={{\"preset\": \"{name}\"}} to torch.compile"
             )
         else:
-            hint = self._not_loaded_hint(name, "pass")
+            hints.extend(filter(None, [self._not_loaded_hint(name, "pass")]))
         raise UnknownPassError(
-            name, suggestions, plugins, source=source, hint=hint, not_loaded=self._not_loaded_labels()
+            name, suggestions, plugins, source=source, hint=hints, not_loaded=self._not_loaded_labels()
         )
 
     def presets(self) -> dict[str, PresetInfo]:
@@ -880,7 +908,9 @@ class Registry:
         """The preset ``name``.
 
         Raises:
-            UnknownPassError: no such preset (with close names); the message says "preset".
+            UnknownPassError: no such preset (with close names, a plugin's preset of that name
+                rejected as it loaded, with the reason, and for a pass name how to give it as a
+                pipeline); the message says "preset".
         """
         info = self._presets.get(name)
         if info is not None:
@@ -894,9 +924,31 @@ class Registry:
             source=source,
             kind="preset",
             available=list(self._presets),
-            hint=self._not_loaded_hint(name, "preset"),
+            hint=[*self._rejected_hints(name, "preset"), *filter(None, [self._not_loaded_hint(name, "preset")])]
+            + (
+                [
+                    f"{name!r} is a pass, not a preset: give it as a pipeline, `pipeline = \"{name}\"` in a "
+                    f"config, `--pipeline {name}` on the command line or Pipeline.from_string({name!r}) in Python"
+                ]
+                if name in self
+                else []
+            ),
             not_loaded=self._not_loaded_labels(),
         )
+
+    def rejected(self, name: str, kind: str = "pass") -> list[tuple[PluginRecord, Rejection]]:
+        """The plugins that registered a pass (``kind="pass"``) or preset (``"preset"``) named
+        ``name`` that was rejected while they loaded, each with the :class:`Rejection` (its
+        reason); empty when none was."""
+        return [(r, x) for r in self.plugins for x in r.rejected if x.kind == kind and x.name == name]
+
+    def _rejected_hints(self, name: str, kind: str) -> list[str]:
+        """One line per rejected registration of ``name``: which plugin, and why."""
+        return [
+            f"{kind} {name!r} was found in {rec.where} but rejected when the plugin was loaded, so it is "
+            f"not registered until the plugin is fixed: {x.reason}"
+            for rec, x in self.rejected(name, kind)
+        ]
 
     # ------------------------------------------------------------------ entry points not loaded
 

@@ -7,6 +7,7 @@ import torch
 import torch._dynamo
 from torch import nn
 
+import fxpasses
 import fxpasses.backend as backend
 
 
@@ -160,6 +161,58 @@ def test_concrete_example_inputs():
 def test_bad_backend_options_are_named(options, message):
     with pytest.raises(Exception) as info:
         torch.compile(Net().eval(), backend="fxpasses", options=options)(torch.randn(2, 8))
+    assert message in str(info.value)
+
+
+class Nudge(fxpasses.GraphPass):
+    """Change the first output by ``x * scale + shift`` (to test the tolerances)."""
+
+    name = "nudge"
+
+    class Options(fxpasses.PassOptions):
+        scale: float = 1.0
+        shift: float = 0.0
+
+    def run(self, gm, ctx):
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        first, *rest = out.args[0]
+        with gm.graph.inserting_before(out):
+            moved = gm.graph.call_function(torch.add, (gm.graph.call_function(torch.mul, (first, self.options.scale)), self.options.shift))
+        out.args = ((moved, *rest),)
+        return True
+
+
+@pytest.mark.parametrize(
+    "nudge, tolerance",
+    [({"shift": 1e-3}, {"atol": 1e-2}), ({"scale": 1.001}, {"rtol": 1e-2, "atol": 0.0})],
+)
+def test_atol_and_rtol_options_set_the_numeric_verification_tolerances(nudge, tolerance):
+    model = Net().eval()
+    x = torch.randn(4, 8) + 3.0  # outputs well away from zero: |a - b| = 1e-3 * |b| > 1e-5 + 1e-5 * |b|
+    options = {"then": "eager", "pipeline": [(Nudge, nudge)], "verify": "numeric", "on_error": "skip"}
+    torch.compile(model, backend="fxpasses", options=options)(x)
+    (default,) = backend.reports
+    assert default["nudge"].status == "skipped"
+    assert "exceeds atol=1e-05, rtol=1e-05" in default["nudge"].error
+    torch._dynamo.reset()
+    backend.reports.clear()
+    torch.compile(model, backend="fxpasses", options={**options, **tolerance})(x)
+    (loose,) = backend.reports
+    assert (loose["nudge"].status, loose["nudge"].changed) == ("ok", True)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"atol": -1.0}, "torch.compile option 'atol' must be a finite number >= 0, got -1.0"),
+        ({"rtol": "1e-3"}, "torch.compile option 'rtol' must be a finite number >= 0, got '1e-3'"),
+        ({"atol": True}, "torch.compile option 'atol' must be a finite number >= 0, got True"),
+        ({"rtol": float("nan")}, "torch.compile option 'rtol' must be a finite number >= 0, got nan"),
+    ],
+)
+def test_bad_tolerance_options_are_named(options, message):
+    with pytest.raises(Exception) as info:
+        torch.compile(Net().eval(), backend="fxpasses", options={"then": "eager", **options})(torch.randn(2, 8))
     assert message in str(info.value)
 
 

@@ -57,3 +57,58 @@ def test_every_builtin_pass_option_has_a_description():
             continue
         for opt in reg.describe(name).options:
             assert opt.description, f"option {name}.{opt.name} has no description (Field(description=...))"
+
+
+def readme_python_block(heading: str) -> str:
+    """The first ```python block under the README section ``heading``."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split(f"\n{heading}\n", 1)[1]
+    return re.search(r"```python\n(.*?)\n```", section, re.S).group(1)
+
+
+def test_the_readme_pass_example_runs_and_changes_the_graph():
+    """The "Writing a pass" example runs as shown (propagate_shapes pulled in by `requires`,
+    so ctx.tensor_info has the dtypes) and removes the x * 1 it is about."""
+    ns: dict = {}
+    exec(compile(readme_python_block("## Writing a pass"), "README.md: Writing a pass", "exec"), ns)
+    report = ns["report"]
+    assert [(p.name, p.status) for p in report.passes] == [("propagate_shapes", "ok"), ("remove_scale_by_one", "ok")]
+    step = report["remove_scale_by_one"]
+    assert (step.changed, step.nodes_before, step.nodes_after, step.counters) == (True, 4, 3, {"removed": 1})
+    assert "x * 1" not in ns["gm"].code and "mul" not in ns["gm"].code
+
+
+def test_the_readme_report_table_shows_the_real_columns():
+    import torch
+
+    block = readme_python_block("## Python API")
+    shown = block.split("print(report.table())", 1)[1].splitlines()[1:]
+    header = shown[0].lstrip("# ").split()
+    gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+    real = fxpasses.Pipeline(["eliminate_dead_code"]).run(gm).table().splitlines()
+    assert header == real[0].split()
+    nodes = header.index("nodes")
+    row = shown[2].lstrip("# ").split("  ")
+    row = [c.strip() for c in row if c.strip()]
+    assert re.fullmatch(r"\d+ -> \d+", row[nodes]), row
+    assert re.fullmatch(r"\d+ -> \d+", [c.strip() for c in real[2].split("  ") if c.strip()][nodes])
+    assert shown[-1].startswith("# total: ") and real[-1].startswith("total: ")
+
+
+def test_the_readme_names_example_is_the_sorted_builtin_names(monkeypatch):
+    block = readme_python_block("## Python API")
+    shown = re.search(r"reg\.names\(\).*?\[(.*?)\]", block, re.S).group(1)
+    listed = [n.strip().strip("'") for n in shown.split(",") if n.strip() not in ("", "...")]
+    monkeypatch.setenv("FXPASSES_DISABLE_PLUGIN_AUTOLOAD", "1")
+    names = fxpasses.Registry().names()
+    assert names == sorted(names)
+    assert listed == names[: len(listed)] and len(listed) >= 2
+
+
+def test_the_readme_preset_example_builds_its_pipeline():
+    block = readme_python_block("### Presets")
+    ns = {"fxpasses": fxpasses}
+    exec(compile(block, "README.md: Presets", "exec"), ns)
+    pipeline = ns["pipeline"]
+    assert (pipeline.verify, pipeline.atol) == ("numeric", 1e-4)
+    assert "fold_constants{max_numel=4096,fold_parameters=true}" in pipeline.plan().as_pipeline_string()

@@ -133,7 +133,7 @@ def test_strict_mode_makes_the_first_broken_plugin_an_error(site, tmp_path, how)
     errors = [line for line in r.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and len(r.output.strip().splitlines()) == 1, r.output
     # distributions load in name order: bad-options is the first broken one
-    assert errors[0].startswith("error: plugin bad-options 1.4: pass 'bad_options_pass'")
+    assert errors[0].startswith("error: plugin bad-options 1.4 (entry point bad-options = fxp_badoptions): pass 'bad_options_pass'")
     assert "Traceback" not in r.output
 
 
@@ -187,7 +187,7 @@ def test_two_plugins_with_one_name_reported_once_naming_both(site):
     assert r.exit_code == 0, r.output
     contested = [w for w in warnings_of(r.output) if "contested" in w]
     assert contested == [
-        "warning: plugin rival-b 0.2: pass 'contested' is also registered by rival-a 0.1; neither is used until "
+        "warning: plugin rival-b 0.2 (entry point rival-b = fxp_rival_b): pass 'contested' is also registered by rival-a 0.1; neither is used until "
         '`prefer = {contested = "<distribution>"}` in the [plugins] config section chooses one'
     ]
     r = invoke("check", "--pipeline", "contested")

@@ -71,6 +71,42 @@ def test_preset_in_config_and_errors(tmp_path):
     assert "available presets: cleanup, inference" in str(info.value)
 
 
+def test_from_preset_builds_the_presets_pipeline_with_pipeline_arguments():
+    p = Pipeline.from_preset(
+        "inference", verify="numeric", atol=1e-4, options={"fold_constants": {"max_numel": 64}}
+    )
+    assert p.plan().as_pipeline_string() == Pipeline.from_config({"preset": "inference"}).plan().as_pipeline_string().replace(
+        "fold_constants{fold_parameters=true}", "fold_constants{max_numel=64,fold_parameters=true}"
+    )
+    assert (p.verify, p.atol, p.rtol, p.source) == ("numeric", 1e-4, 1e-5, "preset 'inference'")
+    with pytest.raises(ConfigError, match=r"^preset 'cleanup': options given for pass\(es\) not in the pipeline: fuse_conv_bn$"):
+        Pipeline.from_preset("cleanup", options={"fuse_conv_bn": {}})
+
+
+def test_from_preset_and_from_string_point_at_each_other():
+    with pytest.raises(UnknownPassError) as info:
+        Pipeline.from_string("inference")
+    assert str(info.value).splitlines()[1] == (
+        "('inference' is a preset (a named pipeline), not a pass: give it as `preset = \"inference\"` in a config, "
+        "`--preset inference` on the command line, Pipeline.from_preset('inference') in Python, or "
+        "options={\"preset\": \"inference\"} to torch.compile)"
+    )
+    with pytest.raises(UnknownPassError) as info:
+        Pipeline.from_preset("eliminate_dead_code")
+    lines = str(info.value).splitlines()
+    assert lines[0] == "Pipeline.from_preset: unknown preset 'eliminate_dead_code'"
+    assert lines[1] == (
+        "('eliminate_dead_code' is a pass, not a preset: give it as a pipeline, `pipeline = \"eliminate_dead_code\"` "
+        "in a config, `--pipeline eliminate_dead_code` on the command line or "
+        "Pipeline.from_string('eliminate_dead_code') in Python)"
+    )
+    assert lines[2] == "available presets: cleanup, inference, training"
+    with pytest.raises(UnknownPassError, match=r"^Pipeline.from_preset: unknown preset 'inferenc'; did you mean 'inference'\?"):
+        Pipeline.from_preset("inferenc")
+    with pytest.raises(ConfigError, match=r"^Pipeline.from_preset takes a preset name \(a str\), got \['inference'\]$"):
+        Pipeline.from_preset(["inference"])
+
+
 def test_cli_preset_flag():
     r = CliRunner().invoke(cli, ["check", "--preset", "cleanup"])
     assert r.exit_code == 0, r.output

@@ -12,6 +12,7 @@ import fxpasses
 from fxpasses import ConfigError, DuplicatePassError, PluginError, Registry, UnknownPassError
 from fxpasses.config import parse_config
 from fxpasses.errors import PassDefinitionError
+from fxpasses.registry import Rejection
 
 from dists import forget_modules, good_pass_source, make_dist
 
@@ -114,6 +115,20 @@ def test_two_distributions_same_pass_name_error_names_both(site):
         Registry(strict=True)
 
 
+BAD_OPTIONS_SOURCE = """
+import fxpasses
+class P(fxpasses.GraphPass):
+    "doc"
+    name = "bad_options"
+    Options = dict
+    def run(self, gm, ctx):
+        return False
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(P)
+"""
+
+
 def test_hook_that_raises_and_bad_options_are_isolated(site):
     make_dist(
         site,
@@ -127,24 +142,7 @@ def test_hook_that_raises_and_bad_options_are_isolated(site):
             raise RuntimeError("cannot register today")
         """,
     )
-    make_dist(
-        site,
-        "bad-options-dist",
-        "0.2",
-        "fxp_badopts",
-        """
-        import fxpasses
-        class P(fxpasses.GraphPass):
-            "doc"
-            name = "bad_options"
-            Options = dict
-            def run(self, gm, ctx):
-                return False
-        @fxpasses.hookimpl
-        def fxpasses_register_passes(register):
-            register(P)
-        """,
-    )
+    make_dist(site, "bad-options-dist", "0.2", "fxp_badopts", BAD_OPTIONS_SOURCE)
     forget_modules("fxp_raising", "fxp_badopts")
     reg = Registry()
     messages = [str(p) for p in reg.problems]
@@ -526,11 +524,12 @@ def test_a_plugin_pass_with_an_invalid_default_is_reported_and_skipped(site):
     assert (rec.status, rec.passes) == ("partial", ["fine_pass"])
     problems = [str(p) for p in reg.problems if "bad-default-dist" in str(p)]
     assert problems == [
-        "plugin bad-default-dist 0.3: pass 'bad_default' (fxp_bad_default.BadDefault): invalid default option "
-        "value(s) in BadDefault.Options; the pass is skipped (not registered)\n"
+        "plugin bad-default-dist 0.3 (entry point bad-default-dist = fxp_bad_default): pass 'bad_default' "
+        "(fxp_bad_default.BadDefault): invalid default option value(s) in BadDefault.Options; the pass is "
+        "skipped (not registered)\n"
         "  bad_default.n: Input should be a valid integer (default: 'not an int')",
-        "plugin bad-default-dist 0.3: pass 'no_hooks' (fxp_bad_default.NoHooks) is a NodePass with no @on hooks; "
-        "the pass is skipped (not registered)",
+        "plugin bad-default-dist 0.3 (entry point bad-default-dist = fxp_bad_default): pass 'no_hooks' "
+        "(fxp_bad_default.NoHooks) is a NodePass with no @on hooks; the pass is skipped (not registered)",
     ]
 
 
@@ -674,3 +673,169 @@ def test_cli_prints_pass_definition_warnings_as_warning_lines(site):
     assert r.exit_code == 0, r.output
     assert "warning: pass 'typo_cli'" in r.output and "did you mean 'mul'?" in r.output
     forget_modules("fxp_typo")
+
+
+REJECTED_SOURCE = BAD_OPTIONS_SOURCE + '''
+@fxpasses.hookimpl
+def fxpasses_register_presets(register):
+    register("broken_preset", "bad_options{", "A malformed pipeline.")
+'''
+
+
+def test_a_pass_or_preset_rejected_at_load_is_reported_with_its_plugin_and_reason(site):
+    """Naming a pass (or preset) a plugin registered but the registry rejected as it loaded
+    says which plugin and why, not only "unknown pass"."""
+    make_dist(site, "rejecting-dist", "1.2", "fxp_rejecting", REJECTED_SOURCE)
+    forget_modules("fxp_rejecting")
+    with pytest.warns(fxpasses.errors.PluginWarning):
+        reg = Registry()
+    (rec,) = [r for r in reg.plugins if r.distribution == "rejecting-dist"]
+    reason = (
+        "pass 'bad_options' (fxp_rejecting.P): Options must be a pydantic BaseModel subclass "
+        "(e.g. fxpasses.PassOptions), got <class 'dict'>"
+    )
+    assert reg.rejected("bad_options") == [(rec, Rejection("pass", "bad_options", reason))]
+    with pytest.raises(UnknownPassError) as info:
+        fxpasses.Pipeline.from_string("eliminate_dead_code,bad_options", registry=reg)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "pipeline string, entry 2 ('bad_options') at column 21: unknown pass 'bad_options'"
+    assert lines[1] == (
+        "(pass 'bad_options' was found in plugin rejecting-dist 1.2 (entry point rejecting-dist = fxp_rejecting) "
+        f"but rejected when the plugin was loaded, so it is not registered until the plugin is fixed: {reason})"
+    )
+    with pytest.raises(UnknownPassError) as info:
+        reg.preset("broken_preset")
+    assert str(info.value).splitlines()[1:4] == [
+        "(preset 'broken_preset' was found in plugin rejecting-dist 1.2 (entry point rejecting-dist = "
+        "fxp_rejecting) but rejected when the plugin was loaded, so it is not registered until the plugin is "
+        "fixed: its pipeline 'bad_options{' is malformed: expected an option name for 'bad_options', found end of string",
+        "  bad_options{",
+        "              ^)",
+    ]
+    assert reg.rejected("eliminate_dead_code") == [] and reg.rejected("bad_options", "preset") == []
+    forget_modules("fxp_rejecting")
+
+
+def test_passes_dropped_with_a_plugin_whose_hook_raised_say_so_when_named(site):
+    make_dist(
+        site,
+        "dropping-dist",
+        "0.4",
+        "fxp_dropping",
+        good_pass_source("dropped_pass").replace(
+            "    register(DroppedPassPass)", "    register(DroppedPassPass)\n    raise RuntimeError('half way')"
+        ),
+    )
+    forget_modules("fxp_dropping")
+    with pytest.warns(fxpasses.errors.PluginWarning):
+        reg = Registry()
+    assert "dropped_pass" not in reg
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("dropped_pass")
+    assert str(info.value).splitlines()[1] == (
+        "(pass 'dropped_pass' was found in plugin dropping-dist 0.4 (entry point dropping-dist = fxp_dropping) "
+        "but rejected when the plugin was loaded, so it is not registered until the plugin is fixed: dropped "
+        "with the whole plugin: fxpasses_register_passes raised RuntimeError: half way)"
+    )
+    forget_modules("fxp_dropping")
+
+
+@pytest.mark.parametrize(
+    "registered, shown",
+    [
+        ('"not a class"', "'not a class' (a str, not a class)"),
+        ("P()", "<P> (an instance of P, not a class); give the class itself, not an instance"),
+        ("None", "None (a NoneType, not a class)"),
+    ],
+)
+def test_registering_something_not_a_class_names_the_plugin_the_object_and_what_was_expected(site, registered, shown):
+    make_dist(
+        site,
+        "not-a-class-dist",
+        "2.0",
+        "fxp_not_a_class",
+        f'''
+import fxpasses
+
+class P(fxpasses.GraphPass):
+    """Fine."""
+    name = "fine_p"
+    def run(self, gm, ctx):
+        return False
+    def __repr__(self):
+        return "<P>"
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register({registered})
+''',
+    )
+    forget_modules("fxp_not_a_class")
+    with pytest.warns(fxpasses.errors.PluginWarning):
+        reg = Registry()
+    (problem,) = [str(p) for p in reg.problems if "not-a-class-dist" in str(p)]
+    assert problem == (
+        "plugin not-a-class-dist 2.0 (entry point not-a-class-dist = fxp_not_a_class): expected a pass class "
+        f"(a subclass of fxpasses.NodePass or fxpasses.GraphPass), got {shown}; the pass is skipped (not registered)"
+    )
+    (rec,) = [r for r in reg.plugins if r.distribution == "not-a-class-dist"]
+    assert (rec.status, rec.rejected) == ("failed", [])
+    with pytest.raises(PassDefinitionError, match=r"^expected a pass class .*got 'x' \(a str, not a class\)$"):
+        Registry(autoload=False).register("x")
+    forget_modules("fxp_not_a_class")
+
+
+def test_one_plugin_registering_the_same_class_twice_lists_it_once(site):
+    make_dist(
+        site,
+        "twice-dist",
+        "1.0",
+        "fxp_twice",
+        good_pass_source("twice_pass").replace("    register(TwicePassPass)", "    register(TwicePassPass)\n" * 2),
+    )
+    forget_modules("fxp_twice")
+    reg = Registry()
+    (rec,) = [r for r in reg.plugins if r.distribution == "twice-dist"]
+    assert (rec.status, rec.passes) == ("loaded", ["twice_pass"])
+    assert [p for p in reg.problems if "twice-dist" in str(p)] == []
+    assert reg.candidates("twice_pass") == [reg.info("twice_pass")]
+    forget_modules("fxp_twice")
+
+
+def test_a_class_registered_twice_into_a_name_in_conflict_is_one_candidate(site):
+    """The conflict rules stay (two distributions, one name: neither is used until `prefer`),
+    and a plugin registering its class twice is still one candidate, named once."""
+    make_dist(site, "dist-a", "1.0", "fxp_twice_a", good_pass_source("twice_shared"))
+    make_dist(
+        site,
+        "dist-b",
+        "2.0",
+        "fxp_twice_b",
+        good_pass_source("twice_shared").replace("    register(TwiceSharedPass)", "    register(TwiceSharedPass)\n" * 2),
+    )
+    forget_modules("fxp_twice_a", "fxp_twice_b")
+    reg = Registry()
+    assert [c.distribution for c in reg.candidates("twice_shared")] == ["dist-a", "dist-b"]
+    with pytest.raises(DuplicatePassError) as info:
+        reg.get("twice_shared")
+    assert info.value.sources == ["dist-a 1.0", "dist-b 2.0"]
+    assert Registry(prefer={"twice_shared": "dist-b"}).info("twice_shared").distribution == "dist-b"
+    forget_modules("fxp_twice_a", "fxp_twice_b")
+
+
+def test_two_classes_one_name_from_one_plugin_keep_the_conflict_rule(site):
+    make_dist(
+        site,
+        "two-classes-dist",
+        "1.0",
+        "fxp_two_classes",
+        good_pass_source("same_name").replace(
+            "    register(SameNamePass)", "    register(SameNamePass)\n    register(type('Other', (SameNamePass,), {}))"
+        ),
+    )
+    forget_modules("fxp_two_classes")
+    reg = Registry()
+    assert [c.cls.__name__ for c in reg.candidates("same_name")] == ["SameNamePass", "Other"]
+    with pytest.raises(DuplicatePassError):
+        reg.get("same_name")
+    forget_modules("fxp_two_classes")
