@@ -20,7 +20,9 @@
    runs, after warm-up: robust to other processes' load, which the median was not).
 6. Save (the output directory is checked for writability first, before any work): for the
    export capture a ``model.pt2`` (re-exported from the optimized graph) that
-   ``torch.export.load`` reads back, checked to give the same outputs; otherwise torch.fx's
+   ``torch.export.load`` reads back, checked to give the same outputs, recording the modules
+   that define the pytree types of its inputs and outputs (:func:`save_program`), which
+   loading it as a ``[model] program`` imports first; otherwise torch.fx's
    ``GraphModule.to_folder``: ``module/module.py`` (a class ``OptimizedModule`` with its
    imports) and ``module/state_dict.pt``; for the dynamo capture also ``inputs.pt`` (the
    graph's inputs, parameters included, since TorchDynamo passes them as inputs).
@@ -56,7 +58,7 @@ from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
 from .errors import ConfigError, UserError, VerificationError, exception_line
-from .pipeline import Pipeline, Plan
+from .pipeline import BISECT_HINT, Pipeline, Plan
 from .registry import Registry
 from .report import RunReport
 from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, global_modes_kept
@@ -371,26 +373,74 @@ def _quiet_loggers(*names: str) -> Iterator[list[logging.LogRecord]]:
             lg.handlers[:] = handlers
 
 
-def load_program(path: Path) -> torch.nn.Module:
+def load_program(path: Path, base_dir: Path | None = None) -> torch.nn.Module:
     """The module of the exported program saved at ``path`` (``torch.export.save``, e.g. the
     ``model.pt2`` ``fxpasses run`` writes): ``torch.export.load(path).module()``.
 
     Raises:
-        ConfigError: the file is missing or is not a saved exported program.
+        ConfigError: see :func:`load_exported_program`.
     """
-    return load_exported_program(path).module()
+    return load_exported_program(path, base_dir).module()
 
 
-def load_exported_program(path: Path) -> Any:
+#: The extra file of a ``.pt2`` written by ``fxpasses run`` listing the modules that define
+#: the pytree types of the program's inputs and outputs (:mod:`fxpasses._pytree_types`).
+PYTREE_MODULES_FILE = "fxpasses/pytree_modules.json"
+
+
+def save_program(ep: Any, path: Path) -> None:
+    """``torch.export.save(ep, path)``, recording the modules that define the pytree types of
+    its inputs and outputs (a Hugging Face ``ModelOutput``, a registered dataclass), which
+    :func:`load_exported_program` imports before loading it in another process."""
+    from ._pytree_types import program_specs, spec_modules
+
+    modules = spec_modules(program_specs(ep))
+    torch.export.save(ep, str(path), extra_files={PYTREE_MODULES_FILE: json.dumps(modules)})
+
+
+def _recorded_pytree_modules(path: Path) -> list[str]:
+    """The modules :func:`save_program` recorded in the program file (none when it was saved
+    otherwise: by ``torch.export.save`` itself)."""
+    try:
+        from torch.export.pt2_archive._package import PT2ArchiveReader
+        from torch.export.pt2_archive.constants import EXTRA_DIR
+
+        with PT2ArchiveReader(str(path)) as reader:
+            modules = json.loads(reader.read_string(f"{EXTRA_DIR}{PYTREE_MODULES_FILE}"))
+    except Exception:  # noqa: BLE001 - no record (or not an archive: torch.export.load says)
+        return []
+    return [m for m in modules if isinstance(m, str)] if isinstance(modules, list) else []
+
+
+def load_exported_program(path: Path, base_dir: Path | None = None) -> Any:
     """The ``torch.export.ExportedProgram`` saved at ``path`` (``torch.export.load``).
 
+    The modules that define the pytree types of its inputs and outputs are imported first
+    (with ``base_dir``, the config's directory, first on ``sys.path``): the ones
+    :func:`save_program` recorded, and for a file saved without that record, the module a
+    type that is not registered names (``transformers.modeling_outputs`` for a Hugging Face
+    model's ``ModelOutput``), when it is installed.
+
     Raises:
-        ConfigError: the file is missing or is not a saved exported program.
+        ConfigError: the file is missing or is not a saved exported program; a recorded
+            module cannot be imported, or a pytree type of the program is not registered and
+            importing the module it names does not register it (the message names the type
+            and the module to import).
     """
+    from ._pytree_types import import_modules, loading
+
     if path.is_dir():
         raise ConfigError(f"{path} is a directory, not a program file (.pt2)", source="[model] program")
     if not path.is_file():
         raise ConfigError(f"program file not found: {path}", source="[model] program")
+    import_modules(_recorded_pytree_modules(path), str(path), base_dir=base_dir, source="[model] program")
+    return loading(lambda: _torch_export_load(path), str(path), base_dir=base_dir, source="[model] program")
+
+
+def _torch_export_load(path: Path) -> Any:
+    """``torch.export.load(path)``; a pytree type that is not registered is raised as the
+    error torch logged (for :func:`fxpasses._pytree_types.loading`), any other failure as a
+    ConfigError quoting it."""
     logged: list[logging.LogRecord] = []
     try:
         with _quiet_loggers("torch.export", "torch.export.pt2_archive._package", "torch._subclasses.fake_tensor") as logged:
@@ -399,6 +449,10 @@ def load_exported_program(path: Path) -> Any:
         # torch logs the real error and raises one saying "check the warnings above", which
         # were kept from printing: quote the logged exception instead
         cause = next((r.exc_info[1] for r in reversed(logged) if r.exc_info and r.exc_info[1] is not None), exc)
+        from ._pytree_types import unregistered_type
+
+        if unregistered_type(cause) is not None:
+            raise cause from None  # for loading() to register the type and try again
         said = exception_line(cause)
         said = said.split(". ", 1)[0][:300]  # torch's advice about checkpoints follows
         raise ConfigError(
@@ -504,7 +558,7 @@ def prepare_model(cfg: Config) -> PreparedModel:
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         t0 = time.perf_counter()
-        program = load_exported_program(path)
+        program = load_exported_program(path, base_dir)
         if mc.inputs is None:  # the example inputs torch.export saved with it
             inputs, kwargs = _saved_example_inputs(program, path)
         else:
@@ -645,7 +699,9 @@ def run_job(
         ) from exc
     cmp = compare_outputs(actual, expected, cfg.atol, cfg.rtol)
     if cmp.message:
-        raise VerificationError(f"the optimized model's outputs differ from the original: {cmp.message}{notes}")
+        raise VerificationError(
+            f"the optimized model's outputs differ from the original: {cmp.message}{notes}\n  note: {BISECT_HINT}"
+        )
     after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
     result = JobResult(
@@ -730,7 +786,7 @@ def _save(
             ) from exc
         finally:
             state.restore()
-        torch.export.save(ep, str(path))
+        save_program(ep, path)
         loaded = torch.export.load(str(path)).module()
         _check_read_back(loaded, inputs, expected, cfg, f"{path} read back with torch.export.load", kwargs)
         return [path]

@@ -64,6 +64,7 @@ from .snapshot import (
     detach_nodes,
     drop_stray_users,
     module_record_differs,
+    node_changes,
     node_record,
     nodes_changed,
     record_module,
@@ -257,6 +258,10 @@ class Journal:
         out = [n for n in self.created if not n._erased]
         out += [n for n in self.edited if not n._erased]
         return in_graph_order(out)
+
+    def node_changes(self) -> list[str]:
+        """What the pass did to the nodes, in words (:func:`fxpasses.snapshot.node_changes`)."""
+        return node_changes(self.gm.graph, self.records.values(), self.created)
 
     def moved(self) -> list[Node]:
         """Recorded nodes of the graph whose place (``_sort_key``) differs from their record."""

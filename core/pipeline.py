@@ -653,7 +653,7 @@ class Pipeline:
                             ) from exc
                         report.max_abs_error = max(report.max_abs_error or 0.0, err.max_abs)
                         if err.message:
-                            raise _OutputsDiffer(err.message)
+                            raise _OutputsDiffer(err.message, snap.node_changes())
                 except Exception as exc:
                     pr.seconds = time.perf_counter() - t0
                     if isinstance(exc, JournalMismatch):  # check mode: a wrong declaration, not a pass failure
@@ -681,12 +681,18 @@ class Pipeline:
                     if isinstance(exc, _OutputsDiffer):
                         # the pass said it changes the outputs on purpose (ctx.changes_outputs)
                         failure.notes.extend(ctx.output_changes)
+                        if exc.changes:
+                            failure.notes.append(_changes_note(step.name, exc.changes))
                     if isinstance(exc, _OutputsDiffer) and unchecked:
                         failure.notes.append(
                             self._earlier_blame(
                                 gm, example_inputs, example_kwargs, reference, unchecked, failure.rolled_back
                             )
                         )
+                    if isinstance(exc, _OutputsDiffer) and limit is None and not ctx.output_changes:
+                        # (not when bisecting: it runs with a limit; nor for a pass that said
+                        # why it changes the outputs)
+                        failure.notes.append(BISECT_HINT)
                     # rolled back: the compiled code may have been replaced; kept (raise): the
                     # broken graph is what the module should run, for debugging
                     dirty = True
@@ -859,7 +865,29 @@ class Pipeline:
 
 
 class _OutputsDiffer(VerificationError):
-    """Numeric verification: the outputs differ from the module before the pipeline."""
+    """Numeric verification: the outputs differ from the module before the pipeline.
+    ``changes``: what the pass did to the nodes (``Journal.node_changes``)."""
+
+    def __init__(self, message: str, changes: list[str]) -> None:
+        super().__init__(message)
+        self.changes = changes
+
+
+#: How many of the nodes a pass changed a numeric verification failure names.
+CHANGES_SHOWN = 5
+
+#: The note of a numeric verification failure saying how to find the rewrite at fault.
+BISECT_HINT = (
+    "to find the rewrite that changed the outputs, run `fxpasses bisect CONFIG` with this run's "
+    "config, or in Python `fxpasses.bisect.bisect(pipeline, gm, example_inputs, example_kwargs=...)`"
+)
+
+
+def _changes_note(name: str, changes: list[str]) -> str:
+    """The note naming the first :data:`CHANGES_SHOWN` node changes of pass ``name``."""
+    shown = ", ".join(changes[:CHANGES_SHOWN])
+    more = f" (the first {CHANGES_SHOWN} of {len(changes)}, in graph order)" if len(changes) > CHANGES_SHOWN else ""
+    return f"{name!r} changed these nodes{more}: {shown}"
 
 
 @contextlib.contextmanager

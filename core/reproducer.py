@@ -11,7 +11,9 @@
                               recreates every node with its name, op, target, args, kwargs and
                               metadata (``stack_trace``, ``val``, ``nn_module_stack``, ...), the
                               submodule tree (classes and plain attributes) and the code
-                              generator (pytree in/out specs of ``torch.export`` modules)
+                              generator (pytree in/out specs of ``torch.export`` modules);
+                              it first imports the modules that define (and register) the
+                              specs' pytree types, a ``ModelOutput``'s among them
 ``DIR/tensors.safetensors``   parameters, buffers and tensor attributes (``.pt`` written with
                               ``torch.save`` when safetensors is not installed or cannot hold
                               one of them; read back with ``weights_only=True``)
@@ -204,6 +206,16 @@ class _Encoder:
 
     def __init__(self) -> None:
         self.tensor_literals = False
+        self.pytree_modules: set[str] = set()  # modules defining the types of encoded TreeSpecs
+
+    def treespec(self, spec: Any) -> str:
+        """``b.treespec(...)`` of a pytree spec; notes the modules that define its types."""
+        from torch.utils._pytree import treespec_dumps
+
+        from ._pytree_types import spec_modules
+
+        self.pytree_modules.update(spec_modules([spec]))
+        return f"b.treespec({treespec_dumps(spec)!r})"
 
     def __call__(self, v: Any, *, in_meta: bool = False) -> str:
         return self.enc(v, in_meta)
@@ -260,9 +272,7 @@ class _Encoder:
         if type(v).__name__ == "NodeSource" and hasattr(v, "to_dict"):
             return f"b.node_source({self.enc(v.to_dict(), meta)})"
         if type(v).__name__ in ("TreeSpec", "LeafSpec") or type(v).__module__ == "torch.utils._pytree":
-            from torch.utils._pytree import treespec_dumps
-
-            return f"b.treespec({treespec_dumps(v)!r})"
+            return self.treespec(v)
         if isinstance(v, type):
             return f"b.cls({v.__module__ + '.' + v.__qualname__!r})"
         if callable(v):
@@ -408,11 +418,13 @@ def graph_source(gm: torch.fx.GraphModule, *, title: str = "", tensor_file: str 
     codegen = gm.graph._codegen
     info = getattr(codegen, "pytree_info", None)
     if info is not None:
-        from torch.utils._pytree import treespec_dumps
-
-        in_spec = treespec_dumps(info.in_spec) if info.in_spec is not None else None
-        out_spec = treespec_dumps(info.out_spec) if info.out_spec is not None else None
-        emit(f"    b.pytree_codegen({list(info.orig_args)!r}, {in_spec!r}, {out_spec!r})")
+        in_spec = enc.treespec(info.in_spec) if info.in_spec is not None else None
+        out_spec = enc.treespec(info.out_spec) if info.out_spec is not None else None
+        emit(f"    b.pytree_codegen({list(info.orig_args)!r}, {in_spec or None}, {out_spec or None})")
+    if enc.pytree_modules:
+        # first: loading a TreeSpec needs its types registered, which importing them does
+        lines.insert(0, "    # modules that define (and register) the pytree types of the specs below")
+        lines.insert(1, f"    b.imports({sorted(enc.pytree_modules)!r})")
 
     code = gm.graph.python_code("self").src.strip("\n")
     notes = ""
@@ -482,10 +494,28 @@ class GraphBuilder:
         module, _, name = qualname.rpartition(".")
         return type(name, (), {"__module__": module, "__qualname__": name})
 
+    def imports(self, modules: list[str]) -> None:
+        """Import the modules that define the graph's pytree types (registering them).
+
+        Raises:
+            ConfigError: one cannot be imported (naming it and the package to install).
+        """
+        from ._pytree_types import import_modules
+
+        import_modules(modules, self.source, base_dir=Path(self.source).parent, source="[model] graph")
+
     def treespec(self, text: str) -> Any:
+        """The pytree spec ``text`` (``treespec_dumps``) spells.
+
+        Raises:
+            ConfigError: a type of it is not registered and importing the module its name
+                names does not register it (naming the type and the module).
+        """
         from torch.utils._pytree import treespec_loads
 
-        return treespec_loads(text)
+        from ._pytree_types import loading
+
+        return loading(lambda: treespec_loads(text), self.source, base_dir=Path(self.source).parent, source="[model] graph")
 
     def node_source(self, d: dict[str, Any]) -> Any:
         from torch.fx.traceback import NodeSource
@@ -593,14 +623,15 @@ class GraphBuilder:
     def namespace(self, used: list[str], base_count: dict[str, int]) -> None:
         self._used, self._base = used, base_count
 
-    def pytree_codegen(self, orig_args: list[str], in_spec: str | None, out_spec: str | None) -> None:
+    def pytree_codegen(self, orig_args: list[str], in_spec: Any, out_spec: Any) -> None:
+        """The graph's code generator: torch.export's pytree one, with these specs (``TreeSpec``
+        objects from :meth:`treespec`, or the ``treespec_dumps`` text of older graph files)."""
         from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
-        info = _PyTreeInfo(
-            list(orig_args),
-            self.treespec(in_spec) if in_spec is not None else None,
-            self.treespec(out_spec) if out_spec is not None else None,
-        )
+        def spec(s: Any) -> Any:
+            return self.treespec(s) if isinstance(s, str) else s
+
+        info = _PyTreeInfo(list(orig_args), spec(in_spec), spec(out_spec))
         self.graph._codegen = _PyTreeCodeGen(info)
 
     def finish(self) -> torch.fx.GraphModule:

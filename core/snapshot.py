@@ -32,7 +32,7 @@ from __future__ import annotations
 from operator import attrgetter, itemgetter
 from operator import eq as _eq
 from operator import is_ as _is
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 import torch.fx
@@ -220,6 +220,10 @@ class Snapshot:
             changed = [n for n, a, b in zip(self.tensor_names, flags, self.tensor_grads) if a != b]
             return "requires_grad changed on " + ", ".join(repr(n) for n in changed[:3])
         return None
+
+    def node_changes(self) -> list[str]:
+        """What the pass did to the nodes since the snapshot, in words (:func:`node_changes`)."""
+        return node_changes(self.gm.graph, self.nodes)
 
     def differences(self, limit: int = 5) -> list[str]:
         """What differs now from the recorded state, in words (at most ``limit`` entries, ``[]``
@@ -599,6 +603,30 @@ def nodes_changed(graph: torch.fx.Graph, records: list[tuple[Any, ...]]) -> bool
     if len(graph.nodes) != len(records):
         return True
     return any(n is not rec[0] or record_differs(n, rec) for n, rec in zip(graph.nodes, records))
+
+
+def node_changes(
+    graph: torch.fx.Graph, records: Iterable[tuple[Any, ...]], created: Iterable[torch.fx.Node] | None = None
+) -> list[str]:
+    """What a pass did to the nodes, in words, in graph order (erased ones where they were):
+    ``%name (new)``, ``%name (erased)``, ``%name (edited)`` (its name, arguments or target
+    differ from its record; a renamed one is named as it is now). ``records``: the records
+    (:func:`node_record`) of the nodes before the pass, all of them (a snapshot) or those the
+    pass touched (a journal, whose ``created`` nodes are the new ones; otherwise every node of
+    the graph without a record is new). For messages: the caller has the pass's results."""
+    found: list[tuple[Any, str]] = []
+    recorded: set[torch.fx.Node] = set()
+    for rec in records:
+        n = rec[0]
+        recorded.add(n)
+        if n._erased:
+            found.append((rec[7], f"%{rec[1]} (erased)"))
+        elif record_differs(n, rec):
+            found.append((n._sort_key, f"%{n.name} (edited)"))
+    new = (n for n in created if not n._erased) if created is not None else (n for n in graph.nodes if n not in recorded)
+    found += [(n._sort_key, f"%{n.name} (new)") for n in new]
+    found.sort(key=lambda item: item[0])
+    return [what for _, what in found]
 
 
 def record_differs(n: torch.fx.Node, rec: tuple[Any, ...]) -> bool:

@@ -124,6 +124,10 @@ def clone_outputs(out: Any) -> Any:
         return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
     if isinstance(out, dict):
         return {k: clone_outputs(v) for k, v in out.items()}
+    if _pytree_children(out) is not None:  # a registered dataclass or other pytree node
+        from torch.utils import _pytree as pytree
+
+        return pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), out)
     return out
 
 
@@ -198,6 +202,23 @@ def call_isolated(
     return out
 
 
+def _pytree_children(value: Any) -> list[tuple[str, Any]] | None:
+    """``(key, child)`` of a value of a registered pytree node type other than the list,
+    tuple and dict types compared above (a dataclass registered with
+    ``torch.export.register_dataclass``), keys as pytree spells them (``.logits``); None for
+    other values."""
+    from torch.utils import _pytree as pytree
+
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None or isinstance(value, (list, tuple, dict)):
+        return None
+    if node.flatten_with_keys_fn is not None:
+        keyed, _ = node.flatten_with_keys_fn(value)
+        return [(pytree.keystr([k]), v) for k, v in keyed]
+    flat, _ = node.flatten_fn(value)
+    return [(f"[{i}]", v) for i, v in enumerate(flat)]
+
+
 @dataclass
 class Comparison:
     """Result of :func:`compare_outputs`: an empty ``message`` means equal within tolerance."""
@@ -255,12 +276,16 @@ def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: 
                 diff = torch.where(skip, torch.zeros((), dtype=torch.float64), (aa - ea).abs())
                 m = float(diff.max())
                 worst = max(worst, m)
-                bad = diff > at + rt * torch.where(skip, torch.zeros((), dtype=torch.float64), ea.abs())
+                magnitude = torch.where(skip, torch.zeros((), dtype=torch.float64), ea.abs())
+                bad = diff > at + rt * magnitude
                 if bad.any():
                     idx = tuple(int(i) for i in bad.nonzero()[0])
+                    # |a - e| / |e|, infinite where e is 0 and a is not
+                    rel = float(torch.where(diff > 0, diff / magnitude, torch.zeros((), dtype=torch.float64)).max())
                     return (
-                        f"{p}: max abs error {m:.3g} exceeds atol={at:g}, rtol={rt:g} "
-                        f"(first at index {idx}: {aa[idx].item():.6g} vs expected {ea[idx].item():.6g})"
+                        f"{p}: max abs error {m:.3g} exceeds atol={at:g}, rtol={rt:g} (max rel error "
+                        f"{rel:.3g}; {int(bad.sum())} of {bad.numel()} elements out of tolerance, the first at "
+                        f"index {idx}: {aa[idx].item():.6g} vs expected {ea[idx].item():.6g})"
                     )
                 return ""
             if not torch.equal(a, e):
@@ -282,6 +307,19 @@ def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: 
                 return f"{p}: expected keys {sorted(map(str, e))}"
             for k in e:
                 msg = walk(a[k], e[k], f"{p}[{k!r}]")
+                if msg:
+                    return msg
+            return ""
+        children = _pytree_children(e)
+        if children is not None:  # a registered pytree node: a dataclass, a ModelOutput ...
+            if type(a) is not type(e):
+                return f"{p}: expected a {type(e).__name__}, got {type(a).__name__}"
+            got = _pytree_children(a)
+            assert got is not None
+            if [k for k, _ in got] != [k for k, _ in children]:
+                return f"{p}: expected the fields {[k for k, _ in children]}, got {[k for k, _ in got]}"
+            for (key, x), (_, y) in zip(got, children):
+                msg = walk(x, y, f"{p}{key}")
                 if msg:
                     return msg
             return ""

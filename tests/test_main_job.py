@@ -376,6 +376,7 @@ def test_a_pipeline_that_changes_the_outputs_on_purpose_says_so(tmp_path):
     assert "error: the optimized model's outputs differ from the original" in r.output
     assert "note: remove_dropout{inference=true} removed dropout that is active in training mode, which changes the outputs by design" in r.output
     assert "whatever `verify` is" in r.output
+    assert "note: to find the rewrite that changed the outputs, run `fxpasses bisect CONFIG` with this run's config" in r.output
 
 
 def test_integer_input_range_error_names_the_input():

@@ -537,3 +537,97 @@ def test_verification_copies_keep_shared_storage_between_inputs():
 
     out = call_isolated(gm, [a, b], TensorState(gm))
     assert torch.equal(out, torch.full((2,), 2.0)) and torch.equal(base, torch.zeros(4))
+
+
+class DropSecondAdd(NodePass):
+    """Replaces the second add by its first argument (wrong): a journaled node-level pass."""
+
+    name = "drop_second_add"
+    journal_edits = True
+    writes_tensors = False
+
+    def setup(self, gm, ctx):
+        self.n = 0
+
+    @on("add", op="call_function")
+    def visit(self, node, ctx):
+        self.n += 1
+        return Replace(node.args[0]) if self.n == 2 else None
+
+
+class TwoOutputs(nn.Module):
+    def forward(self, x):
+        a = x + 1
+        b = a + 2
+        return a * 2, {"y": b + 0.5}
+
+
+@pytest.mark.parametrize("journal", [True, False])
+def test_numeric_failure_names_output_errors_nodes_and_bisect(journal, monkeypatch):
+    monkeypatch.setattr(DropSecondAdd, "journal_edits", journal)  # journal or snapshot rollback
+    gm = torch.fx.symbolic_trace(TwoOutputs())
+    x = torch.ones(3)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        Pipeline([DropSecondAdd], verify="numeric", atol=1e-4, rtol=1e-3).run(gm, [x])
+    text = str(info.value)
+    lines = text.splitlines()
+    # which output, how far off (abs and rel) against which tolerances, where first
+    assert lines[0] == (
+        "pass 'drop_second_add' failed: verification failed: output[1]['y']: max abs error 2 exceeds "
+        "atol=0.0001, rtol=0.001 (max rel error 0.444; 3 of 3 elements out of tolerance, the first at "
+        "index (0,): 2.5 vs expected 4.5)"
+    )
+    # the node the pass changed (the erased add; its user got the add's input)
+    assert "  note: 'drop_second_add' changed these nodes: %add_1 (erased), %add_2 (edited)" in lines
+    assert (
+        "  note: to find the rewrite that changed the outputs, run `fxpasses bisect CONFIG` with this "
+        "run's config, or in Python `fxpasses.bisect.bisect(pipeline, gm, example_inputs, example_kwargs=...)`"
+    ) in lines
+    assert callable(__import__("fxpasses.bisect", fromlist=["bisect"]).bisect)
+
+
+def test_numeric_failure_names_at_most_five_changed_nodes():
+    class ChainOfAdds(nn.Module):
+        def forward(self, x):
+            for _ in range(8):
+                x = x + 1
+            return x
+
+    class DropAllAdds(NodePass):
+        name = "drop_all_adds"
+        journal_edits = True
+        writes_tensors = False
+
+        @on("add", op="call_function")
+        def visit(self, node, ctx):
+            return Replace(node.args[0])
+
+    gm = torch.fx.symbolic_trace(ChainOfAdds())
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        Pipeline([DropAllAdds], verify="numeric").run(gm, [torch.zeros(2)])
+    note = next(line for line in str(info.value).splitlines() if "changed these nodes" in line)
+    assert note == (
+        "  note: 'drop_all_adds' changed these nodes (the first 5 of 9, in graph order): "
+        "%add (erased), %add_1 (erased), %add_2 (erased), %add_3 (erased), %add_4 (erased)"
+    )
+
+
+def test_compare_outputs_walks_registered_dataclasses():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Out:
+        logits: torch.Tensor
+        extra: torch.Tensor
+
+    torch.utils._pytree.register_dataclass(Out)
+    try:
+        e = Out(torch.zeros(2), torch.ones(2))
+        assert compare_outputs(Out(torch.zeros(2), torch.ones(2)), e, 1e-5, 1e-5).message == ""
+        msg = compare_outputs(Out(torch.zeros(2), torch.ones(2) * 3), e, 1e-5, 1e-5).message
+        assert msg.startswith("output.extra: max abs error 2 exceeds atol=1e-05, rtol=1e-05 (max rel error 2;")
+        assert compare_outputs((1,), e, 1e-5, 1e-5).message == "output: expected a Out, got tuple"
+        cloned = fxpasses.verify.clone_outputs(e)
+        assert type(cloned) is Out and cloned.logits is not e.logits and torch.equal(cloned.extra, e.extra)
+    finally:
+        torch.utils._pytree._deregister_pytree_node(Out)
