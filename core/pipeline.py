@@ -627,7 +627,9 @@ class Pipeline:
                                 gm, example_inputs, example_kwargs, reference, unchecked, failure.rolled_back
                             )
                         )
-                    if isinstance(exc, _OutputsDiffer) and limit is None:  # (bisect runs with a limit)
+                    if isinstance(exc, _OutputsDiffer) and limit is None and not ctx.output_changes:
+                        # (not when bisecting: it runs with a limit; nor for a pass that said
+                        # why it changes the outputs)
                         failure.notes.append(BISECT_HINT)
                     # rolled back: the compiled code may have been replaced; kept (raise): the
                     # broken graph is what the module should run, for debugging

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import re
 
 import pytest
 import torch
@@ -327,17 +328,21 @@ def test_inference_on_a_training_mode_model_fails_numeric_verification_saying_wh
         pipeline.run(gm, [x])
     err = info.value
     assert "verification failed: output" in str(err) and "max abs error" in str(err)
-    assert err.notes == [
+    assert err.notes[0] == (
         "remove_dropout{inference=true} removed dropout that is active in training mode, which changes the "
         "outputs by design (active dropout zeroes elements at random and scales the others); numeric "
         'verification cannot pass on this module: verify this pass with verify="lint", or run it on an '
         "eval-mode capture"
-    ]
+    )
+    # then the nodes it changed (the dropout erased, its user edited), and no pointer to
+    # bisect: the pass said why the outputs changed
+    assert len(err.notes) == 2
+    assert re.fullmatch(r"'remove_dropout' changed these nodes: .*%\w+ \(erased\).*%\w+ \(edited\).*", err.notes[1])
     assert "  note: remove_dropout{inference=true} removed dropout that is active in training mode" in str(err)
     assert normalized_code(gm) == code  # rolled back
     # verified by lint, it goes through; the report keeps the reason
     report = fxpasses.Pipeline.from_string("remove_dropout{inference=true}", verify="lint").run(gm, [x])
-    assert report["remove_dropout"].notes == err.notes and only_times_three(gm)
+    assert report["remove_dropout"].notes == err.notes[:1] and only_times_three(gm)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -357,7 +362,8 @@ def test_a_training_flag_that_is_not_a_constant_is_said_to_change_outputs_when_t
     x = torch.ones(1000)
     with pytest.raises(fxpasses.PassFailedError) as info:
         fxpasses.Pipeline.from_string("remove_dropout{inference=true}", verify="numeric").run(gm, [x, True])
-    assert len(info.value.notes) == 1
+    assert len(info.value.notes) == 2  # the pass's reason, then the nodes it changed
+    assert info.value.notes[1] == "'remove_dropout' changed these nodes: %dropout (erased), %mul (edited)"
     assert info.value.notes[0].startswith(
         "remove_dropout{inference=true} removed dropout whose training flag is not a constant, which changes "
         "the outputs by design whenever the flag is true"

@@ -469,12 +469,14 @@ def test_a_pass_saying_it_changes_outputs_gets_a_note_on_its_failure(verify):
         return
     with pytest.raises(fxpasses.PassFailedError) as info:
         Pipeline(["scale_on_purpose"], registry=r, verify="numeric").run(gm, [x])
-    assert info.value.notes == ["scale_on_purpose makes it x*3 on purpose"]
-    assert str(info.value).endswith("\n  note: scale_on_purpose makes it x*3 on purpose")
+    changed = "'scale_on_purpose' changed these nodes: %mul (edited)"
+    assert info.value.notes == ["scale_on_purpose makes it x*3 on purpose", changed]
+    assert str(info.value).endswith(f"\n  note: scale_on_purpose makes it x*3 on purpose\n  note: {changed}")
     # the note is the pass's own word: another pass's failure, or one saying nothing, has none
+    # (and gets the pointer to bisect instead, which a pass saying why does not)
     with pytest.raises(fxpasses.PassFailedError) as info:
         Pipeline([("scale_on_purpose", {"quiet": True})], registry=r, verify="numeric").run(gm, [x])
-    assert info.value.notes == []
+    assert info.value.notes == [changed, fxpasses.pipeline.BISECT_HINT]
     # said, but the outputs are kept (x*2 -> x*2): nothing fails
     report = Pipeline([("scale_on_purpose", {"factor": 2})], registry=r, verify="numeric").run(gm, [x])
     assert report["scale_on_purpose"].status == "ok"
