@@ -18,15 +18,11 @@ from typing import Any, Sequence
 
 import pluggy
 
+from .errors import did_you_mean
 from .hookspecs import INSTRUMENT_HOOKS, PREFIX, REGISTRATION_HOOKS, close_hook_names
 
 ALL_HOOKS = REGISTRATION_HOOKS + INSTRUMENT_HOOKS
 _ROUTINES = (types.FunctionType, types.MethodType, staticmethod, classmethod, types.BuiltinFunctionType)
-
-
-def did_you_mean(names: Sequence[str]) -> str:
-    """``"; did you mean 'a' or 'b'?"``, or ``""`` for no names."""
-    return "; did you mean " + " or ".join(map(repr, names)) + "?" if names else ""
 
 
 def marked_hooks(pm: pluggy.PluginManager, plugin: Any) -> list[str]:

@@ -48,6 +48,11 @@ def short_repr(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def did_you_mean(names: Sequence[str]) -> str:
+    """``"; did you mean 'a' or 'b'?"`` (close names, best first), or ``""`` for no names."""
+    return "; did you mean " + " or ".join(map(repr, names)) + "?" if names else ""
+
+
 class FxPassesError(Exception):
     """Base class of every error raised by fxpasses."""
 
@@ -103,8 +108,7 @@ class UnknownPassError(UserError):
         msg = f"unknown {kind} {name!r}"
         if source:
             msg = f"{source}: {msg}"
-        if self.suggestions:
-            msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        msg += did_you_mean(self.suggestions)
         for h in [hint] if isinstance(hint, str) else hint or ():
             msg += f"\n({h})"
         if kind == "pass" and any(c in name for c in "{}[]=,"):

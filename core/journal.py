@@ -64,6 +64,7 @@ from .snapshot import (
     detach_nodes,
     drop_stray_users,
     module_record_differs,
+    node_change_kinds,
     node_changes,
     node_record,
     nodes_changed,
@@ -501,17 +502,16 @@ class GraphWatch:
         if gm.__dict__.get("_graph") is not self.graph:
             return "gm.graph was replaced by another graph"
         if self.records is not None and nodes_changed(self.graph, self.records):
-            before = {rec[0] for rec in self.records}
-            live = list(self.graph.nodes)
-            now = set(live)
-            added = [n for n in live if n not in before]
-            erased = [rec[0] for rec in self.records if rec[0] not in now]
-            edited = [rec[0] for rec in self.records if rec[0] in now and record_differs(rec[0], rec)]
-            parts = [
-                f"{label} {len(nodes)} node(s): " + ", ".join(f"%{n.name}" for n in nodes[:5]) + (", ..." if len(nodes) > 5 else "")
-                for label, nodes in (("added", added), ("erased", erased), ("changed", edited))
-                if nodes
-            ]
+            kinds = node_change_kinds(self.graph, self.records)
+            parts = []
+            for label, kind in (("added", "new"), ("erased", "erased"), ("changed", "edited")):
+                names = [name for _, k, name in kinds if k == kind]
+                if names:
+                    parts.append(
+                        f"{label} {len(names)} node(s): "
+                        + ", ".join(f"%{name}" for name in names[:5])
+                        + (", ..." if len(names) > 5 else "")
+                    )
             return "; ".join(parts) or "its nodes were reordered"
         graph = self.graph
         last = self.last[0]

@@ -609,24 +609,34 @@ def node_changes(
     graph: torch.fx.Graph, records: Iterable[tuple[Any, ...]], created: Iterable[torch.fx.Node] | None = None
 ) -> list[str]:
     """What a pass did to the nodes, in words, in graph order (erased ones where they were):
-    ``%name (new)``, ``%name (erased)``, ``%name (edited)`` (its name, arguments or target
-    differ from its record; a renamed one is named as it is now). ``records``: the records
+    ``%name (new)``, ``%name (erased)``, ``%name (edited)`` (:func:`node_change_kinds`). For
+    messages: the caller has the pass's results."""
+    return [f"%{name} ({kind})" for _, kind, name in node_change_kinds(graph, records, created)]
+
+
+def node_change_kinds(
+    graph: torch.fx.Graph, records: Iterable[tuple[Any, ...]], created: Iterable[torch.fx.Node] | None = None
+) -> list[tuple[torch.fx.Node, str, str]]:
+    """``(node, kind, name)`` for each node a pass created, erased or edited, in graph order
+    (erased ones where they were); ``kind`` is ``"new"``, ``"erased"`` or ``"edited"`` (its
+    name, arguments or target differ from its record, :func:`record_differs`), ``name`` the
+    node's name as it is now (an erased one's as recorded). ``records``: the records
     (:func:`node_record`) of the nodes before the pass, all of them (a snapshot) or those the
     pass touched (a journal, whose ``created`` nodes are the new ones; otherwise every node of
-    the graph without a record is new). For messages: the caller has the pass's results."""
-    found: list[tuple[Any, str]] = []
+    the graph without a record is new)."""
+    found: list[tuple[Any, torch.fx.Node, str, str]] = []
     recorded: set[torch.fx.Node] = set()
     for rec in records:
         n = rec[0]
         recorded.add(n)
         if n._erased:
-            found.append((rec[7], f"%{rec[1]} (erased)"))
+            found.append((rec[7], n, "erased", rec[1]))
         elif record_differs(n, rec):
-            found.append((n._sort_key, f"%{n.name} (edited)"))
+            found.append((n._sort_key, n, "edited", n.name))
     new = (n for n in created if not n._erased) if created is not None else (n for n in graph.nodes if n not in recorded)
-    found += [(n._sort_key, f"%{n.name} (new)") for n in new]
+    found += [(n._sort_key, n, "new", n.name) for n in new]
     found.sort(key=lambda item: item[0])
-    return [what for _, what in found]
+    return [(n, kind, name) for _, n, kind, name in found]
 
 
 def record_differs(n: torch.fx.Node, rec: tuple[Any, ...]) -> bool:
