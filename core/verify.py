@@ -244,9 +244,9 @@ class LeafFacts:
 
     ``strides`` is ``Tensor.stride()`` (None for an empty or non-strided tensor); strides of
     dimensions of size 1 are not compared (such a stride addresses no second element, and
-    torch's contiguity ignores it); ``alias`` names the first input (``input[0]``, ``input 'mask'``), module tensor
-    (``module tensor 'w'``) or earlier output (``output[0]``) that shares the leaf's storage,
-    or is None (a tensor of its own)."""
+    torch's contiguity ignores it); ``alias`` names the first input (``input[0]``,
+    ``input 'mask'``), module tensor (``module tensor 'w'``) or earlier output
+    (``output[0]``) that shares the leaf's storage, or is None (a tensor of its own)."""
 
     requires_grad: bool
     shape: tuple[int, ...]
@@ -272,8 +272,8 @@ class OutputFacts:
     input requires grad: ``{}``). The module's own parameters are not differentiated: a pass
     may re-parametrise them (fused conv weights, frozen folds, rescaled weights), which
     changes their gradients but not the function of the inputs; an output that stops
-    requiring grad is still told by ``requires_grad``. ``grad_mode``: whether the call ran with grad mode on;
-    ``grad_error``: the exception the backward raised, if it did."""
+    requiring grad is still told by ``requires_grad``. ``grad_mode``: whether the call ran
+    with grad mode on; ``grad_error``: the exception the backward raised, if it did."""
 
     leaves: dict[str, LeafFacts]
     grads: dict[str, torch.Tensor | None] | None
@@ -281,7 +281,9 @@ class OutputFacts:
     grad_error: str | None = None
 
     @classmethod
-    def of(cls, out: Any, args: Sequence[Any], kwargs: Mapping[str, Any], gm: torch.nn.Module, *, grad: bool) -> "OutputFacts":
+    def of(
+        cls, out: Any, args: Sequence[Any], kwargs: Mapping[str, Any], gm: torch.nn.Module, *, grad: bool
+    ) -> "OutputFacts":
         """The facts of ``out``, returned by ``gm(*args, **kwargs)`` (the very tensors)."""
         owners: dict[tuple[Any, int], str] = {}  # (device, storage pointer) -> first owner
 

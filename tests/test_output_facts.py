@@ -382,3 +382,18 @@ def test_fold_constants_keeps_requires_grad_of_what_it_folds_from_parameters(dia
     frozen = ScaledWeight().eval().requires_grad_(False)
     gm, _ = assert_preserves_outputs(text, frozen, [x], dialects=[dialect])[dialect]
     assert list(gm.named_parameters()) == [] and not gm.folded_t.requires_grad
+
+
+def test_a_module_that_raises_in_grad_mode_is_compared_without_gradients():
+    class WritesInput(nn.Module):
+        def forward(self, x):
+            x.mul_(2)  # a leaf that requires grad: refused in grad mode, fine under no_grad
+            return x * 3
+
+    gm = torch.fx.symbolic_trace(WritesInput())
+    x = _x().requires_grad_()
+    out, facts = call_isolated(gm, [x], TensorState(gm), facts=True)
+    assert (facts.grad_mode, facts.grads, facts.leaves["output"].requires_grad) == (False, None, False)
+    torch.testing.assert_close(out, x.detach() * 6)
+    report = fxpasses.Pipeline([SwapMul], verify="numeric").run(gm, [x])
+    assert report.passes[0].status == "ok"
