@@ -88,8 +88,10 @@ class FoldConstants(GraphPass):
     in graph order, with values cached (O(n) evaluations). A node is then *folded* when its
     value is needed at run time (a non-constant node or the output uses it): a tensor result is
     stored with :meth:`PassContext.add_constant` (a new, uniquely named persistent buffer,
-    ``folded_<node name>``) and replaces the node's uses; a Python scalar, dtype or device result
-    becomes a literal.
+    ``folded_<node name>``; a parameter that requires grad when a float result is computed
+    from a tensor that requires grad, such as an eval-mode module's parameter, so that the
+    outputs reading it keep requiring grad) and replaces the node's uses; a Python scalar,
+    dtype or device result becomes a literal.
 
     Refused, and left as they are (the constants they read are then folded where possible):
 
@@ -410,10 +412,16 @@ class FoldConstants(GraphPass):
         """Replace the accepted nodes, erase the constant nodes left without users (only pure
         constants: their groups' nodes), delete the attributes left unread."""
         graph = gm.graph
+        grad = _from_grad(values)
         for node, value in accepted.items():
             if isinstance(value, torch.Tensor):
+                folded = value.detach().clone()
+                if grad.get(node) and (folded.is_floating_point() or folded.is_complex()):
+                    # computed (under no_grad) from tensors that require grad: stored as a
+                    # parameter that requires grad, so the outputs that read it still do
+                    folded = torch.nn.Parameter(folded, requires_grad=True)
                 with ctx.inserting_before(node):
-                    const = ctx.add_constant(value.detach().clone(), hint=f"folded_{node.name}")
+                    const = ctx.add_constant(folded, hint=f"folded_{node.name}")
                 for key in _META_KEYS:
                     if key in node.meta:
                         const.meta[key] = node.meta[key]
@@ -430,6 +438,19 @@ class FoldConstants(GraphPass):
             ctx.count("removed_nodes", removed)
         for key, n in prune_unused_state(gm, candidates=removable, before_edit=ctx.before_module_edit).items():
             ctx.count(key, n)
+
+
+def _from_grad(values: dict[Node, Any]) -> dict[Node, bool]:
+    """Which constant nodes (``values``, in graph order) are computed from a tensor that
+    requires grad (a parameter of an eval-mode module): their results would require grad in
+    eager mode (for float results; a conservative answer: ``zeros_like(w)`` is counted too)."""
+    grad: dict[Node, bool] = {}
+    for node, value in values.items():
+        if node.op == "get_attr":
+            grad[node] = isinstance(value, torch.Tensor) and value.requires_grad
+        else:
+            grad[node] = any(grad.get(i, False) for i in node._input_nodes)
+    return grad
 
 
 def _owner_training(gm: torch.fx.GraphModule, target: str, paths: ModulePaths) -> bool:

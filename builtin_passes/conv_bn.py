@@ -203,7 +203,7 @@ class FuseConvBN(NodePass):
             bn.eps,
             bn.weight,
             bn.bias,
-            requires_grad=conv.weight.requires_grad,
+            requires_grad=_requires_grad(conv.weight, conv.bias, bn.weight, bn.bias),
         )
         name = ctx.add_submodule(fused, f"{conv_node.target}_fused")
         # the conv node calls the fused module from now on (its only user is the BN, whose
@@ -339,7 +339,10 @@ class FuseConvBN(NodePass):
         w, rm, rv = val["w"], val["running_mean"], val["running_var"]
         if not all(isinstance(t, torch.Tensor) for t in (w, rm, rv)) or rm.shape != (w.shape[0],) or rv.shape != rm.shape:
             return None, None
-        fw, fb = self._folds.add(w, val["b"], rm, rv, eps, val["weight"], val["bias"])
+        # parameters that require grad in, parameters that require grad out: the outputs keep
+        # requires_grad and gradients still reach the inputs (a plain buffer cut them off)
+        trainable = _requires_grad(w, val["b"], val["weight"], val["bias"], rm, rv)
+        fw, fb = self._folds.add(w, val["b"], rm, rv, eps, val["weight"], val["bias"], requires_grad=trainable or None)
         prefix = params["w"].target.removesuffix(".weight")
         for v in params.values():
             if isinstance(v, Node):
@@ -348,6 +351,12 @@ class FuseConvBN(NodePass):
             ctx.add_constant(fw, f"{prefix}_fused_weight"),
             ctx.add_constant(fb, f"{prefix}_fused_bias"),
         )
+
+
+def _requires_grad(*tensors: Any) -> bool:
+    """Whether any of the tensors given (None and non-tensors ignored) requires grad: then so
+    do the fused weight and bias computed from them."""
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
 def _copy_conv(conv: torch.nn.Module) -> torch.nn.Module:

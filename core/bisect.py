@@ -29,7 +29,7 @@ import torch.fx
 from .errors import PassFailedError, UserError
 from .inputs import check_accepted, check_example_inputs
 from .pipeline import Pipeline, Plan, _gc_paused, _run_module
-from .verify import TensorState, compare_outputs
+from .verify import TensorState, compare_facts, compare_outputs
 from .rewrites import RewriteLimit, RewriteRecord
 from .snapshot import Snapshot
 
@@ -176,7 +176,7 @@ def bisect(
     result = BisectResult("clean", steps=len(steps))
     with _gc_paused():
         state = TensorState(gm)
-        reference = _run_module(gm, example_inputs, state, example_kwargs)
+        reference, reference_facts = _run_module(gm, example_inputs, state, example_kwargs, facts=True)
         snap = Snapshot(gm, copy_tensors=True)
 
     def restore() -> None:
@@ -225,9 +225,11 @@ def bisect(
         try:
             trial_pipeline.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=limit)
             with _gc_paused():
-                actual = _run_module(gm, example_inputs, TensorState(gm), example_kwargs)
+                actual, facts = _run_module(gm, example_inputs, TensorState(gm), example_kwargs, facts=True)
                 cmp = compare_outputs(actual, reference, atol, rtol)
-            t = Trial(n, bool(cmp.message), cmp.message or f"outputs match (max abs error {cmp.max_abs:.3g})")
+                # requires_grad, aliases, strides and gradients too, as numeric verification
+                message = cmp.message or compare_facts(facts, reference_facts, atol, rtol)
+            t = Trial(n, bool(message), message or f"outputs match (max abs error {cmp.max_abs:.3g})")
         except PassFailedError as exc:
             t = Trial(n, True, str(exc).splitlines()[0])
         finally:

@@ -240,13 +240,21 @@ class PassContext:
         """Store ``value`` as a new, uniquely named buffer of ``gm`` and return a get_attr node.
 
         The buffer is persistent (it is in ``state_dict()``), so saving and ``.to(device)``
-        carry it.
+        carry it. An ``nn.Parameter`` is registered as a parameter instead (with its
+        ``requires_grad``): a value computed from tensors that require grad (fused conv
+        weights) must keep requiring grad, or the outputs that read it lose it.
+
+        Raises:
+            TypeError: ``value`` is not a tensor.
         """
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"add_constant takes a tensor, got {type(value).__name__}")
         name = self.unique_attr_name(hint)
         self.before_module_edit(self.gm)
-        self.gm.register_buffer(name, value)
+        if isinstance(value, torch.nn.Parameter):
+            self.gm.register_parameter(name, value)
+        else:
+            self.gm.register_buffer(name, value)
         return self.create_node("get_attr", name)
 
     def add_submodule(self, module: torch.nn.Module, hint: str) -> str:

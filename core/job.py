@@ -61,7 +61,7 @@ from .errors import ConfigError, UserError, VerificationError, exception_line
 from .pipeline import BISECT_HINT, Pipeline, Plan
 from .registry import Registry
 from .report import RunReport
-from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, global_modes_kept
+from .verify import TensorState, call_isolated, clone_outputs, compare_facts, compare_outputs, global_modes_kept
 
 __all__ = [
     "JobResult",
@@ -667,7 +667,7 @@ def run_job(
     # compare like for like; timing runs in between do not leak into the comparison.
     state = TensorState(gm)
     try:
-        expected = call_isolated(gm, cap.inputs, state, cap.kwargs)
+        expected, expected_facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
     except Exception as exc:
         what = "the captured model"
         if mc.graph is not None or mc.program is not None:
@@ -689,7 +689,7 @@ def run_job(
             "whatever `verify` is, so a pipeline that changes them on purpose cannot pass it"
         )
     try:
-        actual = call_isolated(gm, cap.inputs, state, cap.kwargs)
+        actual, facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
     except Exception as exc:
         changers = [p.name for p in report.passes if p.changed]
         raise VerificationError(
@@ -698,9 +698,11 @@ def run_job(
             f"back the one that breaks it){notes}"
         ) from exc
     cmp = compare_outputs(actual, expected, cfg.atol, cfg.rtol)
-    if cmp.message:
+    # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
+    message = cmp.message or compare_facts(facts, expected_facts, cfg.atol, cfg.rtol)
+    if message:
         raise VerificationError(
-            f"the optimized model's outputs differ from the original: {cmp.message}{notes}\n  note: {BISECT_HINT}"
+            f"the optimized model's outputs differ from the original: {message}{notes}\n  note: {BISECT_HINT}"
         )
     after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()

@@ -56,7 +56,7 @@ from .report import PassReport, RunReport
 from .rewrites import RewriteLimit, run_pass_limited
 from .runner import HookError, hook_failure, run_pass
 from .snapshot import Snapshot, graph_changed
-from .verify import TensorState, call_isolated, clone_outputs, compare_outputs
+from .verify import TensorState, call_isolated, clone_outputs, compare_facts, compare_outputs
 from .spec import SpecEntry, format_value, parse_pipeline_string
 
 __all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
@@ -483,7 +483,11 @@ class Pipeline:
             dialect=dialect, nodes_before=len(gm.graph.nodes), verification=self.verify
         )
         state = TensorState(gm) if needs_numeric else None
-        reference = _run_module(gm, example_inputs, state, example_kwargs) if state is not None else None
+        # the outputs before the pipeline, and what they are besides values (requires_grad,
+        # aliases, strides, gradients: fxpasses.verify.OutputFacts)
+        reference, reference_facts = (
+            _run_module(gm, example_inputs, state, example_kwargs, facts=True) if state is not None else (None, None)
+        )
         notify = self.registry.call_instruments
         spelled: dict[Any, Any] = {}  # nodes whose arguments were found spellable (see _lint)
         analyses: dict[str, Any] = {}
@@ -638,7 +642,7 @@ class Pipeline:
                         try:
                             # from the module as the pass left it (it may have written
                             # weights), back to that after the call
-                            actual = call_isolated(gm, example_inputs, TensorState(gm), example_kwargs)
+                            actual, facts = call_isolated(gm, example_inputs, TensorState(gm), example_kwargs, facts=True)
                         except Exception as exc:
                             raise VerificationError(
                                 f"the module no longer runs on the example inputs: {type(exc).__name__}: {exc}"
@@ -652,8 +656,9 @@ class Pipeline:
                                 "outputs hold real values, not meta or fake tensors)"
                             ) from exc
                         report.max_abs_error = max(report.max_abs_error or 0.0, err.max_abs)
-                        if err.message:
-                            raise _OutputsDiffer(err.message, snap.node_changes())
+                        message = err.message or compare_facts(facts, reference_facts, self.atol, self.rtol)
+                        if message:
+                            raise _OutputsDiffer(message, snap.node_changes())
                 except Exception as exc:
                     pr.seconds = time.perf_counter() - t0
                     if isinstance(exc, JournalMismatch):  # check mode: a wrong declaration, not a pass failure
@@ -686,7 +691,7 @@ class Pipeline:
                     if isinstance(exc, _OutputsDiffer) and unchecked:
                         failure.notes.append(
                             self._earlier_blame(
-                                gm, example_inputs, example_kwargs, reference, unchecked, failure.rolled_back
+                                gm, example_inputs, example_kwargs, (reference, reference_facts), unchecked, failure.rolled_back
                             )
                         )
                     if isinstance(exc, _OutputsDiffer) and limit is None and not ctx.output_changes:
@@ -775,22 +780,23 @@ class Pipeline:
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any] | None,
         example_kwargs: Mapping[str, Any] | None,
-        reference: Any,
+        reference: tuple[Any, Any],
         unchecked: list[str],
         rolled_back: bool,
     ) -> str:
         """A note for a numeric mismatch after passes that changed the graph unverified: did
-        the outputs differ from the reference already before the failing pass?"""
+        the outputs (or their facts, ``reference``: ``(outputs, OutputFacts)``) differ from the
+        reference already before the failing pass?"""
         names = ", ".join(unchecked)
         if rolled_back:
             gm.recompile()  # the module as it was before the failing pass
             try:
-                before = call_isolated(gm, example_inputs, TensorState(gm), example_kwargs)
+                before, facts = call_isolated(gm, example_inputs, TensorState(gm), example_kwargs, facts=True)
             except Exception:  # noqa: BLE001 - a note only
-                before = None
-            if before is not None:
-                err = compare_outputs(before, reference, self.atol, self.rtol)
-                if err.message:
+                before = facts = None
+            if facts is not None:
+                err = compare_outputs(before, reference[0], self.atol, self.rtol)
+                if err.message or compare_facts(facts, reference[1], self.atol, self.rtol):
                     return (
                         f"the outputs already differed from the module before the pipeline before "
                         f"this pass (max abs error {err.max_abs:.3g}): the difference comes from an "
@@ -1057,15 +1063,18 @@ def _run_module(
     inputs: Sequence[Any] | None,
     state: TensorState,
     kwargs: Mapping[str, Any] | None = None,
+    *,
+    facts: bool = False,
 ) -> Any:
-    """``gm(*inputs, **kwargs)`` like for like (see :func:`fxpasses.verify.call_isolated`).
+    """``gm(*inputs, **kwargs)`` like for like (see :func:`fxpasses.verify.call_isolated`;
+    ``facts``: ``(outputs, OutputFacts)``).
 
     Raises:
         UserError: the module does not run on its example inputs (the user's error, named as
             such, with the module's exception as ``__cause__``).
     """
     try:
-        return call_isolated(gm, inputs, state, kwargs)
+        return call_isolated(gm, inputs, state, kwargs, facts=facts)
     except Exception as exc:
         what = "example inputs"
         if kwargs:

@@ -54,7 +54,10 @@ def assert_preserves_outputs(
     the pass over the graph (with the capture's inputs as the run's example inputs, keywords
     included), and compare (every call on fresh copies of the inputs, with the module's
     tensors as captured and ``torch.manual_seed(0)``) (dtype, shape, NaN positions, values
-    within ``atol + rtol * |expected|``) on the example inputs and on every further input set:
+    within ``atol + rtol * |expected|``; and what :func:`fxpasses.verify.compare_facts`
+    compares: each tensor output's ``requires_grad``, the input, module tensor or other output
+    it shares storage with, its strides, and, when an output requires grad, the gradients with
+    respect to the inputs and parameters that require grad) on the example inputs and on every further input set:
     ``check_inputs[k]`` (positional) with ``check_kwargs[k]`` (keywords); when only one of the
     two is given, the other's entries are empty. ``pass_or_pipeline`` is a pass class or
     instance, a pipeline string, a list of entries or a :class:`~fxpasses.Pipeline`.
@@ -67,7 +70,10 @@ def assert_preserves_outputs(
 
     Raises:
         AssertionError: naming the pass, the dialect, the input set, the first differing
-            output and its largest absolute error (or the error the module raises on that
+            output and its largest absolute error, or the first output whose facts differ
+            (``output[0]: no longer requires grad ...``, ``output: shares storage with
+            input[0] ...``, ``output: strides (1, 4) vs (4, 1) ...``, ``gradient of
+            input[0]: ...``) (or the error the module raises on that
             input set after the pass); :class:`fxpasses.journal.JournalMismatch` (an
             ``AssertionError``) naming what a journaled pass edited out of its journal's sight.
         UserError: example inputs of the wrong type (``example_kwargs`` not a mapping with
@@ -78,7 +84,7 @@ def assert_preserves_outputs(
             another batch size than the capture was specialised to).
     """
     from .inputs import check_example_inputs
-    from .verify import TensorState, compare_outputs
+    from .verify import TensorState, compare_facts, compare_outputs
 
     kwargs = check_example_inputs(None, example_kwargs)[1] or {}
     checks = _check_sets(check_inputs, check_kwargs)
@@ -99,13 +105,14 @@ def assert_preserves_outputs(
             report = pipeline.run(gm, cap.inputs, example_kwargs=cap.kwargs or None)
         state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
         after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
-        for k, (a, b) in enumerate(zip(after, before)):
+        for k, ((a, a_facts), (b, b_facts)) in enumerate(zip(after, before)):
             cmp = compare_outputs(a, b, atol, rtol)
-            if cmp.message:
+            message = cmp.message or compare_facts(a_facts, b_facts, atol, rtol)
+            if message:
                 label = _label(k)
                 raise AssertionError(
                     f"{pipeline.plan().as_pipeline_string()} changed the outputs of "
-                    f"{type(module).__name__} captured with {dialect} on {label}: {cmp.message} "
+                    f"{type(module).__name__} captured with {dialect} on {label}: {message} "
                     f"(max abs error {cmp.max_abs:.3g})\n{report.table()}"
                 )
         results[dialect] = (gm, report)
@@ -138,14 +145,15 @@ def _label(k: int) -> str:
 
 
 def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, after: Any) -> Any:
-    """``call_isolated(gm, *inputs)`` (``inputs``: positional and keyword inputs); a failure
+    """``call_isolated(gm, *inputs, facts=True)`` (``inputs``: positional and keyword inputs):
+    ``(outputs, OutputFacts)``; a failure
     names the input set: before the pass (``after`` None) it is the test's inputs that the
     capture cannot take, after it the pass's doing."""
     from .verify import call_isolated
 
     args, kwargs = inputs
     try:
-        return call_isolated(gm, args, state, kwargs)
+        return call_isolated(gm, args, state, kwargs, facts=True)
     except Exception as exc:
         what = exception_line(exc)
         if after is None:

@@ -26,6 +26,9 @@ __all__ = [
     "clone_outputs",
     "Comparison",
     "compare_outputs",
+    "LeafFacts",
+    "OutputFacts",
+    "compare_facts",
     "tolerances",
     "SEED",
 ]
@@ -165,6 +168,8 @@ def call_isolated(
     inputs: Sequence[Any] | None,
     state: TensorState,
     kwargs: Mapping[str, Any] | None = None,
+    *,
+    facts: bool = False,
 ) -> Any:
     """``gm(*inputs, **kwargs)`` from the recorded ``state``, on input copies, under :data:`SEED`.
 
@@ -175,6 +180,16 @@ def call_isolated(
     RNG is forked so the caller's random stream does not move. Returns detached copies of the
     outputs.
 
+    With ``facts=True`` returns ``(outputs, OutputFacts)``: what the outputs are besides their
+    values (:class:`OutputFacts`: each tensor leaf's ``requires_grad``, strides and which
+    input, module tensor or other output it shares storage with, and the gradients of a fixed
+    function of the outputs), for :func:`compare_facts`. The call then runs in the caller's
+    grad mode (without ``facts`` always under ``no_grad``); the gradients are computed only
+    when an output requires grad, so an inference call (under ``torch.no_grad()`` or
+    ``torch.inference_mode()``, or with nothing that requires grad) runs no backward. A module
+    that raises in grad mode (e.g. it writes in place an input that requires grad) is run
+    again under ``no_grad``, and its facts say so (its gradients are not compared).
+
     ``state`` must be recorded from the module as it is meant to be called: a pass may write
     weights in place (a correct rewrite), so record the state after the pass
     (:class:`TensorState` ``(gm)``) to verify it, not the one from before the pipeline.
@@ -182,24 +197,260 @@ def call_isolated(
     Raises:
         Exception: whatever the module raises on these inputs (its tensors are put back first).
     """
+    if facts and torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
+        try:
+            return _call(gm, inputs, state, kwargs, grad=True)
+        except Exception:  # noqa: BLE001 - e.g. an in-place write of a leaf that requires grad
+            pass
+    return _call(gm, inputs, state, kwargs, grad=False, facts=facts)
+
+
+def _call(
+    gm: torch.nn.Module,
+    inputs: Sequence[Any] | None,
+    state: TensorState,
+    kwargs: Mapping[str, Any] | None,
+    *,
+    grad: bool,
+    facts: bool = True,
+) -> Any:
+    """:func:`call_isolated`'s call, in grad mode ``grad``; with ``facts``, ``(outputs, facts)``."""
     state.restore()
     printed = io.StringIO()
     try:
         # a GraphModule prints its own traceback to stderr when its code raises; the caller
         # reports the exception (with its cause), so that print is dropped on failure
-        with global_modes_kept(), torch.no_grad(), torch.random.fork_rng(devices=[]), contextlib.redirect_stderr(printed):
+        with global_modes_kept(), torch.set_grad_enabled(grad), torch.random.fork_rng(devices=[]), contextlib.redirect_stderr(printed):
             torch.manual_seed(SEED)
             # copies keeping each input's layout and storage sharing: the module sees them as
             # it sees the caller's (an expanded input it writes fails here as it would there)
             copies = LayoutCopies()
             args = copy_inputs(list(inputs or ()), copies)
             keywords = copy_inputs(dict(kwargs), copies) if kwargs else {}
-            out = clone_outputs(gm(*args, **keywords))
+            raw = gm(*args, **keywords)
+            out = clone_outputs(raw)
+            if facts:
+                seen = OutputFacts.of(raw, args, keywords, gm, grad=grad)
     finally:
         state.restore()
     if printed.getvalue():  # the call succeeded: what it printed is the model's own output
         sys.stderr.write(printed.getvalue())
+    return (out, seen) if facts else out
+
+
+@dataclass(frozen=True)
+class LeafFacts:
+    """What one tensor output is besides its values (see :class:`OutputFacts`).
+
+    ``strides`` is ``Tensor.stride()`` (None for an empty or non-strided tensor); strides of
+    dimensions of size 1 are not compared (such a stride addresses no second element, and
+    torch's contiguity ignores it); ``alias`` names the first input (``input[0]``,
+    ``input 'mask'``), module tensor (``module tensor 'w'``) or earlier output
+    (``output[0]``) that shares the leaf's storage, or is None (a tensor of its own)."""
+
+    requires_grad: bool
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None
+    contiguous: bool
+    alias: str | None
+
+    def layout(self) -> tuple[int | None, ...] | None:
+        """The strides compared: those of dimensions of size 1 left out (None)."""
+        if self.strides is None:
+            return None
+        return tuple(None if n == 1 else s for n, s in zip(self.shape, self.strides))
+
+
+@dataclass
+class OutputFacts:
+    """Facts about a call's outputs that values do not show, by output path
+    (``output[0]``, ``output['logits']``): :class:`LeafFacts` of each tensor leaf, and
+    ``grads``: the gradients of ``sum(output * w)`` over the float outputs that require grad
+    (``w``: fixed random weights of each output's shape) with respect to each input that
+    requires grad, by name (``input[0]``, ``input 'mask'``; None where the outputs do not
+    depend on it), or None when no output requires grad (then no backward runs; nor when no
+    input requires grad: ``{}``). The module's own parameters are not differentiated: a pass
+    may re-parametrise them (fused conv weights, frozen folds, rescaled weights), which
+    changes their gradients but not the function of the inputs; an output that stops
+    requiring grad is still told by ``requires_grad``. ``grad_mode``: whether the call ran
+    with grad mode on; ``grad_error``: the exception the backward raised, if it did."""
+
+    leaves: dict[str, LeafFacts]
+    grads: dict[str, torch.Tensor | None] | None
+    grad_mode: bool
+    grad_error: str | None = None
+
+    @classmethod
+    def of(
+        cls, out: Any, args: Sequence[Any], kwargs: Mapping[str, Any], gm: torch.nn.Module, *, grad: bool
+    ) -> "OutputFacts":
+        """The facts of ``out``, returned by ``gm(*args, **kwargs)`` (the very tensors)."""
+        owners: dict[tuple[Any, int], str] = {}  # (device, storage pointer) -> first owner
+
+        def own(t: torch.Tensor, name: str) -> None:
+            key = _storage_key(t)
+            if key is not None:
+                owners.setdefault(key, name)
+
+        named_inputs = _named_tensors(args, kwargs)
+        for name, t in named_inputs:
+            own(t, name)
+        names = {id(t): n for n, t in _named_module_tensors(gm)}
+        for t in _module_tensors(gm):
+            own(t, f"module tensor {names.get(id(t), '?')!r}")
+        leaves: dict[str, LeafFacts] = {}
+        tensors: list[torch.Tensor] = []
+        for path, t in _tensor_leaves(out, "output"):
+            key = _storage_key(t)
+            alias = owners.get(key) if key is not None else None
+            if key is not None:
+                owners.setdefault(key, path)
+            empty = t.numel() == 0 or t.layout is not torch.strided
+            strides = None if empty else tuple(t.stride())
+            contiguous = t.is_contiguous() if t.layout is torch.strided else False
+            leaves[path] = LeafFacts(bool(t.requires_grad), tuple(t.shape), strides, contiguous, alias)
+            tensors.append(t)
+        grads = None
+        differentiable = [t for t in tensors if t.requires_grad and t.is_floating_point()]
+        if grad and differentiable:
+            # the inputs only: a pass may re-parametrise the module's own state (fuse_conv_bn's
+            # fused weights, fold_constants{fold_parameters=true}'s frozen folds, rescaled
+            # weights), which changes the gradients of its parameters but not the function of
+            # the inputs or its derivative (TorchDynamo graphs take the parameters as inputs)
+            targets = [(n, t) for n, t in named_inputs if t.requires_grad]
+            grads = {}
+            if targets:
+                weights = torch.Generator().manual_seed(SEED)
+                total = sum(
+                    (t * torch.randn(t.shape, generator=weights, dtype=torch.float64).to(t.device, t.dtype)).sum()
+                    for t in differentiable
+                )
+                try:
+                    got = torch.autograd.grad(total, [t for _, t in targets], allow_unused=True)
+                except Exception as exc:  # noqa: BLE001 - compared: before the pass it may have run
+                    return cls(leaves, None, grad, f"{type(exc).__name__}: {str(exc)[:300]}")
+                grads = {n: None if g is None else g.detach().clone() for (n, _), g in zip(targets, got)}
+        return cls(leaves, grads, grad)
+
+
+def _storage_key(t: torch.Tensor) -> tuple[Any, int] | None:
+    """``(device, storage data pointer)`` of a strided tensor with memory, else None."""
+    if t.layout is not torch.strided:
+        return None
+    try:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+    except Exception:  # noqa: BLE001 - a tensor kind without a storage (fake, subclasses)
+        return None
+    return (t.device, ptr) if ptr and storage.nbytes() else None
+
+
+def _named_tensors(args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[tuple[str, torch.Tensor]]:
+    """The tensors of the inputs, named ``input[0]``, ``input[1][0]``, ``input 'mask'``."""
+    out = list(_tensor_leaves(list(args), "input"))
+    for k, v in kwargs.items():
+        out.extend(_tensor_leaves(v, f"input {k!r}"))
     return out
+
+
+def _named_module_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    out = list(gm.named_parameters(remove_duplicate=False))
+    out.extend(gm.named_buffers(remove_duplicate=False))
+    for prefix, m in gm.named_modules(remove_duplicate=False):
+        for k, v in vars(m).items():
+            if isinstance(v, torch.Tensor):
+                out.append((f"{prefix}.{k}" if prefix else k, v))
+    return out
+
+
+def _tensor_leaves(value: Any, path: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(path, tensor)`` of every tensor in a nested value, paths as :func:`compare_outputs`
+    spells them (``output[0]``, ``output['k']``, ``output.logits``)."""
+    if isinstance(value, torch.Tensor):
+        yield path, value
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _tensor_leaves(v, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _tensor_leaves(v, f"{path}[{k!r}]")
+    else:
+        children = _pytree_children(value)
+        for key, v in children or ():
+            yield from _tensor_leaves(v, f"{path}{key}")
+
+
+def compare_facts(actual: OutputFacts, expected: OutputFacts, atol: float, rtol: float) -> str:
+    """The first difference between the facts of the outputs after a pass (``actual``) and
+    before it (``expected``), as a message naming the output path and what changed, or ``""``.
+
+    Compared, in this order, for each tensor output: whether it requires grad (when both calls
+    ran in grad mode), which input, module tensor or earlier output it shares storage with,
+    and its strides (exactly, except in dimensions of size 1); then the gradients of
+    :class:`OutputFacts` with respect to each input that requires grad, within
+    ``atol``/``rtol`` as :func:`compare_outputs` compares values (a gradient that is None,
+    the outputs not depending on that input, counts as zeros).
+
+    Call it after :func:`compare_outputs` found the values equal (it assumes the same output
+    structure and shapes).
+
+    Raises:
+        ValueError: ``atol`` or ``rtol`` is negative or not finite.
+    """
+    _check_tolerances(atol, rtol)
+    grad_mode = actual.grad_mode and expected.grad_mode
+    for path, e in expected.leaves.items():
+        a = actual.leaves.get(path)
+        if a is None:
+            continue  # not a tensor after the pass: compare_outputs reports that
+        if grad_mode and a.requires_grad != e.requires_grad:
+            if e.requires_grad:
+                return (
+                    f"{path}: no longer requires grad (it did before the pass): the pass cut the autograd "
+                    "graph (a .detach(), a no_grad region, or a tensor it made from ones that require grad "
+                    "without requires_grad); gradients would no longer reach the inputs and parameters"
+                )
+            return f"{path}: requires grad after the pass and did not before it"
+        if a.alias != e.alias:
+            if a.alias is None:
+                return (
+                    f"{path}: a tensor of its own after the pass, but shared storage with {e.alias} before it "
+                    "(the pass replaced a view by a copy)"
+                )
+            was = f"shared storage with {e.alias}" if e.alias else "was a tensor of its own"
+            return (
+                f"{path}: shares storage with {a.alias} after the pass; before it, it {was}: a caller "
+                f"writing one would now change the other (keep the copy the graph made, e.g. .clone())"
+            )
+        if a.layout() != e.layout():
+            fix = " (keep the .contiguous() call)" if e.contiguous and not a.contiguous else ""
+            return (
+                f"{path}: strides {_strides(a.strides)} vs {_strides(e.strides)} before the pass "
+                f"(contiguous: {a.contiguous}, {e.contiguous} before){fix}"
+            )
+    if grad_mode and actual.grad_error and not expected.grad_error:
+        return f"the backward of the outputs fails after the pass (it ran before it): {actual.grad_error}"
+    if not grad_mode or expected.grads is None or actual.grads is None:
+        return ""
+    for name, e in expected.grads.items():
+        a = actual.grads.get(name)
+        if e is None and a is None:
+            continue
+        ref = a if e is None else e
+        e = torch.zeros_like(ref) if e is None else e
+        a = torch.zeros_like(ref) if a is None else a
+        cmp = compare_outputs(a, e, atol, rtol, path=f"gradient of {name}")
+        if cmp.message:
+            return (
+                f"{cmp.message} (the outputs match, their gradients do not: the pass changed the "
+                "backward, e.g. a detached part of an expression or an op with the same forward and "
+                "another derivative)"
+            )
+    return ""
+
+
+def _strides(strides: tuple[int, ...] | None) -> str:
+    return "none (empty)" if strides is None else str(strides)
 
 
 def _pytree_children(value: Any) -> list[tuple[str, Any]] | None:
@@ -227,6 +478,11 @@ class Comparison:
     max_abs: float
 
 
+def _check_tolerances(atol: float, rtol: float) -> None:
+    if not (math.isfinite(atol) and math.isfinite(rtol)) or atol < 0 or rtol < 0:
+        raise ValueError(f"atol and rtol must be finite and >= 0, got atol={atol!r}, rtol={rtol!r}")
+
+
 def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: str = "output") -> Comparison:
     """Compare nested outputs leaf by leaf: structure, dtype, shape, device, NaN positions,
     values.
@@ -239,8 +495,7 @@ def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: 
     Raises:
         ValueError: ``atol`` or ``rtol`` is negative or not finite.
     """
-    if not (math.isfinite(atol) and math.isfinite(rtol)) or atol < 0 or rtol < 0:
-        raise ValueError(f"atol and rtol must be finite and >= 0, got atol={atol!r}, rtol={rtol!r}")
+    _check_tolerances(atol, rtol)
     worst = 0.0
 
     def walk(a: Any, e: Any, p: str) -> str:

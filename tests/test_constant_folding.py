@@ -103,7 +103,7 @@ def test_outputs_preserved_and_exact_folds_in_every_dialect():
         assert any(k.startswith("folded") for k in state)
 
 
-def test_folded_values_are_stored_as_named_buffers():
+def test_folded_values_are_stored_as_named_buffers_or_parameters():
     model = Foldable()
     gm, inputs = trace(model, "export", foldable_inputs())
     before = gm(*inputs)
@@ -111,10 +111,14 @@ def test_folded_values_are_stored_as_named_buffers():
     folded = sorted(k for k in gm.state_dict() if k.startswith("folded"))
     assert len(folded) == 3 == len(set(folded))
     for name in folded:
-        assert name in dict(gm.named_buffers())  # persistent buffer, in state_dict
         assert name in get_attrs(gm)
+    # (w * 2).t() is computed from a parameter that requires grad: a parameter that does too
+    # (the outputs reading it keep requiring grad); the others are persistent buffers
+    params = dict(gm.named_parameters())
+    assert [n for n in folded if n in params] == ["folded_t"] and params["folded_t"].requires_grad
+    assert all(n in dict(gm.named_buffers()) for n in folded if n != "folded_t")
     expected = (model.w * 2).t().detach()
-    assert sum(torch.equal(gm.get_buffer(n), expected) for n in folded) == 1
+    assert torch.equal(gm.folded_t, expected)
     for a, b in zip(gm(*inputs), before):
         assert torch.allclose(a, b)
     assert report.counters["removed_parameters"] == 1 and report.counters["removed_buffers"] == 2

@@ -1,0 +1,399 @@
+"""Numeric verification compares more than values: requires_grad, aliasing, strides, gradients.
+
+Three planted passes keep every output value and are still wrong: one cuts autograd
+(``.detach()`` on the output), one makes the output the input itself (``x + 0`` -> ``x``),
+one drops a ``.contiguous()`` (the output's strides change). Each is caught by the pipeline's
+numeric verification (graph rolled back as it was), by ``assert_preserves_outputs`` and by
+the ``torch.compile`` backend's check, in every dialect.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+import torch
+import torch._dynamo
+from torch import nn
+
+import fxpasses
+import fxpasses.backend as backend
+from fxpasses.capture import capture
+from fxpasses.testing import assert_preserves_outputs, normalized_code
+from fxpasses.verify import TensorState, call_isolated, compare_facts
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
+
+def _name(target: object) -> str:
+    return getattr(target, "__name__", str(target)).split(".")[0]
+
+
+def _output(gm: torch.fx.GraphModule) -> torch.fx.Node:
+    return next(n for n in gm.graph.nodes if n.op == "output")
+
+
+def _bypass(gm: torch.fx.GraphModule, matches) -> bool:
+    """Replace each node ``matches(node)`` accepts by its first argument; whether any was."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        if matches(node):
+            node.replace_all_uses_with(node.args[0])
+            gm.graph.erase_node(node)
+            changed = True
+    return changed
+
+
+def _products(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The ``a * b`` nodes of two tensors."""
+    return [
+        n
+        for n in gm.graph.nodes
+        if n.op == "call_function" and _name(n.target) == "mul" and isinstance(n.args[1], torch.fx.Node)
+    ]
+
+
+class CutAutograd(fxpasses.GraphPass):
+    """Detaches the first output (same values; no gradient reaches anything)."""
+
+    name = "cut_autograd"
+
+    def run(self, gm, ctx):
+        out = _output(gm)
+        value = out.args[0]
+        first = value[0] if isinstance(value, (tuple, list)) else value
+        with gm.graph.inserting_before(out):
+            detached = gm.graph.call_function(torch.Tensor.detach, (first,))
+        out.args = (type(value)([detached, *value[1:]]) if isinstance(value, (tuple, list)) else detached,)
+        return True
+
+
+class AddZeroToInput(fxpasses.GraphPass):
+    """``x + 0`` -> ``x``: the output is then the input tensor itself."""
+
+    name = "add_zero_to_input"
+
+    def run(self, gm, ctx):
+        return _bypass(gm, lambda n: n.op == "call_function" and _name(n.target) == "add" and n.args[1:2] == (0,))
+
+
+class DropContiguous(fxpasses.GraphPass):
+    """``x.t().contiguous()`` -> ``x.t()``: same values, transposed strides."""
+
+    name = "drop_contiguous"
+
+    def run(self, gm, ctx):
+        return _bypass(gm, lambda n: n.target == "contiguous" or n.op == "call_function" and _name(n.target) == "contiguous")
+
+
+class DetachSecondFactor(fxpasses.GraphPass):
+    """``a * b`` -> ``a * b.detach()``: the same forward, no gradient for ``b``."""
+
+    name = "detach_second_factor"
+
+    def run(self, gm, ctx):
+        muls = _products(gm)
+        for node in muls:
+            with gm.graph.inserting_before(node):
+                detached = gm.graph.call_function(torch.Tensor.detach, (node.args[1],))
+            node.args = (node.args[0], detached, *node.args[2:])
+        return bool(muls)
+
+
+class SwapMul(fxpasses.GraphPass):
+    """``a * b`` -> ``b * a``: a correct pass (values, gradients and layout kept)."""
+
+    name = "swap_mul"
+
+    def run(self, gm, ctx):
+        muls = _products(gm)
+        for node in muls:
+            node.args = (node.args[1], node.args[0], *node.args[2:])
+        return bool(muls)
+
+
+class Linear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class AddZero(nn.Module):
+    def forward(self, x):
+        return x + 0
+
+
+class Transposed(nn.Module):
+    def forward(self, x):
+        return x.t().contiguous() * 2
+
+
+class Product(nn.Module):
+    def forward(self, x, y):
+        return x * y
+
+
+def _x() -> torch.Tensor:
+    return torch.randn(2, 4)
+
+
+# (pass, model, the message's substring)
+BAD = {
+    "cut_autograd": (
+        CutAutograd,
+        Linear,
+        "{path}: no longer requires grad (it did before the pass): the pass cut the autograd graph",
+    ),
+    "alias": (
+        AddZeroToInput,
+        AddZero,
+        "{path}: shares storage with input[0] after the pass; before it, it was a tensor of its own: a caller "
+        "writing one would now change the other (keep the copy the graph made, e.g. .clone())",
+    ),
+    "strides": (
+        DropContiguous,
+        Transposed,
+        "{path}: strides (1, 2) vs (3, 1) before the pass (contiguous: False, True before) (keep the "
+        ".contiguous() call)",
+    ),
+}
+
+
+def _path(dialect: str) -> str:
+    """The path of a single output: TorchDynamo graphs return a tuple."""
+    return "output[0]" if dialect == "dynamo" else "output"
+
+
+def _inputs(model: nn.Module) -> list[torch.Tensor]:
+    if isinstance(model, Transposed):
+        return [torch.randn(3, 2)]  # t(): (2, 3); contiguous strides (3, 1); transposed (1, 2)
+    return [_x()]
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_pipeline_numeric_verification_catches_it_and_rolls_back(case, dialect):
+    pass_cls, model_cls, message = BAD[case]
+    message = message.format(path=_path(dialect))
+    model = model_cls()
+    cap = capture(model, _inputs(model), dialect)
+    code, state = normalized_code(cap.gm), {k: v.clone() for k, v in cap.gm.state_dict().items()}
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline([pass_cls], verify="numeric").run(cap.gm, cap.inputs)
+    assert f"pass {pass_cls.name!r} failed: verification failed: {message}" in str(info.value)
+    assert info.value.rolled_back
+    assert normalized_code(cap.gm) == code  # rolled back exactly
+    assert cap.gm.state_dict().keys() == state.keys()
+    assert all(torch.equal(cap.gm.state_dict()[k], v) for k, v in state.items())
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_assert_preserves_outputs_catches_it(case, dialect):
+    pass_cls, model_cls, message = BAD[case]
+    message = message.format(path=_path(dialect))
+    model = model_cls()
+    with pytest.raises(AssertionError) as info:
+        assert_preserves_outputs(pass_cls, model, _inputs(model), dialects=[dialect])
+    assert f"captured with {dialect} on example_inputs: {message}" in str(info.value)
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_backend_numeric_check_catches_it_and_hands_on_the_graph_as_it_was(case):
+    pass_cls, model_cls, message = BAD[case]
+    message = message.format(path="output[0]")
+    model = model_cls()
+    inputs = _inputs(model)
+    seen: list[str] = []
+
+    def then(gm, example_inputs):
+        seen.append(normalized_code(gm))
+        return gm.forward
+
+    backend.reports.clear()
+    options = {"then": then, "pipeline": [pass_cls], "verify": "numeric", "on_error": "skip"}
+    out = torch.compile(model, backend="fxpasses", options=options)(*inputs)
+    (report,) = backend.reports
+    assert report[pass_cls.name].status == "skipped"
+    assert message in report[pass_cls.name].error
+    torch._dynamo.reset()
+    torch.compile(model, backend="fxpasses", options={**options, "pipeline": "rename_nodes{pattern=zzz,replacement=y}"})(*inputs)
+    assert seen[0] == seen[1]  # the graph handed on is the one before the pass
+    assert out.requires_grad == (case == "cut_autograd")
+    if case == "strides":
+        assert out.stride() == (3, 1)
+    torch.testing.assert_close(out, model(*inputs))
+    with pytest.raises(Exception, match=re.escape(f"failed: verification failed: {message}")):
+        torch._dynamo.reset()
+        torch.compile(model, backend="fxpasses", options={**options, "on_error": "rollback"})(*inputs)
+
+
+def test_a_correct_pass_passes_every_check(dialect):
+    x, y = _x().requires_grad_(), _x()
+    results = assert_preserves_outputs(SwapMul, Product(), [x, y], dialects=[dialect])
+    gm, report = results[dialect]
+    assert report.passes[0].status == "ok" and report.passes[0].changed
+    cap = capture(Product(), [x, y], dialect)
+    report = fxpasses.Pipeline([SwapMul], verify="numeric").run(cap.gm, cap.inputs)
+    assert (report.passes[0].status, report.max_abs_error) == ("ok", 0.0)
+
+
+def test_a_pass_that_changes_only_the_backward_is_caught(dialect):
+    x, y = _x().requires_grad_(), _x().requires_grad_()
+    cap = capture(Product(), [x, y], dialect)
+    code = normalized_code(cap.gm)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline([DetachSecondFactor], verify="numeric").run(cap.gm, cap.inputs)
+    text = str(info.value)
+    assert "verification failed: gradient of input[1]: max abs error" in text
+    assert "8 of 8 elements out of tolerance" in text
+    assert "(the outputs match, their gradients do not: the pass changed the backward" in text
+    assert normalized_code(cap.gm) == code
+    with pytest.raises(AssertionError, match=r"on example_inputs: gradient of input\[1\]: max abs error"):
+        assert_preserves_outputs(DetachSecondFactor, Product(), [x, y], dialects=[dialect])
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.grad = torch.autograd.grad
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.grad(*args, **kwargs)
+
+
+@pytest.fixture
+def grad_calls(monkeypatch):
+    counter = _Counter()
+    monkeypatch.setattr(torch.autograd, "grad", counter)
+    return counter
+
+
+@pytest.mark.parametrize("mode", ["frozen", "no_grad", "inference_mode"])
+def test_inference_runs_no_backward(mode, grad_calls):
+    model = Linear()
+    if mode == "frozen":
+        model.requires_grad_(False)
+    cap = capture(model, [_x()], "export")
+    ctx = {"frozen": torch.enable_grad, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}[mode]
+    with ctx():
+        report = fxpasses.Pipeline([SwapMul, CutAutograd], verify="numeric").run(cap.gm, cap.inputs)
+    # nothing requires grad: detaching the output changes nothing that can be told
+    assert [p.status for p in report.passes] == ["ok", "ok"]
+    assert grad_calls.calls == 0
+
+
+def test_gradients_are_taken_with_respect_to_inputs_that_require_grad(grad_calls):
+    cap = capture(Linear(), [_x()], "export")
+    _, facts = call_isolated(cap.gm, cap.inputs, TensorState(cap.gm), facts=True)
+    # the output requires grad (the parameters do), no input does: no backward
+    assert (grad_calls.calls, facts.grads) == (0, {})
+    assert facts.leaves["output"].requires_grad and facts.leaves["output"].strides == (3, 1)
+    x = _x().requires_grad_()
+    _, facts = call_isolated(cap.gm, [x], TensorState(cap.gm), facts=True)
+    assert grad_calls.calls == 1
+    assert list(facts.grads) == ["input[0]"] and facts.grads["input[0]"].shape == (2, 4)
+    assert x.grad is None and cap.gm.lin.weight.grad is None  # nothing accumulated
+    assert compare_facts(facts, facts, 0.0, 0.0) == ""
+
+
+def test_output_aliasing_another_output_is_caught():
+    class Two(nn.Module):
+        def forward(self, x):
+            return x + 1, x + 1
+
+    class Merge(fxpasses.GraphPass):
+        name = "merge_outputs"
+
+        def run(self, gm, ctx):
+            out = _output(gm)
+            first = out.args[0][0]
+            out.args = ((first, first),)
+            return True
+
+    gm = torch.fx.symbolic_trace(Two())
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline([Merge, "eliminate_dead_code"], verify="numeric").run(gm, [_x()])
+    assert (
+        "verification failed: output[1]: shares storage with output[0] after the pass; before it, it was a "
+        "tensor of its own" in str(info.value)
+    )
+
+
+def test_size_one_dimensions_strides_are_not_compared():
+    class View(nn.Module):
+        def forward(self, x):
+            return x.reshape(1, 4) * 1
+
+    class Unsqueeze(fxpasses.GraphPass):
+        name = "unsqueeze_instead"
+
+        def run(self, gm, ctx):
+            for node in gm.graph.nodes:
+                if node.target == "reshape":
+                    node.target, node.args = "unsqueeze", (node.args[0], 0)
+            return True
+
+    gm = torch.fx.symbolic_trace(View())
+    report = fxpasses.Pipeline([Unsqueeze], verify="numeric").run(gm, [torch.randn(4)])
+    assert report.passes[0].status == "ok"
+
+
+def test_fuse_conv_bn_keeps_requires_grad_and_input_gradients(dialect):
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    results = assert_preserves_outputs("fuse_conv_bn{fold_in_graph=true}", model, [x], dialects=[dialect])
+    gm, report = results[dialect]
+    assert report["fuse_conv_bn"].counters == {"fused": 1}
+    if dialect != "dynamo":  # dynamo: the weights are graph inputs, folded in the graph
+        assert gm(x).requires_grad
+        fused = [p for n, p in gm.named_parameters() if "fused" in n]
+        assert len(fused) == 2 and all(p.requires_grad for p in fused)
+    frozen = copy.deepcopy(model).requires_grad_(False)
+    gm, _ = assert_preserves_outputs("fuse_conv_bn", frozen, [x.detach()], dialects=[dialect])[dialect]
+    assert not any(p.requires_grad for p in gm.parameters())
+
+
+class ScaledWeight(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 4))
+
+    def forward(self, x):
+        return x @ (self.w * 2).t()
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_fold_constants_keeps_requires_grad_of_what_it_folds_from_parameters(dialect):
+    """An eval-mode module's parameters fold as constants; the folded ``(w * 2).t()`` was a
+    plain buffer, and the output no longer required grad."""
+    x = torch.randn(2, 4, requires_grad=True)
+    text = "fold_constants{fold_parameters=true}"
+    gm, report = assert_preserves_outputs(text, ScaledWeight().eval(), [x], dialects=[dialect])[dialect]
+    assert report["fold_constants"].counters["folded"] == 1
+    assert [(n, p.requires_grad) for n, p in gm.named_parameters()] == [("folded_t", True)]
+    assert gm(x).requires_grad
+    frozen = ScaledWeight().eval().requires_grad_(False)
+    gm, _ = assert_preserves_outputs(text, frozen, [x], dialects=[dialect])[dialect]
+    assert list(gm.named_parameters()) == [] and not gm.folded_t.requires_grad
+
+
+def test_a_module_that_raises_in_grad_mode_is_compared_without_gradients():
+    class WritesInput(nn.Module):
+        def forward(self, x):
+            x.mul_(2)  # a leaf that requires grad: refused in grad mode, fine under no_grad
+            return x * 3
+
+    gm = torch.fx.symbolic_trace(WritesInput())
+    x = _x().requires_grad_()
+    out, facts = call_isolated(gm, [x], TensorState(gm), facts=True)
+    assert (facts.grad_mode, facts.grads, facts.leaves["output"].requires_grad) == (False, None, False)
+    torch.testing.assert_close(out, x.detach() * 6)
+    report = fxpasses.Pipeline([SwapMul], verify="numeric").run(gm, [x])
+    assert report.passes[0].status == "ok"
