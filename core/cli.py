@@ -8,6 +8,11 @@ when it finds a bad pass or rewrite).
 
 The group's options ``--traceback``, ``-p`` and ``--strict-plugins`` are accepted after the
 command too (``fxpasses run x.toml --traceback``).
+
+``--format json`` prints exactly one JSON object on stdout: the result with ``"ok": true``, or
+``{"ok": false, "exit_status": N, "error": {"type": ..., "message": ..., <the error's fields>}}``
+(the ``error:`` line still goes to stderr). Click's usage errors (an unknown flag, a bad
+``--format`` value) are raised before the command runs and stay click's plain text on stderr.
 """
 
 from __future__ import annotations
@@ -83,29 +88,63 @@ class _State:
         return table or None
 
 
+def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, Any]:
+    """The ``--format json`` object of a failure: ``{"ok": false, "exit_status": N, "error":
+    {"type", "message", ...}}``; the error's public attributes (a pass name, the node, the
+    config source, the suggestions, ...) are fields of ``error``, and so is its ``cause``."""
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    for key, value in vars(exc).items():
+        if not key.startswith("_") and key not in error:
+            error[key] = value
+    if exc.__cause__ is not None:
+        from .errors import exception_line
+
+        error["cause"] = exception_line(exc.__cause__)
+    from .errors import OptionsError
+
+    if isinstance(exc, OptionsError):  # (field path, message, given value) triples, by name
+        error["problems"] = [{"field": f, "message": m, "given": v} for f, m, v in exc.problems]
+    error.update(extra)
+    return {"ok": False, "exit_status": status, "error": error}
+
+
+def _echo_json(obj: dict[str, Any]) -> None:
+    """Print a command's one JSON object on stdout (``ok`` first)."""
+    if "ok" not in obj:
+        obj = {"ok": True, **obj}
+    click.echo(json.dumps(obj, indent=2, default=str))
+
+
+def _fail(fmt: str | None, exc: BaseException, status: int, text: str | None = None, **extra: Any) -> None:
+    """Report a failure and exit with ``status``: the ``error:`` line on stderr and, under
+    ``--format json``, the failure's JSON object on stdout (so stdout always holds one)."""
+    if fmt == "json":
+        _echo_json(_error_object(exc, status, **extra))
+    click.echo(text if text is not None else f"error: {exc}", err=True)
+    sys.exit(status)
+
+
 def _handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from .errors import FxPassesError, PluginError, UserError
 
         state: _State = click.get_current_context().find_object(_State)  # type: ignore[assignment]
+        fmt = kwargs.get("fmt")
         try:
             return fn(*args, **kwargs)
         except click.exceptions.ClickException:
-            raise
+            raise  # usage errors: click's own text (stderr), even under --format json
         except (UserError, PluginError) as exc:  # PluginError: a broken plugin in strict mode
             if state is not None and state.traceback:
                 raise
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+            _fail(fmt, exc, 2)
         except FxPassesError as exc:
             if state is not None and state.traceback:
                 raise
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            _fail(fmt, exc, 1)
+        except KeyboardInterrupt as exc:
+            _fail(fmt, exc, 130, "interrupted")
         except BrokenPipeError:
             # the reader went away (`fxpasses show X | head -1`): stop quietly, as cat does
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -116,11 +155,8 @@ def _handle_errors(fn: F) -> F:
                 raise
             # an internal error (a bug in fxpasses or a plugin), not a verdict on the model:
             # exit status 3, as pytest's internal errors (1 means a pass failed or outputs changed)
-            click.echo(
-                f"error: unexpected {type(exc).__name__}: {exc}\n(run with --traceback for details)",
-                err=True,
-            )
-            sys.exit(3)
+            text = f"error: unexpected {type(exc).__name__}: {exc}\n(run with --traceback for details)"
+            _fail(fmt, exc, 3, text, internal=True)
 
     return wrapper  # type: ignore[return-value]
 
@@ -229,7 +265,7 @@ def list_cmd(state: _State, fmt: str) -> None:
                 for p in reg.plugins
             ],
         }
-        click.echo(json.dumps(out, indent=2))
+        _echo_json(out)
         return
     print_table(("pass", "kind", "source", "summary"), rows, title=f"{len(rows)} passes")
     presets = reg.presets()
@@ -256,8 +292,8 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
     if name not in reg and name in reg.presets():
         preset = reg.presets()[name]
         if fmt == "json":
-            click.echo(json.dumps({"preset": name, "pipeline": preset.pipeline, "description": preset.description,
-                                   "source": preset.source}, indent=2))
+            _echo_json({"preset": name, "pipeline": preset.pipeline, "description": preset.description,
+                        "source": preset.source})
         else:
             click.echo(f"{name} (preset) — {preset.description}")
             click.echo(f"source:   {preset.source}")
@@ -271,7 +307,8 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
         descriptions = [reg.describe(name, distribution=c.distribution) for c in reg.candidates(name)]
     if fmt == "json":
         out = [d.as_dict() for d in descriptions]
-        click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, default=repr))
+        # one pass, or (a name registered twice) each registration under "candidates"
+        _echo_json(json.loads(json.dumps(out[0] if len(out) == 1 else {"candidates": out}, default=repr)))
         return
     for i, d in enumerate(descriptions):
         if i:
@@ -352,18 +389,15 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     pipe = Pipeline._from_config_obj(cfg, registry=reg)
     plan = pipe.plan()
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "steps": [
-                        {"name": s.name, "options": s.options.model_dump(mode="json"), "reasons": s.reasons}
-                        for s in plan.steps
-                    ],
-                    "verify": pipe.verify,
-                    "on_error": pipe.on_error,
-                },
-                indent=2,
-            )
+        _echo_json(
+            {
+                "steps": [
+                    {"name": s.name, "options": s.options.model_dump(mode="json"), "reasons": s.reasons}
+                    for s in plan.steps
+                ],
+                "verify": pipe.verify,
+                "on_error": pipe.on_error,
+            }
         )
         return
     n = len(plan.steps)
@@ -373,7 +407,8 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
 
 @cli.command("run")
 @_config_source
-@click.option("--output", "-o", type=click.Path(file_okay=False), help="Directory for the result.")
+# (directories are checked by fxpasses, not click: an existing file is an error in the --format)
+@click.option("--output", "-o", type=click.Path(), help="Directory for the result.")
 @click.option("--no-save", is_flag=True, help="Do not write the result.")
 @click.option("--repeat", type=click.IntRange(1), default=20, show_default=True, help="Timed runs per latency figure.")
 @click.option("--print-after-all", is_flag=True, help="Print the graph's code after every pass (stderr).")
@@ -381,13 +416,13 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
 @click.option("--print-changed", is_flag=True, help="Print a unified diff of the code for each pass that changed it.")
 @click.option("--time-passes", is_flag=True, help="Print wall time per pass, slowest first (stderr).")
 @click.option(
-    "--draw", "draw_dir", type=click.Path(file_okay=False), metavar="DIR",
+    "--draw", "draw_dir", type=click.Path(), metavar="DIR",
     help="Write the graph before and after each changing pass to DIR (.dot; .svg with Graphviz). Needs fxpasses[draw].",
 )
 @click.option(
     "--reproducer",
     metavar="DIR",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     help="When a pass fails, write DIR: the graph before it, its tensors and inputs, and a config "
     "that replays the failure with `fxpasses run DIR/fxpasses.json` (no model code needed).",
 )
@@ -438,6 +473,11 @@ def run_cmd(
     from .job import default_config, run_job
     from .pipeline import Pipeline
 
+    if output is not None and no_save:
+        raise UserError(
+            f"-o/--output {output} and --no-save conflict: -o says where to save the result, "
+            "--no-save not to save it; give one of them"
+        )
     cfg = _load_cfg(config, pipeline, preset)
     if cfg is None or cfg.model is None and config is None:
         base = default_config()
@@ -503,18 +543,22 @@ def run_cmd(
     except FxPassesError as exc:
         if writer is None or (writer.written is None and writer.error is None) or state.traceback:
             raise
+        status = 2 if isinstance(exc, UserError) else 1
+        if fmt == "json":
+            written = writer.written is not None
+            where = {"reproducer": str(writer.written)} if written else {"reproducer_error": str(writer.error)}
+            _echo_json(_error_object(exc, status, **where))
         click.echo(f"error: {exc}", err=True)
         _echo_reproducer(writer)
-        sys.exit(2 if isinstance(exc, UserError) else 1)
+        sys.exit(status)
     if writer is not None:
         _echo_reproducer(writer)
     if timer is not None:
         click.echo(timer.table(), err=True)
     if drawer is not None:
-        what = ".dot and .svg" if drawer.svg else ".dot (install Graphviz's dot program for .svg: apt install graphviz)"
-        click.echo(f"drew {len(drawer.written)} files ({what}) in {draw_dir}", err=True)
+        click.echo(drawer.summary(), err=True)
     if fmt == "json":
-        click.echo(json.dumps(result.as_dict(), indent=2, default=str))
+        _echo_json(result.as_dict())
         return
     rep = result.report
     how = "captured" if result.captured else "loaded"
@@ -613,10 +657,18 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
         )
     # the reproducing command runs the same pipeline: the one given on the command line too
     run_args = ["--pipeline", pipeline] if pipeline is not None else ["--preset", preset] if preset is not None else []
+    text = result.text(config, run_args=run_args)
     if fmt == "json":
-        click.echo(json.dumps(result.as_dict(), indent=2, default=str))
+        # a bad pass found is exit status 1: the object says so as any failure does
+        # (the failing pass's own error is "pass_error": "error" is the failure's object)
+        found = result.as_dict()
+        found["pass_error"] = found.pop("error")
+        if result.status != "clean":
+            error = {"type": "BisectFound", "message": text, "status": result.status, "pass_name": result.pass_name}
+            found = {"ok": False, "exit_status": 1, "error": error, **found}
+        _echo_json(found)
     else:
-        click.echo(result.text(config, run_args=run_args))
+        click.echo(text)
     if result.status != "clean":
         sys.exit(1)
 

@@ -561,7 +561,7 @@ def _read(path: Path) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
-        raise ConfigError(f"config path is a directory, not a file: {path}") from None
+        raise ConfigError(f"{path} is a directory, expected a file (a config file: .toml, .yaml, .yml or .json)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     suffix = path.suffix.lower()

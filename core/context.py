@@ -18,7 +18,7 @@ from torch.fx.node import Argument, Node, Target
 
 from ._layout import LayoutCopies, copy_inputs
 from ._order import precedes
-from .errors import NodeHasUsersError, UserError
+from .errors import NodeHasUsersError, UserError, short_repr
 
 __all__ = ["PassContext", "PROVENANCE_KEYS", "describe_node", "user_source_line", "tensor_info"]
 
@@ -245,10 +245,11 @@ class PassContext:
         weights) must keep requiring grad, or the outputs that read it lose it.
 
         Raises:
-            TypeError: ``value`` is not a tensor.
+            TypeError: ``value`` is not a tensor or ``hint`` not a ``str`` (naming the
+                argument and the type given).
         """
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"add_constant takes a tensor, got {type(value).__name__}")
+        _check_argument("add_constant", "value", value, torch.Tensor, "a torch.Tensor")
+        _check_argument("add_constant", "hint", hint, str, "a str (the name to derive the buffer's from)")
         name = self.unique_attr_name(hint)
         self.before_module_edit(self.gm)
         if isinstance(value, torch.nn.Parameter):
@@ -258,7 +259,14 @@ class PassContext:
         return self.create_node("get_attr", name)
 
     def add_submodule(self, module: torch.nn.Module, hint: str) -> str:
-        """Attach ``module`` to ``gm`` under a free name derived from ``hint``; return the name."""
+        """Attach ``module`` to ``gm`` under a free name derived from ``hint``; return the name.
+
+        Raises:
+            TypeError: ``module`` is not a ``torch.nn.Module`` or ``hint`` not a ``str``
+                (naming the argument and the type given).
+        """
+        _check_argument("add_submodule", "module", module, torch.nn.Module, "a torch.nn.Module")
+        _check_argument("add_submodule", "hint", hint, str, "a str (the name to derive the submodule's from)")
         name = self.unique_attr_name(hint)
         self.before_module_edit(self.gm)
         self.gm.add_submodule(name, module)
@@ -681,3 +689,14 @@ def _handed_as_is(t: torch.Tensor) -> bool:
     """Example tensors a pass gets as they are, not copied: ``nn.Parameter`` objects, fake
     tensors and other tensor subclasses."""
     return type(t) is not torch.Tensor
+
+
+def _check_argument(method: str, argument: str, value: Any, expected: type, words: str) -> None:
+    """A ``TypeError`` naming the method, the argument and what was given, unless ``value``
+    is an ``expected``: ``PassContext.add_submodule: argument 'module' must be a
+    torch.nn.Module, got int (42)``."""
+    if not isinstance(value, expected):
+        raise TypeError(
+            f"PassContext.{method}: argument {argument!r} must be {words}, got "
+            f"{type(value).__name__} ({short_repr(value, 60)})"
+        )

@@ -35,6 +35,9 @@ class DrawGraphs:
     Attributes:
         written: the files written, in order.
         svg: whether SVG files are made (Graphviz's ``dot`` program was found).
+        drawn: the passes drawn (those that changed the graph), in order.
+        same_drawing: passes that changed the graph but not its drawing (only node ``meta``,
+            say): not drawn, since the two pictures would be identical.
     """
 
     def __init__(self, directory: str | Path) -> None:
@@ -45,6 +48,8 @@ class DrawGraphs:
         check_writable(self.directory)  # now, not after the whole run
         self.svg = shutil.which("dot") is not None
         self.written: list[Path] = []
+        self.drawn: list[str] = []
+        self.same_drawing: list[str] = []
         self._before: Any = None
         self._count = 0
 
@@ -62,10 +67,15 @@ class DrawGraphs:
         before, self._before = self._before, None
         if not report.changed or before is None:
             return
+        after = self._dot(gm, f"after_{pass_name}")
+        if _body(before.to_string()) == _body(after.to_string()):
+            self.same_drawing.append(pass_name)
+            return
         self._count += 1
+        self.drawn.append(pass_name)
         self.directory.mkdir(parents=True, exist_ok=True)
         stem = f"{self._count:02d}_{pass_name}"
-        for label, dot in (("before", before), ("after", self._dot(gm, f"after_{pass_name}"))):
+        for label, dot in (("before", before), ("after", after)):
             path = self.directory / f"{stem}.{label}.dot"
             path.write_text(dot.to_string())
             self.written.append(path)
@@ -73,3 +83,26 @@ class DrawGraphs:
                 svg = path.with_suffix(".svg")
                 svg.write_bytes(dot.create_svg())
                 self.written.append(svg)
+
+    def summary(self) -> str:
+        """What was drawn, for ``fxpasses run --draw`` to print: the files and passes, or that
+        no pass changed the graph (so there is nothing to draw, and nothing was written)."""
+        same = (
+            f"; changed the graph but not its drawing, not drawn: {', '.join(self.same_drawing)}"
+            if self.same_drawing
+            else ""
+        )
+        if not self.written:
+            return f"--draw: no pass changed the graph's drawing, nothing drawn (nothing written to {self.directory}){same}"
+        what = ".dot and .svg" if self.svg else ".dot (install Graphviz's dot program for .svg: apt install graphviz)"
+        n = len(self.drawn)
+        return (
+            f"drew {len(self.written)} files ({what}) in {self.directory}, before and after "
+            f"{n} changing pass{'' if n == 1 else 'es'}: {', '.join(self.drawn)}{same}"
+        )
+
+
+def _body(dot_source: str) -> str:
+    """A drawing's Graphviz source without its first line (``digraph before_x {``, named
+    after the side it draws)."""
+    return dot_source.split("\n", 1)[-1]

@@ -7,10 +7,13 @@ which keeps the original exception as ``__cause__``.
 
 from __future__ import annotations
 
+import errno
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
     import torch.fx
 
 __all__ = [
@@ -46,6 +49,40 @@ def short_repr(value: Any, limit: int = 80) -> str:
     except Exception:  # noqa: BLE001 - a message only
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: what an errno means for a path the user named, in words (else the OS's own words)
+_ERRNO_REASONS = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENOTDIR: "not a directory",
+    errno.EISDIR: "is a directory",
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EEXIST: "already exists",
+    # an existing directory refusing a new entry this way: a virtual file system (/proc, /sys)
+    errno.ENOENT: "no such file or directory (nothing can be created there: a virtual file system such as /proc?)",
+}
+
+
+def os_reason(exc: OSError) -> str:
+    """Why an ``OSError`` happened, in words, with its errno name: ``"read-only file system
+    (EROFS)"``."""
+    code = exc.errno
+    name = errno.errorcode.get(code, "") if code is not None else ""
+    reason = _ERRNO_REASONS.get(code) if code is not None else None  # type: ignore[arg-type]
+    reason = reason or (exc.strerror or str(exc)).lower()
+    return f"{reason} ({name})" if name else reason
+
+
+def require_file(path: "Path", what: str, expected: str, *, source: str | None = None) -> None:
+    """Raise a :class:`ConfigError` unless ``path`` is a file: ``"<what> not found: X"``, or
+    ``"X is a directory, expected a file (<expected>)"``."""
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory, expected a file ({expected})", source=source)
+    if not path.is_file():
+        raise ConfigError(f"{what} not found: {path}", source=source)
 
 
 def did_you_mean(names: Sequence[str]) -> str:

@@ -57,7 +57,7 @@ import torch
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
-from .errors import ConfigError, UserError, VerificationError, exception_line
+from .errors import ConfigError, UserError, VerificationError, exception_line, os_reason, require_file
 from .pipeline import BISECT_HINT, Pipeline, Plan
 from .registry import Registry
 from .report import RunReport
@@ -180,8 +180,7 @@ def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
             path = Path(module_name)
             if not path.is_absolute() and base_dir is not None:
                 path = base_dir / path
-            if not path.is_file():
-                raise ConfigError(f"model factory file not found: {path}", source="[model] factory")
+            require_file(path, "model factory file", "a Python file defining the factory", source="[model] factory")
             mod_spec = importlib.util.spec_from_file_location(path.stem, path)
             assert mod_spec is not None and mod_spec.loader is not None
             module = importlib.util.module_from_spec(mod_spec)
@@ -429,10 +428,7 @@ def load_exported_program(path: Path, base_dir: Path | None = None) -> Any:
     """
     from ._pytree_types import import_modules, loading
 
-    if path.is_dir():
-        raise ConfigError(f"{path} is a directory, not a program file (.pt2)", source="[model] program")
-    if not path.is_file():
-        raise ConfigError(f"program file not found: {path}", source="[model] program")
+    require_file(path, "program file", "a program saved by torch.export.save, .pt2", source="[model] program")
     import_modules(_recorded_pytree_modules(path), str(path), base_dir=base_dir, source="[model] program")
     return loading(lambda: _torch_export_load(path), str(path), base_dir=base_dir, source="[model] program")
 
@@ -740,20 +736,24 @@ def _relocatable(module_py: Path, folder: str) -> None:
 
 
 def check_writable(out_dir: Path) -> None:
-    """Raise a UserError now if ``out_dir`` could not be created or written later."""
+    """Raise a UserError now if ``out_dir`` could not be created or written later, naming the
+    path and why (from the errno: permission denied, read-only file system, not a directory)."""
+    said = f"cannot write the output directory {out_dir}"
     if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"output path {out_dir} exists and is not a directory")
+        raise UserError(f"{said}: {out_dir} exists and is not a directory")
     probe = out_dir
     while not probe.exists():
         if probe.parent == probe:
             break
         probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise UserError(f"cannot write the output directory {out_dir}: {probe} is not a writable directory")
-    try:  # access() says yes to root everywhere (/proc too): make and remove a directory there
+    if not probe.is_dir():
+        raise UserError(f"{said}: {probe} is not a directory")
+    # make and remove a directory there: access() says yes to root everywhere (/proc too) and
+    # cannot tell a read-only file system from a missing permission
+    try:
         tempfile.TemporaryDirectory(dir=probe, prefix=".fxpasses-probe-").cleanup()
     except OSError as exc:
-        raise UserError(f"cannot write the output directory {out_dir}: {probe}: {exc.strerror or exc}") from None
+        raise UserError(f"{said}: cannot create a directory in {probe}: {os_reason(exc)}") from None
 
 
 def _save(
@@ -771,7 +771,7 @@ def _save(
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"cannot create output directory {out_dir}: {exc}") from exc
+        raise UserError(f"cannot create the output directory {out_dir}: {os_reason(exc)}") from exc
     if capture_kind == "export":
         path = out_dir / "model.pt2"
         state.restore()

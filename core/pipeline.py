@@ -112,6 +112,43 @@ class Plan:
 
 EntryLike = Any  # str | (str, dict) | PassEntryConfig | Pass subclass | Pass instance
 
+#: what a pipeline string has and a single pass name has not
+_STRING_SYNTAX = frozenset(",{}[]= \t\n")
+
+
+def _as_entries(passes: Any) -> list[EntryLike]:
+    """``Pipeline``'s ``passes`` as a list of entries: one pass (a class, an instance, a name,
+    a table or a parsed entry) is a one-element pipeline.
+
+    Raises:
+        ConfigError: a pipeline string (it points at ``from_string``), or something that is
+            neither an entry nor a list of them (naming it and its type).
+    """
+    if isinstance(passes, str):
+        if _STRING_SYNTAX.isdisjoint(passes):
+            return [passes]
+        raise ConfigError(
+            f"Pipeline() takes a list of entries or one pass, got the pipeline string {passes!r}; "
+            "use Pipeline.from_string for a pipeline string"
+        )
+    if isinstance(passes, (type, Pass, SpecEntry, PassEntryConfig, Mapping)):
+        return [passes]
+    if (
+        isinstance(passes, tuple)
+        and len(passes) == 2
+        and isinstance(passes[0], (str, type))
+        and isinstance(passes[1], (Mapping, BaseModel))
+    ):  # one (name or class, options) pair
+        return [passes]
+    if isinstance(passes, (list, tuple)):
+        return list(passes)
+    if isinstance(passes, (bytes, bytearray)) or not hasattr(passes, "__iter__"):
+        raise ConfigError(
+            f"Pipeline() takes a list of entries or one pass (a pass name, a pass class or "
+            f"instance, or a table), got {_short_repr(passes)} of type {type(passes).__name__}"
+        )
+    return list(passes)
+
 
 class Pipeline:
     """An ordered list of passes with options, and how to verify them.
@@ -120,7 +157,8 @@ class Pipeline:
         passes: entries, each one of: a pass name (``"eliminate_dead_code"``); a
             ``(name, options)`` pair; a mapping ``{"name": ..., "options": {...}}``; a pass
             class (registered or not) or a ``(class, options)`` pair; a pass instance (its
-            options are used).
+            options are used). One entry alone (``Pipeline(MyPass)``) is a one-pass pipeline;
+            anything else is a :class:`~fxpasses.errors.ConfigError` naming it and its type.
         registry: where names are looked up (default: :func:`fxpasses.registry`).
         verify: ``"none"``, ``"lint"`` (default) or ``"numeric"``.
         on_error: ``"rollback"`` (default), ``"raise"`` or ``"skip"``.
@@ -153,7 +191,7 @@ class Pipeline:
 
     def __init__(
         self,
-        passes: Sequence[EntryLike],
+        passes: Sequence[EntryLike] | EntryLike,
         *,
         registry: Registry | None = None,
         verify: str = "lint",
@@ -175,8 +213,7 @@ class Pipeline:
         if order not in ("dependencies", "as-given"):
             raise ConfigError(f"order must be 'dependencies' or 'as-given', got {order!r}")
         self.order = order
-        if isinstance(passes, str):
-            raise ConfigError("Pipeline() takes a list of entries; use Pipeline.from_string for a pipeline string")
+        passes = _as_entries(passes)
         self.registry = registry if registry is not None else default_registry()
         self.verify = verify
         self.on_error = on_error
@@ -241,8 +278,8 @@ class Pipeline:
                 name, raw = e[0], e[1]
             else:
                 raise ConfigError(
-                    f"bad pipeline entry {e!r}: expected a pass name, a pass class, (name or class, options) "
-                    "or a table",
+                    f"bad pipeline entry {_short_repr(e)} of type {type(e).__name__}: expected a pass name, "
+                    "a pass class or instance, (name or class, options) or a table",
                     source=where,
                 )
             cls = self.registry.get(name, source=where)
@@ -1084,7 +1121,7 @@ def _run_module(
 
 def run(
     gm: torch.fx.GraphModule,
-    pipeline: str | Sequence[EntryLike] | Pipeline,
+    pipeline: str | Sequence[EntryLike] | EntryLike | Pipeline,
     example_inputs: Sequence[Any] | None = None,
     *,
     example_kwargs: Mapping[str, Any] | None = None,
@@ -1092,7 +1129,8 @@ def run(
     rewrite_limit: "int | RewriteLimit | None" = None,
     **kwargs: Any,
 ) -> RunReport:
-    """Run ``pipeline`` (a string, a list of entries or a :class:`Pipeline`) over ``gm``.
+    """Run ``pipeline`` (a string, a list of entries, one entry such as a pass class, or a
+    :class:`Pipeline`) over ``gm``.
 
     ``example_inputs``/``example_kwargs``, ``instruments`` and ``rewrite_limit`` are
     :meth:`Pipeline.run`'s; the other keyword arguments are the :class:`Pipeline`'s

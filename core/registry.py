@@ -42,7 +42,17 @@ from ._hookcheck import (
     marked_hooks,
     signature_problems,
 )
-from .errors import ConfigError, DuplicatePassError, PassDefinitionError, PluginError, PluginWarning, UnknownPassError, plugin_label, short_repr
+from .errors import (
+    ConfigError,
+    DuplicatePassError,
+    PassDefinitionError,
+    PluginError,
+    PluginWarning,
+    UnknownPassError,
+    did_you_mean,
+    plugin_label,
+    short_repr,
+)
 from .passes import Pass, validate_pass_class
 
 __all__ = [
@@ -540,7 +550,19 @@ class Registry:
             self._load_record(rec)
         self._check_prefer()
         self._check_presets()
-        missing = self.enable - {n for r in self.plugins for n in r.names}
+        known = {n for r in self.plugins for n in r.names}
+        for name in sorted(self.disable - known):
+            # `-p no:typo` would otherwise disable nothing, silently (pytest warns alike)
+            self._problem(
+                PluginError(
+                    "disabled with disable/-p no:NAME but no installed plugin has that name; installed: "
+                    + (", ".join(sorted({r.distribution for r in self.plugins})) or "(none)")
+                    + did_you_mean(difflib.get_close_matches(name, sorted(known), n=2, cutoff=0.6)),
+                    distribution=name,
+                    version="",
+                )
+            )
+        missing = self.enable - known
         if missing:
             # asked for by name: an error even without strict mode (as pytest's `-p NAME`)
             installed = sorted({r.distribution for r in self.plugins})

@@ -46,7 +46,7 @@ import torch
 import torch.fx
 
 from .config import has_gaps, is_positional_name, positional_names, split_named_inputs
-from .errors import ConfigError, FxPassesError, PassFailedError
+from .errors import ConfigError, FxPassesError, PassFailedError, require_file
 from .hookspecs import hookimpl
 
 __all__ = [
@@ -95,8 +95,7 @@ def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
         ConfigError: the file is missing, unreadable, or safetensors is not installed.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"tensor file not found: {path}")
+    require_file(path, "tensor file", ".safetensors, or .pt written by torch.save")
     try:
         if path.suffix == ".safetensors":
             try:
@@ -653,8 +652,7 @@ def load_graph(path: str | Path) -> torch.fx.GraphModule:
         ConfigError: the file is missing or does not build (naming what is wrong).
     """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"graph file not found: {path}", source="[model] graph")
+    require_file(path, "graph file", "a graph.py written by --reproducer", source="[model] graph")
     name = f"_fxpasses_graph_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

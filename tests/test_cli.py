@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -139,7 +141,9 @@ def test_p_names_a_plugin_that_is_not_installed_exit_2():
     assert r.exit_code == 2
     assert "plugin nosuch-dist: requested with enable/-p but not installed" in r.output
     assert "Traceback" not in r.output
-    assert CliRunner().invoke(cli, ["-p", "no:nosuch-dist", "list"]).exit_code == 0  # disabling nothing is fine
+    r = CliRunner().invoke(cli, ["-p", "no:nosuch-dist", "list"])
+    assert r.exit_code == 0  # disabling nothing is a warning (an error with --strict-plugins)
+    assert r.stderr.startswith("warning: plugin nosuch-dist: disabled with disable/-p no:NAME but no installed plugin")
 
 
 def test_unknown_preset_on_the_command_line_blames_the_option():
@@ -171,7 +175,8 @@ def test_global_options_are_accepted_after_the_command_too():
     assert "plugin nosuch-dist: requested with enable/-p but not installed" in r.output
     r = CliRunner().invoke(cli, ["-p", "no:other-dist", "check", "--pipeline", "eliminate_dead_code", "-p", "nosuch-dist"])
     assert r.exit_code == 2 and "plugin nosuch-dist" in r.output
-    assert CliRunner().invoke(cli, ["list", "-p", "no:nosuch-dist", "--strict-plugins"]).exit_code == 0
+    r = CliRunner().invoke(cli, ["list", "-p", "no:nosuch-dist", "--strict-plugins"])
+    assert r.exit_code == 2 and "error: plugin nosuch-dist: disabled with disable/-p no:NAME" in r.stderr
     assert "--traceback" in CliRunner().invoke(cli, ["run", "--help"]).output
 
 
@@ -233,3 +238,220 @@ def test_run_with_a_pyproject_without_a_model_keeps_its_settings_and_names_it_in
     assert report["pipeline"] == "eliminate_dead_code"
     assert report["report"]["verification"] == "numeric"
     assert [p["name"] for p in report["report"]["passes"]] == ["eliminate_dead_code"]
+
+
+# ---------------------------------------------------------------------- --format json failures
+
+MODEL = '[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{ shape = [1, 3, 32, 32], dtype = "float32" }]\n'
+
+
+def json_failure(args, status, error_type):
+    """Run ``args``; stdout must be exactly one JSON object saying the failure (the `error:`
+    line stays on stderr for people)."""
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == status, r.output
+    data = json.loads(r.stdout)  # one object, nothing else on stdout
+    assert list(data)[:3] == ["ok", "exit_status", "error"], data
+    assert data["ok"] is False and data["exit_status"] == status
+    assert data["error"]["type"] == error_type
+    assert "Traceback" not in r.output
+    return data["error"], r.stderr
+
+
+def test_json_unknown_pass_in_check_has_the_errors_fields():
+    error, stderr = json_failure(["check", "--pipeline", "count_op", "--format", "json"], 2, "UnknownPassError")
+    assert error["name"] == "count_op" and error["kind"] == "pass"
+    assert error["suggestions"] == ["count_ops"]
+    assert error["source"] == "--pipeline: pipeline string, entry 1 ('count_op') at column 1"
+    assert "fxpasses-example-passes 0.1.0" in error["plugins"]
+    assert error["message"].startswith(
+        "--pipeline: pipeline string, entry 1 ('count_op') at column 1: unknown pass 'count_op'; did you mean 'count_ops'?"
+    )
+    assert stderr.startswith("error: --pipeline: pipeline string, entry 1 ('count_op')")
+
+
+def test_json_unknown_pass_in_show_and_list_strict_plugin():
+    error, _ = json_failure(["show", "count_op", "--format", "json"], 2, "UnknownPassError")
+    assert error["suggestions"] == ["count_ops"]
+    error, _ = json_failure(["list", "-p", "nosuch-dist", "--format", "json"], 2, "PluginError")
+    assert error["distribution"] == "nosuch-dist" and error["version"] == ""
+    assert error["message"].startswith("plugin nosuch-dist: requested with enable/-p but not installed")
+
+
+@pytest.mark.parametrize(
+    "args, error_type, fields",
+    [
+        (["check", "does-not-exist.toml"], "ConfigError", {"message": "config file not found: does-not-exist.toml", "source": None}),
+        (["check"], "ConfigError", {"detail": "give a CONFIG file, --pipeline or --preset (no pyproject.toml with [tool.fxpasses] found)"}),
+        (["check", "--pipeline", "count_ops,,"], "ConfigError", {"source": "--pipeline: pipeline string, column 11"}),
+        (["check", "--pipeline", "a", "--preset", "inference"], "ConfigError", {"message": "give either --pipeline or --preset, not both"}),
+        (["check", "--pipeline", "count_ops{onl=[add]}"], "OptionsError", {"pass_name": "count_ops", "problems": [{"field": "onl", "message": "unknown option; did you mean 'only'? (valid: only)", "given": ["add"]}]}),
+        (["bisect", "--pipeline", "eliminate_dead_code"], "ConfigError", {"source": "--pipeline"}),
+    ],
+    ids=["missing-file", "no-config", "syntax", "pipeline-and-preset", "options", "bisect-no-model"],
+)
+def test_json_config_errors_exit_2(args, error_type, fields, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    error, _ = json_failure([*args, "--format", "json"], 2, error_type)
+    for key, value in fields.items():
+        assert error[key] == value, (key, error)
+
+
+def test_json_a_pass_failure_names_the_pass_and_node(planted_site, tmp_path):
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('pipeline = "planted{raise_at=1}"\n' + MODEL)
+    error, stderr = json_failure(["run", str(cfg), "--no-save", "--repeat", "1", "--format", "json"], 1, "PassFailedError")
+    assert error["pass_name"] == "planted"
+    assert error["reason"].startswith("RuntimeError: planted failure at %")
+    assert error["node"]["op"] == "call_function" and error["node"]["name"] == error["reason"].rsplit("%", 1)[1]
+    assert error["rolled_back"] is True
+    assert error["cause"].startswith("RuntimeError: planted failure at %")
+    assert stderr.startswith("error: pass 'planted' failed: RuntimeError: planted failure")
+
+
+def test_json_changed_outputs_and_a_reproducer(planted_site, tmp_path):
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('pipeline = "planted_graph"\n' + MODEL)
+    error, _ = json_failure(["run", str(cfg), "--no-save", "--repeat", "1", "--format", "json"], 1, "VerificationError")
+    assert error["message"].startswith("the optimized model's outputs differ from the original: output: max abs error")
+    cfg.write_text('pipeline = "planted_graph"\nverify = "numeric"\n' + MODEL)
+    repro = tmp_path / "repro"
+    args = ["run", str(cfg), "--no-save", "--repeat", "1", "--reproducer", str(repro), "--format", "json"]
+    error, stderr = json_failure(args, 1, "PassFailedError")
+    assert error["pass_name"] == "planted_graph" and error["node"] is None
+    assert error["reproducer"] == str(repro / "fxpasses.json")
+    assert "reproducer of the failure of 'planted_graph' written to" in stderr
+
+
+def test_json_bisect_found_and_clean(planted_site, tmp_path):
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('pipeline = "eliminate_dead_code,planted_graph"\n' + MODEL)
+    r = CliRunner().invoke(cli, ["bisect", str(cfg), "--format", "json"])
+    assert r.exit_code == 1, r.output
+    data = json.loads(r.stdout)
+    assert (data["ok"], data["exit_status"], data["error"]["type"]) == (False, 1, "BisectFound")
+    assert data["error"]["pass_name"] == data["pass_name"] == "planted_graph"
+    assert data["error"]["message"].startswith("first bad pass: 'planted_graph' (step 2 of 2)")
+    assert data["pass_error"].startswith("pass 'planted_graph' failed: verification failed: output")
+    cfg.write_text('pipeline = "eliminate_dead_code"\n' + MODEL)
+    r = CliRunner().invoke(cli, ["bisect", str(cfg), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["ok"] is True and data["status"] == "clean" and "error" not in data and data["pass_error"] is None
+
+
+def test_json_bad_model_files_and_output_directories(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "somedir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('[model]\ngraph = "somedir"\ninputs = [{ shape = [1, 3, 32, 32] }]\n')
+    error, _ = json_failure(["run", str(cfg), "--no-save", "--format", "json"], 2, "ConfigError")
+    assert error["message"] == f"[model] graph: {tmp_path / 'somedir'} is a directory, expected a file (a graph.py written by --reproducer)"
+    error, _ = json_failure(["run", "somedir", "--format", "json"], 2, "ConfigError")
+    assert error["message"] == "somedir is a directory, expected a file (a config file: .toml, .yaml, .yml or .json)"
+    for flag in ("-o", "--draw", "--reproducer"):  # an existing file: fxpasses' error, not click's usage text
+        args = ["run", flag, "afile", "--format", "json"] + (["--no-save"] if flag != "-o" else [])
+        error, _ = json_failure(args, 2, "UserError")
+        assert error["message"] == "cannot write the output directory afile: afile exists and is not a directory"
+    error, _ = json_failure(["run", "-o", "afile/out", "--format", "json"], 2, "UserError")
+    assert error["message"] == "cannot write the output directory afile/out: afile is not a directory"
+    error, _ = json_failure(["run", "-o", "/proc/fxpasses-nope", "--format", "json"], 2, "UserError")
+    assert error["message"] == (
+        "cannot write the output directory /proc/fxpasses-nope: cannot create a directory in /proc: no such file "
+        "or directory (nothing can be created there: a virtual file system such as /proc?) (ENOENT)"
+    )
+    error, _ = json_failure(["run", "-o", "out", "--no-save", "--format", "json"], 2, "UserError")
+    assert error["message"] == (
+        "-o/--output out and --no-save conflict: -o says where to save the result, --no-save not to save it; give one of them"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_json_internal_error_exit_3(monkeypatch):
+    import fxpasses.job
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in fxpasses")
+
+    monkeypatch.setattr(fxpasses.job, "run_job", broken)
+    error, stderr = json_failure(["run", "--no-save", "--format", "json"], 3, "RuntimeError")
+    assert error == {"type": "RuntimeError", "message": "a bug in fxpasses", "internal": True}
+    assert stderr == "error: unexpected RuntimeError: a bug in fxpasses\n(run with --traceback for details)\n"
+
+
+def test_json_success_objects_say_ok(tmp_path):
+    for args in (["list"], ["show", "count_ops"], ["show", "inference"], ["check", "--pipeline", "eliminate_dead_code"]):
+        r = CliRunner().invoke(cli, [*args, "--format", "json"])
+        assert r.exit_code == 0, r.output
+        data = json.loads(r.stdout)
+        assert list(data)[0] == "ok" and data["ok"] is True, args
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--pipeline", "eliminate_dead_code", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["ok"] is True and data["pipeline"] == "eliminate_dead_code" and data["saved"] == []
+
+
+def test_json_usage_errors_stay_click_text():
+    """A bad flag is click's usage error: plain text on stderr, exit 2, nothing on stdout."""
+    r = CliRunner().invoke(cli, ["check", "--format", "json", "--no-such-flag"])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "Error: No such option '--no-such-flag'." in r.stderr
+
+
+# ---------------------------------------------------------------------- output directories, --draw
+
+
+@pytest.mark.parametrize(
+    "code, reason",
+    [
+        (errno.EACCES, "permission denied (EACCES)"),
+        (errno.EROFS, "read-only file system (EROFS)"),
+        (errno.ENOTDIR, "not a directory (ENOTDIR)"),
+    ],
+)
+def test_an_output_directory_that_cannot_be_made_names_the_path_and_the_reason(code, reason, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.chdir(tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", refuse)
+    r = CliRunner().invoke(cli, ["run", "-o", "out/model"])
+    assert r.exit_code == 2
+    assert r.stderr == f"error: cannot write the output directory out/model: cannot create a directory in .: {reason}\n"
+
+
+def test_draw_says_when_no_pass_changed_the_graph(tmp_path, monkeypatch):
+    pytest.importorskip("pydot")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--draw", "pics", "--pipeline", "eliminate_common_subexpressions"])
+    assert r.exit_code == 0, r.output
+    assert "--draw: no pass changed the graph's drawing, nothing drawn (nothing written to pics)\n" in r.stderr
+    assert not (tmp_path / "pics").exists()
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--draw", "pics", "--pipeline", "remove_dropout,eliminate_common_subexpressions"])
+    assert r.exit_code == 0, r.output
+    assert "in pics, before and after 1 changing pass: remove_dropout\n" in r.stderr
+    assert sorted(p.name for p in (tmp_path / "pics").glob("*.dot")) == ["01_remove_dropout.after.dot", "01_remove_dropout.before.dot"]
+
+
+# ---------------------------------------------------------------------- -p no:NAME
+
+
+def test_disabling_a_plugin_no_installed_plugin_has_warns_with_suggestions_and_is_an_error_when_strict():
+    r = CliRunner().invoke(cli, ["-p", "no:fxpasses-exampel-passes", "list"])
+    assert r.exit_code == 0
+    assert r.stderr == (
+        "warning: plugin fxpasses-exampel-passes: disabled with disable/-p no:NAME but no installed plugin has that "
+        "name; installed: fxpasses, fxpasses-example-passes; did you mean 'fxpasses-example-passes'?\n"
+    )
+    r = CliRunner().invoke(cli, ["list", "-p", "no:typo", "--strict-plugins", "--format", "json"])
+    assert r.exit_code == 2
+    error = json.loads(r.stdout)["error"]
+    assert (error["type"], error["distribution"]) == ("PluginError", "typo")
+    assert error["message"] == (
+        "plugin typo: disabled with disable/-p no:NAME but no installed plugin has that name; "
+        "installed: fxpasses, fxpasses-example-passes"
+    )

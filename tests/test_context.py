@@ -195,3 +195,41 @@ def test_unique_attr_name_steps_over_names_taken_every_way():
     assert ctx.unique_attr_name("lin") == "lin_1"
     assert ctx.unique_attr_name("recompile") == "recompile_1"  # a GraphModule method
     assert ctx.unique_attr_name("fresh") == "fresh"
+
+
+@pytest.mark.parametrize(
+    "call, said",
+    [
+        (
+            lambda ctx: ctx.add_submodule(42, "m"),
+            "PassContext.add_submodule: argument 'module' must be a torch.nn.Module, got int (42)",
+        ),
+        (
+            lambda ctx: ctx.add_submodule(nn.ReLU, "m"),  # the class, not an instance
+            "PassContext.add_submodule: argument 'module' must be a torch.nn.Module, got type "
+            "(<class 'torch.nn.modules.activation.ReLU'>)",
+        ),
+        (
+            lambda ctx: ctx.add_submodule(nn.ReLU(), 3),
+            "PassContext.add_submodule: argument 'hint' must be a str (the name to derive the "
+            "submodule's from), got int (3)",
+        ),
+        (
+            lambda ctx: ctx.add_constant([1.0, 2.0]),
+            "PassContext.add_constant: argument 'value' must be a torch.Tensor, got list ([1.0, 2.0])",
+        ),
+        (
+            lambda ctx: ctx.add_constant(torch.ones(2), hint=None),
+            "PassContext.add_constant: argument 'hint' must be a str (the name to derive the "
+            "buffer's from), got NoneType (None)",
+        ),
+    ],
+    ids=["module-int", "module-class", "submodule-hint", "constant-list", "constant-hint"],
+)
+def test_module_editing_helpers_name_the_argument_of_the_wrong_type(call, said):
+    gm, ctx, _ = setup()
+    names = [n for n, _ in gm.named_children()], [n for n, _ in gm.named_buffers()]
+    with pytest.raises(TypeError) as info:
+        call(ctx)
+    assert str(info.value) == said
+    assert ([n for n, _ in gm.named_children()], [n for n, _ in gm.named_buffers()]) == names  # nothing added

@@ -320,7 +320,7 @@ def test_a_factory_returning_an_exported_module_is_used_as_it_is(tmp_path, facto
         ('program = "nowhere.pt2"', "[model] program: program file not found"),
         ('program = "small_models.py"', "[model] program: cannot load"),
         ('program = "state.pt2"', "with torch.export.load: RuntimeError: PytorchStreamReader failed locating file archive_format: file not found (is it a program written by torch.export.save? a file of torch.save is not one)"),
-        ('program = "folder.pt2"', "folder.pt2 is a directory, not a program file (.pt2)"),
+        ('program = "folder.pt2"', "folder.pt2 is a directory, expected a file (a program saved by torch.export.save, .pt2)"),
         ('program = "model.pt2"\nkwargs = {a = 1}', "`kwargs` are for a factory; a saved `program` takes none"),
         ('program = "model.pt2"\ngraph = "g.py"', "give either `factory` (a model to capture) or `graph` (a saved graph file) or `program`"),
     ],

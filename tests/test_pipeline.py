@@ -572,3 +572,79 @@ def test_an_entry_spelled_pass_name_to_options_says_how_to_write_it(tmp_path):
     with pytest.raises(ConfigError) as info:
         Pipeline([{"fold_constants": {"max_numel": 3}}])
     assert str(info.value).endswith("""write {"name": 'fold_constants', "options": {...}} or ('fold_constants', {...})""")
+
+
+class _Double(fxpasses.NodePass):
+    """x + x -> x * 2 (a pass class that no plugin registers)."""
+
+    name = "double_add"
+    writes_tensors = False
+
+    @fxpasses.on("add")
+    def add(self, node, ctx):
+        if len(node.args) == 2 and node.args[0] is node.args[1]:
+            ctx.count("doubled")
+            return fxpasses.Replace(ctx.call_function(torch.mul, (node.args[0], 2)))
+        return None
+
+
+class _AddSelf(torch.nn.Module):
+    def forward(self, x):
+        return x + x
+
+
+@pytest.mark.parametrize(
+    "one, expected",
+    [
+        (_Double, "double_add"),
+        (_Double(), "double_add"),
+        ((_Double, {}), "double_add"),
+        ({"name": "eliminate_dead_code"}, "eliminate_dead_code"),
+        ("eliminate_dead_code", "eliminate_dead_code"),
+        (("fold_constants", {"max_numel": 3}), "fold_constants{max_numel=3}"),
+    ],
+    ids=["class", "instance", "class-options", "table", "name", "name-options"],
+)
+def test_one_pass_not_in_a_list_is_a_one_pass_pipeline(one, expected):
+    """``Pipeline(MyPass)`` / ``fxpasses.run(gm, MyPass)`` raised ``TypeError: 'type' object is
+    not iterable``: one entry alone is a pipeline of one pass."""
+    plan = Pipeline(one).plan()
+    assert plan.as_pipeline_string() == expected
+    assert Pipeline([one]).plan().as_pipeline_string() == expected
+
+
+def test_run_takes_one_pass_class_or_instance():
+    x = torch.randn(3)
+    for one in (_Double, _Double()):
+        gm = torch.fx.symbolic_trace(_AddSelf())
+        report = fxpasses.run(gm, one, [x], verify="numeric")
+        assert [p.name for p in report.passes] == ["double_add"]
+        assert report["double_add"].counters == {"doubled": 1}
+        assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [torch.mul]
+        torch.testing.assert_close(gm(x), x * 2)
+
+
+@pytest.mark.parametrize(
+    "bad, said",
+    [
+        (42, "Pipeline() takes a list of entries or one pass (a pass name, a pass class or instance, or a table), got 42 of type int"),
+        (None, "Pipeline() takes a list of entries or one pass (a pass name, a pass class or instance, or a table), got None of type NoneType"),
+        (b"eliminate_dead_code", "got b'eliminate_dead_code' of type bytes"),
+        (
+            "remove_dropout,eliminate_dead_code",
+            "Pipeline() takes a list of entries or one pass, got the pipeline string "
+            "'remove_dropout,eliminate_dead_code'; use Pipeline.from_string for a pipeline string",
+        ),
+        ([42], "pipeline, entry 1: bad pipeline entry 42 of type int: expected a pass name, a pass class or instance, (name or class, options) or a table"),
+        (["eliminate_dead_code", 1.5], "pipeline, entry 2: bad pipeline entry 1.5 of type float: expected"),
+    ],
+)
+def test_something_that_is_not_a_pass_is_a_config_error_naming_it_and_its_type(bad, said):
+    with pytest.raises(ConfigError) as info:
+        Pipeline(bad)
+    assert said in str(info.value)
+    gm = torch.fx.symbolic_trace(_AddSelf())
+    if not isinstance(bad, str):
+        with pytest.raises(ConfigError) as info:
+            fxpasses.run(gm, bad)
+        assert said in str(info.value)

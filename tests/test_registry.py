@@ -839,3 +839,32 @@ def test_two_classes_one_name_from_one_plugin_keep_the_conflict_rule(site):
     with pytest.raises(DuplicatePassError):
         reg.get("same_name")
     forget_modules("fxp_two_classes")
+
+
+def test_disabling_a_name_no_plugin_has_warns_with_the_close_names_and_raises_when_strict(tmp_path):
+    """``disable``/``-p no:NAME`` with a typo disabled nothing, silently."""
+    with pytest.warns(fxpasses.PluginWarning) as caught:
+        reg = Registry(disable=["fxpasses_example_passez"])
+    said = [str(w.message) for w in caught if isinstance(w.message, fxpasses.PluginWarning)]
+    assert said == [
+        "plugin fxpasses-example-passez: disabled with disable/-p no:NAME but no installed plugin has that "
+        "name; installed: fxpasses, fxpasses-example-passes; did you mean 'fxpasses-example-passes'?"
+    ]
+    assert "count_ops" in reg.names()  # the plugin meant stays loaded
+    with pytest.raises(PluginError) as info:
+        Registry(disable=["nothing-like-it"], strict=True)
+    assert str(info.value) == (
+        "plugin nothing-like-it: disabled with disable/-p no:NAME but no installed plugin has that name; "
+        "installed: fxpasses, fxpasses-example-passes"
+    )
+    # from a config file's [plugins] table, strict there too
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('pipeline = "eliminate_dead_code"\n[plugins]\ndisable = ["typo"]\nstrict = true\n')
+    with pytest.raises(PluginError, match="plugin typo: disabled with disable/-p no:NAME"):
+        fxpasses.Pipeline.from_config(cfg)
+    # an entry point's name disables it as well as its distribution's: no warning for it
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fxpasses.PluginWarning)
+        assert "count_ops" not in Registry(disable=["example"]).names()
