@@ -235,7 +235,8 @@ _format = click.option(
 @_handle_errors
 @_global_options
 def list_cmd(state: _State, fmt: str) -> None:
-    """List the registered passes and the plugins they come from."""
+    """List the registered passes and presets, the plugins they come from, and what a plugin
+    registered that was rejected as it loaded (with the reason)."""
     from .console import print_table
 
     reg = state.registry()
@@ -261,6 +262,7 @@ def list_cmd(state: _State, fmt: str) -> None:
                     "status": p.status,
                     "error": p.error,
                     "passes": p.passes,
+                    "rejected": [{"kind": x.kind, "name": x.name, "reason": x.reason} for x in p.rejected],
                 }
                 for p in reg.plugins
             ],
@@ -276,6 +278,11 @@ def list_cmd(state: _State, fmt: str) -> None:
     plugin_rows = [(p.label, p.name, p.status, ", ".join(p.passes) or (p.error or "")) for p in reg.plugins]
     click.echo()
     print_table(("plugin", "entry point", "status", "passes"), plugin_rows)
+    # what a plugin registered but the registry refused as it loaded (not usable until fixed)
+    rejected_rows = [(p.label, x.kind, x.name, x.reason) for p in reg.plugins for x in p.rejected]
+    if rejected_rows:
+        click.echo()
+        print_table(("plugin", "rejected", "name", "reason"), rejected_rows, title=f"{len(rejected_rows)} rejected")
 
 
 @cli.command("show")

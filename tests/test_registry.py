@@ -716,6 +716,43 @@ def test_a_pass_or_preset_rejected_at_load_is_reported_with_its_plugin_and_reaso
     forget_modules("fxp_rejecting")
 
 
+def test_fxpasses_list_shows_what_a_plugin_had_rejected_and_why(site):
+    """`fxpasses list` (text and JSON) names each rejected registration with its plugin and
+    reason: a pass that is missing from the list is explained where the list is read."""
+    import json
+
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    make_dist(site, "rejecting-dist", "1.2", "fxp_rejecting", REJECTED_SOURCE)
+    forget_modules("fxp_rejecting")
+    reason = (
+        "pass 'bad_options' (fxp_rejecting.P): Options must be a pydantic BaseModel subclass "
+        "(e.g. fxpasses.PassOptions), got <class 'dict'>"
+    )
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert "2 rejected" in lines
+    rows = [line.split() for line in lines if line.startswith("rejecting-dist 1.2")]
+    assert [row[:4] for row in rows[-2:]] == [
+        ["rejecting-dist", "1.2", "pass", "bad_options"],
+        ["rejecting-dist", "1.2", "preset", "broken_preset"],
+    ]
+    assert not any(line.split()[:1] == ["bad_options"] for line in lines)  # not listed as a pass
+    forget_modules("fxp_rejecting")
+    r = CliRunner().invoke(cli, ["list", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    (plugin,) = [p for p in out["plugins"] if p["distribution"] == "rejecting-dist"]
+    assert plugin["rejected"][0] == {"kind": "pass", "name": "bad_options", "reason": reason}
+    assert [x["name"] for x in plugin["rejected"]] == ["bad_options", "broken_preset"]
+    (builtin,) = [p for p in out["plugins"] if p["entry_point"] == "builtin = fxpasses.builtin_passes"]
+    assert builtin["rejected"] == []
+    forget_modules("fxp_rejecting")
+
+
 def test_passes_dropped_with_a_plugin_whose_hook_raised_say_so_when_named(site):
     make_dist(
         site,
