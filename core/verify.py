@@ -10,6 +10,7 @@ forked RNG (the caller's random stream is left as it was), and puts the tensors 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import math
 import sys
@@ -119,14 +120,25 @@ def _same_bits(t: torch.Tensor, value: torch.Tensor) -> bool:
 
 
 def clone_outputs(out: Any) -> Any:
-    """Detached copies of every tensor in a (nested) output, structure kept."""
+    """Detached copies of every tensor in a (nested) output, structure and container types
+    kept: a named tuple stays that named tuple, a dict subclass (``OrderedDict``, a Hugging
+    Face ``ModelOutput``, ``defaultdict``) stays of its class, with its other attributes."""
     if isinstance(out, torch.Tensor):
         return out.detach().clone()
     if isinstance(out, (list, tuple)):
         items = [clone_outputs(o) for o in out]
         return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
-    if isinstance(out, dict):
+    if type(out) is dict:
         return {k: clone_outputs(v) for k, v in out.items()}
+    if isinstance(out, dict):
+        # a shallow copy of the subclass (its class, its attributes: a ModelOutput's fields,
+        # a defaultdict's factory), each value then replaced by its copy
+        new = copy.copy(out)
+        for k, v in out.items():
+            dict.__setitem__(new, k, clone_outputs(v))
+            if isinstance(k, str) and k in getattr(new, "__dict__", {}):  # ModelOutput: field too
+                new.__dict__[k] = new[k]
+        return new
     if _pytree_children(out) is not None:  # a registered dataclass or other pytree node
         from torch.utils import _pytree as pytree
 

@@ -631,3 +631,31 @@ def test_compare_outputs_walks_registered_dataclasses():
         assert type(cloned) is Out and cloned.logits is not e.logits and torch.equal(cloned.extra, e.extra)
     finally:
         torch.utils._pytree._deregister_pytree_node(Out)
+
+
+def test_clone_outputs_keeps_dict_subclasses_and_copies_their_tensors():
+    """A Hugging Face ModelOutput, an OrderedDict and a defaultdict stay of their class (with
+    their fields and factory), and every tensor in them is a detached copy."""
+    import collections
+
+    from transformers.modeling_outputs import CausalLMOutputWithCrossAttentions
+
+    from fxpasses.verify import clone_outputs
+
+    t = torch.randn(2, 3, requires_grad=True) * 2
+    out = CausalLMOutputWithCrossAttentions(logits=t, hidden_states=(t, t))
+    c = clone_outputs(out)
+    assert type(c) is CausalLMOutputWithCrossAttentions
+    assert list(c.keys()) == ["logits", "hidden_states"] and c.loss is None
+    assert c.logits is c["logits"] and c.hidden_states is c["hidden_states"]
+    assert not c.logits.requires_grad and torch.equal(c.logits, t)
+    assert c.logits.data_ptr() != t.data_ptr() and c.hidden_states[1].data_ptr() != t.data_ptr()
+    assert out.logits is t  # the original is left as it was
+
+    od = clone_outputs(collections.OrderedDict(b=t, a=t))
+    assert type(od) is collections.OrderedDict and list(od) == ["b", "a"] and od["a"].data_ptr() != t.data_ptr()
+    dd = clone_outputs(collections.defaultdict(list, a=t))
+    assert type(dd) is collections.defaultdict and dd.default_factory is list
+    assert torch.equal(dd["a"], t) and dd["a"].data_ptr() != t.data_ptr()
+    plain = clone_outputs({"a": t})
+    assert type(plain) is dict and plain["a"].data_ptr() != t.data_ptr()
