@@ -108,11 +108,16 @@ def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, An
     return {"ok": False, "exit_status": status, "error": error}
 
 
+#: the real stdout of each ``--format json`` command running (innermost last): while it runs,
+#: whatever else writes to stdout (a pass's or the model's print()) goes to stderr instead
+_JSON_STDOUT: list[Any] = []
+
+
 def _echo_json(obj: dict[str, Any]) -> None:
     """Print a command's one JSON object on stdout (``ok`` first)."""
     if "ok" not in obj:
         obj = {"ok": True, **obj}
-    click.echo(json.dumps(obj, indent=2, default=str))
+    click.echo(json.dumps(obj, indent=2, default=str), file=_JSON_STDOUT[-1] if _JSON_STDOUT else None)
 
 
 def _fail(fmt: str | None, exc: BaseException, status: int, text: str | None = None, **extra: Any) -> None:
@@ -127,38 +132,53 @@ def _fail(fmt: str | None, exc: BaseException, status: int, text: str | None = N
 def _handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from .errors import FxPassesError, PluginError, UserError
-
         state: _State = click.get_current_context().find_object(_State)  # type: ignore[assignment]
         fmt = kwargs.get("fmt")
+        if fmt != "json":
+            return _run_reporting_errors(fn, state, fmt, args, kwargs)
+        # stdout holds the one JSON object: what passes, plugins and model code print goes
+        # to stderr while the command runs
+        _JSON_STDOUT.append(sys.stdout)
         try:
-            return fn(*args, **kwargs)
-        except click.exceptions.ClickException:
-            raise  # usage errors: click's own text (stderr), even under --format json
-        except (UserError, PluginError) as exc:  # PluginError: a broken plugin in strict mode
-            if state is not None and state.traceback:
-                raise
-            _fail(fmt, exc, 2)
-        except FxPassesError as exc:
-            if state is not None and state.traceback:
-                raise
-            _fail(fmt, exc, 1)
-        except KeyboardInterrupt as exc:
-            _fail(fmt, exc, 130, "interrupted")
-        except BrokenPipeError:
-            # the reader went away (`fxpasses show X | head -1`): stop quietly, as cat does
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            sys.exit(0)
-        except Exception as exc:
-            if state is not None and state.traceback:
-                raise
-            # an internal error (a bug in fxpasses or a plugin), not a verdict on the model:
-            # exit status 3, as pytest's internal errors (1 means a pass failed or outputs changed)
-            text = f"error: unexpected {type(exc).__name__}: {exc}\n(run with --traceback for details)"
-            _fail(fmt, exc, 3, text, internal=True)
+            with contextlib.redirect_stdout(sys.stderr):
+                return _run_reporting_errors(fn, state, fmt, args, kwargs)
+        finally:
+            _JSON_STDOUT.pop()
 
     return wrapper  # type: ignore[return-value]
+
+
+def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, args: Any, kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, each kind of failure reported (:func:`_fail`) with its exit
+    status (see :func:`_handle_errors`)."""
+    from .errors import FxPassesError, PluginError, UserError
+
+    try:
+        return fn(*args, **kwargs)
+    except click.exceptions.ClickException:
+        raise  # usage errors: click's own text (stderr), even under --format json
+    except (UserError, PluginError) as exc:  # PluginError: a broken plugin in strict mode
+        if state is not None and state.traceback:
+            raise
+        _fail(fmt, exc, 2)
+    except FxPassesError as exc:
+        if state is not None and state.traceback:
+            raise
+        _fail(fmt, exc, 1)
+    except KeyboardInterrupt as exc:
+        _fail(fmt, exc, 130, "interrupted")
+    except BrokenPipeError:
+        # the reader went away (`fxpasses show X | head -1`): stop quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, (_JSON_STDOUT[-1] if _JSON_STDOUT else sys.stdout).fileno())
+        sys.exit(0)
+    except Exception as exc:
+        if state is not None and state.traceback:
+            raise
+        # an internal error (a bug in fxpasses or a plugin), not a verdict on the model:
+        # exit status 3, as pytest's internal errors (1 means a pass failed or outputs changed)
+        text = f"error: unexpected {type(exc).__name__}: {exc}\n(run with --traceback for details)"
+        _fail(fmt, exc, 3, text, internal=True)
 
 
 _TRACEBACK_HELP = "Show the full traceback of errors."

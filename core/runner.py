@@ -25,6 +25,12 @@ from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace
 __all__ = ["run_pass", "would_rewrite", "HookError"]
 
 
+#: what a pass's code (setup, run, hooks, finish) raises that fails the pass: any exception,
+#: and SystemExit too (a pass calling sys.exit() is a failing pass, as a test is in pytest);
+#: KeyboardInterrupt and GeneratorExit go through (the pipeline rolls back and re-raises)
+PASS_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit)
+
+
 class HookError(Exception):
     """Raised by the runner when a hook fails; carries the node. Wrapped by the pipeline."""
 
@@ -260,14 +266,14 @@ def run_pass(
     """
     try:
         p.setup(gm, ctx)
-    except Exception as exc:
+    except PASS_ERRORS as exc:
         raise HookError(None, exc) from exc
     if isinstance(p, GraphPass):
         if budget is not None:
             budget.take(None, None)
         try:
             return p.run(gm, ctx)
-        except Exception as exc:
+        except PASS_ERRORS as exc:
             raise HookError(ctx.node, exc) from exc
     assert isinstance(p, NodePass)
     changed = False
@@ -302,7 +308,7 @@ def run_pass(
                     changed = True
                 elif _apply(node, action, ctx):
                     changed = True
-            except Exception as exc:
+            except PASS_ERRORS as exc:
                 raise HookError(node, exc) from exc
         nodes = []
     pending: list[tuple[Node, list[_Matcher]]] = []  # left unvisited by an exhausted budget
@@ -322,7 +328,7 @@ def run_pass(
                 if budget is not None:
                     budget.take(node, action)
                 did = _apply(node, action, ctx)
-            except Exception as exc:
+            except PASS_ERRORS as exc:
                 raise HookError(node, exc) from exc
             if did:
                 changed = True
@@ -334,7 +340,7 @@ def run_pass(
     ctx.node = None
     try:
         p.finish(gm, ctx)
-    except Exception as exc:
+    except PASS_ERRORS as exc:
         raise HookError(None, exc) from exc
     if budget is not None and pending:
         if not budget.probe or _probe(p, gm, ctx, pending):
@@ -394,7 +400,7 @@ def _probe(
                     if not (action is None or action is KEEP or isinstance(action, Keep)):
                         return True
         return False
-    except Exception:  # the hook would have failed the pass: the limit stopped that too
+    except PASS_ERRORS:  # the hook would have failed the pass: the limit stopped that too
         return True
     finally:
         snap.restore()

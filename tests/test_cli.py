@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from dists import installed_dist
 from fxpasses.cli import cli
 
 
@@ -338,6 +339,81 @@ def test_json_bisect_found_and_clean(planted_site, tmp_path):
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["ok"] is True and data["status"] == "clean" and "error" not in data and data["pass_error"] is None
+
+
+NOISY_SOURCE = """
+import sys
+
+import torch
+
+import fxpasses
+from fxpasses import GraphPass
+
+
+class Prints(GraphPass):
+    name = "prints"
+    kind = "analysis"
+
+    def run(self, gm, ctx):
+        print("hello from a pass")
+        return False
+
+
+class Exits(GraphPass):
+    name = "exits"
+
+    def run(self, gm, ctx):
+        x = next(n for n in gm.graph.nodes if n.op == "placeholder")
+        with gm.graph.inserting_after(x):
+            gm.graph.call_function(torch.neg, (x,))  # an edit, then leave
+        sys.exit(5)
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(Prints)
+    register(Exits)
+"""
+
+
+@pytest.fixture
+def noisy_site(tmp_path, monkeypatch):
+    """A distribution whose passes print to stdout and call sys.exit()."""
+    with installed_dist(monkeypatch, tmp_path / "site", "noisy-passes", "0.1", "fxp_noisy", NOISY_SOURCE) as site:
+        yield site
+
+
+@pytest.mark.parametrize("command", ["run", "bisect"])
+def test_json_stdout_is_one_object_when_a_pass_prints(noisy_site, tmp_path, command):
+    """What passes (and model code) print goes to stderr under --format json: stdout is the
+    JSON object alone."""
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('pipeline = "prints,eliminate_dead_code"\n' + MODEL)
+    extra = ["--no-save", "--repeat", "1"] if command == "run" else []
+    r = CliRunner().invoke(cli, [command, str(cfg), *extra, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["ok"] is True
+    assert "hello from a pass" not in r.stdout and "hello from a pass" in r.stderr
+    r = CliRunner().invoke(cli, [command, str(cfg), *extra])  # text: the print stays on stdout
+    assert r.exit_code == 0 and "hello from a pass" in r.stdout
+
+
+def test_a_pass_calling_sys_exit_is_a_failing_pass(noisy_site, tmp_path):
+    """SystemExit from a pass fails the pass (as a test calling sys.exit() fails in pytest):
+    rolled back, exit status 1, the JSON object saying so."""
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('pipeline = "exits"\n' + MODEL)
+    args = ["run", str(cfg), "--no-save", "--repeat", "1", "--format", "json"]
+    error, stderr = json_failure(args, 1, "PassFailedError")
+    assert error["pass_name"] == "exits" and error["rolled_back"] is True
+    assert error["reason"] == "SystemExit: 5" and error["cause"] == "SystemExit: 5"
+    assert stderr.startswith("error: pass 'exits' failed: SystemExit: 5")
+    cfg.write_text('pipeline = "exits"\non_error = "skip"\n' + MODEL)
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (report,) = json.loads(r.stdout)["report"]["passes"]
+    assert (report["name"], report["status"]) == ("exits", "skipped")
 
 
 def test_json_bad_model_files_and_output_directories(tmp_path, monkeypatch):
