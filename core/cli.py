@@ -92,7 +92,8 @@ def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, An
     """The ``--format json`` object of a failure: ``{"ok": false, "exit_status": N, "error":
     {"type", "message", ...}}``; the error's public attributes (a pass name, the node, the
     config source, the suggestions, ...) are fields of ``error``, and so is its ``cause``."""
-    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    message = str(exc) or ("interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__)
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": message}
     for key, value in vars(exc).items():
         if not key.startswith("_") and key not in error:
             error[key] = value

@@ -456,6 +456,18 @@ def test_json_internal_error_exit_3(monkeypatch):
     assert stderr == "error: unexpected RuntimeError: a bug in fxpasses\n(run with --traceback for details)\n"
 
 
+def test_json_interrupt_exit_130_says_interrupted(monkeypatch):
+    import fxpasses.job
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fxpasses.job, "run_job", interrupted)
+    error, stderr = json_failure(["run", "--no-save", "--format", "json"], 130, "KeyboardInterrupt")
+    assert error == {"type": "KeyboardInterrupt", "message": "interrupted"}
+    assert stderr == "interrupted\n"
+
+
 def test_json_success_objects_say_ok(tmp_path):
     for args in (["list"], ["show", "count_ops"], ["show", "inference"], ["check", "--pipeline", "eliminate_dead_code"]):
         r = CliRunner().invoke(cli, [*args, "--format", "json"])
