@@ -114,11 +114,12 @@ def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, An
 _JSON_STDOUT: list[Any] = []
 
 
-def _echo_json(obj: dict[str, Any]) -> None:
-    """Print a command's one JSON object on stdout (``ok`` first)."""
+def _echo_json(obj: dict[str, Any], default: Callable[[Any], str] = str) -> None:
+    """Print a command's one JSON object on stdout (``ok`` first); ``default`` spells what
+    JSON has no type for."""
     if "ok" not in obj:
         obj = {"ok": True, **obj}
-    click.echo(json.dumps(obj, indent=2, default=str), file=_JSON_STDOUT[-1] if _JSON_STDOUT else None)
+    click.echo(json.dumps(obj, indent=2, default=default), file=_JSON_STDOUT[-1] if _JSON_STDOUT else None)
 
 
 def _fail(fmt: str | None, exc: BaseException, status: int, text: str | None = None, **extra: Any) -> None:
@@ -336,7 +337,7 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
     if fmt == "json":
         out = [d.as_dict() for d in descriptions]
         # one pass, or (a name registered twice) each registration under "candidates"
-        _echo_json(json.loads(json.dumps(out[0] if len(out) == 1 else {"candidates": out}, default=repr)))
+        _echo_json(out[0] if len(out) == 1 else {"candidates": out}, default=repr)
         return
     for i, d in enumerate(descriptions):
         if i:

@@ -307,9 +307,12 @@ class OutputFacts:
         named_inputs = _named_tensors(args, kwargs)
         for name, t in named_inputs:
             own(t, name)
-        names = {id(t): n for n, t in _named_module_tensors(gm)}
-        for t in _module_tensors(gm):
-            own(t, f"module tensor {names.get(id(t), '?')!r}")
+        # one walk of the module's tensors: each is named by its last path (a tensor held
+        # twice is one storage, which keeps its first owner)
+        module_tensors = _named_module_tensors(gm)
+        names = {id(t): n for n, t in module_tensors}
+        for _, t in module_tensors:
+            own(t, f"module tensor {names[id(t)]!r}")
         leaves: dict[str, LeafFacts] = {}
         tensors: list[torch.Tensor] = []
         for path, t in _tensor_leaves(out, "output"):
