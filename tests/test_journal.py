@@ -916,3 +916,43 @@ def test_effect_answers_about_called_modules_follow_edits_inside_and_above_them(
         before = bn.running_mean.clone()
         gm(torch.randn(8, 4) + 5)
         assert not torch.equal(before, bn.running_mean) or where == "blk.bn"
+
+
+class _RenameThenFail(GraphPass):
+    """A journaled pass that renames the nodes it is given through ``Node._rename`` (torch.fx's
+    replace hooks tell the journal, once per user) and then fails."""
+
+    name = "rename_then_fail"
+    writes_tensors = False
+    journal_edits = True
+    targets: tuple = ()
+
+    def run(self, gm, ctx):
+        for n in list(gm.graph.nodes):
+            if n.target in self.targets:
+                n._rename(f"renamed_{n.name}")
+        raise RuntimeError("after the renames")
+
+
+class _OneAndTwoUsers(nn.Module):
+    def forward(self, x):
+        a = torch.relu(x)  # one user (the sigmoid)
+        b = torch.sigmoid(a)  # two users (the mul and the add)
+        return b * 2 + b
+
+
+@pytest.mark.parametrize("target", [torch.relu, torch.sigmoid])
+def test_a_renamed_node_is_named_as_before_after_rollback_whatever_its_number_of_users(target, unchecked, monkeypatch):
+    # the journal records a node's inputs for the order of their users only from two users
+    # on: a rename (the replace hook with the node as ``old``) records the node itself
+    monkeypatch.setattr(_RenameThenFail, "targets", (target,))
+    gm = torch.fx.symbolic_trace(_OneAndTwoUsers())
+    names = [n.name for n in gm.graph.nodes]
+    code = gm.code
+    reg = Registry()
+    reg.register(_RenameThenFail)
+    with pytest.raises(PassFailedError, match="after the renames"):
+        Pipeline(["rename_then_fail"], registry=reg).run(gm, [torch.randn(3)])
+    assert [n.name for n in gm.graph.nodes] == names == ["x", "relu", "sigmoid", "mul", "add", "output"]
+    gm.recompile()
+    assert gm.code == code
