@@ -566,10 +566,11 @@ class Registry:
         if missing:
             # asked for by name: an error even without strict mode (as pytest's `-p NAME`)
             installed = sorted({r.distribution for r in self.plugins})
+            # worded as the other plugin-name errors: "...; installed: ...; did you mean ...?"
             close = sorted({m for n in missing for m in difflib.get_close_matches(n, installed, n=2, cutoff=0.6)})
-            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
             raise PluginError(
-                f"requested with enable/-p but not installed{hint}; installed: {', '.join(installed) or '(none)'}",
+                f"requested with enable/-p but not installed; installed: {', '.join(installed) or '(none)'}"
+                + did_you_mean(close),
                 distribution=", ".join(sorted(missing)),
                 version="",
             )
