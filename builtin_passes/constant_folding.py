@@ -84,14 +84,16 @@ class FoldConstants(GraphPass):
     placeholders, so only literal-built values can fold there (unless the ``torch.compile``
     backend's ``freeze`` option made them constants, see :mod:`fxpasses.backend`).
 
-    Constants are evaluated one node at a time on the real tensors, under ``torch.no_grad()``,
-    in graph order, with values cached (O(n) evaluations). A node is then *folded* when its
-    value is needed at run time (a non-constant node or the output uses it): a tensor result is
-    stored with :meth:`PassContext.add_constant` (a new, uniquely named persistent buffer,
-    ``folded_<node name>``; a parameter that requires grad when a float result is computed
-    from a tensor that requires grad, such as an eval-mode module's parameter, so that the
-    outputs reading it keep requiring grad) and replaces the node's uses; a Python scalar,
-    dtype or device result becomes a literal.
+    Constants are evaluated one node at a time on the real tensors, under ``torch.no_grad()``
+    (with grad enabled for a node that reads a constant that requires grad, such as an
+    eval-mode module's parameter, as eager mode runs it), in graph order, with values cached
+    (O(n) evaluations). A node is then *folded* when its value is needed at run time (a
+    non-constant node or the output uses it): a tensor result is stored with
+    :meth:`PassContext.add_constant` (a new, uniquely named persistent buffer,
+    ``folded_<node name>``; a parameter that requires grad when the result requires grad, by
+    autograd's own rules: ``w * 2`` does, ``zeros_like(w)``, ``w.detach() + 1`` or ``w > 0``
+    do not, so that the outputs reading it require grad exactly as in eager mode) and
+    replaces the node's uses; a Python scalar, dtype or device result becomes a literal.
 
     Refused, and left as they are (the constants they read are then folded where possible):
 
@@ -177,6 +179,8 @@ class FoldConstants(GraphPass):
         fold_parameters = opts.fold_parameters
         # tensors left alone only because they may be trained (their metadata still folds)
         trainable: dict[Node, torch.Tensor] = {}
+        # constant nodes whose value requires grad (their users are evaluated with grad on)
+        requires_grad_nodes: set[Node] = set()
         for node in gm.graph.nodes:
             op = node.op
             if op == "get_attr":  # (get_attr, placeholder and output nodes change no state)
@@ -192,6 +196,8 @@ class FoldConstants(GraphPass):
                                 values[node] = obj
                         elif fold_parameters or not isinstance(obj, torch.nn.Parameter):
                             values[node] = obj
+                        if obj.requires_grad and node in values:
+                            requires_grad_nodes.add(node)
                 elif isinstance(obj, _LITERALS):
                     values[node] = obj
                 continue
@@ -235,16 +241,24 @@ class FoldConstants(GraphPass):
                         "(fold_parameters=true folds it)",
                     )
                     continue
+            # from a tensor that requires grad (a parameter of an eval-mode module), the
+            # node runs with grad enabled, as in eager mode: its value then requires grad
+            # exactly when eager mode's would (w * 2 does; zeros_like(w), w.detach() + 1,
+            # w > 0 do not), which decides how the fold is stored (_apply)
+            grad = not requires_grad_nodes.isdisjoint(node._input_nodes)
             try:
                 prev = is_grad_enabled()
-                set_grad_enabled(False)
+                set_grad_enabled(grad)
                 try:
                     value = _run(gm, node, values)
                 finally:
                     set_grad_enabled(prev)
-                values[node] = value
             except Exception as exc:  # evaluation is best effort: leave the node alone
                 ctx.skip(node, f"could not evaluate: {type(exc).__name__}: {exc}"[:200])
+                continue
+            values[node] = value
+            if grad and isinstance(value, torch.Tensor) and value.requires_grad:
+                requires_grad_nodes.add(node)
         return values
 
     # ------------------------------------------------------------------ 2. choose
@@ -412,13 +426,13 @@ class FoldConstants(GraphPass):
         """Replace the accepted nodes, erase the constant nodes left without users (only pure
         constants: their groups' nodes), delete the attributes left unread."""
         graph = gm.graph
-        grad = _from_grad(values)
         for node, value in accepted.items():
             if isinstance(value, torch.Tensor):
                 folded = value.detach().clone()
-                if grad.get(node) and (folded.is_floating_point() or folded.is_complex()):
-                    # computed (under no_grad) from tensors that require grad: stored as a
-                    # parameter that requires grad, so the outputs that read it still do
+                if value.requires_grad:
+                    # computed with grad from tensors that require grad, as eager mode would
+                    # (see _evaluate): stored as a parameter that requires grad, so the
+                    # outputs that read it still do
                     folded = torch.nn.Parameter(folded, requires_grad=True)
                 with ctx.inserting_before(node):
                     const = ctx.add_constant(folded, hint=f"folded_{node.name}")
@@ -438,19 +452,6 @@ class FoldConstants(GraphPass):
             ctx.count("removed_nodes", removed)
         for key, n in prune_unused_state(gm, candidates=removable, before_edit=ctx.before_module_edit).items():
             ctx.count(key, n)
-
-
-def _from_grad(values: dict[Node, Any]) -> dict[Node, bool]:
-    """Which constant nodes (``values``, in graph order) are computed from a tensor that
-    requires grad (a parameter of an eval-mode module): their results would require grad in
-    eager mode (for float results; a conservative answer: ``zeros_like(w)`` is counted too)."""
-    grad: dict[Node, bool] = {}
-    for node, value in values.items():
-        if node.op == "get_attr":
-            grad[node] = isinstance(value, torch.Tensor) and value.requires_grad
-        else:
-            grad[node] = any(grad.get(i, False) for i in node._input_nodes)
-    return grad
 
 
 def _owner_training(gm: torch.fx.GraphModule, target: str, paths: ModulePaths) -> bool:

@@ -832,3 +832,46 @@ def test_a_skip_for_a_torch_fx_container_in_training_mode_says_how_to_fold():
     report = fold(gm, [x], FOLD)
     assert report.counters["folded"] == 2 and not report.skipped
     torch.testing.assert_close(gm(x), model(x))
+
+
+class _GradFreeConstants(nn.Module):
+    """Constants computed from a parameter whose results do or do not require grad in eager
+    mode: ``w * 2`` does, ``zeros_like(w)``, ``w.detach() + 1`` and ``w > 0`` do not."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        return x + torch.zeros_like(self.w), x * (self.w.detach() + 1), (self.w > 0).float() + x, x * (self.w * 2)
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_a_folded_constant_requires_grad_exactly_when_eager_mode_computes_it_so(dialect):
+    torch.manual_seed(0)
+    model = _GradFreeConstants().eval()
+    x = torch.randn(3)
+    gm, inputs = trace(model, dialect, (x,))
+    eager = model(x)
+    assert [o.requires_grad for o in eager] == [False, False, False, True]
+    # (torch.export says training mode whatever the model's: fold_parameters=true folds its
+    # parameters, as the inference preset does)
+    options = "{max_growth_bytes=1000, fold_parameters=true}" if dialect == "export" else "{max_growth_bytes=1000}"
+    report = fold(gm, inputs, FOLD + options)
+    # TorchDynamo passes parameters as placeholders: nothing is a constant there; torch.export
+    # keeps w > 0 besides, for its _assert_tensor_metadata check
+    folds = {"symbolic_trace": 4, "dynamo": 0, "export": 5}[dialect]
+    assert report.counters.get("folded", 0) == folds
+    out = gm(*inputs)
+    assert [o.requires_grad for o in out] == [False, False, False, True]
+    for a, b in zip(out, eager):
+        torch.testing.assert_close(a, b)
+    # stored as eager mode computes them: one parameter that requires grad, three buffers
+    params = [n for n, p in gm.named_parameters() if n.startswith("folded")]
+    buffers = [n for n, _ in gm.named_buffers() if n.startswith("folded")]
+    assert (len(params), len(buffers)) == ((0, 0) if dialect == "dynamo" else (1, folds - 1))
+    if dialect != "dynamo":
+        assert all(p.requires_grad for n, p in gm.named_parameters() if n.startswith("folded"))
+    assert_preserves_outputs(
+        fxpasses.Pipeline.from_string(FOLD + options), _GradFreeConstants().eval(), (x,), dialects=[dialect]
+    )
