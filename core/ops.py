@@ -27,6 +27,18 @@ module whose ``inplace`` attribute is true) are all ``"relu_"``; ``operator.iadd
 ``"add_"``. The in-place twin of a family ``F`` is ``F_``: ``"dropout_"`` covers
 ``dropout_``/``feature_dropout_``/``alpha_dropout_``/..., ``"mul_"`` covers ``mul_`` and
 ``multiply_``.
+
+``relu6`` is ``hardtanh`` with bounds ``(0, 6)``, and the dialects spell it either way
+(``nn.ReLU6`` is a ``call_module`` under ``symbolic_trace``, ``F.hardtanh(x, 0.0, 6.0)`` under
+TorchDynamo and ``aten.hardtanh.default(x, 0.0, 6.0)`` under ``torch.export``, while
+``F.relu6`` stays ``F.relu6`` / ``aten.relu6``). A call is named by what it computes here too:
+a hardtanh call whose bounds are the literal numbers 0 and 6 (``F.hardtanh``,
+``F.hardtanh_``, ``aten.hardtanh``, ``aten.hardtanh_``, by keyword or position; a call of an
+``nn.Hardtanh``/``nn.ReLU6`` module by its ``min_val``/``max_val`` attributes) is ``"relu6"``
+(``"relu6_"`` in place); one with other bounds, the default ``(-1, 1)``, or bounds known only
+when the graph runs is ``"hardtanh"``. The family ``"hardtanh"`` covers ``"relu6"`` (and
+``"hardtanh_"`` covers ``"relu6_"``): a hook for hardtanh sees every relu6, in every dialect,
+while one for ``"relu6"`` sees only the calls with bounds ``(0, 6)``.
 """
 
 from __future__ import annotations
@@ -47,6 +59,7 @@ __all__ = [
     "module_call_name",
     "call_op_name",
     "inplace_position",
+    "names_per_call",
     "FAMILIES",
 ]
 
@@ -164,7 +177,19 @@ FAMILIES: dict[str, frozenset[str]] = {
     "sub": frozenset({"sub", "subtract", "rsub"}),
     "neg": frozenset({"neg", "negative"}),
     "linear": frozenset({"linear", "addmm"}),
+    # relu6 is hardtanh(0, 6): see _BOUNDED_NAMES for which calls are named "relu6"
+    "hardtanh": frozenset({"hardtanh", "relu6"}),
 }
+
+#: op names whose call is another op for the literal bounds ``(min_val, max_val)``: the op
+#: name of a hardtanh call with bounds (0, 6) is ``"relu6"`` (see :func:`call_op_name` and
+#: :func:`module_call_name`)
+_BOUNDED_NAMES: dict[str, tuple[float, float, str]] = {
+    "hardtanh": (0, 6, "relu6"),
+    "hardtanh_": (0, 6, "relu6_"),
+}
+#: the bounds' parameter names, in the order of their positions
+_BOUND_PARAMS = ("min_val", "max_val")
 
 _name_cache: dict[Any, str | None] = {}
 _module_name_cache: dict[type, str] = {}
@@ -219,13 +244,31 @@ def module_op_name(module_cls: type) -> str:
 def module_call_name(mod: torch.nn.Module) -> str:
     """Canonical op name of a call of the module ``mod``: :func:`module_op_name` of its class,
     with a trailing ``_`` when its ``inplace`` attribute is true (``nn.ReLU(inplace=True)`` ->
-    ``"relu_"``: the call writes its input, as ``torch.relu_`` does)."""
+    ``"relu_"``: the call writes its input, as ``torch.relu_`` does).
+
+    An ``nn.Hardtanh`` (``nn.ReLU6`` included) is named by its ``min_val``/``max_val``
+    attributes, as its call is in the other dialects: ``"relu6"`` for the literal bounds
+    ``(0, 6)`` (``nn.ReLU6()``, ``nn.Hardtanh(0, 6)``), ``"hardtanh"`` for any others."""
     from .effects import _module_attr  # getattr without nn.Module's exception for a missing one
 
     name = module_op_name(type(mod))
+    if name in _RELU6_MODULE_NAMES and isinstance(mod, torch.nn.Hardtanh):
+        lo, hi, _ = _BOUNDED_NAMES["hardtanh"]
+        bounds = (_module_attr(mod, "min_val", None), _module_attr(mod, "max_val", None))
+        name = "relu6" if _is_bound(bounds[0], lo) and _is_bound(bounds[1], hi) else "hardtanh"
     if _module_attr(mod, "inplace", False) is True and not is_inplace_name(name):
         return name + "_"
     return name
+
+
+#: module op names renamed by their bounds (a subclass of nn.Hardtanh named otherwise, by its
+#: own class name, may compute something else: it keeps its name)
+_RELU6_MODULE_NAMES = frozenset({"hardtanh", "relu6"})
+
+
+def _is_bound(value: Any, wanted: float) -> bool:
+    """``value`` is the literal number ``wanted`` (a bool, a node or a tensor is not)."""
+    return type(value) in (int, float) and value == wanted
 
 
 _inplace_positions: dict[Any, int | None] = {}
@@ -258,16 +301,98 @@ def inplace_position(target: Any) -> int | None:
     return pos
 
 
+def _param_positions(target: Any, names: tuple[str, ...]) -> tuple[int | None, ...] | None:
+    """Positions of the parameters ``names`` of a ``call_function`` target (-1: keyword-only,
+    None: no such parameter), from an ``OpOverload``'s schema, a Python function's signature,
+    or for a torch builtin without one (``F.hardtanh_``) the schema of the ATen op of its name;
+    None when none of these can be read."""
+    schema = None
+    if isinstance(target, torch._ops.OpOverload):
+        schema = target._schema
+    elif callable(target) and not isinstance(target, torch._ops.OpOverloadPacket):
+        try:
+            params = list(inspect.signature(target).parameters.values())
+        except (TypeError, ValueError):
+            params = None
+        if params is not None:
+            found = {
+                p.name: (-1 if p.kind is p.KEYWORD_ONLY else i)
+                for i, p in enumerate(params)
+                if p.name in names and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+            }
+            return tuple(found.get(n) for n in names)
+        module = getattr(target, "__module__", None) or ""
+        packet = getattr(torch.ops.aten, getattr(target, "__name__", ""), None)
+        if module.split(".", 1)[0] == "torch" and isinstance(packet, torch._ops.OpOverloadPacket):
+            schema = getattr(packet, "default", None)
+            schema = getattr(schema, "_schema", None)
+    if schema is None:
+        return None
+    found = {a.name: (-1 if a.kwarg_only else i) for i, a in enumerate(schema.arguments) if a.name in names}
+    return tuple(found.get(n) for n in names)
+
+
+#: target -> (its name, inplace position, bound positions) when its calls are named per call
+_call_namings: dict[Any, tuple[str, int | None, tuple[int | None, ...] | None] | None] = {}
+
+
+def _call_naming(target: Any) -> tuple[str, int | None, tuple[int | None, ...] | None] | None:
+    """What the name of a call of ``target`` depends on besides the target: its name, the
+    position of its ``inplace`` parameter (:func:`inplace_position`) and those of its bounds
+    (for a name in ``_BOUNDED_NAMES``); None when the name is the target's alone. Cached."""
+    try:
+        return _call_namings[target]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable target
+        return None
+    naming = None
+    name = callable_op_name(target)
+    if name is not None:
+        pos = inplace_position(target)
+        bounds = _param_positions(target, _BOUND_PARAMS) if name in _BOUNDED_NAMES else None
+        if bounds is not None and None in bounds:
+            bounds = None
+        if bounds is not None or (pos is not None and not is_inplace_name(name)):
+            naming = (name, pos, bounds)
+    _call_namings[target] = naming
+    return naming
+
+
+def names_per_call(target: Any) -> bool:
+    """Whether the op name of a ``call_function`` node of ``target`` depends on the call's
+    arguments (:func:`call_op_name`): it has an ``inplace`` parameter (``F.relu``) or bounds
+    that can make it another op (``F.hardtanh``, ``aten.hardtanh``). For every other target
+    it is :func:`callable_op_name` of the target, the same for all its nodes."""
+    return _call_naming(target) is not None
+
+
 def call_op_name(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     """Canonical op name of the call ``target(*args, **kwargs)``: :func:`callable_op_name`,
     with a trailing ``_`` when the target has an ``inplace`` parameter (see
     :func:`inplace_position`) and the call gives it a value that is not false: a literal
     ``True`` (``F.relu(x, inplace=True)``, ``F.dropout(x, 0.5, False, True)``) or a value
     known only when the graph runs, which may be true (such a call is not the out-of-place op
-    for a rewrite)."""
-    name = callable_op_name(target)
-    pos = inplace_position(target)
-    if name is None or pos is None or is_inplace_name(name):
+    for a rewrite).
+
+    A hardtanh call (``F.hardtanh``, ``F.hardtanh_``, ``aten.hardtanh``, ``aten.hardtanh_``)
+    whose ``min_val`` and ``max_val`` are the literal numbers 0 and 6, by keyword or position,
+    is ``"relu6"`` (``"relu6_"`` in place): ``F.hardtanh(x, 0.0, 6.0, True)`` is ``"relu6_"``,
+    ``aten.hardtanh.default(x, 0.0, 6.0)`` (what ``torch.export`` makes of ``nn.ReLU6``) is
+    ``"relu6"``. A bound left to its default (-1 or 1), another number, or a value known only
+    when the graph runs leaves the call ``"hardtanh"``. See :func:`names_per_call` for the
+    targets whose calls are named per call."""
+    naming = _call_naming(target)
+    if naming is None:
+        return callable_op_name(target)
+    name, pos, bounds = naming
+    if bounds is not None:
+        lo, hi, other = _BOUNDED_NAMES[name]
+        if _is_bound(_argument(args, kwargs, bounds[0], "min_val"), lo) and _is_bound(
+            _argument(args, kwargs, bounds[1], "max_val"), hi
+        ):
+            name = other
+    if pos is None or is_inplace_name(name):
         return name
     if "inplace" in kwargs:
         flag = kwargs["inplace"]
@@ -278,6 +403,15 @@ def call_op_name(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     if flag is None or (isinstance(flag, (bool, int)) and not flag):
         return name
     return name + "_"
+
+
+def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], pos: int | None, name: str) -> Any:
+    """The value a call gives the parameter ``name`` at ``pos`` (None when it gives none)."""
+    if name in kwargs:
+        return kwargs[name]
+    if pos is not None and 0 <= pos < len(args):
+        return args[pos]
+    return None
 
 
 def callable_op_name(target: Any) -> str | None:

@@ -19,7 +19,7 @@ from ._modpath import MISSING, ModulePaths
 from ._order import NODES_COMPARE_IN_C, in_graph_order, precedes
 from .context import PassContext, check_replacement, describe_node, replace_all_uses, user_source_line
 from .errors import NodeHasUsersError, PassFailedError
-from .ops import call_op_name, callable_op_name, family_members, inplace_position, module_call_name
+from .ops import call_op_name, callable_op_name, family_members, module_call_name, names_per_call
 from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace, Subscription
 
 __all__ = ["run_pass", "would_rewrite", "HookError"]
@@ -62,7 +62,9 @@ class _Matcher:
     def match_function(self, target: Any, name: Any = MISSING) -> bool:
         """For a ``call_function`` node of ``target`` whose op name is ``name`` (default: the
         target's, :func:`~fxpasses.ops.callable_op_name`; a call's own comes from
-        :func:`~fxpasses.ops.call_op_name` where ``inplace`` makes it in-place)."""
+        :func:`~fxpasses.ops.call_op_name` where its arguments name it: ``inplace`` makes it
+        in-place, hardtanh's bounds (0, 6) make it relu6; see
+        :func:`~fxpasses.ops.names_per_call`)."""
         if "call_function" not in self.ops:
             return False
         if self.all_of_op:
@@ -127,13 +129,14 @@ def _work_list(
                 continue
             before = len(found)
             if op == "call_function":
-                if inplace_position(target) is None:  # one name for the whole bucket
+                if not names_per_call(target):  # one name for the whole bucket
                     ms = [m for m in matchers if m.match_function(target)]
                     if ms:
                         groups.append((nodes, ms))
                         runs += 1
                     continue
-                # F.relu(x, inplace=True) is "relu_", F.relu(x) "relu": per call
+                # F.relu(x, inplace=True) is "relu_", F.relu(x) "relu", F.hardtanh(x, 0, 6)
+                # "relu6": per call
                 by_call: dict[Any, list[_Matcher]] = {}
                 for n in nodes:
                     name = call_op_name(target, n.args, n.kwargs)
