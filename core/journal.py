@@ -210,7 +210,8 @@ class Journal:
         a node reaches the journal first). Its users then are its users before the pass,
         plus the ones the pass gave it (a node loses a user only through an edit of that
         user, which records the input while it still has it), so at most one before the
-        pass. (37% of the records of the built-in pipeline on the 100k block graph.)"""
+        pass. (The built-in pipeline on the 100k block graph: 131,575 records instead of
+        142,101; most inputs passed over here are recorded later, when erased or edited.)"""
         records, created = self.records, self.created
         if n not in records and n not in created:
             records[n] = node_record(n)
