@@ -57,8 +57,10 @@ class FoldConstantsOptions(PassOptions):
     fold_parameters: Optional[bool] = Field(
         default=None,
         description=(
-            "Treat parameters as constants: true folds them all (inference: weights are "
-            "frozen, folded results do not require grad); false folds only buffers and "
+            "Treat parameters as constants: true folds them all (inference: the weights' "
+            "current values are baked in, and later training of them no longer reaches the "
+            "folded results, which still require grad where eager mode's would, stored as "
+            "parameters); false folds only buffers and "
             "literals; unset (the default) folds a parameter (or any tensor) unless it requires "
             "grad and the module holding it is in training mode (torch.export's `.module()` always says "
             "training, so there only parameters with requires_grad=False fold). The "
@@ -120,7 +122,9 @@ class FoldConstants(GraphPass):
     trained are left alone).
 
     Caveats: the values are computed once, with the global state at folding time (default
-    dtype, autocast off, grad off); folded parameters are frozen (see ``fold_parameters``). A
+    dtype, autocast off, grad off unless a constant requires grad); a folded parameter's
+    value is baked in: training it afterwards no longer changes the folded results (see
+    ``fold_parameters``). A
     call left unfolded only because it reads a parameter that may be trained is reported
     (``ctx.skip``).
 

@@ -567,7 +567,9 @@ class Registry:
             # asked for by name: an error even without strict mode (as pytest's `-p NAME`)
             installed = sorted({r.distribution for r in self.plugins})
             # worded as the other plugin-name errors: "...; installed: ...; did you mean ...?"
-            close = sorted({m for n in missing for m in difflib.get_close_matches(n, installed, n=2, cutoff=0.6)})
+            # among every name a plugin answers to (its distribution's, its entry point's), as
+            # for `-p no:NAME` above
+            close = sorted({m for n in missing for m in difflib.get_close_matches(n, sorted(known), n=2, cutoff=0.6)})
             raise PluginError(
                 f"requested with enable/-p but not installed; installed: {', '.join(installed) or '(none)'}"
                 + did_you_mean(close),

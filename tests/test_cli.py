@@ -147,6 +147,13 @@ def test_p_names_a_plugin_that_is_not_installed_exit_2():
     assert r.stderr.startswith("warning: plugin nosuch-dist: disabled with disable/-p no:NAME but no installed plugin")
 
 
+def test_p_typo_of_an_entry_point_name_is_suggested_as_for_no_typo():
+    # the example plugin answers to its distribution's name and to its entry point's, "example"
+    for args, out in ((["-p", "exampl", "list"], "output"), (["-p", "no:exampl", "list"], "stderr")):
+        r = CliRunner().invoke(cli, args)
+        assert "did you mean 'example'?" in getattr(r, out), (args, r.output)
+
+
 def test_unknown_preset_on_the_command_line_blames_the_option():
     examples = Path(__file__).resolve().parents[1] / "examples"
     for args in (["run", "--preset", "nosuch", "--no-save"], ["check", str(examples / "mlp.json"), "--preset", "nosuch"]):
