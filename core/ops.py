@@ -284,19 +284,8 @@ def inplace_position(target: Any) -> int | None:
         pass
     except TypeError:  # unhashable target
         return None
-    pos: int | None = None
-    if isinstance(target, torch._ops.OpOverload):
-        for i, a in enumerate(target._schema.arguments):
-            if a.name == "inplace":
-                pos = -1 if a.kwarg_only else i
-    elif callable(target) and not isinstance(target, torch._ops.OpOverloadPacket):
-        try:
-            params = list(inspect.signature(target).parameters.values())
-        except (TypeError, ValueError):
-            params = []
-        for i, p in enumerate(params):
-            if p.name == "inplace" and p.kind is not p.VAR_KEYWORD:
-                pos = -1 if p.kind is p.KEYWORD_ONLY else i
+    positions = _param_positions(target, ("inplace",))
+    pos = positions[0] if positions is not None else None
     _inplace_positions[target] = pos
     return pos
 
