@@ -212,13 +212,10 @@ class Journal:
         user, which records the input while it still has it), so at most one before the
         pass. (The built-in pipeline on the 100k block graph: 131,575 records instead of
         142,101; most inputs passed over here are recorded later, when erased or edited.)"""
-        records, created = self.records, self.created
-        if n not in records and n not in created:
-            records[n] = node_record(n)
-        self.edited[n] = None
+        self.edit(n)
         for i in n._input_nodes:
-            if len(i.users) > 1 and i not in records and i not in created:
-                records[i] = node_record(i)
+            if len(i.users) > 1:
+                self.node(i)
 
     def module(self, m: torch.nn.Module) -> None:
         """Record module ``m`` before it changes (once); of a GraphModule nested in the tree,
