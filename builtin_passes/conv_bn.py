@@ -236,11 +236,16 @@ class FuseConvBN(NodePass):
                     found = walked[path] = (obj, ids)
                 return found
 
-            for n in ctx.graph.nodes:
-                if n.op != "call_module" and n.op != "get_attr":
-                    continue
-                for i in walk(n.target)[1]:  # type: ignore[arg-type]
-                    refs[i] = refs.get(i, 0) + 1
+            try:
+                for n in ctx.graph.nodes:
+                    if n.op != "call_module" and n.op != "get_attr":
+                        continue
+                    for i in walk(n.target)[1]:  # type: ignore[arg-type]
+                        refs[i] = refs.get(i, 0) + 1
+            finally:
+                # a recursive closure is a reference cycle (walk -> its cell -> walk) holding
+                # ``walked``: left to the cyclic collector otherwise (tests/test_garbage.py)
+                del walk
             self._module_refs = refs
         return self._module_refs
 

@@ -236,7 +236,12 @@ def prune_unused_state(
                 edit(mod)
                 del mod._modules[name]
 
-    visit(gm, "")
+    try:
+        visit(gm, "")
+    finally:
+        # a recursive closure is a reference cycle (visit -> its cell -> visit) holding what
+        # it closes over: left to the cyclic collector otherwise (tests/test_garbage.py)
+        del visit
     for name, value in list(vars(gm).items()):
         if isinstance(value, torch.Tensor) and not name.startswith("__") and may_remove(name):
             edit(gm)

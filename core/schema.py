@@ -25,20 +25,22 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any]) -> d
     local = schema.pop("$defs", {})
     prefix = f"{name}__"
     text_refs = {f"#/$defs/{k}": f"#/$defs/{prefix}{k}" for k in local}
-
-    def fix(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: (text_refs.get(v, v) if k == "$ref" else fix(v)) for k, v in node.items()}
-        if isinstance(node, list):
-            return [fix(v) for v in node]
-        return node
-
     for k, v in local.items():
-        defs[prefix + k] = fix(v)
-    schema = fix(schema)
+        defs[prefix + k] = _renamed_refs(v, text_refs)
+    schema = _renamed_refs(schema, text_refs)
     schema.setdefault("additionalProperties", False)
     schema["title"] = f"options of {name}"
     return schema
+
+
+def _renamed_refs(node: Any, text_refs: dict[str, str]) -> Any:
+    """``node`` (JSON schema) with each ``$ref`` found in ``text_refs`` replaced by its value
+    (a module function, not a recursive closure: that would be a reference cycle)."""
+    if isinstance(node, dict):
+        return {k: (text_refs.get(v, v) if k == "$ref" else _renamed_refs(v, text_refs)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_renamed_refs(v, text_refs) for v in node]
+    return node
 
 
 def _pipeline_string_pattern(names: list[str]) -> str:

@@ -599,5 +599,8 @@ def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: 
             return f"{p}: expected {e!r}, got {a!r}"
         return ""
 
-    msg = walk(actual, expected, path)
+    try:
+        msg = walk(actual, expected, path)
+    finally:
+        del walk  # a recursive closure is a reference cycle (walk -> its cell -> walk)
     return Comparison(msg, worst)
