@@ -751,9 +751,16 @@ class Pipeline:
                     pr.notes = list(ctx.output_changes)
                     report.passes.append(pr)
                     notify("fxpasses_pass_failed", pass_name=step.name, gm=gm, error=failure)
+                    # the failure's cause holds a traceback through this frame, which holds
+                    # the failure: drop the frame's reference, or the two (and the pass's
+                    # snapshot, context, ...) make a cycle left to the cyclic collector
                     if on_error == "skip":
+                        del failure
                         continue
-                    raise failure from failure.__cause__
+                    try:
+                        raise failure from failure.__cause__
+                    finally:
+                        del failure
                 except BaseException as exc:  # KeyboardInterrupt, SystemExit: undo, then go on
                     if on_error != "raise":
                         snap.restore()

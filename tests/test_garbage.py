@@ -101,6 +101,73 @@ def test_no_pass_run_leaves_a_reference_cycle_of_fxpasses_objects(dialect, check
     assert left == {}
 
 
+class _Fails(fxpasses.GraphPass):
+    """Renames a node (so there is something to roll back), then raises."""
+
+    name = "fails_after_an_edit"
+    journal_edits = True
+    writes_tensors = False
+
+    def run(self, gm, ctx):
+        node = next(n for n in gm.graph.nodes if n.op in ("call_module", "call_function"))
+        ctx.rename(node, "renamed_before_failing")
+        raise RuntimeError("the pass fails")
+
+
+class _FailsInAHook(fxpasses.NodePass):
+    """Renames the first node it visits (so there is something to roll back), then raises
+    from its hook on the second."""
+
+    name = "fails_after_an_edit"
+    journal_edits = True
+    writes_tensors = False
+
+    def setup(self, gm, ctx):
+        self.seen = 0
+
+    @fxpasses.on(op="call_function")
+    @fxpasses.on(op="call_module")
+    def visit(self, node, ctx):
+        self.seen += 1
+        if self.seen == 1:
+            ctx.rename(node, "renamed_before_failing")
+            return None
+        raise RuntimeError("the pass fails")
+
+
+@pytest.mark.parametrize("failing", [_Fails, _FailsInAHook], ids=["graph-pass", "node-hook"])
+@pytest.mark.parametrize("on_error", ["rollback", "skip"])
+@pytest.mark.parametrize("checked", ["0", "1"], ids=["journal", "checked-journal"])
+def test_a_failed_pass_leaves_no_reference_cycle_of_fxpasses_objects(dialect, failing, on_error, checked, monkeypatch):
+    """A failure, rolled back and raised (once the caller lets go of the error) or skipped,
+    frees the failed pass's journal or snapshot, context and error by reference counting."""
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", checked)
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model = nn.Sequential(Block()).eval()
+    x = torch.randn(2, 4, 4, 4)
+    cap = capture(model, [x], dialect)
+    reg = fxpasses.Registry()
+    reg.register(failing)
+    pipe = Pipeline(["remove_dropout", "fails_after_an_edit", "eliminate_dead_code"], registry=reg, on_error=on_error)
+    seen = {}
+
+    def run():
+        try:
+            seen["report"] = pipe.run(cap.gm, cap.inputs)
+        except fxpasses.PassFailedError as exc:
+            seen["error"] = str(exc)
+
+    assert _cycles_left_by(run) == {}
+    if on_error == "skip":
+        statuses = [p.status for p in seen["report"].passes]
+        assert statuses == ["ok" if p.name != "fails_after_an_edit" else "skipped" for p in seen["report"].passes]
+        assert "fails_after_an_edit" in [p.name for p in seen["report"].passes]
+    else:
+        assert "the pass fails" in seen["error"] and "restored" in seen["error"]
+    assert "renamed_before_failing" not in cap.gm.code
+
+
 def test_the_journal_is_freed_by_reference_counting_once_detached():
     """The journal's hooks are bound methods of the journal: held while it is attached, and
     dropped again on detach (they would otherwise make a cycle)."""
