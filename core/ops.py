@@ -57,6 +57,7 @@ __all__ = [
     "is_inplace_name",
     "module_op_name",
     "module_call_name",
+    "module_call_names",
     "call_op_name",
     "inplace_position",
     "names_per_call",
@@ -259,6 +260,27 @@ def module_call_name(mod: torch.nn.Module) -> str:
     if _module_attr(mod, "inplace", False) is True and not is_inplace_name(name):
         return name + "_"
     return name
+
+
+def module_call_names(module_cls: type) -> frozenset[str]:
+    """Every name :func:`module_call_name` can give a call of an instance of ``module_cls``,
+    whatever its attributes: the class's op name and its in-place spelling, and for
+    ``nn.Hardtanh`` (``nn.ReLU6`` included) ``"relu6"`` and ``"hardtanh"`` and theirs. A caller
+    that finds none of them wanted need not name each call (cached per class)."""
+    try:
+        return _module_names_cache[module_cls]
+    except KeyError:
+        pass
+    name = module_op_name(module_cls)
+    names = {name}
+    if name in _RELU6_MODULE_NAMES and isinstance(module_cls, type) and issubclass(module_cls, torch.nn.Hardtanh):
+        names = set(_RELU6_MODULE_NAMES)
+    names |= {n + "_" for n in names if not is_inplace_name(n)}
+    out = _module_names_cache[module_cls] = frozenset(names)
+    return out
+
+
+_module_names_cache: dict[type, frozenset[str]] = {}
 
 
 #: module op names renamed by their bounds (a subclass of nn.Hardtanh named otherwise, by its

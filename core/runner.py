@@ -19,7 +19,7 @@ from ._modpath import MISSING, ModulePaths
 from ._order import NODES_COMPARE_IN_C, in_graph_order, precedes
 from .context import PassContext, check_replacement, describe_node, replace_all_uses, user_source_line
 from .errors import NodeHasUsersError, PassFailedError
-from .ops import call_op_name, callable_op_name, family_members, module_call_name, names_per_call
+from .ops import call_op_name, callable_op_name, family_members, module_call_name, module_call_names, names_per_call
 from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace, Subscription
 
 __all__ = ["run_pass", "would_rewrite", "HookError"]
@@ -150,8 +150,10 @@ def _work_list(
                 mms = [m for m in matchers if "call_module" in m.ops]
                 if modules is None:
                     modules = ModulePaths(gm).all_modules()
-                # what matches depends on the class and the call's op name only
+                # what matches depends on the class and the call's op name only; the name
+                # only where some matcher wants one of the names a call of the class can have
                 by_type: dict[tuple[type, str | None], list[_Matcher]] = {}
+                named: dict[type, bool] = {}
                 for n in nodes:
                     t = n.target
                     mod = modules.get(t, MISSING) if isinstance(t, str) else MISSING
@@ -160,7 +162,12 @@ def _work_list(
                             mod = gm.get_submodule(t)  # type: ignore[arg-type]
                         except AttributeError:
                             mod = None
-                    key = (type(mod), None if mod is None else module_call_name(mod))
+                    cls = type(mod)
+                    wants_name = named.get(cls)
+                    if wants_name is None:
+                        can_be = module_call_names(cls)
+                        wants_name = named[cls] = mod is not None and any(not m.names.isdisjoint(can_be) for m in mms)
+                    key = (cls, module_call_name(mod) if wants_name else None)
                     ms = by_type.get(key)
                     if ms is None:
                         ms = by_type[key] = [m for m in mms if m.match_module(mod)]

@@ -169,3 +169,72 @@ def test_a_traced_bound_is_not_relu6():
     lo = next(n for n in gm.graph.nodes if n.name == "lo")
     # graph order: the hardtanh with the traced bound (hardtanh only), then hardtanh(0, 6)
     assert seen == [("hardtanh", (lo, 6.0)), ("relu6", (0, 6.0)), ("hardtanh", (0, 6.0))]
+
+
+def _module_classes():
+    """Every module class of torch.nn that builds with no arguments (activations, dropouts,
+    flatten, identity, ...), besides Hardtanh and ReLU6 with their bounds."""
+    out = []
+    for name in sorted(dir(nn)):
+        cls = getattr(nn, name)
+        if isinstance(cls, type) and issubclass(cls, nn.Module):
+            try:
+                out.append(cls())
+            except Exception:
+                continue
+            try:
+                out.append(cls(inplace=True))
+            except Exception:
+                pass
+    return out + [nn.Hardtanh(0, 6), nn.Hardtanh(0.0, 6.0, True), nn.Hardtanh(-2, 2, True), nn.ReLU6(True)]
+
+
+def test_module_call_names_holds_every_name_a_call_of_the_class_can_have():
+    """The runner asks for a call's name only where a hook wants one of module_call_names:
+    every name module_call_name gives must be among them, or a hook would miss its calls."""
+    from fxpasses.ops import module_call_names
+
+    mods = _module_classes()
+    assert len(mods) > 60
+    for mod in mods:
+        assert module_call_name(mod) in module_call_names(type(mod)), type(mod)
+    assert module_call_names(nn.ReLU) == {"relu", "relu_"}
+    assert module_call_names(nn.ReLU6) == {"relu6", "relu6_", "hardtanh", "hardtanh_"}
+    assert module_call_names(nn.Conv2d) == {"conv2d", "conv2d_"}
+    changed = nn.ReLU()
+    changed.inplace = True  # set after construction: a class's possible names cover it
+    assert module_call_name(changed) == "relu_"
+
+
+class _Relus(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain = nn.ReLU()
+        self.inplace = nn.ReLU(inplace=True)
+        self.bounded = nn.Hardtanh()
+        self.r6 = nn.Hardtanh(0, 6)
+
+    def forward(self, x):
+        return self.r6(self.bounded(self.inplace(self.plain(x * 2))))
+
+
+class _InPlaceAndRelu6(NodePass):
+    name = "record_inplace_relu_and_relu6"
+    seen: list[tuple[str, str]] = []
+
+    @on("relu_")
+    def relu_(self, node, ctx):
+        self.seen.append(("relu_", node.target))
+
+    @on("relu6")
+    def relu6(self, node, ctx):
+        self.seen.append(("relu6", node.target))
+
+
+def test_hooks_see_module_calls_by_each_call_s_name_not_the_first_of_its_class():
+    """Calls of one class with different names (nn.ReLU() then nn.ReLU(inplace=True);
+    nn.Hardtanh() then nn.Hardtanh(0, 6)): a hook on one name sees exactly its calls."""
+    gm = torch.fx.symbolic_trace(_Relus())
+    _InPlaceAndRelu6.seen = []
+    fxpasses.Pipeline([_InPlaceAndRelu6], verify="none").run(gm)
+    assert _InPlaceAndRelu6.seen == [("relu_", "inplace"), ("relu6", "r6")]
