@@ -459,12 +459,11 @@ class _Folds:
         if self._pending and any(id(t) in self._pending for t in present):
             self.flush()
         key = _batch_key(inputs, eps)
-        with torch.no_grad():
-            if key is None:  # folded now, alone
-                fw, fb = _fused_weights(w, b, mean, var, eps, gamma, beta)
-            else:
-                fw = torch.empty_like(w)
-                fb = torch.empty(mean.shape, dtype=w.dtype, device=w.device)
+        if key is None:  # folded now, alone (under no_grad, by _fused_weights)
+            fw, fb = _fused_weights(w, b, mean, var, eps, gamma, beta)
+        else:  # factory functions: no autograd history, whatever the grad mode
+            fw = torch.empty_like(w, requires_grad=False)
+            fb = torch.empty(mean.shape, dtype=w.dtype, device=w.device, requires_grad=False)
         if requires_grad is not None:
             fw, fb = torch.nn.Parameter(fw, requires_grad), torch.nn.Parameter(fb, requires_grad)
         if key is not None:
