@@ -29,7 +29,7 @@ import torch.fx
 from .errors import PassFailedError, UserError
 from .inputs import check_accepted, check_example_inputs
 from .pipeline import Pipeline, Plan, _gc_paused, _run_module
-from .verify import TensorState, compare_facts, compare_outputs
+from .verify import TensorState, compare_results
 from .rewrites import RewriteLimit, RewriteRecord
 from .snapshot import Snapshot
 
@@ -226,9 +226,9 @@ def bisect(
             trial_pipeline.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=limit)
             with _gc_paused():
                 actual, facts = _run_module(gm, example_inputs, TensorState(gm), example_kwargs, facts=True)
-                cmp = compare_outputs(actual, reference, atol, rtol)
                 # requires_grad, aliases, strides and gradients too, as numeric verification
-                message = cmp.message or compare_facts(facts, reference_facts, atol, rtol)
+                cmp = compare_results(actual, facts, reference, reference_facts, atol, rtol)
+                message = cmp.message
             t = Trial(n, bool(message), message or f"outputs match (max abs error {cmp.max_abs:.3g})")
         except PassFailedError as exc:
             t = Trial(n, True, str(exc).splitlines()[0])

@@ -61,7 +61,7 @@ from .errors import ConfigError, UserError, VerificationError, exception_line, o
 from .pipeline import BISECT_HINT, Pipeline, Plan
 from .registry import Registry
 from .report import RunReport
-from .verify import TensorState, call_isolated, clone_outputs, compare_facts, compare_outputs, global_modes_kept
+from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, compare_results, global_modes_kept
 
 __all__ = [
     "JobResult",
@@ -693,9 +693,9 @@ def run_job(
             f"changed it: {', '.join(changers) or 'none'}; verify = \"numeric\" checks each pass and rolls "
             f"back the one that breaks it){notes}"
         ) from exc
-    cmp = compare_outputs(actual, expected, cfg.atol, cfg.rtol)
     # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
-    message = cmp.message or compare_facts(facts, expected_facts, cfg.atol, cfg.rtol)
+    cmp = compare_results(actual, facts, expected, expected_facts, cfg.atol, cfg.rtol)
+    message = cmp.message
     if message:
         raise VerificationError(
             f"the optimized model's outputs differ from the original: {message}{notes}\n  note: {BISECT_HINT}"

@@ -56,7 +56,7 @@ from .report import PassReport, RunReport
 from .rewrites import RewriteLimit, run_pass_limited
 from .runner import HookError, hook_failure, run_pass
 from .snapshot import Snapshot, graph_changed
-from .verify import TensorState, call_isolated, clone_outputs, compare_facts, compare_outputs
+from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
 from .spec import SpecEntry, format_value, parse_pipeline_string
 
 __all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
@@ -685,7 +685,8 @@ class Pipeline:
                                 f"the module no longer runs on the example inputs: {type(exc).__name__}: {exc}"
                             ) from exc
                         try:
-                            err = compare_outputs(actual, reference, self.atol, self.rtol)
+                            # requires_grad, aliasing, strides, input gradients too
+                            err = compare_results(actual, facts, reference, reference_facts, self.atol, self.rtol)
                         except Exception as exc:  # not a mismatch: the outputs cannot be compared
                             raise UserError(
                                 f"numeric verification cannot compare the module's outputs: "
@@ -693,9 +694,8 @@ class Pipeline:
                                 "outputs hold real values, not meta or fake tensors)"
                             ) from exc
                         report.max_abs_error = max(report.max_abs_error or 0.0, err.max_abs)
-                        message = err.message or compare_facts(facts, reference_facts, self.atol, self.rtol)
-                        if message:
-                            raise _OutputsDiffer(message, snap.node_changes())
+                        if err.message:
+                            raise _OutputsDiffer(err.message, snap.node_changes())
                 except Exception as exc:
                     pr.seconds = time.perf_counter() - t0
                     if isinstance(exc, JournalMismatch):  # check mode: a wrong declaration, not a pass failure
@@ -839,8 +839,8 @@ class Pipeline:
             except Exception:  # noqa: BLE001 - a note only
                 before = facts = None
             if facts is not None:
-                err = compare_outputs(before, reference[0], self.atol, self.rtol)
-                if err.message or compare_facts(facts, reference[1], self.atol, self.rtol):
+                err = compare_results(before, facts, reference[0], reference[1], self.atol, self.rtol)
+                if err.message:
                     return (
                         f"the outputs already differed from the module before the pipeline before "
                         f"this pass (max abs error {err.max_abs:.3g}): the difference comes from an "

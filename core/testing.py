@@ -85,7 +85,7 @@ def assert_preserves_outputs(
             another batch size than the capture was specialised to).
     """
     from .inputs import check_example_inputs
-    from .verify import TensorState, compare_facts, compare_outputs
+    from .verify import TensorState, compare_results
 
     kwargs = check_example_inputs(None, example_kwargs)[1] or {}
     checks = _check_sets(check_inputs, check_kwargs)
@@ -107,13 +107,12 @@ def assert_preserves_outputs(
         state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
         after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
         for k, ((a, a_facts), (b, b_facts)) in enumerate(zip(after, before)):
-            cmp = compare_outputs(a, b, atol, rtol)
-            message = cmp.message or compare_facts(a_facts, b_facts, atol, rtol)
-            if message:
+            cmp = compare_results(a, a_facts, b, b_facts, atol, rtol)
+            if cmp.message:
                 label = _label(k)
                 raise AssertionError(
                     f"{pipeline.plan().as_pipeline_string()} changed the outputs of "
-                    f"{type(module).__name__} captured with {dialect} on {label}: {message} "
+                    f"{type(module).__name__} captured with {dialect} on {label}: {cmp.message} "
                     f"(max abs error {cmp.max_abs:.3g})\n{report.table()}"
                 )
         results[dialect] = (gm, report)

@@ -27,6 +27,7 @@ __all__ = [
     "clone_outputs",
     "Comparison",
     "compare_outputs",
+    "compare_results",
     "LeafFacts",
     "OutputFacts",
     "compare_facts",
@@ -496,6 +497,24 @@ class Comparison:
 def _check_tolerances(atol: float, rtol: float) -> None:
     if not (math.isfinite(atol) and math.isfinite(rtol)) or atol < 0 or rtol < 0:
         raise ValueError(f"atol and rtol must be finite and >= 0, got atol={atol!r}, rtol={rtol!r}")
+
+
+def compare_results(
+    actual: Any, actual_facts: OutputFacts, expected: Any, expected_facts: OutputFacts, atol: float, rtol: float
+) -> Comparison:
+    """What numeric verification compares between a run of the module and the run it must
+    match: the outputs (:func:`compare_outputs`), then, when they match, what else a caller
+    sees of them (:func:`compare_facts`: ``requires_grad``, aliasing, strides, gradients of
+    the inputs). The message is the first difference found, ``""`` when none; ``max_abs``
+    the outputs' largest absolute error.
+
+    Raises:
+        ValueError: ``atol`` or ``rtol`` is negative or not finite.
+    """
+    cmp = compare_outputs(actual, expected, atol, rtol)
+    if not cmp.message:
+        cmp.message = compare_facts(actual_facts, expected_facts, atol, rtol)
+    return cmp
 
 
 def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: str = "output") -> Comparison:

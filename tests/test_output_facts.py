@@ -397,3 +397,29 @@ def test_a_module_that_raises_in_grad_mode_is_compared_without_gradients():
     torch.testing.assert_close(out, x.detach() * 6)
     report = fxpasses.Pipeline([SwapMul], verify="numeric").run(gm, [x])
     assert report.passes[0].status == "ok"
+
+
+def test_compare_results_compares_outputs_then_what_else_a_caller_sees_of_them():
+    """compare_results, what every numeric check uses: the outputs' first difference; when
+    they match, the facts' (requires_grad here); "" and the outputs' max abs error otherwise."""
+    from fxpasses.verify import compare_results
+
+    torch.manual_seed(0)
+    cap = capture(Linear(), [_x()], "export")
+    out, facts = call_isolated(cap.gm, cap.inputs, TensorState(cap.gm), facts=True)
+
+    class Detached(Linear):
+        def forward(self, x):
+            return self.lin(x).detach()
+
+    cut = Detached()
+    cut.load_state_dict(Linear.state_dict(cap.gm))
+    cut_cap = capture(cut, cap.inputs, "export")
+    detached, detached_facts = call_isolated(cut_cap.gm, cap.inputs, TensorState(cut_cap.gm), facts=True)
+    same = compare_results(out, facts, out.clone(), facts, 0.0, 0.0)
+    assert (same.message, same.max_abs) == ("", 0.0)
+    off = compare_results(out + 0.5, facts, out, facts, 1e-3, 0.0)
+    assert off.message.startswith("output: max abs error 0.5 exceeds atol=0.001") and off.max_abs == pytest.approx(0.5)
+    grad = compare_results(detached, detached_facts, out, facts, 0.0, 0.0)
+    assert grad.max_abs == 0.0 and grad.message == compare_facts(detached_facts, facts, 0.0, 0.0)
+    assert "requires_grad" in grad.message
