@@ -251,8 +251,36 @@ def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+def _not_a_plugin(names: Iterable[str]) -> str:
+    """For names of installed Python distributions that are not fxpasses plugins (``-p
+    pydantic``): a note saying so, else ``""``."""
+    from importlib import metadata
+
+    found = []
+    for name in sorted(names):
+        try:
+            metadata.distribution(name)
+        except (metadata.PackageNotFoundError, ValueError):
+            continue
+        found.append(name)
+    if not found:
+        return ""
+    which = ", ".join(found)
+    verb = "is an installed package" if len(found) == 1 else "are installed packages"
+    return f" ({which} {verb}, but declares no {ENTRY_POINT_GROUP!r} entry point: not an fxpasses plugin)"
+
+
 def enabled_and_disabled(enable: Iterable[str], disable: Iterable[str]) -> str | None:
-    """The error message when a plugin is named both to enable and to disable (None if none is)."""
+    """The error message when a plugin name is empty, or a plugin is named both to enable and
+    to disable (None if neither)."""
+    enable, disable = list(enable), list(disable)
+    for names, what in ((enable, "enable (or -p NAME)"), (disable, "disable (or -p no:NAME)")):
+        for n in names:
+            if not isinstance(n, str) or not n.strip():
+                return (
+                    f"plugin name {n!r} in {what}: give the name of an installed plugin, its "
+                    "distribution's or its entry point's (`fxpasses list` shows them)"
+                )
     disabled = {_norm(n) for n in disable}
     both = sorted({n for n in enable if _norm(n) in disabled})
     if not both:
@@ -572,7 +600,8 @@ class Registry:
             close = sorted({m for n in missing for m in difflib.get_close_matches(n, sorted(known), n=2, cutoff=0.6)})
             raise PluginError(
                 f"requested with enable/-p but not installed; installed: {', '.join(installed) or '(none)'}"
-                + did_you_mean(close),
+                + did_you_mean(close)
+                + _not_a_plugin(missing),
                 distribution=", ".join(sorted(missing)),
                 version="",
             )

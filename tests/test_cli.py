@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pydantic
 import pytest
 from click.testing import CliRunner
 
+import fxpasses
 from dists import installed_dist
 from fxpasses.cli import cli
+from fxpasses.config import PluginsConfig
 
 
 def invoke(*args):
@@ -550,3 +553,32 @@ def test_disabling_a_plugin_no_installed_plugin_has_warns_with_suggestions_and_i
         "plugin typo: disabled with disable/-p no:NAME but no installed plugin has that name; "
         "installed: fxpasses, fxpasses-example-passes"
     )
+
+
+@pytest.mark.parametrize("arg, where", [("", "enable (or -p NAME)"), (" ", "enable (or -p NAME)"), ("no:", "disable (or -p no:NAME)")])
+def test_p_with_an_empty_plugin_name_is_an_error_exit_2(arg, where):
+    """`-p ''` and `-p no:` name no plugin: an error saying so (not "plugin : not installed",
+    nor a warning that disables nothing)."""
+    r = CliRunner().invoke(cli, ["-p", arg, "list"])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(f"error: plugin name {arg[3:] if arg == 'no:' else arg!r} in {where}: give the name of an installed plugin")
+    assert "Traceback" not in r.output
+
+
+def test_empty_plugin_name_in_the_config_is_a_config_error():
+    with pytest.raises(fxpasses.ConfigError, match=r"plugin name '' in disable \(or -p no:NAME\)"):
+        fxpasses.Registry(disable=[""])
+    with pytest.raises(pydantic.ValidationError, match=r"plugin name '' in enable"):
+        PluginsConfig(enable=[""])
+
+
+def test_p_names_an_installed_package_that_is_not_a_plugin():
+    """`-p pydantic`: installed, but no fxpasses plugin; the error says which of the two."""
+    r = CliRunner().invoke(cli, ["-p", "pydantic", "-p", "nosuch-dist", "list"])
+    assert r.exit_code == 2
+    assert "plugin nosuch-dist, pydantic: requested with enable/-p but not installed" in r.output
+    assert r.output.rstrip().endswith(
+        "(pydantic is an installed package, but declares no 'fxpasses' entry point: not an fxpasses plugin)"
+    )
+    r = CliRunner().invoke(cli, ["-p", "nosuch-dist", "list"])
+    assert "installed package" not in r.output
