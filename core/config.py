@@ -123,12 +123,12 @@ class PluginsConfig(_Strict):
     prefer: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _not_both(self) -> "PluginsConfig":
-        from .registry import enabled_and_disabled
+    def _plugin_names(self) -> "PluginsConfig":
+        from .registry import plugin_names_problem
 
-        both = enabled_and_disabled(self.enable, self.disable)
-        if both:
-            raise ValueError(both)
+        problem = plugin_names_problem(self.enable, self.disable)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

@@ -270,7 +270,7 @@ def _not_a_plugin(names: Iterable[str]) -> str:
     return f" ({which} {verb}, but declares no {ENTRY_POINT_GROUP!r} entry point: not an fxpasses plugin)"
 
 
-def enabled_and_disabled(enable: Iterable[str], disable: Iterable[str]) -> str | None:
+def plugin_names_problem(enable: Iterable[str], disable: Iterable[str]) -> str | None:
     """The error message when a plugin name is empty, or a plugin is named both to enable and
     to disable (None if neither)."""
     enable, disable = list(enable), list(disable)
@@ -315,9 +315,9 @@ class Registry:
         disable: Iterable[str] = (),
         prefer: Mapping[str, str] | None = None,
     ) -> None:
-        both = enabled_and_disabled(enable, disable)
-        if both:
-            raise ConfigError(both)
+        problem = plugin_names_problem(enable, disable)
+        if problem:
+            raise ConfigError(problem)
         self.strict = strict
         self.enable = {_norm(n) for n in enable}
         self.disable = {_norm(n) for n in disable}
