@@ -176,6 +176,18 @@ _YAML12_OCTAL = re.compile(r"[-+]?0o[0-7_]+")
 _LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
 
 
+def _yaml11_float(number: float) -> str:
+    """``number`` written so that PyYAML (YAML 1.1) reads it as a float: a dot in the
+    mantissa and a sign on the exponent (``1.0e+20``, ``1500.0``, ``1.0e-05``)."""
+    text = repr(number)
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
+
+
 def value_hint(value: Any, source: str | None, message: str = "") -> str:
     """Why a value that failed validation (pydantic's ``message``) may not be what was
     written, or "": a YAML 1.1 reading (PyYAML's) when ``source`` is a YAML file; a number in
@@ -192,8 +204,13 @@ def value_hint(value: Any, source: str | None, message: str = "") -> str:
             "; YAML 1.1 reads a number with a leading zero as octal, or as a string when it holds "
             "an 8 or 9: write it without the leading zero"
         )
-    if yaml and not _YAML11_FLOAT.fullmatch(value) and not value.lstrip("+-").isdigit():
-        return "; YAML reads a number like 1e3 (no dot, no exponent sign) as a string: write 1000 or 1.0e+3"
+    if yaml and not _YAML11_FLOAT.fullmatch(value) and not value.replace("_", "").lstrip("+-").isdigit():
+        number = float(value)
+        if "valid integer" in message:  # an int option: only the digits read as one
+            written = str(int(number)) if number.is_integer() else "a whole number"
+        else:  # a float option, or a union: a form PyYAML reads as a float
+            written = _yaml11_float(number)
+        return f"; YAML reads a number like 1e3 (no dot, no exponent sign) as a string: write {written}"
     if "valid integer" in message or "valid number" in message:
         written = value
         if "valid integer" in message and not value.replace("_", "").lstrip("+-").isdigit() and float(value).is_integer():

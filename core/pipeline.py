@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import difflib
 import gc
 import math
 import time
@@ -44,7 +45,7 @@ from .config import (
 from .context import PassContext
 from .dialect import detect_dialect
 from .effects import end_module_epochs, new_module_epoch
-from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, exception_line
+from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, did_you_mean, exception_line
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
@@ -229,8 +230,10 @@ class Pipeline:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
         unused = set(extra) - {s.name for s in self._steps}
         if unused and not ignore_unused_options:
+            names = [s.name for s in self._steps]
             raise ConfigError(
-                "options given for pass(es) not in the pipeline: " + ", ".join(sorted(unused)),
+                "options given for pass(es) not in the pipeline: "
+                + ", ".join(f"{n}{_close_step(n, names)}" for n in sorted(unused)),
                 source=source,
             )
         self._plan = self._order()
@@ -931,6 +934,13 @@ BISECT_HINT = (
     "to find the rewrite that changed the outputs, run `fxpasses bisect CONFIG` with this run's "
     "config, or in Python `fxpasses.bisect.bisect(pipeline, gm, example_inputs, example_kwargs=...)`"
 )
+
+
+def _close_step(name: str, steps: list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest pass names among ``steps`` to the options
+    table ``name`` (a misspelt ``[options.X]`` table), or ``""``."""
+    close = difflib.get_close_matches(name, steps, n=2, cutoff=0.6)
+    return f" ({did_you_mean(close)[2:]})" if close else ""
 
 
 def _changes_note(name: str, changes: list[str]) -> str:

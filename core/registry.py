@@ -303,7 +303,9 @@ class Registry:
         enable: distribution or entry-point names to load even when autoload is disabled.
         disable: distribution or entry-point names never to load (``-p no:NAME``).
         prefer: ``{pass name: distribution}`` choosing the winner when two distributions
-            register the same pass name.
+            register the same pass name. An entry that chooses nothing (no such distribution
+            installed, or it registers no such pass) is a :class:`~fxpasses.errors.ConfigError`
+            in ``problems`` (a warning; raised when ``strict``) with a "did you mean".
     """
 
     def __init__(
@@ -638,18 +640,26 @@ class Registry:
 
     def _check_prefer(self) -> None:
         """Report ``prefer`` entries that choose nothing (a typo would otherwise pass silently)."""
-        installed = {_norm(r.distribution) for r in self.plugins}
+        installed = sorted({_norm(r.distribution) for r in self.plugins})
         for name, dist in self.prefer.items():
+            registering = sorted(
+                {
+                    _norm(c.distribution)
+                    for c in (*self._conflicts.get(name, ()), *([self._passes[name]] if name in self._passes else []))
+                    if c.distribution
+                }
+            )
             if dist not in installed:
-                problem = f"prefer = {{{name} = {dist!r}}}: no distribution {dist!r} is installed"
-            elif not any(
-                _norm(c.distribution) == dist
-                for c in (*self._conflicts.get(name, ()), *([self._passes[name]] if name in self._passes else []))
-            ):
-                problem = f"prefer = {{{name} = {dist!r}}}: {dist!r} registers no pass {name!r}"
+                problem = f"prefer = {{{name} = {dist!r}}}: no distribution {dist!r} is installed" + did_you_mean(
+                    difflib.get_close_matches(dist, installed, n=2, cutoff=0.6)
+                )
+            elif dist not in registering:
+                problem = f"prefer = {{{name} = {dist!r}}}: {dist!r} registers no pass {name!r}" + (
+                    f" (registered by {', '.join(map(repr, registering))})" if registering else " (no plugin registers it)"
+                )
             else:
                 continue
-            self._problem(PluginError(problem, distribution=dist, version=""))
+            self._problem(ConfigError(problem, source="[plugins]"))
 
     def _load_record(self, rec: PluginRecord) -> None:
         try:
@@ -863,12 +873,13 @@ class Registry:
             and wanted != _norm(distribution)
         ):
             # a built-in name is never taken over silently: the plugin's pass is skipped
+            why = (
+                f"the name is taken by the built-in pass of {existing.source} (choose the plugin's with "
+                f'`prefer = {{{name} = "{distribution}"}}` in the [plugins] config section)'
+            )
+            self._reject(rec, "pass", name, why)
             self._problem(
-                rec.error_for(
-                    f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) skipped: the name is "
-                    f"taken by the built-in pass of {existing.source} (choose the plugin's with "
-                    f'`prefer = {{{name} = "{distribution}"}}` in the [plugins] config section)'
-                )
+                rec.error_for(f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) skipped: {why}")
             )
             return None
         self._conflicts[name] = [existing, info]

@@ -13,7 +13,8 @@ white space, such as a no-break space, is an error outside quotes)::
                 escape that Python's repr() writes is decoded (\\ \' \" \n \r \t \xhh
                 \uhhhh \Uhhhhhhhh) and any other backslash stays as it is
     bare     := true | false | none | an int | a float | any other run of
-                characters other than ``,{}[]="'`` and white space (a string)
+                characters other than ``,{}[]="'`` and white space (a string);
+                a number with a leading zero (``017``) is an error, as in Python
 
 Options (in braces) go to the pass; settings (in brackets) say how the pipeline runs this entry,
 overriding the pipeline's ``verify`` / ``on_error`` for it alone, as ``verify`` and ``on_error``
@@ -68,6 +69,8 @@ _STRING = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"', re.DOTALL)
 #: the escapes repr() writes in a string (decoded); every other backslash is kept
 _ESCAPE = re.compile(r"""\\(?:[\\'"nrt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})""")
 _INT = re.compile(r"[+-]?(0|[1-9][0-9_]*)$")
+#: a number whose whole part has a leading zero (``017``, ``00``, ``007.5``): an error, not 17
+_LEADING_ZERO = re.compile(r"[+-]?0[0-9_]")
 _FLOAT = re.compile(r"[+-]?(\d[\d_]*\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|nan)$")
 
 
@@ -151,7 +154,17 @@ class _Parser:
             found = repr(ch) if ch else "end of string"
             raise self.error(f"expected a value, found {found}")
         self.pos = m.end()
-        return _scalar(m.group())
+        token = m.group()
+        if _LEADING_ZERO.match(token) and _FLOAT.match(token.lower()):
+            plain = token.replace("_", "")
+            number = plain.lstrip("+-").lstrip("0") or "0"
+            number = ("-" if plain.startswith("-") else "") + ("0" + number if number[0] in ".eE" else number)
+            raise self.error(
+                f"{token} has a leading zero (octal to YAML 1.1, an error to TOML and to Python's int): "
+                f"write {number}, or quote it ('{token}') to mean the string",
+                m.start(),
+            )
+        return _scalar(token)
 
     def string(self) -> str:
         """A quoted string (its opening quote is next), its escapes decoded (see the module doc)."""

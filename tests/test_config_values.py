@@ -187,6 +187,40 @@ def test_a_yaml_leading_zero_number_read_as_a_string_is_explained(tmp_path, reg)
     )
 
 
+@pytest.mark.parametrize(
+    "value, fault",
+    [
+        # an int option: only the digits read as an int (1.0e+3 is a float, refused)
+        ("{max_numel: 1e3}", "values.max_numel: Input should be a valid integer (given: '1e3'; YAML reads a number "
+                             "like 1e3 (no dot, no exponent sign) as a string: write 1000)"),
+        ("{max_numel: 1.5e3}", "(given: '1.5e3'; YAML reads a number like 1e3 (no dot, no exponent sign) as a string: write 1500)"),
+        ("{max_numel: 2.55e1}", "as a string: write a whole number)"),
+        # a float option: a form PyYAML reads as a float
+        ("{scale: 1e-5}", "values.scale: Input should be a valid number (given: '1e-5'; YAML reads a number like 1e3 "
+                          "(no dot, no exponent sign) as a string: write 1.0e-05)"),
+        ("{scale: 2e20}", "as a string: write 2.0e+20)"),
+        ("{scale: 1.5e3}", "as a string: write 1500.0)"),
+    ],
+)
+def test_a_yaml_exponent_number_read_as_a_string_is_explained_for_the_options_type(tmp_path, reg, value, fault):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"pipeline: values\noptions:\n  values: {value}\n")
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(path, registry=reg)
+    assert fault in str(info.value).splitlines()[1]
+
+
+def test_each_written_form_a_yaml_exponent_hint_offers_reads_back_as_the_number(tmp_path, reg):
+    """The form the hint says to write is one PyYAML reads as the option's type and value."""
+    import yaml
+
+    from fxpasses.errors import value_hint
+
+    for text, message, want in [("1e3", "valid integer", 1000), ("1e-5", "valid number", 1e-5), ("3e20", "valid number", 3e20)]:
+        written = value_hint(text, "c.yaml", f"Input should be a {message}").rsplit("write ", 1)[1]
+        assert yaml.safe_load(written) == want and type(yaml.safe_load(written)) is type(want)
+
+
 def test_yaml_12_octal_read_as_a_string_is_explained(tmp_path, reg):
     path = tmp_path / "c.yaml"
     path.write_text("pipeline: values\noptions:\n  values: {max_numel: 0o17}\n")
@@ -307,6 +341,29 @@ def test_unicode_white_space_in_a_pipeline_string_is_an_error_naming_it(reg, tex
         f"pipeline string, column {column}: {name} is not white space here (pasted from a document?): "
         "use a plain space, or quote the value that holds it"
     )
+
+
+@pytest.mark.parametrize(
+    "text, column, number",
+    [("values{max_numel=017}", 18, "17"), ("values{max_numel=00}", 18, "0"), ("values{scale=-007.5}", 14, "-7.5"),
+     ("values{sizes=[1,02]}", 17, "2"), ("values{max_numel=0_1}", 18, "1"), ("values{scale=00e3}", 14, "0e3")],
+)
+def test_a_number_with_a_leading_zero_in_a_pipeline_string_is_an_error(reg, text, column, number):
+    """017 is octal 15 to YAML 1.1 and an error to TOML and Python: not silently 17 (or 17.0)."""
+    token = text.split("=", 1)[1].strip("}").strip("[]").split(",")[-1]
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string(text, registry=reg)
+    assert str(info.value).splitlines()[0] == (
+        f"pipeline string, column {column}: {token} has a leading zero (octal to YAML 1.1, an error to TOML and "
+        f"to Python's int): write {number}, or quote it ('{token}') to mean the string"
+    )
+    assert str(info.value).splitlines()[2] == "  " + " " * (column - 1) + "^"
+
+
+def test_zero_and_numbers_below_one_and_a_quoted_leading_zero_are_taken(reg):
+    p = Pipeline.from_string("values{max_numel=0,scale=0.5,out='017'}", registry=reg)
+    assert (options(p).max_numel, options(p).scale, options(p).out) == (0, 0.5, Path("017"))
+    assert options(Pipeline.from_string("values{scale=0e3,sizes=[0,10]}", registry=reg)).sizes == (0, 10)
 
 
 def test_ascii_white_space_and_quoted_unicode_white_space_are_taken(reg):

@@ -249,6 +249,15 @@ def test_empty_pipeline_and_options_for_absent_pass(reg):
         Pipeline(["a"], registry=reg, options={"cse": {"max_numel": 1}})
 
 
+def test_options_for_a_misspelt_pass_suggest_the_pipelines_pass(tmp_path, reg):
+    path = tmp_path / "c.toml"
+    path.write_text('pipeline = ["a", "cse"]\n[options.cs]\nmax_numel = 1\n[options.zzz]\n[options.b]\n')
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(path, registry=reg)
+    # 'b' is a pass, but not in this pipeline; 'zzz' is near no pass of it
+    assert str(info.value) == f"{path}: pipeline: options given for pass(es) not in the pipeline: b, cs (did you mean 'cse'?), zzz"
+
+
 TOML = """
 pipeline = ["b", {name = "cse", options = {max_numel = 7}}, "c"]
 verify = "none"

@@ -7,11 +7,13 @@ Each distribution is a module plus a ``*.dist-info`` folder (``dists.make_dist``
 from __future__ import annotations
 
 import importlib
+import json
 import re
 
 import pytest
 from click.testing import CliRunner
 
+from fxpasses import Registry
 from fxpasses.cli import cli
 
 from dists import forget_modules, good_pass_source, make_dist
@@ -177,6 +179,23 @@ def test_prefer_gives_a_taken_name_to_the_plugin(site, tmp_path):
     r = invoke("check", str(cfg), "--format", "json")
     assert r.exit_code == 0, r.output
     assert not any("name-taken" in w for w in warnings_of(r.output))
+
+
+def test_a_pass_skipped_for_a_built_in_name_is_in_the_rejected_table_of_list(site):
+    r = invoke("list")
+    assert r.exit_code == 0, r.output
+    reason = (
+        "the name is taken by the built-in pass of fxpasses 0.1.0 (choose the plugin's with "
+        '`prefer = {eliminate_dead_code = "name-taken"}` in the [plugins] config section)'
+    )
+    rejected = r.output.split("\n2 rejected\n", 1)[1]  # bad-options' and this one
+    rows = [line.split(None, 4) for line in rejected.splitlines() if line.startswith("name-taken 1.3")]
+    assert [row[2:] for row in rows] == [["pass", "eliminate_dead_code", reason]], r.output
+    r = invoke("list", "--format", "json")
+    (plugin,) = [p for p in json.loads(r.stdout)["plugins"] if p["distribution"] == "name-taken"]
+    assert plugin["rejected"] == [{"kind": "pass", "name": "eliminate_dead_code", "reason": reason}]
+    chosen = Registry(prefer={"eliminate_dead_code": "name-taken"})  # chosen with prefer: taken, not rejected
+    assert chosen.rejected("eliminate_dead_code") == [] and chosen.info("eliminate_dead_code").distribution == "name-taken"
 
 
 def test_two_plugins_with_one_name_reported_once_naming_both(site):

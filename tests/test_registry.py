@@ -570,20 +570,45 @@ def test_plugin_statuses_empty_partial_failed_and_prefer_typos(site):
         "import fxpasses\n" + bad_pass.replace("\n        ", "\n") + "\n@fxpasses.hookimpl\ndef fxpasses_register_passes(register):\n    register(Bad)\n",
     )
     forget_modules("fxp_empty", "fxp_partial", "fxp_allbad")
-    reg = Registry(prefer={"count_ops": "no-such-dist", "eliminate_dead_code": "fxpasses-example-passes"})
+    reg = Registry(
+        prefer={
+            "count_ops": "no-such-dist",
+            "eliminate_dead_code": "fxpasses-example-passes",
+            "partial_good": "partial-dsit",
+            "no_such_pass": "empty-dist",
+        }
+    )
     status = {r.distribution: r.status for r in reg.plugins}
     assert status["empty-dist"] == "empty"
     assert status["partial-dist"] == "partial" and "partial_good" in reg
     assert status["allbad-dist"] == "failed"
     text = "\n".join(str(p) for p in reg.problems)
     assert "empty-dist 1.0" in text and "implements no fxpasses hook" in text
-    assert "prefer = {count_ops = 'no-such-dist'}: no distribution 'no-such-dist' is installed" in text
-    assert "'fxpasses-example-passes' registers no pass 'eliminate_dead_code'" in text
+    prefer = [str(p) for p in reg.problems if "prefer" in str(p)]
+    assert prefer == [  # named as a config key, not as a plugin; with what was meant where it can tell
+        "[plugins]: prefer = {count_ops = 'no-such-dist'}: no distribution 'no-such-dist' is installed",
+        "[plugins]: prefer = {eliminate_dead_code = 'fxpasses-example-passes'}: 'fxpasses-example-passes' "
+        "registers no pass 'eliminate_dead_code' (registered by 'fxpasses')",
+        "[plugins]: prefer = {partial_good = 'partial-dsit'}: no distribution 'partial-dsit' is installed; "
+        "did you mean 'partial-dist'?",
+        "[plugins]: prefer = {no_such_pass = 'empty-dist'}: 'empty-dist' registers no pass 'no_such_pass' "
+        "(no plugin registers it)",
+    ]
+    assert all(isinstance(p, fxpasses.ConfigError) for p in reg.problems if "prefer" in str(p))
     with pytest.raises(UnknownPassError) as info:  # a partly loaded plugin is installed too
         reg.get("partial_gooood")
     assert any(p.startswith("partial-dist") for p in info.value.plugins)
     assert not any(p.startswith("allbad-dist") for p in info.value.plugins)
     forget_modules("fxp_empty", "fxp_partial", "fxp_allbad")
+
+
+def test_a_prefer_typo_is_an_error_in_strict_mode():
+    with pytest.raises(fxpasses.ConfigError) as info:
+        Registry(strict=True, prefer={"count_ops": "fxpasses-exampel-passes"})
+    assert str(info.value) == (
+        "[plugins]: prefer = {count_ops = 'fxpasses-exampel-passes'}: no distribution 'fxpasses-exampel-passes' "
+        "is installed; did you mean 'fxpasses-example-passes'?"
+    )
 
 
 def test_show_lists_every_registration_of_a_name_in_conflict(site):
