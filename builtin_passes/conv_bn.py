@@ -54,7 +54,13 @@ class FuseConvBN(NodePass):
       which the conv node then calls (``ctx.set_target``; the BN node is erased); the
       original conv and BN modules are never modified, so a conv called from several
       sites keeps working at its other sites, and a module shared with the user's model is
-      untouched.
+      untouched. Modules that symbolic_trace traces through are matched too: a BatchNorm
+      subclass whose forward calls ``F.batch_norm`` on its own statistics (``get_attr``
+      nodes; timm's ``BatchNormAct2d``) after an ``nn.ConvNd`` module fuses the same way,
+      and a conv subclass calling ``F.conv2d`` on its own weight before a BatchNorm module
+      fuses as in ``torch.export`` (new buffers, one functional conv). Users of the conv
+      output that read only its metadata (``x.ndim``, ``x.shape``, ``x.size()``, as timm
+      asserts on) do not stop the fusion of a module conv: the fused output has the same.
     - ``torch.export``: ``aten.conv1d/2d/3d`` or ``aten.convolution`` whose weights are
       ``get_attr``, followed by ``aten.batch_norm(training=False)``, or after
       ``run_decompositions()`` by ``_native_batch_norm_legit_no_training`` + ``getitem(0)``.
@@ -174,18 +180,22 @@ class FuseConvBN(NodePass):
         if type(bn) not in _BN_MODULES or len(node.args) != 1 or node.kwargs:
             return None
         conv_node = node.args[0]
-        if not isinstance(conv_node, Node) or conv_node.op != "call_module":
+        if not isinstance(conv_node, Node):
+            return None
+        if conv_node.op == "call_function":  # a conv module traced through (F.conv2d on its weight)
+            conv_name = _conv_op_name(conv_node)
+            if conv_name is None:
+                return None
+            return self._fuse_functional_conv_module_bn(node, bn, conv_node, conv_name, ctx)
+        if conv_node.op != "call_module":
             return None
         conv = ctx.module(conv_node)
         if type(conv) not in _CONV_MODULES:
             return None
-        if bn.training:
-            return ctx.skip(node, "BatchNorm is in training mode (normalises with batch statistics)")
-        if not bn.track_running_stats or bn.running_mean is None or bn.running_var is None:
-            return ctx.skip(
-                node, "BatchNorm has no running statistics (track_running_stats=False): it uses batch statistics"
-            )
-        if len(conv_node.users) != 1:
+        reason = _module_bn_problem(bn)
+        if reason is not None:
+            return ctx.skip(node, reason)
+        if _other_users(conv_node, node):
             return ctx.skip(node, f"the output of conv %{conv_node.name} has other users")
         if self._refs(ctx).get(id(bn), 0) > 1:
             return ctx.skip(node, f"BatchNorm module {node.target!r} is used at more than one site")
@@ -194,25 +204,83 @@ class FuseConvBN(NodePass):
         problem = self._write_problem(conv_node, node, [conv_node, node])
         if problem is not None:
             return ctx.skip(node, problem)
+        stats = (bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)
+        return self._into_conv_module(node, conv_node, conv, stats, ctx)
+
+    def _into_conv_module(
+        self, node: Node, conv_node: Node, conv: torch.nn.Module, stats: tuple[Any, ...], ctx: PassContext
+    ) -> Any:
+        """Fuse the batch norm ``node`` into the ``call_module`` conv that feeds it: a new conv
+        module (a copy of ``conv`` with the folded weight and bias) that ``conv_node`` calls
+        from now on. ``stats``: the batch norm's (running_mean, running_var, eps, weight, bias)."""
+        mean, var, eps, gamma, beta = stats
         fused = _copy_conv(conv)
         fused.weight, fused.bias = self._folds.add(
             conv.weight,
             conv.bias,
-            bn.running_mean,
-            bn.running_var,
-            bn.eps,
-            bn.weight,
-            bn.bias,
-            requires_grad=_requires_grad(conv.weight, conv.bias, bn.weight, bn.bias),
+            mean,
+            var,
+            eps,
+            gamma,
+            beta,
+            requires_grad=_requires_grad(conv.weight, conv.bias, gamma, beta),
         )
         name = ctx.add_submodule(fused, f"{conv_node.target}_fused")
         # the conv node calls the fused module from now on (its only user is the BN, whose
-        # uses it takes over): no new node, no erased one. set_target comes first: its
-        # journal record holds the meta that _copy_value_meta then changes in place
+        # uses it takes over, or users reading only its shape/dtype, the same after fusion):
+        # no new node, no erased one. set_target comes first: its journal record holds the
+        # meta that _copy_value_meta then changes in place
         ctx.set_target(conv_node, name)
         _copy_value_meta(node, conv_node)
         ctx.count("fused")
         return Replace(conv_node)
+
+    def _fuse_functional_conv_module_bn(
+        self, node: Node, bn: torch.nn.Module, conv_node: Node, conv_name: str, ctx: PassContext
+    ) -> Any:
+        """symbolic_trace of a conv module that is traced through (a Conv2d subclass whose
+        forward calls ``F.conv2d`` on its own ``get_attr`` weight, such as a "same"-padding
+        conv) followed by a BatchNorm module: the folded weight and bias become buffers and
+        the result is one functional convolution, as in the ``torch.export`` form."""
+        if conv_name in ("convolution", "_convolution") and arg(conv_node, 6, "transposed", True) is not False:
+            return ctx.skip(node, "transposed convolution")
+        reason = _module_bn_problem(bn)
+        if reason is not None:
+            return ctx.skip(node, reason)
+        if len(conv_node.users) != 1:
+            return ctx.skip(node, f"the output of conv %{conv_node.name} has other users")
+        if self._refs(ctx).get(id(bn), 0) > 1:
+            return ctx.skip(node, f"BatchNorm module {node.target!r} is used at more than one site")
+        w, b = arg(conv_node, 1, "weight"), arg(conv_node, 2, "bias", None)
+        loose = [v for v in (w, b) if v is not None and not (isinstance(v, Node) and v.op == "get_attr")]
+        if loose:
+            ctx.count("not_constant")
+            named = f" (%{loose[0].name})" if isinstance(loose[0], Node) else ""
+            return ctx.skip(node, f"conv weights{named} are not constants (get_attr): their value is not known")
+        frozen = [v for v in (w, b) if isinstance(v, Node)]
+        problem = self._write_problem(conv_node, node, [*frozen, node])
+        if problem is not None:
+            return ctx.skip(node, problem)
+        values = {"w": ctx.attr(w.target), "b": ctx.attr(b.target) if b is not None else None}
+        values.update(weight=bn.weight, bias=bn.bias, running_mean=bn.running_mean, running_var=bn.running_var)
+        new_w, new_b = self._store_fold(values, bn.eps, w.target, ctx)
+        if new_w is None:
+            return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
+        self._dead.extend(frozen)
+        return Replace(self._new_conv(node, conv_node, new_w, new_b, ctx))
+
+    def _new_conv(self, node: Node, conv_node: Node, new_w: Any, new_b: Any, ctx: PassContext) -> Any:
+        """A copy of the functional conv ``conv_node`` that takes the folded ``new_w``,
+        ``new_b``, carrying the value metadata of the batch norm ``node`` it replaces."""
+        new_args = list(conv_node.args)
+        new_kwargs = dict(conv_node.kwargs)
+        _set_arg(new_args, new_kwargs, 1, "weight", new_w)
+        _set_arg(new_args, new_kwargs, 2, "bias", new_b)
+        new = ctx.call_function(conv_node.target, tuple(new_args), new_kwargs)
+        self._dead.append(conv_node)
+        ctx.count("fused")
+        _copy_value_meta(node, new)
+        return new
 
     def _refs(self, ctx: PassContext) -> dict[int, int]:
         """id(module) -> number of nodes that call it or read something inside it."""
@@ -256,13 +324,21 @@ class FuseConvBN(NodePass):
         if bn is None:
             return None
         conv_node = bn["input"]
-        if not isinstance(conv_node, Node) or conv_node.op != "call_function":
+        if not isinstance(conv_node, Node):
             return None
-        conv_name = callable_op_name(conv_node.target) if is_torch_op(conv_node.target) else None
-        if conv_name not in ("conv1d", "conv2d", "conv3d", "convolution", "_convolution"):
+        if conv_node.op == "call_module":  # a BatchNorm module traced through (F.batch_norm)
+            conv = ctx.module(conv_node)
+            if type(conv) not in _CONV_MODULES:
+                return None
+            conv_name = None
+        elif conv_node.op == "call_function":
+            conv_name = _conv_op_name(conv_node)
+            if conv_name is None:
+                return None
+            if conv_name in ("convolution", "_convolution") and arg(conv_node, 6, "transposed", True) is not False:
+                return ctx.skip(node, "transposed convolution")
+        else:
             return None
-        if conv_name in ("convolution", "_convolution") and arg(conv_node, 6, "transposed", True) is not False:
-            return ctx.skip(node, "transposed convolution")
         if bn["training"] is not False:
             if bn["running_mean"] is None:
                 reason = "BatchNorm has no running statistics (track_running_stats=False): it uses batch statistics"
@@ -274,7 +350,9 @@ class FuseConvBN(NodePass):
         eps = bn["eps"]
         if not isinstance(eps, (int, float)) or isinstance(eps, bool):
             return ctx.skip(node, "BatchNorm eps is not a constant number")
-        if len(conv_node.users) != 1:
+        # a conv module node stays where it is (it calls the fused module): users reading only
+        # its shape/dtype may stay; a functional conv is replaced by a new node at the BN
+        if _other_users(conv_node, node) if conv_name is None else len(conv_node.users) != 1:
             return ctx.skip(node, f"the output of conv %{conv_node.name} has other users")
         getitems = list(node.users) if bn["tuple"] else []
         if bn["tuple"] and not getitems:
@@ -284,6 +362,54 @@ class FuseConvBN(NodePass):
         shared = _shared_with(node, [bn["running_mean"], bn["running_var"]], ctx)
         if shared is not None:
             return ctx.skip(node, f"BatchNorm statistics are shared with batch norm %{shared.name}")
+        if conv_name is None:
+            fused = self._module_conv_functional_bn(node, bn, conv_node, conv, eps, ctx)
+        else:
+            fused = self._functional_pair(node, bn, conv_node, conv_name, eps, ctx)
+        if not isinstance(fused, Node):
+            return fused  # a skip, or None
+        if not bn["tuple"]:
+            return Replace(fused)
+        for g in getitems:
+            _copy_value_meta(g, fused)
+            ctx.replace_uses(g, fused)
+            ctx.graph.erase_node(g)
+        return ERASE
+
+    def _module_conv_functional_bn(
+        self, node: Node, bn: dict[str, Any], conv_node: Node, conv: torch.nn.Module, eps: float, ctx: PassContext
+    ) -> Any:
+        """symbolic_trace of a BatchNorm module that is traced through (a BatchNorm2d subclass
+        whose forward calls ``F.batch_norm`` on its own statistics, such as timm's
+        ``BatchNormAct2d``) after an ``nn.ConvNd`` module: fused as the module pair is, the
+        statistics read from their ``get_attr`` nodes. Returns the conv node, or a skip."""
+        stats = [bn[k] for k in ("running_mean", "running_var", "weight", "bias")]
+        loose = [v for v in stats if v is not None and not (isinstance(v, Node) and v.op == "get_attr")]
+        if loose:
+            ctx.count("not_constant")
+            named = f" (%{loose[0].name})" if isinstance(loose[0], Node) else ""
+            return ctx.skip(
+                node, f"BatchNorm parameters/statistics{named} are not constants (get_attr): their value is not known"
+            )
+        frozen = [v for v in stats if isinstance(v, Node)]
+        problem = self._write_problem(conv_node, node, [conv_node, *frozen])
+        if problem is not None:
+            return ctx.skip(node, problem)
+        mean, var, gamma, beta = (ctx.attr(v.target) if isinstance(v, Node) else None for v in stats)
+        tensors = [t for t in (mean, var, gamma, beta) if t is not None]
+        if not all(isinstance(t, torch.Tensor) for t in tensors) or any(t.shape != (conv.out_channels,) for t in tensors):
+            return ctx.skip(
+                node, f"conv has {conv.out_channels} output channels, BatchNorm statistics of shape {tuple(mean.shape)}"
+            )
+        self._dead.extend(frozen)
+        self._into_conv_module(node, conv_node, conv, (mean, var, eps, gamma, beta), ctx)
+        return conv_node
+
+    def _functional_pair(
+        self, node: Node, bn: dict[str, Any], conv_node: Node, conv_name: str, eps: float, ctx: PassContext
+    ) -> Any:
+        """A functional conv + functional batch norm (torch.export, TorchDynamo, functional
+        code under symbolic_trace). Returns the new conv node, or a skip."""
         w, b = arg(conv_node, 1, "weight"), arg(conv_node, 2, "bias", None)
         params = {"w": w, "b": b, **{k: bn[k] for k in ("weight", "bias", "running_mean", "running_var")}}
         constant = all(v is None or (isinstance(v, Node) and v.op == "get_attr") for v in params.values())
@@ -292,9 +418,11 @@ class FuseConvBN(NodePass):
         if problem is not None:
             return ctx.skip(node, problem)
         if constant:
-            new_w, new_b = self._constant_fold(params, eps, ctx)
+            values = {k: (ctx.attr(v.target) if isinstance(v, Node) else None) for k, v in params.items()}
+            new_w, new_b = self._store_fold(values, eps, w.target, ctx)
             if new_w is None:
                 return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
+            self._dead.extend(frozen)
         elif isinstance(node.target, torch._ops.OpOverload):
             ctx.count("not_constant")
             return ctx.skip(node, "conv weights or BatchNorm statistics are not constants (get_attr) in an ATen graph")
@@ -322,40 +450,62 @@ class FuseConvBN(NodePass):
             if w_info and mean_info and tuple(mean_info[0]) != (w_info[0][0],):
                 return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
             new_w, new_b = _emit_fold(params, eps, ndim, ctx)
-        new_args = list(conv_node.args)
-        new_kwargs = dict(conv_node.kwargs)
-        _set_arg(new_args, new_kwargs, 1, "weight", new_w)
-        _set_arg(new_args, new_kwargs, 2, "bias", new_b)
-        new = ctx.call_function(conv_node.target, tuple(new_args), new_kwargs)
-        self._dead.append(conv_node)
-        ctx.count("fused")
-        if not bn["tuple"]:
-            _copy_value_meta(node, new)
-            return Replace(new)
-        for g in getitems:
-            _copy_value_meta(g, new)
-            ctx.replace_uses(g, new)
-            ctx.graph.erase_node(g)
-        return ERASE
+        return self._new_conv(node, conv_node, new_w, new_b, ctx)
 
-    def _constant_fold(self, params: dict[str, Any], eps: float, ctx: PassContext) -> tuple[Any, Any]:
-        """Fold get_attr constants with ``fuse_conv_bn_weights``; store the results as buffers."""
-        val = {k: (ctx.attr(v.target) if isinstance(v, Node) else None) for k, v in params.items()}
-        w, rm, rv = val["w"], val["running_mean"], val["running_var"]
+    def _store_fold(self, values: dict[str, Any], eps: float, weight_name: str, ctx: PassContext) -> tuple[Any, Any]:
+        """Fold constant tensors (``values``: ``w``, ``b`` of the conv, ``weight``, ``bias``,
+        ``running_mean``, ``running_var`` of the batch norm, None where absent) with
+        ``fuse_conv_bn_weights``; store the results as buffers named after the conv weight
+        ``weight_name``. Returns their ``get_attr`` nodes, or (None, None) when the values are
+        not tensors of matching shapes."""
+        w, rm, rv = values["w"], values["running_mean"], values["running_var"]
         if not all(isinstance(t, torch.Tensor) for t in (w, rm, rv)) or rm.shape != (w.shape[0],) or rv.shape != rm.shape:
             return None, None
         # parameters that require grad in, parameters that require grad out: the outputs keep
         # requires_grad and gradients still reach the inputs (a plain buffer cut them off)
-        trainable = _requires_grad(w, val["b"], val["weight"], val["bias"], rm, rv)
-        fw, fb = self._folds.add(w, val["b"], rm, rv, eps, val["weight"], val["bias"], requires_grad=trainable or None)
-        prefix = params["w"].target.removesuffix(".weight")
-        for v in params.values():
-            if isinstance(v, Node):
-                self._dead.append(v)
+        trainable = _requires_grad(w, values["b"], values["weight"], values["bias"], rm, rv)
+        fw, fb = self._folds.add(
+            w, values["b"], rm, rv, eps, values["weight"], values["bias"], requires_grad=trainable or None
+        )
+        prefix = weight_name.removesuffix(".weight")
         return (
             ctx.add_constant(fw, f"{prefix}_fused_weight"),
             ctx.add_constant(fb, f"{prefix}_fused_bias"),
         )
+
+
+def _conv_op_name(node: Node) -> str | None:
+    """The convolution a ``call_function`` node calls (conv1d/2d/3d, convolution,
+    _convolution), or None."""
+    name = callable_op_name(node.target) if is_torch_op(node.target) else None
+    return name if name in ("conv1d", "conv2d", "conv3d", "convolution", "_convolution") else None
+
+
+#: reads of a tensor's metadata only: the same whether it is the conv's or the fused conv's
+#: output (same shape, dtype, device), so such users do not stop a fusion that keeps the node
+_METADATA_ATTRS = frozenset({"ndim", "shape", "dtype", "device", "layout", "is_cuda"})
+_METADATA_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement"})
+
+
+def _other_users(conv_node: Node, bn_node: Node) -> list[Node]:
+    """Users of ``conv_node`` besides ``bn_node`` that read its values (not only its
+    metadata: ``x.ndim``, ``x.shape``, ``x.size()``, ... as timm's layers assert on)."""
+    return [
+        u
+        for u in conv_node.users
+        if u is not bn_node
+        and not (u.op == "call_function" and u.target is getattr and len(u.args) == 2 and u.args[1] in _METADATA_ATTRS)
+        and not (u.op == "call_method" and u.target in _METADATA_METHODS)
+    ]
+
+
+def _module_bn_problem(bn: torch.nn.Module) -> str | None:
+    """Why a BatchNorm module cannot be folded (training mode, no running statistics)."""
+    if bn.training:
+        return "BatchNorm is in training mode (normalises with batch statistics)"
+    if not bn.track_running_stats or bn.running_mean is None or bn.running_var is None:
+        return "BatchNorm has no running statistics (track_running_stats=False): it uses batch statistics"
+    return None
 
 
 def _requires_grad(*tensors: Any) -> bool:

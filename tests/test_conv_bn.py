@@ -695,3 +695,119 @@ def test_chained_batch_norms_fold_into_a_conv_fused_in_the_same_run(dialect):
     assert not set(ops) & BN_NAMES
     assert sum(o in CONV_NAMES for o in ops) == 3
     torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- modules traced through
+# symbolic_trace records the body of a module that is not a torch.nn leaf: a BatchNorm2d
+# subclass whose forward calls F.batch_norm (timm's BatchNormAct2d, in timm's regnet, resnet
+# and efficientnet) gives call_module conv -> call_function batch_norm on get_attr
+# statistics, and a Conv2d subclass calling F.conv2d (a "same"-padding conv) gives
+# call_function conv on get_attr weights -> call_module BatchNorm. Both were left unfused
+# with no skip reason (found on timm's regnetx_002 by the real-model sweep).
+
+
+class BatchNormAct(nn.BatchNorm2d):
+    """timm.layers.BatchNormAct2d, reduced: the rank assert, F.batch_norm, the activation."""
+
+    def forward(self, x):
+        torch._assert(x.ndim == 4, "expected a 4-d input")
+        y = F.batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, self.training, self.momentum, self.eps
+        )
+        return F.relu(y)
+
+
+class SamePadConv(nn.Conv2d):
+    """A Conv2d whose forward pads ("same" for stride 1) then calls F.conv2d on its weight."""
+
+    def forward(self, x):
+        return F.conv2d(F.pad(x, (1, 1, 1, 1)), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+
+
+class TracedThrough(nn.Module):
+    def __init__(self, conv_bias: bool = True) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, bias=conv_bias)
+        self.bn1 = BatchNormAct(6)
+        self.conv2 = SamePadConv(6, 4, 3, bias=conv_bias)
+        self.bn2 = nn.BatchNorm2d(4)
+        randomize_bn(self.bn1)
+        randomize_bn(self.bn2)
+
+    def forward(self, x):
+        return self.bn2(self.conv2(self.bn1(self.conv1(x))))
+
+
+@pytest.mark.parametrize("conv_bias", [True, False], ids=["bias", "no_bias"])
+def test_modules_traced_through_fuse_on_every_dialect(conv_bias):
+    model = TracedThrough(conv_bias).eval()
+    x = torch.randn(2, 3, 9, 9)
+    results = assert_preserves_outputs("fuse_conv_bn", model, [x], check_inputs=[[torch.randn(2, 3, 9, 9) * 3]])
+    for dialect, (gm, report) in results.items():
+        pr = report["fuse_conv_bn"]
+        ops = ops_of(gm)
+        if dialect == "dynamo":  # parameters are graph inputs there: skipped, as for plain modules
+            assert pr.counters == {"not_constant": 2, "skipped": 2}, pr.counters
+            continue
+        assert pr.counters == {"fused": 2}, (dialect, pr.counters, pr.skipped)
+        assert not BN_NAMES & set(ops), (dialect, ops)
+        assert sum(o in CONV_NAMES or o.startswith("Conv2d") for o in ops) == 2, (dialect, ops)
+        torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=1e-5)
+    gm, _ = results["symbolic_trace"]
+    # BatchNormAct's statistics are gone with the batch norm; the conv module calls the fused copy
+    assert not [n.target for n in gm.graph.nodes if n.op == "get_attr" and n.target.startswith("bn1.")]
+    fused1 = next(n for n in gm.graph.nodes if n.op == "call_module" and n.target.startswith("conv1"))
+    assert fused1.target == "conv1_fused"
+    ref_w, ref_b = torch.nn.utils.fusion.fuse_conv_bn_weights(
+        model.conv1.weight, model.conv1.bias, model.bn1.running_mean, model.bn1.running_var,
+        model.bn1.eps, model.bn1.weight, model.bn1.bias,
+    )
+    torch.testing.assert_close(gm.conv1_fused.weight, ref_w, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(gm.conv1_fused.bias, ref_b, rtol=1e-6, atol=1e-6)
+    # the rank assert still reads the conv output (same shape after fusion)
+    assert any(n.target is getattr and n.args[1] == "ndim" and n.args[0] is fused1 for n in gm.graph.nodes)
+    assert model.conv1.weight.data_ptr() != gm.conv1_fused.weight.data_ptr()  # originals untouched
+
+
+def test_bn_traced_through_in_training_mode_or_reading_the_conv_values_is_skipped_with_reason():
+    model = TracedThrough()
+    model.eval()
+    model.bn1.train()
+    gm = torch.fx.symbolic_trace(model)
+    pr = run(gm)
+    assert pr.counters == {"fused": 1, "skipped": 1}, pr.counters
+    assert pr.skipped[0][1] == "BatchNorm is in training mode (normalises with batch statistics)"
+
+    class ValueUser(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.bn = BatchNormAct(4).eval()
+
+        def forward(self, x):
+            y = self.conv(x)
+            return self.bn(y) + y.mean()
+
+    gm = torch.fx.symbolic_trace(ValueUser().eval())
+    pr = run(gm)
+    assert pr.counters == {"skipped": 1} and "other users" in pr.skipped[0][1], pr.skipped
+
+
+def test_same_pad_conv_with_a_metadata_user_is_skipped_with_reason():
+    """A functional conv is replaced by a new node at the batch norm: a user before it that
+    reads the old output (even only its rank) keeps the pair apart, and the report says so."""
+
+    class Checked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = SamePadConv(3, 4, 3)
+            self.bn = nn.BatchNorm2d(4).eval()
+
+        def forward(self, x):
+            y = self.conv(x)
+            torch._assert(y.ndim == 4, "rank")
+            return self.bn(y)
+
+    gm = torch.fx.symbolic_trace(Checked().eval())
+    pr = run(gm)
+    assert pr.counters == {"skipped": 1} and "other users" in pr.skipped[0][1], pr.skipped
