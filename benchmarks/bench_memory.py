@@ -67,7 +67,7 @@ def run(cfg: Any) -> Any:
 
     from fxpasses.snapshot import Snapshot
 
-    from bench_pipeline import inference_pipeline
+    from bench_pipeline import BLOCK_OPTIONS, inference_pipeline
     from common import Result, Target, md_table
     from graphs import BlockModel, block_graph, n_blocks_for
 
@@ -95,7 +95,7 @@ def run(cfg: Any) -> Any:
         ("no snapshots (stub)", {}, True),
         ("snapshot_tensors=True", {"snapshot_tensors": True}, False),
     ):
-        pipe = inference_pipeline(**pipe_kwargs)
+        pipe = inference_pipeline(options=BLOCK_OPTIONS, **pipe_kwargs)
         gm = block_graph(n, model=model, compile=False)
         gc.collect()
         tracemalloc.start()

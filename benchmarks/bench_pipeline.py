@@ -25,6 +25,19 @@ INFERENCE = BUILTIN_PRESETS["inference"][0]
 PIPELINE = [e.name for e in parse_pipeline_string(INFERENCE)]
 
 
+#: options of the passes on the block graph. It is a symbolic_trace graph with recorded shapes
+#: (``tensor_meta``, as ``ShapeProp`` records them), which hold for every input only once the
+#: input is checked: ``simplify_algebra`` makes its shape-dependent rewrites (``x * 1 -> x``)
+#: there with ``specialize=true`` (one input guard), as a user of such a graph would run it
+BLOCK_OPTIONS: dict[str, dict[str, Any]] = {"simplify_algebra": {"specialize": True}}
+
+
+def block_pipeline(names: list[str], **kwargs: Any) -> fxpasses.Pipeline:
+    """``fxpasses.Pipeline(names)`` with :data:`BLOCK_OPTIONS` for the passes among ``names``."""
+    options = {k: v for k, v in BLOCK_OPTIONS.items() if k in names}
+    return fxpasses.Pipeline(names, options=options, **kwargs) if options else fxpasses.Pipeline(names, **kwargs)
+
+
 def inference_pipeline(**kwargs: Any) -> fxpasses.Pipeline:
     """The ``inference`` preset with its options (``fold_constants`` folds parameters; the
     names in :data:`PIPELINE` alone fold them only in an eval-mode module, and
@@ -34,7 +47,7 @@ TORCH_TRIO = ["remove_dropout", "eliminate_common_subexpressions", "eliminate_de
 
 
 def run_pipeline(names: list[str]) -> Callable[[torch.fx.GraphModule], Any]:
-    pipe = fxpasses.Pipeline(names)
+    pipe = block_pipeline(names)
 
     def go(gm: torch.fx.GraphModule) -> Any:
         return pipe.run(gm)
@@ -178,7 +191,7 @@ def where_time_goes(sz: "_Sizes", repeats: int, recompile_s: float) -> list[list
     """Rows of the built-in pipeline's time split into the passes' own work and each safety
     step (medians over ``repeats`` fresh graphs), each as a ratio to one ``recompile()`` of
     the input (``recompile_s``)."""
-    pipe = fxpasses.Pipeline(PIPELINE)
+    pipe = block_pipeline(PIPELINE)
     runs: dict[str, list[float]] = {}
     for _ in range(repeats):
         gm = sz.fresh()
@@ -391,7 +404,7 @@ def run_per_pass(cfg: Config) -> Result:
         ours_after: list[int] = []
         ours_left: list[int] = []
         own: list[float] = []
-        pipe = fxpasses.Pipeline([name])
+        pipe = block_pipeline([name])
 
         def ours_run(gm: torch.fx.GraphModule, _own: list[float] = own) -> Any:
             rep = pipe.run(gm)

@@ -42,7 +42,7 @@ def main() -> None:
     from fxpasses.pipeline import _lint
     from fxpasses.snapshot import Snapshot
 
-    from bench_pipeline import PIPELINE
+    from bench_pipeline import PIPELINE, block_pipeline
     from common import fmt_s, gc_paused
     from graphs import BlockModel, block_graph, n_blocks_for
 
@@ -61,7 +61,7 @@ def main() -> None:
     else:
         model = BlockModel(n_blocks_for(args.n))
         fresh = lambda: block_graph(args.n, model=model, compile=False)  # noqa: E731
-    pipe = fxpasses.Pipeline(PIPELINE)
+    pipe = block_pipeline(PIPELINE)
     if args.profile:
         gm = fresh()
         target = pipe
@@ -70,8 +70,8 @@ def main() -> None:
                 ap.error(f"--profile: {args.profile!r} is not a pass of the pipeline ({', '.join(PIPELINE)})")
             i = PIPELINE.index(args.profile)
             if i:
-                fxpasses.Pipeline(PIPELINE[:i]).run(gm)
-            target = fxpasses.Pipeline([args.profile])
+                block_pipeline(PIPELINE[:i]).run(gm)
+            target = block_pipeline([args.profile])
         with gc_paused():
             pr = cProfile.Profile()
             pr.enable()

@@ -13,7 +13,9 @@ from torch.fx.node import Node
 from fxpasses import NodePass, PassContext, PassOptions, Replace, on
 from fxpasses.ops import callable_op_name
 
+from fxpasses.dialect import detect_dialect
 from fxpasses.effects import EffectAnalysis
+from fxpasses.guards import guard_inputs, unguarded_inputs
 
 from ._facts import arg, erase_dead, is_torch_op, substitution_problem
 
@@ -36,6 +38,13 @@ class SimplifyAlgebraOptions(PassOptions):
         "1/x, atan2 or copysign tell apart (1/(x*0 + 0) is +inf where 1/(x*0) is -inf for "
         "negative x); false simplifies them anyway, as TorchInductor does",
     )
+    specialize: bool = Field(
+        False,
+        description="on a symbolic_trace graph (which takes inputs of any shape and dtype), rewrites that "
+        "rely on the shapes and dtypes recorded from the example inputs (propagate_shapes): false keeps them "
+        "(and says why); true makes them and adds a check of every input's sizes, strides, dtype and device: "
+        "the graph then raises for inputs unlike the example",
+    )
 
 
 class SimplifyAlgebra(NodePass):
@@ -55,7 +64,23 @@ class SimplifyAlgebra(NodePass):
       or ``propagate_shapes`` run first) and they agree. Type promotion (``int * 1.0`` is
       float, ``bool * 1`` is int64, ``int / 1`` is float) and broadcasting
       (``x + zeros(bigger)``) therefore block it. Without metadata only ``neg(neg(x))`` is
-      simplified (negation never changes dtype or shape).
+      simplified (negation never changes dtype or shape; on a bool tensor, where ``-x``
+      raises, the simplified graph returns ``x`` instead of raising).
+    - **the recorded facts hold for every input the graph accepts**: TorchDynamo guards its
+      graphs on every input's shape, stride, dtype and device, and ``torch.export``'s module
+      checks the inputs' shapes (its graph is specialised to their dtypes). A
+      ``symbolic_trace`` graph takes inputs of any shape and dtype, and the facts
+      ``propagate_shapes`` (or ``ShapeProp``) records on it are those of the example inputs:
+      ``x - zeros(5)`` is ``x`` for an ``x`` of shape ``(4, 5)``, not for one of shape
+      ``(1,)``; ``x * 1.0`` is ``x`` for a float ``x``, not an int one. There the rewrite is
+      kept (and the report says why) unless ``specialize=true``, which makes it and adds, at
+      the top of the graph, a check of each input's recorded sizes, strides, dtype and device
+      (:func:`fxpasses.guards.input_guard`, an assert that ``eliminate_dead_code``
+      and torch's keep; counter ``input_guards``): the graph then raises ``AssertionError:
+      input 'x' is sizes (1,), strides (1,), torch.float32, on cpu; the graph was specialised
+      to sizes (4, 5), strides (5, 1), torch.float32, on cpu by simplify_algebra{specialize=true}
+      ...`` for an input unlike the example instead of computing something else. A graph with
+      such checks (matching the recorded facts) counts as guarded in later runs.
     - the op is the plain identity: ``alpha`` finite (``x + a*0``) or 1 (``0 + a*x``), no
       ``rounding_mode`` (``floor(x / 1)`` is not ``x`` for floats), no ``out=``, never
       ``rsub``.
@@ -72,8 +97,8 @@ class SimplifyAlgebra(NodePass):
     default: outputs stay bit-identical. ``keep_signed_zeros=false`` simplifies it anyway, like
     TorchInductor's ``remove_no_ops`` (``torch/_inductor/fx_passes/joint_graph.py``).
 
-    Options: ``keep_signed_zeros: bool = True``. Counters: ``simplified``; refused
-    candidates are reported with the reason.
+    Options: ``keep_signed_zeros: bool = True``, ``specialize: bool = False``. Counters:
+    ``simplified``, ``input_guards``; refused candidates are reported with the reason.
     """
 
     name = "simplify_algebra"
@@ -87,9 +112,33 @@ class SimplifyAlgebra(NodePass):
         self._effects = EffectAnalysis(gm)  # swept on first use
         self._orphans: list[Node] = []
         self._names: dict[Any, str | None] = {}  # call_function target -> _name, for this run
+        self._unguarded: list[Node] | None | bool = True  # (unknown yet) see _facts_problem
+        self._guard = False  # a rewrite relied on facts that input guards must make hold
 
     def finish(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
         erase_dead(ctx.graph, self._orphans, inputs=False)
+        if self._guard and self._unguarded:
+            ctx.count("input_guards", guard_inputs(ctx, self._unguarded, "simplify_algebra{specialize=true}"))
+
+    def _facts_problem(self, ctx: PassContext) -> str | None:
+        """Why the graph's recorded shapes and dtypes may not hold for its other inputs (a
+        ``symbolic_trace`` graph without input guards), or None; with ``specialize``, None
+        and the guards are added at the end of the run."""
+        if self._unguarded is True:
+            self._unguarded = [] if detect_dialect(ctx.gm) != "symbolic_trace" else unguarded_inputs(ctx.graph)
+        if self._unguarded == []:
+            return None
+        if self._unguarded is None:
+            return (
+                "a symbolic_trace graph takes inputs of any shape and dtype, and an input has no recorded "
+                "shape and dtype to check (run propagate_shapes first)"
+            )
+        if self.options.specialize:
+            return None  # the caller asks for the guards once the rewrite is made
+        return (
+            "the shapes and dtypes in node.meta are the example inputs', and a symbolic_trace graph takes "
+            "inputs of any shape and dtype (option specialize=true simplifies and adds a check of each input)"
+        )
 
     @on("mul", "add", "sub", "div", "pow", "neg", op=("call_function", "call_method"))
     def simplify(self, node: Node, ctx: PassContext) -> Any:
@@ -98,6 +147,9 @@ class SimplifyAlgebra(NodePass):
             return None
         x, spent, what = found
         problem = _type_problem(node, x, allow_unknown=what == "neg(neg(x))")
+        relies_on_facts = what != "neg(neg(x))"
+        if problem is None and relies_on_facts:
+            problem = self._facts_problem(ctx)
         if problem is not None:
             return ctx.skip(node, f"{what} kept: {problem}")
         if isinstance(spent, Node) and self._effects.is_written(spent):
@@ -112,6 +164,8 @@ class SimplifyAlgebra(NodePass):
             return ctx.skip(node, f"{what} kept: {problem}")
         if isinstance(spent, Node):
             self._orphans.append(spent)
+        if relies_on_facts and self._unguarded:
+            self._guard = True  # specialize: the facts must hold for every input (finish)
         ctx.count("simplified")
         return Replace(x)
 

@@ -73,6 +73,12 @@ class EliminateDeadCode(GraphPass):
     :mod:`fxpasses.effects` in place of ``Node.is_impure`` (which treats in-place
     ``call_method`` nodes, GraphModule submodules with impure bodies and non-standard leaf
     modules as pure).
+
+    An error an unused op would raise is not an effect it keeps: an unused ``x.view(-1, 3)``
+    of a tensor whose size is not a multiple of 3, or an unused ``.item()`` of a tensor with
+    several elements, is removed, and the graph no longer raises for those inputs (as with
+    torch's ``eliminate_dead_code``, and the dead code elimination of LLVM and MLIR, where
+    only side effects count). Checks the program means to make are asserts, which stay.
     """
 
     name = "eliminate_dead_code"

@@ -11,6 +11,12 @@ After the pass, every node whose value is a tensor (or a tuple/list of tensors) 
 so that other passes can call ``ctx.tensor_info(node)`` -> ``(torch.Size, torch.dtype)``.
 Nodes whose value is not a tensor or number (``None``, modules) get nothing.
 
+The facts are those of the example inputs. A TorchDynamo graph is guarded on its inputs'
+shapes and dtypes, and a ``torch.export`` graph is specialised to them (its module checks the
+shapes), so there they hold for every input the graph accepts; a ``symbolic_trace`` graph
+takes inputs of any shape and dtype, and a pass must not rely on them there unless the inputs
+are checked (:mod:`fxpasses.guards`; ``simplify_algebra{specialize=true}`` adds the checks).
+
 How values are computed (option ``mode``):
 
 - ``"fake"``: ``torch.fx.passes.fake_tensor_prop.FakeTensorProp`` under a ``FakeTensorMode``:

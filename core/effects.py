@@ -44,7 +44,7 @@ kind                 nodes
                      with dropout in training, ``F.fractional_max_pool*`` without samples,
                      ``F.gumbel_softmax``
 ``assert``           ``torch._assert``, ``torch._assert_async``, ``torch._check*``,
-                     ``aten._assert_async`` (``.default`` and ``.msg``),
+                     ``torch._assert_tensor_metadata``, fxpasses' input guards, ``aten._assert_async`` (``.default`` and ``.msg``),
                      ``aten._assert_scalar``, ``aten._assert_tensor_metadata``,
                      ``aten.sym_constrain_range*`` and their ``_functional_`` forms
 ``io``               ``print``, ``aten._print``, ``warnings.warn``
@@ -114,6 +114,7 @@ from torch.fx.node import Node
 from torch.nn.modules import module as nn_module
 
 from ._modpath import ModulePaths
+from .guards import input_guard
 from .ops import callable_op_name, is_inplace_name, module_op_name
 
 __all__ = [
@@ -260,10 +261,12 @@ _SPECIAL.update(
         ASSERT,
         *"""torch._assert torch._assert_async torch._assert_scalar torch._check torch._check_is_size
         torch._check_with torch._check_index torch._check_value torch._check_type
-        torch._check_tensor_all torch._check_not_implemented torch.sym_constrain_range
+        torch._check_tensor_all torch._check_not_implemented torch._assert_tensor_metadata
+        torch.sym_constrain_range
         torch.sym_constrain_range_for_size torch._constrain_as_size""".split(),
     )
 )
+_SPECIAL[input_guard] = ASSERT  # fxpasses.guards: a check of an input's recorded facts
 _SPECIAL.update(_table(IO, "builtins.print", "warnings.warn"))
 _SPECIAL.update(
     _table(

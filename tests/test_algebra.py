@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import operator
+import re
 
 import pytest
 import torch
@@ -10,13 +12,16 @@ import torch.nn as nn
 
 import fxpasses
 from fxpasses.capture import capture
+from fxpasses.guards import input_guard
 from fxpasses.ops import op_name
 from fxpasses.testing import assert_preserves_outputs, normalized_code
 
 DIALECTS = ("symbolic_trace", "dynamo", "export")
-# symbolic_trace records no shapes: the shape pass runs first there (and is harmless elsewhere)
-# x + 0 on floats is kept by default (signed zeros); these tests cover every spelling
-PIPELINE = "propagate_shapes,simplify_algebra{keep_signed_zeros=false}"
+# symbolic_trace records no shapes: the shape pass runs first there (and is harmless elsewhere),
+# and the graph is specialised to the example inputs' shapes (input guards; the others are
+# guarded by their capture). x + 0 on floats is kept by default (signed zeros); these tests
+# cover every spelling
+PIPELINE = "propagate_shapes,simplify_algebra{keep_signed_zeros=false,specialize=true}"
 
 
 @pytest.fixture(autouse=True)
@@ -134,8 +139,11 @@ def test_every_spelling_of_every_identity_goes(dialect):
         PIPELINE, Spellings(), [x], dialects=[dialect], atol=0, rtol=0, check_inputs=[[torch.randn(4, 3)]]
     )
     gm, report = results[dialect]
-    assert report["simplify_algebra"].counters == {"simplified": 17}, report["simplify_algebra"].skipped
-    assert op_names(gm) == ["relu", "tanh"], op_names(gm)  # the fill nodes went too
+    # symbolic_trace: the one input is checked against its recorded shape and dtype (specialize)
+    guards = {"input_guards": 1} if dialect == "symbolic_trace" else {}
+    assert report["simplify_algebra"].counters == {"simplified": 17, **guards}, report["simplify_algebra"].skipped
+    guard_ops = ["input_guard"] if guards else []
+    assert op_names(gm) == [*guard_ops, "relu", "tanh"], op_names(gm)  # the fill nodes went too
 
 
 def test_after_decompositions_aten_overloads():
@@ -162,8 +170,8 @@ def test_aten_packets_as_targets():
     assert isinstance(next(n for n in gm.graph.nodes if n.op == "call_function").target, torch._ops.OpOverloadPacket)
     want = gm(x)
     pr = simplify(gm, [x], PIPELINE)
-    assert pr.counters.get("simplified") == 2, (pr.counters, pr.skipped)
-    assert op_names(gm) == ["relu"]
+    assert pr.counters == {"simplified": 2, "input_guards": 1}, (pr.counters, pr.skipped)
+    assert op_names(gm) == ["input_guard", "relu"]
     assert torch.equal(gm(x), want)
 
 
@@ -214,7 +222,8 @@ def test_aliasing_of_outputs_is_unchanged():
         pr = simplify(cap.gm, cap.inputs)
         # x * 1 (would alias the input), y * 1 (would alias output 2), (x * 1).view (a view of x):
         # kept; exp(x) * 1 -> exp(x): fresh and returned nowhere else
-        assert pr.counters == {"simplified": 1, "skipped": 3}, (dialect, pr.skipped)
+        guards = {"input_guards": 1} if dialect == "symbolic_trace" else {}
+        assert pr.counters == {"simplified": 1, "skipped": 3, **guards}, (dialect, pr.skipped)
         outs = as_tuple(cap.gm(*cap.inputs))
         ins = cap.inputs
         assert not any(o is i or o.untyped_storage().data_ptr() == i.untyped_storage().data_ptr() for o in outs for i in ins if isinstance(i, torch.Tensor))
@@ -307,8 +316,9 @@ def test_call_method_and_operator_forms_in_a_hand_built_graph():
     gm = torch.fx.GraphModule(nn.Module(), g)
     inp = torch.randn(3)
     pr = simplify(gm, [inp])
-    assert pr.counters == {"simplified": 4}
-    assert [n.target for n in gm.graph.nodes if n.op != "placeholder" and n.op != "output"] == [torch.relu, torch.tanh]
+    assert pr.counters == {"simplified": 4, "input_guards": 1}
+    guard = input_guard
+    assert [n.target for n in gm.graph.nodes if n.op != "placeholder" and n.op != "output"] == [guard, torch.relu, torch.tanh]
     assert torch.equal(gm(inp), torch.tanh(torch.relu(inp)))
 
 
@@ -428,3 +438,121 @@ def test_erase_dead_erases_unused_listed_nodes_and_then_their_dead_attribute_rea
     gm2 = torch.fx.GraphModule(root, g2)
     assert erase_dead(gm2.graph, [d], inputs=False) == 1
     assert [n.name for n in gm2.graph.nodes] == ["y", "b", "output"]
+
+
+# ------------------------------------------------------------------ facts of the example inputs
+# A symbolic_trace graph takes inputs of any shape and dtype; the shapes propagate_shapes
+# records on it are the example's. Rewrites relying on them changed what the graph computed
+# for other inputs (found by the adversarial sweep: x - zeros(5) -> x broadcast differently for
+# an x of shape (1,), x * 1.0 -> x stayed int64 for an int input).
+
+
+class ExampleFacts(nn.Module):
+    def forward(self, x):
+        a = (x - torch.zeros(5, device=x.device)).relu()  # x - 0: (5,) when x is (1,)
+        b = (x * 1.0).neg()  # float when x is int
+        return a, b
+
+
+OTHER_INPUTS = [torch.randn(1), torch.arange(5), torch.randn(5, 4).t()]
+
+
+def test_symbolic_trace_facts_of_the_example_inputs_do_not_simplify_by_default():
+    model = ExampleFacts()
+    gm = torch.fx.symbolic_trace(model)
+    pr = simplify(gm, [torch.randn(4, 5)], "propagate_shapes,simplify_algebra")
+    assert pr.counters == {"skipped": 2} and not pr.changed, pr.counters
+    assert {why for _, why in pr.skipped} == {
+        f"{what} kept: the shapes and dtypes in node.meta are the example inputs', and a symbolic_trace graph "
+        "takes inputs of any shape and dtype (option specialize=true simplifies and adds a check of each input)"
+        for what in ("x - 0", "x * 1")
+    }
+    for x in OTHER_INPUTS:  # the graph still computes what the model does, whatever the input
+        for got, want in zip(gm(x), model(x)):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_specialize_simplifies_and_checks_every_input_against_its_recorded_facts():
+    model = ExampleFacts()
+    gm = torch.fx.symbolic_trace(model)
+    x = torch.randn(4, 5)
+    pr = simplify(gm, [x], "propagate_shapes,simplify_algebra{specialize=true}")
+    assert pr.counters == {"simplified": 2, "input_guards": 1}, (pr.counters, pr.skipped)
+    guard = next(n for n in gm.graph.nodes if n.op == "call_function")
+    assert guard.target is input_guard
+    by = "simplify_algebra{specialize=true}"
+    assert guard.args == (next(iter(gm.graph.nodes)), "x", (4, 5), (5, 1), torch.float32, torch.device("cpu"), by)
+    for got, want in zip(gm(x), model(x)):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+    want = "the graph was specialised to sizes (4, 5), strides (5, 1), torch.float32, on cpu by " + by
+    for other, got in [
+        (torch.randn(1), "sizes (1,), strides (1,), torch.float32, on cpu"),
+        (torch.arange(20).reshape(4, 5), "sizes (4, 5), strides (5, 1), torch.int64, on cpu"),
+        (torch.randn(5, 4).t(), "sizes (4, 5), strides (1, 4), torch.float32, on cpu"),
+    ]:
+        with pytest.raises(AssertionError, match=re.escape(f"input 'x' is {got}; {want} (its rewrites hold")):
+            gm(other)
+    # torch's own dead code elimination keeps the check too, and a saved module checks on load
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    buffer = io.BytesIO()
+    torch.save(gm, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    with pytest.raises(AssertionError, match=re.escape("input 'x' is sizes (1,)")):
+        loaded(torch.randn(1))
+    torch.testing.assert_close(loaded(x)[1], model(x)[1], atol=0, rtol=0)
+    # dead code elimination keeps the check (an assert), and a second run counts the graph as
+    # guarded: it adds no second check
+    fxpasses.Pipeline.from_string("eliminate_dead_code").run(gm, [x])
+    assert sum(n.target is input_guard for n in gm.graph.nodes) == 1
+
+    class Twice(nn.Module):
+        def forward(self, x):
+            return (x * 1).relu() + 0
+
+    gm = torch.fx.symbolic_trace(Twice())
+    first = simplify(gm, [x], "propagate_shapes,simplify_algebra{specialize=true}")
+    assert first.counters == {"simplified": 1, "input_guards": 1, "skipped": 1}, first.skipped  # + 0: signed zeros
+    # no specialize option now: the check is there and matches the facts, so they hold
+    again = simplify(gm, [x], "propagate_shapes,simplify_algebra{keep_signed_zeros=false}")
+    assert again.counters == {"simplified": 1}, (again.counters, again.skipped)
+    assert sum(n.target is input_guard for n in gm.graph.nodes) == 1
+    torch.testing.assert_close(gm(x), x.relu(), atol=0, rtol=0)
+
+
+def test_a_check_for_other_facts_or_an_input_without_facts_does_not_count_as_guarded():
+    class Two(nn.Module):
+        def forward(self, x, y):
+            return (x * 1.0).relu(), y.relu()
+
+    # a check of x for other sizes than those propagated: the facts do not hold for every input
+    g = torch.fx.symbolic_trace(Two()).graph
+    x, y = list(g.nodes)[:2]
+    with g.inserting_after(y):
+        cpu = torch.device("cpu")
+        g.call_function(input_guard, (x, "x", (2, 2), (2, 1), torch.float32, cpu, "a test"))
+        g.call_function(input_guard, (y, "y", (3,), (1,), torch.float32, cpu, "a test"))
+    gm = torch.fx.GraphModule(nn.Module(), g)
+    pr = simplify(gm, [torch.randn(4, 5), torch.randn(3)], "propagate_shapes,simplify_algebra")
+    assert pr.counters == {"skipped": 1} and "specialize=true" in pr.skipped[0][1], pr.skipped
+    # y has no recorded facts (cleared after the propagation): nothing can check it
+    gm = torch.fx.symbolic_trace(Two())
+    fxpasses.Pipeline.from_string("propagate_shapes").run(gm, [torch.randn(4, 5), torch.randn(3)])
+    list(gm.graph.nodes)[1].meta.clear()
+    pr = simplify(gm, [torch.randn(4, 5), torch.randn(3)], "simplify_algebra{specialize=true}")
+    assert pr.counters == {"skipped": 1}, pr.counters
+    assert pr.skipped[0][1] == (
+        "x * 1 kept: a symbolic_trace graph takes inputs of any shape and dtype, and an input has no recorded "
+        "shape and dtype to check (run propagate_shapes first)"
+    )
+
+
+@pytest.mark.parametrize("dialect", ["dynamo", "export"])
+def test_guarded_captures_simplify_without_the_option_and_without_checks(dialect):
+    model = ExampleFacts()
+    cap = capture(model, [torch.randn(4, 5)], dialect)
+    pr = simplify(cap.gm, cap.inputs, "propagate_shapes,simplify_algebra")
+    assert pr.counters.get("simplified") == 2 and "input_guards" not in pr.counters, (pr.counters, pr.skipped)
+    assert not any(n.target is input_guard for n in cap.gm.graph.nodes)

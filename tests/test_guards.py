@@ -1,0 +1,58 @@
+"""fxpasses.guards: when the shapes and dtypes recorded in node.meta hold for every input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import fxpasses
+from fxpasses.capture import capture
+from fxpasses.effects import EffectAnalysis
+from fxpasses.guards import facts_hold_for_every_input, input_facts, input_guard, unguarded_inputs
+
+
+class Two(nn.Module):
+    def forward(self, x, n: int):
+        return x.relu() * n
+
+
+def _propagated(model, inputs):
+    gm = torch.fx.symbolic_trace(model)
+    fxpasses.Pipeline.from_string("propagate_shapes").run(gm, inputs)
+    return gm
+
+
+def test_symbolic_trace_facts_hold_only_once_every_tensor_input_is_checked():
+    gm = _propagated(Two(), [torch.randn(2, 3), 4])
+    x, n = list(gm.graph.nodes)[:2]
+    assert input_facts(x) == ((2, 3), (3, 1), torch.float32, torch.device("cpu"))
+    assert input_facts(n) is False  # a number: nothing to check
+    assert unguarded_inputs(gm.graph) == [x]
+    assert not facts_hold_for_every_input(gm)
+    with gm.graph.inserting_after(n):
+        gm.graph.call_function(input_guard, (x, "x", (2, 3), (3, 1), torch.float32, torch.device("cpu"), "a test"))
+    gm.recompile()
+    assert unguarded_inputs(gm.graph) == [] and facts_hold_for_every_input(gm)
+    torch.testing.assert_close(gm(torch.ones(2, 3), 2), torch.full((2, 3), 2.0))
+    with pytest.raises(AssertionError, match=r"^input 'x' is sizes \(3,\), strides \(1,\), torch.float32, on cpu; "):
+        gm(torch.ones(3), 2)
+    with pytest.raises(AssertionError, match=r"^input 'x' is of type int, not a tensor; the graph was specialised to sizes \(2, 3\)"):
+        gm(5, 2)
+    # an assert to the effect analysis and to torch's dead code elimination: kept, writes nothing
+    guard = next(m for m in gm.graph.nodes if m.target is input_guard)
+    eff = EffectAnalysis(gm).effects(guard)
+    assert eff.kinds == frozenset({"assert"}) and eff.writes == () and not eff.state_writes
+    assert guard.is_impure()  # torch.fx.node.has_side_effect
+    gm.graph.eliminate_dead_code()
+    assert guard in gm.graph.nodes
+
+
+def test_no_facts_means_nothing_can_be_checked_and_guarded_captures_hold():
+    gm = torch.fx.symbolic_trace(Two())
+    assert input_facts(next(iter(gm.graph.nodes))) is None
+    assert unguarded_inputs(gm.graph) is None and not facts_hold_for_every_input(gm)
+    for dialect in ("dynamo", "export"):
+        torch._dynamo.reset()
+        cap = capture(nn.ReLU(), [torch.randn(2, 3)], dialect)
+        assert facts_hold_for_every_input(cap.gm), dialect
