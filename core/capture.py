@@ -74,8 +74,9 @@ def capture(
     """
     from .inputs import check_example_inputs
 
-    if isinstance(example_inputs, (Mapping, str, bytes)):
-        check_example_inputs(example_inputs, None)  # refused, a dict pointing at example_kwargs
+    if isinstance(example_inputs, (Mapping, str, bytes, torch.Tensor)):
+        # refused: a dict pointing at example_kwargs, a tensor at [x]
+        check_example_inputs(example_inputs, None)
     kwargs = check_example_inputs(None, example_kwargs)[1] or {}
     inputs = tuple(example_inputs or ())
     if dialect == "symbolic_trace":

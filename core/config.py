@@ -187,6 +187,9 @@ EXPORTED_MODE_FIXED = (
 )
 
 
+_FACTORY = re.compile(r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$")
+
+
 class ModelConfig(_Strict):
     """The model ``fxpasses run`` optimizes: a factory to capture, a saved graph, or a saved
     exported program.
@@ -209,7 +212,7 @@ class ModelConfig(_Strict):
     (``ExportedProgram.example_inputs``). Paths are relative to the config file.
     """
 
-    factory: str | None = Field(default=None, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$")
+    factory: str | None = None
     graph: str | None = Field(default=None, min_length=1)
     program: str | None = Field(default=None, min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -217,6 +220,20 @@ class ModelConfig(_Strict):
     inputs: Union[list[InputSpec], dict[str, InputSpec], str, None] = Field(default=None, min_length=1)
     seed: int = 0
     train: bool = False
+
+    @field_validator("factory")
+    @classmethod
+    def _module_callable(cls, value: str | None) -> str | None:
+        if value is not None and not _FACTORY.match(value):
+            module, colon, attr = value.partition(":")
+            if not colon:
+                why = f"no ':callable' part: give the module and the function that builds the model, e.g. '{value}:build'"
+            elif not module:
+                why = "no module before the ':'"
+            else:
+                why = f"{attr!r} after the ':' is not a Python name (or dotted names)"
+            raise ValueError(f"`factory` must be 'module:callable' (as \"models:convnet\"): {why}")
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelConfig":
@@ -557,12 +574,20 @@ def _json_adapter(options_cls: type[BaseModel], field: str) -> TypeAdapter[Any] 
 
 def _read(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark (some editors write one) is dropped
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path} is a directory, expected a file (a config file: .toml, .yaml, .yml or .json)") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        hint = "a config file is UTF-8 text: .toml, .yaml, .yml or .json"
+        if path.suffix.lower() in (".pt2", ".pt", ".pth", ".zip", ".safetensors"):
+            hint = (
+                f"a saved model or tensor file is named in a config: [model] program = {str(path)!r} for a saved "
+                "exported program (.pt2), inputs = '...' for a tensor file"
+            )
+        raise ConfigError(f"cannot read config file {path}: it is not UTF-8 text ({hint})") from None
+    except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     suffix = path.suffix.lower()
     try:

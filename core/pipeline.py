@@ -77,6 +77,9 @@ class PlanStep:
     verify: str | None = None
     on_error: str | None = None
     reasons: list[str] = field(default_factory=list)
+    #: the pass instance the pipeline was given for this step (run as it is), or None (a new
+    #: instance of ``cls`` with ``options`` runs)
+    instance: Pass | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
         opts = self.options.model_dump(exclude_defaults=True)
@@ -157,8 +160,9 @@ class Pipeline:
     Args:
         passes: entries, each one of: a pass name (``"eliminate_dead_code"``); a
             ``(name, options)`` pair; a mapping ``{"name": ..., "options": {...}}``; a pass
-            class (registered or not) or a ``(class, options)`` pair; a pass instance (its
-            options are used). One entry alone (``Pipeline(MyPass)``) is a one-pass pipeline;
+            class (registered or not) or a ``(class, options)`` pair; a pass instance (run
+            as it is, so what it collects stays on it and its own constructor arguments
+            hold; options from ``options=`` are set on it). One entry alone (``Pipeline(MyPass)``) is a one-pass pipeline;
             anything else is a :class:`~fxpasses.errors.ConfigError` naming it and its type.
         registry: where names are looked up (default: :func:`fxpasses.registry`).
         verify: ``"none"``, ``"lint"`` (default) or ``"numeric"``.
@@ -243,6 +247,7 @@ class Pipeline:
     def _entry(self, e: EntryLike, index: int, extra: dict[str, dict[str, Any]]) -> PlanStep:
         where = f"{self.source}, entry {index + 1}"
         verify = on_error = None
+        instance: Pass | None = None
         entry = e
         if isinstance(e, SpecEntry):
             where = f"{self.source}: {e.source}" if self.source != "pipeline string" else e.source
@@ -252,7 +257,7 @@ class Pipeline:
             validate_pass_class(e[0])  # (PassClass, options): a pass not registered anywhere
             cls, raw, name = e[0], e[1], e[0].name
         elif isinstance(e, Pass):
-            cls, raw, name = type(e), e.options, type(e).name
+            cls, raw, name, instance = type(e), e.options, type(e).name, e
         elif isinstance(e, type):
             validate_pass_class(e)
             cls, raw, name = e, {}, e.name
@@ -314,7 +319,9 @@ class Pipeline:
                 # every bad value came from the options table: say so, not the entry
                 raise OptionsError(name, err.problems, source=self._table_source(name)) from None
             raise
-        return PlanStep(name, cls, options, where, verify, on_error)
+        if instance is not None and options != instance.options:
+            instance.options = options  # the options table changed some of them
+        return PlanStep(name, cls, options, where, verify, on_error, instance=instance)
 
     def _table_name(self, name: str) -> str:
         """The options table of pass ``name`` as its author wrote it (config or Python)."""
@@ -581,7 +588,7 @@ class Pipeline:
                     except Exception as exc:
                         raise _input_graph_error(exc, f"no pass was run ({step.name!r} was next)") from exc
                     names_kept, clean = names_in_namespace(gm.graph), True
-                pass_ = step.cls(step.options)
+                pass_ = step.instance if step.instance is not None else step.cls(step.options)
                 ctx = PassContext(
                     gm,
                     pass_name=step.name,
@@ -719,6 +726,14 @@ class Pipeline:
                         raise
                     failure = self._failure(step.name, exc, snap, on_error, stage)
                     _new_epoch(gm, epoch_graphs)
+                    if failure.rolled_back and type(snap) is Journal and not _is_builtin(step.cls):
+                        # a journal undoes what it recorded: what the pass promised is all it did
+                        failure.notes.append(
+                            f"{step.name!r} declares journal_edits=True, so the restore undid its edits made "
+                            "through torch.fx's editing methods and the PassContext; an edit made any other "
+                            "way (assigning node.args, node.target, ...) is not recorded and stays: run with "
+                            "FXPASSES_CHECK_JOURNAL=1 to check the declaration"
+                        )
                     if not clean_before and failure.rolled_back and stage in ("the pass", "graph lint"):
                         # the pass failed (in its code, or at the run's first lint of the whole
                         # graph) on a graph no lint has passed: was it broken before this pass?
@@ -1171,3 +1186,8 @@ def run(
     return pipeline.run(
         gm, example_inputs, example_kwargs=example_kwargs, instruments=instruments, rewrite_limit=rewrite_limit
     )
+
+
+def _is_builtin(cls: type) -> bool:
+    """Whether a pass class is one of fxpasses' own (their journal declarations are tested)."""
+    return cls.__module__.startswith("fxpasses.")

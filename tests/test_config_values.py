@@ -388,3 +388,54 @@ def test_every_bad_option_of_a_pipeline_string_is_named_at_once(reg):
         "  values.max_numel: Input should be greater than or equal to 0 (given: -1)",
         "  values.colour: unknown option (valid: mode, out, sizes, max_numel, scale) (given: 'red')",
     ]
+
+
+# ------------------------------------------------------------------ found by the new-user check
+
+
+def test_a_config_with_a_byte_order_mark_reads_like_one_without(tmp_path):
+    from fxpasses.config import load_config_file
+
+    for suffix, body in ((".toml", 'pipeline = "fold_constants"\n'), (".yaml", "pipeline: fold_constants\n")):
+        path = tmp_path / f"bom{suffix}"
+        path.write_bytes(b"\xef\xbb\xbf" + body.encode())
+        assert load_config_file(path).pipeline == "fold_constants", suffix
+
+
+def test_a_binary_file_given_as_config_says_what_to_write_instead(tmp_path):
+    from fxpasses.config import load_config_file
+
+    program = tmp_path / "model.pt2"
+    program.write_bytes(b"PK\x03\x04\x81\x82\xff binary")
+    with pytest.raises(ConfigError) as info:
+        load_config_file(program)
+    assert str(info.value) == (
+        f"cannot read config file {program}: it is not UTF-8 text (a saved model or tensor file is named in a "
+        f"config: [model] program = {str(program)!r} for a saved exported program (.pt2), inputs = '...' for a "
+        "tensor file)"
+    )
+    other = tmp_path / "conf.toml"
+    other.write_bytes(b"\xff\xfe p")
+    with pytest.raises(ConfigError, match=r"it is not UTF-8 text \(a config file is UTF-8 text: .toml, .yaml, .yml or .json\)"):
+        load_config_file(other)
+
+
+@pytest.mark.parametrize(
+    "factory, why",
+    [
+        ("fm", "no ':callable' part: give the module and the function that builds the model, e.g. 'fm:build'"),
+        (":build", "no module before the ':'"),
+        ("fm:1build", "'1build' after the ':' is not a Python name (or dotted names)"),
+    ],
+)
+def test_a_factory_that_is_not_module_colon_callable_says_which_part_is_wrong(tmp_path, factory, why):
+    from fxpasses.config import load_config_file
+
+    path = tmp_path / "c.toml"
+    path.write_text(f'pipeline = "eliminate_dead_code"\n[model]\nfactory = "{factory}"\ninputs = [{{shape=[2,3]}}]\n')
+    with pytest.raises(ConfigError) as info:
+        load_config_file(path)
+    assert f"model.factory: `factory` must be 'module:callable' (as \"models:convnet\"): {why}" in str(info.value)
+    load_config_file_ok = tmp_path / "ok.toml"
+    load_config_file_ok.write_text('pipeline = "eliminate_dead_code"\n[model]\nfactory = "fm:lin"\ninputs = [{shape=[2,3]}]\n')
+    assert load_config_file(load_config_file_ok).model.factory == "fm:lin"

@@ -959,3 +959,42 @@ def test_a_renamed_node_is_named_as_before_after_rollback_whatever_its_number_of
     assert [n.name for n in gm.graph.nodes] == names == ["x", "relu", "sigmoid", "mul", "add", "output"]
     gm.recompile()
     assert gm.code == code
+
+
+class _ArgsAssigner(GraphPass):
+    """Declares journal_edits but assigns node.args (unrecorded), then raises."""
+
+    name = "args_assigner"
+    journal_edits = True
+    writes_tensors = False
+
+    def run(self, gm, ctx):
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and n.target is torch.relu:
+                n.args = (n.args[0].args[0],)
+        raise RuntimeError("oops")
+
+
+class _ReluOfAdd(nn.Module):
+    def forward(self, x):
+        return torch.relu(x + 1)
+
+
+def test_a_journaled_restore_of_a_third_party_pass_says_what_it_cannot_undo(monkeypatch):
+    """Found by the new-user check: the error said the graph was restored while an edit the
+    journal never saw stayed; the note says what the restore covers and how to check."""
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+    assert not checking()
+    gm = torch.fx.symbolic_trace(_ReluOfAdd())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([_ArgsAssigner]).run(gm, [torch.randn(3)])
+    assert info.value.notes == [
+        "'args_assigner' declares journal_edits=True, so the restore undid its edits made through torch.fx's "
+        "editing methods and the PassContext; an edit made any other way (assigning node.args, node.target, ...) "
+        "is not recorded and stays: run with FXPASSES_CHECK_JOURNAL=1 to check the declaration"
+    ]
+    # with the check on, the broken declaration is the error
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "1")
+    gm = torch.fx.symbolic_trace(_ReluOfAdd())
+    with pytest.raises(JournalMismatch, match="args_assigner"):
+        Pipeline([_ArgsAssigner]).run(gm, [torch.randn(3)])

@@ -657,3 +657,57 @@ def test_something_that_is_not_a_pass_is_a_config_error_naming_it_and_its_type(b
         with pytest.raises(ConfigError) as info:
             fxpasses.run(gm, bad)
         assert said in str(info.value)
+
+
+def test_a_pass_instance_given_to_a_pipeline_is_the_one_that_runs():
+    """Found by the new-user check: the pipeline ran type(instance)(instance.options), so what
+    a pass collected on itself was lost and a constructor argument got the options object."""
+    import torch
+
+    from fxpasses import NodePass, PassOptions, on
+
+    class Collect(NodePass):
+        """Collects the relu nodes it saw, scaled by its own constructor argument."""
+
+        name = "collect_relus"
+
+        class Options(PassOptions):
+            k: int = 1
+
+        def __init__(self, factor, options=None):
+            super().__init__(options)
+            self.factor = factor
+            self.seen = []
+
+        @on("relu")
+        def relu(self, node, ctx):
+            self.seen.append((node.name, self.factor, self.options.k))
+
+    inst = Collect(3.0, Collect.Options(k=5))
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU()))
+    pipe = fxpasses.Pipeline(inst)
+    assert pipe.plan().steps[0].instance is inst
+    pipe.run(gm, [torch.randn(2)])
+    pipe.run(gm, [torch.randn(2)])  # the same instance, run again
+    assert inst.seen == [("_0", 3.0, 5), ("_0", 3.0, 5)]
+    # options from the options table are set on it
+    other = Collect(2.0)
+    fxpasses.Pipeline([other], options={"collect_relus": {"k": 7}}).run(gm, [torch.randn(2)])
+    assert other.seen == [("_0", 2.0, 7)] and other.options.k == 7
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_capture_of_a_bare_tensor_says_to_wrap_it_in_a_list(dialect):
+    """Found by the new-user check: capture(model, x, dialect) raised torch's 'Boolean value
+    of Tensor with more than one value is ambiguous'."""
+    import torch
+
+    from fxpasses.capture import capture
+    from fxpasses.errors import UserError
+
+    with pytest.raises(UserError) as info:
+        capture(torch.nn.ReLU(), torch.randn(2, 3), dialect)
+    assert str(info.value) == (
+        "example_inputs must be a list or tuple of the module's positional inputs, got Tensor "
+        "(wrap a single input in a list: [x])"
+    )
