@@ -732,6 +732,11 @@ class Registry:
                 self._reject(rec, "preset", name, why)
                 self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
                 return
+            why = self._taken_by_other_kind(name, "preset")
+            if why is not None:  # a pass's name (see _add for a pass named like a preset)
+                if self._reject(rec, "preset", name, why):
+                    self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
+                return
             info = PresetInfo(name, pipeline, str(description), rec.distribution, rec.version)
             existing = self._presets.get(name)
             if existing is not None and existing != info:
@@ -766,7 +771,6 @@ class Registry:
                 self._fail(rec, message, exc)
                 return
         rec.passes = added
-        n_problems = len(self.problems) - problems_before
         if not self.pm.get_hookcallers(obj):
             rec.status = "empty"
             near = hook_name_problems(self.pm, obj, ALL_HOOKS)  # unmarked functions named like hooks
@@ -776,18 +780,54 @@ class Registry:
                 None,
             )
             rec.status = "empty"
-        elif n_problems:
+            return
+        # beside marked hooks, a function named exactly after a hook but not marked is never
+        # called either: reported as when it is the plugin's only one
+        unmarked = [p for p in hook_name_problems(self.pm, obj, ALL_HOOKS) if p.split(" ", 1)[0] in ALL_HOOKS]
+        if unmarked:
+            self._problem(rec.error_for("unmarked hook: " + "; ".join(unmarked)))
+        n_problems = len(self.problems) - problems_before
+        if n_problems:
             rec.status = "partial" if added or presets else "failed"
             rec.error = f"{n_problems} problem(s) while registering; see the warnings"
         else:
             rec.status = "loaded"
 
     @staticmethod
-    def _reject(rec: PluginRecord, kind: str, name: Any, reason: str) -> None:
+    def _reject(rec: PluginRecord, kind: str, name: Any, reason: str) -> bool:
         """Keep why ``rec``'s pass or preset ``name`` was not registered (see
-        :meth:`Registry.rejected`); a name that is not a string cannot be asked for."""
-        if isinstance(name, str):
-            rec.rejected.append(Rejection(kind, name, reason))
+        :meth:`Registry.rejected`); a name that is not a string cannot be asked for. Returns
+        False when ``rec`` already has that very rejection (registered twice: kept once)."""
+        if not isinstance(name, str):
+            return True
+        rejection = Rejection(kind, name, reason)
+        if rejection in rec.rejected:
+            return False
+        rec.rejected.append(rejection)
+        return True
+
+    def _taken_by_other_kind(self, name: str, kind: str) -> str | None:
+        """Why a plugin's pass (``kind="pass"``) named like a registered preset, or its preset
+        (``"preset"``) named like a registered pass, is skipped; None when the name is free.
+
+        Pass and preset names share one namespace (a preset name is not a pass name): were a
+        name both, ``Pipeline.from_string(name)``, ``preset = "name"`` and ``fxpasses show
+        name`` would each pick one of them silently. The one registered first keeps the name
+        (the built-in plugin loads first, so a built-in name is never taken over)."""
+        if kind == "pass":
+            owners: list[Any] = [self._presets[name]] if name in self._presets else []
+            other = "preset"
+        else:
+            owners = self.candidates(name)
+            other = "pass" if len(owners) <= 1 else "passes"
+        if not owners:
+            return None
+        builtin = all(_norm(o.distribution) == BUILTIN_DISTRIBUTION for o in owners)
+        return (
+            f"the name is taken by the {'built-in ' if builtin else ''}{other} of "
+            f"{', '.join(o.source for o in owners)} (pass and preset names share one namespace; "
+            f"rename the plugin's {kind})"
+        )
 
     @staticmethod
     def _check_hookimpl_defaults(obj: Any) -> None:
@@ -852,6 +892,13 @@ class Registry:
             self._problem(rec.error_for(f"{head}; the pass is skipped (not registered){sep}{rest}"))
             return None
         name = pass_cls.name
+        why = self._taken_by_other_kind(name, "pass")
+        if why is not None:  # a preset's name: a pass of that name is skipped, as for a built-in pass's
+            if self._reject(rec, "pass", name, why):
+                self._problem(
+                    rec.error_for(f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) skipped: {why}")
+                )
+            return None
         info = PassInfo(name, pass_cls, distribution, version)
         existing = self._passes.get(name)
         if name in self._conflicts:

@@ -930,3 +930,133 @@ def test_disabling_a_name_no_plugin_has_warns_with_the_close_names_and_raises_wh
     with warnings.catch_warnings():
         warnings.simplefilter("error", fxpasses.PluginWarning)
         assert "count_ops" not in Registry(disable=["example"]).names()
+
+
+CROSS_NAMED_SOURCE = '''
+import fxpasses
+class Inference(fxpasses.GraphPass):
+    """A pass named like the built-in preset."""
+    name = "inference"
+    def run(self, gm, ctx):
+        return False
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(Inference)
+    register(Inference)  # twice: rejected (and reported) once
+@fxpasses.hookimpl
+def fxpasses_register_presets(register):
+    register("remove_dropout", "eliminate_dead_code", "A preset named like the built-in pass.")
+'''
+
+
+def test_a_plugin_pass_named_like_a_preset_and_a_preset_named_like_a_pass_are_rejected(site):
+    """Pass and preset names share one namespace: a plugin's pass named like a registered
+    preset, or preset named like a registered pass (built-in or another distribution's), is
+    rejected as a pass named like a built-in pass is, with a reason naming both."""
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    make_dist(site, "cross-named", "0.3", "fxp_cross_named", CROSS_NAMED_SOURCE)
+    # between two plugins: the one loaded first (sorted by distribution) keeps the name
+    make_dist(
+        site, "cross-a", "1.0", "fxp_cross_a",
+        good_pass_source("cross_pass") + '''
+@fxpasses.hookimpl
+def fxpasses_register_presets(register):
+    register("cross_shared", "cross_pass", "A preset of cross-a.")
+''',
+    )
+    make_dist(site, "cross-b", "2.0", "fxp_cross_b", good_pass_source("cross_shared"))
+    modules = ("fxp_cross_named", "fxp_cross_a", "fxp_cross_b")
+    forget_modules(*modules)
+    with pytest.warns(fxpasses.PluginWarning) as caught:
+        reg = Registry()
+    said = [str(w.message) for w in caught if "cross" in str(w.message)]
+    pass_why = (
+        "the name is taken by the built-in preset of fxpasses 0.1.0 (pass and preset names share one "
+        "namespace; rename the plugin's pass)"
+    )
+    preset_why = (
+        "the name is taken by the built-in pass of fxpasses 0.1.0 (pass and preset names share one "
+        "namespace; rename the plugin's preset)"
+    )
+    other_why = (
+        "the name is taken by the preset of cross-a 1.0 (pass and preset names share one namespace; "
+        "rename the plugin's pass)"
+    )
+    assert said == [
+        "plugin cross-b 2.0 (entry point cross-b = fxp_cross_b): pass 'cross_shared' "
+        f"(fxp_cross_b.CrossSharedPass) skipped: {other_why}",
+        "plugin cross-named 0.3 (entry point cross-named = fxp_cross_named): pass 'inference' "
+        f"(fxp_cross_named.Inference) skipped: {pass_why}",
+        f"plugin cross-named 0.3 (entry point cross-named = fxp_cross_named): preset 'remove_dropout' skipped: {preset_why}",
+    ]
+    (rec,) = [r for r in reg.plugins if r.distribution == "cross-named"]
+    assert rec.rejected == [Rejection("pass", "inference", pass_why), Rejection("preset", "remove_dropout", preset_why)]
+    # the names keep their built-in meaning
+    assert "inference" not in reg and reg.preset("inference").distribution == "fxpasses"
+    assert reg.info("remove_dropout").distribution == "fxpasses" and "remove_dropout" not in reg.presets()
+    assert "cross_shared" not in reg and reg.preset("cross_shared").distribution == "cross-a"
+    with pytest.raises(UnknownPassError) as info:
+        fxpasses.Pipeline.from_string("inference", registry=reg)
+    lines = str(info.value).splitlines()
+    assert lines[1] == (
+        "(pass 'inference' was found in plugin cross-named 0.3 (entry point cross-named = fxp_cross_named) but "
+        f"rejected when the plugin was loaded, so it is not registered until the plugin is fixed: {pass_why})"
+    )
+    assert lines[2].startswith("('inference' is a preset (a named pipeline), not a pass: ")
+    steps = fxpasses.Pipeline.from_preset("inference", registry=reg).plan().steps
+    assert [s.name for s in steps] == [s.name for s in fxpasses.Pipeline.from_string(reg.preset("inference").pipeline, registry=reg).plan().steps]
+    assert all(s.cls.__module__.startswith("fxpasses.") for s in steps)  # not the plugin's pass
+    # `fxpasses list` shows them in its rejected table; `fxpasses show` the built-in preset
+    forget_modules(*modules)
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0, r.output
+    rows = [line.split()[:4] for line in r.output.splitlines() if line.startswith(("cross-named 0.3", "cross-b 2.0"))]
+    assert ["cross-named", "0.3", "pass", "inference"] in rows
+    assert ["cross-named", "0.3", "preset", "remove_dropout"] in rows
+    assert ["cross-b", "2.0", "pass", "cross_shared"] in rows
+    forget_modules(*modules)
+    r = CliRunner().invoke(cli, ["show", "inference"])
+    assert r.exit_code == 0, r.output
+    assert "inference (preset)" in r.output and "source:   fxpasses 0.1.0" in r.output
+    forget_modules(*modules)
+    with pytest.raises(PluginError) as info:
+        Registry(strict=True)
+    assert str(info.value) == said[0]
+    forget_modules(*modules)
+
+
+def test_an_unmarked_hook_beside_a_marked_one_is_reported(site):
+    """An unmarked function named after a hook is never called, whether or not the plugin's
+    other hooks are marked: reported then too (not only when it is the plugin's only one)."""
+    make_dist(
+        site,
+        "half-marked",
+        "0.7",
+        "fxp_half_marked",
+        good_pass_source("half_marked_pass")
+        + '''
+def fxpasses_register_presets(register):  # not marked
+    register("half_marked_preset", "half_marked_pass", "Never registered.")
+''',
+    )
+    forget_modules("fxp_half_marked")
+    with pytest.warns(fxpasses.PluginWarning) as caught:
+        reg = Registry()
+    message = (
+        "plugin half-marked 0.7 (entry point half-marked = fxp_half_marked): unmarked hook: "
+        "fxpasses_register_presets is named after the hook but not marked @fxpasses.hookimpl, so pluggy "
+        "never calls it: decorate it with @fxpasses.hookimpl"
+    )
+    assert [str(w.message) for w in caught if "half-marked" in str(w.message)] == [message]
+    (rec,) = [r for r in reg.plugins if r.distribution == "half-marked"]
+    assert rec.status == "partial" and rec.passes == ["half_marked_pass"]
+    assert rec.error == "1 problem(s) while registering; see the warnings"
+    assert "half_marked_pass" in reg and "half_marked_preset" not in reg.presets()
+    forget_modules("fxp_half_marked")
+    with pytest.raises(PluginError) as info:
+        Registry(strict=True)
+    assert str(info.value) == message
+    forget_modules("fxp_half_marked")
