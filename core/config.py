@@ -212,7 +212,8 @@ class ModelConfig(_Strict):
     (``ExportedProgram.example_inputs``). Paths are relative to the config file.
     """
 
-    factory: str | None = None
+    # the pattern stays in the JSON Schema for editors; the validator below explains a mismatch
+    factory: str | None = Field(default=None, json_schema_extra={"pattern": _FACTORY.pattern})
     graph: str | None = Field(default=None, min_length=1)
     program: str | None = Field(default=None, min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
