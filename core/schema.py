@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import copy
 import re
+import warnings
 from typing import Any
 
+from pydantic.json_schema import GenerateJsonSchema
+
 from .config import Config
+from .errors import PluginWarning
 from .registry import Registry
 
 __all__ = ["config_schema"]
@@ -20,8 +24,56 @@ __all__ = ["config_schema"]
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
-def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    schema = copy.deepcopy(options_cls.model_json_schema())
+class _LooseSchema(GenerateJsonSchema):
+    """pydantic's schema generator, but a field whose type has no JSON Schema (an option typed
+    ``torch.dtype`` under ``arbitrary_types_allowed``) is left unconstrained (``{}``) and
+    recorded in :attr:`loose` instead of raising ``PydanticInvalidForJsonSchema`` (the hook
+    pydantic documents for this: ``handle_invalid_for_json_schema``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.loose: list[str] = []
+
+    def handle_invalid_for_json_schema(self, schema: Any, error_info: str) -> dict[str, Any]:
+        self.loose.append(error_info)
+        return {}
+
+
+def _options_json_schema(name: str, options_cls: Any, source: str) -> dict[str, Any]:
+    """``options_cls``'s JSON Schema; a field type with none is left unconstrained, and a pass
+    whose options have no schema at all gets ``{"type": "object"}``, each with a
+    :class:`~fxpasses.errors.PluginWarning` naming the pass and its distribution (one
+    plugin's option type must not take the schema away from every other pass)."""
+    where = f"pass {name!r} ({source})"
+    generator: list[_LooseSchema] = []
+
+    def make(*args: Any, **kwargs: Any) -> _LooseSchema:
+        g = _LooseSchema(*args, **kwargs)
+        generator.append(g)
+        return g
+
+    try:
+        schema = options_cls.model_json_schema(schema_generator=make)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - a plugin's model: any error is its own
+        warnings.warn(
+            f"{where}: its options have no JSON Schema ({type(exc).__name__}: {exc}); the schema accepts any "
+            f"table for them",
+            PluginWarning,
+            stacklevel=3,
+        )
+        return {"type": "object", "description": f"options of {name} (no JSON Schema: {type(exc).__name__})"}
+    loose = [e for g in generator for e in g.loose]
+    if loose:
+        warnings.warn(
+            f"{where}: option type(s) without a JSON Schema left unchecked in the schema: {'; '.join(loose)}",
+            PluginWarning,
+            stacklevel=3,
+        )
+    return schema
+
+
+def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], source: str = "") -> dict[str, Any]:
+    schema = copy.deepcopy(_options_json_schema(name, options_cls, source))
     local = schema.pop("$defs", {})
     prefix = f"{name}__"
     text_refs = {f"#/$defs/{k}": f"#/$defs/{prefix}{k}" for k in local}
@@ -62,7 +114,7 @@ def config_schema(registry: Registry) -> dict[str, Any]:
             continue
         names.append(name)
         key = f"options_{name}"
-        defs[key] = _pass_options_schema(name, cls.Options, defs)
+        defs[key] = _pass_options_schema(name, cls.Options, defs, registry.info(name).source)
         option_schemas[name] = {"$ref": f"#/$defs/{key}"}
 
     entry_branches = [

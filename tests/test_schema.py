@@ -81,3 +81,75 @@ def test_cli_schema_is_json():
     data = json.loads(r.output)
     assert data["$schema"].endswith("2020-12/schema")
     assert "options_count_ops" in data["$defs"]
+
+
+def _plugin_with_options(options_cls, name):
+    """A plugin object registering one graph pass ``name`` with ``options_cls``."""
+    ns: dict = {}
+
+    class Opaque(fxpasses.GraphPass):
+        """A pass whose options have a type JSON Schema cannot describe."""
+
+        Options = options_cls
+
+        def run(self, gm, ctx):
+            return False
+
+    Opaque.name = name
+
+    class Plugin:
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(self, register):
+            register(Opaque)
+
+    ns["plugin"] = Plugin()
+    return ns["plugin"]
+
+
+def test_an_option_type_without_json_schema_leaves_that_field_open_and_warns():
+    """One plugin's option typed torch.dtype (arbitrary_types_allowed) must not take the schema
+    away from everyone: the field is left unconstrained, a PluginWarning names the pass and its
+    source, and configs for every other pass are still checked."""
+    import torch
+    from pydantic import ConfigDict
+
+    class Options(fxpasses.PassOptions):
+        model_config = ConfigDict(arbitrary_types_allowed=True)
+        dtype: torch.dtype = torch.float32
+        scale: float = 1.0
+
+    reg = fxpasses.Registry()
+    reg.register_plugin(_plugin_with_options(Options, "opaque_dtype"), name="opaque-plugin")
+    with pytest.warns(fxpasses.PluginWarning) as caught:
+        schema = config_schema(reg)
+    (message,) = [str(w.message) for w in caught if "opaque_dtype" in str(w.message)]
+    assert message == (
+        "pass 'opaque_dtype' (opaque-plugin): option type(s) without a JSON Schema left unchecked in the "
+        "schema: core_schema.IsInstanceSchema (<class 'torch.dtype'>)"
+    )
+    jsonschema.Draft202012Validator.check_schema(schema)
+    props = schema["$defs"]["options_opaque_dtype"]["properties"]
+    assert props["scale"] == {"default": 1.0, "title": "Scale", "type": "number"}
+    assert "type" not in props["dtype"]  # unconstrained
+    v = jsonschema.Draft202012Validator(schema)
+    assert not list(v.iter_errors({"pipeline": "opaque_dtype", "options": {"opaque_dtype": {"dtype": "x", "scale": 2}}}))
+    assert list(v.iter_errors({"pipeline": "opaque_dtype", "options": {"opaque_dtype": {"scale": "big"}}}))
+    assert list(v.iter_errors({"pipeline": "count_ops", "options": {"count_ops": {"onl": []}}}))
+
+
+def test_options_without_any_json_schema_accept_any_table_and_warn():
+    class Broken(fxpasses.PassOptions):
+        @classmethod
+        def model_json_schema(cls, *args, **kwargs):
+            raise RuntimeError("no schema here")
+
+    reg = fxpasses.Registry()
+    reg.register_plugin(_plugin_with_options(Broken, "opaque_broken"), name="broken-plugin")
+    with pytest.warns(fxpasses.PluginWarning) as caught:
+        schema = config_schema(reg)
+    assert [str(w.message) for w in caught if "opaque_broken" in str(w.message)] == [
+        "pass 'opaque_broken' (broken-plugin): its options have no JSON Schema (RuntimeError: no schema here); "
+        "the schema accepts any table for them"
+    ]
+    assert schema["$defs"]["options_opaque_broken"]["type"] == "object"
+    jsonschema.Draft202012Validator.check_schema(schema)
