@@ -387,6 +387,9 @@ class Pipeline:
             registry = default_registry()
         preset = registry.preset(name, source="Pipeline.from_preset")
         kwargs.setdefault("source", f"preset {preset.name!r}")
+        # the preset's own options are defaults that `options` changes, as a config's
+        # [options.NAME] table changes them under `preset = ...`
+        kwargs["_from_preset"] = True
         return cls(parse_pipeline_string(preset.pipeline, kwargs["source"]), registry=registry, **kwargs)
 
     @classmethod

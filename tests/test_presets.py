@@ -83,6 +83,17 @@ def test_from_preset_builds_the_presets_pipeline_with_pipeline_arguments():
         Pipeline.from_preset("cleanup", options={"fuse_conv_bn": {}})
 
 
+def test_from_preset_options_change_an_option_the_preset_sets_as_a_config_table_does():
+    """`options` changes the preset's own settings (fold_parameters=true in `inference`), as
+    `[options.fold_constants]` does under `preset = "inference"` and with --preset."""
+    override = {"fold_constants": {"fold_parameters": False}}
+    p = Pipeline.from_preset("inference", options=override)
+    from_config = Pipeline.from_config({"preset": "inference", "options": override})
+    assert p.plan().as_pipeline_string() == from_config.plan().as_pipeline_string()
+    assert "fold_constants{fold_parameters=false}" in p.plan().as_pipeline_string().split(",")
+    assert "fold_parameters=true" not in p.plan().as_pipeline_string()
+
+
 def test_from_preset_and_from_string_point_at_each_other():
     with pytest.raises(UnknownPassError) as info:
         Pipeline.from_string("inference")
