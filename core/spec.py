@@ -36,6 +36,8 @@ Errors are :class:`~fxpasses.errors.ConfigError` naming the column and showing a
 from __future__ import annotations
 
 import codecs
+import enum
+import pathlib
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -271,8 +273,14 @@ def _scalar(token: str) -> Any:
 def format_value(value: Any) -> str:
     """``value`` as a pipeline-string option value that :func:`parse_pipeline_string` reads back
     as an equal value: a string bare when it would read back as itself, else as a Python string
-    literal (``repr``); ``true``/``false``/``none``; numbers; lists (tuples too) in brackets.
+    literal (``repr``); ``true``/``false``/``none``; numbers; lists (tuples too) in brackets;
+    an enum member as its value and a path as its string (what an option of that type reads
+    from text: ``Mode.slow`` would not read back).
     """
+    if isinstance(value, enum.Enum):
+        return format_value(value.value)
+    if isinstance(value, pathlib.PurePath):
+        return format_value(str(value))
     if value is None:
         return "none"
     if isinstance(value, bool):

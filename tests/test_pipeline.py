@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 import json
+import pathlib
 
 import pytest
 import torch
@@ -215,6 +217,35 @@ def test_format_value_of_scalars_and_lists():
     text = "p{" + ",".join(f"{k}={format_value(v)}" for k, v in values.items()) + "}"
     assert text == "p{i=3,f=-2.5,inf=inf,b=true,n=none,l=[1,'a,b',[]],s=plain}"
     assert parse_pipeline_string(text)[0].options == values
+
+
+class _Mode(enum.Enum):
+    fast = "fast"
+    slow = "slow"
+
+
+class _Level(enum.IntEnum):
+    low = 1
+    high = 2
+
+
+class _TypedOptions(fxpasses.PassOptions):
+    mode: _Mode = _Mode.fast
+    level: _Level = _Level.low
+    path: pathlib.Path = pathlib.Path("out")
+
+
+def test_enum_and_path_options_print_as_values_that_read_back():
+    """An enum option prints as its value (`mode=slow`, not `Mode.slow`, which the option
+    rejects when read back) and a path as its string, in plan(), repr and the reports."""
+    r = Registry(autoload=False)
+    r.register(make_pass("t", options=_TypedOptions))
+    p = Pipeline([("t", {"mode": _Mode.slow, "level": _Level.high, "path": pathlib.Path("a b/c")})], registry=r)
+    text = p.plan().as_pipeline_string()
+    assert text == "t{mode=slow,level=2,path='a b/c'}"
+    assert "mode=slow" in repr(p) and "mode=slow" in str(p.plan())
+    back = Pipeline.from_string(text, registry=r).plan().steps[0].options
+    assert (back.mode, back.level, back.path) == (_Mode.slow, _Level.high, pathlib.Path("a b/c"))
 
 
 @pytest.mark.parametrize(
