@@ -3,9 +3,11 @@
 Fixtures:
     ``fxpasses_registry``: a fresh :class:`fxpasses.Registry` loaded from the installed plugins.
     ``fxpasses_run``: ``fxpasses_run(gm, pipeline, example_inputs=None, *, example_kwargs=None,
-    **options)`` runs a pipeline string/list/Pipeline over ``gm`` with the test's registry and
-    returns the report (the same argument order as :func:`fxpasses.run`). With example inputs
-    (positional or keyword) it verifies numerically unless ``verify=`` says otherwise.
+    **options)`` runs ``pipeline`` over ``gm`` with the test's registry and returns the report
+    (the same argument order as :func:`fxpasses.run`). ``pipeline`` is a pipeline string, a
+    :class:`fxpasses.Pipeline`, or whatever ``Pipeline(...)`` takes: one pass (a name, a pass
+    class or instance, a ``(name or class, options)`` pair) or a list of entries. With example
+    inputs (positional or keyword) it verifies numerically unless ``verify=`` says otherwise.
 
 Assertions (also importable from :mod:`fxpasses.testing`):
     ``assert_preserves_outputs(pass_or_pipeline, module, example_inputs, example_kwargs=None,
@@ -51,7 +53,12 @@ def fxpasses_registry() -> Any:
 
 @pytest.fixture
 def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
-    """Run a pipeline (string, list of entries or Pipeline) over a GraphModule; returns the report."""
+    """Run a pipeline (a pipeline string, a Pipeline, or what ``Pipeline(...)`` takes: one pass or
+    a list of entries) over a GraphModule; returns the report.
+
+    Raises (when called): TypeError when ``gm`` is not a GraphModule; ``Pipeline(...)``'s errors
+    (a ConfigError naming an entry that is not a pass, UnknownPassError, ...) for ``pipeline``.
+    """
     from .pipeline import Pipeline
 
     def run(gm: Any, pipeline: Any, example_inputs: Any = None, *, example_kwargs: Any = None, **options: Any) -> Any:
@@ -67,7 +74,9 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
         if isinstance(pipeline, str):
             pipeline = Pipeline.from_string(pipeline, registry=fxpasses_registry, **options)
         elif not isinstance(pipeline, Pipeline):
-            pipeline = Pipeline(list(pipeline), registry=fxpasses_registry, **options)
+            # Pipeline's own reading: one pass alone (a class, an instance, a (name, options)
+            # pair) is a one-pass pipeline, a list is its entries, anything else a ConfigError
+            pipeline = Pipeline(pipeline, registry=fxpasses_registry, **options)
         return pipeline.run(gm, example_inputs, example_kwargs=example_kwargs)
 
     return run

@@ -114,3 +114,55 @@ def test_a_pass_that_stops_the_module_running_is_named_with_the_input_set():
     with pytest.raises(AssertionError) as info:
         assert_preserves_outputs("break_relu", model, [torch.randn(2, 4)], registry=reg, dialects=("export",), check_inputs=[[torch.randn(2, 4)]])
     assert str(info.value).startswith("break_relu broke Sequential captured with export: it no longer runs on example_inputs: ")
+
+
+def test_fixture_takes_one_pass_as_pipeline_does(pytester):
+    """``fxpasses_run`` reads ``pipeline`` as ``Pipeline(...)`` does: one pass class, one pass
+    instance or one ``(name or class, options)`` pair is a one-pass pipeline (not iterated)."""
+    pytester.makepyfile(
+        """
+        import pytest, torch, fxpasses
+
+        class Tag(fxpasses.GraphPass):
+            "Counts its option."
+            name = "tag_fixture"
+            class Options(fxpasses.PassOptions):
+                level: int = 1
+            def run(self, gm, ctx):
+                ctx.count(f"level{self.options.level}")
+                return False
+
+        @pytest.fixture
+        def fxpasses_registry():
+            reg = fxpasses.Registry(autoload=False)
+            reg.register(Tag)
+            return reg
+
+        @pytest.mark.parametrize(
+            "pipeline, counters",
+            [
+                (Tag, {"level1": 1}),
+                (Tag(Tag.Options(level=2)), {"level2": 1}),
+                (("tag_fixture", {"level": 3}), {"level3": 1}),
+                ((Tag, {"level": 4}), {"level4": 1}),
+                ("tag_fixture{level=5}", {"level5": 1}),
+                ([("tag_fixture", {"level": 6})], {"level6": 1}),
+            ],
+        )
+        def test_one_pass(fxpasses_run, pipeline, counters):
+            gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+            report = fxpasses_run(gm, pipeline, [torch.tensor([-1.0, 2.0])])
+            assert [(p.name, p.counters) for p in report.passes] == [("tag_fixture", counters)]
+
+        def test_not_a_pass(fxpasses_run):
+            gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+            with pytest.raises(fxpasses.ConfigError) as info:
+                fxpasses_run(gm, 3)
+            assert str(info.value) == (
+                "Pipeline() takes a list of entries or one pass (a pass name, a pass class or "
+                "instance, or a table), got 3 of type int"
+            )
+        """
+    )
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=7)
