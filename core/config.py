@@ -48,6 +48,7 @@ import functools
 import json
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Collection, Literal, Mapping, Union
 
@@ -63,7 +64,7 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import ConfigError, OptionsError, PassDefinitionError, is_yaml_source, value_hint
+from .errors import ConfigError, ConfigWarning, OptionsError, PassDefinitionError, is_yaml_source, value_hint
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -219,7 +220,8 @@ class ModelConfig(_Strict):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     capture: Capture = "export"
     inputs: Union[list[InputSpec], dict[str, InputSpec], str, None] = Field(default=None, min_length=1)
-    seed: int = 0
+    # torch.manual_seed's range (it raises a bare "Overflow when unpacking long long" beyond)
+    seed: int = Field(default=0, ge=-(2**63), le=2**64 - 1)
     train: bool = False
 
     @field_validator("factory")
@@ -703,10 +705,13 @@ def load_config_file(path: str | Path) -> Config:
     if data is None and path.suffix.lower() in (".yaml", ".yml"):
         data = {}  # an empty YAML file: an empty mapping, as an empty TOML file is
     if path.name == "pyproject.toml":
-        data = (data.get("tool") or {}).get("fxpasses") if isinstance(data, dict) else None
+        tool = (data.get("tool") or {}) if isinstance(data, dict) else {}
+        data = tool.get("fxpasses") if isinstance(tool, dict) else None
         source = f"{path} [tool.fxpasses]"
         if data is None:
-            raise ConfigError("no [tool.fxpasses] table", source=str(path))
+            near = _near_tool_table(tool)
+            hint = f" (it has [tool.{near}]: did you mean [tool.fxpasses]?)" if near else ""
+            raise ConfigError(f"no [tool.fxpasses] table{hint}", source=str(path))
     cfg = parse_config(data, source=source)
     cfg._base_dir = path.resolve().parent
     return cfg
@@ -781,6 +786,28 @@ def find_pyproject(start: str | Path | None = None) -> Path | None:
                 raise ConfigError(f"invalid TOML: {exc}", source=str(candidate)) from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"cannot read {candidate}: {exc}") from None
-            if "fxpasses" in (data.get("tool") or {}):
+            tool = data.get("tool") or {}
+            if "fxpasses" in tool:
                 return candidate
+            near = _near_tool_table(tool)
+            if near is not None:
+                warnings.warn(
+                    f"{candidate} has a [tool.{near}] table, which is not read: did you mean [tool.fxpasses]? "
+                    "(looking further up for [tool.fxpasses])",
+                    ConfigWarning,
+                    stacklevel=2,
+                )
     return None
+
+
+def _near_tool_table(tool: Any) -> str | None:
+    """A ``[tool.X]`` key that is probably a misspelt ``fxpasses`` (``fxpass``, ``fx-passes``,
+    ``FXPasses``), else None."""
+    if not isinstance(tool, dict):
+        return None
+    keys = [k for k in tool if isinstance(k, str) and k != "fxpasses"]
+    by_lower = {k.lower().replace("-", "").replace("_", ""): k for k in keys}
+    if "fxpasses" in by_lower:
+        return by_lower["fxpasses"]
+    close = difflib.get_close_matches("fxpasses", keys, n=1, cutoff=0.75)
+    return close[0] if close else None

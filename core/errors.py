@@ -383,3 +383,8 @@ class PassDefinitionWarning(UserWarning):
 class PluginWarning(UserWarning):
     """Issued once per plugin problem when a :class:`~fxpasses.Registry` loads plugins
     (non-strict mode), so Python API users see what the CLI prints as ``warning:`` lines."""
+
+
+class ConfigWarning(UserWarning):
+    """A config is probably not what was meant but is not invalid, e.g. a ``pyproject.toml``
+    with a ``[tool.fxpass]`` table (close to ``[tool.fxpasses]``, which is the one read)."""

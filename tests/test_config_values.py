@@ -268,7 +268,7 @@ def test_an_option_in_an_entry_and_in_python_options_is_an_error_naming_both(reg
         Pipeline.from_string("values{mode=exact}", registry=reg, options={"values": {"mode": Mode.fast}})
     assert str(info.value) == (
         "pipeline string, entry 1 ('values') at column 1: option(s) of pass 'values' set twice, here and in "
-        "options['values']: mode=exact here, mode=Mode.fast there; set each option in one place (the entry or the table)"
+        "options['values']: mode=exact here, mode=fast there; set each option in one place (the entry or the table)"
     )
     with pytest.raises(ConfigError, match=r"set twice, here and in options\['values'\]: max_numel=8 here, max_numel=9 there"):
         Pipeline([ValuePass(ValueOptions(max_numel=8))], registry=reg, options={"values": {"max_numel": 9}})
@@ -439,3 +439,53 @@ def test_a_factory_that_is_not_module_colon_callable_says_which_part_is_wrong(tm
     load_config_file_ok = tmp_path / "ok.toml"
     load_config_file_ok.write_text('pipeline = "eliminate_dead_code"\n[model]\nfactory = "fm:lin"\ninputs = [{shape=[2,3]}]\n')
     assert load_config_file(load_config_file_ok).model.factory == "fm:lin"
+
+
+@pytest.mark.parametrize("seed", [2**64, -(2**63) - 1])
+def test_a_seed_outside_torch_manual_seeds_range_is_a_config_error(tmp_path, seed):
+    """`check` said OK and `run` died in torch.manual_seed ("Overflow when unpacking long
+    long", exit 3): the range is the config's, reported as model.seed with exit 2."""
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(f'[model]\nfactory = "fxpasses._example:convnet"\nseed = {seed}\n')
+    for command in (["check", str(cfg)], ["run", str(cfg), "--no-save"]):
+        r = CliRunner().invoke(cli, command)
+        assert r.exit_code == 2, r.output
+        bound = "less than or equal to 18446744073709551615" if seed > 0 else "greater than or equal to -9223372036854775808"
+        assert f"model.seed: Input should be {bound} (given: {seed})" in r.output
+    import torch
+
+    for ok in (2**64 - 1, -(2**63)):  # the ends of the range: torch takes them
+        assert fxpasses.config.ModelConfig(factory="a:b", inputs=[{"shape": [1]}], seed=ok).seed == ok
+        torch.manual_seed(ok)
+    with pytest.raises(ValueError, match="Overflow"):
+        torch.manual_seed(seed)
+    torch.manual_seed(0)
+
+
+@pytest.mark.parametrize("table", ["fxpass", "fx-passes", "FXPasses"])
+def test_a_misspelt_tool_table_in_pyproject_is_named(tmp_path, monkeypatch, table):
+    """A [tool.fxpass] table was skipped without a word (the search went on upwards and
+    `fxpasses run` ran the bundled example): a ConfigWarning says which table was found, and
+    loading that file by name says it in the error."""
+    from fxpasses.config import find_pyproject, load_config_file
+
+    (tmp_path / "pyproject.toml").write_text(f'[tool.{table}]\npipeline = "eliminate_dead_code"\n')
+    with pytest.warns(fxpasses.ConfigWarning) as caught:
+        assert find_pyproject(tmp_path) is None or find_pyproject(tmp_path) != tmp_path / "pyproject.toml"
+    assert str(caught[0].message) == (
+        f"{tmp_path / 'pyproject.toml'} has a [tool.{table}] table, which is not read: did you mean "
+        "[tool.fxpasses]? (looking further up for [tool.fxpasses])"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config_file(tmp_path / "pyproject.toml")
+    assert str(info.value) == (
+        f"{tmp_path / 'pyproject.toml'}: no [tool.fxpasses] table (it has [tool.{table}]: did you mean [tool.fxpasses]?)"
+    )
+
+
+def test_an_unrelated_tool_table_in_pyproject_is_not_taken_for_a_misspelling(tmp_path, recwarn):
+    from fxpasses.config import find_pyproject
+
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest]\nx = 1\n[tool.flake8]\ny = 2\n[tool.fxpasses_extra]\nz = 3\n')
+    find_pyproject(tmp_path)
+    assert not [w for w in recwarn if issubclass(w.category, fxpasses.ConfigWarning)]
