@@ -210,7 +210,13 @@ def value_hint(value: Any, source: str | None, message: str = "") -> str:
             written = str(int(number)) if number.is_integer() else "a whole number"
         else:  # a float option, or a union: a form PyYAML reads as a float
             written = _yaml11_float(number)
-        return f"; YAML reads a number like 1e3 (no dot, no exponent sign) as a string: write {written}"
+        mantissa, _, exponent = value.lower().partition("e")
+        missing = [w for w, gone in (("no dot", "." not in mantissa), ("no exponent sign", exponent[:1] not in ("+", "-"))) if gone]
+        why = f" ({', '.join(missing)})" if missing else ""
+        return (
+            f"; YAML 1.1 (PyYAML) reads an exponent number as a float only with a dot and a signed exponent "
+            f"(1.0e+3), so {value}{why} is a string: write {written}"
+        )
     if "valid integer" in message or "valid number" in message:
         written = value
         if "valid integer" in message and not value.replace("_", "").lstrip("+-").isdigit() and float(value).is_integer():

@@ -191,15 +191,18 @@ def test_a_yaml_leading_zero_number_read_as_a_string_is_explained(tmp_path, reg)
     "value, fault",
     [
         # an int option: only the digits read as an int (1.0e+3 is a float, refused)
-        ("{max_numel: 1e3}", "values.max_numel: Input should be a valid integer (given: '1e3'; YAML reads a number "
-                             "like 1e3 (no dot, no exponent sign) as a string: write 1000)"),
-        ("{max_numel: 1.5e3}", "(given: '1.5e3'; YAML reads a number like 1e3 (no dot, no exponent sign) as a string: write 1500)"),
-        ("{max_numel: 2.55e1}", "as a string: write a whole number)"),
+        ("{max_numel: 1e3}", "values.max_numel: Input should be a valid integer (given: '1e3'; YAML 1.1 (PyYAML) reads an "
+                             "exponent number as a float only with a dot and a signed exponent (1.0e+3), so 1e3 (no dot, no "
+                             "exponent sign) is a string: write 1000)"),
+        ("{max_numel: 1.5e3}", "(given: '1.5e3'; YAML 1.1 (PyYAML) reads an exponent number as a float only with a dot and a "
+                               "signed exponent (1.0e+3), so 1.5e3 (no exponent sign) is a string: write 1500)"),
+        ("{max_numel: 2.55e1}", "is a string: write a whole number)"),
         # a float option: a form PyYAML reads as a float
-        ("{scale: 1e-5}", "values.scale: Input should be a valid number (given: '1e-5'; YAML reads a number like 1e3 "
-                          "(no dot, no exponent sign) as a string: write 1.0e-05)"),
-        ("{scale: 2e20}", "as a string: write 2.0e+20)"),
-        ("{scale: 1.5e3}", "as a string: write 1500.0)"),
+        ("{scale: 1e-5}", "values.scale: Input should be a valid number (given: '1e-5'; YAML 1.1 (PyYAML) reads an exponent "
+                          "number as a float only with a dot and a signed exponent (1.0e+3), so 1e-5 (no dot) is a string: "
+                          "write 1.0e-05)"),
+        ("{scale: 2e20}", "is a string: write 2.0e+20)"),
+        ("{scale: 1.5e3}", "is a string: write 1500.0)"),
     ],
 )
 def test_a_yaml_exponent_number_read_as_a_string_is_explained_for_the_options_type(tmp_path, reg, value, fault):

@@ -363,7 +363,7 @@ def test_yaml_numbers_read_as_strings_are_explained_in_option_errors(tmp_path):
         Pipeline.from_config(path)
     msg = str(info.value)
     assert "fold_constants.max_numel" in msg and str(path) in msg
-    assert "(given: '1e3'; YAML reads a number like 1e3 (no dot, no exponent sign) as a string" in msg
+    assert "(given: '1e3'; YAML 1.1 (PyYAML) reads an exponent number as a float only with a dot and a signed exponent (1.0e+3), so 1e3 (no dot, no exponent sign) is a string" in msg
     toml = tmp_path / "c.toml"
     toml.write_text('pipeline = [{name = "fold_constants", options = {max_numel = "1e3"}}]\n')
     with pytest.raises(fxpasses.OptionsError) as info:
