@@ -740,7 +740,10 @@ class Registry:
             info = PresetInfo(name, pipeline, str(description), rec.distribution, rec.version)
             existing = self._presets.get(name)
             if existing is not None and existing != info:
-                self._problem(rec.error_for(f"preset {name!r} is already registered by {existing.source}; skipped"))
+                builtin = _norm(existing.distribution) == BUILTIN_DISTRIBUTION
+                why = f"the name is taken by the {'built-in ' if builtin else ''}preset of {existing.source}"
+                if self._reject(rec, "preset", name, why):  # in list's rejected table, as a clash of passes
+                    self._problem(rec.error_for(f"preset {name!r} is already registered by {existing.source}; skipped"))
                 return
             self._presets[name] = info
             presets.append(name)

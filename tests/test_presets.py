@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 import fxpasses
+from fxpasses.registry import Rejection
 from fxpasses import ConfigError, Pipeline, UnknownPassError
 from fxpasses.cli import cli
 
@@ -159,6 +160,18 @@ def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
     assert reg.preset("cleanup").source == "fxpasses 0.1.0"
     (problem,) = [str(p) for p in reg.problems if "clash-dist" in str(p)]
     assert "preset 'cleanup' is already registered by fxpasses 0.1.0" in problem
+    # and it is among what the plugin registered that was rejected (fxpasses list's table)
+    (rec,) = [r for r in reg.plugins if r.distribution == "clash-dist"]
+    assert rec.rejected == [Rejection("preset", "cleanup", "the name is taken by the built-in preset of fxpasses 0.1.0")]
+    forget_modules("fxp_presets", "fxp_clash")
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0, r.output
+    rows = [line.split()[:4] for line in r.output.splitlines() if line.startswith("clash-dist 0.9")]
+    assert ["clash-dist", "0.9", "preset", "cleanup"] in rows
     forget_modules("fxp_presets", "fxp_clash")
 
 
