@@ -11,7 +11,10 @@ command too (``fxpasses run x.toml --traceback``).
 
 ``--format json`` prints exactly one JSON object on stdout: the result with ``"ok": true``, or
 ``{"ok": false, "exit_status": N, "error": {"type": ..., "message": ..., <the error's fields>}}``
-(the ``error:`` line still goes to stderr). Click's usage errors (an unknown flag, a bad
+(the ``error:`` line still goes to stderr). While the command runs, what its code writes to
+stdout goes to stderr: Python's ``print``, and (in the console script, where ``sys.stdout`` is
+file descriptor 1) writes straight to fd 1 (``os.write(1, ...)``, subprocesses, C extensions),
+fd 1 pointing at stderr until the JSON object is written. Click's usage errors (an unknown flag, a bad
 ``--format`` value) are raised before the command runs and stay click's plain text on stderr.
 """
 
@@ -113,13 +116,67 @@ def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, An
 #: whatever else writes to stdout (a pass's or the model's print()) goes to stderr instead
 _JSON_STDOUT: list[Any] = []
 
+#: for each ``--format json`` command running (innermost last), the duplicate of the real file
+#: descriptor 1 while fd 1 points at stderr (:func:`_fd1_to_stderr`), or None when not swapped
+_JSON_FD1: list[int | None] = []
+
+
+def _flush_stdio() -> None:
+    """Flush Python's stdout and stderr and C's stdio buffers (what a C extension printf'd)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(Exception):  # no C library to ask (Windows): nothing buffered there to lose
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+
+
+@contextlib.contextmanager
+def _fd1_to_stderr() -> Any:
+    """While a ``--format json`` command runs, file descriptor 1 points at stderr, so that writes
+    straight to it (``os.write(1, ...)``, a subprocess's output, a C extension's printf) do not
+    come before the JSON object; restored on every way out (errors, KeyboardInterrupt). Only
+    when ``sys.stdout`` is fd 1 (the console script; not click's CliRunner, whose stdout is a
+    buffer): otherwise nothing is swapped."""
+    try:
+        swap = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        swap = False
+    saved = None
+    if swap:
+        _flush_stdio()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    _JSON_FD1.append(saved)
+    try:
+        yield
+    finally:
+        _JSON_FD1.pop()
+        if saved is not None:
+            _flush_stdio()  # what is still buffered for fd 1 goes to stderr too
+            os.dup2(saved, 1)
+            os.close(saved)
+
 
 def _echo_json(obj: dict[str, Any], default: Callable[[Any], str] = str) -> None:
     """Print a command's one JSON object on stdout (``ok`` first); ``default`` spells what
-    JSON has no type for."""
+    JSON has no type for. While fd 1 points at stderr (:func:`_fd1_to_stderr`), it points at
+    the real stdout again just for this."""
     if "ok" not in obj:
         obj = {"ok": True, **obj}
-    click.echo(json.dumps(obj, indent=2, default=default), file=_JSON_STDOUT[-1] if _JSON_STDOUT else None)
+    text = json.dumps(obj, indent=2, default=default)
+    out = _JSON_STDOUT[-1] if _JSON_STDOUT else None
+    saved = _JSON_FD1[-1] if _JSON_FD1 else None
+    if saved is None:
+        click.echo(text, file=out)
+        return
+    _flush_stdio()  # anything buffered before it goes to stderr, where fd 1 points now
+    os.dup2(saved, 1)
+    try:
+        click.echo(text, file=out)  # (click.echo flushes)
+    finally:
+        os.dup2(2, 1)
 
 
 def _fail(fmt: str | None, exc: BaseException, status: int, text: str | None = None, **extra: Any) -> None:
@@ -140,9 +197,11 @@ def _handle_errors(fn: F) -> F:
             return _run_reporting_errors(fn, state, fmt, args, kwargs)
         # stdout holds the one JSON object: what passes, plugins and model code print goes
         # to stderr while the command runs
+        # (Python's print() by redirecting sys.stdout, writes straight to fd 1 by pointing
+        # fd 1 at stderr, each restored on the way out)
         _JSON_STDOUT.append(sys.stdout)
         try:
-            with contextlib.redirect_stdout(sys.stderr):
+            with _fd1_to_stderr(), contextlib.redirect_stdout(sys.stderr):
                 return _run_reporting_errors(fn, state, fmt, args, kwargs)
         finally:
             _JSON_STDOUT.pop()
@@ -173,6 +232,8 @@ def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, a
         # the reader went away (`fxpasses show X | head -1`): stop quietly, as cat does
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, (_JSON_STDOUT[-1] if _JSON_STDOUT else sys.stdout).fileno())
+        if _JSON_FD1 and _JSON_FD1[-1] is not None:  # fd 1 is restored from this one
+            os.dup2(devnull, _JSON_FD1[-1])
         sys.exit(0)
     except Exception as exc:
         if state is not None and state.traceback:

@@ -409,6 +409,54 @@ def test_json_stdout_is_one_object_when_a_pass_prints(noisy_site, tmp_path, comm
     assert r.exit_code == 0 and "hello from a pass" in r.stdout
 
 
+RAW_FD_MODELS = """
+import os
+
+import torch
+
+
+def model():
+    os.write(1, b"raw fd write\\n")  # straight to file descriptor 1, past sys.stdout
+    os.system("echo from a subprocess")
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "bisect"])
+def test_json_stdout_is_one_object_when_code_writes_to_fd_1(tmp_path, command):
+    """Writes straight to file descriptor 1 (os.write, a subprocess, a C extension) go to stderr
+    under --format json too: fd 1 points at stderr while the command runs (the console
+    script, where sys.stdout is fd 1; CliRunner has no fd to swap, hence a subprocess)."""
+    (tmp_path / "rawmodels.py").write_text(RAW_FD_MODELS)
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('pipeline = "eliminate_dead_code"\n[model]\nfactory = "rawmodels:model"\ninputs = [{shape = [2, 4]}]\n')
+    extra = ["--no-save", "--repeat", "1"] if command == "run" else []
+    script = Path(sys.executable).parent / "fxpasses"
+    out = subprocess.run([str(script), command, str(cfg), *extra, "--format", "json"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)  # the whole of stdout: one JSON object, nothing before it
+    assert data["ok"] is True and out.stdout.startswith("{")
+    assert out.stderr.count("raw fd write\n") == 1 and out.stderr.count("from a subprocess\n") == 1
+    # text: the writes stay on stdout
+    out = subprocess.run([str(script), command, str(cfg), *extra], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0 and "raw fd write\n" in out.stdout and "raw fd write" not in out.stderr
+
+
+def test_json_error_object_after_fd_1_writes_is_alone_on_stdout(tmp_path):
+    """The failure's JSON object (here a model that fails after writing to fd 1) is alone on
+    stdout as well, and fd 1 is restored for it."""
+    (tmp_path / "rawmodels.py").write_text(RAW_FD_MODELS + '\n\ndef broken():\n    model()\n    raise RuntimeError("no model")\n')
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('pipeline = "eliminate_dead_code"\n[model]\nfactory = "rawmodels:broken"\ninputs = [{shape = [2, 4]}]\n')
+    script = Path(sys.executable).parent / "fxpasses"
+    out = subprocess.run([str(script), "run", str(cfg), "--no-save", "--format", "json"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    data = json.loads(out.stdout)
+    assert data["ok"] is False and data["exit_status"] == 2
+    assert "no model" in data["error"]["message"]
+    assert "raw fd write\n" in out.stderr and "from a subprocess\n" in out.stderr
+
+
 def test_a_pass_calling_sys_exit_is_a_failing_pass(noisy_site, tmp_path):
     """SystemExit from a pass fails the pass (as a test calling sys.exit() fails in pytest):
     rolled back, exit status 1, the JSON object saying so."""
