@@ -400,19 +400,23 @@ def fxpasses_backend(
     """TorchDynamo backend: run the fxpasses pipeline over ``gm``, then hand it on.
 
     Raises:
-        ConfigError: unknown keys in ``options`` (naming them), a bad pipeline, or an
-            ``atol``/``rtol`` that is not a finite number >= 0.
+        ConfigError: unknown keys in ``options`` (naming them and the known ones, with a
+            "did you mean" for close ones), a bad pipeline, or an ``atol``/``rtol`` that is not
+            a finite number >= 0.
         PassFailedError: a pass failed (with ``on_error="rollback"`` the graph is restored
             first; TorchDynamo then reports the backend failure).
     """
-    from .errors import ConfigError
+    from .errors import ConfigError, close_names, did_you_mean
 
     options = dict(kwargs.get("options") or {})
     unknown = set(options) - _KNOWN
     if unknown:
+        # the closest known option to each unknown one
+        named = sorted(map(str, unknown))
+        close = list(dict.fromkeys(m for k in named for m in close_names(k, _KNOWN, n=1)))
         raise ConfigError(
-            f"unknown torch.compile option(s) for backend 'fxpasses': {', '.join(sorted(unknown))} "
-            f"(known: {', '.join(sorted(_KNOWN))})"
+            f"unknown torch.compile option(s) for backend 'fxpasses': {', '.join(named)} "
+            f"(known: {', '.join(sorted(_KNOWN))})" + did_you_mean(close)
         )
     spec, source = _pipeline_spec(options)
     from .pipeline import tolerance

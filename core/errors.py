@@ -7,9 +7,10 @@ which keeps the original exception as ``__cause__``.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import re
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -83,6 +84,17 @@ def require_file(path: "Path", what: str, expected: str, *, source: str | None =
         raise ConfigError(f"{path} is a directory, expected a file ({expected})", source=source)
     if not path.is_file():
         raise ConfigError(f"{what} not found: {path}", source=source)
+
+
+def close_names(name: str, names: Iterable[str], *, n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The (at most ``n``) names of ``names`` close to ``name``, best first
+    (:func:`difflib.get_close_matches`), compared lower-cased so that a name differing only in
+    case is found (``REMOVE_DROPOUT``: ``remove_dropout``); each as spelt in ``names``."""
+    spellings: dict[str, list[str]] = {}
+    for known in names:
+        spellings.setdefault(known.lower(), []).append(known)
+    close = difflib.get_close_matches(name.lower(), list(spellings), n=n, cutoff=cutoff)
+    return [known for lowered in close for known in spellings[lowered]][:n]
 
 
 def did_you_mean(names: Sequence[str]) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import difflib
 import gc
 import math
 import time
@@ -45,7 +44,7 @@ from .config import (
 from .context import PassContext
 from .dialect import detect_dialect
 from .effects import end_module_epochs, new_module_epoch
-from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, did_you_mean, exception_line
+from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, close_names, did_you_mean, exception_line
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
@@ -957,7 +956,7 @@ BISECT_HINT = (
 def _close_step(name: str, steps: list[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest pass names among ``steps`` to the options
     table ``name`` (a misspelt ``[options.X]`` table), or ``""``."""
-    close = difflib.get_close_matches(name, steps, n=2, cutoff=0.6)
+    close = close_names(name, steps, n=2)
     return f" ({did_you_mean(close)[2:]})" if close else ""
 
 

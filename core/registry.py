@@ -49,6 +49,7 @@ from .errors import (
     PluginError,
     PluginWarning,
     UnknownPassError,
+    close_names,
     did_you_mean,
     plugin_label,
     short_repr,
@@ -986,7 +987,7 @@ class Registry:
         """The pass class registered as ``name``.
 
         Raises:
-            UnknownPassError: no such pass; with close names (difflib) and installed plugins,
+            UnknownPassError: no such pass; with close names (difflib, ignoring case) and installed plugins,
                 and, when a plugin registered a pass of that name that was rejected as it
                 loaded (:meth:`rejected`), that plugin and the reason.
             DuplicatePassError: two distributions register ``name`` and no ``prefer`` chose.
@@ -1000,7 +1001,7 @@ class Registry:
             return info
         if name in self._conflicts:
             raise DuplicatePassError(name, [c.source for c in self._conflicts[name]])
-        suggestions = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
+        suggestions = close_names(name, self.names())
         plugins = self._loaded_labels()
         hints = self._rejected_hints(name, "pass")
         if name in self._presets:
@@ -1030,7 +1031,7 @@ class Registry:
         info = self._presets.get(name)
         if info is not None:
             return info
-        suggestions = difflib.get_close_matches(name, list(self._presets), n=3, cutoff=0.6)
+        suggestions = close_names(name, self._presets)
         plugins = self._loaded_labels()
         raise UnknownPassError(
             name,

@@ -96,6 +96,15 @@ def test_unknown_option_is_named():
     assert "unknown torch.compile option(s) for backend 'fxpasses': pipline" in str(info.value)
 
 
+def test_unknown_option_suggests_the_close_known_one():
+    with pytest.raises(Exception) as info:
+        torch.compile(Net(), backend="fxpasses", options={"pipelin": "x", "ATOL": 1})(torch.randn(2, 8))
+    assert (
+        "ConfigError: unknown torch.compile option(s) for backend 'fxpasses': ATOL, pipelin (known: atol, "
+        "freeze, on_error, pipeline, preset, rtol, then, verify); did you mean 'atol' or 'pipeline'?\n"
+    ) in str(info.value)
+
+
 def test_capture_keeps_working_past_dynamos_recompile_limit():
     from fxpasses.capture import capture
 

@@ -157,6 +157,21 @@ def test_p_typo_of_an_entry_point_name_is_suggested_as_for_no_typo():
         assert "did you mean 'example'?" in getattr(r, out), (args, r.output)
 
 
+def test_a_pass_name_in_another_case_is_suggested_everywhere(tmp_path):
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text('pipeline = ["eliminate_dead_code", "Remove_Dropout"]\n')
+    cases = [
+        (["show", "REMOVE_DROPOUT"], "error: unknown pass 'REMOVE_DROPOUT'; did you mean 'remove_dropout' or 'remove_identity'?\n"),
+        (["check", "--pipeline", "REMOVE_DROPOUT"], "error: --pipeline: pipeline string, entry 1 ('REMOVE_DROPOUT') at column 1: unknown pass 'REMOVE_DROPOUT'; did you mean 'remove_dropout' or 'remove_identity'?\n"),
+        (["check", str(cfg)], f"error: {cfg}: pipeline, entry 2: unknown pass 'Remove_Dropout'; did you mean 'remove_dropout' or 'remove_identity'?\n"),
+        (["check", "--preset", "Inference"], "error: --preset: unknown preset 'Inference'; did you mean 'inference'?\n"),
+    ]
+    for args, first in cases:
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 2, r.output
+        assert r.output.startswith(first), r.output
+
+
 def test_unknown_preset_on_the_command_line_blames_the_option():
     examples = Path(__file__).resolve().parents[1] / "examples"
     for args in (["run", "--preset", "nosuch", "--no-save"], ["check", str(examples / "mlp.json"), "--preset", "nosuch"]):

@@ -336,6 +336,36 @@ def test_unknown_pass_suggests_close_names_and_lists_plugins():
     assert "did you mean 'count_ops'" in str(info.value)
 
 
+def test_a_name_differing_only_in_case_is_suggested():
+    """Suggestions compare names lower-cased and give the registered spelling: passes, presets,
+    and the options table of a pass in the pipeline."""
+    from fxpasses import Pipeline
+    from fxpasses.errors import ConfigError
+
+    reg = Registry()
+    for name in ("REMOVE_DROPOUT", "Remove_Dropout"):
+        with pytest.raises(UnknownPassError) as info:
+            reg.get(name)
+        assert info.value.suggestions == ["remove_dropout", "remove_identity"]
+        assert str(info.value).startswith(
+            f"unknown pass {name!r}; did you mean 'remove_dropout' or 'remove_identity'?\n"
+        )
+    with pytest.raises(UnknownPassError) as info:
+        Pipeline.from_string("eliminate_dead_code,Fold_Constants", registry=reg)
+    assert str(info.value).startswith(
+        "pipeline string, entry 2 ('Fold_Constants') at column 21: unknown pass 'Fold_Constants'; "
+        "did you mean 'fold_constants'?\n"
+    )
+    with pytest.raises(UnknownPassError) as info:
+        reg.preset("INFERENCE")
+    assert str(info.value).startswith("unknown preset 'INFERENCE'; did you mean 'inference'?\n")
+    with pytest.raises(ConfigError) as info:
+        Pipeline(["fold_constants"], registry=reg, options={"FOLD_CONSTANTS": {"max_numel": 1}})
+    assert str(info.value) == (
+        "options given for pass(es) not in the pipeline: FOLD_CONSTANTS (did you mean 'fold_constants'?)"
+    )
+
+
 def test_programmatic_register_and_describe():
     class Scale(fxpasses.NodePass):
         """Scale things.
