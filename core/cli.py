@@ -502,7 +502,10 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
 @click.option("--no-save", is_flag=True, help="Do not write the result.")
 @click.option("--repeat", type=click.IntRange(1), default=20, show_default=True, help="Timed runs per latency figure.")
 @click.option("--print-after-all", is_flag=True, help="Print the graph's code after every pass (stderr).")
-@click.option("--print-after", metavar="NAME,...", help="Print the graph's code after these passes (stderr).")
+@click.option(
+    "--print-after", metavar="NAME,...",
+    help="Print the graph's code after these passes (stderr); each must be in the pipeline.",
+)
 @click.option("--print-changed", is_flag=True, help="Print a unified diff of the code for each pass that changed it.")
 @click.option("--time-passes", is_flag=True, help="Print wall time per pass, slowest first (stderr).")
 @click.option(
@@ -591,10 +594,7 @@ def run_cmd(
         for n in names or ():
             reg.get(n, source="--print-after")  # unknown names: exit 2 with suggestions
         if names:
-            planned = set(Pipeline._from_config_obj(cfg, registry=reg).plan().names())
-            absent = [n for n in names if n not in planned]
-            if absent:
-                click.echo(f"warning: --print-after: not in the pipeline, nothing to print: {', '.join(absent)}", err=True)
+            _check_in_pipeline("--print-after", names, Pipeline._from_config_obj(cfg, registry=reg).plan().names())
         instruments.append(PrintAfter(names, file=sys.stderr))
     if print_changed:
         instruments.append(PrintChanged(file=sys.stderr))
@@ -687,6 +687,29 @@ def run_cmd(
         click.echo(f"saved: {path}")
     if not result.saved and not no_save and output is None and (cfg is None or cfg.output is None):
         click.echo("saved: nothing (the config has no `output`; give `output = \"DIR\"` or -o DIR to save the model)")
+
+
+def _check_in_pipeline(option: str, names: list[str], planned: list[str]) -> None:
+    """Raise a :class:`~fxpasses.errors.UserError` when a pass that ``option`` names is not in the
+    pipeline (``planned``, the plan's pass names in order), which would make the option do
+    nothing: naming those passes, each with the pipeline's passes close to it ("did you mean"),
+    and listing the pipeline's passes."""
+    from .errors import UserError, close_names, did_you_mean
+
+    absent = [n for n in dict.fromkeys(names) if n not in planned]
+    if not absent:
+        return
+    steps = list(dict.fromkeys(planned))
+
+    def close(name: str) -> str:
+        found = close_names(name, steps, n=2)
+        return f" ({did_you_mean(found)[2:]})" if found else ""
+
+    raise UserError(
+        f"{option}: pass(es) not in the pipeline, nothing to print: "
+        + ", ".join(f"{n}{close(n)}" for n in absent)
+        + f"; the pipeline's passes: {', '.join(steps)}"
+    )
 
 
 def _echo_reproducer(writer: Any) -> None:

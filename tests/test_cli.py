@@ -180,10 +180,27 @@ def test_unknown_preset_on_the_command_line_blames_the_option():
         assert r.output.startswith("error: --preset: unknown preset 'nosuch'"), r.output
 
 
-def test_print_after_a_pass_outside_the_pipeline_warns():
-    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--print-after", "count_ops"])
-    assert r.exit_code == 0, r.output
-    assert "warning: --print-after: not in the pipeline, nothing to print: count_ops" in r.output
+def test_print_after_a_pass_outside_the_pipeline_is_an_error():
+    """It would print nothing: exit status 2, naming the pass and the pipeline's passes, with a
+    "did you mean" among them, before anything runs."""
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--pipeline", "remove_dropout", "--print-after", "fold_constants"])
+    assert r.exit_code == 2, r.output
+    assert r.output == (
+        "error: --print-after: pass(es) not in the pipeline, nothing to print: fold_constants; "
+        "the pipeline's passes: remove_dropout\n"
+    )
+    r = CliRunner().invoke(
+        cli,
+        ["run", "--no-save", "--pipeline", "remove_dropout,eliminate_dead_code", "--print-after",
+         "remove_identity,eliminate_dead_code,count_ops", "--format", "json"],
+    )
+    assert r.exit_code == 2, r.output
+    message = (
+        "--print-after: pass(es) not in the pipeline, nothing to print: remove_identity (did you mean "
+        "'remove_dropout'?), count_ops; the pipeline's passes: remove_dropout, eliminate_dead_code"
+    )
+    assert json.loads(r.stdout) == {"ok": False, "exit_status": 2, "error": {"type": "UserError", "message": message}}
+    assert r.stderr == f"error: {message}\n"
 
 
 def test_global_options_are_accepted_after_the_command_too():
