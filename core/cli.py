@@ -440,14 +440,15 @@ def _show_text(d: Any) -> None:
 def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = None) -> Any:
     """The config from CONFIG (or the nearest pyproject.toml), with --pipeline/--preset applied."""
     from .config import find_pyproject, load_config_file, parse_config
-    from .errors import ConfigError
+    from .errors import ConfigError, ConfigWarning
 
     if pipeline is not None and preset is not None:
         raise ConfigError("give either --pipeline or --preset, not both")
     if config is not None:
         cfg = load_config_file(config)
     else:
-        found = find_pyproject() if pipeline is None and preset is None else None
+        with _warning_lines(ConfigWarning):  # a misspelt [tool.fxpass] table
+            found = find_pyproject() if pipeline is None and preset is None else None
         cfg = load_config_file(found) if found is not None else None
     if pipeline is not None or preset is not None:
         update = {"pipeline": pipeline, "preset": preset}
@@ -792,9 +793,28 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
 @_global_options
 def schema_cmd(state: _State) -> None:
     """Print the JSON Schema of the config file (per-pass options selected by pass name)."""
+    from .errors import PluginWarning
     from .schema import config_schema
 
-    click.echo(json.dumps(config_schema(state.registry()), indent=2, default=str))
+    registry = state.registry()
+    with _warning_lines(PluginWarning):  # a plugin's options without a JSON Schema
+        schema = config_schema(registry)
+    click.echo(json.dumps(schema, indent=2, default=str))
+
+
+@contextlib.contextmanager
+def _warning_lines(*categories: type[Warning]) -> Any:
+    """Print the warnings of ``categories`` issued inside as ``warning: ...`` lines on stderr
+    (as the plugin problems are), not as Python's ``file:line: Category: ...``."""
+    with warnings.catch_warnings(record=True) as caught:
+        for category in categories:
+            warnings.simplefilter("always", category)
+        yield
+    for w in caught:
+        if isinstance(w.message, categories):
+            click.echo(f"warning: {w.message}", err=True)
+        else:  # not ours to reformat: let it through as Python would show it
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 # Start-up of the console script: the cyclic garbage collector is paused until the registry

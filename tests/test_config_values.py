@@ -492,3 +492,13 @@ def test_an_unrelated_tool_table_in_pyproject_is_not_taken_for_a_misspelling(tmp
     (tmp_path / "pyproject.toml").write_text('[tool.pytest]\nx = 1\n[tool.flake8]\ny = 2\n[tool.fxpasses_extra]\nz = 3\n')
     find_pyproject(tmp_path)
     assert not [w for w in recwarn if issubclass(w.category, fxpasses.ConfigWarning)]
+
+
+def test_fxpasses_run_names_a_misspelt_tool_table_on_a_warning_line(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.fxpass]\npipeline = "eliminate_dead_code"\n')
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["check"])
+    assert r.stderr.splitlines()[0] == (
+        f"warning: {tmp_path / 'pyproject.toml'} has a [tool.fxpass] table, which is not read: did you mean "
+        "[tool.fxpasses]? (looking further up for [tool.fxpasses])"
+    )

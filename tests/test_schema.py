@@ -153,3 +153,39 @@ def test_options_without_any_json_schema_accept_any_table_and_warn():
     ]
     assert schema["$defs"]["options_opaque_broken"]["type"] == "object"
     jsonschema.Draft202012Validator.check_schema(schema)
+
+
+DTYPE_PLUGIN = '''
+import fxpasses, torch
+from pydantic import ConfigDict
+
+class DtypeOptions(fxpasses.PassOptions):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    dtype: torch.dtype = torch.float32
+
+class CastPass(fxpasses.GraphPass):
+    """A pass with a torch.dtype option."""
+    name = "cast_dtype"
+    Options = DtypeOptions
+    def run(self, gm, ctx):
+        return False
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(CastPass)
+'''
+
+
+def test_fxpasses_schema_with_such_a_plugin_installed_prints_the_schema_and_a_warning_line(tmp_path, monkeypatch):
+    from dists import installed_dist
+
+    with installed_dist(monkeypatch, tmp_path / "site", "dtype-plugin", "0.2", "fxp_dtype_plugin", DTYPE_PLUGIN):
+        r = CliRunner().invoke(cli, ["schema"])
+    assert r.exit_code == 0, r.output
+    assert (
+        "warning: pass 'cast_dtype' (dtype-plugin 0.2): option type(s) without a JSON Schema left unchecked in the "
+        "schema: core_schema.IsInstanceSchema (<class 'torch.dtype'>)"
+    ) in r.stderr
+    schema = json.loads(r.stdout)
+    assert "cast_dtype" in schema["properties"]["options"]["properties"]
+    assert "remove_dropout" in schema["properties"]["options"]["properties"]
