@@ -795,13 +795,15 @@ def _save(
     # torch.fx's own writer: a module.py with imports and a class, plus state_dict.pt;
     # `import <out_dir>.module` (or run module.py's class) gives the module back.
     folder = out_dir / "module"
+    code_globals = gm.graph.python_code("self").globals
+    definitions = _global_definitions(code_globals)  # raises before anything is written
     with warnings.catch_warnings():
         # submodules without a repr torch can rebuild are pickled instead: expected, and the
         # folder is loaded back and checked below
         warnings.filterwarnings("ignore", message="Was not able to save the following children", category=UserWarning)
         gm.to_folder(folder, "OptimizedModule")
     _relocatable(folder / "module.py", str(folder))
-    _define_annotation_names(folder / "module.py", gm)
+    _define_globals(folder / "module.py", definitions)
     saved = sorted(p for p in folder.rglob("*") if p.is_file())
     if capture_kind == "dynamo":
         # TorchDynamo graphs take parameters and buffers as inputs: keep them to call it
@@ -880,22 +882,75 @@ def _check_read_back(
         raise VerificationError(f"{what} gives other outputs: {cmp.message}")
 
 
-def _define_annotation_names(module_py: Path, gm: torch.fx.GraphModule) -> None:
-    """Define the names the generated code uses for type annotations (``_torch_Tensor_``).
+#: the names the module.py of ``GraphModule.to_folder`` defines before its class (its imports)
+_TO_FOLDER_NAMES = frozenset({"torch", "inf", "nan", "NoneType", "device", "fx_pytree", "pytree"})
 
-    torch's code generator refers to annotation types through globals whose values are
-    strings (``{"_torch_Tensor_": "torch.Tensor"}``), and ``to_folder`` writes no definition for
-    them, so the module did not import (``NameError``) whenever ``forward`` was annotated."""
-    names = {
-        k: v
-        for k, v in gm.graph.python_code("self").globals.items()
-        if isinstance(v, str) and re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*", v)
-    }
-    if not names:
-        return
-    lines = sorted({f"import {v.split('.')[0]}" for v in names.values() if "." in v})
-    lines += [f"{k} = {v}" for k, v in sorted(names.items())]
+#: the call torch's code generator puts in the class body for a ``torch.fx.wrap``-ped function;
+#: ``wrap`` raises there (it must be called at the top level of a module)
+_WRAP_LINE = re.compile(r'^[ \t]*torch\.fx\._symbolic_trace\.wrap\(("[A-Za-z_]\w*")\)[ \t]*\n', re.M)
+
+
+def _global_definitions(code_globals: dict[str, Any]) -> list[str]:
+    """Lines of Python that define the globals the generated code uses and ``to_folder``'s
+    module.py does not: the names of annotation types (``{"_torch_Tensor_": "torch.Tensor"}``:
+    the code generator refers to them through globals whose values are strings) and the
+    functions and classes outside torch that the graph calls (``models_my_gelu``: a
+    ``torch.fx.wrap``-ped function, or one a pass inserted), imported from their module.
+
+    Raises:
+        UserError: the graph calls an object that cannot be imported by name (a lambda, a
+            local function, an instance): the module could not be saved as code; before
+            anything is written.
+    """
+    lines: list[str] = []
+    imports: dict[str, str] = {}
+    for name, value in sorted(code_globals.items()):
+        if name in _TO_FOLDER_NAMES:
+            continue
+        if isinstance(value, str):
+            if re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*", value):
+                if "." in value:
+                    top = value.split(".")[0]
+                    imports.setdefault(top, f"import {top}")
+                lines.append(f"{name} = {value}")
+            continue
+        module = getattr(value, "__module__", None)
+        qualname = getattr(value, "__qualname__", None)
+        found: Any = None
+        if isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname:
+            try:
+                found = importlib.import_module(module)
+                for part in qualname.split("."):
+                    found = getattr(found, part)
+            except Exception:  # noqa: BLE001 - not importable by name: reported below
+                found = None
+        if found is not value:
+            raise UserError(
+                f"cannot save the optimized graph as Python code: it calls {value!r} (global {name!r} of the "
+                "generated code), which cannot be imported by name (define it at the top level of an importable "
+                "module), or capture with torch.export (capture = \"export\"), whose saved program needs no code"
+            )
+        alias = f"_fxpasses_import_{len(imports)}"
+        imports.setdefault(f"{module}:", f"import {module} as {alias}")
+        alias = imports[f"{module}:"].rsplit(" ", 1)[1]
+        lines.append(f"{name} = {alias}.{qualname}")
+    return [*imports.values(), *lines]
+
+
+def _define_globals(module_py: Path, definitions: list[str]) -> None:
+    """Put ``definitions`` (:func:`_global_definitions`) into the module.py of ``to_folder``,
+    before its class, and move the ``torch.fx.wrap`` calls torch writes into the class body
+    (where they raise ``NotImplementedError: wrap must be called at the top level of a
+    module``) after them, at the top level, so a wrapped function stays a leaf when the
+    loaded module is traced again. Without the definitions the module did not import
+    (``NameError``) whenever ``forward`` was annotated or the graph called a function outside
+    torch."""
     text = module_py.read_text()
+    wrapped = _WRAP_LINE.findall(text)
+    text = _WRAP_LINE.sub("", text)
+    lines = [*definitions, *(f"torch.fx.wrap({name})" for name in wrapped)]
+    if not lines:
+        return
     marker = "\nclass OptimizedModule("
     head, sep, tail = text.partition(marker)
     if not sep:

@@ -499,3 +499,81 @@ def test_a_config_without_output_says_nothing_was_saved(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["c.toml", "m.py"]
     r = run_cli("run", str(cfg), "--repeat", "1", "--no-save")
     assert "saved:" not in r.output
+
+
+WRAPPED_MODEL = '''
+import torch
+
+def my_gelu(x):
+    return x * torch.sigmoid(1.702 * x)
+
+torch.fx.wrap("my_gelu")
+
+class W(torch.nn.Module):
+    def forward(self, x):
+        return my_gelu(x) * 1
+
+def w():
+    return W()
+'''
+
+
+def test_saved_module_of_a_graph_calling_a_wrapped_function_imports_it(tmp_path, monkeypatch):
+    """torch's to_folder neither imports a function outside torch that the graph calls nor
+    writes a working torch.fx.wrap line for it (it puts the call in the class body, where
+    wrap raises NotImplementedError): the run ended with an internal error after the
+    pipeline. The saved module imports it from its module and wraps it at the top level."""
+    (tmp_path / "wrapmod.py").write_text(WRAPPED_MODEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = run_config(
+        tmp_path,
+        'pipeline = "simplify_algebra,eliminate_dead_code"\n[model]\nfactory = "wrapmod:w"\n'
+        'capture = "symbolic_trace"\ninputs = [{shape = [4, 8]}]\n',
+    )
+    text = (out / "module" / "module.py").read_text()
+    head, _, body = text.partition("class OptimizedModule(")
+    assert "import wrapmod as _fxpasses_import_0\nwrapmod_my_gelu = _fxpasses_import_0.my_gelu\n" in head
+    assert 'torch.fx.wrap("wrapmod_my_gelu")' in head and "wrap(" not in body
+    saved = import_saved(out, "saved_wrapped")
+    import wrapmod
+
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(saved(x), wrapmod.w()(x))
+    # traced again, the wrapped function is still one call (a leaf), as in the original trace
+    retraced = torch.fx.symbolic_trace(saved)
+    targets = [n.target for n in retraced.graph.nodes if n.op == "call_function"]
+    assert targets[0] is wrapmod.my_gelu and torch.sigmoid not in targets
+
+
+def test_a_graph_calling_an_object_that_cannot_be_imported_is_not_saved_as_code(tmp_path):
+    """A function a pass inserted that has no importable name (a lambda) cannot be written
+    as code: a UserError naming it before anything is written, not a NameError on reading
+    the file back."""
+    from fxpasses import UserError
+    from fxpasses.job import _save
+    from fxpasses.verify import TensorState
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    gm = torch.fx.symbolic_trace(M())
+    add = next(n for n in gm.graph.nodes if n.op == "call_function")
+    with gm.graph.inserting_after(add):
+        f = gm.graph.call_function(lambda v: v * 2, (add,))
+    add.replace_all_uses_with(f, delete_user_cb=lambda u: u is not f)
+    gm.recompile()
+    x = torch.randn(3)
+    cfg = load_config_file_from_text(tmp_path, 'pipeline = "eliminate_dead_code"\n')
+    with pytest.raises(UserError) as info:
+        _save(gm, [x], "symbolic_trace", tmp_path / "out", gm(x), cfg, TensorState(gm))
+    message = str(info.value)
+    assert message.startswith("cannot save the optimized graph as Python code: it calls <function ")
+    assert "which cannot be imported by name (define it at the top level of an importable module)" in message
+    assert not (tmp_path / "out" / "module").exists()
+
+
+def load_config_file_from_text(tmp_path, text):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return load_config_file(path)
