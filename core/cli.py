@@ -3,7 +3,7 @@
 Exit status: 0 on success; 2 for a user error (bad config, unknown pass, bad options, cycle,
 unreadable model factory or one that raises, a model that cannot be captured or run, bad
 command line, a broken plugin under ``--strict-plugins``), printed as one message without a
-traceback (``--traceback`` shows it); 1 when a pass fails or the outputs change (``bisect``:
+traceback (``--traceback`` shows it as well, with the same exit status); 1 when a pass fails or the outputs change (``bisect``:
 when it finds a bad pass or rewrite).
 
 The group's options ``--traceback``, ``-p`` and ``--strict-plugins`` are accepted after the
@@ -214,17 +214,17 @@ def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, a
     status (see :func:`_handle_errors`)."""
     from .errors import FxPassesError, PluginError, UserError
 
+    shown = state is not None and state.traceback  # --traceback: the traceback, then the same report
+
     try:
         return fn(*args, **kwargs)
     except click.exceptions.ClickException:
         raise  # usage errors: click's own text (stderr), even under --format json
     except (UserError, PluginError) as exc:  # PluginError: a broken plugin in strict mode
-        if state is not None and state.traceback:
-            raise
+        _print_traceback(exc, shown)
         _fail(fmt, exc, 2)
     except FxPassesError as exc:
-        if state is not None and state.traceback:
-            raise
+        _print_traceback(exc, shown)
         _fail(fmt, exc, 1)
     except KeyboardInterrupt as exc:
         _fail(fmt, exc, 130, "interrupted")
@@ -236,12 +236,20 @@ def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, a
             os.dup2(devnull, _JSON_FD1[-1])
         sys.exit(0)
     except Exception as exc:
-        if state is not None and state.traceback:
-            raise
+        _print_traceback(exc, shown)
         # an internal error (a bug in fxpasses or a plugin), not a verdict on the model:
         # exit status 3, as pytest's internal errors (1 means a pass failed or outputs changed)
-        text = f"error: unexpected {type(exc).__name__}: {exc}\n(run with --traceback for details)"
+        text = f"error: unexpected {type(exc).__name__}: {exc}" + ("" if shown else "\n(run with --traceback for details)")
         _fail(fmt, exc, 3, text, internal=True)
+
+
+def _print_traceback(exc: BaseException, shown: bool) -> None:
+    """With ``--traceback``, the error's traceback on stderr before its usual report: the
+    exit status and the ``--format json`` object stay what they are without it."""
+    if shown:
+        import traceback
+
+        click.echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
 
 
 _TRACEBACK_HELP = "Show the full traceback of errors."

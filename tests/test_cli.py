@@ -62,9 +62,19 @@ def test_unknown_pass_exit_2_one_message_no_traceback():
     assert "Traceback" not in r.output
 
 
-def test_traceback_flag_shows_the_traceback():
+def test_traceback_flag_shows_the_traceback_and_keeps_the_exit_status_and_json():
+    """--traceback adds the traceback to stderr; the exit status (2 for a user error) and
+    the --format json object stay what they are without it (it re-raised: exit 1, no JSON)."""
     r = CliRunner().invoke(cli, ["--traceback", "show", "count_op"])
-    assert r.exit_code != 0 and r.exception is not None
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("Traceback (most recent call last):\n")
+    assert "fxpasses.errors.UnknownPassError: unknown pass 'count_op'; did you mean 'count_ops'?" in r.stderr
+    assert r.stderr.splitlines()[-2:][0].startswith("error: unknown pass 'count_op'")
+    r = CliRunner().invoke(cli, ["check", "--pipeline", "nope", "--traceback", "--format", "json"])
+    assert r.exit_code == 2
+    obj = json.loads(r.stdout)
+    assert (obj["ok"], obj["exit_status"], obj["error"]["type"]) == (False, 2, "UnknownPassError")
+    assert "Traceback (most recent call last):" in r.stderr
 
 
 def test_check_prints_plan(tmp_path):
@@ -208,8 +218,8 @@ def test_global_options_are_accepted_after_the_command_too():
     from fxpasses.errors import UnknownPassError
 
     r = CliRunner().invoke(cli, ["show", "count_op", "--traceback"])
-    assert isinstance(r.exception, UnknownPassError), r.output  # raised, not "No such option"
-    assert "No such option" not in r.output
+    assert r.exit_code == 2 and "No such option" not in r.output, r.output
+    assert f"{UnknownPassError.__module__}.UnknownPassError: unknown pass 'count_op'" in r.stderr  # the traceback
     r = CliRunner().invoke(cli, ["show", "count_op"])
     assert r.exit_code == 2 and r.exception is not None and isinstance(r.exception, SystemExit)
     # -p after the command, alone and added to one before it
@@ -235,7 +245,9 @@ def test_an_unexpected_error_hint_names_an_option_that_works(tmp_path, monkeypat
     assert r.exit_code == 3  # an internal error: not 1, which says a pass failed or outputs changed
     assert "error: unexpected RuntimeError: a bug in fxpasses\n(run with --traceback for details)" in r.output
     r = CliRunner().invoke(cli, ["run", "--no-save", "--traceback"])
-    assert isinstance(r.exception, RuntimeError) and str(r.exception) == "a bug in fxpasses"
+    assert r.exit_code == 3  # the same status with the traceback shown
+    assert "RuntimeError: a bug in fxpasses" in r.stderr and 'raise RuntimeError("a bug in fxpasses")' in r.stderr
+    assert r.stderr.rstrip().endswith("error: unexpected RuntimeError: a bug in fxpasses")  # no hint: it was followed
 
 
 @pytest.mark.parametrize("command", ["check", "run"])
