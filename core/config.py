@@ -504,6 +504,11 @@ def validate_options(
     if not isinstance(raw, Mapping):
         raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
     raw, problems = config_values(options_cls, raw, config_keys)
+    if options_cls.model_config.get("extra") != "forbid":
+        # an Options model that is a plain BaseModel ignores unknown keys: a misspelt option
+        # would be dropped without a word, so they are refused here as PassOptions refuses them
+        problems += _unknown_options(options_cls, raw)
+        raw = {k: v for k, v in raw.items() if k not in {p[0] for p in problems}}
     try:
         options = options_cls.model_validate(raw)
     except ValidationError as exc:
@@ -521,6 +526,24 @@ def validate_options(
     if problems:
         raise OptionsError(pass_name, problems, source=source)
     return options
+
+
+def _unknown_options(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+    """``(key, message, value)`` for each key of ``raw`` that names no field of ``options_cls``
+    (by name or alias), worded as :func:`validation_problems` words pydantic's
+    ``extra_forbidden``."""
+    fields = list(options_cls.model_fields)
+    known = set(fields) | {f.alias for f in options_cls.model_fields.values() if f.alias}
+    out = []
+    for key, value in raw.items():
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6)
+        msg = "unknown option" + (f"; did you mean {close[0]!r}?" if close else "")
+        if fields:
+            msg += f" (valid: {', '.join(fields)})"
+        out.append((str(key), msg, value))
+    return out
 
 
 def config_values(

@@ -502,3 +502,31 @@ def test_fxpasses_run_names_a_misspelt_tool_table_on_a_warning_line(tmp_path, mo
         f"warning: {tmp_path / 'pyproject.toml'} has a [tool.fxpass] table, which is not read: did you mean "
         "[tool.fxpasses]? (looking further up for [tool.fxpasses])"
     )
+
+
+def test_a_plain_basemodel_options_rejects_unknown_keys_too():
+    """An Options model that is a plain pydantic BaseModel (extra keys ignored) dropped a
+    misspelt option without a word: fxpasses refuses unknown keys for it as PassOptions does."""
+    from pydantic import BaseModel
+
+    class Plain(fxpasses.GraphPass):
+        """A pass whose options are a plain BaseModel."""
+
+        name = "plain_bm"
+
+        class Options(BaseModel):
+            threshold: int = 1
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = Registry(autoload=False)
+    reg.register(Plain)
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("plain_bm{threshhold=5}", registry=reg)
+    assert info.value.problems == [
+        ("threshhold", "unknown option; did you mean 'threshold'? (valid: threshold)", 5)
+    ]
+    with pytest.raises(OptionsError):
+        Pipeline([("plain_bm", {"threshold": 2, "other": 1})], registry=reg)
+    assert Pipeline.from_string("plain_bm{threshold=5}", registry=reg).plan().steps[0].options.threshold == 5
