@@ -511,5 +511,10 @@ def misspelled_op_name(name: str) -> list[str]:
     known = known_op_names()
     if name in known or name.rstrip("_") in known:
         return []
-    return difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.8)
+    # two neighbouring letters swapped ("reul" for "relu") reads as a typo at once, though
+    # difflib rates it below its cutoff for short names
+    swapped = [name[:i] + name[i + 1] + name[i] + name[i + 2:] for i in range(len(name) - 1)]
+    close = [w for w in dict.fromkeys(swapped) if w in known and w != name]
+    close += [w for w in difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.8) if w not in close]
+    return close[:3]
 

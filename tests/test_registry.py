@@ -715,6 +715,29 @@ def test_misspelled_op_name_in_on_warns_with_a_suggestion():
     assert "my_custom_op_xyz" not in str(w.message)  # unlike any known name: a custom op's
 
 
+def test_two_swapped_letters_in_an_on_name_are_a_misspelling():
+    """`@on("reul")` (for relu) was below difflib's cutoff and passed without a warning, the
+    hook never running."""
+    from fxpasses.ops import misspelled_op_name
+
+    assert misspelled_op_name("reul") == ["relu"]
+    assert misspelled_op_name("lienar")[0] == "linear"
+    assert misspelled_op_name("relu") == [] and misspelled_op_name("my_custom_op_xyz") == []
+
+    class Swapped(fxpasses.NodePass):
+        """Subscribes to relu with two letters swapped."""
+
+        name = "swapped_sub"
+
+        @fxpasses.on("reul")
+        def h(self, node, ctx):
+            return None
+
+    with pytest.warns(fxpasses.PassDefinitionWarning) as record:
+        Registry(autoload=False).register(Swapped)
+    assert "@on('reul') on h names no known op or family; did you mean 'relu'?" in str(record[0].message)
+
+
 def test_cli_prints_pass_definition_warnings_as_warning_lines(site):
     from click.testing import CliRunner
 
