@@ -421,6 +421,10 @@ def validate_pass_class(cls: Any) -> None:
             raise PassDefinitionError(
                 f"pass {name!r} ({where}): `{attr}` must be a tuple of pass names, got {value!r}"
             )
+        if name in value:  # a dependency cycle of one pass, or an order against itself
+            raise PassDefinitionError(
+                f"pass {name!r} ({where}): `{attr}` names the pass itself ({attr} = {tuple(value)!r})"
+            )
     preserves = cls.preserves
     if preserves != "all" and (isinstance(preserves, str) or not all(isinstance(v, str) for v in preserves)):
         raise PassDefinitionError(

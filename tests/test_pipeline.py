@@ -96,6 +96,17 @@ def test_cycle_is_reported_as_path(reg):
     assert "x declares after = y" in text
 
 
+@pytest.mark.parametrize("attr", ["requires", "after", "before"])
+def test_a_pass_naming_itself_in_requires_after_or_before_is_a_definition_error(attr):
+    """`requires = ("ps",)` on pass ps was accepted and planned as one step: a cycle of one."""
+    bad = make_pass("ps", **{attr: ("other", "ps")})
+    with pytest.raises(fxpasses.PassDefinitionError) as info:
+        Registry(autoload=False).register(bad)
+    assert str(info.value).endswith(f"`{attr}` names the pass itself ({attr} = ('other', 'ps'))")
+    with pytest.raises(fxpasses.PassDefinitionError):
+        Pipeline([bad])
+
+
 def test_duplicate_entries_allowed_and_kept(reg):
     assert names(Pipeline(["a", "b", "a"], registry=reg)) == ["a", "b", "a"]
 
