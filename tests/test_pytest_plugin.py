@@ -166,3 +166,31 @@ def test_fixture_takes_one_pass_as_pipeline_does(pytester):
     )
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=7)
+
+
+def test_assert_graph_equal_takes_code_written_by_hand_without_the_generators_frees():
+    """The generator's `;  x = None` suffixes follow from the graph: expected code written by
+    hand need not copy them; a real difference is still reported as a diff."""
+    import torch
+
+    from fxpasses.testing import assert_graph_equal
+
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            return (x + y).relu()
+
+    gm = torch.fx.symbolic_trace(M())
+    assert "add = x + y;  x = y = None" in gm.code
+    assert_graph_equal(
+        gm,
+        """
+        def forward(self, x, y):
+            add = x + y
+            relu = add.relu()
+            return relu
+        """.replace("\n        ", "\n"),
+    )
+    assert_graph_equal(gm, gm.code)  # the generator's own text, suffixes and all
+    with pytest.raises(AssertionError) as info:
+        assert_graph_equal(gm, "def forward(self, x, y):\n    add = x * y\n    relu = add.relu()\n    return relu\n")
+    assert "-    add = x * y\n+    add = x + y" in str(info.value)
