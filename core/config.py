@@ -501,6 +501,14 @@ def validate_options(
         return raw
     if raw is None:
         raw = {}
+    if isinstance(raw, BaseModel):  # another model's instance: another pass's Options, most likely
+        theirs = f"{type(raw).__module__}.{type(raw).__qualname__}"
+        ours = f"{options_cls.__module__}.{options_cls.__qualname__}"
+        raise OptionsError(
+            pass_name,
+            [("(options)", f"options are a {theirs}, not this pass's Options ({ours}): another pass's options?", raw)],
+            source=source,
+        )
     if not isinstance(raw, Mapping):
         raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
     raw, problems = config_values(options_cls, raw, config_keys)

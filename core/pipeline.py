@@ -139,9 +139,9 @@ def _as_entries(passes: Any) -> list[EntryLike]:
     if (
         isinstance(passes, tuple)
         and len(passes) == 2
-        and isinstance(passes[0], (str, type))
+        and isinstance(passes[0], (str, type, Pass))
         and isinstance(passes[1], (Mapping, BaseModel))
-    ):  # one (name or class, options) pair
+    ):  # one (name or class, options) pair (an instance's: refused by _entry, with the way to write it)
         return [passes]
     if isinstance(passes, (list, tuple)):
         return list(passes)
@@ -252,6 +252,14 @@ class Pipeline:
             where = f"{self.source}: {e.source}" if self.source != "pipeline string" else e.source
             verify, on_error = e.verify, e.on_error
             e = (e.name, e.options)
+        if isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], Pass):
+            cls_name = type(e[0]).__name__
+            raise ConfigError(
+                f"bad pipeline entry ({cls_name} instance, {_short_repr(e[1])}): an instance carries its own "
+                f"options; give the class with the options, ({cls_name}, {{...}}), or the options to the "
+                f"instance, {cls_name}({cls_name}.Options(...))",
+                source=where,
+            )
         if isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], type):
             validate_pass_class(e[0])  # (PassClass, options): a pass not registered anywhere
             cls, raw, name = e[0], e[1], e[0].name

@@ -753,3 +753,32 @@ def test_capture_of_a_bare_tensor_says_to_wrap_it_in_a_list(dialect):
         "example_inputs must be a list or tuple of the module's positional inputs, got Tensor "
         "(wrap a single input in a list: [x])"
     )
+
+
+class _OtherOptions(fxpasses.PassOptions):
+    factor: int = 2
+
+
+def test_a_pass_instance_given_options_beside_it_says_how_to_write_it():
+    """`Pipeline((MyPass(), {...}))` was read as two entries ("entry 2: bad pipeline entry
+    {...}: name: Field required"); it is one entry, refused with the two ways to write it."""
+    p = make_pass("inst", options=_OtherOptions)
+    expected = (
+        "bad pipeline entry (Inst instance, {'factor': 3}): an instance carries its own options; give the class with "
+        "the options, (Inst, {...}), or the options to the instance, Inst(Inst.Options(...))"
+    )
+    for given, entry in (((p(), {"factor": 3}), 1), ([p(), (p(), {"factor": 3})], 2)):
+        with pytest.raises(ConfigError) as info:
+            Pipeline(given, registry=Registry(autoload=False))
+        assert str(info.value) == f"pipeline, entry {entry}: {expected}"
+    assert Pipeline((p, {"factor": 3}), registry=Registry(autoload=False)).plan().steps[0].options.factor == 3
+
+
+def test_a_pass_instance_holding_another_pass_options_is_named():
+    p = make_pass("inst", options=_OtherOptions)
+    with pytest.raises(OptionsError) as info:
+        Pipeline(p(CSEOptions()), registry=Registry(autoload=False))
+    assert info.value.problems[0][:2] == (
+        "(options)",
+        f"options are a {__name__}.CSEOptions, not this pass's Options ({__name__}._OtherOptions): another pass's options?",
+    )
