@@ -322,6 +322,14 @@ class NodeHasUsersError(FxPassesError):
         )
 
 
+#: why a node names no user source line
+NO_STACK_TRACE = (
+    "the node has no recorded stack trace: torch.fx.symbolic_trace records none unless its Tracer "
+    "sets record_stack_traces = True, as fxpasses.capture.capture does; torch.export and TorchDynamo "
+    "record them; a node a pass made without its context has none"
+)
+
+
 class PassFailedError(FxPassesError):
     """A pass raised, or broke the graph. The graph was rolled back when ``rolled_back``.
 
@@ -358,6 +366,8 @@ class PassFailedError(FxPassesError):
             )
         if self.source_line:
             lines.append("  user code: " + self.source_line.replace("\n", "\n  "))
+        elif node is not None:
+            lines.append(f"  user code: unknown ({NO_STACK_TRACE})")
         if self.rolled_back:
             lines.append(f"  the graph was restored to its state before {self.pass_name!r}")
         lines.extend(f"  note: {n}" for n in self.notes)

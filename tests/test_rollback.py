@@ -131,6 +131,23 @@ def test_error_names_node_and_user_source_line(exported):
     assert "restored to its state before 'wrecker'" in text
 
 
+def test_error_on_a_plain_symbolic_trace_graph_says_why_no_source_line(exported):
+    """torch.fx.symbolic_trace records no stack traces by default: the error says so, and how
+    to get them, instead of leaving the line out."""
+    from fxpasses.errors import NO_STACK_TRACE
+
+    model, x = exported
+    gm = torch.fx.symbolic_trace(model)
+    reg = Registry(autoload=False)
+    reg.register(Wrecker)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([("wrecker", {"fail_at": 0})], registry=reg).run(gm, [x])
+    assert info.value.source_line is None
+    lines = str(info.value).splitlines()
+    assert lines[2] == f"  user code: unknown ({NO_STACK_TRACE})"
+    assert "record_stack_traces = True" in NO_STACK_TRACE
+
+
 class SubmoduleThief(fxpasses.GraphPass):
     """Deletes a submodule, adds a buffer and changes a parameter, then fails lint."""
 
