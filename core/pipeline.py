@@ -119,6 +119,39 @@ EntryLike = Any  # str | (str, dict) | PassEntryConfig | Pass subclass | Pass in
 _STRING_SYNTAX = frozenset(",{}[]= \t\n")
 
 
+def _tensor_versions(example_inputs: Sequence[Any] | None, example_kwargs: Mapping[str, Any] | None) -> list[tuple[str, Any, int]]:
+    """``(label, tensor, version counter)`` of each tensor among the example inputs, to tell
+    afterwards whether a pass wrote one in place (``input[3]``, ``kwargs['mask']``)."""
+    if example_inputs is None and not example_kwargs:
+        return []
+    from torch.utils._pytree import keystr, tree_flatten_with_path
+
+    leaves, _ = tree_flatten_with_path((list(example_inputs or ()), dict(example_kwargs or {})))
+    out = []
+    for path, value in leaves:
+        if isinstance(value, torch.Tensor):
+            try:
+                version = value._version
+            except Exception:  # noqa: BLE001 - inference tensors keep no version counter
+                continue
+            label = ("input" if path[0].idx == 0 else "kwargs") + keystr(path[1:])
+            out.append((label, value, version))
+    return out
+
+
+def _written(versions: list[tuple[str, Any, int]]) -> str | None:
+    """What a pass wrote in place of the example inputs recorded by :func:`_tensor_versions`
+    (their version counters moved), as the end of a sentence; None when nothing."""
+    wrote = [label for label, t, v in versions if t._version != v]
+    if not wrote:
+        return None
+    return (
+        f"wrote the example input(s) {', '.join(wrote)} in place, which no rollback undoes: they are the "
+        "caller's tensors (for a TorchDynamo graph, the model's parameters and buffers too); a pass must "
+        "copy an input before changing it"
+    )
+
+
 def _as_entries(passes: Any) -> list[EntryLike]:
     """``Pipeline``'s ``passes`` as a list of entries: one pass (a class, an instance, a name,
     a table or a parsed entry) is a one-element pipeline.
@@ -624,6 +657,7 @@ class Pipeline:
                 else:
                     snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
                 clean_before, names_before = clean, names_kept
+                input_versions = _tensor_versions(example_inputs, example_kwargs)
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
                 stage = "the pass"  # what was running when an exception came (for its message)
@@ -653,6 +687,9 @@ class Pipeline:
                         # nothing runs before a restore, which works that out itself.
                         snap.pass_done()
                     stage = "checking what the pass changed"
+                    wrote = _written(input_versions)
+                    if wrote:
+                        raise VerificationError(f"the pass {wrote}")
                     if not _is_truth_value(hint):  # e.g. "no", [1], an array, a tensor
                         raise VerificationError(
                             f"the pass returned {type(hint).__name__} {_short_repr(hint)}, not True "
@@ -736,6 +773,9 @@ class Pipeline:
                         raise
                     failure = self._failure(step.name, exc, snap, on_error, stage)
                     _new_epoch(gm, epoch_graphs)
+                    wrote = _written(input_versions) if stage == "the pass" else None
+                    if wrote:  # (checked after a pass that returned: its failure says it)
+                        failure.notes.append(f"before it failed, the pass {wrote}")
                     if failure.rolled_back and type(snap) is Journal and not _is_builtin(step.cls):
                         # a journal undoes what it recorded: what the pass promised is all it did
                         failure.notes.append(

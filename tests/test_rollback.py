@@ -1457,3 +1457,50 @@ def test_example_input_copies_keep_the_mapping_types():
     out = copy_inputs(dd, LayoutCopies())
     assert type(out) is collections.defaultdict and out.default_factory is list and torch.equal(out["a"], dd["a"])
 
+
+
+class _WriteInputs(fxpasses.GraphPass):
+    """Writes the example inputs that are parameters in place, then fails or returns."""
+
+    name = "write_inputs"
+
+    class Options(fxpasses.PassOptions):
+        fail: bool = True
+
+    def run(self, gm, ctx):
+        with torch.no_grad():
+            for t in ctx.example_inputs:
+                if isinstance(t, torch.nn.Parameter):
+                    t.mul_(0)
+        if self.options.fail:
+            raise RuntimeError("after writing")
+        return False
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_pass_writing_the_example_inputs_in_place_is_named(fail):
+    """Under TorchDynamo the model's parameters are graph inputs: a pass writing them in place
+    changed the user's model and the error said only that the graph was restored. The write
+    is detected (version counters) and named, whether the pass then failed or returned."""
+    import fxpasses.capture
+
+    model = torch.nn.Linear(4, 4)
+    cap = fxpasses.capture.capture(model, [torch.randn(2, 4)], "dynamo")
+    params = [i for i, t in enumerate(cap.inputs) if isinstance(t, torch.nn.Parameter)]
+    assert params
+    code = cap.gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([(_WriteInputs, {"fail": fail})]).run(cap.gm, cap.inputs)
+    wrote = (
+        f"wrote the example input(s) {', '.join(f'input[{i}]' for i in params)} in place, which no rollback undoes: "
+        "they are the caller's tensors (for a TorchDynamo graph, the model's parameters and buffers too); a pass "
+        "must copy an input before changing it"
+    )
+    text = str(info.value)
+    if fail:
+        assert f"note: before it failed, the pass {wrote}" in text
+    else:
+        assert text.startswith(f"pass 'write_inputs' failed: verification failed: the pass {wrote}")
+    assert info.value.rolled_back and cap.gm.code == code
+    # a pass that reads them only is not blamed
+    Pipeline(["eliminate_dead_code", ("propagate_shapes", {"mode": "real"})]).run(cap.gm, cap.inputs)
