@@ -85,7 +85,6 @@ def test_cli_schema_is_json():
 
 def _plugin_with_options(options_cls, name):
     """A plugin object registering one graph pass ``name`` with ``options_cls``."""
-    ns: dict = {}
 
     class Opaque(fxpasses.GraphPass):
         """A pass whose options have a type JSON Schema cannot describe."""
@@ -102,8 +101,7 @@ def _plugin_with_options(options_cls, name):
         def fxpasses_register_passes(self, register):
             register(Opaque)
 
-    ns["plugin"] = Plugin()
-    return ns["plugin"]
+    return Plugin()
 
 
 def test_an_option_type_without_json_schema_leaves_that_field_open_and_warns():
