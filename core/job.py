@@ -917,7 +917,8 @@ def _global_definitions(code_globals: dict[str, Any]) -> list[str]:
         module = getattr(value, "__module__", None)
         qualname = getattr(value, "__qualname__", None)
         found: Any = None
-        if isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname:
+        # (__main__ is another module in the process that loads the file)
+        if isinstance(module, str) and module != "__main__" and isinstance(qualname, str) and "<" not in qualname:
             try:
                 found = importlib.import_module(module)
                 for part in qualname.split("."):

@@ -571,6 +571,28 @@ def test_a_graph_calling_an_object_that_cannot_be_imported_is_not_saved_as_code(
     assert message.startswith("cannot save the optimized graph as Python code: it calls <function ")
     assert "which cannot be imported by name (define it at the top level of an importable module)" in message
     assert not (tmp_path / "out" / "module").exists()
+    # a function of the running script (__main__) is no name another process can import
+    from fxpasses.job import _global_definitions
+
+    def main_function(v):
+        return v
+
+    main_function.__module__ = "__main__"
+    main_function.__qualname__ = "main_function"
+    import __main__
+
+    monkey = getattr(__main__, "main_function", None)
+    __main__.main_function = main_function
+    try:
+        with pytest.raises(UserError, match="cannot be imported by name"):
+            _global_definitions({"main_function": main_function})
+    finally:
+        if monkey is None:
+            del __main__.main_function
+    assert _global_definitions({"torch": torch, "_torch_Tensor_": "torch.Tensor"}) == [
+        "import torch",
+        "_torch_Tensor_ = torch.Tensor",
+    ]
 
 
 def load_config_file_from_text(tmp_path, text):
