@@ -96,9 +96,10 @@ class FuseConvBN(NodePass):
 
     Left unchanged, with the reason in the run report (``ctx.skip``): BN in training mode or
     without running statistics (``track_running_stats=False``), a conv output with other users
-    (the unnormalised value is still needed), a BN module or BN parameters/statistics shared
-    by several call sites (issue 2: each site would get its own frozen copy of the shared
-    statistics), transposed convolutions, conv weights or BN parameters/statistics that are
+    (the unnormalised value is still needed), a BN module called at several sites (issue 5,
+    case 9; in a functional graph: batch norms reading the very same weight, bias and
+    statistics; BNs that merely share a tensor, such as a tied weight, are separate and fuse),
+    transposed convolutions, conv weights or BN parameters/statistics that are
     not constants (graph inputs such as TorchDynamo's parameters, or values computed in the
     graph; torch-level graphs fold them in graph code with ``fold_in_graph=true``), and batch
     norms whose saved mean/invstd outputs are used.
@@ -359,7 +360,7 @@ class FuseConvBN(NodePass):
             return None
         if any(u.target is not operator.getitem or u.args[1] != 0 for u in getitems):
             return ctx.skip(node, "the saved mean/invstd outputs of the batch norm are used")
-        shared = _shared_with(node, [bn["running_mean"], bn["running_var"]], ctx)
+        shared = _shared_with(node, bn, ctx)
         if shared is not None:
             return ctx.skip(node, f"BatchNorm statistics are shared with batch norm %{shared.name}")
         if conv_name is None:
@@ -727,16 +728,35 @@ def _bind_bn(node: Node) -> dict[str, Any] | None:
     return out
 
 
-def _shared_with(bn_node: Node, stats: list[Any], ctx: PassContext) -> Node | None:
-    """Another batch norm that reads the same running statistics, if any."""
-    for v in stats:
-        if not isinstance(v, Node):
-            continue
-        twins = ctx.graph.find_nodes(op="get_attr", target=v.target) if v.op == "get_attr" else [v]
-        for twin in twins:
-            for user in twin.users:
-                if user is not bn_node and user.op == "call_function" and callable_op_name(user.target) in _BN_FAMILY:
-                    return user
+#: what makes a batch norm the one it is: two calls reading all of these from the same places
+#: are one BN module called twice (as torch.export and TorchDynamo record it)
+_BN_STATE = ("weight", "bias", "running_mean", "running_var")
+
+
+def _state_source(v: Any) -> Any:
+    """Where a batch norm argument comes from: the attribute a ``get_attr`` node reads (two
+    ``get_attr`` nodes of one target read one tensor), else the value itself."""
+    return ("get_attr", v.target) if isinstance(v, Node) and v.op == "get_attr" else v
+
+
+def _shared_with(bn_node: Node, bn: dict[str, Any], ctx: PassContext) -> Node | None:
+    """Another batch norm that is the same BN as ``bn_node`` (its arguments ``bn``): one
+    reading the very same weight, bias and running statistics, i.e. a BN module called at two
+    sites, which is left alone as the module path leaves a module with several sites. Batch
+    norms that share only some tensors (a tied weight, one running mean) are separate BNs, as
+    two BN modules sharing tensors are: each fold only reads them, into new tensors."""
+    mean = bn["running_mean"]
+    if not isinstance(mean, Node):
+        return None
+    key = tuple(_state_source(bn[k]) for k in _BN_STATE)
+    twins = ctx.graph.find_nodes(op="get_attr", target=mean.target) if mean.op == "get_attr" else [mean]
+    for twin in twins:
+        for user in twin.users:
+            if user is bn_node or user.op != "call_function" or callable_op_name(user.target) not in _BN_FAMILY:
+                continue
+            other = _bind_bn(user)
+            if other is not None and tuple(_state_source(other[k]) for k in _BN_STATE) == key:
+                return user
     return None
 
 

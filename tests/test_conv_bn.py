@@ -311,6 +311,44 @@ def test_case9_bn_shared_by_two_convs_is_left_alone(dialect):
     assert normalized_code(gm) == code
 
 
+class TiedBNs(nn.Module):
+    """Two BN modules that share a weight and a running mean (tied tensors), each after its
+    own conv: two separate BNs, unlike SharedBN's one BN called twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(2, 3, 3, padding=1), nn.Conv2d(2, 3, 3, padding=1)
+        self.bn1, self.bn2 = nn.BatchNorm2d(3), nn.BatchNorm2d(3)
+        randomize_bn(self.bn1)
+        randomize_bn(self.bn2)
+        self.bn2.weight = self.bn1.weight
+        self.bn2.running_mean = self.bn1.running_mean
+
+    def forward(self, x):
+        return self.bn1(self.conv1(x)) + self.bn2(self.conv2(x))
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_bns_that_share_some_tensors_fuse_in_every_dialect(dialect):
+    """symbolic_trace fused both pairs (two modules), torch.export and TorchDynamo skipped both
+    ("statistics are shared"): a functional batch norm is left alone only when it reads the
+    very same weight, bias and statistics as another (one BN module called twice, case 9)."""
+    model = TiedBNs().eval()
+    x = torch.randn(2, 2, 5, 5)
+    results = assert_preserves_outputs(
+        "fuse_conv_bn{fold_in_graph=true}", model, [x], dialects=[dialect], check_inputs=[[torch.randn(2, 2, 5, 5) * 3]]
+    )
+    gm, report = results[dialect]
+    assert report["fuse_conv_bn"].counters == {"fused": 2}, report["fuse_conv_bn"].skipped
+    left = [
+        n.name
+        for n in gm.graph.nodes
+        if (n.op == "call_function" and "batch_norm" in str(n.target))
+        or (n.op == "call_module" and isinstance(gm.get_submodule(n.target), nn.modules.batchnorm._BatchNorm))
+    ]
+    assert left == []
+
+
 # ------------------------------------------------------------------ issue 5, case 10
 
 
