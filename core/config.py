@@ -332,13 +332,7 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
         for said in ("a valid dictionary or instance of PassEntryConfig", "instance of PassEntryConfig"):
             msg = msg.replace(said, "a table (name, options, verify, on_error)")
         if err["type"] == "extra_forbidden" and model is not None:
-            fields = it.parent_fields
-            close = difflib.get_close_matches(str(it.loc[-1]), fields, n=1, cutoff=0.6) if it.loc else []
-            msg = "unknown option"
-            if close:
-                msg += f"; did you mean {close[0]!r}?"
-            if fields:
-                msg += f" (valid: {', '.join(fields)})"
+            msg = _unknown_option_message(it.loc[-1] if it.loc else None, it.parent_fields)
         problems.append((loc, msg, it.input))
     return problems
 
@@ -542,16 +536,14 @@ def _unknown_options(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> li
     ``extra_forbidden``."""
     fields = list(options_cls.model_fields)
     known = set(fields) | {f.alias for f in options_cls.model_fields.values() if f.alias}
-    out = []
-    for key, value in raw.items():
-        if key in known:
-            continue
-        close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6)
-        msg = "unknown option" + (f"; did you mean {close[0]!r}?" if close else "")
-        if fields:
-            msg += f" (valid: {', '.join(fields)})"
-        out.append((str(key), msg, value))
-    return out
+    return [(str(k), _unknown_option_message(k, fields), v) for k, v in raw.items() if k not in known]
+
+
+def _unknown_option_message(key: Any, fields: list[str]) -> str:
+    """``unknown option; did you mean 'x'? (valid: ...)`` for an option ``key`` no field has."""
+    close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6) if key is not None else []
+    msg = "unknown option" + (f"; did you mean {close[0]!r}?" if close else "")
+    return msg + (f" (valid: {', '.join(fields)})" if fields else "")
 
 
 def config_values(
