@@ -248,6 +248,13 @@ def discover() -> list[PluginRecord]:
     return records
 
 
+def _taken_by(owners: Sequence[Any], what: str) -> str:
+    """``the name is taken by the [built-in ]<what> of <sources>`` (``owners``: PassInfo or
+    PresetInfo records holding the name; "built-in" when all are the built-in plugin's)."""
+    builtin = all(_norm(o.distribution) == BUILTIN_DISTRIBUTION for o in owners)
+    return f"the name is taken by the {'built-in ' if builtin else ''}{what} of {', '.join(o.source for o in owners)}"
+
+
 def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
@@ -741,8 +748,7 @@ class Registry:
             info = PresetInfo(name, pipeline, str(description), rec.distribution, rec.version)
             existing = self._presets.get(name)
             if existing is not None and existing != info:
-                builtin = _norm(existing.distribution) == BUILTIN_DISTRIBUTION
-                why = f"the name is taken by the {'built-in ' if builtin else ''}preset of {existing.source}"
+                why = _taken_by([existing], "preset")
                 if self._reject(rec, "preset", name, why):  # in list's rejected table, as a clash of passes
                     self._problem(rec.error_for(f"preset {name!r} is already registered by {existing.source}; skipped"))
                 return
@@ -826,12 +832,7 @@ class Registry:
             other = "pass" if len(owners) <= 1 else "passes"
         if not owners:
             return None
-        builtin = all(_norm(o.distribution) == BUILTIN_DISTRIBUTION for o in owners)
-        return (
-            f"the name is taken by the {'built-in ' if builtin else ''}{other} of "
-            f"{', '.join(o.source for o in owners)} (pass and preset names share one namespace; "
-            f"rename the plugin's {kind})"
-        )
+        return f"{_taken_by(owners, other)} (pass and preset names share one namespace; rename the plugin's {kind})"
 
     @staticmethod
     def _check_hookimpl_defaults(obj: Any) -> None:
@@ -925,7 +926,7 @@ class Registry:
         ):
             # a built-in name is never taken over silently: the plugin's pass is skipped
             why = (
-                f"the name is taken by the built-in pass of {existing.source} (choose the plugin's with "
+                f"{_taken_by([existing], 'pass')} (choose the plugin's with "
                 f'`prefer = {{{name} = "{distribution}"}}` in the [plugins] config section)'
             )
             self._reject(rec, "pass", name, why)
