@@ -63,18 +63,12 @@ class _State:
             disable += plugins_cfg.disable
             strict = strict or plugins_cfg.strict
             prefer = dict(plugins_cfg.prefer)
-        with warnings.catch_warnings(record=True) as caught:
+        with _warning_lines(PassDefinitionWarning):  # printed after the plugin problems
             warnings.simplefilter("ignore", PluginWarning)  # printed below, once, as warning: lines
-            warnings.simplefilter("always", PassDefinitionWarning)
             reg = Registry(enable=enable, disable=disable, strict=strict, prefer=prefer)
-        _end_startup()
-        for problem in reg.problems:
-            click.echo(f"warning: {problem}", err=True)
-        for w in caught:
-            if isinstance(w.message, PassDefinitionWarning):
-                click.echo(f"warning: {w.message}", err=True)
-            else:  # not ours to reformat: let it through as Python would show it
-                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            _end_startup()
+            for problem in reg.problems:
+                click.echo(f"warning: {problem}", err=True)
         return reg
 
     def plugins_table(self, plugins_cfg: Any = None) -> dict[str, Any] | None:
