@@ -903,7 +903,8 @@ def _global_definitions(code_globals: dict[str, Any]) -> list[str]:
             anything is written.
     """
     lines: list[str] = []
-    imports: dict[str, str] = {}
+    imports: dict[str, str] = {}  # import lines, each once
+    aliases: dict[str, str] = {}  # module -> the name it is imported as
     for name, value in sorted(code_globals.items()):
         if name in _TO_FOLDER_NAMES:
             continue
@@ -931,9 +932,10 @@ def _global_definitions(code_globals: dict[str, Any]) -> list[str]:
                 "generated code), which cannot be imported by name (define it at the top level of an importable "
                 "module), or capture with torch.export (capture = \"export\"), whose saved program needs no code"
             )
-        alias = f"_fxpasses_import_{len(imports)}"
-        imports.setdefault(f"{module}:", f"import {module} as {alias}")
-        alias = imports[f"{module}:"].rsplit(" ", 1)[1]
+        alias = aliases.get(module)
+        if alias is None:
+            alias = aliases[module] = f"_fxpasses_import_{len(aliases)}"
+            imports[f"{module}:"] = f"import {module} as {alias}"
         lines.append(f"{name} = {alias}.{qualname}")
     return [*imports.values(), *lines]
 
