@@ -681,6 +681,42 @@ def test_the_weight_of_a_called_module_is_not_freed():
     assert gm(torch.ones(4)).tolist() == [9.0, 9.0, 9.0, 9.0]
 
 
+def test_a_weight_below_a_called_module_is_not_freed():
+    # sub is called; its child holds the weight that (sub.0.weight * 2).sum() reads: the
+    # weight stays, so the result is kept only with budget for it, and nothing is freed
+    root = nn.Module()
+    root.sub = nn.Sequential(nn.Linear(4, 4, bias=False))
+    with torch.no_grad():
+        root.sub[0].weight.copy_(torch.eye(4))
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    total = g.call_method("sum", (g.call_function(torch.mul, (g.get_attr("sub.0.weight"), 2)),))
+    g.output(g.call_function(torch.add, (g.call_module("sub", (x,)), total)))
+    gm = torch.fx.GraphModule(root, g)
+    report = fold(gm, text=f"{FOLD}{{fold_parameters=true,max_growth_bytes=4}}")
+    assert report.counters["folded"] == 1 and report.counters["bytes_added"] == 4
+    assert "bytes_freed" not in report.counters and "sub.0.weight" in dict(gm.named_parameters())
+    assert gm(torch.ones(4)).tolist() == [9.0, 9.0, 9.0, 9.0]
+
+
+def test_a_storage_a_module_outside_the_tree_holds_is_not_freed():
+    # the called module is found through a class attribute, not _modules: named_modules()
+    # never reaches it, yet its weight views the storage of b, which therefore stays
+    gm = _doubled_buffer_graph(_root_with_b())
+    hidden = nn.Linear(4, 1, bias=False)
+    hidden.weight = nn.Parameter(gm.b.view(1, 4), requires_grad=False)
+    type(gm).hidden = hidden  # GraphModule makes a class per instance
+    out = gm.graph.output_node()
+    with gm.graph.inserting_before(out):
+        out.args = (gm.graph.call_module("hidden", out.args),)
+    gm.recompile()
+    assert "hidden" not in dict(gm.named_modules())
+    report = fold(gm)
+    assert report.counters["skipped_size"] == 1 and "folded" not in report.counters
+    assert "b" in dict(gm.named_buffers())
+    assert gm(torch.ones(4)).tolist() == [34.0]  # sum(b * (1 + 2 b)), b = 0, 1, 2, 3
+
+
 @pytest.mark.parametrize("second_name", [False, True])
 def test_an_empty_buffer_is_keyed_by_identity(second_name):
     # an empty tensor has no storage address: it is tracked by identity instead
