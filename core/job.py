@@ -73,6 +73,7 @@ __all__ = [
     "make_example_inputs",
     "load_model_inputs",
     "load_model_example_inputs",
+    "load_folder",
     "default_config",
     "DEFAULT_PRESET",
 ]
@@ -961,9 +962,24 @@ def _define_globals(module_py: Path, definitions: list[str]) -> None:
     module_py.write_text(head + "\n" + "\n".join(lines) + "\n" + sep + tail)
 
 
-def load_folder(folder: Path) -> torch.nn.Module:
-    """The module saved by :func:`_save` in ``folder`` (``module.py`` + tensors), imported
-    from its file under a private name and instantiated."""
+def load_folder(folder: str | os.PathLike[str]) -> torch.nn.Module:
+    """The optimized module ``fxpasses run`` saved for a ``symbolic_trace`` or ``dynamo``
+    capture: ``folder`` is the ``module`` directory of the run's output (``module.py`` with
+    the class ``OptimizedModule``, its tensors beside it). The file is imported under a
+    private name (nothing is added to ``sys.path``) and the class instantiated; the module
+    takes the inputs the captured graph took (for ``dynamo``, the tensors of ``inputs.pt``
+    next to ``module``: ``m(*torch.load(out / "inputs.pt"))``).
+
+    Raises:
+        UserError: ``folder`` holds no ``module.py`` (naming the path).
+    """
+    folder = Path(folder)
+    if not (folder / "module.py").is_file():
+        raise UserError(
+            f"{folder} holds no module.py: give the 'module' folder of an `fxpasses run` output "
+            "(written for the symbolic_trace and dynamo captures; an export capture saves model.pt2, "
+            "read with torch.export.load(path).module())"
+        )
     spec = importlib.util.spec_from_file_location(f"_fxpasses_saved_{abs(hash(str(folder)))}", folder / "module.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

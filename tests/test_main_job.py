@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from fxpasses.cli import cli
 from fxpasses.config import load_config_file
-from fxpasses.job import load_factory, make_inputs
+from fxpasses.errors import UserError
+from fxpasses.job import load_factory, load_folder, make_inputs
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -128,7 +129,17 @@ def test_dynamo_capture_saves_module_and_its_inputs(tmp_path):
     )
     inputs = torch.load(out / "inputs.pt", weights_only=True)
     assert any(t.ndim == 2 and t.shape[0] != 4 for t in inputs)  # the weights came along
-    assert isinstance(import_saved(out, "saved_dyn")(*inputs), (tuple, list))
+    result = import_saved(out, "saved_dyn")(*inputs)
+    assert isinstance(result, (tuple, list))
+    # the documented loader, from a str path, gives the same module
+    loaded = load_folder(str(out / "module"))
+    assert type(loaded).__name__ == "OptimizedModule"
+    torch.testing.assert_close(loaded(*inputs), result, atol=0, rtol=0)
+
+
+def test_load_folder_names_a_folder_without_a_saved_module(tmp_path):
+    with pytest.raises(UserError, match=r"out holds no module\.py: give the 'module' folder.*model\.pt2"):
+        load_folder(tmp_path / "out")
 
 
 def test_stateful_and_random_models_compare_like_for_like(tmp_path):
