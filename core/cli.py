@@ -686,6 +686,8 @@ def run_cmd(
         f"latency: {result.latency_before_ms:.3f} ms -> {result.latency_after_ms:.3f} ms "
         f"(best of {repeat}; {speedup:.2f}x)"
     )
+    if result.latency_note:
+        click.echo(f"note: {result.latency_note}")
     for path in result.saved:
         click.echo(f"saved: {path}")
     if not result.saved and not no_save and output is None and (cfg is None or cfg.output is None):

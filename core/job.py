@@ -112,6 +112,8 @@ class JobResult:
         captured: False when the model was not captured but used as saved (a ``graph``, a
             ``program``, or a factory's exported module).
         pipeline: what ran: ``preset NAME`` or the pipeline string of the config.
+        latency_note: "" or why the latency figures may not be the model's
+            (:func:`latency_note`).
     """
 
     report: RunReport
@@ -123,6 +125,7 @@ class JobResult:
     captured: bool = True
     model_name: str = ""
     pipeline: str = ""
+    latency_note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +135,7 @@ class JobResult:
             "max_abs_error": self.max_abs_error,
             "latency_before_ms": self.latency_before_ms,
             "latency_after_ms": self.latency_after_ms,
+            "latency_note": self.latency_note,
             "capture_seconds": self.capture_seconds,
             "captured": self.captured,
             "saved": [str(p) for p in self.saved],
@@ -591,6 +595,28 @@ def _latency_ms(fn: Callable[[], Any], repeat: int, warmup: int = 5) -> float:
     return min(times) * 1000.0
 
 
+#: a change of latency beyond this factor either way gets :func:`latency_note` (rewrites of a
+#: graph's ops seldom move a CPU model's latency that far; a core busy with another process
+#: does: the fastest of 20 calls of a 0.3 ms model was seen at 32 ms with two intra-op threads)
+LATENCY_NOTE_FACTOR = 5.0
+
+
+def latency_note(before_ms: float, after_ms: float, threads: int) -> str:
+    """Why latencies measured ``before_ms`` and ``after_ms`` (in ms) with ``threads``
+    intra-op threads (``torch.get_num_threads()``) may not be the model's, or "": when they
+    differ by more than :data:`LATENCY_NOTE_FACTOR` either way and torch used more than one
+    thread (with one thread, a slow call is the model's own or a pass's doing)."""
+    if threads <= 1 or before_ms <= 0 or after_ms <= 0:
+        return ""
+    factor = max(before_ms, after_ms) / min(before_ms, after_ms)
+    if factor <= LATENCY_NOTE_FACTOR:
+        return ""
+    return (
+        f"latency changed {factor:.0f}-fold; with other processes on the cores, torch's {threads} intra-op "
+        "threads can make every timed call slow: time it again with OMP_NUM_THREADS=1"
+    )
+
+
 def with_default_preset(cfg: Config) -> Config:
     """``cfg``, or, when it names no pipeline or preset, a copy naming the preset ``fxpasses
     run`` (and ``fxpasses bisect``) use then: ``training`` for a model with ``train = true``,
@@ -708,6 +734,7 @@ def run_job(
         max_abs_error=cmp.max_abs,
         latency_before_ms=before_ms,
         latency_after_ms=after_ms,
+        latency_note=latency_note(before_ms, after_ms, torch.get_num_threads()),
         capture_seconds=model_in.seconds,
         captured=not model_in.loaded,
         model_name=model_in.name,

@@ -238,6 +238,37 @@ def test_latency_is_the_fastest_timed_call_not_the_median():
     assert ms < 15.0  # the median would be about 30 ms
 
 
+def test_latency_note_only_for_a_change_beyond_five_fold_with_several_threads():
+    from fxpasses.job import latency_note
+
+    note = latency_note(0.344, 31.913, 2)
+    assert note == (
+        "latency changed 93-fold; with other processes on the cores, torch's 2 intra-op threads can make "
+        "every timed call slow: time it again with OMP_NUM_THREADS=1"
+    )
+    assert latency_note(31.913, 0.344, 2).startswith("latency changed 93-fold")  # either way
+    assert latency_note(1.0, 5.0, 2) == "" and latency_note(5.0, 1.0, 8) == ""  # at most 5x
+    assert latency_note(0.344, 31.913, 1) == ""  # one thread: the model's own time
+    assert latency_note(0.0, 3.0, 2) == ""
+
+
+def test_run_prints_the_latency_note_and_puts_it_in_the_json(tmp_path, monkeypatch):
+    import fxpasses.job as job
+
+    times = iter([0.3, 30.0])
+    monkeypatch.setattr(job, "_latency_ms", lambda fn, repeat, warmup=5: next(times))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    monkeypatch.chdir(tmp_path)
+    r = run_cli("run", "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    assert "latency: 0.300 ms -> 30.000 ms (best of 1; 0.01x)\nnote: latency changed 100-fold; with other " in r.output
+    report = json.loads((tmp_path / "fxpasses-out/example/report.json").read_text())
+    assert report["latency_note"].startswith("latency changed 100-fold") and "OMP_NUM_THREADS=1" in report["latency_note"]
+    times = iter([0.3, 0.31])
+    r = run_cli("run", "--repeat", "1", "--no-save")
+    assert r.exit_code == 0 and "note:" not in r.output
+
+
 # ------------------------------------------------------------------ saved exported programs
 
 SMALL_CNN = """
