@@ -64,7 +64,16 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import ConfigError, ConfigWarning, OptionsError, PassDefinitionError, is_yaml_source, value_hint
+from .errors import (
+    ConfigError,
+    ConfigWarning,
+    OptionsError,
+    PassDefinitionError,
+    close_names,
+    did_you_mean,
+    is_yaml_source,
+    value_hint,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -541,8 +550,8 @@ def _unknown_options(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> li
 
 def _unknown_option_message(key: Any, fields: list[str]) -> str:
     """``unknown option; did you mean 'x'? (valid: ...)`` for an option ``key`` no field has."""
-    close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6) if key is not None else []
-    msg = "unknown option" + (f"; did you mean {close[0]!r}?" if close else "")
+    close = close_names(str(key), fields, n=1) if key is not None else []  # case ignored: MAX_NUMEL
+    msg = "unknown option" + did_you_mean(close)
     return msg + (f" (valid: {', '.join(fields)})" if fields else "")
 
 

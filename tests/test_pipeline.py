@@ -782,3 +782,20 @@ def test_a_pass_instance_holding_another_pass_options_is_named():
         "(options)",
         f"options are a {__name__}.CSEOptions, not this pass's Options ({__name__}._OtherOptions): another pass's options?",
     )
+
+
+@pytest.mark.parametrize(
+    "text, suggestion",
+    [
+        ("fold_constants{MAX_NUMEL=3}", "did you mean 'max_numel'?"),  # case ignored, as for pass names
+        ("fold_constants{Max_Growth_Byte=3}", "did you mean 'max_growth_bytes'?"),
+        ("fold_constants{zzz=1}", None),
+    ],
+)
+def test_unknown_option_suggestions_ignore_case(text, suggestion):
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string(text)
+    line = next(ln for ln in str(info.value).splitlines() if "unknown option" in ln)
+    valid = "(valid: max_numel, max_growth_bytes, fold_parameters)"
+    expected = f"unknown option; {suggestion} {valid}" if suggestion else f"unknown option {valid}"
+    assert expected in line
