@@ -923,12 +923,14 @@ def _global_definitions(code_globals: dict[str, Any]) -> list[str]:
     module.py does not: the names of annotation types (``{"_torch_Tensor_": "torch.Tensor"}``:
     the code generator refers to them through globals whose values are strings) and the
     functions and classes outside torch that the graph calls (``models_my_gelu``: a
-    ``torch.fx.wrap``-ped function, or one a pass inserted), imported from their module.
+    ``torch.fx.wrap``-ped function, or one a pass inserted), imported from their module, or,
+    for a function of a module loaded from its file (a factory given as
+    ``path/models.py:fn``), loaded from that file again by the saved module.
 
     Raises:
-        UserError: the graph calls an object that cannot be imported by name (a lambda, a
-            local function, an instance): the module could not be saved as code; before
-            anything is written.
+        UserError: the graph calls an object that can neither be imported by name nor loaded
+            from its module's file (a lambda, a local function, an instance): the module could
+            not be saved as code; before anything is written.
     """
     lines: list[str] = []
     imports: dict[str, str] = {}  # import lines, each once
@@ -954,18 +956,59 @@ def _global_definitions(code_globals: dict[str, Any]) -> list[str]:
                     found = getattr(found, part)
             except Exception:  # noqa: BLE001 - not importable by name: reported below
                 found = None
-        if found is not value:
+        source = None if found is value else _loaded_from_file(value, module, qualname)
+        if found is not value and source is None:
             raise UserError(
                 f"cannot save the optimized graph as Python code: it calls {value!r} (global {name!r} of the "
                 "generated code), which cannot be imported by name (define it at the top level of an importable "
                 "module), or capture with torch.export (capture = \"export\"), whose saved program needs no code"
             )
-        alias = aliases.get(module)
+        key = f"{module}:" if source is None else f"{module}:{source}"
+        alias = aliases.get(key)
         if alias is None:
-            alias = aliases[module] = f"_fxpasses_import_{len(aliases)}"
-            imports[f"{module}:"] = f"import {module} as {alias}"
+            alias = aliases[key] = f"_fxpasses_import_{len(aliases)}"
+            if source is None:
+                imports[key] = f"import {module} as {alias}"
+            else:  # a module loaded from its file (a factory given as path/models.py:fn): from there again
+                imports.setdefault("_fxpasses_load_file", _LOAD_FILE)
+                imports[key] = f"{alias} = _fxpasses_load_file({module!r}, {str(source)!r})"
         lines.append(f"{name} = {alias}.{qualname}")
     return [*imports.values(), *lines]
+
+
+#: what a saved module.py defines to load a module from its file, as ``load_factory`` loads a
+#: factory given as ``path/models.py:fn`` (its folder on ``sys.path`` while it runs)
+_LOAD_FILE = """import importlib.util as _fxpasses_importlib_util
+import os as _fxpasses_os
+import sys as _fxpasses_sys
+
+
+def _fxpasses_load_file(name, path):
+    folder = _fxpasses_os.path.dirname(path)
+    _fxpasses_sys.path.insert(0, folder)
+    try:
+        spec = _fxpasses_importlib_util.spec_from_file_location(name, path)
+        module = _fxpasses_importlib_util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        _fxpasses_sys.path.remove(folder)
+    return module
+"""
+
+
+def _loaded_from_file(value: Any, module: Any, qualname: Any) -> Path | None:
+    """The ``.py`` file of the module that defines the function ``value`` at its top level,
+    when that module was loaded from its file (not importable by name as this very object:
+    :func:`load_factory` of ``path/models.py:fn``); else None."""
+    namespace = getattr(value, "__globals__", None)
+    if not isinstance(namespace, dict) or not isinstance(qualname, str) or "." in qualname:
+        return None
+    file = namespace.get("__file__")
+    if namespace.get("__name__") != module or not isinstance(file, str) or not file.endswith(".py"):
+        return None
+    if namespace.get(qualname) is not value or not os.path.isfile(file):
+        return None
+    return Path(file).resolve()
 
 
 def _define_globals(module_py: Path, definitions: list[str]) -> None:

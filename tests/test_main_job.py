@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -585,6 +587,37 @@ def test_saved_module_of_a_graph_calling_a_wrapped_function_imports_it(tmp_path,
     retraced = torch.fx.symbolic_trace(saved)
     targets = [n.target for n in retraced.graph.nodes if n.op == "call_function"]
     assert targets[0] is wrapmod.my_gelu and torch.sigmoid not in targets
+
+
+def test_saved_module_loads_a_wrapped_function_of_a_factory_given_by_path(tmp_path):
+    """A factory given as ``path/models.py:fn`` is loaded from its file, under a name no other
+    process can import: a wrapped function of it was refused at the save step (exit 2). The
+    saved module loads that file again, from its path, in a fresh process and from anywhere."""
+    models = tmp_path / "src" / "pathmodels.py"
+    models.parent.mkdir()
+    models.write_text(WRAPPED_MODEL)
+    out = run_config(
+        tmp_path,
+        f'pipeline = "simplify_algebra,eliminate_dead_code"\n[model]\nfactory = "{models.as_posix()}:w"\n'
+        'capture = "symbolic_trace"\ninputs = [{shape = [4, 8]}]\n',
+    )
+    head = (out / "module" / "module.py").read_text().partition("class OptimizedModule(")[0]
+    assert f"_fxpasses_import_0 = _fxpasses_load_file('pathmodels', {str(models.resolve())!r})\n" in head
+    assert "pathmodels_my_gelu = _fxpasses_import_0.my_gelu\n" in head
+    script = (
+        "import sys, torch\n"
+        "from fxpasses.job import load_folder\n"
+        f"m = load_folder({str(out / 'module')!r})\n"
+        "x = torch.linspace(-3, 3, 32).reshape(4, 8)\n"
+        "print(torch.allclose(m(x), x * torch.sigmoid(1.702 * x)))\n"
+        "g = torch.fx.symbolic_trace(m).graph\n"
+        "print([n.target.__name__ for n in g.nodes if n.op == 'call_function'])\n"
+        "print('pathmodels' in sys.modules, sys.path.count(%r))\n" % str(models.parent)
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path.anchor, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    # the same values; traced again, the wrapped function is still a leaf; nothing left behind
+    assert done.stdout.splitlines() == ["True", "['my_gelu', 'mul']", "False 0"]
 
 
 def test_a_graph_calling_an_object_that_cannot_be_imported_is_not_saved_as_code(tmp_path):
