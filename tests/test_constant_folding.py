@@ -658,16 +658,20 @@ def test_a_storage_a_called_module_holds_is_not_freed():
     assert gm(torch.ones(4)).tolist() == [1.0, 3.0, 5.0, 7.0]
 
 
-def test_the_weight_of_a_called_module_is_not_freed():
-    # (sub.weight * 2).sum() is constant, but sub is also called: its weight stays, so
-    # storing the 4-byte result would grow the module
-    root = nn.Module()
-    root.sub = nn.Linear(4, 4, bias=False)
+@pytest.mark.parametrize("nested", [False, True], ids=["called", "below_a_called_one"])
+def test_the_weight_of_a_called_module_is_not_freed(nested):
+    # (w * 2).sum() is constant, but the module holding w is called (or its parent is: the
+    # tensors below a called module stay too), so w stays and storing the 4-byte result
+    # would grow the module
+    linear = nn.Linear(4, 4, bias=False)
     with torch.no_grad():
-        root.sub.weight.copy_(torch.eye(4))
+        linear.weight.copy_(torch.eye(4))
+    root = nn.Module()
+    root.sub = nn.Sequential(linear) if nested else linear
+    weight = "sub.0.weight" if nested else "sub.weight"
     g = torch.fx.Graph()
     x = g.placeholder("x")
-    total = g.call_method("sum", (g.call_function(torch.mul, (g.get_attr("sub.weight"), 2)),))
+    total = g.call_method("sum", (g.call_function(torch.mul, (g.get_attr(weight), 2)),))
     g.output(g.call_function(torch.add, (g.call_module("sub", (x,)), total)))
     gm = torch.fx.GraphModule(root, g)
     report = fold(gm)
@@ -677,25 +681,7 @@ def test_the_weight_of_a_called_module_is_not_freed():
     gm = torch.fx.GraphModule(root, g)
     report = fold(gm, text=f"{FOLD}{{fold_parameters=true,max_growth_bytes=4}}")
     assert report.counters["folded"] == 1 and report.counters["bytes_added"] == 4
-    assert "bytes_freed" not in report.counters and "sub.weight" in dict(gm.named_parameters())
-    assert gm(torch.ones(4)).tolist() == [9.0, 9.0, 9.0, 9.0]
-
-
-def test_a_weight_below_a_called_module_is_not_freed():
-    # sub is called; its child holds the weight that (sub.0.weight * 2).sum() reads: the
-    # weight stays, so the result is kept only with budget for it, and nothing is freed
-    root = nn.Module()
-    root.sub = nn.Sequential(nn.Linear(4, 4, bias=False))
-    with torch.no_grad():
-        root.sub[0].weight.copy_(torch.eye(4))
-    g = torch.fx.Graph()
-    x = g.placeholder("x")
-    total = g.call_method("sum", (g.call_function(torch.mul, (g.get_attr("sub.0.weight"), 2)),))
-    g.output(g.call_function(torch.add, (g.call_module("sub", (x,)), total)))
-    gm = torch.fx.GraphModule(root, g)
-    report = fold(gm, text=f"{FOLD}{{fold_parameters=true,max_growth_bytes=4}}")
-    assert report.counters["folded"] == 1 and report.counters["bytes_added"] == 4
-    assert "bytes_freed" not in report.counters and "sub.0.weight" in dict(gm.named_parameters())
+    assert "bytes_freed" not in report.counters and weight in dict(gm.named_parameters())
     assert gm(torch.ones(4)).tolist() == [9.0, 9.0, 9.0, 9.0]
 
 
