@@ -43,7 +43,7 @@ from .config import (
 )
 from .context import PassContext
 from .dialect import detect_dialect
-from .effects import end_module_epochs, new_module_epoch
+from .effects import end_run, new_module_epoch
 from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, close_names, did_you_mean, exception_line
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
@@ -861,8 +861,8 @@ class Pipeline:
             failing = True
             raise
         finally:
-            for graph in epoch_graphs:
-                end_module_epochs(graph)
+            for graph in dict.fromkeys([*epoch_graphs, gm.graph]):  # a pass may have replaced it
+                end_run(graph)
             if dirty:
                 try:
                     gm.recompile()

@@ -16,6 +16,7 @@ import gc
 import os
 import pathlib
 import types
+import weakref
 
 import pytest
 import torch
@@ -99,6 +100,31 @@ def test_no_pass_run_leaves_a_reference_cycle_of_fxpasses_objects(dialect, check
         if cycles:
             left[label] = cycles
     assert left == {}
+
+
+def test_a_run_keeps_no_erased_node_alive(dialect):
+    """The nodes a run erases are freed with the run: the effect analyses' table shared on
+    the graph held an entry (and with it the node, its meta and its old arguments) for
+    every node it had answered about, erased or not, for as long as the graph lived."""
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(), Block()).eval()
+    x = torch.randn(2, 4, 4, 4)
+    cap = capture(model, [x], dialect)
+    before = [weakref.ref(n) for n in cap.gm.graph.nodes]
+    Pipeline.from_preset("inference").run(cap.gm, cap.inputs)
+    gc.collect()
+    kept = [n for n in (r() for r in before) if n is not None and n._erased]
+    assert len(kept) >= 10  # dropout, batch norms, dead code
+    # torch's name space of the graph holds every node it ever named (and an erased node its
+    # old neighbours): nothing else may
+    names = cap.gm.graph._graph_namespace._obj_to_name
+    assert all(n in names for n in kept)
+    holders = [
+        r for r in gc.get_referrers(*kept)
+        if r is not names and r is not kept and not (isinstance(r, torch.fx.Node) and r._erased)
+    ]
+    assert [type(h).__name__ for h in holders] == []
+    del kept
 
 
 class _Fails(fxpasses.GraphPass):
