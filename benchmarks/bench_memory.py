@@ -6,8 +6,12 @@ graph; tensor memory (parameter copies of ``snapshot_tensors=True``) is invisibl
 tracemalloc, so it is measured as peak resident memory (Linux ``VmHWM``, reset through
 ``/proc/self/clear_refs``) of a subprocess running a real model.
 
-"Without snapshots" replaces the pipeline's ``Snapshot`` by a stub for the measurement only
-(benchmark code, no switch in fxpasses): every pass reports a change, nothing can be rolled back.
+"Without rollback" replaces what the pipeline records for it by a stub, for the measurement
+only (benchmark code, no switch in fxpasses): the built-in passes declare ``journal_edits``, so
+by default each is preceded by a ``Journal`` of what it touches, not a ``Snapshot`` of the
+whole graph; the stub stands in for both (journals off, so the pipeline would take a snapshot,
+and the snapshot is the stub). Every pass then reports a change, nothing can be rolled back,
+and each lint looks at the whole graph (it cannot ask a journal what the pass touched).
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ class NoSnapshot:
     def changed(self) -> bool:
         return True
 
+    def arguments_of(self, node: Any) -> None:
+        return None  # nothing recorded: lint checks every argument it looks at
+
     def guard(self) -> Any:
         return contextlib.nullcontext()
 
@@ -47,15 +54,47 @@ class NoSnapshot:
 
 
 @contextlib.contextmanager
-def snapshots_off() -> Iterator[None]:
+def rollback_off() -> Iterator[None]:
+    """No journal and no snapshot before any pass (see the module doc)."""
     import fxpasses.pipeline as pl
 
-    saved = pl.Snapshot
+    saved = pl.Snapshot, pl.supports_journal
     pl.Snapshot = NoSnapshot  # type: ignore[misc,assignment]
+    pl.supports_journal = lambda gm: False  # type: ignore[assignment]
     try:
         yield
     finally:
-        pl.Snapshot = saved  # type: ignore[misc]
+        pl.Snapshot, pl.supports_journal = saved  # type: ignore[misc]
+
+
+def _records(pipe: Any, gm: Any) -> dict[str, int]:
+    """How many journals and snapshots ``pipe.run(gm)`` makes (run on ``gm``)."""
+    from fxpasses.journal import Journal
+    from fxpasses.snapshot import Snapshot
+
+    made: dict[str, list[Any]] = {"Journal": [], "Snapshot": []}  # held: no id is reused
+    saved = Journal.__init__, Snapshot.__init__
+
+    def counting(init: Any, key: str) -> Any:
+        def counted(self: Any, *a: Any, **k: Any) -> None:
+            made[key].append(self)
+            init(self, *a, **k)
+
+        return counted
+
+    Journal.__init__ = counting(saved[0], "Journal")  # type: ignore[method-assign]
+    Snapshot.__init__ = counting(saved[1], "Snapshot")  # type: ignore[method-assign]
+    try:
+        pipe.run(gm)
+    finally:
+        Journal.__init__, Snapshot.__init__ = saved  # type: ignore[method-assign]
+    return {k: len({id(o) for o in v}) for k, v in made.items()}  # CheckedJournal's init calls Journal's
+
+
+_DEFAULT = "rollback (default: a journal per pass)"
+_OFF = "rollback off (stub)"
+_TENSORS = "snapshot_tensors=True"
+_VARIANTS = ((_DEFAULT, {}, False), (_OFF, {}, True), (_TENSORS, {"snapshot_tensors": True}, False))
 
 
 def _mb(n: float) -> str:
@@ -71,7 +110,7 @@ def run(cfg: Any) -> Any:
     from common import Result, Target, md_table
     from graphs import BlockModel, block_graph, n_blocks_for
 
-    res = Result("memory", "7. Peak memory: rollback snapshots on vs off")
+    res = Result("memory", "7. Peak memory: rollback on vs off")
     n = cfg.small
     model = BlockModel(n_blocks_for(n))
     rows = []
@@ -90,39 +129,44 @@ def run(cfg: Any) -> Any:
     del snap, gm
     gc.collect()
 
-    for label, pipe_kwargs, off in (
-        ("rollback snapshots (default)", {}, False),
-        ("no snapshots (stub)", {}, True),
-        ("snapshot_tensors=True", {"snapshot_tensors": True}, False),
-    ):
+    # what each variant records for rollback, counted (the stub must leave the default's)
+    made = {}
+    for label, pipe_kwargs, off in _VARIANTS:
+        with rollback_off() if off else contextlib.nullcontext():
+            made[label] = _records(inference_pipeline(options=BLOCK_OPTIONS, **pipe_kwargs), block_graph(n, model=model, compile=False))
+    assert made[_DEFAULT]["Journal"] > 0 and made[_OFF] == {"Journal": 0, "Snapshot": 0}, made
+    for label, pipe_kwargs, off in _VARIANTS:
         pipe = inference_pipeline(options=BLOCK_OPTIONS, **pipe_kwargs)
         gm = block_graph(n, model=model, compile=False)
         gc.collect()
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
-        with snapshots_off() if off else contextlib.nullcontext():
+        with rollback_off() if off else contextlib.nullcontext():
             pipe.run(gm)
         peak = tracemalloc.get_traced_memory()[1] - base
         tracemalloc.stop()
         peaks[label] = peak
         del gm
         gc.collect()
-    ref = peaks["no snapshots (stub)"]
+    ref = peaks[_OFF]
     for label, peak in peaks.items():
-        rows.append([label, _mb(peak), f"{peak / ref:.2f}x"])
+        what = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in made[label].items() if v) or "nothing"
+        rows.append([label, what, _mb(peak), f"{peak / ref:.2f}x"])
     res.add(
-        f"**Python heap** (`tracemalloc`), pipeline over the {n:,}-node block graph: peak traced "
-        f"memory above the start of the run. For scale: the graph module itself takes "
+        f"**Python heap** (`tracemalloc`), the `inference` preset over the {n:,}-node block graph: "
+        f"peak traced memory above the start of the run. For scale: the graph module itself takes "
         f"{_mb(graph_bytes)} ({graph_bytes / n:.0f} B/node); one `Snapshot` {_mb(snap_bytes)} "
         f"({snap_bytes / n:.0f} B/node, {snap_bytes / graph_bytes:.0%} of the graph; only one "
-        "lives at a time). Tensor storage is not seen by tracemalloc."
+        "lives at a time). The built-in passes declare `journal_edits`, so by default each is "
+        "preceded by a journal of what it touches instead; `snapshot_tensors=True` takes a "
+        "snapshot (with tensor copies) before each. Tensor storage is not seen by tracemalloc."
     )
-    res.add(md_table(["pipeline run", "peak above start", "vs no snapshots"], rows))
+    res.add(md_table(["pipeline run", "recorded for rollback", "peak above start", "vs rollback off"], rows))
     res.targets.append(
         Target(
             "peak heap with rollback / without (synthetic graph)",
-            peaks["rollback snapshots (default)"] / ref,
+            peaks[_DEFAULT] / ref,
             "(reported)",
             None,
         )
@@ -142,7 +186,7 @@ def run(cfg: Any) -> Any:
             raise RuntimeError(f"memory subprocess {variant} failed: {out.stderr[-2000:]}")
         rss[variant] = json.loads(line[-1])
     ref_rss = rss["nosnap"]["peak_delta"]
-    names = {"default": "rollback snapshots (default)", "nosnap": "no snapshots (stub)", "tensors": "snapshot_tensors=True"}
+    names = {"default": _DEFAULT, "nosnap": _OFF, "tensors": _TENSORS}
     params_b = rss["default"]["params_mb"] * 2**20
     for v, d in rss.items():
         rss_rows.append([names[v], _mb(d["peak_delta"]), f"{(d['peak_delta'] - ref_rss) / params_b:+.2f}"])
@@ -152,7 +196,7 @@ def run(cfg: Any) -> Any:
         f"pipeline over `torch.export` of {d0['model']} ({d0['params_mb']:.0f} MiB of parameters "
         f"and buffers, {d0['nodes']} nodes)."
     )
-    res.add(md_table(["pipeline run", "peak RSS above start", "extra vs no snapshots, in parameter sizes"], rss_rows))
+    res.add(md_table(["pipeline run", "peak RSS above start", "extra vs rollback off, in parameter sizes"], rss_rows))
     extra = (rss["tensors"]["peak_delta"] - ref_rss) / (d0["params_mb"] * 2**20)
     res.targets.append(
         Target(
@@ -200,7 +244,7 @@ def _child(variant: str, size: str) -> None:
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     before = _status("VmRSS")
-    with snapshots_off() if variant == "nosnap" else contextlib.nullcontext():
+    with rollback_off() if variant == "nosnap" else contextlib.nullcontext():
         pipe.run(gm)
     peak = _status("VmHWM")
     print(json.dumps({"peak_delta": peak - before, "model": label, "params_mb": params / 2**20, "nodes": nodes}))

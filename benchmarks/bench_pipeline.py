@@ -213,13 +213,16 @@ def where_time_goes(sz: "_Sizes", repeats: int, recompile_s: float) -> list[list
         ("check", "after each pass: tensors moved? anything changed?"),
         ("lint", "lint after each pass"),
         ("recompile", "the one final recompile()"),
-        ("rest", "the rest (freeing snapshots, instruments, reports)"),
+        ("rest", "the rest (freeing the journals' records, instruments, reports)"),
         ("whole", "whole pipeline"),
         ("floor", "the passes' own work + the final recompile() (no snapshot or journal, no lint)"),
     ]
     rows = []
     for key, label in labels:
-        m = _median(runs.get(key, [])) or 0.0
+        if key not in runs:  # (the built-in passes report their changes: nothing to compare)
+            rows.append([label, "not run", "-"])
+            continue
+        m = _median(runs[key]) or 0.0
         rows.append([label, fmt_s(m), fmt_x(m / recompile_s)])
     return rows
 
@@ -261,7 +264,9 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
             big_ratio = st.median / rc.median
             big_recompile = rc.median
     res.add(
-        "The built-in pipeline (`" + ",".join(PIPELINE) + "`, default `verify=lint`, "
+        "The built-in pipeline (`" + ",".join(PIPELINE) + "`, with `simplify_algebra{specialize=true}`: the "
+        "block graph is a `symbolic_trace` graph whose shapes hold only for inputs like the example, which "
+        "that option checks; default `verify=lint`, "
         "`on_error=rollback`: every built-in pass declares `journal_edits`, so a journal of what it "
         "touches before and a lint of what it touched after each pass (the first lint of the run "
         "looks at the whole graph), one "
@@ -279,7 +284,7 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
     )
     res.add(md_table(["part", "time", "/ one recompile()"], parts))
     floor = parts[-1][2]
-    res.targets[-1].note = f"without snapshots and lint: {floor}"
+    res.targets[-1].note = f"without journals and lint: {floor}"
 
     # torch's PassManager at the small size (in process) and the big one (limited subprocess)
     pm_rows = []
@@ -467,7 +472,8 @@ def run_per_pass(cfg: Config) -> Result:
         )
     res.add(
         f"Each pass alone on the fresh {nodes0:,}-node block graph, as a user runs it, output ready "
-        "to run: fxpasses `Pipeline([name]).run(gm)` (snapshot, pass, lint, one `recompile()`); "
+        "to run: fxpasses `Pipeline([name]).run(gm)` (a journal of what the pass touches, for rollback; the "
+        "pass; lint; one `recompile()`); "
         "torch's function (those that build a new `GraphModule` compile it; "
         "`eliminate_dead_code` is followed by `recompile()`). *Left undone* counts what the pass "
         "is for that remains in its output (e.g. dropout nodes after dropout removal); *nodes "
