@@ -733,10 +733,12 @@ def _bind_bn(node: Node) -> dict[str, Any] | None:
 _BN_STATE = ("weight", "bias", "running_mean", "running_var")
 
 
-def _state_source(v: Any) -> Any:
-    """Where a batch norm argument comes from: the attribute a ``get_attr`` node reads (two
-    ``get_attr`` nodes of one target read one tensor), else the value itself."""
-    return ("get_attr", v.target) if isinstance(v, Node) and v.op == "get_attr" else v
+def _state_key(bn: dict[str, Any]) -> tuple[Any, ...]:
+    """Where a batch norm's :data:`_BN_STATE` arguments (``bn``, from :func:`_bind_bn`) come
+    from: for each, the attribute a ``get_attr`` node reads (two ``get_attr`` nodes of one
+    target read one tensor), else the value itself."""
+    values = (bn[k] for k in _BN_STATE)
+    return tuple(("get_attr", v.target) if isinstance(v, Node) and v.op == "get_attr" else v for v in values)
 
 
 def _shared_with(bn_node: Node, bn: dict[str, Any], ctx: PassContext) -> Node | None:
@@ -748,14 +750,14 @@ def _shared_with(bn_node: Node, bn: dict[str, Any], ctx: PassContext) -> Node | 
     mean = bn["running_mean"]
     if not isinstance(mean, Node):
         return None
-    key = tuple(_state_source(bn[k]) for k in _BN_STATE)
+    key = _state_key(bn)
     twins = ctx.graph.find_nodes(op="get_attr", target=mean.target) if mean.op == "get_attr" else [mean]
     for twin in twins:
         for user in twin.users:
             if user is bn_node or user.op != "call_function" or callable_op_name(user.target) not in _BN_FAMILY:
                 continue
             other = _bind_bn(user)
-            if other is not None and tuple(_state_source(other[k]) for k in _BN_STATE) == key:
+            if other is not None and _state_key(other) == key:
                 return user
     return None
 

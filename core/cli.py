@@ -699,20 +699,16 @@ def _check_in_pipeline(option: str, names: list[str], planned: list[str]) -> Non
     pipeline (``planned``, the plan's pass names in order), which would make the option do
     nothing: naming those passes, each with the pipeline's passes close to it ("did you mean"),
     and listing the pipeline's passes."""
-    from .errors import UserError, close_names, did_you_mean
+    from .errors import UserError
+    from .pipeline import _close_step
 
     absent = [n for n in dict.fromkeys(names) if n not in planned]
     if not absent:
         return
     steps = list(dict.fromkeys(planned))
-
-    def close(name: str) -> str:
-        found = close_names(name, steps, n=2)
-        return f" ({did_you_mean(found)[2:]})" if found else ""
-
     raise UserError(
         f"{option}: pass(es) not in the pipeline, nothing to print: "
-        + ", ".join(f"{n}{close(n)}" for n in absent)
+        + ", ".join(f"{n}{_close_step(n, steps)}" for n in absent)
         + f"; the pipeline's passes: {', '.join(steps)}"
     )
 

@@ -934,7 +934,7 @@ def _global_definitions(code_globals: dict[str, Any]) -> list[str]:
     """
     lines: list[str] = []
     imports: dict[str, str] = {}  # import lines, each once
-    aliases: dict[str, str] = {}  # module -> the name it is imported as
+    aliases: dict[str, str] = {}  # "module:" (or "module:its file") -> the name it is bound to
     for name, value in sorted(code_globals.items()):
         if name in _TO_FOLDER_NAMES:
             continue

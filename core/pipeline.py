@@ -1002,8 +1002,8 @@ BISECT_HINT = (
 
 
 def _close_step(name: str, steps: list[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest pass names among ``steps`` to the options
-    table ``name`` (a misspelt ``[options.X]`` table), or ``""``."""
+    """`` (did you mean 'x'?)`` for the closest pass names among ``steps`` to ``name`` (a
+    misspelt ``[options.X]`` table, a ``--print-after`` name not in the pipeline), or ``""``."""
     close = close_names(name, steps, n=2)
     return f" ({did_you_mean(close)[2:]})" if close else ""
 
