@@ -194,6 +194,13 @@ _BOUND_PARAMS = ("min_val", "max_val")
 
 _name_cache: dict[Any, str | None] = {}
 _module_name_cache: dict[type, str] = {}
+_families_changed = 0  # how many times define_family changed FAMILIES
+
+
+def ops_generation() -> int:
+    """A number that changes whenever :func:`define_family` changes what a name matches (for
+    caches of subscription answers, such as the runner's per pass class)."""
+    return _families_changed
 
 
 def define_family(name: str, members: Iterable[str]) -> None:
@@ -206,7 +213,9 @@ def define_family(name: str, members: Iterable[str]) -> None:
     bad = [m for m in members if is_inplace_name(m) and not is_inplace_name(name)]
     if bad:
         raise ValueError(f"family {name!r} may not contain in-place op names {sorted(bad)}")
+    global _families_changed
     FAMILIES[name] = FAMILIES.get(name, frozenset()) | members
+    _families_changed += 1
 
 
 def family_members(name: str) -> frozenset[str]:

@@ -19,7 +19,15 @@ from ._modpath import MISSING, ModulePaths
 from ._order import NODES_COMPARE_IN_C, in_graph_order, precedes
 from .context import PassContext, check_replacement, describe_node, replace_all_uses, user_source_line
 from .errors import NodeHasUsersError, PassFailedError
-from .ops import call_op_name, callable_op_name, family_members, module_call_name, module_call_names, names_per_call
+from .ops import (
+    call_op_name,
+    callable_op_name,
+    family_members,
+    module_call_name,
+    module_call_names,
+    names_per_call,
+    ops_generation,
+)
 from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace, Subscription
 
 __all__ = ["run_pass", "would_rewrite", "HookError"]
@@ -44,11 +52,13 @@ class HookError(Exception):
 
 
 class _Matcher:
-    """One subscription compiled for fast tests: op kinds, canonical names, exact targets."""
+    """One subscription compiled for fast tests: op kinds, canonical names, exact targets.
 
-    __slots__ = ("ops", "names", "targets", "module_targets", "all_of_op", "hook")
+    ``index`` is its position among the class's hooks (the run binds ``hooks[index]``)."""
 
-    def __init__(self, sub: Subscription, hook: Callable[..., Any]) -> None:
+    __slots__ = ("ops", "names", "targets", "module_targets", "all_of_op", "attr", "index")
+
+    def __init__(self, sub: Subscription, attr: str, index: int) -> None:
         self.ops = sub.ops
         names: set[str] = set()
         for n in sub.names:
@@ -57,7 +67,8 @@ class _Matcher:
         self.module_targets = tuple(t for t in sub.targets if isinstance(t, type))
         self.targets = tuple(t for t in sub.targets if not isinstance(t, type))
         self.all_of_op = sub.wants_all_of_op()
-        self.hook = hook
+        self.attr = attr
+        self.index = index
 
     def match_function(self, target: Any, name: Any = MISSING) -> bool:
         """For a ``call_function`` node of ``target`` whose op name is ``name`` (default: the
@@ -102,6 +113,51 @@ class _Matcher:
         return bool(self.names) and module_call_name(mod) in self.names
 
 
+#: which hooks match: indices into the class's hooks (one tuple object per distinct answer)
+_Hits = tuple[int, ...]
+
+
+class _Compiled:
+    """A NodePass class's subscriptions compiled once, with the answers that depend on the
+    class alone: which hooks match the ``call_function`` nodes of a target (when the target
+    names all its calls alike) and the ``call_method`` nodes of a name. Kept on the class
+    (:func:`_compiled`) and rebuilt when its ``_hooks`` or the op families change, so a run
+    does not compile its subscriptions again (a pass over a small graph is mostly this
+    fixed cost)."""
+
+    __slots__ = ("hooks", "families", "matchers", "wanted_ops", "by_function", "by_method", "hits")
+
+    def __init__(self, cls: type[NodePass]) -> None:
+        self.hooks = cls._hooks
+        self.families = ops_generation()
+        self.matchers = tuple(_Matcher(sub, attr, i) for i, (attr, sub) in enumerate(cls._hooks))
+        self.wanted_ops = frozenset().union(*(m.ops for m in self.matchers))
+        self.by_function: dict[Any, _Hits] = {}
+        self.by_method: dict[Any, _Hits] = {}
+        self.hits: dict[_Hits, _Hits] = {}  # one object per answer (the runner compares them)
+
+    def answer(self, ms: Any) -> _Hits:
+        """The shared tuple of the indices of the matchers ``ms``."""
+        key = tuple(m.index for m in ms)
+        return self.hits.setdefault(key, key)
+
+    def function_hits(self, target: Any) -> _Hits:
+        """Hooks matching every ``call_function`` node of ``target`` (one not named per call)."""
+        hits = self.by_function.get(target)
+        if hits is None:
+            hits = self.by_function[target] = self.answer(m for m in self.matchers if m.match_function(target))
+        return hits
+
+
+def _compiled(cls: type[NodePass]) -> _Compiled:
+    """The class's :class:`_Compiled` (its own, not a base class's), made on first use."""
+    comp = vars(cls).get("_fxpasses_compiled")
+    if comp is None or comp.hooks is not cls._hooks or comp.families != ops_generation():
+        comp = _Compiled(cls)
+        type.__setattr__(cls, "_fxpasses_compiled", comp)
+    return comp
+
+
 def _same_op(target: Any, wanted: Any) -> bool:
     """An OpOverloadPacket subscription matches each of its overloads."""
     if isinstance(wanted, torch._ops.OpOverloadPacket) and isinstance(target, torch._ops.OpOverload):
@@ -111,16 +167,19 @@ def _same_op(target: Any, wanted: Any) -> bool:
 
 def _work_list(
     p: NodePass, gm: torch.fx.GraphModule
-) -> tuple[list[Node], dict[Node, list[_Matcher]], list[_Matcher] | None]:
-    """The subscribed nodes in graph order, the hooks that match each, and the hooks of every
-    node when all share them (``found`` is then left empty: the work list of a pass subscribed
-    to one call_function target is that target's bucket of the graph's index, not a copy)."""
-    matchers = [_Matcher(sub, getattr(p, attr)) for attr, sub in type(p)._hooks]
+) -> tuple[list[Node], dict[Node, _Hits], _Hits | None, list[Callable[..., Any]]]:
+    """The subscribed nodes in graph order, the hooks that match each (indices into the
+    pass's bound hooks, the last item), and the hooks of every node when all share them
+    (``found`` is then left empty: the work list of a pass subscribed to one call_function
+    target is that target's bucket of the graph's index, not a copy)."""
+    comp = _compiled(type(p))
+    matchers = comp.matchers
+    hooks = [getattr(p, m.attr) for m in matchers]
     graph = gm.graph
-    found: dict[Node, list[_Matcher]] = {}
-    groups: list[tuple[dict[Node, Any], list[_Matcher]]] = []  # call_function buckets
+    found: dict[Node, _Hits] = {}
+    groups: list[tuple[dict[Node, Any], _Hits]] = []  # call_function buckets
     table = getattr(graph, "_find_nodes_lookup_table", None)
-    wanted_ops = set().union(*(m.ops for m in matchers))
+    wanted_ops = comp.wanted_ops
     modules: dict[str, torch.nn.Module] | None = None
     if table is not None and isinstance(getattr(table, "table", None), dict):
         runs = 0  # index buckets the candidates come from (each in creation order)
@@ -130,21 +189,21 @@ def _work_list(
             before = len(found)
             if op == "call_function":
                 if not names_per_call(target):  # one name for the whole bucket
-                    ms = [m for m in matchers if m.match_function(target)]
-                    if ms:
-                        groups.append((nodes, ms))
+                    hits = comp.function_hits(target)
+                    if hits:
+                        groups.append((nodes, hits))
                         runs += 1
                     continue
                 # F.relu(x, inplace=True) is "relu_", F.relu(x) "relu", F.hardtanh(x, 0, 6)
                 # "relu6": per call
-                by_call: dict[Any, list[_Matcher]] = {}
+                by_call: dict[Any, _Hits] = {}
                 for n in nodes:
                     name = call_op_name(target, n.args, n.kwargs)
-                    ms = by_call.get(name)
-                    if ms is None:
-                        ms = by_call[name] = [m for m in matchers if m.match_function(target, name)]
-                    if ms:
-                        found[n] = ms
+                    hits = by_call.get(name)  # type: ignore[assignment]
+                    if hits is None:
+                        hits = by_call[name] = comp.answer(m for m in matchers if m.match_function(target, name))
+                    if hits:
+                        found[n] = hits
             elif op == "call_module":
                 # one module lookup per node for all matchers, through the registries
                 mms = [m for m in matchers if "call_module" in m.ops]
@@ -152,7 +211,7 @@ def _work_list(
                     modules = ModulePaths(gm).all_modules()
                 # what matches depends on the class and the call's op name only; the name
                 # only where some matcher wants one of the names a call of the class can have
-                by_type: dict[tuple[type, str | None], list[_Matcher]] = {}
+                by_type: dict[tuple[type, str | None], _Hits] = {}
                 named: dict[type, bool] = {}
                 for n in nodes:
                     t = n.target
@@ -168,51 +227,51 @@ def _work_list(
                         can_be = module_call_names(cls)
                         wants_name = named[cls] = mod is not None and any(not m.names.isdisjoint(can_be) for m in mms)
                     key = (cls, module_call_name(mod) if wants_name else None)
-                    ms = by_type.get(key)
-                    if ms is None:
-                        ms = by_type[key] = [m for m in mms if m.match_module(mod)]
-                    if ms:
-                        found[n] = ms
+                    hits = by_type.get(key)  # type: ignore[assignment]
+                    if hits is None:
+                        hits = by_type[key] = comp.answer(m for m in mms if m.match_module(mod))
+                    if hits:
+                        found[n] = hits
             elif op == "call_method":
-                by_name: dict[Any, list[_Matcher]] = {}  # what matches depends on the name only
+                by_name = comp.by_method  # what matches depends on the name only
                 for n in nodes:
                     t = n.target
                     try:
-                        ms = by_name[t]
+                        hits = by_name[t]
                     except KeyError:
-                        ms = by_name[t] = [m for m in matchers if m.match_node(n, gm)]
+                        hits = by_name[t] = comp.answer(m for m in matchers if m.match_node(n, gm))
                     except TypeError:  # unhashable target
-                        ms = [m for m in matchers if m.match_node(n, gm)]
-                    if ms:
-                        found[n] = ms
+                        hits = comp.answer(m for m in matchers if m.match_node(n, gm))
+                    if hits:
+                        found[n] = hits
             else:
                 for n in nodes:
-                    ms = [m for m in matchers if m.match_node(n, gm)]
-                    if ms:
-                        found[n] = ms
+                    hits = comp.answer(m for m in matchers if m.match_node(n, gm))
+                    if hits:
+                        found[n] = hits
             runs += len(found) > before
-        common: list[_Matcher] | None = None
+        common: _Hits | None = None
         member: dict[Node, Any] = found
         if len(groups) == 1 and not found:
             member, common = groups[0]
         else:
-            for bucket, ms in groups:
-                found.update(dict.fromkeys(bucket, ms))
+            for bucket, hits in groups:
+                found.update(dict.fromkeys(bucket, hits))
         if (runs > 1 or not NODES_COMPARE_IN_C) and len(member) * 6 > len(graph.nodes):
             # dense candidates of several buckets: sorting merges the buckets' runs (about
             # n log(runs) comparisons: 10 ms against 4.6 ms for 52k candidates of 10 buckets
             # at 100k nodes), and without nodes compared in C a sort builds a key tuple per
             # node: one walk of the graph filtered in C
-            return list(filter(member.__contains__, graph.nodes)), found, common
+            return list(filter(member.__contains__, graph.nodes)), found, common, hooks
         # the candidates of one bucket are mostly in graph order already (buckets fill in
         # creation order), which timsort takes in one pass of comparisons (in C, see
         # _order), without the walk of every node that filtering the graph makes
-        return in_graph_order(member), found, common
+        return in_graph_order(member), found, common, hooks
     for n in graph.nodes:  # pragma: no cover - torch without the lookup table
-        ms = [m for m in matchers if m.match_node(n, gm)]
-        if ms:
-            found[n] = ms
-    return list(found), found, None
+        hits = comp.answer(m for m in matchers if m.match_node(n, gm))
+        if hits:
+            found[n] = hits
+    return list(found), found, None, hooks
 
 
 def _apply(node: Node, action: Any, ctx: PassContext) -> bool:
@@ -287,15 +346,15 @@ def run_pass(
             raise HookError(ctx.node, exc) from exc
     assert isinstance(p, NodePass)
     changed = False
-    nodes, found, common = _work_list(p, gm)
+    nodes, found, common, hooks = _work_list(p, gm)
     if common is None and nodes:
-        hooks = {id(ms) for ms in found.values()} if len(p._hooks) > 1 else ()
-        if len(hooks) <= 1:
+        # answers are shared tuples (_Compiled.answer): one object when all nodes agree
+        if len(hooks) == 1 or len({id(hits) for hits in found.values()}) <= 1:
             common = found[nodes[0]]
     if budget is None and common is not None and len(common) == 1:
         # the common case: every visited node has the same single hook; the same steps as
         # the general loop below, without its per-node bookkeeping
-        hook = common[0].hook
+        hook = hooks[common[0]]
         graph = ctx.graph
         for node in nodes:
             if node._erased:
@@ -321,18 +380,18 @@ def run_pass(
             except PASS_ERRORS as exc:
                 raise HookError(node, exc) from exc
         nodes = []
-    pending: list[tuple[Node, list[_Matcher]]] = []  # left unvisited by an exhausted budget
+    pending: list[tuple[Node, list[Callable[..., Any]]]] = []  # left unvisited by an exhausted budget
     for i, node in enumerate(nodes):
         if budget is not None and budget.exhausted:
-            pending.extend((n, found[n] if common is None else common) for n in nodes[i:])
+            pending.extend((n, [hooks[j] for j in (found[n] if common is None else common)]) for n in nodes[i:])
             break
-        ms = found[node] if common is None else common
-        for j, m in enumerate(ms):
+        hits = found[node] if common is None else common
+        for j, k in enumerate(hits):
             if node._erased:
                 break
             ctx.node = node
             try:
-                action = m.hook(node, ctx)
+                action = hooks[k](node, ctx)
                 if action is None or action is KEEP or isinstance(action, Keep):
                     continue  # the common answer, without a call
                 if budget is not None:
@@ -344,8 +403,8 @@ def run_pass(
                 changed = True
                 break
             if budget is not None and budget.exhausted:
-                if j + 1 < len(ms):
-                    pending.append((node, ms[j + 1 :]))
+                if j + 1 < len(hits):
+                    pending.append((node, [hooks[x] for x in hits[j + 1 :]]))
                 break
     ctx.node = None
     try:
@@ -369,7 +428,7 @@ def _probe(
     p: NodePass,
     gm: torch.fx.GraphModule,
     ctx: PassContext,
-    pending: list[tuple[Node, list[_Matcher]]] | None,
+    pending: list[tuple[Node, list[Callable[..., Any]]]] | None,
 ) -> bool:
     """Call the hooks of ``pending`` (None: ``p.setup`` and then every subscribed node, as a
     run would) until one returns an action other than keep, or raises: True then, False when
@@ -399,14 +458,14 @@ def _probe(
         with guard:
             if pending is None:
                 p.setup(gm, ctx)
-                nodes, found, common = _work_list(p, gm)
-                pending = [(n, found[n] if common is None else common) for n in nodes]
+                nodes, found, common, hooks = _work_list(p, gm)
+                pending = [(n, [hooks[j] for j in (found[n] if common is None else common)]) for n in nodes]
             for node, ms in pending:
-                for m in ms:
+                for hook in ms:
                     if node._erased:
                         break
                     ctx.node = node
-                    action = m.hook(node, ctx)
+                    action = hook(node, ctx)
                     if not (action is None or action is KEEP or isinstance(action, Keep)):
                         return True
         return False

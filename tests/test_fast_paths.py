@@ -353,6 +353,59 @@ def test_dispatch_order_and_answers_on_every_work_list_path(monkeypatch):
     assert run(Nothing)[1] is False
 
 
+def test_compiled_subscriptions_follow_families_subclasses_and_hooks(monkeypatch):
+    """The runner compiles a pass class's subscriptions once and keeps what they answer per
+    target on the class: a family defined later, a subclass with another hook, a hook removed
+    by an override and ``_hooks`` replaced on the class are each seen by the next run."""
+    from fxpasses import ops
+
+    monkeypatch.setattr(ops, "FAMILIES", dict(ops.FAMILIES))
+
+    def f(x):
+        return torch.sigmoid(torch.relu(x) * 2)
+
+    seen: list[tuple[str, str]] = []
+
+    class Act(fxpasses.NodePass):
+        name = "sees_act"
+
+        @fxpasses.on("fxp_test_act", op="call_function")
+        def act(self, node, ctx):
+            seen.append(("act", node.name))
+
+    def visited(cls):
+        seen.clear()
+        fxpasses.Pipeline([cls], verify="none").run(torch.fx.symbolic_trace(f))
+        return list(seen)
+
+    assert visited(Act) == []  # a name no op has yet
+    ops.define_family("fxp_test_act", ["relu"])
+    assert visited(Act) == [("act", "relu")]
+    ops.define_family("fxp_test_act", ["sigmoid"])
+    assert visited(Act) == [("act", "relu"), ("act", "sigmoid")]
+
+    class ActAndMul(Act):
+        name = "sees_act_and_mul"
+
+        @fxpasses.on("mul")
+        def mul(self, node, ctx):
+            seen.append(("mul", node.name))
+
+    assert visited(ActAndMul) == [("act", "relu"), ("mul", "mul"), ("act", "sigmoid")]
+    assert visited(Act) == [("act", "relu"), ("act", "sigmoid")]  # the base class's own answers
+
+    class MulOnly(ActAndMul):
+        name = "sees_mul_only"
+
+        def act(self, node, ctx):  # overridden without @on: no longer a hook
+            seen.append(("act", node.name))
+
+    assert visited(MulOnly) == [("mul", "mul")]
+    only_sigmoid = fxpasses.passes.Subscription(frozenset({"call_function"}), frozenset(), (torch.sigmoid,))
+    monkeypatch.setattr(Act, "_hooks", (("act", only_sigmoid),))
+    assert visited(Act) == [("act", "sigmoid")]
+
+
 @pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("which", ["itself_a_user", "after_a_user", "other_graph", "erased"])
 def test_replace_by_a_node_that_cannot_take_the_place_fails_at_the_hook(which, fast):
