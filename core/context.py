@@ -18,9 +18,9 @@ from torch.fx.node import Argument, Node, Target
 
 from ._layout import LayoutCopies, copy_inputs
 from ._order import precedes
-from .errors import NodeHasUsersError, UserError, short_repr
+from .errors import NO_STACK_TRACE, NodeHasUsersError, UserError, short_repr
 
-__all__ = ["PassContext", "PROVENANCE_KEYS", "describe_node", "user_source_line", "tensor_info"]
+__all__ = ["PassContext", "PROVENANCE_KEYS", "describe_node", "user_source_line", "no_source_line_reason", "tensor_info"]
 
 #: ``node.meta`` keys copied from the node being rewritten onto nodes created for it.
 PROVENANCE_KEYS = (
@@ -643,8 +643,9 @@ def user_source_line(node: Node) -> str | None:
     installed package is the model's code (a Hugging Face model's ``modeling_gpt2.py``); when
     the chosen frame is in one and an outer frame is in the user's own files, that is named
     too: ``File ".../modeling_gpt2.py", line 603, in forward: h = self.drop(h) (called from
-    File "models.py", line 103, in forward)``. With only torch's frames, the innermost one;
-    None when no trace is recorded.
+    File "models.py", line 103, in forward)``. None when no trace is recorded, or when it
+    has only torch's, fxpasses' and the standard library's frames (see
+    :func:`no_source_line_reason`).
     """
     trace = node.meta.get("stack_trace")
     if not trace:
@@ -653,7 +654,9 @@ def user_source_line(node: Node) -> str | None:
     if not frames:
         return trace.strip().splitlines()[-1].strip() or None
     kinds = [_frame_kind(f[0]) for f in frames]
-    chosen = next((i for i in range(len(frames) - 1, -1, -1) if kinds[i] != "own"), len(frames) - 1)
+    chosen = next((i for i in range(len(frames) - 1, -1, -1) if kinds[i] != "own"), None)
+    if chosen is None:  # torch's own line is not the user's code
+        return None
     frame = frames[chosen]
     code = frame[3].strip()
     text = f'File "{frame[0]}", line {frame[1]}, in {frame[2]}' + (f": {code}" if code else "")
@@ -663,6 +666,17 @@ def user_source_line(node: Node) -> str | None:
             outer = frames[caller]
             text += f' (called from File "{outer[0]}", line {outer[1]}, in {outer[2]})'
     return text
+
+
+def no_source_line_reason(node: Node) -> str:
+    """Why :func:`user_source_line` names no line for ``node`` (for "user code: unknown (...)")."""
+    trace = node.meta.get("stack_trace")
+    if trace and _FRAME.search(trace):
+        return (
+            "its recorded stack trace has only torch's, fxpasses' and the standard library's frames: code "
+            "without a source file, such as a model defined in python -c, exec or the REPL, leaves none"
+        )
+    return NO_STACK_TRACE
 
 
 def tensor_info(node: Node) -> tuple[torch.Size, torch.dtype] | None:

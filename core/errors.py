@@ -322,11 +322,11 @@ class NodeHasUsersError(FxPassesError):
         )
 
 
-#: why a node names no user source line
+#: why a node names no user source line (when it has no recorded stack trace)
 NO_STACK_TRACE = (
     "the node has no recorded stack trace: torch.fx.symbolic_trace records none unless its Tracer "
-    "sets record_stack_traces = True, as fxpasses.capture.capture does; torch.export and TorchDynamo "
-    "record them; a node a pass made without its context has none"
+    "sets record_stack_traces = True, as fxpasses.capture.capture does, and a node a pass made "
+    "without its context has none"
 )
 
 
@@ -335,7 +335,9 @@ class PassFailedError(FxPassesError):
 
     Attributes: ``pass_name``, ``reason``, ``node`` (a dict with ``name``, ``op``, ``target``,
     ``args``, ``kwargs``, or None), ``source_line`` (the user's source line from
-    ``node.meta["stack_trace"]``), ``rolled_back``; the original exception is ``__cause__``.
+    ``node.meta["stack_trace"]``), ``no_source_line`` (why there is none, when there is a node
+    without one: :func:`fxpasses.context.no_source_line_reason`), ``rolled_back``; the original
+    exception is ``__cause__``.
     """
 
     def __init__(
@@ -347,11 +349,13 @@ class PassFailedError(FxPassesError):
         source_line: str | None = None,
         rolled_back: bool = False,
         notes: Sequence[str] = (),
+        no_source_line: str = NO_STACK_TRACE,
     ) -> None:
         self.pass_name = pass_name
         self.reason = reason
         self.node = node
         self.source_line = source_line
+        self.no_source_line = no_source_line
         self.rolled_back = rolled_back
         self.notes = list(notes)
         super().__init__(pass_name, reason)
@@ -367,7 +371,7 @@ class PassFailedError(FxPassesError):
         if self.source_line:
             lines.append("  user code: " + self.source_line.replace("\n", "\n  "))
         elif node is not None:
-            lines.append(f"  user code: unknown ({NO_STACK_TRACE})")
+            lines.append(f"  user code: unknown ({self.no_source_line})")
         if self.rolled_back:
             lines.append(f"  the graph was restored to its state before {self.pass_name!r}")
         lines.extend(f"  note: {n}" for n in self.notes)

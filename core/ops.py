@@ -206,13 +206,43 @@ def ops_generation() -> int:
 def define_family(name: str, members: Iterable[str]) -> None:
     """Add canonical op names to the family ``name`` (created when missing).
 
-    Raises ``ValueError`` when a member is an in-place name (``add_``) and the family is not:
-    in-place ops must never match a hook written for the out-of-place op.
+    ``members`` is a collection of op names (``["relu", "gelu"]``); a single name must be
+    given as a one-item list.
+
+    Raises:
+        TypeError: ``name`` is not a string, ``members`` is a string (it would be read as
+            its characters) or not iterable, or a member is not a string.
+        ValueError: a name is not an identifier (op names are: ``relu6``, ``max_pool2d``), no
+            member is given, or a member is in place (``add_``) and the family is not, or the
+            other way round: in-place ops must never match a hook written for the out-of-place
+            op, nor out-of-place ops one written for the in-place op.
     """
-    members = frozenset(members)
-    bad = [m for m in members if is_inplace_name(m) and not is_inplace_name(name)]
+    if not isinstance(name, str):
+        raise TypeError(f"define_family: the family name must be a str, not {type(name).__name__} ({name!r})")
+    if isinstance(members, (str, bytes)):
+        raise TypeError(
+            f"define_family({name!r}, {members!r}): members must be a collection of op names, not one "
+            f"string (it would be read as its characters); write [{members!r}]"
+        )
+    try:
+        members = frozenset(members)
+    except TypeError as exc:
+        raise TypeError(
+            f"define_family({name!r}, ...): members must be an iterable of op names, not {type(members).__name__}"
+        ) from exc
+    wrong = [m for m in members if not isinstance(m, str)]
+    if wrong:
+        raise TypeError(f"define_family({name!r}, ...): members must be op names (str), not {wrong[0]!r}")
+    if not members:
+        raise ValueError(f"define_family({name!r}, ...): give at least one member")
+    odd = sorted(n for n in (name, *members) if not n.isidentifier())
+    if odd:
+        raise ValueError(f"define_family({name!r}, ...): {odd[0]!r} is not an op name (op names are identifiers)")
+    inplace = is_inplace_name(name)
+    bad = sorted(m for m in members if is_inplace_name(m) != inplace)
     if bad:
-        raise ValueError(f"family {name!r} may not contain in-place op names {sorted(bad)}")
+        kind = "out-of-place" if inplace else "in-place"
+        raise ValueError(f"family {name!r} may not contain {kind} op names {bad}")
     global _families_changed
     FAMILIES[name] = FAMILIES.get(name, frozenset()) | members
     _families_changed += 1

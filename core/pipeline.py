@@ -48,7 +48,7 @@ from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError,
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
-from .lint import lint_edits, lint_passes, names_in_namespace, unspellable_argument
+from .lint import lint_edits, lint_passes, names_in_namespace, structure_problem, unspellable_argument
 from .ordering import Item, order
 from .passes import Pass, validate_pass_class
 from .registry import Registry, registry as default_registry
@@ -264,6 +264,7 @@ class Pipeline:
         self._steps = [self._entry(e, i, extra) for i, e in enumerate(passes)]
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
+        _check_one_class_per_name(self._steps, self.source)
         unused = set(extra) - {s.name for s in self._steps}
         if unused and not ignore_unused_options:
             names = [s.name for s in self._steps]
@@ -598,6 +599,7 @@ class Pipeline:
         # the module tree stays as it was (fxpasses.effects: module epochs)
         epoch_graphs = [gm.graph]
         new_module_epoch(gm.graph)
+        placeholders = len(gm.graph.find_nodes(op="placeholder"))  # the inputs every pass keeps
         try:
             while queue:
                 step = queue.popleft()
@@ -715,6 +717,7 @@ class Pipeline:
                             edits=snap if journaled and clean else None,
                             names_kept=names_kept,
                             journal=snap if journaled else None,
+                            placeholders=placeholders,
                         )
                         if whole:
                             names_kept = names_in_namespace(gm.graph)
@@ -1092,6 +1095,7 @@ def _lint(
     names_kept: bool = False,
     as_given: bool = False,
     journal: Journal | None = None,
+    placeholders: int | None = None,
 ) -> bool:
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
     ``call_module`` target a submodule, and every argument something the generated code can
@@ -1111,10 +1115,18 @@ def _lint(
     linted before it: only the arguments of the nodes it touched are looked at (every other
     node holds the arguments it held before the pass, which are let through as above).
 
+    ``placeholders``: how many inputs the graph had when the run began (see
+    :func:`~fxpasses.lint.structure_problem`, which also requires one output node).
+
     Raises:
-        VerificationError: a submodule is missing or an argument cannot be spelled in code.
+        VerificationError: the graph has no output node, or several, or another number of
+            placeholders; a submodule is missing; or an argument cannot be spelled
+            in code.
         RuntimeError: torch's ``Graph.lint()`` failed.
     """
+    problem = structure_problem(gm.graph, placeholders)
+    if problem is not None:
+        raise VerificationError(problem)
     accept = _unchanged_since(before) if before is not None else None
     journal = edits if edits is not None else journal
     touched = journal.touched() if journal is not None else None
@@ -1139,6 +1151,27 @@ def _lint(
                 f"node %{node.name} calls submodule {node.target!r}, which does not exist"
             ) from exc
     return True
+
+
+def _check_one_class_per_name(steps: list[PlanStep], source: str) -> None:
+    """Refuse two different pass classes under one name: the run report, the options tables
+    and the passes' ordering constraints all go by name, so one of them would be taken for
+    the other (a plugin's duplicate is refused at registration the same way)."""
+    first: dict[str, PlanStep] = {}
+    for step in steps:
+        seen = first.setdefault(step.name, step)
+        if seen.cls is step.cls:
+            continue
+        a, b = (f"{c.__module__}.{c.__qualname__}" for c in (seen.cls, step.cls))
+        inherited = "name" not in vars(step.cls) and issubclass(step.cls, seen.cls) or (
+            "name" not in vars(seen.cls) and issubclass(seen.cls, step.cls)
+        )
+        raise ConfigError(
+            f"two different passes are named {step.name!r} in this pipeline: {a} ({seen.source or 'given'}) and "
+            f"{b} ({step.source or 'given'}); give each pass class its own `name`"
+            + (" (a subclass inherits its base class's)" if inherited else ""),
+            source=source,
+        )
 
 
 def _unchanged_since(before: Snapshot | Journal) -> Any:

@@ -26,6 +26,7 @@ import importlib
 import importlib.metadata as md
 import inspect
 import os
+import traceback
 import typing
 import warnings
 from dataclasses import dataclass, field
@@ -253,6 +254,23 @@ def _taken_by(owners: Sequence[Any], what: str) -> str:
     PresetInfo records holding the name; "built-in" when all are the built-in plugin's)."""
     builtin = all(_norm(o.distribution) == BUILTIN_DISTRIBUTION for o in owners)
     return f"the name is taken by the {'built-in ' if builtin else ''}{what} of {', '.join(o.source for o in owners)}"
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` (at FILE, line N: CODE)``: where an import raised ``exc`` (the innermost frame of
+    its traceback that is neither importlib's nor this module's; for a ``SyntaxError``, the
+    place it names), or "" when there is none."""
+    if isinstance(exc, SyntaxError):  # its own file and line (the traceback ends in importlib)
+        return f" (at {exc.filename}, line {exc.lineno})" if exc.filename and exc.lineno else ""
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen ") and os.path.abspath(f.filename) != os.path.abspath(__file__)
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at {f.filename}, line {f.lineno}" + (f": {f.line.strip()})" if f.line and f.line.strip() else ")")
 
 
 def _norm(name: str) -> str:
@@ -678,7 +696,7 @@ class Registry:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - a plugin may even sys.exit() on import
-            self._fail(rec, f"import failed: {type(exc).__name__}: {exc}", exc)
+            self._fail(rec, f"import failed: {type(exc).__name__}: {exc}{_raised_at(exc)}", exc)
             return
         self._register_plugin_object(obj, rec)
 
@@ -792,10 +810,16 @@ class Registry:
             rec.status = "empty"
             return
         # beside marked hooks, a function named exactly after a hook but not marked is never
-        # called either: reported as when it is the plugin's only one
-        unmarked = [p for p in hook_name_problems(self.pm, obj, ALL_HOOKS) if p.split(" ", 1)[0] in ALL_HOOKS]
+        # called either: reported as when it is the plugin's only one; so is an unmarked
+        # fxpasses_* name close to a hook's (fxpasses_register_pass). Other near names
+        # (register_passes) may be the plugin's own helpers, called by its hooks
+        near = hook_name_problems(self.pm, obj, ALL_HOOKS)
+        unmarked = [p for p in near if p.split(" ", 1)[0] in ALL_HOOKS]
+        misspelled = [p for p in near if p.split(" ", 1)[0] not in ALL_HOOKS and p.startswith(hookspecs.PREFIX)]
         if unmarked:
             self._problem(rec.error_for("unmarked hook: " + "; ".join(unmarked)))
+        if misspelled:
+            self._problem(rec.error_for("misspelled hook: " + "; ".join(misspelled)))
         n_problems = len(self.problems) - problems_before
         if n_problems:
             rec.status = "partial" if added or presets else "failed"
@@ -1011,7 +1035,7 @@ class Registry:
                 f"in a config, `--preset {name}` on the command line, Pipeline.from_preset({name!r}) in "
                 f"Python, or options={{\"preset\": \"{name}\"}} to torch.compile"
             )
-        else:
+        elif not hints:  # (a plugin that registered it, rejected, is where it comes from)
             hints.extend(filter(None, [self._not_loaded_hint(name, "pass")]))
         raise UnknownPassError(
             name, suggestions, plugins, source=source, hint=hints, not_loaded=self._not_loaded_labels()
@@ -1041,7 +1065,7 @@ class Registry:
             source=source,
             kind="preset",
             available=list(self._presets),
-            hint=[*self._rejected_hints(name, "preset"), *filter(None, [self._not_loaded_hint(name, "preset")])]
+            hint=(self._rejected_hints(name, "preset") or list(filter(None, [self._not_loaded_hint(name, "preset")])))
             + (
                 [
                     f"{name!r} is a pass, not a preset: give it as a pipeline, `pipeline = \"{name}\"` in a "

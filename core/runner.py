@@ -17,7 +17,14 @@ from torch.fx.node import Node
 
 from ._modpath import MISSING, ModulePaths
 from ._order import NODES_COMPARE_IN_C, in_graph_order, precedes
-from .context import PassContext, check_replacement, describe_node, replace_all_uses, user_source_line
+from .context import (
+    PassContext,
+    check_replacement,
+    describe_node,
+    no_source_line_reason,
+    replace_all_uses,
+    user_source_line,
+)
 from .errors import NodeHasUsersError, PassFailedError
 from .ops import (
     call_op_name,
@@ -49,6 +56,7 @@ class HookError(Exception):
         # described now: a rollback afterwards puts the node back as it was before the pass
         self.description = describe_node(node) if node is not None else None
         self.source_line = user_source_line(node) if node is not None else None
+        self.no_source_line = no_source_line_reason(node) if node is not None and self.source_line is None else None
 
 
 class _Matcher:
@@ -275,18 +283,42 @@ def _work_list(
 
 
 def _apply(node: Node, action: Any, ctx: PassContext) -> bool:
-    """Carry out a hook's returned action; True when the graph changed."""
+    """Carry out a hook's returned action; True when the graph changed.
+
+    Raises:
+        ValueError: the hook erased ``node`` itself and still returned an action for it;
+            ``ERASE`` of the output node or of a placeholder (the module's inputs: erasing one
+            changes how the module must be called), or ``Replace`` of the output node.
+        NodeHasUsersError: ``ERASE`` of a node that other nodes still use.
+    """
     if action is None or action is KEEP or isinstance(action, Keep):
         return False
+    if node._erased:
+        raise ValueError(
+            f"hook returned {action!r} for %{node.name}, which it had erased itself: after erasing "
+            "a node, return None (keep); or return ERASE or Replace(value) and let the runner erase it"
+        )
     if isinstance(action, Replace):
         value = action.value
         if value is node:
             return False
+        if node.op == "output":
+            raise ValueError(
+                f"hook returned {action!r} for the output node %{node.name}, which nothing uses: to "
+                "change what the graph returns, replace the output node's arguments (node.args)"
+            )
         replace_all_uses(node, value, ctx._journal)
-        if not node.users and node.op != "placeholder" and node.op != "output":
+        if not node.users and node.op != "placeholder":
             ctx.graph.erase_node(node)
         return True
     if action is ERASE or isinstance(action, Erase):
+        if node.op == "output":
+            raise ValueError(f"hook returned ERASE for the output node %{node.name}: a graph must keep its output node")
+        if node.op == "placeholder":
+            raise ValueError(
+                f"hook returned ERASE for the input %{node.name} (a placeholder): erasing an input "
+                "changes how the module must be called; Replace(value) replaces its uses instead"
+            )
         if node.users:
             raise NodeHasUsersError(node)
         ctx.graph.erase_node(node)
@@ -364,7 +396,7 @@ def run_pass(
                 action = hook(node, ctx)
                 if action is None or action is KEEP:
                     continue
-                if type(action) is Replace and isinstance(action.value, Node):
+                if type(action) is Replace and isinstance(action.value, Node) and not node._erased and node.op != "output":
                     # _apply's steps for the usual answer, inline
                     value = action.value
                     if value is node:
@@ -372,7 +404,7 @@ def run_pass(
                     if value.graph is not graph or value._erased or precedes(node, value):
                         check_replacement(node, value)  # the full check (it may raise)
                     node.replace_all_uses_with(value)
-                    if not node.users and node.op != "placeholder" and node.op != "output":
+                    if not node.users and node.op != "placeholder":
                         graph.erase_node(node)
                     changed = True
                 elif _apply(node, action, ctx):
@@ -493,6 +525,7 @@ def hook_failure(pass_name: str, err: HookError, *, rolled_back: bool, notes: li
         reason,
         node=err.description,
         source_line=err.source_line,
+        **({"no_source_line": err.no_source_line} if err.no_source_line else {}),
         rolled_back=rolled_back,
         notes=notes,
     )

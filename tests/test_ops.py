@@ -157,6 +157,33 @@ def test_inplace_twins_of_families():
         define_family("act", ["relu", "relu_"])
 
 
+@pytest.mark.parametrize(
+    "name, members, error, message",
+    [
+        ("fam", "sigmoid", TypeError, r"not one string \(it would be read as its characters\); write \['sigmoid'\]"),
+        ("fam", 42, TypeError, r"members must be an iterable of op names, not int"),
+        ("fam", ["relu", 42], TypeError, r"members must be op names \(str\), not 42"),
+        (3, ["relu"], TypeError, r"the family name must be a str, not int"),
+        ("fam", [], ValueError, r"give at least one member"),
+        ("Bad Name", ["relu"], ValueError, r"'Bad Name' is not an op name"),
+        ("fam", ["re lu"], ValueError, r"'re lu' is not an op name"),
+        ("relu_", ["relu"], ValueError, r"family 'relu_' may not contain out-of-place op names \['relu'\]"),
+    ],
+)
+def test_define_family_refuses_what_would_match_wrongly(monkeypatch, name, members, error, message):
+    """A string of members would be its characters (``@on("fam")`` then matched nothing, in
+    silence); other bad arguments raised an AttributeError from inside, or were accepted."""
+    from fxpasses import ops
+
+    monkeypatch.setattr(ops, "FAMILIES", dict(ops.FAMILIES))
+    before = dict(ops.FAMILIES)
+    with pytest.raises(error, match=message):
+        define_family(name, members)
+    assert ops.FAMILIES == before
+    define_family("fam", ("sigmoid",))
+    assert family_members("fam") == {"fam", "sigmoid"}
+
+
 class InPlaceNet(nn.Module):
     """Conv + BN + in-place relu, in-place eval dropouts, in-place adds, x*1 and constants."""
 

@@ -799,3 +799,35 @@ def test_unknown_option_suggestions_ignore_case(text, suggestion):
     valid = "(valid: max_numel, max_growth_bytes, fold_parameters)"
     expected = f"unknown option; {suggestion} {valid}" if suggestion else f"unknown option {valid}"
     assert expected in line
+
+
+def test_two_different_passes_of_one_name_in_a_pipeline_are_refused():
+    """Both ran and ``report[name]`` returned the last one; options tables and ordering go
+    by name too."""
+    from fxpasses.builtin_passes.dead_code import EliminateDeadCode
+
+    class MyDCE(fxpasses.GraphPass):
+        name = "eliminate_dead_code"
+
+        def run(self, gm, ctx):
+            return False
+
+    class Tweaked(EliminateDeadCode):  # inherits the name
+        pass
+
+    mine = f"{__name__}.test_two_different_passes_of_one_name_in_a_pipeline_are_refused.<locals>"
+    with pytest.raises(ConfigError) as info:
+        fxpasses.Pipeline(["eliminate_dead_code", MyDCE])
+    assert str(info.value) == (
+        "pipeline: two different passes are named 'eliminate_dead_code' in this pipeline: "
+        "fxpasses.builtin_passes.dead_code.EliminateDeadCode (pipeline, entry 1) and "
+        f"{mine}.MyDCE (pipeline, entry 2); give each pass class its own `name`"
+    )
+    with pytest.raises(ConfigError, match=r"give each pass class its own `name` \(a subclass inherits its base class's\)$"):
+        fxpasses.Pipeline([Tweaked, "eliminate_common_subexpressions", "eliminate_dead_code"])
+    # the same pass twice, and a subclass alone under its base's name, stay allowed
+    assert [s.name for s in fxpasses.Pipeline(["eliminate_dead_code", EliminateDeadCode], order="as-given").plan().steps] == [
+        "eliminate_dead_code",
+        "eliminate_dead_code",
+    ]
+    assert fxpasses.Pipeline([Tweaked]).plan().steps[0].cls is Tweaked

@@ -13,6 +13,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
+import fxpasses
 from fxpasses import Registry
 from fxpasses.cli import cli
 
@@ -213,3 +214,28 @@ def test_two_plugins_with_one_name_reported_once_naming_both(site):
     assert r.exit_code == 2
     assert "registered by more than one plugin: rival-a 0.1 and rival-b 0.2" in r.output
     assert "Traceback" not in r.output
+
+
+def test_an_import_failure_names_the_file_and_line_that_raised(tmp_path, monkeypatch):
+    """The type and message alone left the user to find the line (``--strict-plugins
+    --traceback`` showed it): the innermost frame outside importlib, or a SyntaxError's place."""
+    d = tmp_path / "site"
+    make_dist(d, "deep-raise", "0.1", "fxp_deepraise", "import fxp_deephelper\n")
+    (d / "fxp_deephelper.py").write_text("x = 1\n\ndef f():\n    return {}['missing']\n\nf()\n")
+    make_dist(d, "bad-syntax", "0.2", "fxp_badsyntax", "def f(:\n    pass\n")
+    forget_modules("fxp_deepraise", "fxp_deephelper", "fxp_badsyntax")
+    monkeypatch.syspath_prepend(str(d))
+    monkeypatch.delenv("FXPASSES_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    importlib.invalidate_caches()
+    try:
+        with pytest.warns(fxpasses.PluginWarning) as caught:
+            Registry()
+        said = {w for w in map(lambda w: str(w.message), caught) if "deep-raise" in w or "bad-syntax" in w}
+        assert said == {
+            "plugin deep-raise 0.1 (entry point deep-raise = fxp_deepraise): import failed: KeyError: 'missing' "
+            f"(at {d / 'fxp_deephelper.py'}, line 4: return {{}}['missing'])",
+            "plugin bad-syntax 0.2 (entry point bad-syntax = fxp_badsyntax): import failed: SyntaxError: invalid syntax "
+            f"(fxp_badsyntax.py, line 1) (at {d / 'fxp_badsyntax.py'}, line 1)",
+        }
+    finally:
+        forget_modules("fxp_deepraise", "fxp_deephelper", "fxp_badsyntax")

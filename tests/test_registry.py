@@ -254,6 +254,42 @@ def fxpasses_register_presets(register):
 '''
 
 
+def test_an_unknown_name_a_plugin_rejected_does_not_point_at_plugins_not_loaded(site):
+    """The rejection says where the pass is; "may come from" a disabled, unrelated plugin
+    only misled."""
+    make_dist(site, "extra-dist", "1.0", "fxp_extra_rj", EXTRA_WITH_PRESET)
+    make_dist(
+        site,
+        "rejects-dist",
+        "1.0",
+        "fxp_rejects",
+        """
+        import fxpasses
+        class Bad(fxpasses.GraphPass):
+            "Options that are not a pydantic model."
+            name = "rejected_pass"
+            Options = dict
+            def run(self, gm, ctx):
+                return False
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            register(Bad)
+        """,
+    )
+    forget_modules("fxp_extra_rj", "fxp_rejects")
+    with pytest.warns(fxpasses.PluginWarning):
+        reg = Registry(disable=["extra-dist"])
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("rejected_pass")
+    text = str(info.value)
+    assert "pass 'rejected_pass' was found in plugin rejects-dist 1.0" in text
+    assert "may come from" not in text
+    with pytest.raises(UnknownPassError) as info:  # a name no plugin rejected still gets the hint
+        reg.get("extra_pass")
+    assert "(pass 'extra_pass' may come from a plugin that was not loaded and so not searched: extra-dist" in str(info.value)
+    forget_modules("fxp_extra_rj", "fxp_rejects")
+
+
 @pytest.mark.parametrize(
     "env, kwargs, why, how",
     [
@@ -1079,6 +1115,38 @@ def fxpasses_register_presets(register):
         Registry(strict=True)
     assert str(info.value) == said[0]
     forget_modules(*modules)
+
+
+def test_a_misspelled_unmarked_hook_beside_a_marked_one_is_reported(site):
+    """``fxpasses_register_pass`` beside a marked hook was ignored in silence (it was reported
+    only when it was the plugin's only function); a helper without the prefix is not."""
+    make_dist(
+        site,
+        "typo-hook",
+        "0.1",
+        "fxp_typo_hook",
+        good_pass_source("typo_hook_pass")
+        + """
+def fxpasses_register_pass(register):  # misspelled, not marked
+    register(None)
+
+def register_passes(register):  # the plugin's own helper
+    pass
+""",
+    )
+    forget_modules("fxp_typo_hook")
+    with pytest.warns(fxpasses.PluginWarning) as caught:
+        reg = Registry()
+    assert [str(w.message) for w in caught if "typo-hook" in str(w.message)] == [
+        "plugin typo-hook 0.1 (entry point typo-hook = fxp_typo_hook): misspelled hook: fxpasses_register_pass is "
+        "not an fxpasses hook; did you mean 'fxpasses_register_passes' or 'fxpasses_register_presets'? (a hook method "
+        "is named exactly after its "
+        "hook, fxpasses_..., and marked @fxpasses.hookimpl; rename a method that is not meant as one, or start its "
+        "name with '_')"
+    ]
+    (rec,) = [r for r in reg.plugins if r.distribution == "typo-hook"]
+    assert rec.status == "partial" and rec.passes == ["typo_hook_pass"]
+    forget_modules("fxp_typo_hook")
 
 
 def test_an_unmarked_hook_beside_a_marked_one_is_reported(site):

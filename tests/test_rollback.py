@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import enum
 import operator
+import warnings
 
 import numpy as np
 
@@ -447,6 +448,146 @@ def test_erase_with_users_names_each_user():
     gm.graph.lint()
 
 
+def _frame_hook_pass(op, answer):
+    class Frame(fxpasses.NodePass):
+        name = f"frame_{op}"
+
+        @fxpasses.on(op=op)
+        def h(self, node, ctx):
+            return answer(node, ctx)
+
+    return Frame
+
+
+@pytest.mark.parametrize(
+    "op, answer, message",
+    [
+        ("output", lambda n, c: ERASE, r"hook returned ERASE for the output node %output: a graph must keep its output node"),
+        ("output", lambda n, c: Replace(1.0), r"hook returned Replace\(value=1.0\) for the output node %output, which nothing uses"),
+        ("placeholder", lambda n, c: ERASE, r"hook returned ERASE for the input %x \(a placeholder\): erasing an input changes"),
+    ],
+)
+def test_hooks_may_not_erase_the_graphs_frame(op, answer, message):
+    """ERASE of the output node left a module returning None, and ERASE of an unused input
+    changed its signature, both reported ok under verify="lint"."""
+
+    def f(x, mask):
+        return x + 1
+
+    gm = torch.fx.symbolic_trace(f)
+    code = gm.code
+    reg = Registry(autoload=False)
+    cls = _frame_hook_pass(op, answer)
+    reg.register(cls)
+    with pytest.raises(PassFailedError, match=message) as info:
+        Pipeline([cls.name], registry=reg).run(gm, [torch.ones(2), torch.ones(2)])
+    assert info.value.rolled_back
+    assert gm.code == code and [n.op for n in gm.graph.nodes] == ["placeholder", "placeholder", "call_function", "output"]
+    torch.testing.assert_close(gm(torch.ones(2), torch.ones(2)), torch.full((2,), 2.0))
+
+
+@pytest.mark.parametrize("answer", ["erase", "replace"])
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_hook_that_erased_its_node_itself_may_not_return_an_action_for_it(answer, fast):
+    """torch warned "erase_node(relu) on an already erased node" and the pass went on."""
+
+    class SelfErase(fxpasses.NodePass):
+        name = "self_erase"
+
+        @fxpasses.on("relu")
+        def relu(self, node, ctx):
+            src = node.args[0]
+            node.replace_all_uses_with(src)
+            ctx.graph.erase_node(node)
+            return ERASE if answer == "erase" else Replace(src)
+
+        if not fast:  # a second hook on the node: the general loop
+
+            @fxpasses.on("relu")
+            def other(self, node, ctx):
+                return None
+
+    def f(x):
+        return torch.relu(x) + 1
+
+    gm = torch.fx.symbolic_trace(f)
+    reg = Registry(autoload=False)
+    reg.register(SelfErase)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(PassFailedError, match=r"for %relu, which it had erased itself: after erasing a node, return None"):
+            Pipeline(["self_erase"], registry=reg).run(gm, [torch.ones(2)])
+    assert [n.name for n in gm.graph.nodes] == ["x", "relu", "add", "output"]
+    torch.testing.assert_close(gm(-torch.ones(2)), torch.ones(2))
+
+
+def _last(g):
+    return next(iter(reversed(g.nodes)))
+
+
+def _before_output(edit):
+    def go(g):
+        with g.inserting_before(_last(g)):
+            edit(g)
+
+    return go
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda g: g.erase_node(_last(g)), r"the graph has no output node \(the module would return None\)"),
+        (
+            _before_output(lambda g: g.output(next(iter(g.nodes)))),
+            r"the graph has 2 output nodes \(%output_1, %output\); it must have one",
+        ),
+        (
+            _before_output(lambda g: g.placeholder("extra")),
+            r"the graph has 3 placeholder \(input\) nodes, 2 before: a pass added 1",
+        ),
+        (
+            lambda g: g.erase_node(next(n for n in g.nodes if n.name == "mask")),
+            r"the graph has 1 placeholder \(input\) nodes, 2 before: a pass erased 1",
+        ),
+    ],
+)
+@pytest.mark.parametrize("journaled", [True, False])
+def test_lint_checks_the_graphs_frame_after_a_graph_pass(edit, message, journaled):
+    """A GraphPass that erased the output node or an input was reported ok under
+    verify="lint" (torch's Graph.lint() checks neither)."""
+
+    class Frame(fxpasses.GraphPass):
+        name = "frame_edit"
+        journal_edits = journaled
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            edit(gm.graph)
+            return True
+
+    def f(x, mask):
+        return x + 1
+
+    gm = torch.fx.symbolic_trace(f)
+    code = gm.code
+    reg = Registry(autoload=False)
+    reg.register(Frame)
+    with pytest.raises(PassFailedError, match=message) as info:
+        Pipeline(["frame_edit"], registry=reg).run(gm, [torch.ones(2), torch.ones(2)])
+    assert info.value.rolled_back
+    assert gm.code == code
+    assert [n.op for n in gm.graph.nodes] == ["placeholder", "placeholder", "call_function", "output"]
+
+
+def test_an_input_graph_without_output_is_named_as_the_callers():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.call_function(torch.relu, (x,))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    with pytest.raises(fxpasses.InputGraphError, match=r"the graph has no output node"):
+        Pipeline(["eliminate_dead_code"], on_error="raise").run(gm, [torch.ones(2)])
+
+
 class WrongRelu(fxpasses.NodePass):
     """relu(x) -> x: wrong, it changes the outputs (the graph stays well formed)."""
 
@@ -533,6 +674,44 @@ def test_source_line_of_a_frame_without_source_text():
         "    return tracer.create_proxy()\n"
     )
     assert user_source_line(x) == 'File "<stdin>", line 12, in forward'
+
+
+def test_a_model_without_a_source_file_has_no_user_line_rather_than_torchs():
+    """A model defined in ``python -c``, ``exec`` or the REPL leaves only torch's frames in
+    the trace symbolic_trace records: the error named torch's proxy.py as the "user code"."""
+    from fxpasses.context import no_source_line_reason, user_source_line
+
+    ns: dict = {}
+    exec(
+        compile(
+            "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x) + 1\n",
+            "<string>",
+            "exec",
+        ),
+        ns,
+    )
+    gm = capture(ns["M"](), [torch.ones(2)], "symbolic_trace").gm
+    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
+    assert "torch/fx/proxy.py" in relu.meta["stack_trace"]
+    assert user_source_line(relu) is None
+    assert no_source_line_reason(relu).startswith("its recorded stack trace has only torch's")
+
+    class Fails(fxpasses.NodePass):
+        name = "fails_at_relu"
+
+        @fxpasses.on("relu")
+        def relu(self, node, ctx):
+            raise RuntimeError("boom")
+
+    reg = Registry(autoload=False)
+    reg.register(Fails)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["fails_at_relu"], registry=reg).run(gm, [torch.ones(2)])
+    assert (
+        "  user code: unknown (its recorded stack trace has only torch's, fxpasses' and the standard library's "
+        "frames: code without a source file, such as a model defined in python -c, exec or the REPL, leaves none)"
+    ) in str(info.value).splitlines()
+    assert "proxy.py" not in str(info.value)
 
 
 @pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
