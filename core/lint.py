@@ -32,7 +32,7 @@ import torch
 import torch.fx
 
 from ._modpath import MISSING, ModulePaths
-from ._order import precedes
+from ._order import in_graph_order, precedes
 from .snapshot import _linked, _same_items
 
 try:  # torch >= 2.8: objects FX spells through their registered repr
@@ -42,33 +42,39 @@ except ImportError:  # pragma: no cover - older torch
     def _is_opaque(t: type) -> bool:
         return False
 
-__all__ = ["lint_passes", "lint_edits", "names_in_namespace", "unspellable_argument", "structure_problem"]
+__all__ = ["lint_passes", "lint_edits", "names_in_namespace", "unspellable_argument", "structure_problem", "input_signature"]
 
 _LEGAL_OPS = frozenset(("call_function", "call_method", "get_attr", "call_module", "placeholder", "output"))
 
 
-def structure_problem(graph: torch.fx.Graph, placeholders: int | None = None) -> str | None:
+def input_signature(graph: torch.fx.Graph) -> tuple[str, ...]:
+    """The targets of the graph's placeholders in graph order: the parameters of the generated
+    ``forward`` (a placeholder's name may change; its target is the argument's name)."""
+    return tuple(str(n.target) for n in in_graph_order(graph.find_nodes(op="placeholder")))
+
+
+def structure_problem(graph: torch.fx.Graph, inputs: tuple[str, ...] | None = None) -> str | None:
     """What is wrong with the graph's frame, or None: it must have one ``output`` node
     (without one the generated ``forward`` returns None, and with two it returns at the first;
-    ``Graph.lint()`` checks neither), and, when ``placeholders`` is given, still that many
-    ``placeholder`` nodes (the module's inputs: a pass that adds or erases one changes how the
-    module must be called). Nodes after the output node are let through, as torch lets them
-    (``graph.create_node`` without an insertion point puts a node there; it never runs, and a
-    use of it before is a use before its definition, which the lint refuses).
-    Looks at the index's buckets only: O(1) in the graph's size."""
+    ``Graph.lint()`` checks neither), and, when ``inputs`` is given (:func:`input_signature`
+    when the run began), still those inputs in that order (a pass that adds, erases, reorders
+    or retargets a placeholder changes how the module must be called). Nodes after the output
+    node are let through, as torch lets them (``graph.create_node`` without an insertion point
+    puts a node there; it never runs, and a use of it before is a use before its definition,
+    which the lint refuses). Looks at the index's buckets only: O(1) in the graph's size
+    (O(p log p) for its p placeholders)."""
     outputs = graph.find_nodes(op="output")
     if not outputs:
         return "the graph has no output node (the module would return None)"
     if len(outputs) > 1:
         names = ", ".join(f"%{n.name}" for n in outputs)
         return f"the graph has {len(outputs)} output nodes ({names}); it must have one"
-    if placeholders is not None:
-        now = len(graph.find_nodes(op="placeholder"))
-        if now != placeholders:
-            what = "erased" if now < placeholders else "added"
+    if inputs is not None:
+        now = input_signature(graph)
+        if now != inputs:
             return (
-                f"the graph has {now} placeholder (input) nodes, {placeholders} before: a pass {what} "
-                f"{abs(now - placeholders)}, which changes how the module must be called"
+                f"the graph's inputs (placeholders) are now ({', '.join(now)}), ({', '.join(inputs)}) "
+                "before: a pass changed how the module must be called"
             )
     return None
 

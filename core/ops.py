@@ -46,6 +46,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import operator
+import warnings
 from typing import Any, Callable, Iterable
 
 import torch
@@ -207,7 +208,11 @@ def define_family(name: str, members: Iterable[str]) -> None:
     """Add canonical op names to the family ``name`` (created when missing).
 
     ``members`` is a collection of op names (``["relu", "gelu"]``); a single name must be
-    given as a one-item list.
+    given as a one-item list. A member that is itself a family adds that family's members as
+    they are now (``["conv"]`` adds ``conv1d``, ``conv2d``, ...: a call's name is its op's,
+    never its family's). A member that is no known op's name but close to one
+    (``"rleu"``) is warned about (:class:`~fxpasses.errors.PassDefinitionWarning`), as ``@on``
+    warns; a name unlike every known one (a custom op's) is taken as it is.
 
     Raises:
         TypeError: ``name`` is not a string, ``members`` is a string (it would be read as
@@ -219,11 +224,13 @@ def define_family(name: str, members: Iterable[str]) -> None:
     """
     if not isinstance(name, str):
         raise TypeError(f"define_family: the family name must be a str, not {type(name).__name__} ({name!r})")
-    if isinstance(members, (str, bytes)):
+    if isinstance(members, str):
         raise TypeError(
             f"define_family({name!r}, {members!r}): members must be a collection of op names, not one "
             f"string (it would be read as its characters); write [{members!r}]"
         )
+    if isinstance(members, bytes):
+        raise TypeError(f"define_family({name!r}, {members!r}): members must be a collection of op names (str), not bytes")
     try:
         members = frozenset(members)
     except TypeError as exc:
@@ -243,8 +250,22 @@ def define_family(name: str, members: Iterable[str]) -> None:
     if bad:
         kind = "out-of-place" if inplace else "in-place"
         raise ValueError(f"family {name!r} may not contain {kind} op names {bad}")
+    for m in sorted(members):
+        close = [] if m in FAMILIES else misspelled_op_name(m)
+        if close:
+            from .errors import PassDefinitionWarning
+
+            warnings.warn(
+                PassDefinitionWarning(
+                    f"define_family({name!r}, ...): {m!r} names no known op or family; did you mean "
+                    + " or ".join(map(repr, close))
+                    + "?"
+                ),
+                stacklevel=2,
+            )
+    expanded = frozenset().union(*(FAMILIES.get(m, frozenset()) | {m} for m in members))
     global _families_changed
-    FAMILIES[name] = FAMILIES.get(name, frozenset()) | members
+    FAMILIES[name] = FAMILIES.get(name, frozenset()) | expanded
     _families_changed += 1
 
 

@@ -48,7 +48,7 @@ from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError,
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
-from .lint import lint_edits, lint_passes, names_in_namespace, structure_problem, unspellable_argument
+from .lint import input_signature, lint_edits, lint_passes, names_in_namespace, structure_problem, unspellable_argument
 from .ordering import Item, order
 from .passes import Pass, validate_pass_class
 from .registry import Registry, registry as default_registry
@@ -599,7 +599,7 @@ class Pipeline:
         # the module tree stays as it was (fxpasses.effects: module epochs)
         epoch_graphs = [gm.graph]
         new_module_epoch(gm.graph)
-        placeholders = len(gm.graph.find_nodes(op="placeholder"))  # the inputs every pass keeps
+        inputs = input_signature(gm.graph)  # how the module is called: every pass keeps it
         try:
             while queue:
                 step = queue.popleft()
@@ -717,7 +717,7 @@ class Pipeline:
                             edits=snap if journaled and clean else None,
                             names_kept=names_kept,
                             journal=snap if journaled else None,
-                            placeholders=placeholders,
+                            inputs=inputs,
                         )
                         if whole:
                             names_kept = names_in_namespace(gm.graph)
@@ -1095,7 +1095,7 @@ def _lint(
     names_kept: bool = False,
     as_given: bool = False,
     journal: Journal | None = None,
-    placeholders: int | None = None,
+    inputs: tuple[str, ...] | None = None,
 ) -> bool:
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
     ``call_module`` target a submodule, and every argument something the generated code can
@@ -1115,16 +1115,16 @@ def _lint(
     linted before it: only the arguments of the nodes it touched are looked at (every other
     node holds the arguments it held before the pass, which are let through as above).
 
-    ``placeholders``: how many inputs the graph had when the run began (see
-    :func:`~fxpasses.lint.structure_problem`, which also requires one output node).
+    ``inputs``: the graph's inputs when the run began (:func:`~fxpasses.lint.input_signature`;
+    see :func:`~fxpasses.lint.structure_problem`, which also requires one output node).
 
     Raises:
-        VerificationError: the graph has no output node, or several, or another number of
-            placeholders; a submodule is missing; or an argument cannot be spelled
+        VerificationError: the graph has no output node, or several, or other inputs than
+            ``inputs``; a submodule is missing; or an argument cannot be spelled
             in code.
         RuntimeError: torch's ``Graph.lint()`` failed.
     """
-    problem = structure_problem(gm.graph, placeholders)
+    problem = structure_problem(gm.graph, inputs)
     if problem is not None:
         raise VerificationError(problem)
     accept = _unchanged_since(before) if before is not None else None
@@ -1163,9 +1163,7 @@ def _check_one_class_per_name(steps: list[PlanStep], source: str) -> None:
         if seen.cls is step.cls:
             continue
         a, b = (f"{c.__module__}.{c.__qualname__}" for c in (seen.cls, step.cls))
-        inherited = "name" not in vars(step.cls) and issubclass(step.cls, seen.cls) or (
-            "name" not in vars(seen.cls) and issubclass(seen.cls, step.cls)
-        )
+        inherited = "name" not in vars(step.cls) or "name" not in vars(seen.cls)
         raise ConfigError(
             f"two different passes are named {step.name!r} in this pipeline: {a} ({seen.source or 'given'}) and "
             f"{b} ({step.source or 'given'}); give each pass class its own `name`"

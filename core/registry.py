@@ -696,7 +696,9 @@ class Registry:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - a plugin may even sys.exit() on import
-            self._fail(rec, f"import failed: {type(exc).__name__}: {exc}{_raised_at(exc)}", exc)
+            # a SyntaxError's str() ends with its (file, line), which _raised_at gives in full
+            said = exc.msg if isinstance(exc, SyntaxError) and exc.msg else exc
+            self._fail(rec, f"import failed: {type(exc).__name__}: {said}{_raised_at(exc)}", exc)
             return
         self._register_plugin_object(obj, rec)
 

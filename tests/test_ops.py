@@ -161,6 +161,7 @@ def test_inplace_twins_of_families():
     "name, members, error, message",
     [
         ("fam", "sigmoid", TypeError, r"not one string \(it would be read as its characters\); write \['sigmoid'\]"),
+        ("fam", b"relu", TypeError, r"members must be a collection of op names \(str\), not bytes"),
         ("fam", 42, TypeError, r"members must be an iterable of op names, not int"),
         ("fam", ["relu", 42], TypeError, r"members must be op names \(str\), not 42"),
         (3, ["relu"], TypeError, r"the family name must be a str, not int"),
@@ -247,3 +248,22 @@ def test_augmented_add_is_in_place_except_under_symbolic_trace(dialect):
     gm = capture(AddInPlace(), [torch.randn(3)], dialect).gm
     names = [op_name(n, gm) for n in gm.graph.nodes if n.op == "call_function"]
     assert names == ["mul", "add" if dialect == "symbolic_trace" else "add_"]
+
+
+def test_define_family_takes_a_family_member_as_its_members_and_warns_of_a_misspelt_one(monkeypatch):
+    """``["conv"]`` matched no conv (a call is named after its op, never its family), and
+    ``["rleu"]`` was taken in silence where ``@on("rleu")`` warns."""
+    import warnings
+
+    from fxpasses import ops
+    from fxpasses.errors import PassDefinitionWarning
+
+    monkeypatch.setattr(ops, "FAMILIES", dict(ops.FAMILIES))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        define_family("fxp_convs", ["conv", "zq_blockwise"])  # a name unlike any known one: no warning
+    assert family_members("fxp_convs") == {"fxp_convs", "zq_blockwise"} | family_members("conv")
+    assert "conv2d" in family_members("fxp_convs")
+    with pytest.warns(PassDefinitionWarning, match=r"define_family\('fxp_act', ...\): 'rleu' names no known op or family; did you mean 'relu'\?"):
+        define_family("fxp_act", ["rleu"])
+    assert family_members("fxp_act") == {"fxp_act", "rleu"}

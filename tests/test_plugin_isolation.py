@@ -235,7 +235,7 @@ def test_an_import_failure_names_the_file_and_line_that_raised(tmp_path, monkeyp
             "plugin deep-raise 0.1 (entry point deep-raise = fxp_deepraise): import failed: KeyError: 'missing' "
             f"(at {d / 'fxp_deephelper.py'}, line 4: return {{}}['missing'])",
             "plugin bad-syntax 0.2 (entry point bad-syntax = fxp_badsyntax): import failed: SyntaxError: invalid syntax "
-            f"(fxp_badsyntax.py, line 1) (at {d / 'fxp_badsyntax.py'}, line 1)",
+            f"(at {d / 'fxp_badsyntax.py'}, line 1)",
         }
     finally:
         forget_modules("fxp_deepraise", "fxp_deephelper", "fxp_badsyntax")

@@ -525,6 +525,10 @@ def _last(g):
     return next(iter(reversed(g.nodes)))
 
 
+def _last_input(g):
+    return [n for n in g.nodes if n.op == "placeholder"][-1]
+
+
 def _before_output(edit):
     def go(g):
         with g.inserting_before(_last(g)):
@@ -534,28 +538,46 @@ def _before_output(edit):
 
 
 @pytest.mark.parametrize(
-    "edit, message",
+    "edit, message, journalable",
     [
-        (lambda g: g.erase_node(_last(g)), r"the graph has no output node \(the module would return None\)"),
+        (lambda g: g.erase_node(_last(g)), r"the graph has no output node \(the module would return None\)", True),
         (
             _before_output(lambda g: g.output(next(iter(g.nodes)))),
             r"the graph has 2 output nodes \(%output_1, %output\); it must have one",
+            True,
         ),
         (
             _before_output(lambda g: g.placeholder("extra")),
-            r"the graph has 3 placeholder \(input\) nodes, 2 before: a pass added 1",
+            r"the graph's inputs \(placeholders\) are now \(x, mask, extra\), \(x, mask\) before: a pass changed how",
+            True,
         ),
         (
             lambda g: g.erase_node(next(n for n in g.nodes if n.name == "mask")),
-            r"the graph has 1 placeholder \(input\) nodes, 2 before: a pass erased 1",
+            r"the graph's inputs \(placeholders\) are now \(x\), \(x, mask\) before: a pass changed how",
+            True,
+        ),
+        (
+            lambda g: _last_input(g).append(next(iter(g.nodes))),
+            r"the graph's inputs \(placeholders\) are now \(mask, x\), \(x, mask\) before: a pass changed how",
+            False,
+        ),
+        (
+            lambda g: setattr(_last_input(g), "target", "other"),
+            r"the graph's inputs \(placeholders\) are now \(x, other\), \(x, mask\) before: a pass changed how",
+            False,
         ),
     ],
 )
-@pytest.mark.parametrize("journaled", [True, False])
-def test_lint_checks_the_graphs_frame_after_a_graph_pass(edit, message, journaled):
+def test_lint_checks_the_graphs_frame_after_a_graph_pass(edit, message, journalable):
     """A GraphPass that erased the output node or an input was reported ok under
-    verify="lint" (torch's Graph.lint() checks neither)."""
+    verify="lint" (torch's Graph.lint() checks neither); so was one that reordered or
+    retargeted the inputs. Journaled and not (moving a node or assigning its target is not a
+    journalable edit: those run with a snapshot only)."""
+    for journaled in (True, False) if journalable else (False,):
+        _frame_edit_fails(edit, message, journaled)
 
+
+def _frame_edit_fails(edit, message, journaled):
     class Frame(fxpasses.GraphPass):
         name = "frame_edit"
         journal_edits = journaled
