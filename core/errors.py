@@ -337,8 +337,8 @@ class PassFailedError(FxPassesError):
     Attributes: ``pass_name``, ``reason``, ``node`` (a dict with ``name``, ``op``, ``target``,
     ``args``, ``kwargs``, or None), ``source_line`` (the user's source line from
     ``node.meta["stack_trace"]``), ``no_source_line`` (why there is none, when there is a node
-    without one: :func:`fxpasses.context.no_source_line_reason`), ``rolled_back``; the original
-    exception is ``__cause__``.
+    without one: :func:`fxpasses.context.no_source_line_reason`; None: it has no stack
+    trace), ``rolled_back``; the original exception is ``__cause__``.
     """
 
     def __init__(
@@ -350,7 +350,7 @@ class PassFailedError(FxPassesError):
         source_line: str | None = None,
         rolled_back: bool = False,
         notes: Sequence[str] = (),
-        no_source_line: str = NO_STACK_TRACE,
+        no_source_line: str | None = None,
     ) -> None:
         self.pass_name = pass_name
         self.reason = reason
@@ -372,7 +372,7 @@ class PassFailedError(FxPassesError):
         if self.source_line:
             lines.append("  user code: " + self.source_line.replace("\n", "\n  "))
         elif node is not None:
-            lines.append(f"  user code: unknown ({self.no_source_line})")
+            lines.append(f"  user code: unknown ({self.no_source_line or NO_STACK_TRACE})")
         if self.rolled_back:
             lines.append(f"  the graph was restored to its state before {self.pass_name!r}")
         lines.extend(f"  note: {n}" for n in self.notes)

@@ -263,7 +263,7 @@ def define_family(name: str, members: Iterable[str]) -> None:
                 ),
                 stacklevel=2,
             )
-    expanded = frozenset().union(*(FAMILIES.get(m, frozenset()) | {m} for m in members))
+    expanded = frozenset().union(*map(family_members, members))
     global _families_changed
     FAMILIES[name] = FAMILIES.get(name, frozenset()) | expanded
     _families_changed += 1

@@ -525,7 +525,7 @@ def hook_failure(pass_name: str, err: HookError, *, rolled_back: bool, notes: li
         reason,
         node=err.description,
         source_line=err.source_line,
-        **({"no_source_line": err.no_source_line} if err.no_source_line else {}),
+        no_source_line=err.no_source_line,
         rolled_back=rolled_back,
         notes=notes,
     )

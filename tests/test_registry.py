@@ -258,31 +258,14 @@ def test_an_unknown_name_a_plugin_rejected_does_not_point_at_plugins_not_loaded(
     """The rejection says where the pass is; "may come from" a disabled, unrelated plugin
     only misled."""
     make_dist(site, "extra-dist", "1.0", "fxp_extra_rj", EXTRA_WITH_PRESET)
-    make_dist(
-        site,
-        "rejects-dist",
-        "1.0",
-        "fxp_rejects",
-        """
-        import fxpasses
-        class Bad(fxpasses.GraphPass):
-            "Options that are not a pydantic model."
-            name = "rejected_pass"
-            Options = dict
-            def run(self, gm, ctx):
-                return False
-        @fxpasses.hookimpl
-        def fxpasses_register_passes(register):
-            register(Bad)
-        """,
-    )
+    make_dist(site, "rejects-dist", "1.0", "fxp_rejects", BAD_OPTIONS_SOURCE)
     forget_modules("fxp_extra_rj", "fxp_rejects")
     with pytest.warns(fxpasses.PluginWarning):
         reg = Registry(disable=["extra-dist"])
     with pytest.raises(UnknownPassError) as info:
-        reg.get("rejected_pass")
+        reg.get("bad_options")
     text = str(info.value)
-    assert "pass 'rejected_pass' was found in plugin rejects-dist 1.0" in text
+    assert "pass 'bad_options' was found in plugin rejects-dist 1.0" in text
     assert "may come from" not in text
     with pytest.raises(UnknownPassError) as info:  # a name no plugin rejected still gets the hint
         reg.get("extra_pass")
