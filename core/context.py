@@ -83,7 +83,7 @@ class PassContext:
         self._given = (example_inputs, example_kwargs)  # the caller's; copied on first read
         self._copies: tuple[Any, Any] | None = None
         self.node: Node | None = None
-        self.counters: collections.Counter[str] = collections.Counter()
+        self._counters: collections.Counter[str] | None = None  # made on first use (counters)
         self.skipped: list[tuple[str, str]] = []
         self.output_changes: list[str] = []
         self.analyses: dict[str, Any] = analyses if analyses is not None else {}
@@ -116,6 +116,14 @@ class PassContext:
         return self._copies
 
     # ------------------------------------------------------------------ bookkeeping
+
+    @property
+    def counters(self) -> collections.Counter[str]:
+        # made on first use: most passes count nothing, and a Counter is a fixed cost of
+        # every pass (32 us of a 1k-node pass's ~0.5 ms when its code is out of cache)
+        if self._counters is None:
+            self._counters = collections.Counter()
+        return self._counters
 
     def count(self, key: str, n: int = 1) -> None:
         """Add ``n`` to the pass counter ``key`` (shown in the run report)."""

@@ -528,6 +528,50 @@ def test_a_plain_basemodel_options_default_is_validated_too():
     assert Registry(autoload=False).register(good).cls is good
 
 
+def test_default_options_are_shared_only_where_no_instance_can_differ_or_change():
+    def pass_with(options):
+        return type("P", (fxpasses.GraphPass,), {"name": "p", "Options": options, "run": lambda self, gm, ctx: False})
+
+    class Empty(fxpasses.PassOptions):
+        pass
+
+    class Field(fxpasses.PassOptions):
+        names: tuple[str, ...] = ("a",)
+
+    class Private(fxpasses.PassOptions):
+        _seen: list[int] = pydantic.PrivateAttr(default_factory=list)
+
+    class Extra(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="allow")
+
+    class PostInit(fxpasses.PassOptions):
+        def model_post_init(self, context):
+            pass
+
+    shared = pass_with(Empty)
+    assert shared().options is shared().options and shared().options == Empty()
+    plain = pass_with(fxpasses.PassOptions)  # a pass that declares no options
+    assert plain().options is plain().options
+    assert type(pass_with(Empty)().options) is Empty
+    for options in (Field, Private, Extra, PostInit):
+        cls = pass_with(options)
+        a, b = cls(), cls()
+        assert a.options is not b.options and type(a.options) is options, options
+    # a subclass of a shared empty model has its own default, of its own class
+    class EmptyChild(Empty):
+        pass
+
+    assert type(pass_with(EmptyChild)().options) is EmptyChild
+    # state of one pass's private attribute is not another's
+    priv = pass_with(Private)
+    first = priv()
+    first.options._seen.append(1)
+    assert priv().options._seen == []
+    # an explicit instance is kept as given
+    given = Field(names=("b",))
+    assert pass_with(Field)(given).options is given
+
+
 def test_a_plugin_pass_with_an_invalid_default_is_reported_and_skipped(site):
     make_dist(
         site,
