@@ -535,8 +535,23 @@ def validate_options(
             "ValueError for a bad value)"
         ) from exc
     if problems:
-        raise OptionsError(pass_name, problems, source=source)
+        raise OptionsError(pass_name, _text_read_as_list(problems, config_keys, source), source=source)
     return options
+
+
+def _text_read_as_list(
+    problems: list[tuple[str, str, Any]], config_keys: Collection[str], source: str | None
+) -> list[tuple[str, str, Any]]:
+    """``problems`` with a hint where a pipeline string's unquoted ``[...]`` (a regular
+    expression's character class, most likely) was read as a list for a text field."""
+    if not source or "pipeline string" not in source:
+        return problems
+    out = []
+    for path, msg, given in problems:
+        if path in config_keys and isinstance(given, (list, tuple)) and msg == "Input should be a valid string":
+            msg += f" (an unquoted [...] in a pipeline string is a list: quote the text, {path}=\"[...]\")"
+        out.append((path, msg, given))
+    return out
 
 
 def _unknown_options(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> list[tuple[str, str, Any]]:

@@ -222,6 +222,13 @@ class _Parser:
         if key in options:
             raise self.error(f"option {key!r} of {name!r} given twice", kpos)
         options[key] = self.value()
+        ch = self.peek()
+        if ch not in (",", "}", ""):
+            # a regular expression or other text with , { } [ ] = quotes or spaces, unquoted
+            raise self.error(
+                f"expected ',' or '}}' after the value of option {key!r} of {name!r}, found {ch!r}: "
+                f"a value holding , {{ }} [ ] = quotes or spaces is quoted ({key}=\"...\", or '...')"
+            )
 
     def settings(self, name: str) -> dict[str, str]:
         """``[verify=...,on_error=...]`` after an entry (the ``[`` is next)."""

@@ -184,6 +184,42 @@ def test_malformed_pipeline_strings(text, fault):
         parse_pipeline_string(text)
 
 
+@pytest.mark.parametrize(
+    "text, column, found",
+    [
+        ("rename_nodes{pattern=[a-z]+, replacement=y}", 27, "'+'"),
+        ("rename_nodes{pattern=a{2}, replacement=y}", 23, "'{'"),
+        ("rename_nodes{pattern=a b}", 24, "'b'"),
+        ("rename_nodes{pattern=x=y}", 23, "'='"),
+    ],
+)
+def test_an_unquoted_value_with_punctuation_says_to_quote_it(text, column, found):
+    with pytest.raises(ConfigError) as info:
+        parse_pipeline_string(text)
+    assert str(info.value).splitlines()[0] == (
+        f"pipeline string, column {column}: expected ',' or '}}' after the value of option 'pattern' of "
+        f"'rename_nodes', found {found}: a value holding , {{ }} [ ] = quotes or spaces is quoted "
+        "(pattern=\"...\", or '...')"
+    )
+    quoted = text.replace("pattern=", 'pattern="').replace(", replacement", '", replacement')
+    if "replacement" in quoted:  # quoted, it reads as the text
+        (entry,) = parse_pipeline_string(quoted)
+        assert entry.options["pattern"] == text.split("pattern=")[1].split(", replacement")[0]
+
+
+def test_an_unquoted_bracket_read_as_a_list_for_a_text_option_says_to_quote_it():
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("rename_nodes{pattern=[a-z], replacement=y}")
+    assert str(info.value).splitlines()[1] == (
+        "  rename_nodes.pattern: Input should be a valid string (an unquoted [...] in a pipeline string is a "
+        "list: quote the text, pattern=\"[...]\") (given: ['a-z'])"
+    )
+    # a list given from Python is not told about pipeline strings
+    with pytest.raises(OptionsError) as info:
+        Pipeline([("rename_nodes", {"pattern": ["a-z"], "replacement": "y"})])
+    assert "unquoted" not in str(info.value) and "Input should be a valid string" in str(info.value)
+
+
 def test_scalars_in_pipeline_strings():
     (e,) = parse_pipeline_string("p{a=1,b=-2.5e3,c=true,d=False,e=none,f=hello,g=\"1\",h=[],i=1e-5}")
     assert e.options == {"a": 1, "b": -2500.0, "c": True, "d": False, "e": None, "f": "hello", "g": "1", "h": [], "i": 1e-5}
