@@ -544,9 +544,13 @@ def _reserved_name(name: str) -> str | None:
 
 
 def describe_node(node: Node) -> dict[str, str]:
-    """``name``, ``op``, ``target``, ``args``, ``kwargs`` of a node as short strings."""
+    """``name``, ``op``, ``target``, ``args``, ``kwargs`` of a node as short strings; for a
+    node erased from its graph (by the failing pass), ``erased`` too, and "?" for ``args`` and
+    ``kwargs`` (torch's ``erase_node`` sets the node inputs of both to None)."""
     from .errors import _target_str
 
+    if node._erased:
+        return {"name": node.name, "op": node.op, "target": _target_str(node.target), "args": "?", "kwargs": "?", "erased": "yes"}
     return {
         "name": node.name,
         "op": node.op,

@@ -33,6 +33,7 @@ __all__ = [
     "InputGraphError",
     "PluginWarning",
     "exception_line",
+    "node_text",
 ]
 
 
@@ -331,6 +332,14 @@ NO_STACK_TRACE = (
 )
 
 
+def node_text(node: dict[str, Any]) -> str:
+    """``%name (op=..., target=..., args=..., kwargs=...)`` from a node's description
+    (:func:`fxpasses.context.describe_node`); for a node the pass erased, what is left of it."""
+    if node.get("erased"):
+        return f"%{node['name']} (op={node['op']}, target={node['target']}), which the pass had erased from the graph"
+    return f"%{node['name']} (op={node['op']}, target={node['target']}, args={node['args']}, kwargs={node['kwargs']})"
+
+
 class PassFailedError(FxPassesError):
     """A pass raised, or broke the graph. The graph was rolled back when ``rolled_back``.
 
@@ -365,10 +374,7 @@ class PassFailedError(FxPassesError):
         lines = [f"pass {self.pass_name!r} failed: {self.reason}"]
         node = self.node
         if node is not None:
-            lines.append(
-                f"  at node %{node['name']} (op={node['op']}, target={node['target']}, "
-                f"args={node['args']}, kwargs={node['kwargs']})"
-            )
+            lines.append(f"  at node {node_text(node)}")
         if self.source_line:
             lines.append("  user code: " + self.source_line.replace("\n", "\n  "))
         elif node is not None:

@@ -32,6 +32,7 @@ from typing import Any
 import torch.fx
 
 from .context import PassContext, describe_node, user_source_line
+from .errors import node_text
 from .passes import ERASE, KEEP, Erase, Keep, NodePass, Pass, Replace
 from .runner import run_pass, would_rewrite
 
@@ -64,11 +65,7 @@ class RewriteRecord:
         where = f"rewrite #{self.index} (#{self.pass_index} of pass {self.pass_name!r})"
         if self.node is None:
             return f"{where}: the whole-graph pass run"
-        n = self.node
-        text = (
-            f"{where}: {self.action} at node %{n['name']} (op={n['op']}, target={n['target']}, "
-            f"args={n['args']}, kwargs={n['kwargs']})"
-        )
+        text = f"{where}: {self.action} at node {node_text(self.node)}"
         if self.source_line:
             text += f"\n  user code: {self.source_line}"
         return text

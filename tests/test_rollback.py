@@ -515,8 +515,13 @@ def test_a_hook_that_erased_its_node_itself_may_not_return_an_action_for_it(answ
     reg.register(SelfErase)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(PassFailedError, match=r"for %relu, which it had erased itself: after erasing a node, return None"):
+        with pytest.raises(PassFailedError, match=r"for %relu, which it had erased itself: after erasing a node, return None") as info:
             Pipeline(["self_erase"], registry=reg).run(gm, [torch.ones(2)])
+    # described as the pass left it: erased, its arguments gone (torch's erase_node sets them to None)
+    assert str(info.value).splitlines()[1] == (
+        "  at node %relu (op=call_function, target=torch.relu), which the pass had erased from the graph"
+    )
+    assert info.value.node == {"name": "relu", "op": "call_function", "target": "torch.relu", "args": "?", "kwargs": "?", "erased": "yes"}
     assert [n.name for n in gm.graph.nodes] == ["x", "relu", "add", "output"]
     torch.testing.assert_close(gm(-torch.ones(2)), torch.ones(2))
 
