@@ -413,7 +413,8 @@ def validate_pass_class(cls: Any) -> None:
             with it.
     """
     if not isinstance(cls, type):
-        what = f"an instance of {type(cls).__qualname__}" if isinstance(cls, Pass) else f"a {type(cls).__qualname__}"
+        kind = type(cls).__qualname__
+        what = f"an instance of {kind}" if isinstance(cls, Pass) else f"{'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}"
         advice = "; give the class itself, not an instance" if isinstance(cls, Pass) else ""
         raise PassDefinitionError(
             f"expected a pass class (a subclass of fxpasses.NodePass or fxpasses.GraphPass), got {cls!r} "

@@ -825,7 +825,12 @@ class Registry:
         n_problems = len(self.problems) - problems_before
         if n_problems:
             rec.status = "partial" if added or presets else "failed"
-            rec.error = f"{n_problems} problem(s) while registering; see the warnings"
+            # the problems themselves (list --format json shows them), without the plugin's
+            # name that each warning starts with
+            label = str(rec.error_for(""))
+            rec.error = "; ".join(
+                str(p)[len(label):] if str(p).startswith(label) else str(p) for p in self.problems[problems_before:]
+            )
         else:
             rec.status = "loaded"
 
@@ -918,8 +923,14 @@ class Registry:
             validate_pass_class(pass_cls)
         except PassDefinitionError as exc:
             head, sep, rest = str(exc).partition("\n")  # say so on the first line, before any details
-            if isinstance(pass_cls, type):
-                self._reject(rec, "pass", getattr(pass_cls, "name", None), str(exc))
+            # in list's rejected table under its name, or what it is when it has none (a
+            # class without a name, an object that is not a class)
+            name = getattr(pass_cls, "name", None) if isinstance(pass_cls, type) else None
+            if not isinstance(name, str) or not name:
+                what = f"class {pass_cls.__module__}.{pass_cls.__qualname__}" if isinstance(pass_cls, type) else short_repr(pass_cls)
+                # not a pass name: never matched when a pipeline names a pass
+                name = what if what.startswith("<") and what.endswith(">") else f"<{what}>"
+            self._reject(rec, "pass", name, str(exc))
             self._problem(rec.error_for(f"{head}; the pass is skipped (not registered){sep}{rest}"))
             return None
         name = pass_cls.name

@@ -894,6 +894,58 @@ def test_fxpasses_list_shows_what_a_plugin_had_rejected_and_why(site):
     forget_modules("fxp_rejecting")
 
 
+def test_nameless_registrations_are_in_the_rejected_table_as_what_they_are(site):
+    """register(42) and a class without a name were only in the warnings: `fxpasses list`
+    left them out of its rejected table (only a name was recorded)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    make_dist(
+        site,
+        "nameless-dist",
+        "0.1",
+        "fxp_nameless",
+        """
+        import fxpasses
+
+        class NoName(fxpasses.GraphPass):
+            \"\"\"Has no name.\"\"\"
+            def run(self, gm, ctx):
+                return False
+
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            register(42)
+            register(NoName)
+        """,
+    )
+    forget_modules("fxp_nameless")
+    with pytest.warns(fxpasses.PluginWarning):
+        reg = Registry()
+    (rec,) = [r for r in reg.plugins if r.distribution == "nameless-dist"]
+    assert [(x.kind, x.name) for x in rec.rejected] == [("pass", "<42>"), ("pass", "<class fxp_nameless.NoName>")]
+    assert rec.status == "failed" and rec.error == (
+        "expected a pass class (a subclass of fxpasses.NodePass or fxpasses.GraphPass), got 42 (an int, not a "
+        "class); the pass is skipped (not registered); fxp_nameless.NoName: `name` must be a Python identifier, "
+        "got ''; the pass is skipped (not registered)"
+    )
+    assert [x.reason for x in rec.rejected] == [
+        "expected a pass class (a subclass of fxpasses.NodePass or fxpasses.GraphPass), got 42 (an int, not a class)",
+        "fxp_nameless.NoName: `name` must be a Python identifier, got ''",
+    ]
+    assert reg.rejected("<42>") and not reg.rejected("NoName")  # (no pipeline can name either)
+    forget_modules("fxp_nameless")
+    r = CliRunner().invoke(cli, ["list", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (plugin,) = [p for p in json.loads(r.stdout)["plugins"] if p["distribution"] == "nameless-dist"]
+    assert [x["name"] for x in plugin["rejected"]] == ["<42>", "<class fxp_nameless.NoName>"]
+    assert plugin["error"] == rec.error and "problem(s)" not in plugin["error"]
+    forget_modules("fxp_nameless")
+
+
 def test_passes_dropped_with_a_plugin_whose_hook_raised_say_so_when_named(site):
     make_dist(
         site,
@@ -919,14 +971,14 @@ def test_passes_dropped_with_a_plugin_whose_hook_raised_say_so_when_named(site):
 
 
 @pytest.mark.parametrize(
-    "registered, shown",
+    "registered, shown, name",
     [
-        ('"not a class"', "'not a class' (a str, not a class)"),
-        ("P()", "<P> (an instance of P, not a class); give the class itself, not an instance"),
-        ("None", "None (a NoneType, not a class)"),
+        ('"not a class"', "'not a class' (a str, not a class)", "<'not a class'>"),
+        ("P()", "<P> (an instance of P, not a class); give the class itself, not an instance", "<P>"),
+        ("None", "None (a NoneType, not a class)", "<None>"),
     ],
 )
-def test_registering_something_not_a_class_names_the_plugin_the_object_and_what_was_expected(site, registered, shown):
+def test_registering_something_not_a_class_names_the_plugin_the_object_and_what_was_expected(site, registered, shown, name):
     make_dist(
         site,
         "not-a-class-dist",
@@ -957,7 +1009,8 @@ def fxpasses_register_passes(register):
         f"(a subclass of fxpasses.NodePass or fxpasses.GraphPass), got {shown}; the pass is skipped (not registered)"
     )
     (rec,) = [r for r in reg.plugins if r.distribution == "not-a-class-dist"]
-    assert (rec.status, rec.rejected) == ("failed", [])
+    # in list's rejected table as what it is (it has no name)
+    assert (rec.status, rec.rejected) == ("failed", [Rejection("pass", name, problem.split(": ", 1)[1].split("; the pass")[0])])
     with pytest.raises(PassDefinitionError, match=r"^expected a pass class .*got 'x' \(a str, not a class\)$"):
         Registry(autoload=False).register("x")
     forget_modules("fxp_not_a_class")
@@ -1201,7 +1254,7 @@ def fxpasses_register_presets(register):  # not marked
     assert [str(w.message) for w in caught if "half-marked" in str(w.message)] == [message]
     (rec,) = [r for r in reg.plugins if r.distribution == "half-marked"]
     assert rec.status == "partial" and rec.passes == ["half_marked_pass"]
-    assert rec.error == "1 problem(s) while registering; see the warnings"
+    assert rec.error == message.split(": ", 1)[1]  # the problem itself, without the plugin's name
     assert "half_marked_pass" in reg and "half_marked_preset" not in reg.presets()
     forget_modules("fxp_half_marked")
     with pytest.raises(PluginError) as info:
