@@ -475,9 +475,19 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     from .errors import ConfigError
     from .pipeline import Pipeline
 
+    from .job import DEFAULT_PRESET, with_default_preset
+
     cfg = _load_cfg(config, pipeline, preset)
     if cfg is None:
         raise ConfigError("give a CONFIG file, --pipeline or --preset (no pyproject.toml with [tool.fxpasses] found)")
+    default = None  # the preset `fxpasses run` uses for a config that names no pipeline
+    if cfg.pipeline is None and cfg.preset is None:
+        if cfg.model is not None:
+            cfg = with_default_preset(cfg)
+            default = cfg.preset
+        elif config is None:  # [tool.fxpasses] without a model: run takes the bundled example's
+            cfg = cfg.model_copy(update={"preset": DEFAULT_PRESET})
+            default = DEFAULT_PRESET
     reg = state.registry(cfg.plugins)
     pipe = Pipeline._from_config_obj(cfg, registry=reg)
     plan = pipe.plan()
@@ -490,11 +500,14 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
                 ],
                 "verify": pipe.verify,
                 "on_error": pipe.on_error,
+                "default_preset": default,
             }
         )
         return
     n = len(plan.steps)
     click.echo(f"{cfg._source}: OK, {n} pass{'' if n == 1 else 'es'} (verify={pipe.verify}, on_error={pipe.on_error})")
+    if default is not None:
+        click.echo(f"no pipeline or preset given: preset {default!r}, as `fxpasses run` uses")
     click.echo(str(plan))
 
 

@@ -87,6 +87,45 @@ def test_check_prints_plan(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "text, preset",
+    [
+        ('[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{ shape = [1, 3, 8, 8] }]\n', "inference"),
+        ('[model]\nfactory = "fxpasses._example:convnet"\ntrain = true\ninputs = [{ shape = [1, 3, 8, 8] }]\n', "training"),
+    ],
+)
+def test_check_of_a_config_without_a_pipeline_prints_the_preset_run_uses(tmp_path, text, preset):
+    """check said "no pipeline given" (exit 2) for a config that run and bisect accept."""
+    cfg = tmp_path / "m.toml"
+    cfg.write_text(text)
+    r = invoke("check", str(cfg))
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    expected = fxpasses.Pipeline.from_preset(preset).plan()
+    assert lines[:2] == [
+        f"{cfg}: OK, {len(expected.steps)} passes (verify=lint, on_error=rollback)",
+        f"no pipeline or preset given: preset {preset!r}, as `fxpasses run` uses",
+    ]
+    assert "\n".join(lines[2:]) == str(expected)
+    out = json.loads(invoke("check", str(cfg), "--format", "json").stdout)
+    assert out["default_preset"] == preset and [s["name"] for s in out["steps"]] == expected.names()
+    # a config with neither a pipeline nor a model is what run refuses too
+    cfg.write_text('verify = "lint"\n')
+    r = CliRunner().invoke(cli, ["check", str(cfg)])
+    assert r.exit_code == 2 and "no pipeline given" in r.output
+
+
+def test_check_of_an_empty_pyproject_table_prints_the_preset_run_uses(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.fxpasses]\n')
+    monkeypatch.chdir(tmp_path)
+    r = invoke("check")
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[1] == "no pipeline or preset given: preset 'inference', as `fxpasses run` uses"
+    out = json.loads(invoke("check", "--format", "json").stdout)
+    assert out["default_preset"] == "inference" and out["steps"][0]["name"] == "remove_dropout"
+    assert json.loads(invoke("check", "--pipeline", "count_ops", "--format", "json").stdout)["default_preset"] is None
+
+
+@pytest.mark.parametrize(
     "args, text",
     [
         (["check", "--pipeline", "count_ops{onl=[add]}"], "did you mean 'only'"),
