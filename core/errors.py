@@ -347,8 +347,13 @@ class PassFailedError(FxPassesError):
     ``args``, ``kwargs``, or None), ``source_line`` (the user's source line from
     ``node.meta["stack_trace"]``), ``no_source_line`` (why there is none, when there is a node
     without one: :func:`fxpasses.context.no_source_line_reason`; None: it has no stack
-    trace), ``rolled_back``; the original exception is ``__cause__``.
+    trace), ``rolled_back``, ``from_journal`` (the rollback undid what the journal of a pass
+    declaring ``journal_edits=True`` recorded: exact only if the pass kept that promise); the
+    original exception is ``__cause__``. ``node["erased"]`` is set for a node the pass had
+    erased (its ``args`` and ``kwargs`` are then "?").
     """
+
+    from_journal: bool = False
 
     def __init__(
         self,
@@ -379,7 +384,9 @@ class PassFailedError(FxPassesError):
             lines.append("  user code: " + self.source_line.replace("\n", "\n  "))
         elif node is not None:
             lines.append(f"  user code: unknown ({self.no_source_line or NO_STACK_TRACE})")
-        if self.rolled_back:
+        if self.rolled_back and self.from_journal:
+            lines.append(f"  the graph was restored to its state before {self.pass_name!r}, as far as its journal records (see the note)")
+        elif self.rolled_back:
             lines.append(f"  the graph was restored to its state before {self.pass_name!r}")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)

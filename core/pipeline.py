@@ -28,6 +28,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 import torch.fx
+from torch.fx.node import Node
 from pydantic import BaseModel, ValidationError
 
 from .analyses import AnalysisCache
@@ -659,6 +660,10 @@ class Pipeline:
                 else:
                     snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
                 clean_before, names_before = clean, names_kept
+                # a journal does not record moved nodes (which journal_edits=True rules out):
+                # the order before a journaled pass whose failed lint would be blamed on the
+                # graph as given, so that a move is told from a broken input (and put back)
+                order_before = list(gm.graph.nodes) if journaled and not clean and verify != "none" else None
                 input_versions = _tensor_versions(example_inputs, example_kwargs)
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
@@ -781,6 +786,7 @@ class Pipeline:
                         failure.notes.append(f"before it failed, the pass {wrote}")
                     if failure.rolled_back and type(snap) is Journal and not _is_builtin(step.cls):
                         # a journal undoes what it recorded: what the pass promised is all it did
+                        failure.from_journal = True
                         failure.notes.append(
                             f"{step.name!r} declares journal_edits=True, so the restore undid its edits made "
                             "through torch.fx's editing methods and the PassContext; an edit made any other "
@@ -790,7 +796,7 @@ class Pipeline:
                     if not clean_before and failure.rolled_back and stage in ("the pass", "graph lint"):
                         # the pass failed (in its code, or at the run's first lint of the whole
                         # graph) on a graph no lint has passed: was it broken before this pass?
-                        self._blame_before(gm, step.name, failure, pristine, unverified, exc, stage)
+                        self._blame_before(gm, step.name, failure, pristine, unverified, exc, stage, order_before)
                     if isinstance(exc, _OutputsDiffer):
                         # the pass said it changes the outputs on purpose (ctx.changes_outputs)
                         failure.notes.extend(ctx.output_changes)
@@ -935,13 +941,35 @@ class Pipeline:
         unverified: list[str],
         exc: BaseException,
         stage: str = "graph lint",
+        order_before: list[Node] | None = None,
     ) -> None:
         """After pass ``name`` failed (``stage``: in its own code, ``"pass"``, or at the run's
         first lint of the whole graph) on a graph no lint had passed, and was rolled back: lint
         the graph as it was before the pass (its structure; arguments it held then are not the
         pass's doing). When that fails too, the graph was broken before the pass: raise
         :class:`InputGraphError` if no pass had changed the graph (it is the caller's), else
-        add a note naming the passes that changed it without a lint."""
+        add a note naming the passes that changed it without a lint.
+
+        ``order_before``: the nodes before a journaled pass, in order. A journal restores what
+        it recorded, and moving a node is not recorded (``journal_edits=True`` rules it out):
+        when the rolled-back graph has those nodes in another order, the pass moved some, and
+        the order is put back before the lint."""
+        if order_before is not None and list(gm.graph.nodes) != order_before:
+            if set(gm.graph.nodes) == set(order_before):
+                _put_back_order(gm.graph, order_before)
+                failure.notes.append(
+                    f"{name!r} declares journal_edits=True but moved nodes (prepend/append of an existing "
+                    "node), which its journal does not record: the node order was put back from a record "
+                    "made before the pass (FXPASSES_CHECK_JOURNAL=1 checks the declaration)"
+                )
+            else:
+                failure.rolled_back = False
+                failure.notes.append(
+                    f"{name!r} declares journal_edits=True but changed the graph in ways its journal does "
+                    "not record (the nodes after the restore are not the nodes before it): the graph could "
+                    "not be restored (FXPASSES_CHECK_JOURNAL=1 checks the declaration)"
+                )
+                return
         try:
             _lint(gm, as_given=True)
         except Exception as before:  # noqa: BLE001 - any lint failure is the answer
@@ -1076,6 +1104,13 @@ def registry_for(cfg: Config) -> Registry:
     if not (p.enable or p.disable or p.strict or p.prefer):
         return default_registry()
     return Registry(enable=p.enable, disable=p.disable, strict=p.strict, prefer=p.prefer)
+
+
+def _put_back_order(graph: torch.fx.Graph, order: list[Node]) -> None:
+    """Relink ``graph``'s nodes (the nodes of ``order``, in another order) in ``order``."""
+    root = graph._root  # type: ignore[attr-defined]
+    for n in order:
+        root.prepend(n)  # moves n to the end: the nodes end up in order
 
 
 def _input_graph_error(lint_error: BaseException, what_ran: str) -> InputGraphError:

@@ -993,8 +993,96 @@ def test_a_journaled_restore_of_a_third_party_pass_says_what_it_cannot_undo(monk
         "editing methods and the PassContext; an edit made any other way (assigning node.args, node.target, ...) "
         "is not recorded and stays: run with FXPASSES_CHECK_JOURNAL=1 to check the declaration"
     ]
+    # (W3 of a new-user check: the line said the graph was restored, which the edit belied)
+    assert info.value.from_journal and (
+        "  the graph was restored to its state before 'args_assigner', as far as its journal records (see the note)"
+        in str(info.value).splitlines()
+    )
     # with the check on, the broken declaration is the error
     monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "1")
     gm = torch.fx.symbolic_trace(_ReluOfAdd())
     with pytest.raises(JournalMismatch, match="args_assigner"):
         Pipeline([_ArgsAssigner]).run(gm, [torch.randn(3)])
+
+
+class _TwoRelus(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        a = torch.relu(self.lin(x))
+        return torch.relu(a) * 2 + 1
+
+
+class _MovesANode(GraphPass):
+    """Moves the second relu before the first (journal_edits=True rules moves out)."""
+
+    name = "moves_a_node"
+    journal_edits = True
+    writes_tensors = False
+
+    def run(self, gm, ctx):
+        first, second = [n for n in gm.graph.nodes if n.op == "call_function" and "relu" in str(n.target)]
+        first.prepend(second)
+        return True
+
+
+@pytest.mark.parametrize("on_error", ["rollback", "skip"])
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_a_journaled_pass_that_moves_a_node_is_blamed_and_the_order_put_back(dialect, on_error, monkeypatch):
+    """Found by a new-user check: the first pass's lint failed, the journal's restore left the
+    move, and the lint of the graph "as given" then blamed the user's (valid) input graph
+    with an InputGraphError, leaving the graph broken."""
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    cap = capture(_TwoRelus(), [torch.randn(2, 4)], dialect)
+    gm, inputs = cap.gm, cap.inputs
+    order, code, expected = list(gm.graph.nodes), gm.code, gm(*inputs)
+    pipe = Pipeline([_MovesANode], on_error=on_error)
+    if on_error == "rollback":
+        with pytest.raises(PassFailedError) as info:
+            pipe.run(gm, inputs)
+        failure = info.value
+    else:
+        failure = pipe.run(gm, inputs)["moves_a_node"]
+    text = failure.error if on_error == "skip" else str(failure)
+    assert "was used before it has been defined" in text
+    assert (
+        "  the graph was restored to its state before 'moves_a_node', as far as its journal records (see the note)"
+        in text.splitlines()
+    )
+    assert (
+        "note: 'moves_a_node' declares journal_edits=True but moved nodes (prepend/append of an existing node), which "
+        "its journal does not record: the node order was put back from a record made before the pass "
+        "(FXPASSES_CHECK_JOURNAL=1 checks the declaration)" in text
+    )
+    assert list(gm.graph.nodes) == order and gm.code == code
+    gm.graph.lint()
+    torch.testing.assert_close(gm(*inputs), expected)
+
+
+def test_a_broken_input_graph_before_a_journaled_pass_is_still_the_input_graphs_fault(monkeypatch):
+    """The order record tells a move from a broken input: with nothing moved, an input graph
+    that fails lint is reported as such."""
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+    gm = torch.fx.symbolic_trace(_TwoRelus())
+    first, second = [n for n in gm.graph.nodes if n.target is torch.relu]
+    first.prepend(second)  # broken as given
+    order = list(gm.graph.nodes)
+
+    class Touches(GraphPass):
+        name = "touches"
+        journal_edits = True
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            with gm.graph.inserting_before(out):
+                gm.graph.call_function(torch.neg, (out.args[0],))  # unused: a change lint looks at
+            return True
+
+    with pytest.raises(fxpasses.InputGraphError, match="the graph fails lint as given"):
+        Pipeline([Touches]).run(gm, [torch.randn(2, 4)])
+    assert list(gm.graph.nodes) == order
