@@ -64,7 +64,9 @@ SETTINGS = {"verify": ("none", "lint", "numeric"), "on_error": ("rollback", "rai
 
 #: the white space allowed between tokens (other Unicode white space is an error)
 _WHITE_SPACE = " \t\r\n"
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: a pass, option or setting name: a Python identifier, as the registry takes pass names
+#: (``str.isidentifier``: letters of any script, ``Ünïcode_pass``)
+_NAME = re.compile(r"[^\W\d]\w*")
 _BARE = re.compile(r"[^,{}\[\]=\"'\s]+")
 #: a quoted string; a backslash-escaped quote does not end it
 _STRING = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -122,6 +124,8 @@ class _Parser:
         if not m:
             found = repr(self.text[self.pos]) if self.pos < len(self.text) else "end of string"
             raise self.error(f"expected {what}, found {found}")
+        if not m.group().isidentifier():  # \w takes a few characters no identifier has (x²)
+            raise self.error(f"expected {what}, found {m.group()!r}, which is not a Python identifier", m.start())
         self.pos = m.end()
         return m.group(), m.start()
 

@@ -220,6 +220,30 @@ def test_an_unquoted_bracket_read_as_a_list_for_a_text_option_says_to_quote_it()
     assert "unquoted" not in str(info.value) and "Input should be a valid string" in str(info.value)
 
 
+def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
+    """The registry takes any Python identifier as a pass name (str.isidentifier), the
+    pipeline string parser only ASCII ones: such a pass ran from a list only, and the pipeline
+    string a run prints for it did not read back (found by a new-user check)."""
+    r = Registry(autoload=False)
+
+    class Opts(fxpasses.PassOptions):
+        clé: int = 1
+
+    cls = type("Uni", (fxpasses.GraphPass,), {"__doc__": "x", "name": "Ünïcode_pass", "Options": Opts, "run": lambda self, gm, ctx: False})
+    r.register(cls)
+    pipe = Pipeline.from_string("Ünïcode_pass{clé=2}", registry=r)
+    assert pipe.plan().names() == ["Ünïcode_pass"] and pipe.plan().steps[0].options.clé == 2
+    assert str(pipe.plan()).strip() == "1. Ünïcode_pass{clé=2}"
+    assert Pipeline.from_string(pipe.plan().as_pipeline_string(), registry=r).plan().names() == ["Ünïcode_pass"]
+    (entry,) = parse_pipeline_string("名前")
+    assert entry.name == "名前"
+    with pytest.raises(ConfigError) as info:
+        parse_pipeline_string("a,x²")
+    assert str(info.value).splitlines()[0] == (
+        "pipeline string, column 3: expected a pass name, found 'x²', which is not a Python identifier"
+    )
+
+
 def test_scalars_in_pipeline_strings():
     (e,) = parse_pipeline_string("p{a=1,b=-2.5e3,c=true,d=False,e=none,f=hello,g=\"1\",h=[],i=1e-5}")
     assert e.options == {"a": 1, "b": -2500.0, "c": True, "d": False, "e": None, "f": "hello", "g": "1", "h": [], "i": 1e-5}
