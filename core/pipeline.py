@@ -42,7 +42,7 @@ from .config import (
     validate_options,
     validation_problems,
 )
-from .context import PassContext
+from .context import PassContext, describe_node, no_source_line_reason, user_source_line
 from .dialect import detect_dialect
 from .effects import end_run, new_module_epoch
 from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, close_names, did_you_mean, exception_line
@@ -752,8 +752,10 @@ class Pipeline:
                             # weights), back to that after the call
                             actual, facts = call_isolated(gm, example_inputs, TensorState(gm), example_kwargs, facts=True)
                         except Exception as exc:
-                            raise VerificationError(
-                                f"the module no longer runs on the example inputs: {type(exc).__name__}: {exc}"
+                            raise _NoLongerRuns(
+                                f"the module no longer runs on the example inputs: {type(exc).__name__}: {exc}",
+                                snap.node_changes(),
+                                _running_node(gm, exc),
                             ) from exc
                         try:
                             # requires_grad, aliasing, strides, input gradients too
@@ -1007,11 +1009,14 @@ class Pipeline:
                 )
         if isinstance(exc, HookError):
             return hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
+        where: dict[str, Any] = {}
+        if isinstance(exc, _NoLongerRuns) and exc.node is not None:  # (described before the restore)
+            where = dict(node=exc.node, source_line=exc.source_line, no_source_line=exc.no_source_line)
         if isinstance(exc, VerificationError):
             reason = f"verification failed: {exc}"
         else:
             reason = f"{stage} failed: {type(exc).__name__}: {exc}"
-        failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes)
+        failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes, **where)
         failure.__cause__ = exc
         return failure
 
@@ -1026,6 +1031,41 @@ class _OutputsDiffer(VerificationError):
     def __init__(self, message: str, changes: list[str]) -> None:
         super().__init__(message)
         self.changes = changes
+
+
+class _NoLongerRuns(_OutputsDiffer):
+    """Numeric verification: the module raised on the example inputs. ``node``: the
+    description of the node whose code raised (:func:`_running_node`), with its user source
+    line, taken before a rollback replaces the graph's nodes."""
+
+    def __init__(self, message: str, changes: list[str], node: Node | None) -> None:
+        super().__init__(message, changes)
+        self.node = describe_node(node) if node is not None else None
+        self.source_line = user_source_line(node) if node is not None else None
+        self.no_source_line = no_source_line_reason(node) if node is not None and self.source_line is None else None
+
+
+def _running_node(gm: torch.fx.GraphModule, exc: BaseException) -> Node | None:
+    """The node of ``gm`` whose generated code was running when ``exc`` was raised by
+    ``gm``'s ``forward`` (its line in the traceback, through ``recompile()``'s line map, as
+    TorchDynamo maps a GraphModule's lines to nodes); None when the traceback does not pass
+    through that code or the line maps to no node."""
+    code = getattr(getattr(type(gm), "forward", None), "__code__", None)
+    lines = getattr(gm, "_lineno_map", None)
+    if code is None or not lines:
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            index = lines.get(tb.tb_lineno - code.co_firstlineno)
+            if index is None:
+                return None
+            for i, node in enumerate(gm.graph.nodes):
+                if i == index:
+                    return node
+            return None
+        tb = tb.tb_next
+    return None
 
 
 #: How many of the nodes a pass changed a numeric verification failure names.

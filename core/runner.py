@@ -9,6 +9,7 @@ are skipped. The graph is edited in place and is *not* recompiled here.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Protocol
 
 import torch
@@ -171,6 +172,30 @@ def _same_op(target: Any, wanted: Any) -> bool:
     if isinstance(wanted, torch._ops.OpOverloadPacket) and isinstance(target, torch._ops.OpOverload):
         return target.overloadpacket is wanted
     return False
+
+
+_FX_DIR = os.path.dirname(torch.fx.__file__) + os.sep
+
+
+def fx_call_node(exc: BaseException, graph: torch.fx.Graph) -> Node | None:
+    """The node of ``graph`` that the torch.fx call raising ``exc`` was about, for a
+    whole-graph pass's failure: the first argument that is a node of ``graph`` (``self``
+    first) of the outermost frame of torch.fx's code in ``exc``'s traceback that has one:
+    ``graph.erase_node(n)``'s ``n``, ``node.replace_all_uses_with(v)``'s node, an
+    ``Interpreter``'s ``run_node(n)`` (ShapeProp). None when the exception did not come
+    through torch.fx, or no call there took a node of ``graph``."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        code = frame.f_code
+        if code.co_filename.startswith(_FX_DIR):
+            values = frame.f_locals
+            for name in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
+                v = values.get(name)
+                if isinstance(v, Node) and v.graph is graph:
+                    return v
+        tb = tb.tb_next
+    return None
 
 
 def _work_list(
@@ -375,7 +400,7 @@ def run_pass(
         try:
             return p.run(gm, ctx)
         except PASS_ERRORS as exc:
-            raise HookError(ctx.node, exc) from exc
+            raise HookError(ctx.node or fx_call_node(exc, ctx.graph), exc) from exc
     assert isinstance(p, NodePass)
     changed = False
     nodes, found, common, hooks = _work_list(p, gm)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import math
 import sys
@@ -218,6 +219,21 @@ def call_isolated(
     return _call(gm, inputs, state, kwargs, grad=False, facts=facts)
 
 
+def _unwrapped_call(gm: torch.nn.Module) -> Any:
+    """``gm.__call__`` without the wrapper ``recompile()`` puts on a GraphModule's class
+    (``torch.fx.graph_module._WrappedCall``): on an exception raised right in the generated
+    code (a torch function given a float), that wrapper prints its own report and raises the
+    exception without its traceback, which names the line, hence the node, that raised (see
+    ``fxpasses.pipeline._running_node``). What the wrapper calls is called instead."""
+    wrapper_type = getattr(torch.fx.graph_module, "_WrappedCall", None)
+    wrapped = vars(type(gm)).get("_wrapped_call")  # what the class's __call__ calls
+    if wrapper_type is None or not isinstance(wrapped, wrapper_type):
+        return gm
+    if wrapped.cls_call is not None:
+        return functools.partial(wrapped.cls_call, gm)
+    return super(wrapped.cls, gm).__call__  # type: ignore[misc]
+
+
 def _call(
     gm: torch.nn.Module,
     inputs: Sequence[Any] | None,
@@ -240,7 +256,7 @@ def _call(
             copies = LayoutCopies()
             args = copy_inputs(list(inputs or ()), copies)
             keywords = copy_inputs(dict(kwargs), copies) if kwargs else {}
-            raw = gm(*args, **keywords)
+            raw = _unwrapped_call(gm)(*args, **keywords)
             out = clone_outputs(raw)
             if facts:
                 seen = OutputFacts.of(raw, args, keywords, gm, grad=grad)

@@ -1710,3 +1710,119 @@ def test_a_pass_writing_the_example_inputs_in_place_is_named(fail):
     assert info.value.rolled_back and cap.gm.code == code
     # a pass that reads them only is not blamed
     Pipeline(["eliminate_dead_code", ("propagate_shapes", {"mode": "real"})]).run(cap.gm, cap.inputs)
+
+
+class _SigmoidOfRelu(torch.nn.Module):
+    def forward(self, x):
+        y = torch.relu(x)  # the relu line
+        return torch.sigmoid(y) + 1  # the sigmoid line
+
+
+def _line_of(marker):
+    import inspect
+
+    src, first = inspect.getsourcelines(_SigmoidOfRelu.forward)
+    (i,) = [k for k, line in enumerate(src) if marker in line]
+    return first + i
+
+
+def _node_named(gm, fragment):
+    (n,) = [n for n in gm.graph.nodes if n.op == "call_function" and fragment in str(n.target)]
+    return n
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_a_whole_graph_pass_failing_in_a_torch_fx_call_names_that_calls_node(dialect):
+    """A GraphPass failure named no node (found by a new-user check): the node a failing
+    torch.fx call was about is named, with its user source line."""
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    cap = capture(_SigmoidOfRelu(), [torch.randn(3)], dialect)
+    gm, code = cap.gm, cap.gm.code
+    relu = _node_named(gm, "relu")
+    relu_name, relu_target = relu.name, fxpasses.context.describe_node(relu)["target"]
+
+    class EraseInUse(fxpasses.GraphPass):
+        name = "erase_in_use"
+
+        def run(self, gm, ctx):
+            gm.graph.erase_node(_node_named(gm, "relu"))
+            return True
+
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([EraseInUse]).run(gm, cap.inputs)
+    err = info.value
+    assert err.node["name"] == relu_name and err.node["target"] == relu_target and "erased" not in err.node
+    assert err.source_line.startswith(f'File "{__file__}", line {_line_of("the relu line")}, in forward')
+    assert str(err).splitlines()[1].startswith(f"  at node %{relu_name} (op=call_function, target={relu_target}")
+    assert gm.code == code
+
+
+def test_a_whole_graph_pass_failing_in_its_own_code_or_an_interpreter_names_what_is_known():
+    gm = torch.fx.symbolic_trace(_SigmoidOfRelu())
+
+    class Own(fxpasses.GraphPass):
+        name = "own_error"
+
+        def run(self, gm, ctx):
+            for n in gm.graph.nodes:  # a node in a local variable is not the node at fault
+                pass
+            raise ValueError("the pass's own error")
+
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Own]).run(gm, [torch.randn(3)])
+    assert info.value.node is None and info.value.source_line is None
+    assert str(info.value).splitlines()[:2] == [
+        "pass 'own_error' failed: ValueError: the pass's own error",
+        "  the graph was restored to its state before 'own_error'",
+    ]
+
+    class SetsNode(fxpasses.GraphPass):
+        name = "sets_node"
+
+        def run(self, gm, ctx):
+            ctx.node = _node_named(gm, "sigmoid")
+            raise ValueError("at the node it said")
+
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([SetsNode]).run(gm, [torch.randn(3)])
+    assert info.value.node["name"] == "sigmoid"
+
+    class Interprets(fxpasses.GraphPass):
+        name = "interprets"
+
+        def run(self, gm, ctx):
+            torch.fx.Interpreter(gm).run(torch.ones(3, dtype=torch.bool))  # relu of bool raises
+            return False
+
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Interprets]).run(gm, [torch.randn(3)])
+    assert info.value.node["name"] == "relu", str(info.value)  # the node the interpreter ran
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_a_module_that_no_longer_runs_names_the_node_whose_code_raised(dialect):
+    """Numeric verification of a module that raises named neither the node nor what the
+    pass changed (found by a new-user check)."""
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    cap = capture(_SigmoidOfRelu(), [torch.randn(3)], dialect)
+    gm, code = cap.gm, cap.gm.code
+    sig = _node_named(gm, "sigmoid")
+    relu_name, sig_name, sig_target = _node_named(gm, "relu").name, sig.name, fxpasses.context.describe_node(sig)["target"]
+
+    class ToFloat(fxpasses.NodePass):
+        name = "relu_to_float"
+
+        @fxpasses.on("relu")
+        def r(self, node, ctx):
+            return Replace(3.0)
+
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([ToFloat], verify="numeric").run(gm, cap.inputs)
+    err = info.value
+    assert err.reason.startswith("verification failed: the module no longer runs on the example inputs: ")
+    assert err.node["name"] == sig_name and err.node["target"] == sig_target
+    assert err.source_line.startswith(f'File "{__file__}", line {_line_of("the sigmoid line")}, in forward')
+    assert f"'relu_to_float' changed these nodes: %{relu_name} (erased), %{sig_name} (edited)" in err.notes
+    assert gm.code == code
