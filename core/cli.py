@@ -378,7 +378,7 @@ def list_cmd(state: _State, fmt: str) -> None:
 @_global_options
 def show_cmd(state: _State, name: str, fmt: str) -> None:
     """Show a pass (options with types and defaults, dependencies, source package) or a preset."""
-    from .errors import DuplicatePassError
+    from .errors import DuplicatePassError, UnknownPassError, close_names
 
     reg = state.registry()
     if name not in reg and name in reg.presets():
@@ -391,6 +391,18 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
             click.echo(f"source:   {preset.source}")
             click.echo(f"pipeline: {preset.pipeline}")
         return
+    if name not in reg:  # neither a pass nor a preset: suggest from both
+        hints = reg._rejected_hints(name, "pass") + reg._rejected_hints(name, "preset")
+        if not hints:  # (a plugin that registered it, rejected, is where it comes from)
+            hints.extend(filter(None, [reg._not_loaded_hint(name, "pass")]))
+        raise UnknownPassError(
+            name,
+            close_names(name, [*reg.names(), *reg.presets()]),
+            reg._loaded_labels(),
+            kind="pass or preset",
+            hint=hints,
+            not_loaded=reg._not_loaded_labels(),
+        )
     try:
         descriptions = [reg.describe(name)]
     except DuplicatePassError as exc:
@@ -605,6 +617,11 @@ def run_cmd(
 
     reg = state.registry(cfg.plugins)
     instruments: list[Any] = []
+    if print_after is not None and not print_after_all and not print_after.replace(",", "").strip():
+        raise UserError(
+            f"--print-after {print_after!r} names no pass: give pass names separated by commas "
+            "(--print-after fold_constants,eliminate_dead_code), or --print-after-all"
+        )
     if print_after_all or print_after:
         names = None if print_after_all else [n.strip() for n in print_after.split(",") if n.strip()]  # type: ignore[union-attr]
         for n in names or ():
@@ -746,7 +763,8 @@ def _echo_reproducer(writer: Any) -> None:
 def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
     """Find the first pass, then the first rewrite in it, that changes the model's outputs.
 
-    Captures the model of CONFIG once, runs the pipeline with numeric verification after every
+    Captures the model of CONFIG (or, without CONFIG, of the nearest pyproject.toml's
+    [tool.fxpasses]: either needs a [model] section) once, runs the pipeline with numeric verification after every
     pass, then bisects the rewrites of the first failing pass with a global rewrite limit
     (see `fxpasses run --rewrite-limit`). Exit status 1 when a bad rewrite (or pass) is found,
     0 when every pass keeps the outputs.

@@ -305,8 +305,8 @@ class Config(_Strict):
     verify: VerifyMode = "lint"
     on_error: OnError = "rollback"
     order: Literal["dependencies", "as-given"] = "dependencies"
-    atol: float = Field(default=1e-5, ge=0)
-    rtol: float = Field(default=1e-5, ge=0)
+    atol: float = Field(default=1e-5, ge=0, allow_inf_nan=False)
+    rtol: float = Field(default=1e-5, ge=0, allow_inf_nan=False)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     model: ModelConfig | None = None
     output: str | None = None

@@ -45,7 +45,7 @@ class DrawGraphs:
         from .job import check_writable
 
         self.directory = Path(directory)
-        check_writable(self.directory)  # now, not after the whole run
+        check_writable(self.directory, "drawing directory")  # now, not after the whole run
         self.svg = shutil.which("dot") is not None
         self.written: list[Path] = []
         self.drawn: list[str] = []

@@ -535,8 +535,22 @@ def prepare_model(cfg: Config) -> PreparedModel:
     make the inputs.
 
     Raises:
-        ConfigError/UserError: no [model] section, a bad factory, graph, inputs or capture.
+        ConfigError/UserError: no [model] section, a bad factory, graph, inputs or capture; a
+            ``ConfigError`` about a ``[model]`` value names the config file before it, as other
+            config errors do (``fx.toml: [model] factory: ...``).
     """
+    try:
+        return _prepare_model(cfg)
+    except ConfigError as exc:
+        where = cfg._source
+        if exc.source and exc.source.startswith("[model]") and where and where != "config":
+            exc.source = f"{where}: {exc.source}"
+            exc.args = (f"{exc.source}: {exc.detail}",)
+        raise
+
+
+def _prepare_model(cfg: Config) -> PreparedModel:
+    """:func:`prepare_model`'s work."""
     mc = cfg.model
     if mc is None:
         raise ConfigError("no [model] section: a model factory (or saved graph) and inputs are needed", source=cfg._source)
@@ -763,10 +777,11 @@ def _relocatable(module_py: Path, folder: str) -> None:
     module_py.write_text(header + text)
 
 
-def check_writable(out_dir: Path) -> None:
-    """Raise a UserError now if ``out_dir`` could not be created or written later, naming the
-    path and why (from the errno: permission denied, read-only file system, not a directory)."""
-    said = f"cannot write the output directory {out_dir}"
+def check_writable(out_dir: Path, what: str = "output directory") -> None:
+    """Raise a UserError now if ``out_dir`` could not be created or written later, naming it
+    (``what``: "output directory", "reproducer directory", ...), the path and why (from the
+    errno: permission denied, read-only file system, not a directory)."""
+    said = f"cannot write the {what} {out_dir}"
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{said}: {out_dir} exists and is not a directory")
     probe = out_dir

@@ -813,7 +813,7 @@ class ReproducerWriter:
         from .job import check_writable
 
         self.directory = Path(directory)
-        check_writable(self.directory)  # now, not after the run has failed
+        check_writable(self.directory, "reproducer directory")  # now, not after the run has failed
         self.pipeline = pipeline
         self.plugins = plugins
         self.step = -1

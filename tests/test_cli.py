@@ -58,7 +58,7 @@ def test_show_options_and_dependencies():
 def test_unknown_pass_exit_2_one_message_no_traceback():
     r = CliRunner().invoke(cli, ["show", "count_op"])
     assert r.exit_code == 2
-    assert "unknown pass 'count_op'; did you mean 'count_ops'?" in r.output
+    assert "unknown pass or preset 'count_op'; did you mean 'count_ops'?" in r.output
     assert "Traceback" not in r.output
 
 
@@ -68,8 +68,8 @@ def test_traceback_flag_shows_the_traceback_and_keeps_the_exit_status_and_json()
     r = CliRunner().invoke(cli, ["--traceback", "show", "count_op"])
     assert r.exit_code == 2, r.output
     assert r.stderr.startswith("Traceback (most recent call last):\n")
-    assert "fxpasses.errors.UnknownPassError: unknown pass 'count_op'; did you mean 'count_ops'?" in r.stderr
-    assert r.stderr.splitlines()[-2:][0].startswith("error: unknown pass 'count_op'")
+    assert "fxpasses.errors.UnknownPassError: unknown pass or preset 'count_op'; did you mean 'count_ops'?" in r.stderr
+    assert r.stderr.splitlines()[-2:][0].startswith("error: unknown pass or preset 'count_op'")
     r = CliRunner().invoke(cli, ["check", "--pipeline", "nope", "--traceback", "--format", "json"])
     assert r.exit_code == 2
     obj = json.loads(r.stdout)
@@ -147,7 +147,7 @@ def test_console_script_is_installed():
     assert script.is_file()
     out = subprocess.run([str(script), "show", "nope"], capture_output=True, text=True)
     assert out.returncode == 2
-    assert out.stderr.startswith("error: unknown pass 'nope'")
+    assert out.stderr.startswith("error: unknown pass or preset 'nope'")
     assert out.stdout == ""
 
 
@@ -210,7 +210,9 @@ def test_a_pass_name_in_another_case_is_suggested_everywhere(tmp_path):
     cfg = tmp_path / "fx.toml"
     cfg.write_text('pipeline = ["eliminate_dead_code", "Remove_Dropout"]\n')
     cases = [
-        (["show", "REMOVE_DROPOUT"], "error: unknown pass 'REMOVE_DROPOUT'; did you mean 'remove_dropout' or 'remove_identity'?\n"),
+        (["show", "REMOVE_DROPOUT"], "error: unknown pass or preset 'REMOVE_DROPOUT'; did you mean 'remove_dropout' or 'remove_identity'?\n"),
+        # show takes presets too: suggested from both (found by a new-user check)
+        (["show", "inferenc"], "error: unknown pass or preset 'inferenc'; did you mean 'inference'?\n"),
         (["check", "--pipeline", "REMOVE_DROPOUT"], "error: --pipeline: pipeline string, entry 1 ('REMOVE_DROPOUT') at column 1: unknown pass 'REMOVE_DROPOUT'; did you mean 'remove_dropout' or 'remove_identity'?\n"),
         (["check", str(cfg)], f"error: {cfg}: pipeline, entry 2: unknown pass 'Remove_Dropout'; did you mean 'remove_dropout' or 'remove_identity'?\n"),
         (["check", "--preset", "Inference"], "error: --preset: unknown preset 'Inference'; did you mean 'inference'?\n"),
@@ -227,6 +229,17 @@ def test_unknown_preset_on_the_command_line_blames_the_option():
         r = CliRunner().invoke(cli, args)
         assert r.exit_code == 2
         assert r.output.startswith("error: --preset: unknown preset 'nosuch'"), r.output
+
+
+@pytest.mark.parametrize("given", ["", " ", ",", " , "])
+def test_print_after_naming_no_pass_is_an_error(given):
+    """--print-after '' printed nothing and said nothing (found by a new-user check)."""
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--print-after", given])
+    assert r.exit_code == 2, r.output
+    assert r.output == (
+        f"error: --print-after {given!r} names no pass: give pass names separated by commas "
+        "(--print-after fold_constants,eliminate_dead_code), or --print-after-all\n"
+    )
 
 
 def test_print_after_a_pass_outside_the_pipeline_is_an_error():
@@ -258,7 +271,7 @@ def test_global_options_are_accepted_after_the_command_too():
 
     r = CliRunner().invoke(cli, ["show", "count_op", "--traceback"])
     assert r.exit_code == 2 and "No such option" not in r.output, r.output
-    assert f"{UnknownPassError.__module__}.UnknownPassError: unknown pass 'count_op'" in r.stderr  # the traceback
+    assert f"{UnknownPassError.__module__}.UnknownPassError: unknown pass or preset 'count_op'" in r.stderr  # the traceback
     r = CliRunner().invoke(cli, ["show", "count_op"])
     assert r.exit_code == 2 and r.exception is not None and isinstance(r.exception, SystemExit)
     # -p after the command, alone and added to one before it
@@ -564,13 +577,18 @@ def test_json_bad_model_files_and_output_directories(tmp_path, monkeypatch):
     cfg = tmp_path / "fx.toml"
     cfg.write_text('[model]\ngraph = "somedir"\ninputs = [{ shape = [1, 3, 32, 32] }]\n')
     error, _ = json_failure(["run", str(cfg), "--no-save", "--format", "json"], 2, "ConfigError")
-    assert error["message"] == f"[model] graph: {tmp_path / 'somedir'} is a directory, expected a file (a graph.py written by --reproducer)"
+    # named after the config file, as other config errors are (found by a new-user check)
+    assert error["message"] == (
+        f"{cfg}: [model] graph: {tmp_path / 'somedir'} is a directory, expected a file (a graph.py written by --reproducer)"
+    )
+    assert error["source"] == f"{cfg}: [model] graph"
     error, _ = json_failure(["run", "somedir", "--format", "json"], 2, "ConfigError")
     assert error["message"] == "somedir is a directory, expected a file (a config file: .toml, .yaml, .yml or .json)"
-    for flag in ("-o", "--draw", "--reproducer"):  # an existing file: fxpasses' error, not click's usage text
+    # an existing file: fxpasses' error, not click's usage text, naming the directory the option is for
+    for flag, what in (("-o", "output"), ("--draw", "drawing"), ("--reproducer", "reproducer")):
         args = ["run", flag, "afile", "--format", "json"] + (["--no-save"] if flag != "-o" else [])
         error, _ = json_failure(args, 2, "UserError")
-        assert error["message"] == "cannot write the output directory afile: afile exists and is not a directory"
+        assert error["message"] == f"cannot write the {what} directory afile: afile exists and is not a directory"
     error, _ = json_failure(["run", "-o", "afile/out", "--format", "json"], 2, "UserError")
     assert error["message"] == "cannot write the output directory afile/out: afile is not a directory"
     error, _ = json_failure(["run", "-o", "/proc/fxpasses-nope", "--format", "json"], 2, "UserError")

@@ -50,7 +50,7 @@ def test_unwritable_draw_directory_is_reported_before_any_work(tmp_path, monkeyp
     (tmp_path / "afile").write_text("x")
     r = CliRunner().invoke(cli, ["run", "--no-save", "--draw", "afile/pics"])
     assert r.exit_code == 2
-    assert "cannot write the output directory afile/pics" in r.output
+    assert "cannot write the drawing directory afile/pics" in r.output
     assert "model:" not in r.output  # nothing ran
 
 
@@ -61,5 +61,6 @@ def test_directory_access_allows_but_mkdir_refuses_is_reported_before_any_work(f
     args = ["run", flag, "/proc/fxpasses-test/out"] + (["--no-save"] if flag != "-o" else [])
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 2, r.output
-    assert "cannot write the output directory /proc/fxpasses-test/out" in r.output
+    what = {"--draw": "drawing", "--reproducer": "reproducer", "-o": "output"}[flag]
+    assert f"cannot write the {what} directory /proc/fxpasses-test/out" in r.output
     assert "model:" not in r.output  # nothing ran

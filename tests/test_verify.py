@@ -85,6 +85,20 @@ def test_tolerances_must_be_finite_non_negative_numbers(reg, bad):
         compare_outputs(torch.ones(1), torch.ones(1), bad if isinstance(bad, float) else -1.0, 0.0)
 
 
+@pytest.mark.parametrize("text, given", [("nan", "nan"), ("inf", "inf"), ("-inf", "-inf")])
+def test_config_tolerances_must_be_finite(tmp_path, text, given):
+    """``atol = nan`` in a config said "should be greater than or equal to 0" (found by a
+    new-user check); a config's tolerance is refused as not finite, as Pipeline(atol=...) does."""
+    from fxpasses.config import load_config_file
+
+    cfg = tmp_path / "fx.toml"
+    for key in ("atol", "rtol"):
+        cfg.write_text(f'pipeline = "eliminate_dead_code"\n{key} = {text}\n')
+        with pytest.raises(ConfigError) as info:
+            load_config_file(cfg)
+        assert str(info.value) == f"{cfg}: invalid config:\n  {key}: Input should be a finite number (given: {given})"
+
+
 def test_low_precision_floors():
     assert tolerances(torch.float32, 1e-5, 1e-5, scale=100.0) == (1e-5, 1e-5)
     assert tolerances(torch.float16, 1e-5, 1e-5) == (1e-5, 1e-3)
