@@ -485,9 +485,8 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
 def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
     """Validate CONFIG (or --pipeline/--preset) and print the ordered plan; no model needed."""
     from .errors import ConfigError
-    from .pipeline import Pipeline
-
     from .job import DEFAULT_PRESET, with_default_preset
+    from .pipeline import Pipeline
 
     cfg = _load_cfg(config, pipeline, preset)
     if cfg is None:
@@ -764,8 +763,8 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     """Find the first pass, then the first rewrite in it, that changes the model's outputs.
 
     Captures the model of CONFIG (or, without CONFIG, of the nearest pyproject.toml's
-    [tool.fxpasses]: either needs a [model] section) once, runs the pipeline with numeric verification after every
-    pass, then bisects the rewrites of the first failing pass with a global rewrite limit
+    [tool.fxpasses]: either needs a [model] section) once, runs the pipeline with numeric
+    verification after every pass, then bisects the rewrites of the first failing pass with a global rewrite limit
     (see `fxpasses run --rewrite-limit`). Exit status 1 when a bad rewrite (or pass) is found,
     0 when every pass keeps the outputs.
     """
