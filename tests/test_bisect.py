@@ -393,7 +393,7 @@ def test_cli_bisect_without_a_pipeline_bisects_the_preset_run_would_use(tmp_path
     cfg.write_text("\n".join(line for line in cfg.read_text().splitlines() if not line.startswith("pipeline")) + "\n")
     r = CliRunner().invoke(cli, ["bisect", str(cfg), "--format", "json"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data["status"] == "clean" and data["steps"] == 6  # the inference preset's six passes
 
 

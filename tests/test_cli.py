@@ -33,7 +33,7 @@ def test_list_shows_passes_with_their_source():
 
 def test_list_json():
     r = invoke("list", "--format", "json")
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     passes = {p["name"]: p for p in data["passes"]}
     assert passes["remove_identity"]["source"] == "fxpasses-example-passes 0.1.0"
     assert {p["distribution"] for p in data["plugins"]} >= {"fxpasses", "fxpasses-example-passes"}
@@ -45,12 +45,12 @@ def test_show_options_and_dependencies():
     assert "count_ops (analysis)" in r.output
     assert "only" in r.output and "list[str]" in r.output and "[]" in r.output
     assert "fxpasses-example-passes 0.1.0" in r.output
-    d = json.loads(invoke("show", "remove_identity", "--format", "json").output)
+    d = json.loads(invoke("show", "remove_identity", "--format", "json").stdout)
     assert d["before"] == ["eliminate_dead_code"] and d["options"] == []
     assert d["writes_tensors"] is True  # the default: run under the write guard
     assert "writes none in place" in invoke("show", "eliminate_dead_code").output
-    assert json.loads(invoke("show", "fuse_conv_bn", "--format", "json").output)["writes_tensors"] is False
-    folding = json.loads(invoke("show", "fold_constants", "--format", "json").output)
+    assert json.loads(invoke("show", "fuse_conv_bn", "--format", "json").stdout)["writes_tensors"] is False
+    folding = json.loads(invoke("show", "fold_constants", "--format", "json").stdout)
     assert {o["name"]: o["constraints"] for o in folding["options"]}["max_numel"] == ">= 0"
     assert "int (>= 0)" in invoke("show", "fold_constants").output
 

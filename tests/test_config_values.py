@@ -322,12 +322,12 @@ def cli_site(tmp_path, monkeypatch):
 def test_enum_and_path_options_from_the_command_line_and_a_config_file(tmp_path, cli_site):
     r = CliRunner().invoke(cli, ["check", "--pipeline", "cli_values{mode=exact,out=out/x.txt}", "--format", "json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["steps"][0]["options"] == {"mode": "exact", "out": "out/x.txt"}
+    assert json.loads(r.stdout)["steps"][0]["options"] == {"mode": "exact", "out": "out/x.txt"}
     path = tmp_path / "c.yaml"
     path.write_text("pipeline: cli_values\noptions:\n  cli_values: {mode: exact, out: out/x.txt}\n")
     r = CliRunner().invoke(cli, ["check", str(path), "--format", "json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["steps"][0]["options"] == {"mode": "exact", "out": "out/x.txt"}
+    assert json.loads(r.stdout)["steps"][0]["options"] == {"mode": "exact", "out": "out/x.txt"}
 
 
 # ------------------------------------------------------------------ white space in pipeline strings

@@ -78,7 +78,7 @@ def test_valid_options_accepted(validator):
 def test_cli_schema_is_json():
     r = CliRunner().invoke(cli, ["schema"])
     assert r.exit_code == 0
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data["$schema"].endswith("2020-12/schema")
     assert "options_count_ops" in data["$defs"]
 
