@@ -590,7 +590,7 @@ def run_cmd(
     from .console import print_table
     from .report import counters_cell, rewrites_cell, rewrites_summary
     from .errors import FxPassesError, UserError
-    from .job import default_config, run_job
+    from .job import default_config, run_job, with_default_preset
     from .pipeline import Pipeline
 
     if output is not None and no_save:
@@ -626,7 +626,9 @@ def run_cmd(
         for n in names or ():
             reg.get(n, source="--print-after")  # unknown names: exit 2 with suggestions
         if names:
-            _check_in_pipeline("--print-after", names, Pipeline._from_config_obj(cfg, registry=reg).plan().names())
+            # the pipeline run_job runs: a config that names none gets its default preset
+            planned = Pipeline._from_config_obj(with_default_preset(cfg), registry=reg).plan().names()
+            _check_in_pipeline("--print-after", names, planned)
         instruments.append(PrintAfter(names, file=sys.stderr))
     if print_changed:
         instruments.append(PrintChanged(file=sys.stderr))

@@ -174,6 +174,15 @@ class UnknownPassError(UserError):
         super().__init__(msg)
 
 
+def _reads_as_number(text: str) -> bool:
+    """Whether Python reads ``text`` as a number (underscores only between digits: not ``1_``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def is_yaml_source(source: str | None) -> bool:
     """Whether a config ``source`` (a path, maybe with a location after it) names a YAML file."""
     return bool(source) and (".yaml" in source.lower() or ".yml" in source.lower())  # type: ignore[union-attr]
@@ -210,7 +219,7 @@ def value_hint(value: Any, source: str | None, message: str = "") -> str:
         return "; YAML reads yes/no/on/off (any case) as true/false: quote the word to mean the string"
     if isinstance(value, str) and yaml and _YAML12_OCTAL.fullmatch(value):
         return f"; YAML 1.1 (PyYAML) reads 0o octal as a string: write {int(value.replace('_', ''), 8)}"
-    if not isinstance(value, str) or not _NUMBER.fullmatch(value):
+    if not isinstance(value, str) or not _NUMBER.fullmatch(value) or not _reads_as_number(value):
         return ""
     if yaml and _LEADING_ZERO.fullmatch(value):
         return (

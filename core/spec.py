@@ -36,6 +36,7 @@ Errors are :class:`~fxpasses.errors.ConfigError` naming the column and showing a
 from __future__ import annotations
 
 import codecs
+import contextlib
 import enum
 import pathlib
 import re
@@ -274,10 +275,13 @@ def _scalar(token: str) -> Any:
         return False
     if low in ("none", "null"):
         return None
+    # (the patterns take underscores anywhere; Python only between digits: 1_ is text)
     if _INT.match(token):
-        return int(token)
+        with contextlib.suppress(ValueError):
+            return int(token)
     if _FLOAT.match(low):
-        return float(token)
+        with contextlib.suppress(ValueError):
+            return float(token)
     return token
 
 

@@ -231,6 +231,18 @@ def test_unknown_preset_on_the_command_line_blames_the_option():
         assert r.output.startswith("error: --preset: unknown preset 'nosuch'"), r.output
 
 
+def test_print_after_on_a_config_without_a_pipeline_checks_the_preset_run_uses(tmp_path):
+    """--print-after on a config naming no pipeline said "no pipeline given" (found by a
+    new-user check): it is checked against the preset run uses."""
+    cfg = tmp_path / "m.toml"
+    cfg.write_text('[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{ shape = [1, 3, 8, 8] }]\n')
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--print-after", "fuse_conv_bn"])
+    assert r.exit_code == 0, r.output
+    assert "after fuse_conv_bn" in r.stderr and "pipeline: preset inference" in r.stdout
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--print-after", "rename_nodes"])
+    assert r.exit_code == 2 and "rename_nodes" in r.output and "the pipeline's passes: remove_dropout" in r.output
+
+
 @pytest.mark.parametrize("given", ["", " ", ",", " , "])
 def test_print_after_naming_no_pass_is_an_error(given):
     """--print-after '' printed nothing and said nothing (found by a new-user check)."""

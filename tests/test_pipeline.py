@@ -244,6 +244,23 @@ def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
     )
 
 
+@pytest.mark.parametrize("token", ["1_", "1__0", "1_.5", "_1", "1_e5"])
+def test_a_number_with_a_stray_underscore_is_text_not_an_internal_error(token):
+    """`max_numel=1_` was "unexpected ValueError" (exit 3), and a plan holding the string
+    "1_" could not be printed (found by a new-user check): Python reads underscores only
+    between digits, so such a token is text."""
+    (entry,) = parse_pipeline_string(f"p{{x={token}}}")
+    assert entry.options == {"x": token}
+    assert parse_pipeline_string(f"p{{x={format_value(token)}}}")[0].options == {"x": token}
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string(f"fold_constants{{max_numel={token}}}")
+    assert str(info.value).splitlines()[1] == f"  fold_constants.max_numel: Input should be a valid integer (given: {token!r})"
+    # a plan holding the text prints and reads back
+    text = Pipeline([("rename_nodes", {"pattern": token, "replacement": "x"})]).plan().as_pipeline_string()
+    assert Pipeline.from_string(text).plan().steps[0].options.pattern == token
+    assert parse_pipeline_string("p{x=1_0}")[0].options == {"x": 10}  # between digits: a number
+
+
 def test_scalars_in_pipeline_strings():
     (e,) = parse_pipeline_string("p{a=1,b=-2.5e3,c=true,d=False,e=none,f=hello,g=\"1\",h=[],i=1e-5}")
     assert e.options == {"a": 1, "b": -2500.0, "c": True, "d": False, "e": None, "f": "hello", "g": "1", "h": [], "i": 1e-5}
