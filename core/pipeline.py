@@ -48,7 +48,7 @@ from .effects import end_run, new_module_epoch
 from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, close_names, did_you_mean, exception_line
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
-from .journal import CheckedJournal, Journal, JournalMismatch, checking, supports_journal
+from .journal import CheckedJournal, Journal, JournalMismatch, NodeFrame, checking, supports_journal
 from .lint import input_signature, lint_edits, lint_passes, names_in_namespace, structure_problem, unspellable_argument
 from .ordering import Item, order
 from .passes import Pass, validate_pass_class
@@ -660,16 +660,11 @@ class Pipeline:
                 else:
                     snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
                 clean_before, names_before = clean, names_kept
-                # a journal does not record moved nodes (which journal_edits=True rules out):
-                # the order before a journaled pass whose failed lint would be blamed on the
-                # graph as given, so that a move is told from a broken input (and put back);
-                # not for the built-in passes, whose journals the test suite checks (4 ms at
-                # 100k nodes)
-                order_before = (
-                    list(gm.graph.nodes)
-                    if journaled and not clean and verify != "none" and not _is_builtin(step.cls)
-                    else None
-                )
+                # what a journal does not record, and journal_edits=True rules out (moved
+                # nodes, assigned node.args or node.target): before a third-party journaled
+                # pass, to check its promise after it and put back what it broke (about 10 ms
+                # at 100k nodes; the built-in passes' journals are checked by the test suite)
+                frame = NodeFrame(gm.graph) if journaled and verify != "none" and not _is_builtin(step.cls) else None
                 input_versions = _tensor_versions(example_inputs, example_kwargs)
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
@@ -694,6 +689,19 @@ class Pipeline:
                             ctx._journal = None
                     if isinstance(snap, CheckedJournal):
                         snap.verify()  # check mode: the journal undoes exactly what the pass did
+                    if frame is not None:
+                        stage = "checking what the pass changed"
+                        unjournaled = frame.unjournaled(snap)
+                        if unjournaled:
+                            raise VerificationError(
+                                f"{step.name!r} declares journal_edits=True but edited the graph outside its "
+                                f"journal: {'; '.join(unjournaled[:5])}"
+                                + (f" (and {len(unjournaled) - 5} more)" if len(unjournaled) > 5 else "")
+                                + " (prepend/append of an existing node and assigning node.args or node.target are "
+                                "not allowed then: set journal_edits = False, or use torch.fx's editing methods "
+                                "and the PassContext)"
+                            )
+                        stage = "the pass"
                     if verify == "numeric":
                         # numeric verification runs the module, which may write tensors (batch
                         # norm statistics): note now which ones the pass wrote. Otherwise
@@ -797,14 +805,22 @@ class Pipeline:
                         failure.from_journal = True
                         failure.notes.append(
                             f"{step.name!r} declares journal_edits=True, so the restore undid its edits made "
-                            "through torch.fx's editing methods and the PassContext; an edit made any other "
-                            "way (assigning node.args, node.target, ...) is not recorded and stays: run with "
-                            "FXPASSES_CHECK_JOURNAL=1 to check the declaration"
+                            "through torch.fx's editing methods and the PassContext"
+                            + (
+                                ", and put back the nodes' order, targets and arguments; an edit of node meta or "
+                                "module attributes made any other way is not recorded and stays"
+                                if frame is not None
+                                else "; an edit made any other way (assigning node.args, node.target, ...) is not "
+                                "recorded and stays"
+                            )
+                            + ": run with FXPASSES_CHECK_JOURNAL=1 to check the declaration"
                         )
+                    if frame is not None and failure.rolled_back:
+                        _put_back_frame(frame, step.name, failure)
                     if not clean_before and failure.rolled_back and stage in ("the pass", "graph lint"):
                         # the pass failed (in its code, or at the run's first lint of the whole
                         # graph) on a graph no lint has passed: was it broken before this pass?
-                        self._blame_before(gm, step.name, failure, pristine, unverified, exc, stage, order_before)
+                        self._blame_before(gm, step.name, failure, pristine, unverified, exc, stage)
                     if isinstance(exc, _OutputsDiffer):
                         # the pass said it changes the outputs on purpose (ctx.changes_outputs)
                         failure.notes.extend(ctx.output_changes)
@@ -949,35 +965,15 @@ class Pipeline:
         unverified: list[str],
         exc: BaseException,
         stage: str = "graph lint",
-        order_before: list[Node] | None = None,
     ) -> None:
         """After pass ``name`` failed (``stage``: in its own code, ``"pass"``, or at the run's
         first lint of the whole graph) on a graph no lint had passed, and was rolled back: lint
         the graph as it was before the pass (its structure; arguments it held then are not the
         pass's doing). When that fails too, the graph was broken before the pass: raise
         :class:`InputGraphError` if no pass had changed the graph (it is the caller's), else
-        add a note naming the passes that changed it without a lint.
-
-        ``order_before``: the nodes before a journaled pass, in order. A journal restores what
-        it recorded, and moving a node is not recorded (``journal_edits=True`` rules it out):
-        when the rolled-back graph has those nodes in another order, the pass moved some, and
-        the order is put back before the lint."""
-        if order_before is not None and list(gm.graph.nodes) != order_before:
-            if set(gm.graph.nodes) == set(order_before):
-                _put_back_order(gm.graph, order_before)
-                failure.notes.append(
-                    f"{name!r} declares journal_edits=True but moved nodes (prepend/append of an existing "
-                    "node), which its journal does not record: the node order was put back from a record "
-                    "made before the pass (FXPASSES_CHECK_JOURNAL=1 checks the declaration)"
-                )
-            else:
-                failure.rolled_back = False
-                failure.notes.append(
-                    f"{name!r} declares journal_edits=True but changed the graph in ways its journal does "
-                    "not record (the nodes after the restore are not the nodes before it): the graph could "
-                    "not be restored (FXPASSES_CHECK_JOURNAL=1 checks the declaration)"
-                )
-                return
+        add a note naming the passes that changed it without a lint."""
+        if not failure.rolled_back:  # (a restore that could not be completed: nothing to lint)
+            return
         try:
             _lint(gm, as_given=True)
         except Exception as before:  # noqa: BLE001 - any lint failure is the answer
@@ -1152,11 +1148,23 @@ def registry_for(cfg: Config) -> Registry:
     return Registry(enable=p.enable, disable=p.disable, strict=p.strict, prefer=p.prefer)
 
 
-def _put_back_order(graph: torch.fx.Graph, order: list[Node]) -> None:
-    """Relink ``graph``'s nodes (the nodes of ``order``, in another order) in ``order``."""
-    root = graph._root  # type: ignore[attr-defined]
-    for n in order:
-        root.prepend(n)  # moves n to the end: the nodes end up in order
+def _put_back_frame(frame: NodeFrame, name: str, failure: PassFailedError) -> None:
+    """After the journal's restore of third-party pass ``name``'s failure: put back what the
+    journal does not record (:class:`~fxpasses.journal.NodeFrame`), and say so in ``failure``;
+    when that cannot be done, the graph was not restored, and ``failure`` says that instead."""
+    put_back = frame.put_back()
+    if put_back is None:
+        failure.rolled_back = False
+        failure.notes.append(
+            f"{name!r} declares journal_edits=True but erased or inserted nodes without torch.fx's node "
+            "hooks: the graph could not be restored (FXPASSES_CHECK_JOURNAL=1 checks the declaration)"
+        )
+    elif put_back:
+        failure.notes.append(
+            f"{name!r} declares journal_edits=True but changed what its journal does not record; put back from "
+            f"a record made before the pass: {', '.join(put_back[:5])}"
+            + (f" (and {len(put_back) - 5} more)" if len(put_back) > 5 else "")
+        )
 
 
 def _input_graph_error(lint_error: BaseException, what_ran: str) -> InputGraphError:

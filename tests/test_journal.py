@@ -986,8 +986,25 @@ def test_a_journaled_restore_of_a_third_party_pass_says_what_it_cannot_undo(monk
     monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
     assert not checking()
     gm = torch.fx.symbolic_trace(_ReluOfAdd())
+    code, order = gm.code, [(n, n.args) for n in gm.graph.nodes]
     with pytest.raises(PassFailedError) as info:
         Pipeline([_ArgsAssigner]).run(gm, [torch.randn(3)])
+    assert info.value.notes == [
+        "'args_assigner' declares journal_edits=True, so the restore undid its edits made through torch.fx's "
+        "editing methods and the PassContext, and put back the nodes' order, targets and arguments; an edit of "
+        "node meta or module attributes made any other way is not recorded and stays: run with "
+        "FXPASSES_CHECK_JOURNAL=1 to check the declaration",
+        "'args_assigner' declares journal_edits=True but changed what its journal does not record; put back from "
+        "a record made before the pass: %relu's args",
+    ]
+    # the assigned args are put back (a second new-user check found them left in the graph)
+    assert [(n, n.args) for n in gm.graph.nodes] == order
+    gm.recompile()
+    assert gm.code == code
+    # with verify="none" nothing is checked or recorded beyond the journal: the note says what stays
+    gm = torch.fx.symbolic_trace(_ReluOfAdd())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([_ArgsAssigner], verify="none").run(gm, [torch.randn(3)])
     assert info.value.notes == [
         "'args_assigner' declares journal_edits=True, so the restore undid its edits made through torch.fx's "
         "editing methods and the PassContext; an edit made any other way (assigning node.args, node.target, ...) "
@@ -1048,15 +1065,20 @@ def test_a_journaled_pass_that_moves_a_node_is_blamed_and_the_order_put_back(dia
     else:
         failure = pipe.run(gm, inputs)["moves_a_node"]
     text = failure.error if on_error == "skip" else str(failure)
-    assert "was used before it has been defined" in text
+    first_relu, second_relu = [n.name for n in order if n.op == "call_function" and "relu" in str(n.target)]
+    assert text.splitlines()[0] == (
+        "pass 'moves_a_node' failed: verification failed: 'moves_a_node' declares journal_edits=True but edited the "
+        f"graph outside its journal: %{second_relu}: moved before %{first_relu} (prepend/append of an existing node and assigning "
+        "node.args or node.target are not allowed then: set journal_edits = False, or use torch.fx's editing "
+        "methods and the PassContext)"
+    )
     assert (
         "  the graph was restored to its state before 'moves_a_node', as far as its journal records (see the note)"
         in text.splitlines()
     )
     assert (
-        "note: 'moves_a_node' declares journal_edits=True but moved nodes (prepend/append of an existing node), which "
-        "its journal does not record: the node order was put back from a record made before the pass "
-        "(FXPASSES_CHECK_JOURNAL=1 checks the declaration)" in text
+        "note: 'moves_a_node' declares journal_edits=True but changed what its journal does not record; put back "
+        "from a record made before the pass: the node order" in text
     )
     assert list(gm.graph.nodes) == order and gm.code == code
     gm.graph.lint()
@@ -1074,3 +1096,76 @@ def test_a_broken_input_graph_before_a_journaled_pass_is_still_the_input_graphs_
     with pytest.raises(fxpasses.InputGraphError, match="the graph fails lint as given"):
         Pipeline([_AddOne]).run(gm, [torch.randn(2, 4)])  # a journaled pass that adds a node
     assert list(gm.graph.nodes) == order
+
+
+def _breaks_its_journal(how):
+    """A third-party journaled pass that returns True after one edit journal_edits rules out."""
+
+    def run(self, gm, ctx):
+        relu, second = [n for n in gm.graph.nodes if n.op == "call_function" and "relu" in str(n.target)]
+        lin = relu.args[0]
+        if how == "append":  # the first relu after its user
+            second.append(relu)
+        elif how == "args":  # a use before its definition
+            relu.args = (second,)
+        elif how == "args_valid":  # still lints: only numeric verification would see it
+            second.args = (lin,)
+        elif how == "target":
+            second.target = torch.sigmoid if second.target is torch.relu else torch.ops.aten.sigmoid.default
+        return True
+
+    return type(f"Breaks_{how}", (GraphPass,), {"name": f"breaks_{how}", "journal_edits": True, "writes_tensors": False, "run": run})
+
+
+@pytest.mark.parametrize(
+    "how, said",
+    [("append", "moved before %relu"), ("args", "args assigned"), ("args_valid", "args assigned"), ("target", "target assigned")],
+)
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("on_error", ["rollback", "skip"])
+def test_a_third_party_journaled_pass_editing_outside_its_journal_is_caught_and_put_back(how, said, first, on_error, monkeypatch):
+    """A second new-user check: as the first pass, an assigned node.args was blamed on the
+    input graph (InputGraphError) and stayed; as a later pass, a move or an assignment passed
+    lint (which looks at the journaled edits only) and the module no longer ran. The nodes'
+    order, targets and arguments are now checked after a third-party journaled pass and put
+    back after its rollback."""
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+    cls = _breaks_its_journal(how)
+    gm = torch.fx.symbolic_trace(_TwoRelus())
+    x = torch.randn(2, 4)
+    expected = gm(x)
+    passes = [cls] if first else [_AddOne, cls]
+    if not first:  # the state before the pass at fault
+        Pipeline([_AddOne]).run(gm, [x])
+        expected = gm(x)
+        passes = [cls]
+    code, nodes = gm.code, [(n, n.target, n.args) for n in gm.graph.nodes]
+    pipe = Pipeline(passes, on_error=on_error)
+    if on_error == "rollback":
+        with pytest.raises(PassFailedError) as info:
+            pipe.run(gm, [x])
+        text = str(info.value)
+    else:
+        report = pipe.run(gm, [x])
+        assert report[cls.name].status == "skipped" and report[cls.name].rolled_back
+        text = report[cls.name].error
+    node = [n for n, *_ in nodes if n.op == "call_function" and "relu" in str(n.target)][0 if how == "args" else 1]
+    assert text.startswith(
+        f"pass {cls.name!r} failed: verification failed: {cls.name!r} declares journal_edits=True but edited the graph "
+        f"outside its journal: %{node.name}: {said}"
+    ), text
+    assert [(n, n.target, n.args) for n in gm.graph.nodes] == nodes
+    gm.graph.lint()
+    gm.recompile()
+    assert gm.code == code
+    torch.testing.assert_close(gm(x), expected)
+
+
+def test_a_third_party_journaled_pass_that_keeps_its_promise_passes_the_check(monkeypatch):
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+    gm = torch.fx.symbolic_trace(_TwoRelus())
+    x = torch.randn(2, 4)
+    expected = gm(x) + 1.0
+    report = Pipeline([_AddOne, _AddOne], on_error="raise").run(gm, [x])  # (it adds 1: lint, not numeric)
+    assert [p.status for p in report.passes] == ["ok", "ok"]
+    torch.testing.assert_close(gm(x), expected + 1.0)
