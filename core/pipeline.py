@@ -662,7 +662,7 @@ class Pipeline:
                 clean_before, names_before = clean, names_kept
                 # what a journal does not record, and journal_edits=True rules out (moved
                 # nodes, assigned node.args or node.target): before a third-party journaled
-                # pass, to check its promise after it and put back what it broke (about 10 ms
+                # pass, to check its promise after it and put back what it broke (about 50 ms
                 # at 100k nodes; the built-in passes' journals are checked by the test suite)
                 frame = NodeFrame(gm.graph) if journaled and verify != "none" and not _is_builtin(step.cls) else None
                 input_versions = _tensor_versions(example_inputs, example_kwargs)
