@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 import torch.fx
 
-from .errors import PassFailedError, UserError
+from .errors import PassFailedError, UserError, VerificationError
 from .inputs import check_accepted, check_example_inputs
 from .pipeline import Pipeline, Plan, _gc_paused, _run_module
 from .verify import TensorState, compare_results
@@ -209,7 +209,9 @@ def bisect(
     result.trials.append(Trial(counter.count, True, result.error.splitlines()[0]))
     rewrites = f"its rewrites #{result.first}..#{result.last}" if span.count else "it reported no rewrite"
     say(f"full run: pass {span.name!r} (step {span.step + 1}) fails; {rewrites}")
-    if failure.node is not None:
+    if failure.node is not None and not isinstance(failure.__cause__, VerificationError):
+        # a hook raised at that node (a module that no longer runs names a node too: the
+        # node whose code raised, which some rewrite before it broke: bisected below)
         result.status = "raised"
         return result
     if span.count == 0:
@@ -231,6 +233,8 @@ def bisect(
                 message = cmp.message
             t = Trial(n, bool(message), message or f"outputs match (max abs error {cmp.max_abs:.3g})")
         except PassFailedError as exc:
+            t = Trial(n, True, str(exc).splitlines()[0])
+        except UserError as exc:  # the module no longer runs (it ran before the pipeline): bad
             t = Trial(n, True, str(exc).splitlines()[0])
         finally:
             restore()

@@ -444,3 +444,36 @@ def test_rewrites_of_a_rolled_back_pass_are_counted_but_said_to_be_rolled_back(p
     rows = {line.split()[0]: line.split() for line in r.output.splitlines() if line.split()}
     assert rows["planted"][1] == "skipped" and rows["planted"][3:6] == ["3", "(rolled", "back)"]
     assert "rewrite limit 4: 4 rewrites counted (3 rolled back with planted, not in the graph); cut off" in r.output
+
+
+class _FourRelus(torch.nn.Module):
+    def forward(self, x):
+        for _ in range(4):
+            x = torch.sigmoid(torch.relu(x) + 1)
+        return x
+
+
+def test_bisect_finds_the_rewrite_after_which_the_module_no_longer_runs():
+    """A rewrite that makes the module raise (a tensor replaced by a float): bisect stopped
+    with "raised" once the failure named the node whose code raised, and before that a trial
+    that raised ended bisect with a UserError. The failing run is bisected like a mismatch."""
+
+    class Rewrites(fxpasses.NodePass):  # four rewrites, the third of which breaks the module
+        name = "relu_rewrites"
+
+        @fxpasses.on("relu")
+        def r(self, node, ctx):
+            if node.name == "relu_2":
+                return fxpasses.Replace(3.0)
+            with ctx.inserting_before(node):
+                return fxpasses.Replace(ctx.call_function(torch.relu, node.args))
+
+    gm = torch.fx.symbolic_trace(_FourRelus())
+    code = gm.code
+    result = bisect(Pipeline([Rewrites]), gm, [torch.randn(3)])
+    assert result.status == "found", result
+    assert (result.first, result.last) == (1, 4)
+    assert result.culprit.index == 3 and result.culprit.node["name"] == "relu_2"
+    assert result.culprit.action == "Replace(3.0)"
+    assert result.bad.message.startswith("the module does not run on the example inputs: ")
+    assert gm.code == code  # bisect leaves the module as it was
