@@ -687,7 +687,7 @@ def run_cmd(
     rep = result.report
     how = "captured" if result.captured else "loaded"
     click.echo(f"model: {result.model_name} ({rep.dialect}, {how} in {result.capture_seconds:.2f} s)")
-    click.echo(f"pipeline: {result.pipeline}")
+    click.echo(f"pipeline: {result.pipeline}" + (f"  (preset {result.preset})" if result.preset else ""))
     limited = rep.rewrite_limit is not None
     rows = []
     for p in rep.passes:

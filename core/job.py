@@ -111,7 +111,10 @@ class JobResult:
         capture_seconds: wall time of the capture (or of loading a saved graph or program).
         captured: False when the model was not captured but used as saved (a ``graph``, a
             ``program``, or a factory's exported module).
-        pipeline: what ran: ``preset NAME`` or the pipeline string of the config.
+        pipeline: what ran, as a pipeline string that reads back (the preset's passes with
+            the config's ``[options.NAME]`` applied, for a preset).
+        preset: the preset it came from (the config's, or the one run uses for a config that
+            names no pipeline), or None.
         latency_note: "" or why the latency figures may not be the model's
             (:func:`latency_note`).
     """
@@ -126,11 +129,13 @@ class JobResult:
     model_name: str = ""
     pipeline: str = ""
     latency_note: str = ""
+    preset: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "model": self.model_name,
             "pipeline": self.pipeline,
+            "preset": self.preset,
             "report": self.report.as_dict(),
             "max_abs_error": self.max_abs_error,
             "latency_before_ms": self.latency_before_ms,
@@ -752,7 +757,8 @@ def run_job(
         capture_seconds=model_in.seconds,
         captured=not model_in.loaded,
         model_name=model_in.name,
-        pipeline=f"preset {cfg.preset}" if cfg.preset is not None else pipeline.plan().as_pipeline_string(),
+        pipeline=pipeline.plan().as_pipeline_string(),
+        preset=cfg.preset,
     )
     if save and out_dir is not None:
         kind = cap.dialect if mc.graph is None else "graph"

@@ -238,9 +238,27 @@ def test_print_after_on_a_config_without_a_pipeline_checks_the_preset_run_uses(t
     cfg.write_text('[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{ shape = [1, 3, 8, 8] }]\n')
     r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--print-after", "fuse_conv_bn"])
     assert r.exit_code == 0, r.output
-    assert "after fuse_conv_bn" in r.stderr and "pipeline: preset inference" in r.stdout
+    assert "after fuse_conv_bn" in r.stderr and "(preset inference)" in r.stdout
     r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--print-after", "rename_nodes"])
     assert r.exit_code == 2 and "rename_nodes" in r.output and "the pipeline's passes: remove_dropout" in r.output
+
+
+def test_run_prints_the_pipeline_it_ran_as_a_string_that_reads_back(tmp_path):
+    """A config's preset was printed as "pipeline: preset inference", without its
+    [options.NAME] overrides, which did not read back (found by a new-user check)."""
+    cfg = tmp_path / "m.toml"
+    cfg.write_text(
+        '[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{ shape = [1, 3, 8, 8] }]\n'
+        "[options.fold_constants]\nmax_numel = 7\n"
+    )
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["preset"] == "inference"
+    assert "fold_constants{max_numel=7,fold_parameters=true}" in out["pipeline"]
+    plan = fxpasses.Pipeline.from_string(out["pipeline"]).plan()
+    assert plan.names() == fxpasses.Pipeline.from_preset("inference").plan().names()
+    assert plan.steps[3].options.max_numel == 7
 
 
 @pytest.mark.parametrize("given", ["", " ", ",", " , "])

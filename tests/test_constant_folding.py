@@ -445,8 +445,9 @@ def test_training_job_uses_the_training_preset(tmp_path):
         source="test",
     )
     result = run_job(cfg)
-    assert TRAINING_PRESET == "training" and result.pipeline == "preset training"
-    assert result.as_dict()["pipeline"] == "preset training"
+    assert TRAINING_PRESET == "training" and result.preset == "training"
+    assert result.pipeline == fxpasses.Pipeline.from_preset("training").plan().as_pipeline_string()
+    assert result.as_dict()["pipeline"] == result.pipeline and result.as_dict()["preset"] == "training"
     assert [p.name for p in result.report.passes][:2] == ["remove_dropout", "fuse_conv_bn"]
     fold_report = result.report["fold_constants"]
     assert fold_report.counters.get("removed_parameters", 0) == 0
