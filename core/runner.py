@@ -190,12 +190,18 @@ def fx_call_node(exc: BaseException, graph: torch.fx.Graph) -> Node | None:
         code = frame.f_code
         if code.co_filename.startswith(_FX_DIR):
             values = frame.f_locals
-            for name in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
+            names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+            # the node the call is about first: a Node method's self, then a parameter torch.fx
+            # names so (check_arg(arg, n) of Graph.lint is about n, whose argument is arg)
+            for name in sorted(names, key=lambda a: a not in _NODE_PARAMETERS):
                 v = values.get(name)
                 if isinstance(v, Node) and v.graph is graph:
                     return v
         tb = tb.tb_next
     return None
+
+
+_NODE_PARAMETERS = ("self", "node", "n", "to_erase")
 
 
 def _work_list(

@@ -1799,6 +1799,21 @@ def test_a_whole_graph_pass_failing_in_its_own_code_or_an_interpreter_names_what
         Pipeline([Interprets]).run(gm, [torch.randn(3)])
     assert info.value.node["name"] == "relu", str(info.value)  # the node the interpreter ran
 
+    class Lints(fxpasses.GraphPass):
+        name = "lints"
+
+        def run(self, gm, ctx):
+            relu = _node_named(gm, "relu")
+            with gm.graph.inserting_before(relu):
+                gm.graph.call_function(torch.neg, (relu,))  # a use before the definition
+            gm.graph.lint()
+            return True
+
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Lints]).run(gm, [torch.randn(3)])
+    # the node lint is about (its check_arg(arg, n) is about n), not the argument it names
+    assert info.value.node["name"] == "neg", str(info.value)
+
 
 @pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
 def test_a_module_that_no_longer_runs_names_the_node_whose_code_raised(dialect):
