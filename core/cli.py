@@ -346,6 +346,7 @@ def list_cmd(state: _State, fmt: str) -> None:
                     "entry_point": p.entry_point,
                     "status": p.status,
                     "error": p.error,
+                    "problems": p.problems,
                     "passes": p.passes,
                     "rejected": [{"kind": x.kind, "name": x.name, "reason": x.reason} for x in p.rejected],
                 }

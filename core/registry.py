@@ -94,9 +94,11 @@ class PluginRecord:
     """One entry point of the ``fxpasses`` group and what became of it.
 
     ``status`` is ``"found"`` (not loaded yet), ``"loaded"``, ``"partial"``, ``"empty"``,
-    ``"failed"`` or ``"disabled"``; ``error`` holds the message when it failed; ``passes`` the
-    names it registered (each once); ``rejected`` the passes and presets it registered that
-    were rejected (:class:`Rejection`), so that naming one later says why it is missing.
+    ``"failed"`` or ``"disabled"``; ``problems`` each problem it had (a failure, or what went
+    wrong while it registered: the warnings' texts without the plugin's name) and ``error``
+    their first lines, joined with "; "; ``passes`` the names it registered (each once);
+    ``rejected`` the passes and presets it registered that were rejected
+    (:class:`Rejection`), so that naming one later says why it is missing.
     """
 
     distribution: str
@@ -107,6 +109,7 @@ class PluginRecord:
     error: str | None = None
     passes: list[str] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     @property
     def entry_point(self) -> str:
@@ -828,9 +831,8 @@ class Registry:
             # the problems themselves (list --format json shows them), without the plugin's
             # name that each warning starts with
             label = str(rec.error_for(""))
-            rec.error = "; ".join(
-                str(p)[len(label):] if str(p).startswith(label) else str(p) for p in self.problems[problems_before:]
-            )
+            rec.problems = [str(p)[len(label):] if str(p).startswith(label) else str(p) for p in self.problems[problems_before:]]
+            rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
         else:
             rec.status = "loaded"
 
@@ -887,6 +889,7 @@ class Registry:
     def _fail(self, rec: PluginRecord, message: str, cause: BaseException | None) -> None:
         rec.status = "failed"
         rec.error = message
+        rec.problems = [message]
         err = rec.error_for(message)
         if cause is not None:
             err.__cause__ = cause
@@ -1123,9 +1126,15 @@ class Registry:
                 labels.setdefault(r.label, f"{r.label} ({why})")
             elif r.status == "failed":
                 first_line = r.error.splitlines()[0] if r.error else "error"
+                if r.rejected and len(r.problems) > 1:  # it loaded; everything it registered was refused
+                    first_line = f"{len(r.problems)} problems, the first: {r.problems[0].splitlines()[0]}"
                 # a distribution whose other entry points loaded: name the one that did not
                 what = f"entry point {r.entry_point!r}" if r.label in loaded else "failed to load"
-                text = f"{what} failed to load: {first_line}" if r.label in loaded else f"{what}: {first_line}"
+                if r.rejected:  # imported, but all it registered was rejected
+                    what = f"entry point {r.entry_point!r} registered nothing usable" if r.label in loaded else "registered nothing usable"
+                    text = f"{what}: {first_line}"
+                else:
+                    text = f"{what} failed to load: {first_line}" if r.label in loaded else f"{what}: {first_line}"
                 labels.setdefault((r.label, r.name), f"{r.label} ({text})")
         return list(labels.values())
 

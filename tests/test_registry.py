@@ -936,6 +936,12 @@ def test_nameless_registrations_are_in_the_rejected_table_as_what_they_are(site)
         "expected a pass class (a subclass of fxpasses.NodePass or fxpasses.GraphPass), got 42 (an int, not a class)",
         "fxp_nameless.NoName: `name` must be a Python identifier, got ''",
     ]
+    assert rec.problems == [x.reason + "; the pass is skipped (not registered)" for x in rec.rejected]
+    # it imported: not "failed to load" where an unknown name lists what was not loaded
+    assert reg._not_loaded_labels() == [
+        "nameless-dist 0.1 (registered nothing usable: 2 problems, the first: expected a pass class (a subclass "
+        "of fxpasses.NodePass or fxpasses.GraphPass), got 42 (an int, not a class); the pass is skipped (not registered))"
+    ]
     assert reg.rejected("<42>") and not reg.rejected("NoName")  # (no pipeline can name either)
     forget_modules("fxp_nameless")
     r = CliRunner().invoke(cli, ["list", "--format", "json"])
@@ -943,6 +949,7 @@ def test_nameless_registrations_are_in_the_rejected_table_as_what_they_are(site)
     (plugin,) = [p for p in json.loads(r.stdout)["plugins"] if p["distribution"] == "nameless-dist"]
     assert [x["name"] for x in plugin["rejected"]] == ["<42>", "<class fxp_nameless.NoName>"]
     assert plugin["error"] == rec.error and "problem(s)" not in plugin["error"]
+    assert plugin["problems"] == rec.problems
     forget_modules("fxp_nameless")
 
 
