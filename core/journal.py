@@ -49,7 +49,7 @@ from __future__ import annotations
 import contextlib
 import os
 from itertools import compress, filterfalse
-from operator import attrgetter, ne
+from operator import attrgetter, is_not
 from typing import Any, Iterator
 
 import torch
@@ -426,17 +426,19 @@ class CheckedJournal(Journal):
         self.snapshot.pass_done()  # what verification's runs write next is not the pass's
 
 
-_FIELDS = ("target", "_args", "_kwargs")  # what a node's code and its inputs' users depend on
+_FIELDS = ("op", "target", "_args", "_kwargs")  # what a node's code and its inputs' users depend on
 
 
 class NodeFrame:
     """What a journal does not record and a pass that declares ``journal_edits=True`` must not
     change: the graph's nodes in order, with each one's ``target``, ``args`` and ``kwargs``
-    (the objects, not copies, read and compared in C: about 25 ms to take and 30 ms to check
-    at 100k nodes). Taken before a third-party journaled pass, it tells the edits the pass
-    made outside its journal (:meth:`unjournaled`: moved nodes, assigned ``node.args`` or
-    ``node.target``, nodes inserted without torch.fx's node hooks) and puts them back after
-    the journal's restore (:meth:`put_back`). ``meta`` and module attributes are not in it."""
+    and ``op`` (the objects, not copies, read and compared by identity in C: about 25 ms to
+    take and 30 ms to check at 100k nodes; an argument replaced by an equal one of another
+    type, ``1`` by ``1.0``, is a change). Taken before a third-party journaled pass, it tells
+    the edits the pass made outside its journal (:meth:`unjournaled`: moved nodes, assigned
+    ``node.args``, ``node.target`` or ``node.op``, nodes inserted or taken out without
+    torch.fx's node hooks) and puts them back after the journal's restore (:meth:`put_back`).
+    ``meta``, ``users`` and module attributes are not in it."""
 
     __slots__ = ("graph", "nodes", "fields")
 
@@ -450,7 +452,7 @@ class NodeFrame:
         nodes = self.nodes
         hit: set[Node] = set()
         for f, before in zip(_FIELDS, self.fields):
-            hit.update(compress(nodes, map(ne, before, map(attrgetter(f), nodes))))
+            hit.update(compress(nodes, map(is_not, before, map(attrgetter(f), nodes))))
         return [n for n in nodes if n in hit] if hit else []
 
     def unjournaled(self, journal: "Journal") -> list[str]:
@@ -470,12 +472,14 @@ class NodeFrame:
         survivors = list(filterfalse(attrgetter("_erased"), self.nodes))
         now = list(filterfalse(created.__contains__, self.graph.nodes))
         if now != survivors:
-            known = set(self.nodes)
+            known, in_graph = set(self.nodes), set(now)
             for i, n in enumerate(now):
                 expected = survivors[i] if i < len(survivors) else None
                 if n is not expected:
                     if n not in known:
                         out.append(f"%{n.name}: inserted without torch.fx's node hooks")
+                    elif expected is not None and expected not in in_graph:
+                        out.append(f"%{expected.name}: taken out of the graph without torch.fx's node hooks")
                     else:
                         out.append(f"%{n.name}: moved" + (f" before %{expected.name}" if expected is not None else ""))
                     break
@@ -502,10 +506,13 @@ class NodeFrame:
                 root.prepend(n)  # to the end, in order
         changed = self._changed()
         index = {n: i for i, n in enumerate(nodes)} if changed else {}
-        targets, args, kwargs = self.fields
+        ops, targets, args, kwargs = self.fields
         for n in changed:
             i = index[n]
             what = []
+            if n.op is not ops[i]:
+                n.op = ops[i]
+                what.append("op")
             if n.target is not targets[i]:
                 n.target = targets[i]
                 what.append("target")

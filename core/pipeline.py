@@ -697,9 +697,9 @@ class Pipeline:
                                 f"{step.name!r} declares journal_edits=True but edited the graph outside its "
                                 f"journal: {'; '.join(unjournaled[:5])}"
                                 + (f" (and {len(unjournaled) - 5} more)" if len(unjournaled) > 5 else "")
-                                + " (prepend/append of an existing node and assigning node.args or node.target are "
-                                "not allowed then: set journal_edits = False, or use torch.fx's editing methods "
-                                "and the PassContext)"
+                                + " (moving an existing node with prepend/append, assigning its args, target or op, "
+                                "and linking or unlinking nodes by hand are not allowed then: set journal_edits = "
+                                "False, or use torch.fx's editing methods and the PassContext)"
                             )
                         stage = "the pass"
                     if verify == "numeric":
@@ -800,6 +800,14 @@ class Pipeline:
                     wrote = _written(input_versions) if stage == "the pass" else None
                     if wrote:  # (checked after a pass that returned: its failure says it)
                         failure.notes.append(f"before it failed, the pass {wrote}")
+                    put_back = frame.put_back() if frame is not None and failure.rolled_back else []
+                    if put_back is None:  # the journal's restore left other nodes: not restored
+                        failure.rolled_back = False
+                        failure.notes.append(
+                            f"{step.name!r} declares journal_edits=True but erased or inserted nodes without "
+                            "torch.fx's node hooks: the graph could not be restored, and the run stops here "
+                            "whatever on_error says (FXPASSES_CHECK_JOURNAL=1 checks the declaration)"
+                        )
                     if failure.rolled_back and type(snap) is Journal and not _is_builtin(step.cls):
                         # a journal undoes what it recorded: what the pass promised is all it did
                         failure.from_journal = True
@@ -815,8 +823,12 @@ class Pipeline:
                             )
                             + ": run with FXPASSES_CHECK_JOURNAL=1 to check the declaration"
                         )
-                    if frame is not None and failure.rolled_back:
-                        _put_back_frame(frame, step.name, failure)
+                    if put_back:
+                        failure.notes.append(
+                            f"{step.name!r} declares journal_edits=True but changed what its journal does not "
+                            f"record; put back from a record made before the pass: {', '.join(put_back[:5])}"
+                            + (f" (and {len(put_back) - 5} more)" if len(put_back) > 5 else "")
+                        )
                     if not clean_before and failure.rolled_back and stage in ("the pass", "graph lint"):
                         # the pass failed (in its code, or at the run's first lint of the whole
                         # graph) on a graph no lint has passed: was it broken before this pass?
@@ -839,7 +851,7 @@ class Pipeline:
                     # rolled back: the compiled code may have been replaced; kept (raise): the
                     # broken graph is what the module should run, for debugging
                     dirty = True
-                    pr.status = "skipped" if on_error == "skip" else "failed"
+                    pr.status = "skipped" if on_error == "skip" and put_back is not None else "failed"
                     pr.error = str(failure)
                     pr.nodes_after = len(gm.graph.nodes)
                     pr.rolled_back = failure.rolled_back
@@ -855,7 +867,7 @@ class Pipeline:
                     # the failure's cause holds a traceback through this frame, which holds
                     # the failure: drop the frame's reference, or the two (and the pass's
                     # snapshot, context, ...) make a cycle left to the cyclic collector
-                    if on_error == "skip":
+                    if on_error == "skip" and put_back is not None:  # (a graph not restored: stop)
                         del failure
                         continue
                     try:
@@ -1146,25 +1158,6 @@ def registry_for(cfg: Config) -> Registry:
     if not (p.enable or p.disable or p.strict or p.prefer):
         return default_registry()
     return Registry(enable=p.enable, disable=p.disable, strict=p.strict, prefer=p.prefer)
-
-
-def _put_back_frame(frame: NodeFrame, name: str, failure: PassFailedError) -> None:
-    """After the journal's restore of third-party pass ``name``'s failure: put back what the
-    journal does not record (:class:`~fxpasses.journal.NodeFrame`), and say so in ``failure``;
-    when that cannot be done, the graph was not restored, and ``failure`` says that instead."""
-    put_back = frame.put_back()
-    if put_back is None:
-        failure.rolled_back = False
-        failure.notes.append(
-            f"{name!r} declares journal_edits=True but erased or inserted nodes without torch.fx's node "
-            "hooks: the graph could not be restored (FXPASSES_CHECK_JOURNAL=1 checks the declaration)"
-        )
-    elif put_back:
-        failure.notes.append(
-            f"{name!r} declares journal_edits=True but changed what its journal does not record; put back from "
-            f"a record made before the pass: {', '.join(put_back[:5])}"
-            + (f" (and {len(put_back) - 5} more)" if len(put_back) > 5 else "")
-        )
 
 
 def _input_graph_error(lint_error: BaseException, what_ran: str) -> InputGraphError:

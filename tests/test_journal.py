@@ -1068,9 +1068,9 @@ def test_a_journaled_pass_that_moves_a_node_is_blamed_and_the_order_put_back(dia
     first_relu, second_relu = [n.name for n in order if n.op == "call_function" and "relu" in str(n.target)]
     assert text.splitlines()[0] == (
         "pass 'moves_a_node' failed: verification failed: 'moves_a_node' declares journal_edits=True but edited the "
-        f"graph outside its journal: %{second_relu}: moved before %{first_relu} (prepend/append of an existing node and assigning "
-        "node.args or node.target are not allowed then: set journal_edits = False, or use torch.fx's editing "
-        "methods and the PassContext)"
+        f"graph outside its journal: %{second_relu}: moved before %{first_relu} (moving an existing node with "
+        "prepend/append, assigning its args, target or op, and linking or unlinking nodes by hand are not allowed "
+        "then: set journal_edits = False, or use torch.fx's editing methods and the PassContext)"
     )
     assert (
         "  the graph was restored to its state before 'moves_a_node', as far as its journal records (see the note)"
@@ -1169,3 +1169,82 @@ def test_a_third_party_journaled_pass_that_keeps_its_promise_passes_the_check(mo
     report = Pipeline([_AddOne, _AddOne], on_error="raise").run(gm, [x])  # (it adds 1: lint, not numeric)
     assert [p.status for p in report.passes] == ["ok", "ok"]
     torch.testing.assert_close(gm(x), expected + 1.0)
+
+
+class _IntAdd(nn.Module):
+    def forward(self, x):
+        return (x + 1) * 2
+
+
+def _journaled(name, run):
+    return type(name.title(), (GraphPass,), {"name": name, "journal_edits": True, "writes_tensors": False, "run": run})
+
+
+def test_the_frame_compares_objects_an_equal_argument_of_another_type_is_a_change(monkeypatch):
+    """A third new-user check: `x + 1` -> `x + 1.0` by assigning node.args was neither caught
+    nor put back (the frame compared values), and under skip the run ended with the float
+    output numeric verification had rejected."""
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+
+    def run(self, gm, ctx):
+        add = next(n for n in gm.graph.nodes if n.target is operator.add)
+        add.args = (add.args[0], 1.0)
+        return True
+
+    gm = torch.fx.symbolic_trace(_IntAdd())
+    x = torch.arange(4)
+    code = gm.code
+    report = Pipeline([_journaled("to_float", run), "eliminate_dead_code"], on_error="skip").run(gm, [x])
+    assert report["to_float"].status == "skipped"
+    assert report["to_float"].error.startswith(
+        "pass 'to_float' failed: verification failed: 'to_float' declares journal_edits=True but edited the graph "
+        "outside its journal: %add: args assigned"
+    )
+    assert gm.code == code and gm(x).dtype == torch.int64
+
+
+def test_an_assigned_op_is_caught_and_put_back(monkeypatch):
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+
+    def run(self, gm, ctx):
+        lin = next(n for n in gm.graph.nodes if n.op == "call_module")
+        lin.op = "get_attr"
+        return True
+
+    gm = torch.fx.symbolic_trace(_TwoRelus())
+    code, x = gm.code, torch.randn(2, 4)
+    expected = gm(x)
+    with pytest.raises(PassFailedError, match=r"outside its journal: %lin: op assigned") as info:
+        Pipeline([_journaled("op_flip", run)]).run(gm, [x])
+    assert "put back from a record made before the pass: %lin's op" in info.value.notes[-1]
+    gm.recompile()
+    assert gm.code == code
+    torch.testing.assert_close(gm(x), expected)
+
+
+def test_a_node_unlinked_by_hand_stops_the_run_even_under_skip(monkeypatch):
+    """The journal cannot put back a node taken out of the list by hand: the failure said the
+    graph was restored and put back, and under skip the next (built-in) pass was rolled back
+    with an InputGraphError blaming the user's graph."""
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+
+    def run(self, gm, ctx):
+        mul = next(n for n in gm.graph.nodes if n.target is operator.mul)
+        mul._remove_from_list()
+        return True
+
+    gm = torch.fx.symbolic_trace(_IntAdd())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([_journaled("unlink", run), "eliminate_dead_code"], on_error="skip").run(gm, [torch.arange(4)])
+    err = info.value
+    assert not err.rolled_back and not err.from_journal
+    assert str(err).splitlines()[0].startswith(
+        "pass 'unlink' failed: verification failed: 'unlink' declares journal_edits=True but edited the graph outside "
+        "its journal: %mul: taken out of the graph without torch.fx's node hooks"
+    )
+    assert err.notes == [
+        "'unlink' declares journal_edits=True but erased or inserted nodes without torch.fx's node hooks: the graph "
+        "could not be restored, and the run stops here whatever on_error says (FXPASSES_CHECK_JOURNAL=1 checks the "
+        "declaration)"
+    ]
+    assert not any(line.startswith("  the graph was restored") for line in str(err).splitlines())
