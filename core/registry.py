@@ -659,9 +659,18 @@ class Registry:
             missing = [e.name for e in parse_pipeline_string(info.pipeline) if e.name not in self._passes]
             missing = [n for n in missing if n not in self._conflicts and n not in builtin_off]
             if missing:
+                # a name a plugin registered but had rejected is not "no plugin registers it"
+                rejected = [n for n in missing if self.rejected(n)]
+                registered = [n for n in missing if n not in rejected]
+                parts = [f"no installed plugin registers: {', '.join(registered)}"] if registered else []
+                parts += [
+                    f"{n!r} was registered by {', '.join(sorted({r.label for r, _ in self.rejected(n)}))} but rejected "
+                    "as it loaded (see its warning)"
+                    for n in rejected
+                ]
                 self._problem(
                     PluginError(
-                        f"preset {info.name!r} names pass(es) no installed plugin registers: {', '.join(missing)}",
+                        f"preset {info.name!r} names pass(es) " + "; ".join(parts),
                         distribution=info.distribution,
                         version=info.version,
                     )

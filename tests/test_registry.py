@@ -823,6 +823,32 @@ def fxpasses_register_presets(register):
 '''
 
 
+def test_a_preset_naming_a_pass_its_plugin_had_rejected_says_so(site):
+    """The warning said "no installed plugin registers" a pass its plugin did register but had
+    rejected (found by a new-user check)."""
+    make_dist(
+        site,
+        "preset-of-rejected",
+        "0.5",
+        "fxp_preset_rejected",
+        BAD_OPTIONS_SOURCE
+        + """
+@fxpasses.hookimpl
+def fxpasses_register_presets(register):
+    register("uses_bad", "eliminate_dead_code,bad_options,no_such_pass", "Names a rejected pass.")
+""",
+    )
+    forget_modules("fxp_preset_rejected")
+    with pytest.warns(fxpasses.errors.PluginWarning) as caught:
+        Registry()
+    (message,) = [str(w.message) for w in caught if "uses_bad" in str(w.message)]
+    assert message.endswith(
+        "preset 'uses_bad' names pass(es) no installed plugin registers: no_such_pass; 'bad_options' was "
+        "registered by preset-of-rejected 0.5 but rejected as it loaded (see its warning)"
+    )
+    forget_modules("fxp_preset_rejected")
+
+
 def test_a_pass_or_preset_rejected_at_load_is_reported_with_its_plugin_and_reason(site):
     """Naming a pass (or preset) a plugin registered but the registry rejected as it loaded
     says which plugin and why, not only "unknown pass"."""
