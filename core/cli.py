@@ -379,7 +379,7 @@ def list_cmd(state: _State, fmt: str) -> None:
 @_global_options
 def show_cmd(state: _State, name: str, fmt: str) -> None:
     """Show a pass (options with types and defaults, dependencies, source package) or a preset."""
-    from .errors import DuplicatePassError, UnknownPassError, close_names
+    from .errors import DuplicatePassError
 
     reg = state.registry()
     if name not in reg and name in reg.presets():
@@ -393,17 +393,7 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
             click.echo(f"pipeline: {preset.pipeline}")
         return
     if name not in reg:  # neither a pass nor a preset: suggest from both
-        hints = reg._rejected_hints(name, "pass") + reg._rejected_hints(name, "preset")
-        if not hints:  # (a plugin that registered it, rejected, is where it comes from)
-            hints.extend(filter(None, [reg._not_loaded_hint(name, "pass")]))
-        raise UnknownPassError(
-            name,
-            close_names(name, [*reg.names(), *reg.presets()]),
-            reg._loaded_labels(),
-            kind="pass or preset",
-            hint=hints,
-            not_loaded=reg._not_loaded_labels(),
-        )
+        raise reg.unknown_name(name)
     try:
         descriptions = [reg.describe(name)]
     except DuplicatePassError as exc:
@@ -486,20 +476,16 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
 def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
     """Validate CONFIG (or --pipeline/--preset) and print the ordered plan; no model needed."""
     from .errors import ConfigError
-    from .job import DEFAULT_PRESET, with_default_preset
+    from .job import with_default_preset
     from .pipeline import Pipeline
 
     cfg = _load_cfg(config, pipeline, preset)
     if cfg is None:
         raise ConfigError("give a CONFIG file, --pipeline or --preset (no pyproject.toml with [tool.fxpasses] found)")
-    default = None  # the preset `fxpasses run` uses for a config that names no pipeline
-    if cfg.pipeline is None and cfg.preset is None:
-        if cfg.model is not None:
-            cfg = with_default_preset(cfg)
-            default = cfg.preset
-        elif config is None:  # [tool.fxpasses] without a model: run takes the bundled example's
-            cfg = cfg.model_copy(update={"preset": DEFAULT_PRESET})
-            default = DEFAULT_PRESET
+    # the preset `fxpasses run` uses for a config that names no pipeline (without CONFIG,
+    # a [tool.fxpasses] without a model runs the bundled example)
+    given, cfg = cfg, with_default_preset(cfg, example_model=config is None)
+    default = cfg.preset if cfg is not given else None
     reg = state.registry(cfg.plugins)
     pipe = Pipeline._from_config_obj(cfg, registry=reg)
     plan = pipe.plan()

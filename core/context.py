@@ -20,7 +20,15 @@ from ._layout import LayoutCopies, copy_inputs
 from ._order import precedes
 from .errors import NO_STACK_TRACE, NodeHasUsersError, UserError, short_repr
 
-__all__ = ["PassContext", "PROVENANCE_KEYS", "describe_node", "user_source_line", "no_source_line_reason", "tensor_info"]
+__all__ = [
+    "PassContext",
+    "PROVENANCE_KEYS",
+    "describe_node",
+    "user_source_line",
+    "no_source_line_reason",
+    "failure_place",
+    "tensor_info",
+]
 
 #: ``node.meta`` keys copied from the node being rewritten onto nodes created for it.
 PROVENANCE_KEYS = (
@@ -689,6 +697,17 @@ def no_source_line_reason(node: Node) -> str:
             "without a source file, such as a model defined in python -c, exec or the REPL, leaves none"
         )
     return NO_STACK_TRACE
+
+
+def failure_place(node: Node | None) -> dict[str, Any]:
+    """Where a failure happened, as :class:`~fxpasses.errors.PassFailedError` takes it: the
+    ``node``'s description, its user ``source_line``, and ``no_source_line`` (why there is
+    none); all None without a node. Taken when the failure happens: a rollback afterwards
+    puts the graph's nodes back as they were before the pass."""
+    if node is None:
+        return {"node": None, "source_line": None, "no_source_line": None}
+    line = user_source_line(node)
+    return {"node": describe_node(node), "source_line": line, "no_source_line": None if line else no_source_line_reason(node)}
 
 
 def tensor_info(node: Node) -> tuple[torch.Size, torch.dtype] | None:

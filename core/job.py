@@ -636,14 +636,16 @@ def latency_note(before_ms: float, after_ms: float, threads: int) -> str:
     )
 
 
-def with_default_preset(cfg: Config) -> Config:
+def with_default_preset(cfg: Config, *, example_model: bool = False) -> Config:
     """``cfg``, or, when it names no pipeline or preset, a copy naming the preset ``fxpasses
     run`` (and ``fxpasses bisect``) use then: ``training`` for a model with ``train = true``,
-    else ``inference``."""
-    if cfg.pipeline is not None or cfg.preset is not None or cfg.model is None:
+    else ``inference``. A config without a ``[model]`` gets none, unless ``example_model``:
+    the bundled example model stands in for it (``fxpasses run`` without CONFIG, from a
+    pyproject.toml's ``[tool.fxpasses]``)."""
+    if cfg.pipeline is not None or cfg.preset is not None or (cfg.model is None and not example_model):
         return cfg
     base, source = cfg._base_dir, cfg._source
-    preset = TRAINING_PRESET if cfg.model.train else DEFAULT_PRESET
+    preset = TRAINING_PRESET if cfg.model is not None and cfg.model.train else DEFAULT_PRESET
     cfg = cfg.model_copy(update={"preset": preset})
     cfg._base_dir, cfg._source = base, source
     return cfg

@@ -447,26 +447,25 @@ class NodeFrame:
         self.nodes = list(graph.nodes)
         self.fields = [list(map(attrgetter(f), self.nodes)) for f in _FIELDS]
 
-    def _changed(self) -> list[Node]:
-        """The frame's nodes whose target, args or kwargs object is not the recorded one."""
+    def _changed(self) -> list[int]:
+        """The positions, in order, of the frame's nodes whose op, target, args or kwargs
+        object is not the recorded one."""
         nodes = self.nodes
-        hit: set[Node] = set()
+        hit: set[int] = set()
         for f, before in zip(_FIELDS, self.fields):
-            hit.update(compress(nodes, map(is_not, before, map(attrgetter(f), nodes))))
-        return [n for n in nodes if n in hit] if hit else []
+            hit.update(compress(range(len(nodes)), map(is_not, before, map(attrgetter(f), nodes))))
+        return sorted(hit)
 
     def unjournaled(self, journal: "Journal") -> list[str]:
         """The edits of the pass that ``journal`` did not record, one description each (for
         order, the first node out of place only: one move shifts every node after it); []
         when none."""
         recorded, created = journal.records, journal.created
-        changed = self._changed()
-        index = {n: i for i, n in enumerate(self.nodes)} if changed else {}
         out = []
-        for n in changed:
+        for i in self._changed():
+            n = self.nodes[i]
             if n._erased or n in recorded:
                 continue
-            i = index[n]
             what = [f.lstrip("_") for f, before in zip(_FIELDS, self.fields) if getattr(n, f) is not before[i]]
             out.append(f"%{n.name}: {', '.join(what)} assigned")
         survivors = list(filterfalse(attrgetter("_erased"), self.nodes))
@@ -488,8 +487,8 @@ class NodeFrame:
         return out
 
     def put_back(self) -> list[str] | None:
-        """After the journal's restore: put the nodes' order and each one's ``target``,
-        ``args`` and ``kwargs`` back as the frame has them (torch.fx's own ``prepend`` for the
+        """After the journal's restore: put the nodes' order and each one's ``op``,
+        ``target``, ``args`` and ``kwargs`` back as the frame has them (torch.fx's own ``prepend`` for the
         order, which keeps the places consistent; setting ``args`` updates the inputs' users).
         Returns what was put back, one description each ([] when the journal restored all);
         None, changing nothing, when the graph's nodes are not the frame's (a node erased or
@@ -504,11 +503,9 @@ class NodeFrame:
             root = graph._root  # type: ignore[attr-defined]
             for n in nodes:
                 root.prepend(n)  # to the end, in order
-        changed = self._changed()
-        index = {n: i for i, n in enumerate(nodes)} if changed else {}
         ops, targets, args, kwargs = self.fields
-        for n in changed:
-            i = index[n]
+        for i in self._changed():
+            n = nodes[i]
             what = []
             if n.op is not ops[i]:
                 n.op = ops[i]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import gc
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from .config import (
     validate_options,
     validation_problems,
 )
-from .context import PassContext, describe_node, no_source_line_reason, user_source_line
+from .context import PassContext, failure_place
 from .dialect import detect_dialect
 from .effects import end_run, new_module_epoch
 from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, close_names, did_you_mean, exception_line
@@ -695,8 +696,7 @@ class Pipeline:
                         if unjournaled:
                             raise VerificationError(
                                 f"{step.name!r} declares journal_edits=True but edited the graph outside its "
-                                f"journal: {'; '.join(unjournaled[:5])}"
-                                + (f" (and {len(unjournaled) - 5} more)" if len(unjournaled) > 5 else "")
+                                f"journal: {_first_ones(unjournaled, '; ')}"
                                 + " (moving an existing node with prepend/append, assigning its args, target or op, "
                                 "and linking or unlinking nodes by hand are not allowed then: set journal_edits = "
                                 "False, or use torch.fx's editing methods and the PassContext)"
@@ -815,7 +815,7 @@ class Pipeline:
                             f"{step.name!r} declares journal_edits=True, so the restore undid its edits made "
                             "through torch.fx's editing methods and the PassContext"
                             + (
-                                ", and put back the nodes' order, targets and arguments; an edit of node meta or "
+                                ", and put back the nodes' order, ops, targets and arguments; an edit of node meta or "
                                 "module attributes made any other way is not recorded and stays"
                                 if frame is not None
                                 else "; an edit made any other way (assigning node.args, node.target, ...) is not "
@@ -826,8 +826,7 @@ class Pipeline:
                     if put_back:
                         failure.notes.append(
                             f"{step.name!r} declares journal_edits=True but changed what its journal does not "
-                            f"record; put back from a record made before the pass: {', '.join(put_back[:5])}"
-                            + (f" (and {len(put_back) - 5} more)" if len(put_back) > 5 else "")
+                            f"record; put back from a record made before the pass: {_first_ones(put_back, ', ')}"
                         )
                     if not clean_before and failure.rolled_back and stage in ("the pass", "graph lint"):
                         # the pass failed (in its code, or at the run's first lint of the whole
@@ -1017,9 +1016,7 @@ class Pipeline:
                 )
         if isinstance(exc, HookError):
             return hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
-        where: dict[str, Any] = {}
-        if isinstance(exc, _NoLongerRuns) and exc.node is not None:  # (described before the restore)
-            where = dict(node=exc.node, source_line=exc.source_line, no_source_line=exc.no_source_line)
+        where = exc.place if isinstance(exc, _NoLongerRuns) else {}
         if isinstance(exc, VerificationError):
             reason = f"verification failed: {exc}"
         else:
@@ -1042,15 +1039,13 @@ class _OutputsDiffer(VerificationError):
 
 
 class _NoLongerRuns(_OutputsDiffer):
-    """Numeric verification: the module raised on the example inputs. ``node``: the
-    description of the node whose code raised (:func:`_running_node`), with its user source
-    line, taken before a rollback replaces the graph's nodes."""
+    """Numeric verification: the module raised on the example inputs. ``place``: where, the
+    node whose code raised (:func:`_running_node`; :func:`~fxpasses.context.failure_place`,
+    taken before a rollback puts the graph's nodes back)."""
 
     def __init__(self, message: str, changes: list[str], node: Node | None) -> None:
         super().__init__(message, changes)
-        self.node = describe_node(node) if node is not None else None
-        self.source_line = user_source_line(node) if node is not None else None
-        self.no_source_line = no_source_line_reason(node) if node is not None and self.source_line is None else None
+        self.place = failure_place(node)
 
 
 def _running_node(gm: torch.fx.GraphModule, exc: BaseException) -> Node | None:
@@ -1066,12 +1061,7 @@ def _running_node(gm: torch.fx.GraphModule, exc: BaseException) -> Node | None:
     while tb is not None:
         if tb.tb_frame.f_code is code:
             index = lines.get(tb.tb_lineno - code.co_firstlineno)
-            if index is None:
-                return None
-            for i, node in enumerate(gm.graph.nodes):
-                if i == index:
-                    return node
-            return None
+            return None if index is None else next(itertools.islice(gm.graph.nodes, index, None), None)
         tb = tb.tb_next
     return None
 
@@ -1091,6 +1081,12 @@ def _close_step(name: str, steps: list[str]) -> str:
     misspelt ``[options.X]`` table, a ``--print-after`` name not in the pipeline), or ``""``."""
     close = close_names(name, steps, n=2)
     return f" ({did_you_mean(close)[2:]})" if close else ""
+
+
+def _first_ones(items: list[str], sep: str) -> str:
+    """The first :data:`CHANGES_SHOWN` of ``items`` joined with ``sep``, and how many more."""
+    more = f" (and {len(items) - CHANGES_SHOWN} more)" if len(items) > CHANGES_SHOWN else ""
+    return sep.join(items[:CHANGES_SHOWN]) + more
 
 
 def _changes_note(name: str, changes: list[str]) -> str:

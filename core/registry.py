@@ -1066,6 +1066,21 @@ class Registry:
             name, suggestions, plugins, source=source, hint=hints, not_loaded=self._not_loaded_labels()
         )
 
+    def unknown_name(self, name: str) -> UnknownPassError:
+        """The error for ``name`` where a pass or a preset may be named (``fxpasses show``):
+        close names of both kinds, and why a plugin's registration of it is missing."""
+        hints = self._rejected_hints(name, "pass") + self._rejected_hints(name, "preset")
+        if not hints:  # (a plugin that registered it, rejected, is where it comes from)
+            hints.extend(filter(None, [self._not_loaded_hint(name, "pass")]))
+        return UnknownPassError(
+            name,
+            close_names(name, [*self.names(), *self._presets]),
+            self._loaded_labels(),
+            kind="pass or preset",
+            hint=hints,
+            not_loaded=self._not_loaded_labels(),
+        )
+
     def presets(self) -> dict[str, PresetInfo]:
         """Registered presets by name (sorted)."""
         return dict(sorted(self._presets.items()))
@@ -1135,15 +1150,12 @@ class Registry:
                 labels.setdefault(r.label, f"{r.label} ({why})")
             elif r.status == "failed":
                 first_line = r.error.splitlines()[0] if r.error else "error"
-                if r.rejected and len(r.problems) > 1:  # it loaded; everything it registered was refused
+                if r.rejected and len(r.problems) > 1:
                     first_line = f"{len(r.problems)} problems, the first: {r.problems[0].splitlines()[0]}"
+                # imported, but all it registered was rejected; or not imported
+                failed = "registered nothing usable" if r.rejected else "failed to load"
                 # a distribution whose other entry points loaded: name the one that did not
-                what = f"entry point {r.entry_point!r}" if r.label in loaded else "failed to load"
-                if r.rejected:  # imported, but all it registered was rejected
-                    what = f"entry point {r.entry_point!r} registered nothing usable" if r.label in loaded else "registered nothing usable"
-                    text = f"{what}: {first_line}"
-                else:
-                    text = f"{what} failed to load: {first_line}" if r.label in loaded else f"{what}: {first_line}"
+                text = f"entry point {r.entry_point!r} {failed}: {first_line}" if r.label in loaded else f"{failed}: {first_line}"
                 labels.setdefault((r.label, r.name), f"{r.label} ({text})")
         return list(labels.values())
 

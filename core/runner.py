@@ -18,14 +18,7 @@ from torch.fx.node import Node
 
 from ._modpath import MISSING, ModulePaths
 from ._order import NODES_COMPARE_IN_C, in_graph_order, precedes
-from .context import (
-    PassContext,
-    check_replacement,
-    describe_node,
-    no_source_line_reason,
-    replace_all_uses,
-    user_source_line,
-)
+from .context import PassContext, check_replacement, failure_place, replace_all_uses
 from .errors import NodeHasUsersError, PassFailedError
 from .ops import (
     call_op_name,
@@ -54,10 +47,7 @@ class HookError(Exception):
         super().__init__(str(cause))
         self.node = node
         self.cause = cause
-        # described now: a rollback afterwards puts the node back as it was before the pass
-        self.description = describe_node(node) if node is not None else None
-        self.source_line = user_source_line(node) if node is not None else None
-        self.no_source_line = no_source_line_reason(node) if node is not None and self.source_line is None else None
+        self.place = failure_place(node)  # (described now: a rollback puts the node back)
 
 
 class _Matcher:
@@ -554,9 +544,7 @@ def hook_failure(pass_name: str, err: HookError, *, rolled_back: bool, notes: li
     exc = PassFailedError(
         pass_name,
         reason,
-        node=err.description,
-        source_line=err.source_line,
-        no_source_line=err.no_source_line,
+        **err.place,
         rolled_back=rolled_back,
         notes=notes,
     )

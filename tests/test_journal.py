@@ -991,7 +991,7 @@ def test_a_journaled_restore_of_a_third_party_pass_says_what_it_cannot_undo(monk
         Pipeline([_ArgsAssigner]).run(gm, [torch.randn(3)])
     assert info.value.notes == [
         "'args_assigner' declares journal_edits=True, so the restore undid its edits made through torch.fx's "
-        "editing methods and the PassContext, and put back the nodes' order, targets and arguments; an edit of "
+        "editing methods and the PassContext, and put back the nodes' order, ops, targets and arguments; an edit of "
         "node meta or module attributes made any other way is not recorded and stays: run with "
         "FXPASSES_CHECK_JOURNAL=1 to check the declaration",
         "'args_assigner' declares journal_edits=True but changed what its journal does not record; put back from "
