@@ -9,10 +9,18 @@ __all__ = ["print_table", "plain_table"]
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell, a dashed rule under the header."""
+    """Columns padded to their widest cell, a dashed rule under the header.
+
+    A cell of several lines (a rejection reason with pydantic's per-field details) takes as
+    many lines of its row, each continued in its own column, so no line of it starts at the
+    left margin where a row would."""
     cells = [list(map(str, headers))] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    widths = [max(len(line) for r in cells for line in r[i].splitlines() or [""]) for i in range(len(headers))]
+    lines = []
+    for r in cells:
+        parts = [c.splitlines() or [""] for c in r]
+        for k in range(max(map(len, parts))):
+            lines.append("  ".join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths)).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

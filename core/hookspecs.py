@@ -63,7 +63,10 @@ def fxpasses_register_presets(register: Callable[[str, str, str], None]) -> None
 
     Call ``register(name, pipeline, description)`` once per preset: ``pipeline`` is a
     pipeline string (``"remove_dropout,eliminate_dead_code"``), ``description`` one sentence.
-    A name another distribution already registers is reported naming both and skipped.
+    A name another distribution already registers is reported naming both and skipped; so is,
+    on its own, a preset whose name is not an identifier or whose pipeline string is empty or
+    malformed (the plugin's other presets and passes stay registered; ``fxpasses list`` shows
+    the rejected ones with the reason).
 
     :param register: the callback that adds one preset.
     """

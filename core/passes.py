@@ -20,6 +20,7 @@ import inspect
 import keyword
 import types
 import typing
+import unicodedata
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
@@ -428,6 +429,12 @@ def validate_pass_class(cls: Any) -> None:
     name = cls.name
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise PassDefinitionError(f"{where}: `name` must be a Python identifier, got {name!r}")
+    if unicodedata.normalize("NFKC", name) != name:  # as Python normalizes identifiers
+        raise PassDefinitionError(
+            f"{where}: `name` {ascii(name)} is not in NFKC normal form, which Python gives identifiers "
+            f"and pipeline strings give names: use {ascii(unicodedata.normalize('NFKC', name))} (written "
+            "with ascii(): the two look alike)"
+        )
     opts = cls.Options
     if not (isinstance(opts, type) and issubclass(opts, BaseModel)):
         raise PassDefinitionError(

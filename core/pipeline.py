@@ -334,6 +334,7 @@ class Pipeline:
                     source=where,
                 )
             cls = self.registry.get(name, source=where)
+            name = cls.name  # as registered: NFKC-normalized (the registry looks names up so)
         from_table: set[str] = set()  # keys that come from the [options.NAME] table
         if name in extra:
             own = raw.model_dump(exclude_unset=True) if isinstance(raw, BaseModel) else dict(raw or {})

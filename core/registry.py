@@ -28,6 +28,7 @@ import inspect
 import os
 import traceback
 import typing
+import unicodedata
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -274,6 +275,12 @@ def _raised_at(exc: BaseException) -> str:
         return ""
     f = frames[-1]
     return f" (at {f.filename}, line {f.lineno}" + (f": {f.line.strip()})" if f.line and f.line.strip() else ")")
+
+
+def _nfkc(name: Any) -> Any:
+    """A pass or preset name as registered: NFKC-normalized, as Python normalizes identifiers
+    (``"U\u0308"`` typed decomposed is ``"Ü"``); anything not a string as it is."""
+    return unicodedata.normalize("NFKC", name) if isinstance(name, str) and not name.isascii() else name
 
 
 def _norm(name: str) -> str:
@@ -759,10 +766,25 @@ class Registry:
         presets: list[str] = []
 
         def register_preset(name: str, pipeline: str, description: str) -> None:
+            # a malformed preset is skipped on its own, as a malformed pass is: the plugin's
+            # passes and other presets stay registered
+            why = None
             if not isinstance(name, str) or not name.isidentifier():
-                raise PassDefinitionError(f"preset name must be an identifier, got {name!r}")
-            if not isinstance(pipeline, str) or not pipeline.strip():
-                raise PassDefinitionError(f"preset {name!r}: the pipeline must be a non-empty pipeline string")
+                why = f"a preset name must be an identifier, got {short_repr(name)}"
+                shown = name if isinstance(name, str) and name else f"<{short_repr(name)}>"
+            elif unicodedata.normalize("NFKC", name) != name:  # as pass names (validate_pass_class)
+                why = (
+                    f"{ascii(name)} is not in NFKC normal form, which pipeline strings give names: use "
+                    f"{ascii(unicodedata.normalize('NFKC', name))} (written with ascii(): the two look alike)"
+                )
+                shown = name
+            elif not isinstance(pipeline, str) or not pipeline.strip():
+                why = f"the pipeline must be a non-empty pipeline string, got {short_repr(pipeline)}"
+                shown = name
+            if why is not None:
+                self._reject(rec, "preset", shown, why)
+                self._problem(rec.error_for(f"preset {short_repr(name)} skipped: {why}"))
+                return
             from .spec import parse_pipeline_string
 
             try:  # a syntax error is the plugin's, reported now rather than when the preset is used
@@ -1025,6 +1047,7 @@ class Registry:
         return sorted(set(self._passes) | set(self._conflicts))
 
     def __contains__(self, name: str) -> bool:
+        name = _nfkc(name)
         return name in self._passes or name in self._conflicts
 
     def candidates(self, name: str) -> list[PassInfo]:
@@ -1046,6 +1069,7 @@ class Registry:
 
     def info(self, name: str, *, source: str | None = None) -> PassInfo:
         """:class:`PassInfo` of ``name`` (raises as :meth:`get`)."""
+        name = _nfkc(name)
         info = self._passes.get(name)
         if info is not None:
             return info
@@ -1093,6 +1117,7 @@ class Registry:
                 rejected as it loaded, with the reason, and for a pass name how to give it as a
                 pipeline); the message says "preset".
         """
+        name = _nfkc(name)
         info = self._presets.get(name)
         if info is not None:
             return info

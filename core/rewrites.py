@@ -45,7 +45,8 @@ class RewriteRecord:
 
     Attributes:
         index: global rewrite number, from 1.
-        pass_name: the pass that made it; ``step`` its 0-based plan position.
+        pass_name: the pass that made it; ``step`` its plan position, from 1 (as
+            ``fxpasses check`` numbers the plan and bisect's ``step`` counts).
         pass_index: the rewrite's number within that pass's run, from 1.
         node: ``describe_node`` of the node (``name``, ``op``, ``target``, ``args``,
             ``kwargs``) as it was before the rewrite; None for a whole-graph pass.
@@ -121,7 +122,7 @@ class RewriteLimit:
             self.last = RewriteRecord(
                 index=self.count,
                 pass_name=span.name,
-                step=span.step,
+                step=span.step + 1,
                 pass_index=span.count,
                 node=describe_node(node) if node is not None else None,
                 source_line=user_source_line(node) if node is not None else None,

@@ -68,6 +68,7 @@ _WHITE_SPACE = " \t\r\n"
 #: a pass, option or setting name: a Python identifier, as the registry takes pass names
 #: (``str.isidentifier``: letters of any script, ``Ünïcode_pass``)
 _NAME = re.compile(r"[^\W\d]\w*")
+_NAME_CONTINUE = re.compile(r"\w")
 _BARE = re.compile(r"[^,{}\[\]=\"'\s]+")
 #: a quoted string; a backslash-escaped quote does not end it
 _STRING = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -120,15 +121,24 @@ class _Parser:
         self.pos += 1
 
     def name(self, what: str) -> tuple[str, int]:
+        """A name, NFKC-normalized as Python normalizes identifiers: ``Ü`` typed decomposed
+        (``U`` and a combining diaeresis, as some keyboards and macOS file names give it) is
+        the registry's ``Ü``."""
         self.ws()
         m = _NAME.match(self.text, self.pos)
         if not m:
             found = repr(self.text[self.pos]) if self.pos < len(self.text) else "end of string"
             raise self.error(f"expected {what}, found {found}")
-        if not m.group().isidentifier():  # \w takes a few characters no identifier has (x²)
-            raise self.error(f"expected {what}, found {m.group()!r}, which is not a Python identifier", m.start())
-        self.pos = m.end()
-        return m.group(), m.start()
+        end = m.end()
+        text = self.text
+        # \w leaves out combining marks (category M), which identifiers may hold
+        while end < len(text) and (unicodedata.category(text[end]).startswith("M") or _NAME_CONTINUE.match(text[end])):
+            end += 1
+        raw = text[m.start() : end]
+        if not raw.isidentifier():  # \w takes a few characters no identifier has (x²)
+            raise self.error(f"expected {what}, found {raw!r}, which is not a Python identifier", m.start())
+        self.pos = end
+        return unicodedata.normalize("NFKC", raw), m.start()
 
     def sequence(self, close: str, where: str, item: Callable[[], None]) -> None:
         """``item ("," item)* close``, the opening bracket already read; ``where`` ends the

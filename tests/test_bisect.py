@@ -128,6 +128,8 @@ def test_bisect_finds_the_planted_rewrite_among_real_passes(
     assert result.culprit.index == k + wrong_at
     assert result.culprit.pass_index == wrong_at
     assert result.culprit.pass_name == "planted"
+    assert result.culprit.step == 4  # as result.step counts, from 1 (it read 3 beside it)
+    assert result.as_dict()["culprit"]["step"] == result.as_dict()["step"] == 4
     assert set(planted.Planted.log) == {result.culprit.node["name"]}  # the node it broke, every time
     assert result.culprit.action.startswith("Replace(%")
     assert result.good.limit == k + wrong_at - 1 and not result.good.bad

@@ -237,11 +237,23 @@ def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
     assert Pipeline.from_string(pipe.plan().as_pipeline_string(), registry=r).plan().names() == ["Ünïcode_pass"]
     (entry,) = parse_pipeline_string("名前")
     assert entry.name == "名前"
+    # typed decomposed (U+0308 combining diaeresis after I, as some keyboards give it): the
+    # same name, NFKC-normalized as Python normalizes identifiers (it was "found '̈'")
+    decomposed = "U\u0308ni\u0308code_pass{cle\u0301=3}"
+    assert Pipeline.from_string(decomposed, registry=r).plan().steps[0].options.clé == 3
+    assert Pipeline(["U\u0308ni\u0308code_pass"], registry=r).plan().names() == ["Ünïcode_pass"]
+    assert "U\u0308ni\u0308code_pass" in r
+    # and a name only NFKC makes an identifier is still not one
     with pytest.raises(ConfigError) as info:
         parse_pipeline_string("a,x²")
     assert str(info.value).splitlines()[0] == (
         "pipeline string, column 3: expected a pass name, found 'x²', which is not a Python identifier"
     )
+    # a registered name is NFKC-normal, the form every lookup is made in
+    bad = type("Nfd", (fxpasses.GraphPass,), {"__doc__": "x", "name": "U\u0308ber", "run": lambda self, gm, ctx: False})
+    with pytest.raises(fxpasses.PassDefinitionError) as err:
+        r.register(bad)
+    assert "`name` 'U\\u0308ber' is not in NFKC normal form" in str(err.value) and "use '\\xdcber'" in str(err.value)
 
 
 @pytest.mark.parametrize("token", ["1_", "1__0", "1_.5", "_1", "1_e5"])

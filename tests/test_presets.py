@@ -196,6 +196,52 @@ def test_broken_plugin_presets_are_reported_when_the_plugin_loads(tmp_path, monk
     forget_modules("fxp_bad_presets")
 
 
+def test_a_malformed_preset_name_or_empty_pipeline_skips_that_preset_only(tmp_path, monkeypatch):
+    """A preset whose name is not an identifier, or whose pipeline is empty, is rejected on its
+    own, as a malformed pass is: it dropped the whole plugin, its good presets with it."""
+    presets = [
+        ("my-preset", "eliminate_dead_code"),
+        (42, "eliminate_dead_code"),
+        ("blank", "  "),
+        ("U\u0308ber", "eliminate_dead_code"),  # decomposed: pipeline strings give names NFKC-normalized
+        ("fine", "eliminate_dead_code"),
+        ("\xdcber_fine", "eliminate_dead_code"),
+    ]
+    install_presets(tmp_path, monkeypatch, ("odd-presets", "0.1", "fxp_odd_presets", presets))
+    with pytest.warns(fxpasses.PluginWarning):
+        reg = fxpasses.Registry()
+    assert reg.preset("fine").pipeline == "eliminate_dead_code"
+    assert "my-preset" not in reg.presets() and "blank" not in reg.presets()
+    (rec,) = [r for r in reg.plugins if r.distribution == "odd-presets"]
+    assert rec.status == "partial"
+    assert rec.rejected == [
+        Rejection("preset", "my-preset", "a preset name must be an identifier, got 'my-preset'"),
+        Rejection("preset", "<42>", "a preset name must be an identifier, got 42"),
+        Rejection("preset", "blank", "the pipeline must be a non-empty pipeline string, got '  '"),
+        Rejection(
+            "preset",
+            "U\u0308ber",
+            "'U\\u0308ber' is not in NFKC normal form, which pipeline strings give names: use '\\xdcber' "
+            "(written with ascii(): the two look alike)",
+        ),
+    ]
+    # a lookup is made NFKC-normalized, as a pipeline string's names are
+    assert reg.preset("U\u0308ber_fine").name == "\xdcber_fine"
+    assert rec.problems == [
+        "preset 'my-preset' skipped: a preset name must be an identifier, got 'my-preset'",
+        "preset 42 skipped: a preset name must be an identifier, got 42",
+        "preset 'blank' skipped: the pipeline must be a non-empty pipeline string, got '  '",
+        "preset 'U\u0308ber' skipped: 'U\\u0308ber' is not in NFKC normal form, which pipeline strings give "
+        "names: use '\\xdcber' (written with ascii(): the two look alike)",
+    ]
+    forget_modules("fxp_odd_presets")
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0, r.output
+    rows = [line.split()[:4] for line in r.output.splitlines() if line.startswith("odd-presets 0.1")]
+    assert ["odd-presets", "0.1", "preset", "my-preset"] in rows and ["odd-presets", "0.1", "preset", "<42>"] in rows
+    forget_modules("fxp_odd_presets")
+
+
 def test_a_preset_naming_a_pass_of_a_plugin_not_loaded_is_not_a_broken_plugin(tmp_path, monkeypatch):
     """With the built-in plugin disabled (-p no:fxpasses), a plugin's preset that names a
     built-in pass is unusable, not broken: no warning, no PluginError under strict (the plugin

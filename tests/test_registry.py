@@ -624,6 +624,21 @@ def test_a_plugin_pass_with_an_invalid_default_is_reported_and_skipped(site):
         "plugin bad-default-dist 0.3 (entry point bad-default-dist = fxp_bad_default): pass 'no_hooks' "
         "(fxp_bad_default.NoHooks) is a NodePass with no @on hooks; the pass is skipped (not registered)",
     ]
+    # `fxpasses list`'s rejected table keeps the reason's second line in the reason column: it
+    # started at the left margin, where the next row's plugin name would be
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    forget_modules("fxp_bad_default")
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    (i,) = [k for k, line in enumerate(lines) if line.startswith("bad-default-dist 0.3  pass") and "bad_default " in line]
+    column = lines[i].index("pass 'bad_default'")
+    assert lines[i + 1] == " " * column + "  bad_default.n: Input should be a valid integer (default: 'not an int')"
+    assert lines[i + 2].startswith("bad-default-dist 0.3  pass      no_hooks")
+    forget_modules("fxp_bad_default")
 
 
 def test_node_pass_without_hooks_and_hook_with_wrong_signature():
