@@ -38,9 +38,11 @@ __all__ = ["BisectResult", "Trial", "bisect"]
 
 @dataclass
 class Trial:
-    """One run with a rewrite limit: whether it was bad and what was seen."""
+    """One run with a rewrite limit (``limit``; None for the first, full run, which had
+    none: its ``message`` says how many rewrites it made): whether it was bad and what was
+    seen."""
 
-    limit: int
+    limit: int | None
     bad: bool
     message: str
 
@@ -197,7 +199,7 @@ def bisect(
     result.total_rewrites = counter.count
     if failure is None:
         say(f"full run: every pass keeps the outputs ({counter.count} rewrites)")
-        result.trials.append(Trial(counter.count, False, "every pass keeps the outputs"))
+        result.trials.append(Trial(None, False, f"every pass keeps the outputs ({counter.count} rewrites)"))
         return result
     span = counter.spans[-1]
     result.pass_name, result.step = span.name, span.step + 1
@@ -206,7 +208,7 @@ def bisect(
     result.error = str(failure).split("\n  the graph was restored")[0].split("\n  note: ")[0]
     result.error += "".join(f"\n  note: {n}" for n in failure.notes)
     result.first, result.last = span.first, span.first + span.count - 1
-    result.trials.append(Trial(counter.count, True, result.error.splitlines()[0]))
+    result.trials.append(Trial(None, True, f"{result.error.splitlines()[0]} (after {counter.count} rewrites)"))
     rewrites = f"its rewrites #{result.first}..#{result.last}" if span.count else "it reported no rewrite"
     say(f"full run: pass {span.name!r} (step {span.step + 1}) fails; {rewrites}")
     if failure.node is not None and not isinstance(failure.__cause__, VerificationError):

@@ -381,14 +381,17 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
     """Show a pass (options with types and defaults, dependencies, source package) or a preset."""
     from .errors import DuplicatePassError
 
+    from ._names import normal_name
+
     reg = state.registry()
+    name = normal_name(name)  # as the registry looks names up (typed decomposed: the same name)
     if name not in reg and name in reg.presets():
         preset = reg.presets()[name]
         if fmt == "json":
             _echo_json({"preset": name, "pipeline": preset.pipeline, "description": preset.description,
                         "source": preset.source})
         else:
-            click.echo(f"{name} (preset) — {preset.description}")
+            click.echo(f"{name} (preset)" + (f" — {preset.description}" if preset.description else ""))
             click.echo(f"source:   {preset.source}")
             click.echo(f"pipeline: {preset.pipeline}")
         return
@@ -790,6 +793,8 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
         )
     # the reproducing command runs the same pipeline: the one given on the command line too
     run_args = ["--pipeline", pipeline] if pipeline is not None else ["--preset", preset] if preset is not None else []
+    # and with the same plugins (-p NAME, -p no:NAME): without them a plugin's pass was unknown
+    run_args += [a for p in [*state.enable, *(f"no:{d}" for d in state.disable)] for a in ("-p", p)]
     text = result.text(config, run_args=run_args)
     if fmt == "json":
         # a bad pass found is exit status 1: the object says so as any failure does

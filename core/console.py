@@ -11,16 +11,20 @@ __all__ = ["print_table", "plain_table"]
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns padded to their widest cell, a dashed rule under the header.
 
-    A cell of several lines (a rejection reason with pydantic's per-field details) takes as
-    many lines of its row, each continued in its own column, so no line of it starts at the
-    left margin where a row would."""
+    Widths are terminal cells (``rich.cells.cell_len``): a combining mark takes none (a name
+    typed decomposed, ``U`` and U+0308), a CJK character two. A cell of several lines (a
+    rejection reason with pydantic's per-field details) takes as many lines of its row, each
+    continued in its own column, so no line of it starts at the left margin where a row would."""
+    from rich.cells import cell_len
+
     cells = [list(map(str, headers))] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(line) for r in cells for line in r[i].splitlines() or [""]) for i in range(len(headers))]
+    split = [[c.splitlines() or [""] for c in r] for r in cells]
+    widths = [max(cell_len(line) for r in split for line in r[i]) for i in range(len(headers))]
     lines = []
-    for r in cells:
-        parts = [c.splitlines() or [""] for c in r]
+    for parts in split:
         for k in range(max(map(len, parts))):
-            lines.append("  ".join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths)).rstrip())
+            texts = [p[k] if k < len(p) else "" for p in parts]
+            lines.append("  ".join(t + " " * (w - cell_len(t)) for t, w in zip(texts, widths)).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

@@ -160,7 +160,10 @@ class UnknownPassError(UserError):
             msg = f"{source}: {msg}"
         msg += did_you_mean(self.suggestions)
         for h in [hint] if isinstance(hint, str) else hint or ():
-            msg += f"\n({h})"
+            # a hint of several lines (a rejection reason quoting a pipeline string with its
+            # caret line) is indented under its first line, not closed by a ")" after the caret
+            first, sep, rest = h.partition("\n")
+            msg += f"\n({first})" if not sep else f"\n{first}\n" + "\n".join("  " + line for line in rest.splitlines())
         if kind == "pass" and any(c in name for c in "{}[]=,"):
             msg += (
                 "\n(a list entry is one pass name; give its options as a table, "
@@ -344,9 +347,10 @@ NO_STACK_TRACE = (
 def node_text(node: dict[str, Any]) -> str:
     """``%name (op=..., target=..., args=..., kwargs=...)`` from a node's description
     (:func:`fxpasses.context.describe_node`); for a node the pass erased, what is left of it."""
+    again = f" (named %{node['name_after_rollback']} again after the rollback)" if node.get("name_after_rollback") else ""
     if node.get("erased"):
-        return f"%{node['name']} (op={node['op']}, target={node['target']}), which the pass had erased from the graph"
-    return f"%{node['name']} (op={node['op']}, target={node['target']}, args={node['args']}, kwargs={node['kwargs']})"
+        return f"%{node['name']}{again} (op={node['op']}, target={node['target']}), which the pass had erased from the graph"
+    return f"%{node['name']}{again} (op={node['op']}, target={node['target']}, args={node['args']}, kwargs={node['kwargs']})"
 
 
 class PassFailedError(FxPassesError):
@@ -359,7 +363,8 @@ class PassFailedError(FxPassesError):
     trace), ``rolled_back``, ``from_journal`` (the rollback undid what the journal of a pass
     declaring ``journal_edits=True`` recorded: exact only if the pass kept that promise); the
     original exception is ``__cause__``. ``node["erased"]`` is set for a node the pass had
-    erased (its ``args`` and ``kwargs`` are then "?").
+    erased (its ``args`` and ``kwargs`` are then "?"). The node is described as the pass left
+    it; ``node["name_after_rollback"]`` is the name a rollback gave it back, where it differs.
     """
 
     from_journal: bool = False

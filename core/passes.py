@@ -20,13 +20,13 @@ import inspect
 import keyword
 import types
 import typing
-import unicodedata
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from ._names import not_normal
 from .errors import PassDefinitionError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -429,12 +429,8 @@ def validate_pass_class(cls: Any) -> None:
     name = cls.name
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise PassDefinitionError(f"{where}: `name` must be a Python identifier, got {name!r}")
-    if unicodedata.normalize("NFKC", name) != name:  # as Python normalizes identifiers
-        raise PassDefinitionError(
-            f"{where}: `name` {ascii(name)} is not in NFKC normal form, which Python gives identifiers "
-            f"and pipeline strings give names: use {ascii(unicodedata.normalize('NFKC', name))} (written "
-            "with ascii(): the two look alike)"
-        )
+    if not_normal(name):
+        raise PassDefinitionError(f"{where}: `name` {not_normal(name)}")
     opts = cls.Options
     if not (isinstance(opts, type) and issubclass(opts, BaseModel)):
         raise PassDefinitionError(
@@ -448,6 +444,9 @@ def validate_pass_class(cls: Any) -> None:
             raise PassDefinitionError(
                 f"pass {name!r} ({where}): `{attr}` must be a tuple of pass names, got {value!r}"
             )
+        bad = [not_normal(v) for v in value if not_normal(v)]
+        if bad:  # never equal to a registered name: a required pass would be pulled in again
+            raise PassDefinitionError(f"pass {name!r} ({where}): `{attr}` names " + "; ".join(bad))
         if name in value:  # a dependency cycle of one pass, or an order against itself
             raise PassDefinitionError(
                 f"pass {name!r} ({where}): `{attr}` names the pass itself ({attr} = {tuple(value)!r})"

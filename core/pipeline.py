@@ -32,6 +32,7 @@ import torch.fx
 from torch.fx.node import Node
 from pydantic import BaseModel, ValidationError
 
+from ._names import normal_name
 from .analyses import AnalysisCache
 from .config import (
     Config,
@@ -262,7 +263,7 @@ class Pipeline:
         self.source = source or "pipeline"
         self._from_config = _from_config  # where the config is: entries and options are its data (JSON-like)
         self._from_preset = _from_preset  # entries are a preset's: the options table changes them
-        extra = {k: dict(v) for k, v in (options or {}).items()}
+        extra = {normal_name(k): dict(v) for k, v in (options or {}).items()}  # (names as the registry's)
         self._steps = [self._entry(e, i, extra) for i, e in enumerate(passes)]
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
@@ -1015,6 +1016,8 @@ class Pipeline:
                     "declares writes_tensors=False, rebinds .data or swaps tensors, or writes through numpy) and "
                     "could not be restored (run with snapshot_tensors=True to restore them): " + ", ".join(snap.unrestorable)
                 )
+        if rolled_back and isinstance(exc, (HookError, _NoLongerRuns)):
+            _name_after_rollback(exc.place, exc.node)
         if isinstance(exc, HookError):
             return hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
         where = exc.place if isinstance(exc, _NoLongerRuns) else {}
@@ -1046,7 +1049,19 @@ class _NoLongerRuns(_OutputsDiffer):
 
     def __init__(self, message: str, changes: list[str], node: Node | None) -> None:
         super().__init__(message, changes)
+        self.node = node
         self.place = failure_place(node)
+
+
+def _name_after_rollback(place: dict[str, Any], node: Node | None) -> None:
+    """Add to ``place["node"]`` (described as the pass left the node) the name the rollback
+    gave the node back, where it differs: a pass that renamed nodes and failed named the node
+    by a name the restored graph does not have."""
+    desc = place.get("node")
+    if node is None or desc is None or node.name == desc.get("name"):
+        return
+    if any(n is node for n in node.graph.nodes):  # (once, on the error path) not one the pass made
+        desc["name_after_rollback"] = node.name
 
 
 def _running_node(gm: torch.fx.GraphModule, exc: BaseException) -> Node | None:

@@ -25,10 +25,10 @@ import gc
 import importlib
 import importlib.metadata as md
 import inspect
+import keyword
 import os
 import traceback
 import typing
-import unicodedata
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +36,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import pluggy
 
 from . import hookspecs
+from ._names import normal_name, not_normal
 from ._hookcheck import (
     ALL_HOOKS,
     hook_name_problems,
@@ -260,27 +261,29 @@ def _taken_by(owners: Sequence[Any], what: str) -> str:
     return f"the name is taken by the {'built-in ' if builtin else ''}{what} of {', '.join(o.source for o in owners)}"
 
 
+_IMPORTLIB_DIR = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep
+
+
 def _raised_at(exc: BaseException) -> str:
     """`` (at FILE, line N: CODE)``: where an import raised ``exc`` (the innermost frame of
     its traceback that is neither importlib's nor this module's; for a ``SyntaxError``, the
     place it names), or "" when there is none."""
     if isinstance(exc, SyntaxError):  # its own file and line (the traceback ends in importlib)
         return f" (at {exc.filename}, line {exc.lineno})" if exc.filename and exc.lineno else ""
+    here = os.path.abspath(__file__)
     frames = [
         f
         for f in traceback.extract_tb(exc.__traceback__)
-        if not f.filename.startswith("<frozen ") and os.path.abspath(f.filename) != os.path.abspath(__file__)
+        if not f.filename.startswith("<frozen ")
+        and os.path.abspath(f.filename) != here
+        # importlib.import_module and EntryPoint.load: an entry point naming a module that
+        # does not exist was "at .../importlib/__init__.py, line 126"
+        and not os.path.abspath(f.filename).startswith(_IMPORTLIB_DIR)
     ]
     if not frames:
         return ""
     f = frames[-1]
     return f" (at {f.filename}, line {f.lineno}" + (f": {f.line.strip()})" if f.line and f.line.strip() else ")")
-
-
-def _nfkc(name: Any) -> Any:
-    """A pass or preset name as registered: NFKC-normalized, as Python normalizes identifiers
-    (``"U\u0308"`` typed decomposed is ``"Ü"``); anything not a string as it is."""
-    return unicodedata.normalize("NFKC", name) if isinstance(name, str) and not name.isascii() else name
 
 
 def _norm(name: str) -> str:
@@ -772,11 +775,11 @@ class Registry:
             if not isinstance(name, str) or not name.isidentifier():
                 why = f"a preset name must be an identifier, got {short_repr(name)}"
                 shown = name if isinstance(name, str) and name else f"<{short_repr(name)}>"
-            elif unicodedata.normalize("NFKC", name) != name:  # as pass names (validate_pass_class)
-                why = (
-                    f"{ascii(name)} is not in NFKC normal form, which pipeline strings give names: use "
-                    f"{ascii(unicodedata.normalize('NFKC', name))} (written with ascii(): the two look alike)"
-                )
+            elif keyword.iskeyword(name):  # as pass names (validate_pass_class)
+                why = f"a preset name must be an identifier that is not a Python keyword, got {name!r}"
+                shown = name
+            elif not_normal(name):
+                why = f"the name is {not_normal(name)}"
                 shown = name
             elif not isinstance(pipeline, str) or not pipeline.strip():
                 why = f"the pipeline must be a non-empty pipeline string, got {short_repr(pipeline)}"
@@ -799,7 +802,8 @@ class Registry:
                 if self._reject(rec, "preset", name, why):
                     self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
                 return
-            info = PresetInfo(name, pipeline, str(description), rec.distribution, rec.version)
+            # (no description: "", not the text "None")
+            info = PresetInfo(name, pipeline, "" if description is None else str(description), rec.distribution, rec.version)
             existing = self._presets.get(name)
             if existing is not None and existing != info:
                 why = _taken_by([existing], "preset")
@@ -1047,11 +1051,12 @@ class Registry:
         return sorted(set(self._passes) | set(self._conflicts))
 
     def __contains__(self, name: str) -> bool:
-        name = _nfkc(name)
+        name = normal_name(name)
         return name in self._passes or name in self._conflicts
 
     def candidates(self, name: str) -> list[PassInfo]:
         """Every registration of ``name`` (more than one when two distributions clash)."""
+        name = normal_name(name)
         if name in self._conflicts:
             return list(self._conflicts[name])
         return [self._passes[name]] if name in self._passes else []
@@ -1069,7 +1074,7 @@ class Registry:
 
     def info(self, name: str, *, source: str | None = None) -> PassInfo:
         """:class:`PassInfo` of ``name`` (raises as :meth:`get`)."""
-        name = _nfkc(name)
+        name = normal_name(name)
         info = self._passes.get(name)
         if info is not None:
             return info
@@ -1117,7 +1122,7 @@ class Registry:
                 rejected as it loaded, with the reason, and for a pass name how to give it as a
                 pipeline); the message says "preset".
         """
-        name = _nfkc(name)
+        name = normal_name(name)
         info = self._presets.get(name)
         if info is not None:
             return info

@@ -44,6 +44,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ._names import normal_name
 from .errors import ConfigError
 
 __all__ = ["SpecEntry", "parse_pipeline_string", "format_value"]
@@ -138,7 +139,7 @@ class _Parser:
         if not raw.isidentifier():  # \w takes a few characters no identifier has (x²)
             raise self.error(f"expected {what}, found {raw!r}, which is not a Python identifier", m.start())
         self.pos = end
-        return unicodedata.normalize("NFKC", raw), m.start()
+        return normal_name(raw), m.start()
 
     def sequence(self, close: str, where: str, item: Callable[[], None]) -> None:
         """``item ("," item)* close``, the opening bracket already read; ``where`` ends the

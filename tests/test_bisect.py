@@ -130,6 +130,10 @@ def test_bisect_finds_the_planted_rewrite_among_real_passes(
     assert result.culprit.pass_name == "planted"
     assert result.culprit.step == 4  # as result.step counts, from 1 (it read 3 beside it)
     assert result.as_dict()["culprit"]["step"] == result.as_dict()["step"] == 4
+    # the first, full run had no limit (its trial said the rewrites it made as one)
+    assert result.trials[0].limit is None and result.trials[0].bad
+    assert result.trials[0].message.endswith(f" (after {result.last} rewrites)")
+    assert all(t.limit is not None for t in result.trials[1:])
     assert set(planted.Planted.log) == {result.culprit.node["name"]}  # the node it broke, every time
     assert result.culprit.action.startswith("Replace(%")
     assert result.good.limit == k + wrong_at - 1 and not result.good.bad
@@ -198,6 +202,21 @@ def test_cli_bisect_names_pass_rewrite_and_node(planted_site, tmp_path):
     assert bad.exit_code == 1 and "outputs differ" in bad.output and not out.exists()
     good = CliRunner().invoke(cli, ["run", str(cfg), "--rewrite-limit", str(index - 1), "--repeat", "1", "--no-save"])
     assert good.exit_code == 0, good.output
+
+
+def test_cli_bisect_reproduce_command_keeps_the_plugin_options(planted_site, tmp_path, monkeypatch):
+    """With plugin autoloading off, the plugin given as `-p` was missing from the command
+    bisect printed, which then failed with "unknown pass 'planted'" (found by a new-user check)."""
+    monkeypatch.setenv("FXPASSES_DISABLE_PLUGIN_AUTOLOAD", "1")
+    cfg = write_config(tmp_path, REAL.format(planted="planted{wrong_at=3}"))
+    r = CliRunner().invoke(cli, ["-p", "planted-passes", "bisect", str(cfg), "-p", "no:fxpasses-example-passes"])
+    assert r.exit_code == 1, r.output
+    index = int(r.output.split("first bad rewrite #")[1].split()[0])
+    tail = f"-p planted-passes -p no:fxpasses-example-passes --rewrite-limit {index}"
+    line = f"reproduce with: fxpasses run {cfg} {tail}"
+    assert line in r.output
+    bad = CliRunner().invoke(cli, ["run", str(cfg), *tail.split(), "--repeat", "1", "--no-save"])
+    assert bad.exit_code == 1 and "outputs differ" in bad.output, bad.output
 
 
 def test_cli_bisect_clean_exits_0_and_json(planted_site, tmp_path):

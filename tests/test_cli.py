@@ -761,3 +761,13 @@ def test_p_names_an_installed_package_that_is_not_a_plugin():
     )
     r = CliRunner().invoke(cli, ["-p", "nosuch-dist", "list"])
     assert "installed package" not in r.output
+
+
+def test_plain_table_pads_by_terminal_cells_and_keeps_a_multi_line_cell_in_its_column():
+    """Widths counted code points: a name typed decomposed (U and U+0308, one cell on a
+    terminal) or in CJK (two cells a character) pushed its row's later columns out of line
+    (found by a new-user check)."""
+    from fxpasses.console import plain_table
+
+    text = plain_table(["name", "x"], [["U\u0308ber", "1"], ["名前", "2"], ["abc", "3\nmore"]])
+    assert text.splitlines() == ["name  x", "----  ----", "U\u0308ber  1", "名前  2", "abc   3", "      more"]

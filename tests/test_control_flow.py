@@ -64,3 +64,42 @@ def test_default_pipeline_keeps_outputs_and_leaves_cond_branches_unchanged(diale
     assert branches(gm) == before
     (cond,) = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.cond]
     assert [a.target for a in cond.args[1:3]] == list(before)
+
+
+class Recompiling(fxpasses.GraphPass):
+    """An analysis that calls ``recompile()`` on the module and on every GraphModule below it
+    (a torch.cond branch): the code generated again is the same."""
+
+    name = "recompiling_analysis"
+    kind = "analysis"
+    rebind = False
+
+    def run(self, gm, ctx):
+        for m in gm.modules():
+            if isinstance(m, torch.fx.GraphModule):
+                m.recompile()
+        if self.rebind:  # code that differs, which is a change
+            gm._code = gm._code + "\n"
+        return False
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export", "dynamo"])
+def test_recompile_of_an_unchanged_graph_is_not_a_change(dialect):
+    """`recompile()` rebinds `_code` and `_lineno_map` to equal values: an analysis that
+    called it was "changed the module (the root module: attribute '_code' rebound)", on the
+    branches of a torch.cond too (found by a new-user check)."""
+    model = Branchy().eval() if dialect != "symbolic_trace" else nn.Sequential(nn.Linear(3, 3), nn.ReLU()).eval()
+    gm = capture(model, [torch.ones(2, 3)], dialect).gm
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(Recompiling)
+    report = fxpasses.Pipeline(["recompiling_analysis"], registry=reg).run(gm)
+    assert [(r.status, r.changed) for r in report.passes] == [("ok", False)]
+    # a rebinding to other code is still one, named
+    cls = type("Rebinding", (Recompiling,), {"rebind": True})
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(cls)
+    code = gm._code
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline(["recompiling_analysis"], registry=reg).run(gm)
+    assert "analysis pass 'recompiling_analysis' changed the module (the root module: attribute '_code' rebound)" in str(info.value)
+    assert gm._code == code

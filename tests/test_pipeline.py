@@ -243,6 +243,15 @@ def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
     assert Pipeline.from_string(decomposed, registry=r).plan().steps[0].options.clé == 3
     assert Pipeline(["U\u0308ni\u0308code_pass"], registry=r).plan().names() == ["Ünïcode_pass"]
     assert "U\u0308ni\u0308code_pass" in r
+    # option names and options tables' pass names too, from Python and config files alike
+    assert Pipeline([("Ünïcode_pass", {"cle\u0301": 5})], registry=r).plan().steps[0].options.clé == 5
+    table = Pipeline(["Ünïcode_pass"], options={"U\u0308ni\u0308code_pass": {"cle\u0301": 4}}, registry=r)
+    assert table.plan().steps[0].options.clé == 4
+    cfg = Pipeline.from_config({"pipeline": ["Ünïcode_pass"], "options": {"U\u0308ni\u0308code_pass": {"cle\u0301": 6}}}, registry=r)
+    assert cfg.plan().steps[0].options.clé == 6
+    with pytest.raises(fxpasses.OptionsError) as err:
+        Pipeline([("Ünïcode_pass", {"cle\u0301": 5, "clé": 5})], registry=r)
+    assert "clé: given twice, as 'cle\\u0301' and as 'cl\\xe9' (one name in two Unicode forms) (given: 5)" in str(err.value)
     # and a name only NFKC makes an identifier is still not one
     with pytest.raises(ConfigError) as info:
         parse_pipeline_string("a,x²")
@@ -253,7 +262,17 @@ def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
     bad = type("Nfd", (fxpasses.GraphPass,), {"__doc__": "x", "name": "U\u0308ber", "run": lambda self, gm, ctx: False})
     with pytest.raises(fxpasses.PassDefinitionError) as err:
         r.register(bad)
-    assert "`name` 'U\\u0308ber' is not in NFKC normal form" in str(err.value) and "use '\\xdcber'" in str(err.value)
+    assert str(err.value) == (
+        "tests.test_pipeline.Nfd: `name` 'U\\u0308ber', not in NFKC normal form (the form Python gives identifiers "
+        "and pipeline strings give names): use '\\xdcber' (both written with ascii(): they look alike)"
+    )
+    # so are the names a pass orders itself by: a decomposed `requires` never matched the
+    # registered pass, which was pulled in a second time and ran twice (found by a new-user check)
+    for attr in ("requires", "after", "before"):
+        needs = type("Needs", (fxpasses.GraphPass,), {"__doc__": "x", "name": "needs", attr: ("U\u0308ni\u0308code_pass",), "run": lambda self, gm, ctx: False})
+        with pytest.raises(fxpasses.PassDefinitionError) as err:
+            r.register(needs)
+        assert str(err.value).startswith(f"pass 'needs' (tests.test_pipeline.Needs): `{attr}` names 'U\\u0308ni\\u0308code_pass', not in NFKC")
 
 
 @pytest.mark.parametrize("token", ["1_", "1__0", "1_.5", "_1", "1_e5"])

@@ -223,6 +223,9 @@ def test_an_import_failure_names_the_file_and_line_that_raised(tmp_path, monkeyp
     make_dist(d, "deep-raise", "0.1", "fxp_deepraise", "import fxp_deephelper\n")
     (d / "fxp_deephelper.py").write_text("x = 1\n\ndef f():\n    return {}['missing']\n\nf()\n")
     make_dist(d, "bad-syntax", "0.2", "fxp_badsyntax", "def f(:\n    pass\n")
+    # an entry point naming a module that does not exist: no place (it was importlib's own
+    # "at .../importlib/__init__.py, line 126"; found by a new-user check)
+    make_dist(d, "no-module", "0.3", "fxp_nomodule", "", entry_points={"no-module": "fxp_no_such_module"})
     forget_modules("fxp_deepraise", "fxp_deephelper", "fxp_badsyntax")
     monkeypatch.syspath_prepend(str(d))
     monkeypatch.delenv("FXPASSES_DISABLE_PLUGIN_AUTOLOAD", raising=False)
@@ -230,12 +233,14 @@ def test_an_import_failure_names_the_file_and_line_that_raised(tmp_path, monkeyp
     try:
         with pytest.warns(fxpasses.PluginWarning) as caught:
             Registry()
-        said = {w for w in map(lambda w: str(w.message), caught) if "deep-raise" in w or "bad-syntax" in w}
+        said = {w for w in map(lambda w: str(w.message), caught) if "deep-raise" in w or "bad-syntax" in w or "no-module" in w}
         assert said == {
             "plugin deep-raise 0.1 (entry point deep-raise = fxp_deepraise): import failed: KeyError: 'missing' "
             f"(at {d / 'fxp_deephelper.py'}, line 4: return {{}}['missing'])",
             "plugin bad-syntax 0.2 (entry point bad-syntax = fxp_badsyntax): import failed: SyntaxError: invalid syntax "
             f"(at {d / 'fxp_badsyntax.py'}, line 1)",
+            "plugin no-module 0.3 (entry point no-module = fxp_no_such_module): import failed: ModuleNotFoundError: "
+            "No module named 'fxp_no_such_module'",
         }
     finally:
         forget_modules("fxp_deepraise", "fxp_deephelper", "fxp_badsyntax")

@@ -134,7 +134,10 @@ def install_presets(tmp_path, monkeypatch, *dists):
     registers those presets; forget their modules so that each registry imports them anew."""
     site = tmp_path / "site"
     for dist, version, module, presets in dists:
-        calls = "".join(f"\n            register({n!r}, {p!r}, 'A preset from a plugin.')" for n, p in presets)
+        # (name, pipeline) or (name, pipeline, description)
+        calls = "".join(
+            f"\n            register({n!r}, {p!r}, {(d[0] if d else 'A preset from a plugin.')!r})" for n, p, *d in presets
+        )
         source = f"""
         import fxpasses
         @fxpasses.hookimpl
@@ -196,6 +199,12 @@ def test_broken_plugin_presets_are_reported_when_the_plugin_loads(tmp_path, monk
     forget_modules("fxp_bad_presets")
 
 
+NOT_NORMAL = (
+    "'U\\u0308ber', not in NFKC normal form (the form Python gives identifiers and pipeline strings give names): "
+    "use '\\xdcber' (both written with ascii(): they look alike)"
+)
+
+
 def test_a_malformed_preset_name_or_empty_pipeline_skips_that_preset_only(tmp_path, monkeypatch):
     """A preset whose name is not an identifier, or whose pipeline is empty, is rejected on its
     own, as a malformed pass is: it dropped the whole plugin, its good presets with it."""
@@ -204,8 +213,10 @@ def test_a_malformed_preset_name_or_empty_pipeline_skips_that_preset_only(tmp_pa
         (42, "eliminate_dead_code"),
         ("blank", "  "),
         ("U\u0308ber", "eliminate_dead_code"),  # decomposed: pipeline strings give names NFKC-normalized
+        ("class", "eliminate_dead_code"),  # a keyword, as pass names may not be
         ("fine", "eliminate_dead_code"),
         ("\xdcber_fine", "eliminate_dead_code"),
+        ("nodesc", "eliminate_dead_code", None),
     ]
     install_presets(tmp_path, monkeypatch, ("odd-presets", "0.1", "fxp_odd_presets", presets))
     with pytest.warns(fxpasses.PluginWarning):
@@ -218,12 +229,8 @@ def test_a_malformed_preset_name_or_empty_pipeline_skips_that_preset_only(tmp_pa
         Rejection("preset", "my-preset", "a preset name must be an identifier, got 'my-preset'"),
         Rejection("preset", "<42>", "a preset name must be an identifier, got 42"),
         Rejection("preset", "blank", "the pipeline must be a non-empty pipeline string, got '  '"),
-        Rejection(
-            "preset",
-            "U\u0308ber",
-            "'U\\u0308ber' is not in NFKC normal form, which pipeline strings give names: use '\\xdcber' "
-            "(written with ascii(): the two look alike)",
-        ),
+        Rejection("preset", "U\u0308ber", "the name is " + NOT_NORMAL),
+        Rejection("preset", "class", "a preset name must be an identifier that is not a Python keyword, got 'class'"),
     ]
     # a lookup is made NFKC-normalized, as a pipeline string's names are
     assert reg.preset("U\u0308ber_fine").name == "\xdcber_fine"
@@ -231,9 +238,17 @@ def test_a_malformed_preset_name_or_empty_pipeline_skips_that_preset_only(tmp_pa
         "preset 'my-preset' skipped: a preset name must be an identifier, got 'my-preset'",
         "preset 42 skipped: a preset name must be an identifier, got 42",
         "preset 'blank' skipped: the pipeline must be a non-empty pipeline string, got '  '",
-        "preset 'U\u0308ber' skipped: 'U\\u0308ber' is not in NFKC normal form, which pipeline strings give "
-        "names: use '\\xdcber' (written with ascii(): the two look alike)",
+        "preset 'U\u0308ber' skipped: the name is " + NOT_NORMAL,
+        "preset 'class' skipped: a preset name must be an identifier that is not a Python keyword, got 'class'",
     ]
+    forget_modules("fxp_odd_presets")
+    r = CliRunner().invoke(cli, ["show", "nodesc"])  # registered with description None
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == "nodesc (preset)"
+    forget_modules("fxp_odd_presets")
+    r = CliRunner().invoke(cli, ["show", "U\u0308ber_fine"])  # typed decomposed: the same preset
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == "\xdcber_fine (preset) — A preset from a plugin."
     forget_modules("fxp_odd_presets")
     r = CliRunner().invoke(cli, ["list"])
     assert r.exit_code == 0, r.output

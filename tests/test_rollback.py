@@ -1788,6 +1788,7 @@ def test_a_whole_graph_pass_failing_in_its_own_code_or_an_interpreter_names_what
         Pipeline([SetsNode]).run(gm, [torch.randn(3)])
     assert info.value.node["name"] == "sigmoid"
 
+
     class Interprets(fxpasses.GraphPass):
         name = "interprets"
 
@@ -1813,6 +1814,28 @@ def test_a_whole_graph_pass_failing_in_its_own_code_or_an_interpreter_names_what
         Pipeline([Lints]).run(gm, [torch.randn(3)])
     # the node lint is about (its check_arg(arg, n) is about n), not the argument it names
     assert info.value.node["name"] == "neg", str(info.value)
+
+    class RenamesThenFails(fxpasses.GraphPass):
+        name = "renames_then_fails"
+
+        def run(self, gm, ctx):
+            for n in gm.graph.nodes:
+                n.name = n.name + "_x"
+            ctx.node = _node_named(gm, "sigmoid")  # (by target)
+            raise ValueError("after renaming")
+
+    renamed = torch.fx.symbolic_trace(_SigmoidOfRelu())
+    names = [n.name for n in renamed.graph.nodes]
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([RenamesThenFails]).run(renamed, [torch.randn(3)])
+    # described as the pass left it, with the name the restored graph has (only that was
+    # named: a user looking for %sigmoid_x did not find it; found by a new-user check)
+    assert info.value.node["name"] == "sigmoid_x" and info.value.node["name_after_rollback"] == "sigmoid"
+    assert "at node %sigmoid_x (named %sigmoid again after the rollback) (op=call_function" in str(info.value)
+    assert [n.name for n in renamed.graph.nodes] == names
+    with pytest.raises(PassFailedError) as info:  # not restored: the name it has
+        Pipeline([RenamesThenFails], on_error="raise").run(renamed, [torch.randn(3)])
+    assert info.value.node["name"] == "sigmoid_x" and "name_after_rollback" not in info.value.node
 
 
 @pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
