@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import errno
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -253,19 +253,29 @@ def value_hint(value: Any, source: str | None, message: str = "") -> str:
 class OptionsError(UserError):
     """Options given to a pass do not match its ``Options`` model.
 
-    Each entry of ``problems`` is ``(field_path, message, given_value)``.
+    Each entry of ``problems`` is ``(field_path, message, given_value)``. ``columns``: the
+    1-based column in the pipeline string of each option the string gave (its key), where the
+    options came from one: each problem of such an option names its column.
     """
 
     def __init__(
-        self, pass_name: str, problems: Sequence[tuple[str, str, Any]], *, source: str | None = None
+        self,
+        pass_name: str,
+        problems: Sequence[tuple[str, str, Any]],
+        *,
+        source: str | None = None,
+        columns: Mapping[str, int] | None = None,
     ) -> None:
         self.pass_name = pass_name
         self.problems = list(problems)
         self.source = source
+        self.columns = dict(columns or {})
         where = f" ({source})" if source else ""
         lines = [f"invalid options for pass {pass_name!r}{where}:"]
         for path, message, value in self.problems:
-            lines.append(f"  {pass_name}.{path}: {message} (given: {value!r}{value_hint(value, source, message)})")
+            column = self.columns.get(str(path).split(".")[0])
+            at = f" (column {column})" if column else ""
+            lines.append(f"  {pass_name}.{path}{at}: {message} (given: {value!r}{value_hint(value, source, message)})")
         super().__init__("\n".join(lines))
 
 

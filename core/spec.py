@@ -41,7 +41,7 @@ import enum
 import pathlib
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ._names import normal_name
@@ -59,6 +59,8 @@ class SpecEntry:
     source: str
     verify: str | None = None
     on_error: str | None = None
+    #: the 1-based column of each option's key in the pipeline string
+    option_columns: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
 
 #: entry settings and the values each takes (the same as Pipeline's verify / on_error)
@@ -208,12 +210,13 @@ class _Parser:
         while True:
             name, start = self.name("a pass name")
             options: dict[str, Any] = {}
+            columns: dict[str, int] = {}
             if self.peek() == "{":
                 self.pos += 1
                 if self.peek() == "}":
                     self.pos += 1
                 else:
-                    self.sequence("}", f"in the options of {name!r}", lambda: self.option(name, options))
+                    self.sequence("}", f"in the options of {name!r}", lambda: self.option(name, options, columns))
             settings = self.settings(name) if self.peek() == "[" else {}
             out.append(
                 SpecEntry(
@@ -221,6 +224,7 @@ class _Parser:
                     options,
                     f"pipeline string, entry {len(out) + 1} ({name!r}) at column {start + 1}",
                     **settings,
+                    option_columns=columns,
                 )
             )
             ch = self.peek()
@@ -231,13 +235,15 @@ class _Parser:
             self.pos += 1
 
 
-    def option(self, name: str, options: dict[str, Any]) -> None:
-        """``key=value`` inside the braces of pass ``name``, into ``options``."""
+    def option(self, name: str, options: dict[str, Any], columns: dict[str, int]) -> None:
+        """``key=value`` inside the braces of pass ``name``, into ``options`` (and the key's
+        1-based column into ``columns``)."""
         key, kpos = self.name(f"an option name for {name!r}")
         self.expect("=", f"after option {key!r} of {name!r}")
         if key in options:
             raise self.error(f"option {key!r} of {name!r} given twice", kpos)
         options[key] = self.value()
+        columns[key] = kpos + 1
         ch = self.peek()
         if ch not in (",", "}", ""):
             # a regular expression or other text with , { } [ ] = quotes or spaces, unquoted

@@ -83,17 +83,18 @@ def test_enum_and_path_options_are_read_from_pipeline_strings(reg):
 def test_a_wrong_enum_value_from_a_string_names_the_members(reg):
     with pytest.raises(OptionsError) as info:
         Pipeline.from_string("values{mode=fats}", registry=reg)
-    assert str(info.value).splitlines()[1] == "  values.mode: Input should be 'fast' or 'exact' (given: 'fats')"
+    # the column of the option in the string (it named the entry's only)
+    assert str(info.value).splitlines()[1] == "  values.mode (column 8): Input should be 'fast' or 'exact' (given: 'fats')"
 
 
 def test_strings_are_still_not_numbers_in_pipeline_strings(reg):
     with pytest.raises(OptionsError) as info:
         Pipeline.from_string("values{max_numel='12'}", registry=reg)
     assert str(info.value).splitlines()[1] == (
-        "  values.max_numel: Input should be a valid integer (given: '12'; a number in quotes is a string: "
+        "  values.max_numel (column 8): Input should be a valid integer (given: '12'; a number in quotes is a string: "
         "write 12 without the quotes)"
     )
-    with pytest.raises(OptionsError, match=r"values.max_numel: Input should be greater than or equal to 0 \(given: -1\)"):
+    with pytest.raises(OptionsError, match=r"values.max_numel \(column 8\): Input should be greater than or equal to 0 \(given: -1\)"):
         Pipeline.from_string("values{max_numel=-1}", registry=reg)
 
 
@@ -386,10 +387,10 @@ def test_every_bad_option_of_a_pipeline_string_is_named_at_once(reg):
     with pytest.raises(OptionsError) as info:
         Pipeline.from_string("values{mode=fats,scale=true,max_numel=-1,colour=red}", registry=reg)
     assert str(info.value).splitlines()[1:] == [
-        "  values.mode: Input should be 'fast' or 'exact' (given: 'fats')",
-        "  values.scale: Input should be a valid number (given: True)",
-        "  values.max_numel: Input should be greater than or equal to 0 (given: -1)",
-        "  values.colour: unknown option (valid: mode, out, sizes, max_numel, scale) (given: 'red')",
+        "  values.mode (column 8): Input should be 'fast' or 'exact' (given: 'fats')",
+        "  values.scale (column 18): Input should be a valid number (given: True)",
+        "  values.max_numel (column 29): Input should be greater than or equal to 0 (given: -1)",
+        "  values.colour (column 42): unknown option (valid: mode, out, sizes, max_numel, scale) (given: 'red')",
     ]
 
 
