@@ -91,6 +91,16 @@ class BisectResult:
         d["culprit"] = self.culprit.as_dict() if self.culprit is not None else None
         return d
 
+    def reproduce_command(self, config: str | None = None, *, run_args: Sequence[str] = ()) -> list[str]:
+        """The ``fxpasses run`` command line (argv) that reproduces the first bad rewrite:
+        ``config`` (``"CONFIG"`` when None), ``run_args`` (what the run needs besides
+        :attr:`reproduce_args`: the ``--pipeline`` and ``-p`` plugin options bisect was
+        given), then :attr:`reproduce_args`; ``[]`` unless ``status`` is ``"found"``."""
+        if self.status != "found" or self.culprit is None:
+            return []
+        args = [*run_args, *(self.reproduce_args or ["--rewrite-limit", str(self.culprit.index)])]
+        return ["fxpasses", "run", config or "CONFIG", *args]
+
     def text(self, config: str | None = None, *, run_args: Sequence[str] = ()) -> str:
         """The human-readable report printed by ``fxpasses bisect`` (``config``: its path;
         ``run_args``: options the reproducing ``fxpasses run`` needs besides
@@ -126,8 +136,7 @@ class BisectResult:
             if t is not None:
                 applied = f"rewrites #1..#{t.limit}" if t.limit else "no rewrite"
                 lines.append(f"  with {applied}: {t.message}")
-        args = [*run_args, *(self.reproduce_args or ["--rewrite-limit", str(self.culprit.index)])]
-        lines.append(f"reproduce with: fxpasses run {shlex.quote(config) if config else 'CONFIG'} {shlex.join(args)}")
+        lines.append(f"reproduce with: {shlex.join(self.reproduce_command(config, run_args=run_args))}")
         if "--on-error" in self.reproduce_args:
             lines.append(
                 f'  (--on-error rollback: the pipeline skips a failing pass (on_error = "skip"), so '

@@ -31,6 +31,8 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+from ._names import normal_name
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["main", "cli"]
@@ -381,8 +383,6 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
     """Show a pass (options with types and defaults, dependencies, source package) or a preset."""
     from .errors import DuplicatePassError
 
-    from ._names import normal_name
-
     reg = state.registry()
     name = normal_name(name)  # as the registry looks names up (typed decomposed: the same name)
     if name not in reg and name in reg.presets():
@@ -612,7 +612,8 @@ def run_cmd(
             "(--print-after fold_constants,eliminate_dead_code), or --print-after-all"
         )
     if print_after_all or print_after:
-        names = None if print_after_all else [n.strip() for n in print_after.split(",") if n.strip()]  # type: ignore[union-attr]
+        # (NFKC-normalized, as the registry and the plan name passes)
+        names = None if print_after_all else [normal_name(n.strip()) for n in print_after.split(",") if n.strip()]  # type: ignore[union-attr]
         for n in names or ():
             reg.get(n, source="--print-after")  # unknown names: exit 2 with suggestions
         if names:
@@ -801,6 +802,9 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
         # (the failing pass's own error is "pass_error": "error" is the failure's object)
         found = result.as_dict()
         found["pass_error"] = found.pop("error")
+        # the whole command, as the text's "reproduce with" line (reproduce_args alone lacked
+        # the --pipeline and -p options it needs; found by a new-user check)
+        found["reproduce_command"] = result.reproduce_command(config, run_args=run_args)
         if result.status != "clean":
             error = {"type": "BisectFound", "message": text, "status": result.status, "pass_name": result.pass_name}
             found = {"ok": False, "exit_status": 1, "error": error, **found}

@@ -479,7 +479,7 @@ def _pick_union_branches(items: list[_Problem]) -> list[_Problem]:
         items.sort(key=lambda it: [str(x) for x in it.loc])
 
 
-def _normal_keys(pass_name: str, raw: Mapping[Any, Any], source: str | None) -> dict[Any, Any]:
+def normal_keys(pass_name: str, raw: Mapping[Any, Any], source: str | None) -> dict[Any, Any]:
     """``raw`` with its keys NFKC-normalized (:func:`normal_name`), as the field names of the
     Options class are (Python normalizes identifiers): ``e\u0301chelle`` is ``\xe9chelle``.
 
@@ -536,7 +536,7 @@ def validate_options(
     if not isinstance(raw, Mapping):
         raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
     if not all(k.isascii() for k in raw if isinstance(k, str)):  # option names as Python's identifiers
-        raw, config_keys = _normal_keys(pass_name, raw, source), {normal_name(k) for k in config_keys}
+        raw, config_keys = normal_keys(pass_name, raw, source), {normal_name(k) for k in config_keys}
     raw, problems = config_values(options_cls, raw, config_keys)
     if options_cls.model_config.get("extra") != "forbid":
         # an Options model that is a plain BaseModel ignores unknown keys: a misspelt option

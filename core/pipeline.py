@@ -39,6 +39,7 @@ from .config import (
     PassEntryConfig,
     find_pyproject,
     load_config_file,
+    normal_keys,
     pass_name_as_key,
     parse_config,
     validate_options,
@@ -263,7 +264,7 @@ class Pipeline:
         self.source = source or "pipeline"
         self._from_config = _from_config  # where the config is: entries and options are its data (JSON-like)
         self._from_preset = _from_preset  # entries are a preset's: the options table changes them
-        extra = {normal_name(k): dict(v) for k, v in (options or {}).items()}  # (names as the registry's)
+        extra = self._options_tables(options or {}, source)
         self._steps = [self._entry(e, i, extra) for i, e in enumerate(passes)]
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
@@ -339,6 +340,7 @@ class Pipeline:
         from_table: set[str] = set()  # keys that come from the [options.NAME] table
         if name in extra:
             own = raw.model_dump(exclude_unset=True) if isinstance(raw, BaseModel) else dict(raw or {})
+            own = normal_keys(name, own, where)  # (the table's are: one option typed two ways is one)
             table = extra[name]
             both = sorted(set(own) & set(table))
             if both and not self._from_preset:
@@ -370,6 +372,28 @@ class Pipeline:
         if instance is not None and options != instance.options:
             instance.options = options  # the options table changed some of them
         return PlanStep(name, cls, options, where, verify, on_error, instance=instance)
+
+    @staticmethod
+    def _options_tables(options: Mapping[str, Any], source: str | None) -> dict[str, dict[str, Any]]:
+        """``options`` by pass name, the names and option names NFKC-normalized as the
+        registry's and the Options fields' are.
+
+        Raises:
+            ConfigError: two tables for one pass name typed two ways (``Ü`` and ``U`` with
+                U+0308), which would merge, one silently overriding the other.
+            OptionsError: one option name typed two ways in a table."""
+        out: dict[str, dict[str, Any]] = {}
+        given: dict[str, str] = {}
+        for k, v in options.items():
+            n = normal_name(k)
+            if n in out:
+                raise ConfigError(
+                    f"options for pass {n!r} given twice, as {ascii(given[n])} and as {ascii(k)} (one name in two "
+                    "Unicode forms): give them in one table",
+                    source=source,
+                )
+            out[n], given[n] = normal_keys(n, dict(v), source), k
+        return out
 
     def _table_name(self, name: str) -> str:
         """The options table of pass ``name`` as its author wrote it (config or Python)."""

@@ -1151,7 +1151,8 @@ class Registry:
         """The plugins that registered a pass (``kind="pass"``) or preset (``"preset"``) named
         ``name`` that was rejected while they loaded, each with the :class:`Rejection` (its
         reason); empty when none was."""
-        return [(r, x) for r in self.plugins for x in r.rejected if x.kind == kind and x.name == name]
+        name = normal_name(name)  # (a name rejected for not being NFKC-normal is found typed either way)
+        return [(r, x) for r in self.plugins for x in r.rejected if x.kind == kind and normal_name(x.name) == name]
 
     def _rejected_hints(self, name: str, kind: str) -> list[str]:
         """One line per rejected registration of ``name``: which plugin, and why."""

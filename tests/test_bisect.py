@@ -217,6 +217,10 @@ def test_cli_bisect_reproduce_command_keeps_the_plugin_options(planted_site, tmp
     assert line in r.output
     bad = CliRunner().invoke(cli, ["run", str(cfg), *tail.split(), "--repeat", "1", "--no-save"])
     assert bad.exit_code == 1 and "outputs differ" in bad.output, bad.output
+    # and the JSON has the whole command (reproduce_args alone lacked the -p options)
+    r = CliRunner().invoke(cli, ["-p", "planted-passes", "bisect", str(cfg), "-p", "no:fxpasses-example-passes", "--format", "json"])
+    assert r.exit_code == 1, r.output
+    assert json.loads(r.stdout)["reproduce_command"] == ["fxpasses", "run", str(cfg), *tail.split()]
 
 
 def test_cli_bisect_clean_exits_0_and_json(planted_site, tmp_path):

@@ -241,6 +241,12 @@ def test_print_after_on_a_config_without_a_pipeline_checks_the_preset_run_uses(t
     assert "after fuse_conv_bn" in r.stderr and "(preset inference)" in r.stdout
     r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--print-after", "rename_nodes"])
     assert r.exit_code == 2 and "rename_nodes" in r.output and "the pipeline's passes: remove_dropout" in r.output
+    # a name typed in another Unicode form (fullwidth letters, NFKC-normalized as Python
+    # reads identifiers) is the pass, as in --pipeline (found by a new-user check)
+    fullwidth = "\uff46use_conv_bn"
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--print-after", fullwidth])
+    assert r.exit_code == 0, r.output
+    assert "after fuse_conv_bn" in r.stderr
 
 
 def test_run_prints_the_pipeline_it_ran_as_a_string_that_reads_back(tmp_path):

@@ -250,6 +250,16 @@ def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
     assert table.plan().steps[0].options.clé == 4
     cfg = Pipeline.from_config({"pipeline": ["Ünïcode_pass"], "options": {"U\u0308ni\u0308code_pass": {"cle\u0301": 6}}}, registry=r)
     assert cfg.plan().steps[0].options.clé == 6
+    # a preset's option changed by a table typing its name the other way (it was "given twice,
+    # as 'cl\xe9' and as 'cle\u0301'"), and an entry and a table typing it two ways: set twice
+    preset = Pipeline([("Ünïcode_pass", {"clé": 5})], options={"Ünïcode_pass": {"cle\u0301": 7}}, registry=r, _from_preset=True)
+    assert preset.plan().steps[0].options.clé == 7
+    with pytest.raises(ConfigError, match="option\\(s\\) of pass 'Ünïcode_pass' set twice, here and in"):
+        Pipeline([("Ünïcode_pass", {"clé": 5})], options={"Ünïcode_pass": {"cle\u0301": 7}}, registry=r)
+    # two tables for one pass typed two ways merged, one silently overriding the other
+    with pytest.raises(ConfigError) as info:
+        Pipeline(["Ünïcode_pass"], options={"Ünïcode_pass": {"clé": 4}, "U\u0308ni\u0308code_pass": {"clé": 5}}, registry=r)
+    assert "options for pass 'Ünïcode_pass' given twice, as '\\xdcn\\xefcode_pass' and as 'U\\u0308ni\\u0308code_pass'" in str(info.value)
     with pytest.raises(fxpasses.OptionsError) as err:
         Pipeline([("Ünïcode_pass", {"cle\u0301": 5, "clé": 5})], registry=r)
     assert "clé: given twice, as 'cle\\u0301' and as 'cl\\xe9' (one name in two Unicode forms) (given: 5)" in str(err.value)

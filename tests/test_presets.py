@@ -232,6 +232,11 @@ def test_a_malformed_preset_name_or_empty_pipeline_skips_that_preset_only(tmp_pa
         Rejection("preset", "U\u0308ber", "the name is " + NOT_NORMAL),
         Rejection("preset", "class", "a preset name must be an identifier that is not a Python keyword, got 'class'"),
     ]
+    # the rejected one is found typed either way, with its plugin and reason
+    assert [x.name for _, x in reg.rejected("\xdcber", "preset")] == ["U\u0308ber"]
+    with pytest.raises(UnknownPassError) as info:
+        reg.preset("\xdcber")
+    assert "was found in plugin odd-presets 0.1" in str(info.value) and "not in NFKC normal form" in str(info.value)
     # a lookup is made NFKC-normalized, as a pipeline string's names are
     assert reg.preset("U\u0308ber_fine").name == "\xdcber_fine"
     assert rec.problems == [
