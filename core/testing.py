@@ -224,9 +224,9 @@ def assert_graph_equal(gm: Any, expected: Any) -> None:
     want = expected if isinstance(expected, str) else normalized_code(expected)
     want = _without_frees("\n".join(line.rstrip() for line in want.strip("\n").splitlines() if line.strip()))
     if got != want:
-        import difflib
+        from ._diff import unified_diff
 
-        diff = "\n".join(difflib.unified_diff(want.splitlines(), got.splitlines(), "expected", "actual", lineterm=""))
+        diff = "\n".join(unified_diff(want.splitlines(), got.splitlines(), "expected", "actual", lineterm=""))
         raise AssertionError(f"graphs differ:\n{diff}")
 
 
