@@ -253,9 +253,9 @@ def value_hint(value: Any, source: str | None, message: str = "") -> str:
 class OptionsError(UserError):
     """Options given to a pass do not match its ``Options`` model.
 
-    Each entry of ``problems`` is ``(field_path, message, given_value)``. ``columns``: the
-    1-based column in the pipeline string of each option the string gave (its key), where the
-    options came from one: each problem of such an option names its column.
+    Each entry of ``problems`` is ``(field_path, message, given_value)``. ``places``: where
+    each option a pipeline string gave stands in it (``"column 16"``, ``"line 2, column 5"``),
+    where the options came from one: each problem of such an option names its place.
     """
 
     def __init__(
@@ -264,17 +264,17 @@ class OptionsError(UserError):
         problems: Sequence[tuple[str, str, Any]],
         *,
         source: str | None = None,
-        columns: Mapping[str, int] | None = None,
+        places: Mapping[str, str] | None = None,
     ) -> None:
         self.pass_name = pass_name
         self.problems = list(problems)
         self.source = source
-        self.columns = dict(columns or {})
+        self.places = dict(places or {})
         where = f" ({source})" if source else ""
         lines = [f"invalid options for pass {pass_name!r}{where}:"]
         for path, message, value in self.problems:
-            column = self.columns.get(str(path).split(".")[0])
-            at = f" (column {column})" if column else ""
+            place = self.places.get(str(path).split(".")[0])
+            at = f" ({place})" if place else ""
             lines.append(f"  {pass_name}.{path}{at}: {message} (given: {value!r}{value_hint(value, source, message)})")
         super().__init__("\n".join(lines))
 

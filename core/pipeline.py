@@ -365,9 +365,9 @@ class Pipeline:
             if from_table and fields <= from_table:
                 # every bad value came from the options table: say so, not the entry
                 raise OptionsError(name, err.problems, source=self._table_source(name)) from None
-            if isinstance(entry, SpecEntry) and entry.option_columns:  # each bad option's column
-                columns = {k: c for k, c in entry.option_columns.items() if k not in from_table}
-                raise OptionsError(name, err.problems, source=err.source, columns=columns) from None
+            if isinstance(entry, SpecEntry) and entry.option_places:  # where each bad option stands
+                places = {k: c for k, c in entry.option_places.items() if k not in from_table}
+                raise OptionsError(name, err.problems, source=err.source, places=places) from None
             raise
         if instance is not None and options != instance.options:
             instance.options = options  # the options table changed some of them

@@ -59,8 +59,9 @@ class SpecEntry:
     source: str
     verify: str | None = None
     on_error: str | None = None
-    #: the 1-based column of each option's key in the pipeline string
-    option_columns: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    #: where each option's key stands in the pipeline string (``"column 16"``; ``"line 2,
+    #: column 5"`` in a string of several lines)
+    option_places: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 #: entry settings and the values each takes (the same as Pipeline's verify / on_error)
@@ -89,12 +90,26 @@ class _Parser:
         self.text = text
         self.pos = 0
 
+    def place(self, pos: int) -> str:
+        """Where ``pos`` is, in words: ``"column 16"``; ``"line 2, column 5"`` in a text of
+        several lines (a TOML multi-line string). Columns count characters (code points)."""
+        if "\n" not in self.text:
+            return f"column {pos + 1}"
+        line = self.text.count("\n", 0, pos) + 1
+        return f"line {line}, column {pos - (self.text.rfind(chr(10), 0, pos) + 1) + 1}"
+
     def error(self, message: str, pos: int | None = None) -> ConfigError:
+        """The error at ``pos``: ``message``, then the line of the text holding ``pos`` with a
+        caret under it, placed by terminal cells (``rich.cells.cell_len``: a combining mark
+        takes none, a CJK character or an emoji two)."""
+        from rich.cells import cell_len
+
         pos = self.pos if pos is None else pos
-        caret = " " * pos + "^"
-        return ConfigError(
-            f"{message}\n  {self.text}\n  {caret}", source=f"{self.where}, column {pos + 1}"
-        )
+        start = self.text.rfind("\n", 0, pos) + 1
+        end = self.text.find("\n", pos)
+        line = self.text[start : end if end >= 0 else len(self.text)]
+        caret = " " * cell_len(self.text[start:pos]) + "^"
+        return ConfigError(f"{message}\n  {line}\n  {caret}", source=f"{self.where}, {self.place(pos)}")
 
     def ws(self) -> None:
         """Skip white space: ASCII's (space, tab, line breaks).
@@ -210,21 +225,21 @@ class _Parser:
         while True:
             name, start = self.name("a pass name")
             options: dict[str, Any] = {}
-            columns: dict[str, int] = {}
+            places: dict[str, str] = {}
             if self.peek() == "{":
                 self.pos += 1
                 if self.peek() == "}":
                     self.pos += 1
                 else:
-                    self.sequence("}", f"in the options of {name!r}", lambda: self.option(name, options, columns))
+                    self.sequence("}", f"in the options of {name!r}", lambda: self.option(name, options, places))
             settings = self.settings(name) if self.peek() == "[" else {}
             out.append(
                 SpecEntry(
                     name,
                     options,
-                    f"pipeline string, entry {len(out) + 1} ({name!r}) at column {start + 1}",
+                    f"pipeline string, entry {len(out) + 1} ({name!r}) at {self.place(start)}",
                     **settings,
-                    option_columns=columns,
+                    option_places=places,
                 )
             )
             ch = self.peek()
@@ -235,15 +250,15 @@ class _Parser:
             self.pos += 1
 
 
-    def option(self, name: str, options: dict[str, Any], columns: dict[str, int]) -> None:
+    def option(self, name: str, options: dict[str, Any], places: dict[str, str]) -> None:
         """``key=value`` inside the braces of pass ``name``, into ``options`` (and the key's
-        1-based column into ``columns``)."""
+        place into ``places``)."""
         key, kpos = self.name(f"an option name for {name!r}")
         self.expect("=", f"after option {key!r} of {name!r}")
         if key in options:
             raise self.error(f"option {key!r} of {name!r} given twice", kpos)
         options[key] = self.value()
-        columns[key] = kpos + 1
+        places[key] = self.place(kpos)
         ch = self.peek()
         if ch not in (",", "}", ""):
             # a regular expression or other text with , { } [ ] = quotes or spaces, unquoted

@@ -950,3 +950,27 @@ def test_two_different_passes_of_one_name_in_a_pipeline_are_refused():
         "eliminate_dead_code",
     ]
     assert fxpasses.Pipeline([Tweaked]).plan().steps[0].cls is Tweaked
+
+
+def test_errors_in_a_pipeline_string_of_several_lines_name_the_line_and_place_the_caret_by_cells():
+    """A TOML multi-line pipeline string's error said "column 46" and drew the whole text with
+    the caret at cell 46 of a 30-character line; carets under decomposed, CJK or emoji text
+    were off by the cells those take (found by a new-user check)."""
+    with pytest.raises(ConfigError) as info:
+        parse_pipeline_string("\nremove_dropout,\n    fold_constants{max_numel=}")
+    assert str(info.value).splitlines() == [
+        "pipeline string, line 3, column 30: expected a value, found '}'",
+        "      fold_constants{max_numel=}",
+        "                               ^",
+    ]
+    for text, caret in (("U\u0308ni\u0308code{x=}", 10), ("名前{x=}", 7), ("a{x='😀😀',y=}", 13)):
+        with pytest.raises(ConfigError) as info:
+            parse_pipeline_string(text)
+        assert str(info.value).splitlines()[2] == "  " + " " * caret + "^", text
+    with pytest.raises(fxpasses.OptionsError) as info:
+        Pipeline.from_string("remove_dropout,\n    fold_constants{max_numel='3'}")
+    assert str(info.value).splitlines() == [
+        "invalid options for pass 'fold_constants' (pipeline string, entry 2 ('fold_constants') at line 2, column 5):",
+        "  fold_constants.max_numel (line 2, column 20): Input should be a valid integer (given: '3'; a number in "
+        "quotes is a string: write 3 without the quotes)",
+    ]
