@@ -424,6 +424,11 @@ def fxpasses_backend(
     for key in ("atol", "rtol"):  # checked once, before any graph; absent: the Pipeline's default
         if key in options:
             options[key] = tolerance(f"torch.compile option {key!r}", options[key])
+    from .spec import SETTINGS
+
+    for key, allowed in SETTINGS.items():  # verify, on_error: checked once, named as options
+        if key in options and options[key] not in allowed:
+            raise ConfigError(f"torch.compile option {key!r} must be one of {', '.join(allowed)}, got {options[key]!r}")
     freeze = options.get("freeze", False)
     if not isinstance(freeze, bool):
         raise ConfigError(f"torch.compile option 'freeze' must be true or false, got {freeze!r}")

@@ -350,6 +350,7 @@ def list_cmd(state: _State, fmt: str) -> None:
                     "error": p.error,
                     "problems": p.problems,
                     "passes": p.passes,
+                    "presets": p.presets,
                     "rejected": [{"kind": x.kind, "name": x.name, "reason": x.reason} for x in p.rejected],
                 }
                 for p in reg.plugins
@@ -363,9 +364,14 @@ def list_cmd(state: _State, fmt: str) -> None:
         click.echo()
         print_table(("preset", "source", "pipeline"), [(p.name, p.source, p.pipeline) for p in presets.values()])
     # one row per entry point: a distribution may register several
-    plugin_rows = [(p.label, p.name, p.status, ", ".join(p.passes) or (p.error or "")) for p in reg.plugins]
+    # what each registered: its passes, then its presets (a plugin of presets only showed its
+    # problems there); its problems when it registered nothing
+    plugin_rows = [
+        (p.label, p.name, p.status, ", ".join([*p.passes, *(f"{n} (preset)" for n in p.presets)]) or (p.error or ""))
+        for p in reg.plugins
+    ]
     click.echo()
-    print_table(("plugin", "entry point", "status", "passes"), plugin_rows)
+    print_table(("plugin", "entry point", "status", "registered"), plugin_rows)
     # what a plugin registered but the registry refused as it loaded (not usable until fixed)
     rejected_rows = [(p.label, x.kind, x.name, x.reason) for p in reg.plugins for x in p.rejected]
     if rejected_rows:

@@ -51,7 +51,7 @@ class DrawGraphs:
         self.drawn: list[str] = []
         self.same_drawing: list[str] = []
         self._before: Any = None
-        self._count = 0
+        self._step = 0  # the plan step now running, from 1 (files are numbered by it)
 
     def _dot(self, gm: Any, name: str) -> Any:
         from torch.fx.passes.graph_drawer import FxGraphDrawer
@@ -60,6 +60,7 @@ class DrawGraphs:
 
     @hookimpl
     def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
+        self._step += 1
         self._before = self._dot(gm, f"before_{pass_name}")
 
     @hookimpl
@@ -71,10 +72,9 @@ class DrawGraphs:
         if _body(before.to_string()) == _body(after.to_string()):
             self.same_drawing.append(pass_name)
             return
-        self._count += 1
         self.drawn.append(pass_name)
         self.directory.mkdir(parents=True, exist_ok=True)
-        stem = f"{self._count:02d}_{pass_name}"
+        stem = f"{self._step:02d}_{pass_name}"  # the step's number in the plan, as `fxpasses check` prints it
         for label, dot in (("before", before), ("after", after)):
             path = self.directory / f"{stem}.{label}.dot"
             path.write_text(dot.to_string())
@@ -94,11 +94,12 @@ class DrawGraphs:
         )
         if not self.written:
             return f"--draw: no pass changed the graph's drawing, nothing drawn (nothing written to {self.directory}){same}"
-        what = ".dot and .svg" if self.svg else ".dot (install Graphviz's dot program for .svg: apt install graphviz)"
+        what = ".dot and .svg" if self.svg else ".dot"
+        hint = "" if self.svg else "; install Graphviz's dot program (apt install graphviz) for .svg drawings too"
         n = len(self.drawn)
         return (
-            f"drew {len(self.written)} files ({what}) in {self.directory}, before and after "
-            f"{n} changing pass{'' if n == 1 else 'es'}: {', '.join(self.drawn)}{same}"
+            f"drew {len(self.written)} {what} files in {self.directory}, before and after "
+            f"{n} changing pass{'' if n == 1 else 'es'}: {', '.join(self.drawn)}{same}{hint}"
         )
 
 

@@ -749,10 +749,12 @@ class Pipeline:
                     # put back what its hooks did, which moved tensor versions)
                     changed = bool(hint) or (span is None or span.ran) and snap.changed()
                     if changed and step.cls.kind == "analysis":
+                        # (a torch.cond branch's graph edited is that, not its recompile's '_code' rebound)
                         what = (
                             "the graph"
                             if graph_changed(snap)
-                            else f"the module ({snap.module_change() or 'its submodules, attributes, hooks or tensors'})"
+                            else snap.subgraph_change()
+                            or f"the module ({snap.module_change() or 'its submodules, attributes, hooks or tensors'})"
                         )
                         raise VerificationError(f"analysis pass {step.name!r} changed {what}")
                     if changed and verify != "none":

@@ -98,8 +98,8 @@ class PluginRecord:
     ``status`` is ``"found"`` (not loaded yet), ``"loaded"``, ``"partial"``, ``"empty"``,
     ``"failed"`` or ``"disabled"``; ``problems`` each problem it had (a failure, or what went
     wrong while it registered: the warnings' texts without the plugin's name) and ``error``
-    their first lines, joined with "; "; ``passes`` the names it registered (each once);
-    ``rejected`` the passes and presets it registered that were rejected
+    their first lines, joined with "; "; ``passes`` the names it registered (each once),
+    ``presets`` the presets it registered; ``rejected`` the passes and presets it registered that were rejected
     (:class:`Rejection`), so that naming one later says why it is missing.
     """
 
@@ -110,6 +110,7 @@ class PluginRecord:
     status: str = "found"
     error: str | None = None
     passes: list[str] = field(default_factory=list)
+    presets: list[str] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -671,16 +672,18 @@ class Registry:
             if missing:
                 # a name a plugin registered but had rejected is not "no plugin registers it"
                 rejected = [n for n in missing if self.rejected(n)]
-                registered = [n for n in missing if n not in rejected]
-                parts = [f"no installed plugin registers: {', '.join(registered)}"] if registered else []
+                presets = [n for n in missing if n in self._presets and n not in rejected]
+                registered = [n for n in missing if n not in rejected and n not in presets]
+                parts = [f"pass(es) no installed plugin registers: {', '.join(registered)}"] if registered else []
                 parts += [
-                    f"{n!r} was registered by {', '.join(sorted({r.label for r, _ in self.rejected(n)}))} but rejected "
-                    "as it loaded (see its warning)"
+                    f"pass {n!r}, which {', '.join(sorted({r.label for r, _ in self.rejected(n)}))} registered but "
+                    "which was rejected as it loaded (see its warning)"
                     for n in rejected
                 ]
+                parts += [f"{n!r}, which is a preset: a preset's pipeline names passes, not presets" for n in presets]
                 self._problem(
                     PluginError(
-                        f"preset {info.name!r} names pass(es) " + "; ".join(parts),
+                        f"preset {info.name!r} names " + "; and ".join(parts),
                         distribution=info.distribution,
                         version=info.version,
                     )
@@ -839,6 +842,7 @@ class Registry:
                 self._fail(rec, message, exc)
                 return
         rec.passes = added
+        rec.presets = presets
         if not self.pm.get_hookcallers(obj):
             rec.status = "empty"
             near = hook_name_problems(self.pm, obj, ALL_HOOKS)  # unmarked functions named like hooks

@@ -180,6 +180,16 @@ class Snapshot:
             _module_mod._global_is_full_backward_hook is not self.global_full_backward
         )
 
+    def subgraph_change(self) -> str | None:
+        """``"the graph of submodule 'true_graph_0'"`` for the first GraphModule inside the
+        tree (a ``torch.cond`` branch) whose graph differs from its record; None when none
+        does."""
+        for sub in self.subgraphs:
+            if sub.changed():
+                name = next((k for k, m in self.gm.named_modules(remove_duplicate=False) if m is sub.gm), "?")
+                return f"the graph of submodule {name!r}"
+        return None
+
     def module_change(self) -> str | None:
         """What differs in the module tree from the recorded state, in words, for error
         messages (None: nothing :meth:`module_changed` would see): the first submodule whose

@@ -217,6 +217,9 @@ def test_atol_and_rtol_options_set_the_numeric_verification_tolerances(nudge, to
         ({"rtol": "1e-3"}, "torch.compile option 'rtol' must be a finite number >= 0, got '1e-3'"),
         ({"atol": True}, "torch.compile option 'atol' must be a finite number >= 0, got True"),
         ({"rtol": float("nan")}, "torch.compile option 'rtol' must be a finite number >= 0, got nan"),
+        # named as options too (they were "verify must be one of ..."; found by a new-user check)
+        ({"verify": "nope"}, "torch.compile option 'verify' must be one of none, lint, numeric, got 'nope'"),
+        ({"on_error": "x"}, "torch.compile option 'on_error' must be one of rollback, raise, skip, got 'x'"),
     ],
 )
 def test_bad_tolerance_options_are_named(options, message):

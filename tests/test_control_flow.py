@@ -103,3 +103,29 @@ def test_recompile_of_an_unchanged_graph_is_not_a_change(dialect):
         fxpasses.Pipeline(["recompiling_analysis"], registry=reg).run(gm)
     assert "analysis pass 'recompiling_analysis' changed the module (the root module: attribute '_code' rebound)" in str(info.value)
     assert gm._code == code
+
+
+@pytest.mark.parametrize("dialect", ["export", "dynamo"])
+def test_an_analysis_that_edits_a_branch_graph_is_told_it_changed_that_graph(dialect):
+    """It was told "changed the module (the root module: attribute '_code' rebound)", the
+    recompile after the edit, not the edit (found by a new-user check)."""
+
+    class EditsBranch(fxpasses.GraphPass):
+        name = "branch_editing_analysis"
+        kind = "analysis"
+
+        def run(self, gm, ctx):
+            name, sub = next((k, m) for k, m in gm.named_children() if isinstance(m, torch.fx.GraphModule))
+            out = next(n for n in sub.graph.nodes if n.op == "output")
+            with sub.graph.inserting_before(out):
+                sub.graph.call_function(torch.relu, (next(iter(sub.graph.nodes)),))  # a node nothing uses
+            sub.recompile()
+            return False
+
+    gm = capture(Branchy().eval(), [torch.ones(2, 3)], dialect).gm
+    branch = next(k for k, m in gm.named_children() if isinstance(m, torch.fx.GraphModule))
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(EditsBranch)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline(["branch_editing_analysis"], registry=reg).run(gm)
+    assert f"analysis pass 'branch_editing_analysis' changed the graph of submodule {branch!r}" in str(info.value)

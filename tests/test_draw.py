@@ -22,8 +22,8 @@ def test_draw_writes_before_and_after_for_each_changing_pass(tmp_path, monkeypat
     changed = ["remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants"]
     assert dots == sorted(f"{i + 1:02d}_{n}.{w}.dot" for i, n in enumerate(changed) for w in ("before", "after"))
     assert (
-        f"in pics, before and after 4 changing passes: {', '.join(changed)}; changed the graph but "
-        "not its drawing, not drawn: eliminate_dead_code\n"
+        f" files in pics, before and after 4 changing passes: {', '.join(changed)}; changed the graph but "
+        "not its drawing, not drawn: eliminate_dead_code"
     ) in r.stderr
     before = (tmp_path / "pics" / "02_fuse_conv_bn.before.dot").read_text()
     after = (tmp_path / "pics" / "02_fuse_conv_bn.after.dot").read_text()
@@ -33,7 +33,13 @@ def test_draw_writes_before_and_after_for_each_changing_pass(tmp_path, monkeypat
     if shutil.which("dot"):
         assert len(svgs) == len(dots)
     else:
-        assert svgs == [] and "install Graphviz's dot program" in r.output
+        assert svgs == [] and "drew 8 .dot files in pics" in r.stderr
+        assert r.stderr.splitlines()[-1].endswith("; install Graphviz's dot program (apt install graphviz) for .svg drawings too")
+    # files are numbered by the plan's steps, as `fxpasses check` numbers them (they were
+    # numbered among the drawn passes only: 01_remove_dropout here)
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--draw", "pics2", "--pipeline", "eliminate_common_subexpressions,remove_dropout"])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "pics2").glob("*.dot")) == ["02_remove_dropout.after.dot", "02_remove_dropout.before.dot"]
 
 
 def test_draw_without_pydot_names_the_extra(tmp_path, monkeypatch):

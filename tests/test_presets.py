@@ -259,6 +259,9 @@ def test_a_malformed_preset_name_or_empty_pipeline_skips_that_preset_only(tmp_pa
     assert r.exit_code == 0, r.output
     rows = [line.split()[:4] for line in r.output.splitlines() if line.startswith("odd-presets 0.1")]
     assert ["odd-presets", "0.1", "preset", "my-preset"] in rows and ["odd-presets", "0.1", "preset", "<42>"] in rows
+    # the plugins table says what it registered: its presets (it showed its problems there)
+    (row,) = [line for line in r.output.splitlines() if line.startswith("odd-presets 0.1") and " partial " in line]
+    assert row.split("partial")[1].strip() == "fine (preset), \xdcber_fine (preset), nodesc (preset)"
     forget_modules("fxp_odd_presets")
 
 

@@ -850,16 +850,18 @@ def test_a_preset_naming_a_pass_its_plugin_had_rejected_says_so(site):
         + """
 @fxpasses.hookimpl
 def fxpasses_register_presets(register):
-    register("uses_bad", "eliminate_dead_code,bad_options,no_such_pass", "Names a rejected pass.")
+    register("uses_bad", "eliminate_dead_code,bad_options,no_such_pass,cleanup", "Names a rejected pass.")
 """,
     )
     forget_modules("fxp_preset_rejected")
     with pytest.warns(fxpasses.errors.PluginWarning) as caught:
         Registry()
     (message,) = [str(w.message) for w in caught if "uses_bad" in str(w.message)]
+    # (and a preset named where passes are: it was "no installed plugin registers: cleanup")
     assert message.endswith(
-        "preset 'uses_bad' names pass(es) no installed plugin registers: no_such_pass; 'bad_options' was "
-        "registered by preset-of-rejected 0.5 but rejected as it loaded (see its warning)"
+        "preset 'uses_bad' names pass(es) no installed plugin registers: no_such_pass; and pass 'bad_options', "
+        "which preset-of-rejected 0.5 registered but which was rejected as it loaded (see its warning); and "
+        "'cleanup', which is a preset: a preset's pipeline names passes, not presets"
     )
     forget_modules("fxp_preset_rejected")
 
