@@ -667,8 +667,11 @@ class Registry:
         if others_off:
             return
         for info in self._presets.values():
-            missing = [e.name for e in parse_pipeline_string(info.pipeline) if e.name not in self._passes]
+            entries = parse_pipeline_string(info.pipeline)
+            missing = [e.name for e in entries if e.name not in self._passes]
             missing = [n for n in missing if n not in self._conflicts and n not in builtin_off]
+            if not missing and _norm(info.distribution) != BUILTIN_DISTRIBUTION:
+                self._check_preset_options(info, entries)
             if missing:
                 # a name a plugin registered but had rejected is not "no plugin registers it"
                 rejected = [n for n in missing if self.rejected(n)]
@@ -688,6 +691,23 @@ class Registry:
                         version=info.version,
                     )
                 )
+
+    def _check_preset_options(self, info: PresetInfo, entries: list[Any]) -> None:
+        """Report a plugin preset whose options do not fit its passes' ``Options`` (unknown
+        keys, wrong types: ``fold_constants{max_numel=abc}``), as a preset naming a missing
+        pass is: now, naming the plugin, not first when the preset is used. The preset is kept
+        (using it raises the same error, with the option's place)."""
+        from .config import validate_options
+        from .errors import OptionsError
+
+        for e in entries:
+            registered = self._passes.get(e.name)
+            if registered is None or not e.options:
+                continue
+            try:
+                validate_options(e.name, registered.cls.Options, e.options, f"preset {info.name!r}", set(e.options))
+            except OptionsError as exc:
+                self._problem(PluginError(str(exc), distribution=info.distribution, version=info.version))
 
     def _check_prefer(self) -> None:
         """Report ``prefer`` entries that choose nothing (a typo would otherwise pass silently)."""

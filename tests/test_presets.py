@@ -182,6 +182,7 @@ def test_broken_plugin_presets_are_reported_when_the_plugin_loads(tmp_path, monk
     presets = [
         ("bad_syntax", "eliminate_dead_code["),
         ("ghost_pass", "eliminate_dead_code,no_such_pass"),
+        ("bad_options", "eliminate_dead_code,fold_constants{max_numel=abc,nope=1}"),
         ("fine", "eliminate_dead_code"),
     ]
     install_presets(tmp_path, monkeypatch, ("bad-presets", "0.1", "fxp_bad_presets", presets))
@@ -190,6 +191,13 @@ def test_broken_plugin_presets_are_reported_when_the_plugin_loads(tmp_path, monk
     problems = "\n".join(str(p) for p in reg.problems if "bad-presets" in str(p))
     assert "preset 'bad_syntax' skipped: its pipeline 'eliminate_dead_code[' is malformed" in problems
     assert "preset 'ghost_pass' names pass(es) no installed plugin registers: no_such_pass" in problems
+    # options that do not fit are reported as the plugin loads too, not first when used
+    assert (
+        "invalid options for pass 'fold_constants' (preset 'bad_options'):\n"
+        "  fold_constants.max_numel: Input should be a valid integer (given: 'abc')\n"
+        "  fold_constants.nope: unknown option" in problems
+    )
+    assert "bad_options" in reg.presets()  # kept, as a preset naming a missing pass is
     assert "bad_syntax" not in reg.presets() and "fine" in reg.presets()
     status = {r.distribution: r.status for r in reg.plugins}
     assert status["bad-presets"] == "partial"
