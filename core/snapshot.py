@@ -180,6 +180,13 @@ class Snapshot:
             _module_mod._global_is_full_backward_hook is not self.global_full_backward
         )
 
+    def _same_code(self) -> bool:
+        """Whether the module's generated source is the recorded one: a ``recompile()`` of the
+        same graph makes a new ``forward`` function of the same code (see :data:`_REGENERATED`)."""
+        rec = next((r for r in self.modules if r[0] is self.gm), None)
+        code = self.gm.__dict__.get("_code")
+        return rec is not None and isinstance(code, str) and rec[1].get("_code") == code
+
     def subgraph_change(self) -> str | None:
         """``"the graph of submodule 'true_graph_0'"`` for the first GraphModule inside the
         tree (a ``torch.cond`` branch) whose graph differs from its record; None when none
@@ -294,7 +301,11 @@ class Snapshot:
         change = self.module_change()
         if change is not None:
             out.append(change)
-        elif self.class_forward is not None and type(self.gm).__dict__.get("forward") is not self.class_forward:
+        elif (
+            self.class_forward is not None
+            and type(self.gm).__dict__.get("forward") is not self.class_forward
+            and not self._same_code()
+        ):
             out.append("the GraphModule class's forward changed")
         meta = self.gm.__dict__.get("meta")
         if self.gm_meta is not None and isinstance(meta, dict) and not _same_items(meta, self.gm_meta):
