@@ -669,7 +669,7 @@ def _read(path: Path) -> Any:
         elif suffix in (".yaml", ".yml"):
             data = _load_yaml(text)
         elif suffix == ".json":
-            data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+            data = _load_json(text)
         else:
             raise ConfigError(
                 f"unsupported config file type {suffix or '(none)'!r}: use .toml, .yaml, .yml or .json",
@@ -695,14 +695,37 @@ class _DuplicateKey(ValueError):
     pass
 
 
-def _no_duplicate_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
-    """A JSON object hook that refuses a key given twice (json keeps the last one silently)."""
-    out: dict[Any, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _DuplicateKey(f"duplicate key {k!r}")
-        out[k] = v
-    return out
+def _load_json(text: str) -> Any:
+    """``json.loads`` that refuses a key given twice in an object (json keeps the last one
+    silently), naming the line and column of the object that has it.
+
+    The object hook json calls gets no position, so objects are parsed through
+    ``json.decoder.JSONObject`` wrapped to know where each starts, with the pure-Python
+    scanner that calls it (a config file is small)."""
+    import json.decoder
+    import json.scanner
+
+    decoder = json.JSONDecoder()
+
+    def parse_object(s_and_end: tuple[str, int], *args: Any) -> Any:
+        s, end = s_and_end  # end: just after the object's "{"
+
+        def no_duplicates(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+            out: dict[Any, Any] = {}
+            for k, v in pairs:
+                if k in out:
+                    line = s.count("\n", 0, end - 1) + 1
+                    column = end - 1 - (s.rfind("\n", 0, end - 1) + 1) + 1
+                    raise _DuplicateKey(f"duplicate key {k!r} in the object at line {line}, column {column}")
+                out[k] = v
+            return out
+
+        strict, scan_once, object_hook, _, *rest = args
+        return json.decoder.JSONObject(s_and_end, strict, scan_once, object_hook, no_duplicates, *rest)
+
+    decoder.parse_object = parse_object  # type: ignore[assignment]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)
+    return decoder.decode(text)
 
 
 def _load_yaml(text: str) -> Any:

@@ -531,3 +531,13 @@ def test_a_plain_basemodel_options_rejects_unknown_keys_too():
     with pytest.raises(OptionsError):
         Pipeline([("plain_bm", {"threshold": 2, "other": 1})], registry=reg)
     assert Pipeline.from_string("plain_bm{threshold=5}", registry=reg).plan().steps[0].options.threshold == 5
+
+
+def test_a_duplicate_key_in_a_json_config_names_the_object_where_it_is(tmp_path):
+    """JSON's error said only "duplicate key 'max_numel'", where YAML's names the line (found
+    by a new-user check): json's object hook gets no position, so the object's is given."""
+    path = tmp_path / "c.json"
+    path.write_text('{\n  "pipeline": "fold_constants",\n  "options": {"fold_constants":\n     {"max_numel": 1, "max_numel": 2}}}\n')
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(path)
+    assert "invalid JSON: duplicate key 'max_numel' in the object at line 4, column 6" in str(info.value)
