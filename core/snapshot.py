@@ -181,11 +181,12 @@ class Snapshot:
         )
 
     def _same_code(self) -> bool:
-        """Whether the module's generated source is the recorded one: a ``recompile()`` of the
-        same graph makes a new ``forward`` function of the same code (see :data:`_REGENERATED`)."""
+        """Whether the module's generated source is the recorded one or what its current
+        graph generates: a ``recompile()`` of the graph makes a new ``forward`` function of
+        that code (see :func:`_same_attributes`)."""
         rec = next((r for r in self.modules if r[0] is self.gm), None)
         code = self.gm.__dict__.get("_code")
-        return rec is not None and isinstance(code, str) and rec[1].get("_code") == code
+        return rec is not None and isinstance(code, str) and _same_attributes({"_code": code}, {"_code": rec[1].get("_code")}, self.gm)
 
     def subgraph_change(self) -> str | None:
         """``"the graph of submodule 'true_graph_0'"`` for the first GraphModule inside the
@@ -220,7 +221,7 @@ class Snapshot:
                 ("submodule", m._modules, mods),
                 ("attribute", m.__dict__, d),
             ):
-                diff = _first_difference(live, recorded)
+                diff = _first_difference(live, recorded, m if label == "attribute" else None)
                 if diff:
                     return f"{where}: {label} {diff}"
             return f"{where}: its hooks changed"
@@ -603,23 +604,34 @@ def _same_items(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:
 _REGENERATED = frozenset({"_code", "_lineno_map"})
 
 
-def _same_attributes(live: dict[Any, Any], recorded: dict[Any, Any]) -> bool:
+def _same_attributes(live: dict[Any, Any], recorded: dict[Any, Any], module: Any = None) -> bool:
     """:func:`_same_items` of a module's ``__dict__``, where an attribute of
-    :data:`_REGENERATED` bound to an equal value of the same type is the same."""
+    :data:`_REGENERATED` is the same when bound to an equal value of the same type, or, for
+    a ``GraphModule`` ``module``, to what its current graph generates (a ``recompile()`` that
+    catches up with graph edits made before the record: a pipeline recompiles only at its end)."""
     if _same_items(live, recorded):
         return True
     if len(live) != len(recorded) or not all(map(_eq, live, recorded)):
         return False
-    return all(
-        a is b or (k in _REGENERATED and type(a) is type(b) and a == b)
-        for k, a, b in zip(live, live.values(), recorded.values())
-    )
+    generated: list[Any] = []  # the graph's code, made once if needed
+    for k, a, b in zip(live, live.values(), recorded.values()):
+        if a is b or (k in _REGENERATED and type(a) is type(b) and a == b):
+            continue
+        if k in _REGENERATED and isinstance(module, torch.fx.GraphModule):
+            if not generated:
+                generated.append(module.graph.python_code(root_module="self"))
+            code = generated[0]
+            if a == (code.src if k == "_code" else code._lineno_map):
+                continue
+        return False
+    return True
 
 
-def _first_difference(live: dict[Any, Any], recorded: dict[Any, Any]) -> str:
+def _first_difference(live: dict[Any, Any], recorded: dict[Any, Any], module: Any = None) -> str:
     """The first entry that differs between two registries, in words ("" when the same keys
-    are bound to the same objects in the same order; see :func:`_same_attributes`)."""
-    if _same_attributes(live, recorded):
+    are bound to the same objects in the same order; see :func:`_same_attributes`, which
+    ``module`` is for)."""
+    if _same_attributes(live, recorded, module):
         return ""
     for k in recorded:
         if k not in live:
@@ -627,7 +639,7 @@ def _first_difference(live: dict[Any, Any], recorded: dict[Any, Any]) -> str:
     for k, v in live.items():
         if k not in recorded:
             return f"{k!r} added"
-        if v is not recorded[k] and not (k in _REGENERATED and type(v) is type(recorded[k]) and v == recorded[k]):
+        if v is not recorded[k] and not (k in _REGENERATED and _same_attributes({k: v}, {k: recorded[k]}, module)):
             return f"{k!r} rebound"
     return "entries reordered"
 
@@ -820,7 +832,7 @@ def module_record_differs(rec: tuple[Any, ...]) -> bool:
         or not _same_items(m._parameters, params)
         or not _same_items(m._buffers, bufs)
         or not _same_items(m._modules, mods)
-        or not _same_attributes(m.__dict__, d)
+        or not _same_attributes(m.__dict__, d, m)
         or not _same_hooks(d, hooks)
     )
 

@@ -101,14 +101,15 @@ class _Parser:
     def error(self, message: str, pos: int | None = None) -> ConfigError:
         """The error at ``pos``: ``message``, then the line of the text holding ``pos`` with a
         caret under it, placed by terminal cells (``rich.cells.cell_len``: a combining mark
-        takes none, a CJK character or an emoji two)."""
+        takes none, a CJK character or an emoji two; a tab is copied)."""
         from rich.cells import cell_len
 
         pos = self.pos if pos is None else pos
         start = self.text.rfind("\n", 0, pos) + 1
         end = self.text.find("\n", pos)
         line = self.text[start : end if end >= 0 else len(self.text)]
-        caret = " " * cell_len(self.text[start:pos]) + "^"
+        # a tab stays a tab (the line above is shown with its tabs: both reach the same stop)
+        caret = "".join("\t" if ch == "\t" else " " * cell_len(ch) for ch in self.text[start:pos]) + "^"
         return ConfigError(f"{message}\n  {line}\n  {caret}", source=f"{self.where}, {self.place(pos)}")
 
     def ws(self) -> None:

@@ -967,6 +967,10 @@ def test_errors_in_a_pipeline_string_of_several_lines_name_the_line_and_place_th
         with pytest.raises(ConfigError) as info:
             parse_pipeline_string(text)
         assert str(info.value).splitlines()[2] == "  " + " " * caret + "^", text
+    # tabs (white space in pipeline strings) are copied, so the caret reaches the same stop
+    with pytest.raises(ConfigError) as info:
+        parse_pipeline_string("a,\n\tb{x=1,\ty=}")
+    assert str(info.value).splitlines()[1:] == ["  \tb{x=1,\ty=}", "  \t" + " " * 6 + "\t  ^"]
     with pytest.raises(fxpasses.OptionsError) as info:
         Pipeline.from_string("remove_dropout,\n    fold_constants{max_numel='3'}")
     assert str(info.value).splitlines() == [
