@@ -9,9 +9,9 @@ is given (:func:`normal_name`), so a name typed either way is the same name.
 from __future__ import annotations
 
 import unicodedata
-from typing import Any
+from typing import Any, Callable, Mapping
 
-__all__ = ["normal_name", "not_normal"]
+__all__ = ["normal_name", "normal_keys", "not_normal"]
 
 
 def normal_name(name: Any) -> Any:
@@ -30,3 +30,20 @@ def not_normal(name: str) -> str:
         f"{ascii(name)}, not in NFKC normal form (the form Python gives identifiers and pipeline strings "
         f"give names): use {ascii(normal)} (both written with ascii(): they look alike)"
     )
+
+
+def normal_keys(mapping: Mapping[Any, Any], clash: Callable[[Any, Any, Any, Any], Exception]) -> dict[Any, Any]:
+    """``mapping`` with its keys NFKC-normalized (:func:`normal_name`), in order.
+
+    Raises:
+        the exception ``clash(name, first, second, value)`` makes, for two keys that are one
+        name typed two ways (``first`` and ``second`` as given; ``value`` the second's): one
+        would silently override the other."""
+    out: dict[Any, Any] = {}
+    given: dict[Any, Any] = {}
+    for k, v in mapping.items():
+        n = normal_name(k)
+        if n in out:
+            raise clash(n, given[n], k, v)
+        out[n], given[n] = v, k
+    return out

@@ -64,7 +64,7 @@ from pydantic import (
     model_validator,
 )
 
-from ._names import normal_name
+from ._names import normal_keys, normal_name
 from .errors import (
     ConfigError,
     ConfigWarning,
@@ -479,24 +479,19 @@ def _pick_union_branches(items: list[_Problem]) -> list[_Problem]:
         items.sort(key=lambda it: [str(x) for x in it.loc])
 
 
-def normal_keys(pass_name: str, raw: Mapping[Any, Any], source: str | None) -> dict[Any, Any]:
-    """``raw`` with its keys NFKC-normalized (:func:`normal_name`), as the field names of the
-    Options class are (Python normalizes identifiers): ``e\u0301chelle`` is ``\xe9chelle``.
+def normal_option_keys(pass_name: str, raw: Mapping[Any, Any], source: str | None) -> dict[Any, Any]:
+    """``raw`` with its keys NFKC-normalized (:func:`~fxpasses._names.normal_keys`), as the
+    field names of the Options class are (Python normalizes identifiers): ``e\u0301chelle``
+    is ``\xe9chelle``.
 
     Raises:
         OptionsError: two keys that are the same name typed two ways."""
-    out: dict[Any, Any] = {}
-    given: dict[Any, Any] = {}
-    for k, v in raw.items():
-        n = normal_name(k)
-        if n in out:
-            raise OptionsError(
-                pass_name,
-                [(str(n), f"given twice, as {ascii(given[n])} and as {ascii(k)} (one name in two Unicode forms)", v)],
-                source=source,
-            )
-        out[n], given[n] = v, k
-    return out
+
+    def clash(name: Any, first: Any, second: Any, value: Any) -> Exception:
+        why = f"given twice, as {ascii(first)} and as {ascii(second)} (one name in two Unicode forms)"
+        return OptionsError(pass_name, [(str(name), why, value)], source=source)
+
+    return normal_keys(raw, clash)
 
 
 def validate_options(
@@ -536,7 +531,7 @@ def validate_options(
     if not isinstance(raw, Mapping):
         raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
     if not all(k.isascii() for k in raw if isinstance(k, str)):  # option names as Python's identifiers
-        raw, config_keys = normal_keys(pass_name, raw, source), {normal_name(k) for k in config_keys}
+        raw, config_keys = normal_option_keys(pass_name, raw, source), {normal_name(k) for k in config_keys}
     raw, problems = config_values(options_cls, raw, config_keys)
     if options_cls.model_config.get("extra") != "forbid":
         # an Options model that is a plain BaseModel ignores unknown keys: a misspelt option

@@ -32,14 +32,14 @@ import torch.fx
 from torch.fx.node import Node
 from pydantic import BaseModel, ValidationError
 
-from ._names import normal_name
+from ._names import normal_keys
 from .analyses import AnalysisCache
 from .config import (
     Config,
     PassEntryConfig,
     find_pyproject,
     load_config_file,
-    normal_keys,
+    normal_option_keys,
     pass_name_as_key,
     parse_config,
     validate_options,
@@ -340,7 +340,7 @@ class Pipeline:
         from_table: set[str] = set()  # keys that come from the [options.NAME] table
         if name in extra:
             own = raw.model_dump(exclude_unset=True) if isinstance(raw, BaseModel) else dict(raw or {})
-            own = normal_keys(name, own, where)  # (the table's are: one option typed two ways is one)
+            own = normal_option_keys(name, own, where)  # (the table's are: one option typed two ways is one)
             table = extra[name]
             both = sorted(set(own) & set(table))
             if both and not self._from_preset:
@@ -382,18 +382,15 @@ class Pipeline:
             ConfigError: two tables for one pass name typed two ways (``Ü`` and ``U`` with
                 U+0308), which would merge, one silently overriding the other.
             OptionsError: one option name typed two ways in a table."""
-        out: dict[str, dict[str, Any]] = {}
-        given: dict[str, str] = {}
-        for k, v in options.items():
-            n = normal_name(k)
-            if n in out:
-                raise ConfigError(
-                    f"options for pass {n!r} given twice, as {ascii(given[n])} and as {ascii(k)} (one name in two "
-                    "Unicode forms): give them in one table",
-                    source=source,
-                )
-            out[n], given[n] = normal_keys(n, dict(v), source), k
-        return out
+
+        def clash(name: str, first: str, second: str, value: Any) -> Exception:
+            return ConfigError(
+                f"options for pass {name!r} given twice, as {ascii(first)} and as {ascii(second)} (one name in two "
+                "Unicode forms): give them in one table",
+                source=source,
+            )
+
+        return {n: normal_option_keys(n, dict(v), source) for n, v in normal_keys(options, clash).items()}
 
     def _table_name(self, name: str) -> str:
         """The options table of pass ``name`` as its author wrote it (config or Python)."""
