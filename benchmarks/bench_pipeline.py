@@ -18,6 +18,7 @@ from fxpasses.spec import parse_pipeline_string
 import torch_baselines as tb
 from common import Config, Result, Run, Stat, Target, fmt_s, fmt_x, gc_paused, md_table, measure, measure_interleaved
 from graphs import BlockModel, block_graph, n_blocks_for
+from hand_pipeline import hand_pipeline
 from slow import run_limited
 
 #: the built-in "inference" preset, the pipeline `fxpasses run` uses by default, and its passes
@@ -250,19 +251,36 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
             return rep
 
         before = len(sz.fresh().graph.nodes)
+        hand_after: list[int] = []
         timed = measure_interleaved(
-            {"pipeline": Run(go, sz.fresh, _nodes_after(after)), "recompile": Run(lambda gm: gm.recompile(), sz.fresh)},
+            {
+                "pipeline": Run(go, sz.fresh, _nodes_after(after)),
+                "recompile": Run(lambda gm: gm.recompile(), sz.fresh),
+                "hand": Run(hand_pipeline, sz.fresh, _nodes_after(hand_after)),
+            },
             reps,
         )
-        st, rc = timed["pipeline"], timed["recompile"]
+        st, rc, hand = timed["pipeline"], timed["recompile"], timed["hand"]
         stats[sz.n] = st
         recompiles[sz.n] = rc.median
         per_pass[sz.n] = passes
         nodes[sz.n] = (before, after[-1])
-        rows.append([f"{before:,}", f"{after[-1]:,}", str(st), str(rc), fmt_x(st.median / rc.median)])
+        rows.append(
+            [
+                f"{before:,}",
+                f"{after[-1]:,}",
+                str(st),
+                str(rc),
+                fmt_x(st.median / rc.median),
+                f"{str(hand)}, {hand_after[-1]:,} nodes",
+                fmt_x(hand.median / rc.median),
+                fmt_x(st.median / hand.median),
+            ]
+        )
         if sz is big:
             big_ratio = st.median / rc.median
             big_recompile = rc.median
+            big_hand = hand.median / rc.median
     res.add(
         "The built-in pipeline (`" + ",".join(PIPELINE) + "`, with `simplify_algebra{specialize=true}`: the "
         "block graph is a `symbolic_trace` graph whose shapes hold only for inputs like the example, which "
@@ -271,9 +289,28 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
         "touches before and a lint of what it touched after each pass (the first lint of the run "
         "looks at the whole graph), one "
         "`recompile()` at the end) against one `GraphModule.recompile()` of the input graph "
-        "(the cost every FX transformation pays at least once)."
+        "(the cost every FX transformation pays at least once). *Hand-written*: the same rewrites "
+        "written for this graph alone (`benchmarks/hand_pipeline.py`: one loop per rewrite, "
+        "torch's `fuse_conv_bn_weights` and `Graph.eliminate_dead_code`, one `recompile()`; no "
+        "effect analysis, shape proofs, storage bound, journal or lint, so wrong on other graphs; "
+        "its output is the pipeline's less the one input guard): the floor under any general pass "
+        "infrastructure, and *pipeline / hand-written* what generality and safety cost on top of it."
     )
-    res.add(md_table(["nodes", "after", "fxpasses pipeline", "one recompile()", "pipeline / recompile"], rows))
+    res.add(
+        md_table(
+            [
+                "nodes",
+                "after",
+                "fxpasses pipeline",
+                "one recompile()",
+                "pipeline / recompile",
+                "hand-written",
+                "hand-written / recompile",
+                "pipeline / hand-written",
+            ],
+            rows,
+        )
+    )
     res.targets.append(Target(f"pipeline {cfg.big:,} nodes / one recompile()", big_ratio, "<= 1.5x", big_ratio <= 1.5))
     parts = where_time_goes(big, cfg.repeats_big, big_recompile)
     res.add(
@@ -284,7 +321,7 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
     )
     res.add(md_table(["part", "time", "/ one recompile()"], parts))
     floor = parts[-1][2]
-    res.targets[-1].note = f"without journals and lint: {floor}"
+    res.targets[-1].note = f"without journals and lint: {floor}; hand-written for this graph: {fmt_x(big_hand)}"
 
     # torch's PassManager at the small size (in process) and the big one (limited subprocess)
     pm_rows = []

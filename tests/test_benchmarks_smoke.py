@@ -73,6 +73,32 @@ def test_pipeline_does_every_pass_and_keeps_outputs(bench, compile):
         assert left(gm) == 0, f"{name}: {what} left"
 
 
+def test_hand_written_pipeline_is_the_pipeline_less_the_input_guard(bench):
+    """The group-2 floor does the pipeline's whole job: the same nodes (but the guard that
+    simplify_algebra{specialize=true} adds) in the same order, and outputs
+    identical to the pipeline's and close to the model's."""
+    graphs, _, _, bench_pipeline = bench
+    import hand_pipeline
+
+    model = graphs.BlockModel(graphs.n_blocks_for(N))
+    x = graphs.example_input()
+    hand = hand_pipeline.hand_pipeline(graphs.block_graph(N, model=model))
+    ours = graphs.block_graph(N, model=model)
+    bench_pipeline.block_pipeline(bench_pipeline.PIPELINE).run(ours)
+    # call_function/call_method targets compared; module and attribute paths are named apart
+    shape = lambda gm: [(n.op, n.target if n.op in ("call_function", "call_method") else None) for n in gm.graph.nodes]  # noqa: E731
+    ours_shape, hand_shape = shape(ours), shape(hand)
+    guards = [i for i, n in enumerate(ours.graph.nodes) if getattr(n.target, "__name__", "") == "input_guard"]
+    assert len(guards) == 1
+    del ours_shape[guards[0]]
+    assert ours_shape == hand_shape
+    assert len(hand.graph.nodes) == 9 * graphs.n_blocks_for(N) + 2
+    assert torch.equal(hand(x), ours(x))
+    torch.testing.assert_close(hand(x), model(x), atol=1e-4, rtol=1e-4)
+    for name, (what, left) in bench_pipeline.LEFTOVER.items():
+        assert left(hand) == 0, f"{name}: {what} left"
+
+
 def test_torch_baselines_keep_outputs(bench):
     graphs, tb, _, bench_pipeline = bench
     model = graphs.BlockModel(graphs.n_blocks_for(N))
