@@ -406,7 +406,7 @@ def fxpasses_backend(
         PassFailedError: a pass failed (with ``on_error="rollback"`` the graph is restored
             first; TorchDynamo then reports the backend failure).
     """
-    from .errors import ConfigError, close_names, did_you_mean
+    from .errors import ConfigError, close_names, did_you_mean, did_you_mean_value
 
     options = dict(kwargs.get("options") or {})
     unknown = set(options) - _KNOWN
@@ -428,7 +428,10 @@ def fxpasses_backend(
 
     for key, allowed in SETTINGS.items():  # verify, on_error: checked once, named as options
         if key in options and options[key] not in allowed:
-            raise ConfigError(f"torch.compile option {key!r} must be one of {', '.join(allowed)}, got {options[key]!r}")
+            raise ConfigError(
+                f"torch.compile option {key!r} must be one of {', '.join(allowed)}, got {options[key]!r}"
+                + did_you_mean_value(options[key], allowed)
+            )
     freeze = options.get("freeze", False)
     if not isinstance(freeze, bool):
         raise ConfigError(f"torch.compile option 'freeze' must be true or false, got {freeze!r}")

@@ -104,6 +104,15 @@ def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, An
 
     if isinstance(exc, OptionsError):  # (field path, message, given value) triples, by name
         error["problems"] = [{"field": f, "message": m, "given": v} for f, m, v in exc.problems]
+        error["others"] = [  # the later entries with invalid options, each as this one
+            {
+                "pass_name": o.pass_name,
+                "source": o.source,
+                "places": o.places,
+                "problems": [{"field": f, "message": m, "given": v} for f, m, v in o.problems],
+            }
+            for o in exc.others
+        ]
     error.update(extra)
     return {"ok": False, "exit_status": status, "error": error}
 

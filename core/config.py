@@ -72,6 +72,7 @@ from .errors import (
     PassDefinitionError,
     close_names,
     did_you_mean,
+    did_you_mean_value,
     is_yaml_source,
     value_hint,
 )
@@ -320,6 +321,10 @@ class Config(_Strict):
     _pipeline_from_cli: bool = False  # the pipeline came from --pipeline (errors name the option)
 
 
+#: the string choices in pydantic's ``expected`` of a literal or enum error ("'a', 'b' or 'c'")
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
+
+
 def validation_problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[str, str, Any]]:
     """``(field path, message, given value)`` for each error of a pydantic ``ValidationError``.
 
@@ -343,6 +348,8 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
             msg = msg.replace(said, "a table (name, options, verify, on_error)")
         if err["type"] == "extra_forbidden" and model is not None:
             msg = _unknown_option_message(it.loc[-1] if it.loc else None, it.parent_fields)
+        elif err["type"] in ("literal_error", "enum"):  # one of some strings: the closest
+            msg += did_you_mean_value(it.input, _QUOTED.findall(str(err.get("ctx", {}).get("expected", ""))))
         problems.append((loc, msg, it.input))
     return problems
 

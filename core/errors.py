@@ -103,6 +103,15 @@ def did_you_mean(names: Sequence[str]) -> str:
     return "; did you mean " + " or ".join(map(repr, names)) + "?" if names else ""
 
 
+def did_you_mean_value(value: Any, allowed: Iterable[Any]) -> str:
+    """:func:`did_you_mean` for a string ``value`` that is not one of the choices ``allowed``
+    (``verify="numerc"``: ``"; did you mean 'numeric'?"``), or ``""`` (no close choice, or
+    ``value`` is not a string)."""
+    if not isinstance(value, str):
+        return ""
+    return did_you_mean(close_names(value, [str(a) for a in allowed]))
+
+
 class FxPassesError(Exception):
     """Base class of every error raised by fxpasses."""
 
@@ -256,6 +265,8 @@ class OptionsError(UserError):
     Each entry of ``problems`` is ``(field_path, message, given_value)``. ``places``: where
     each option a pipeline string gave stands in it (``"column 16"``, ``"line 2, column 5"``),
     where the options came from one: each problem of such an option names its place.
+    ``others``: the errors of the pipeline's later entries with invalid options (a pipeline
+    reports every such entry at once, first this one); their messages follow this one's.
     """
 
     def __init__(
@@ -265,17 +276,20 @@ class OptionsError(UserError):
         *,
         source: str | None = None,
         places: Mapping[str, str] | None = None,
+        others: Sequence[OptionsError] = (),
     ) -> None:
         self.pass_name = pass_name
         self.problems = list(problems)
         self.source = source
         self.places = dict(places or {})
+        self.others = list(others)
         where = f" ({source})" if source else ""
         lines = [f"invalid options for pass {pass_name!r}{where}:"]
         for path, message, value in self.problems:
             place = self.places.get(str(path).split(".")[0])
             at = f" ({place})" if place else ""
             lines.append(f"  {pass_name}.{path}{at}: {message} (given: {value!r}{value_hint(value, source, message)})")
+        lines += (str(o) for o in self.others)
         super().__init__("\n".join(lines))
 
 

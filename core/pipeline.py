@@ -48,7 +48,18 @@ from .config import (
 from .context import PassContext, failure_place
 from .dialect import detect_dialect
 from .effects import end_run, new_module_epoch
-from .errors import ConfigError, InputGraphError, OptionsError, PassFailedError, UserError, VerificationError, close_names, did_you_mean, exception_line
+from .errors import (
+    ConfigError,
+    InputGraphError,
+    OptionsError,
+    PassFailedError,
+    UserError,
+    VerificationError,
+    close_names,
+    did_you_mean,
+    did_you_mean_value,
+    exception_line,
+)
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, NodeFrame, checking, supports_journal
@@ -248,11 +259,16 @@ class Pipeline:
         _from_preset: bool = False,
     ) -> None:
         if verify not in _VERIFY:
-            raise ConfigError(f"verify must be one of {', '.join(_VERIFY)}, got {verify!r}")
+            raise ConfigError(f"verify must be one of {', '.join(_VERIFY)}, got {verify!r}" + did_you_mean_value(verify, _VERIFY))
         if on_error not in _ON_ERROR:
-            raise ConfigError(f"on_error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}")
+            raise ConfigError(
+                f"on_error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}" + did_you_mean_value(on_error, _ON_ERROR)
+            )
         if order not in ("dependencies", "as-given"):
-            raise ConfigError(f"order must be 'dependencies' or 'as-given', got {order!r}")
+            raise ConfigError(
+                f"order must be 'dependencies' or 'as-given', got {order!r}"
+                + did_you_mean_value(order, ("dependencies", "as-given"))
+            )
         self.order = order
         passes = _as_entries(passes)
         self.registry = registry if registry is not None else default_registry()
@@ -265,7 +281,20 @@ class Pipeline:
         self._from_config = _from_config  # where the config is: entries and options are its data (JSON-like)
         self._from_preset = _from_preset  # entries are a preset's: the options table changes them
         extra = self._options_tables(options or {}, source)
-        self._steps = [self._entry(e, i, extra) for i, e in enumerate(passes)]
+        self._steps = []
+        bad: list[OptionsError] = []  # every entry with invalid options is reported, not the first
+        for i, e in enumerate(passes):
+            try:
+                self._steps.append(self._entry(e, i, extra))
+            except OptionsError as err:
+                bad.append(err)
+        if bad:
+            first = bad[0]
+            if len(bad) == 1:
+                raise first
+            raise OptionsError(
+                first.pass_name, first.problems, source=first.source, places=first.places, others=bad[1:]
+            ) from None
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
         _check_one_class_per_name(self._steps, self.source)

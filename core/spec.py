@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ._names import normal_name
-from .errors import ConfigError
+from .errors import ConfigError, did_you_mean_value
 
 __all__ = ["SpecEntry", "parse_pipeline_string", "format_value"]
 
@@ -295,7 +295,9 @@ class _Parser:
             value, vpos = self.name(f"a value for setting {key!r} of {name!r} ({', '.join(SETTINGS[key])})")
         if value not in SETTINGS[key]:
             raise self.error(
-                f"{key} of {name!r} must be one of {', '.join(SETTINGS[key])}, got {value!r}", vpos
+                f"{key} of {name!r} must be one of {', '.join(SETTINGS[key])}, got {value!r}"
+                + did_you_mean_value(value, SETTINGS[key]),
+                vpos,
             )
         out[key] = value
 

@@ -440,6 +440,25 @@ def test_json_config_errors_exit_2(args, error_type, fields, tmp_path, monkeypat
         assert error[key] == value, (key, error)
 
 
+def test_json_every_entry_with_invalid_options_is_in_the_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    error, _ = json_failure(
+        ["check", "--pipeline", "count_ops{onl=[add]},eliminate_dead_code,count_ops{only=3}", "--format", "json"],
+        2,
+        "OptionsError",
+    )
+    assert error["pass_name"] == "count_ops" and [p["field"] for p in error["problems"]] == ["onl"]
+    assert error["others"] == [
+        {
+            "pass_name": "count_ops",
+            "source": "--pipeline: pipeline string, entry 3 ('count_ops') at column 42",
+            "places": {"only": "column 52"},
+            "problems": [{"field": "only", "message": error["others"][0]["problems"][0]["message"], "given": 3}],
+        }
+    ]
+    assert error["message"].count("invalid options for pass 'count_ops'") == 2
+
+
 def test_json_a_pass_failure_names_the_pass_and_node(planted_site, tmp_path):
     cfg = tmp_path / "fx.toml"
     cfg.write_text('pipeline = "planted{raise_at=1}"\n' + MODEL)

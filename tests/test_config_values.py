@@ -84,7 +84,35 @@ def test_a_wrong_enum_value_from_a_string_names_the_members(reg):
     with pytest.raises(OptionsError) as info:
         Pipeline.from_string("values{mode=fats}", registry=reg)
     # the column of the option in the string (it named the entry's only)
-    assert str(info.value).splitlines()[1] == "  values.mode (column 8): Input should be 'fast' or 'exact' (given: 'fats')"
+    assert str(info.value).splitlines()[1] == (
+        "  values.mode (column 8): Input should be 'fast' or 'exact'; did you mean 'fast'? (given: 'fats')"
+    )
+    with pytest.raises(OptionsError) as info:  # nothing close: no suggestion
+        Pipeline.from_string("values{mode=zzz}", registry=reg)
+    assert str(info.value).splitlines()[1] == "  values.mode (column 8): Input should be 'fast' or 'exact' (given: 'zzz')"
+
+
+@pytest.mark.parametrize("key, given, meant", [("verify", "numerc", "numeric"), ("on_error", "rolback", "rollback")])
+def test_a_misspelt_setting_gets_the_closest_choice_wherever_it_is_given(tmp_path, reg, key, given, meant):
+    import torch
+
+    from fxpasses.backend import fxpasses_backend
+
+    hint = f"; did you mean {meant!r}?"
+    with pytest.raises(ConfigError) as info:
+        Pipeline(["values"], registry=reg, **{key: given})
+    assert str(info.value).endswith(f"got {given!r}{hint}")
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string(f"values[{key}={given}]", registry=reg)
+    assert f"got {given!r}{hint}" in str(info.value)
+    (tmp_path / "c.toml").write_text(f'pipeline = "values"\n{key} = "{given}"\n')
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(tmp_path / "c.toml", registry=reg)
+    assert f"{hint} (given: {given!r})" in str(info.value)
+    gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+    with pytest.raises(ConfigError) as info:
+        fxpasses_backend(gm, [torch.randn(2)], options={"pipeline": "eliminate_dead_code", key: given})
+    assert str(info.value) == f"torch.compile option {key!r} must be one of {', '.join(fxpasses.spec.SETTINGS[key])}, got {given!r}{hint}"
 
 
 def test_strings_are_still_not_numbers_in_pipeline_strings(reg):
@@ -387,7 +415,7 @@ def test_every_bad_option_of_a_pipeline_string_is_named_at_once(reg):
     with pytest.raises(OptionsError) as info:
         Pipeline.from_string("values{mode=fats,scale=true,max_numel=-1,colour=red}", registry=reg)
     assert str(info.value).splitlines()[1:] == [
-        "  values.mode (column 8): Input should be 'fast' or 'exact' (given: 'fats')",
+        "  values.mode (column 8): Input should be 'fast' or 'exact'; did you mean 'fast'? (given: 'fats')",
         "  values.scale (column 18): Input should be a valid number (given: True)",
         "  values.max_numel (column 29): Input should be greater than or equal to 0 (given: -1)",
         "  values.colour (column 42): unknown option (valid: mode, out, sizes, max_numel, scale) (given: 'red')",

@@ -144,6 +144,32 @@ def test_options_error_names_pass_field_suggestion_and_position(reg):
     assert info.value.problems[0][0] == "max_numel" and info.value.problems[0][2] == "lots"
 
 
+def test_every_entry_with_invalid_options_is_reported_at_once(reg, tmp_path):
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("cse{max_numel=lots}, a, cse{skip_random_ops=maybe, nope=1}", registry=reg)
+    err = info.value
+    assert (err.pass_name, err.problems, err.places) == ("cse", [("max_numel", err.problems[0][1], "lots")], {"max_numel": "column 5"})
+    assert [(o.pass_name, o.source, sorted(p[0] for p in o.problems), o.places) for o in err.others] == [
+        (
+            "cse",
+            "pipeline string, entry 3 ('cse') at column 25",
+            ["nope", "skip_random_ops"],
+            {"skip_random_ops": "column 29", "nope": "column 52"},
+        )
+    ]
+    lines = str(err).splitlines()
+    assert lines[0] == "invalid options for pass 'cse' (pipeline string, entry 1 ('cse') at column 1):"
+    assert lines[2] == "invalid options for pass 'cse' (pipeline string, entry 3 ('cse') at column 25):"
+    assert len(lines) == 5
+    # options tables: each table's pass named with its own problems
+    with pytest.raises(OptionsError) as info:
+        Pipeline(["cse", "a"], options={"cse": {"max_numel": "lots"}}, registry=reg)
+    assert info.value.others == []
+    # a structural error of a later entry still stops construction, as before
+    with pytest.raises(UnknownPassError):
+        Pipeline.from_string("cse{max_numel=lots}, nosuch", registry=reg)
+
+
 def test_unknown_pass_in_string_names_position_and_suggests(reg):
     with pytest.raises(UnknownPassError) as info:
         Pipeline.from_string("a,cs", registry=reg)
