@@ -16,18 +16,29 @@ from __future__ import annotations
 import bisect
 import difflib
 from collections import Counter
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 __all__ = ["unified_diff"]
 
 
 def unified_diff(
-    a: Sequence[str], b: Sequence[str], fromfile: str = "", tofile: str = "", n: int = 3, lineterm: str = "\n"
+    a: Sequence[str],
+    b: Sequence[str],
+    fromfile: str = "",
+    tofile: str = "",
+    n: int = 3,
+    lineterm: str = "\n",
+    section: Callable[[str], bool] | None = None,
 ) -> Iterator[str]:
     """The lines of a unified diff from ``a`` to ``b`` (lists of lines, as
     ``str.splitlines(keepends=True)`` gives), with ``n`` lines of context: the format of
     ``difflib.unified_diff`` (no dates), in time about linear in the number of lines where
-    the texts share most of their unique lines. Nothing is yielded when they are equal."""
+    the texts share most of their unique lines. Nothing is yielded when they are equal.
+
+    ``section``: which lines of ``a`` start a section; each hunk header then ends with the
+    last such line at or before the hunk's first line (as ``git diff`` names the function a
+    hunk is in: ``@@ -19,7 +19,8 @@ # submodule 'true_graph_0':``)."""
+    starts = [i for i, line in enumerate(a) if section(line)] if section is not None else []
     started = False
     for group in _PatienceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(n):
         if not started:
@@ -35,7 +46,9 @@ def unified_diff(
             yield f"--- {fromfile}{lineterm}"
             yield f"+++ {tofile}{lineterm}"
         first, last = group[0], group[-1]
-        yield f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@{lineterm}"
+        k = bisect.bisect_right(starts, first[1]) - 1
+        name = " " + a[starts[k]].rstrip("\r\n") if k >= 0 else ""
+        yield f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@{name}{lineterm}"
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 for line in a[i1:i2]:

@@ -18,8 +18,26 @@ __all__ = ["PrintAfter", "PrintChanged", "TimePasses", "Progress", "graph_code"]
 
 
 def graph_code(gm: Any) -> str:
-    """The Python code of ``gm``'s *current* graph (valid before the final recompile)."""
-    return gm.graph.python_code("self").src.strip("\n") + "\n"
+    """The Python code of ``gm``'s *current* graph (valid before the final recompile), then
+    that of each ``GraphModule`` below it (the branches of ``torch.cond``, the body of
+    ``while_loop``, ...), each under a ``# submodule 'path':`` line, in ``named_modules()``
+    order: a pass that edits only a branch changes this text too."""
+    import torch.fx
+
+    parts = [_code(gm)]
+    for path, sub in gm.named_modules():
+        if path and isinstance(sub, torch.fx.GraphModule):
+            parts.append(f"# submodule {path!r}:\n" + _code(sub))
+    return "\n".join(parts)
+
+
+def _is_submodule_line(line: str) -> bool:
+    return line.startswith("# submodule ")
+
+
+def _code(gm: Any) -> str:
+    """One graph's code, without the blank lines and indentation torch puts around it."""
+    return gm.graph.python_code("self").src.strip("\n").rstrip() + "\n"
 
 
 class PrintAfter:
@@ -66,6 +84,7 @@ class PrintChanged:
             f"before {pass_name}",
             f"after {pass_name}",
             n=self.context,
+            section=_is_submodule_line,  # a hunk in a branch's code names the branch
         )
         out = self.file or sys.stderr
         print(f"# *** {pass_name} changed the graph ({report.nodes_before} -> {report.nodes_after} nodes) ***", file=out)

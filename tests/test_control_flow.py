@@ -155,3 +155,44 @@ def test_an_analysis_recompiling_after_dead_code_elimination_is_no_change():
         gm = torch.fx.symbolic_trace(S())
         report = fxpasses.Pipeline(["eliminate_dead_code", Recompiling], verify=verify).run(gm, [torch.randn(3)])
         assert [(r.status, r.changed) for r in report.passes] == [("ok", True), ("ok", False)], verify
+
+
+@pytest.mark.parametrize("dialect", ["export", "dynamo"])
+def test_print_changed_and_print_after_show_a_branch_only_edit(dialect):
+    """A transform that edits only a torch.cond branch changed nothing in the root's code, so
+    --print-changed printed its header and no diff (found by a new-user check)."""
+    import io
+
+    from fxpasses.instruments import PrintAfter, PrintChanged
+
+    class BranchRelu(fxpasses.GraphPass):
+        name = "branch_relu"
+
+        def run(self, gm, ctx):
+            sub = next(m for _, m in gm.named_children() if isinstance(m, torch.fx.GraphModule))
+            out = next(n for n in sub.graph.nodes if n.op == "output")
+            (ret,) = out.args[0] if isinstance(out.args[0], (tuple, list)) else (out.args[0],)
+            with sub.graph.inserting_before(out):
+                relu = sub.graph.call_function(torch.relu, (ret,))
+            ret.replace_all_uses_with(relu, delete_user_cb=lambda u: u is out)
+            sub.recompile()
+            return True
+
+    cap = capture(Branchy().eval(), [torch.ones(2, 3)], dialect)
+    branch = next(k for k, m in cap.gm.named_children() if isinstance(m, torch.fx.GraphModule))
+    out = io.StringIO()
+    fxpasses.Pipeline([BranchRelu], verify="none").run(
+        cap.gm, cap.inputs, instruments=[PrintChanged(file=out), PrintAfter(file=out)]
+    )
+    text = out.getvalue()
+    diff = text.split("# *** branch_relu changed the graph")[1].split("# *** graph after")[0]
+    added = [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert len(added) >= 1 and all("relu" in line for line in added if "torch.relu" in line)
+    assert any("= torch.relu(" in line for line in added), diff
+    hunks = [line for line in diff.splitlines() if line.startswith("@@")]
+    assert len(hunks) == 1 and hunks[0].endswith(f" @@ # submodule {branch!r}:")  # names the branch
+    after = text.split("# *** graph after branch_relu")[1].split("# *** branch_relu changed")[0]
+    assert f"# submodule {branch!r}:" in after and after.count("def forward(self") == 3
+    # no trailing whitespace (each diff ended with a context line of torch's indentation), but
+    # the one space that marks an empty context line in a unified diff
+    assert [line for line in text.splitlines() if line != line.rstrip() and line != " "] == []

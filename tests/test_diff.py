@@ -74,3 +74,15 @@ def test_difflibs_format_exactly_on_a_pass_that_rewrote_every_block():
     assert ours == list(difflib.unified_diff(a, b, "before", "after", n=3))
     # one hunk: each block's two lines out, one in, one of context
     assert patch(a, ours) == b and len(ours) == 3 + 4 * 1000
+
+
+def test_hunk_headers_name_the_section_each_hunk_is_in():
+    a = ["def f():\n", "    x = 1\n", "    return x\n", "# submodule 'b':\n", "def g():\n"] + [f"    y{i} = {i}\n" for i in range(8)]
+    b = list(a)
+    b[1] = "    x = 2\n"
+    b[11] = "    y7 = 70\n"
+    text = "".join(unified_diff(a, b, n=1, section=lambda line: line.startswith("# submodule")))
+    headers = [line for line in text.splitlines() if line.startswith("@@")]
+    # the first hunk is before any section line: no name; the second is inside 'b'
+    assert headers == ["@@ -1,3 +1,3 @@", "@@ -11,3 +11,3 @@ # submodule 'b':"]
+    assert text.replace(" # submodule 'b':", "") == "".join(difflib.unified_diff(a, b, n=1))
