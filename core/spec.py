@@ -89,6 +89,8 @@ class _Parser:
         self.where = f"{where}: pipeline string" if where else "pipeline string"
         self.text = text
         self.pos = 0
+        # each entry's options (by id: they live until the parse ends): key -> as typed
+        self._spellings: dict[int, dict[str, str]] = {}
 
     def place(self, pos: int) -> str:
         """Where ``pos`` is, in words: ``"column 16"``; ``"line 2, column 5"`` in a text of
@@ -255,9 +257,14 @@ class _Parser:
         """``key=value`` inside the braces of pass ``name``, into ``options`` (and the key's
         place into ``places``)."""
         key, kpos = self.name(f"an option name for {name!r}")
+        spelt = self.text[kpos : self.pos]  # as typed (key is its NFKC form)
         self.expect("=", f"after option {key!r} of {name!r}")
+        spellings = self._spellings.setdefault(id(options), {})
         if key in options:
-            raise self.error(f"option {key!r} of {name!r} given twice", kpos)
+            first = spellings[key]
+            forms = f", as {ascii(first)} and as {ascii(spelt)} (one name in two Unicode forms)" if first != spelt else ""
+            raise self.error(f"option {key!r} of {name!r} given twice{forms}", kpos)
+        spellings[key] = spelt
         options[key] = self.value()
         places[key] = self.place(kpos)
         ch = self.peek()

@@ -289,6 +289,16 @@ def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
     with pytest.raises(fxpasses.OptionsError) as err:
         Pipeline([("Ünïcode_pass", {"cle\u0301": 5, "clé": 5})], registry=r)
     assert "clé: given twice, as 'cle\\u0301' and as 'cl\\xe9' (one name in two Unicode forms) (given: 5)" in str(err.value)
+    # in one pipeline string: the two forms named too (it said "given twice" of two names that look alike)
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string("Ünïcode_pass{cle\u0301=1,clé=2}", registry=r)
+    assert str(info.value).splitlines()[0] == (
+        "pipeline string, column 21: option 'clé' of 'Ünïcode_pass' given twice, as 'cle\\u0301' and as 'cl\\xe9' "
+        "(one name in two Unicode forms)"
+    )
+    with pytest.raises(ConfigError) as info:  # typed alike: no forms to name
+        Pipeline.from_string("Ünïcode_pass{clé=1,clé=2}", registry=r)
+    assert str(info.value).splitlines()[0] == "pipeline string, column 20: option 'clé' of 'Ünïcode_pass' given twice"
     # and a name only NFKC makes an identifier is still not one
     with pytest.raises(ConfigError) as info:
         parse_pipeline_string("a,x²")
