@@ -7,8 +7,9 @@ dialect            how
                    ops, submodules as ``call_module``, parameters read through the modules
 ``dynamo``         ``torch.compile(model, backend=<capture>, fullgraph=True)``: the graph
                    TorchDynamo hands a backend; parameters and buffers arrive as placeholders,
-                   so the captured inputs are ``[*parameters_and_buffers, *inputs]`` in the
-                   order of the graph's placeholders
+                   so the captured inputs are the model's inputs with its parameters and
+                   buffers, in the order of the graph's placeholders (TorchDynamo's order of
+                   first use: ``[conv.weight, conv.bias, x, bn.running_mean, ...]``)
 ``export``         ``torch.export.export(model, inputs, kwargs).module()``: ATen ops,
                    parameters and buffers as ``get_attr``
 =================  ==========================================================================

@@ -560,21 +560,30 @@ def validate_options(
             "ValueError for a bad value)"
         ) from exc
     if problems:
-        raise OptionsError(pass_name, _text_read_as_list(problems, config_keys, source), source=source)
+        raise OptionsError(pass_name, _text_read_as_other(problems, config_keys, source), source=source)
     return options
 
 
-def _text_read_as_list(
+def _text_read_as_other(
     problems: list[tuple[str, str, Any]], config_keys: Collection[str], source: str | None
 ) -> list[tuple[str, str, Any]]:
-    """``problems`` with a hint where a pipeline string's unquoted ``[...]`` (a regular
-    expression's character class, most likely) was read as a list for a text field."""
+    """``problems`` with a hint where a pipeline string's unquoted value was read as something
+    other than the text a text field wanted: ``[...]`` (a regular expression's character class,
+    most likely) as a list, ``none``/``null`` as None, ``true``/``false`` as a boolean, ``inf``,
+    ``nan`` or ``1_000`` as a number."""
     if not source or "pipeline string" not in source:
         return problems
     out = []
     for path, msg, given in problems:
-        if path in config_keys and isinstance(given, (list, tuple)) and msg == "Input should be a valid string":
-            msg += f" (an unquoted [...] in a pipeline string is a list: quote the text, {path}=\"[...]\")"
+        if path in config_keys and msg == "Input should be a valid string":
+            if isinstance(given, (list, tuple)):
+                msg += f" (an unquoted [...] in a pipeline string is a list: quote the text, {path}=\"[...]\")"
+            elif given is None:
+                msg += f" (an unquoted none or null in a pipeline string is None: quote the text, {path}=\"...\")"
+            elif isinstance(given, bool):
+                msg += f" (an unquoted true or false in a pipeline string is a boolean: quote the text, {path}=\"...\")"
+            elif isinstance(given, (int, float)):
+                msg += f" (an unquoted number in a pipeline string is a number: quote the text, {path}=\"...\")"
         out.append((path, msg, given))
     return out
 

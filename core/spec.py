@@ -12,8 +12,9 @@ white space, such as a no-break space, is an error outside quotes)::
     string   := '...' or "...": the characters between the quotes, where each backslash
                 escape that Python's repr() writes is decoded (\\ \' \" \n \r \t \xhh
                 \uhhhh \Uhhhhhhhh) and any other backslash stays as it is
-    bare     := true | false | none | an int | a float | any other run of
-                characters other than ``,{}[]="'`` and white space (a string);
+    bare     := true | false (any case) | none | null (any case: None) | an int
+                (``1_000``) | a float (``1e-3``, ``inf``, ``nan``) | any other run of
+                characters other than ``,{}[]="'`` and white space (a string: ``0x10``);
                 a number with a leading zero (``017``) is an error, as in Python
 
 Options (in braces) go to the pass; settings (in brackets) say how the pipeline runs this entry,

@@ -247,6 +247,29 @@ def test_an_unquoted_bracket_read_as_a_list_for_a_text_option_says_to_quote_it()
     assert "unquoted" not in str(info.value) and "Input should be a valid string" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "bare, read, what",
+    [
+        ("null", None, "none or null in a pipeline string is None"),
+        ("None", None, "none or null in a pipeline string is None"),
+        ("TRUE", True, "true or false in a pipeline string is a boolean"),
+        ("inf", float("inf"), "number in a pipeline string is a number"),
+        ("1_000", 1000, "number in a pipeline string is a number"),
+    ],
+)
+def test_a_bare_word_read_as_none_a_boolean_or_a_number_for_a_text_option_says_to_quote_it(bare, read, what):
+    """They were "Input should be a valid string (given: None)" with no word of why (found
+    by a new-user check)."""
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string(f"rename_nodes{{pattern=a,replacement={bare}}}")
+    assert str(info.value).splitlines()[1] == (
+        f"  rename_nodes.replacement (column 24): Input should be a valid string (an unquoted {what}: "
+        f"quote the text, replacement=\"...\") (given: {read!r})"
+    )
+    assert Pipeline.from_string(f"rename_nodes{{pattern=a,replacement='{bare}'}}").plan().steps[0].options.replacement == bare
+    assert Pipeline.from_string("rename_nodes{pattern=a,replacement=0x10}").plan().steps[0].options.replacement == "0x10"
+
+
 def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
     """The registry takes any Python identifier as a pass name (str.isidentifier), the
     pipeline string parser only ASCII ones: such a pass ran from a list only, and the pipeline
