@@ -527,10 +527,18 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     click.echo(str(plan))
 
 
+def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A directory option given as ``''`` (an unset shell variable, most likely): a usage
+    error, not the current directory."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(f"an empty path ({value!r}); give a directory", ctx=ctx, param=param)
+    return value
+
+
 @cli.command("run")
 @_config_source
 # (directories are checked by fxpasses, not click: an existing file is an error in the --format)
-@click.option("--output", "-o", type=click.Path(), help="Directory for the result.")
+@click.option("--output", "-o", type=click.Path(), callback=_not_empty, help="Directory for the result.")
 @click.option("--no-save", is_flag=True, help="Do not write the result.")
 @click.option("--repeat", type=click.IntRange(1), default=20, show_default=True, help="Timed runs per latency figure.")
 @click.option("--print-after-all", is_flag=True, help="Print the graph's code after every pass (stderr).")
@@ -541,13 +549,14 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
 @click.option("--print-changed", is_flag=True, help="Print a unified diff of the code for each pass that changed it.")
 @click.option("--time-passes", is_flag=True, help="Print wall time per pass, slowest first (stderr).")
 @click.option(
-    "--draw", "draw_dir", type=click.Path(), metavar="DIR",
+    "--draw", "draw_dir", type=click.Path(), metavar="DIR", callback=_not_empty,
     help="Write the graph before and after each changing pass to DIR (.dot; .svg with Graphviz). Needs fxpasses[draw].",
 )
 @click.option(
     "--reproducer",
     metavar="DIR",
     type=click.Path(),
+    callback=_not_empty,
     help="When a pass fails, write DIR: the graph before it, its tensors and inputs, and a config "
     "that replays the failure with `fxpasses run DIR/fxpasses.json` (no model code needed).",
 )

@@ -311,7 +311,7 @@ class Config(_Strict):
     rtol: float = Field(default=1e-5, ge=0, allow_inf_nan=False)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     model: ModelConfig | None = None
-    output: str | None = None
+    output: str | None = Field(default=None, min_length=1)  # "" would be the current directory
 
     # where it came from, for messages (not a config key)
     _source: str = "config"

@@ -704,6 +704,21 @@ def test_json_usage_errors_stay_click_text():
 # ---------------------------------------------------------------------- output directories, --draw
 
 
+@pytest.mark.parametrize("flag", ["--output", "-o", "--draw", "--reproducer"])
+def test_an_empty_directory_option_is_a_usage_error_not_the_current_directory(flag, tmp_path, monkeypatch):
+    """`-o ''` (an unset shell variable) saved into the current directory (found by a new-user
+    check)."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["run", flag, "", "--repeat", "1"])
+    assert r.exit_code == 2, r.output
+    assert "an empty path (''); give a directory" in r.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing saved anywhere
+    (tmp_path / "c.toml").write_text('output = ""\n')
+    r = CliRunner().invoke(cli, ["run", "c.toml", "--repeat", "1"])
+    assert r.exit_code == 2 and "output: String should have at least 1 character (given: '')" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
+
+
 @pytest.mark.parametrize(
     "code, reason",
     [
