@@ -589,6 +589,7 @@ def _prepare_model(cfg: Config) -> PreparedModel:
         return PreparedModel(captured, str(mc.program), time.perf_counter() - t0, loaded=True)
     model, exported = _build_model(mc, base_dir)
     inputs, kwargs = load_model_example_inputs(mc, base_dir)
+    _check_inputs_fit(model, inputs, kwargs, mc)
     t0 = time.perf_counter()
     if exported:  # torch.export's module already: not captured again
         assert isinstance(model, torch.fx.GraphModule)
@@ -596,6 +597,27 @@ def _prepare_model(cfg: Config) -> PreparedModel:
     else:
         cap = capture(model, inputs, mc.capture, kwargs)
     return PreparedModel(cap, str(mc.factory), time.perf_counter() - t0, loaded=exported)
+
+
+def _check_inputs_fit(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any], mc: ModelConfig) -> None:
+    """Raise a ``ConfigError`` about ``[model] inputs`` when they cannot be passed to the
+    model's ``forward`` at all (too many, a keyword it does not take, a required one missing):
+    said before capturing, naming the signature, where torch.export's or the tracer's own
+    error blamed the capture. A ``forward`` whose signature Python cannot read is left to
+    the capture."""
+    try:
+        sig = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*inputs, **kwargs)
+    except TypeError as exc:
+        given = f"{len(inputs)} positional" + (f" and keyword {', '.join(map(repr, kwargs))}" if kwargs else "")
+        where = f" (read from {mc.inputs})" if isinstance(mc.inputs, str) else ""
+        raise ConfigError(
+            f"{given} input(s){where} do not fit {type(model).__name__}.forward{sig}: {exc}",
+            source="[model] inputs",
+        ) from None
 
 
 def _latency_ms(fn: Callable[[], Any], repeat: int, warmup: int = 5) -> float:
@@ -716,9 +738,8 @@ def run_job(
         what = "the captured model"
         if mc.graph is not None or mc.program is not None:
             what = "[model] graph" if mc.graph is not None else "[model] program"
-        raise ConfigError(
-            f"{what} does not run on the given inputs: {type(exc).__name__}: {exc}", source="[model] inputs"
-        ) from exc
+        where = f"{cfg._source}: [model] inputs" if cfg._source and cfg._source != "config" else "[model] inputs"
+        raise ConfigError(f"{what} does not run on the given inputs: {type(exc).__name__}: {exc}", source=where) from exc
     before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
     report = pipeline.run(

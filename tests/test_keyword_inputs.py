@@ -581,3 +581,22 @@ def test_an_example_input_too_many_is_a_user_error_before_any_pass():
     exported = torch.export.export(Two(), (a, a)).module()
     with pytest.raises(UserError, match=r"got 3 positional example input\(s\); the module takes 2 positional input\(s\)"):
         fxpasses.Pipeline(["propagate_shapes"]).run(exported, example_inputs=[a, a, a])
+
+
+@pytest.mark.parametrize("capture_kind", ["export", "symbolic_trace", "dynamo"])
+def test_inputs_that_do_not_fit_forward_name_the_config_the_signature_and_the_input(tmp_path, capture_kind):
+    """A keyword forward() does not take was "torch.export could not capture Masked:
+    TypeError: ..." (blaming the capture) or "[model] inputs: ..." without the config file,
+    depending on the capture (found by a new-user check)."""
+    cfg = kw_config(tmp_path, "eliminate_dead_code", capture_kind)
+    cfg.write_text(cfg.read_text() + "bogus = {shape = [2]}\n")
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip() == (
+        f"error: {cfg}: [model] inputs: 1 positional and keyword 'mask', 'bogus' input(s) do not fit "
+        "Masked.forward(x, *, mask=None): got an unexpected keyword argument 'bogus'"
+    )
+    # a required input missing: the same place
+    cfg.write_text(cfg.read_text().replace("0 = {shape = [2, 5, 3]}\n", "").replace("bogus = {shape = [2]}\n", ""))
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 2 and "do not fit Masked.forward(x, *, mask=None): missing a required argument: 'x'" in r.stderr
