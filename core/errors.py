@@ -224,13 +224,16 @@ def _yaml11_float(number: float) -> str:
 
 def value_hint(value: Any, source: str | None, message: str = "") -> str:
     """Why a value that failed validation (pydantic's ``message``) may not be what was
-    written, or "": a YAML 1.1 reading (PyYAML's) when ``source`` is a YAML file; a number in
-    quotes, which is a string (config values are never converted), when a number was wanted."""
+    written, or "": a YAML 1.1 reading (PyYAML's) when ``source`` is a YAML file; a number or
+    ``true``/``false`` in quotes, which is a string (config values are never converted), when
+    a number or a boolean was wanted."""
     yaml = is_yaml_source(source)
     if isinstance(value, bool) and yaml:
         return "; YAML reads yes/no/on/off (any case) as true/false: quote the word to mean the string"
     if isinstance(value, str) and yaml and _YAML12_OCTAL.fullmatch(value):
         return f"; YAML 1.1 (PyYAML) reads 0o octal as a string: write {int(value.replace('_', ''), 8)}"
+    if isinstance(value, str) and value.lower() in ("true", "false") and "valid boolean" in message:
+        return f"; a boolean in quotes is a string: write {value.lower()} without the quotes"
     if not isinstance(value, str) or not _NUMBER.fullmatch(value) or not _reads_as_number(value):
         return ""
     if yaml and _LEADING_ZERO.fullmatch(value):

@@ -149,6 +149,20 @@ def test_a_python_mapping_config_reads_as_a_config_file(reg):
     assert o.mode is Mode.exact
 
 
+def test_a_quoted_boolean_says_to_drop_the_quotes(tmp_path):
+    """A quoted number was told to drop its quotes, a quoted true was not (found by a new-user check)."""
+    (tmp_path / "c.toml").write_text('pipeline = "remove_dropout"\n[options.remove_dropout]\ninference = "True"\n')
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(tmp_path / "c.toml")
+    assert str(info.value).splitlines()[1] == (
+        "  remove_dropout.inference: Input should be a valid boolean (given: 'True'; a boolean in quotes is a string: "
+        "write true without the quotes)"
+    )
+    with pytest.raises(OptionsError) as info:  # a word that is not a boolean at all: no such hint
+        Pipeline.from_string("remove_dropout{inference='maybe'}")
+    assert "in quotes" not in str(info.value)
+
+
 # ------------------------------------------------------------------ top-level keys: strict too
 
 
