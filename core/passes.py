@@ -271,8 +271,20 @@ class Pass:
     writes_tensors: ClassVar[bool] = True
     journal_edits: ClassVar[bool] = False
 
-    def __init__(self, options: BaseModel | None = None) -> None:
-        self.options = options if options is not None else _default_options(type(self).Options)
+    def __init__(self, options: BaseModel | typing.Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        """``MyPass()``: the default options; ``MyPass(MyPass.Options(k=2))``,
+        ``MyPass({"k": 2})`` or ``MyPass(k=2)``: those, validated against ``Options`` as a
+        pipeline validates Python options.
+
+        Raises:
+            OptionsError: a bad or unknown option (named, with "did you mean"), options that
+                are another model's instance or not a mapping, or options given both ways.
+        """
+        cls = type(self)
+        if kwargs or (options is not None and not isinstance(options, cls.Options)):
+            self.options = _validated_options(cls, options, kwargs)
+        else:
+            self.options = options if options is not None else _default_options(cls.Options)
 
     @classmethod
     def summary(cls) -> str:
@@ -287,6 +299,21 @@ class Pass:
 
     def __repr__(self) -> str:
         return f"<pass {self.name} {self.options!r}>"
+
+
+def _validated_options(cls: type[Pass], options: Any, kwargs: dict[str, Any]) -> BaseModel:
+    """``cls``'s options from ``cls(options, **kwargs)`` (see :meth:`Pass.__init__`)."""
+    from .config import validate_options
+    from .errors import OptionsError
+
+    source = f"{cls.__name__}(...)"
+    if options is not None and kwargs:
+        raise OptionsError(
+            cls.name or cls.__name__,
+            [("(options)", f"given both as {type(options).__name__} and as keywords ({', '.join(kwargs)}): give one", options)],
+            source=source,
+        )
+    return validate_options(cls.name or cls.__name__, cls.Options, kwargs if kwargs else options, source)
 
 
 def _default_options(model: type[BaseModel]) -> BaseModel:

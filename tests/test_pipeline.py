@@ -952,6 +952,25 @@ def test_a_pass_instance_given_options_beside_it_says_how_to_write_it():
     assert Pipeline((p, {"factor": 3}), registry=Registry(autoload=False)).plan().steps[0].options.factor == 3
 
 
+def test_a_pass_takes_its_options_as_a_model_a_mapping_or_keywords_validated():
+    """`MyPass(k=2)` was a bare TypeError, and `MyPass({"k": 2})` kept the dict as its options,
+    so `self.options.k` failed when the pass ran outside a pipeline (found by a new-user check)."""
+    p = make_pass("inst", options=_OtherOptions)
+    for made in (p(factor=3), p({"factor": 3}), p(_OtherOptions(factor=3))):
+        assert type(made.options) is _OtherOptions and made.options.factor == 3
+    assert p().options.factor == _OtherOptions().factor
+    with pytest.raises(OptionsError) as info:
+        p(factr=3)
+    assert str(info.value).splitlines() == [
+        "invalid options for pass 'inst' (Inst(...)):",
+        "  inst.factr: unknown option; did you mean 'factor'? (valid: factor) (given: 3)",
+    ]
+    with pytest.raises(OptionsError, match=r"inst.factor: Input should be a valid integer \(given: 2.5\)"):
+        p({"factor": 2.5})
+    with pytest.raises(OptionsError, match=r"given both as dict and as keywords \(factor\): give one"):
+        p({"factor": 2}, factor=3)
+
+
 def test_a_pass_instance_holding_another_pass_options_is_named():
     p = make_pass("inst", options=_OtherOptions)
     with pytest.raises(OptionsError) as info:
