@@ -716,6 +716,8 @@ def _load_json(text: str) -> Any:
     import json.decoder
     import json.scanner
 
+    if not text.strip():  # an empty file reads as an empty config, as an empty TOML or YAML file does
+        return {}
     decoder = json.JSONDecoder()
 
     def parse_object(s_and_end: tuple[str, int], *args: Any) -> Any:

@@ -183,8 +183,13 @@ def on(
         ops = frozenset(op)
     unknown = ops - set(NODE_OPS)
     if unknown:
+        from .errors import close_names
+
+        close = [(u, close_names(u, NODE_OPS, n=1)) for u in sorted(unknown, key=str) if isinstance(u, str)]
+        meant = [f"{c[0]!r} for {u!r}" for u, c in close if c]
         raise PassDefinitionError(
-            f"on(): unknown op kind(s) {sorted(unknown)}; expected one of {', '.join(NODE_OPS)}"
+            f"on(): unknown op kind(s) {sorted(unknown, key=str)}; expected one of {', '.join(NODE_OPS)}"
+            + ("; did you mean " + ", ".join(meant) + "?" if meant else "")
         )
     if target is None:
         targets: tuple[Any, ...] = ()

@@ -59,6 +59,7 @@ from .errors import (
     did_you_mean,
     did_you_mean_value,
     exception_line,
+    is_yaml_source,
 )
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
@@ -176,6 +177,8 @@ def _as_entries(passes: Any) -> list[EntryLike]:
             neither an entry nor a list of them (naming it and its type).
     """
     if isinstance(passes, str):
+        if not passes:
+            return []  # "the pipeline is empty", as for []
         if _STRING_SYNTAX.isdisjoint(passes):
             return [passes]
         raise ConfigError(
@@ -519,10 +522,14 @@ class Pipeline:
             cfg = cfg.model_copy(update={"pipeline": preset.pipeline, "preset": None})
             cfg._source = f"{cfg._source}: preset {preset.name!r}"
         if cfg.pipeline is None:
-            raise ConfigError(
-                "no pipeline given: set `pipeline = \"pass1,pass2\"` (or a list) or `preset = \"inference\"`",
-                source=cfg._source,
-            )
+            src = (cfg._source or "").lower()
+            if ".json" in src:  # written in the file's own syntax
+                keys = ('`"pipeline": "pass1,pass2"`', '`"preset": "inference"`')
+            elif is_yaml_source(src):
+                keys = ("`pipeline: pass1,pass2`", "`preset: inference`")
+            else:
+                keys = ('`pipeline = "pass1,pass2"`', '`preset = "inference"`')
+            raise ConfigError(f"no pipeline given: set {keys[0]} (or a list) or {keys[1]}", source=cfg._source)
         common = dict(
             registry=registry,
             verify=cfg.verify,

@@ -527,9 +527,11 @@ def test_pyproject_found_from_cwd(tmp_path, reg, monkeypatch):
         ("bad.ini", "x", "unsupported config file type"),
         ("pyproject.toml", "[project]\nname='x'", "no [tool.fxpasses] table"),
         ("bad.yaml", "- a\n- b", "must be a table"),
-        ("bad.toml", "", "no pipeline given"),
-        ("bad.yaml", "", "no pipeline given"),  # an empty file reads as in TOML
+        ("bad.toml", "", 'no pipeline given: set `pipeline = "pass1,pass2"` (or a list) or `preset = "inference"`'),
+        ("bad.yaml", "", "no pipeline given: set `pipeline: pass1,pass2` (or a list) or `preset: inference`"),  # as in TOML
         ("bad.yaml", "# nothing but a comment\n", "no pipeline given"),
+        # an empty JSON file too (it was "invalid JSON: Expecting value"), told in JSON's syntax
+        ("bad.json", " \n", 'no pipeline given: set `"pipeline": "pass1,pass2"` (or a list) or `"preset": "inference"`'),
         # YAML 1.1: a bare off is false; the error says why a string field got a bool
         ("bad.yaml", "pipeline: a\non_error: off", "(given: False; YAML reads yes/no/on/off (any case) as true/false"),
     ],
@@ -541,6 +543,14 @@ def test_bad_config_files(tmp_path, reg, filename, text, fault):
         Pipeline.from_config(path, registry=reg)
     assert fault in str(info.value)
     assert str(path) in str(info.value)
+
+
+def test_an_empty_string_is_an_empty_pipeline_as_an_empty_list_is():
+    """`Pipeline("")` said "unknown pass ''" (found by a new-user check)."""
+    for empty in ("", []):
+        with pytest.raises(ConfigError) as info:
+            Pipeline(empty, registry=Registry(autoload=False))
+        assert str(info.value) == "the pipeline is empty: name at least one pass"
 
 
 def test_yaml_numbers_read_as_strings_are_explained_in_option_errors(tmp_path):

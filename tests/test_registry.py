@@ -1312,3 +1312,19 @@ def fxpasses_register_presets(register):  # not marked
         Registry(strict=True)
     assert str(info.value) == message
     forget_modules("fxp_half_marked")
+
+
+def test_a_misspelt_op_kind_in_on_gets_the_closest_kind():
+    """`@on(op="call_fuction")` named the kinds but not the one meant (found by a new-user check)."""
+    from fxpasses import PassDefinitionError, on
+
+    with pytest.raises(PassDefinitionError) as info:
+        on(op=("call_fuction", "call_metod"))
+    assert str(info.value) == (
+        "on(): unknown op kind(s) ['call_fuction', 'call_metod']; expected one of placeholder, get_attr, "
+        "call_function, call_method, call_module, output; did you mean 'call_function' for 'call_fuction', "
+        "'call_method' for 'call_metod'?"
+    )
+    with pytest.raises(PassDefinitionError) as info:
+        on(op="zzz")
+    assert str(info.value).endswith("call_module, output")
