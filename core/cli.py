@@ -613,11 +613,14 @@ def run_cmd(
             "--no-save not to save it; give one of them"
         )
     cfg = _load_cfg(config, pipeline, preset)
+    stand_in = None  # the config file without a [model] that the bundled example model runs for
     if cfg is None or cfg.model is None and config is None:
         base = default_config()
         if cfg is None:
             cfg = base
         else:
+            if cfg._source and "pyproject.toml" in cfg._source:  # not a bare --pipeline/--preset
+                stand_in = cfg._source
             # pyproject.toml's [tool.fxpasses] (or --pipeline/--preset) without a model: all of
             # its settings, on the bundled example model; errors still name where they came from
             update: dict[str, Any] = {"model": base.model, "output": cfg.output or base.output}
@@ -702,6 +705,8 @@ def run_cmd(
     rep = result.report
     how = "captured" if result.captured else "loaded"
     click.echo(f"model: {result.model_name} ({rep.dialect}, {how} in {result.capture_seconds:.2f} s)")
+    if stand_in is not None:
+        click.echo(f"note: {stand_in} has no [model]: this is the bundled example model (add a [model] table for yours)")
     click.echo(f"pipeline: {result.pipeline}" + (f"  (preset {result.preset})" if result.preset else ""))
     limited = rep.rewrite_limit is not None
     rows = []

@@ -381,6 +381,15 @@ def test_run_with_a_pyproject_without_a_model_keeps_its_settings_and_names_it_in
     assert report["pipeline"] == "eliminate_dead_code"
     assert report["report"]["verification"] == "numeric"
     assert [p["name"] for p in report["report"]["passes"]] == ["eliminate_dead_code"]
+    # and says so under the model line (it ran the example quietly; found by a new-user check)
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("model: fxpasses._example:convnet (")
+    assert lines[1] == (
+        f"note: {py} [tool.fxpasses] has no [model]: this is the bundled example model (add a [model] table for yours)"
+    )
+    # --pipeline reads no pyproject.toml: the documented default, without a note
+    r = CliRunner().invoke(cli, ["run", "--pipeline", "eliminate_dead_code", "--no-save", "--repeat", "1"])
+    assert r.exit_code == 0 and "has no [model]" not in r.stdout
 
 
 # ---------------------------------------------------------------------- --format json failures
