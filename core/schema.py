@@ -96,8 +96,15 @@ def _renamed_refs(node: Any, text_refs: dict[str, str]) -> Any:
 
 
 def _pipeline_string_pattern(names: list[str]) -> str:
+    """A pipeline string of the passes ``names`` (:mod:`fxpasses.spec`): each entry a known
+    name, its options in braces (quoted values may hold braces and quotes of the other kind)
+    and its settings in brackets (``[verify=numeric,on_error=skip]``). Option names and values
+    are left to the per-pass schemas of list entries; ``fxpasses check`` reads the string."""
     alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
-    entry = rf"\s*(?:{alt})\s*(?:\{{[^{{}}]*\}})?\s*"
+    quoted = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
+    options = r"\{(?:" + quoted + r"""|[^{}'"])*\}"""
+    settings = r"\[\s*(?:verify|on_error)\s*=\s*\w+\s*(?:,\s*(?:verify|on_error)\s*=\s*\w+\s*)*\]"
+    entry = rf"\s*(?:{alt})\s*(?:{options})?\s*(?:{settings})?\s*"
     return rf"^{entry}(?:,{entry})*$"
 
 

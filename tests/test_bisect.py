@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,22 @@ def test_cli_bisect_reproduce_command_keeps_the_plugin_options(planted_site, tmp
     r = CliRunner().invoke(cli, ["-p", "planted-passes", "bisect", str(cfg), "-p", "no:fxpasses-example-passes", "--format", "json"])
     assert r.exit_code == 1, r.output
     assert json.loads(r.stdout)["reproduce_command"] == ["fxpasses", "run", str(cfg), *tail.split()]
+
+
+def test_cli_bisect_of_a_pyproject_names_the_file_in_its_reproduce_command(planted_site, tmp_path, monkeypatch):
+    """Bisect of the nearest pyproject.toml printed `fxpasses run CONFIG ...`, which failed with
+    "config file not found: CONFIG" (found by a new-user check)."""
+    cfg = write_config(tmp_path, REAL.format(planted="planted{wrong_at=3}"))
+    text = cfg.read_text().replace("[model]", "[tool.fxpasses.model]")
+    (tmp_path / "pyproject.toml").write_text("[tool.fxpasses]\n" + text)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")  # found on the way up
+    r = CliRunner().invoke(cli, ["bisect", "--format", "json"])
+    assert r.exit_code == 1, r.output
+    command = json.loads(r.stdout)["reproduce_command"]
+    assert command[:3] == ["fxpasses", "run", os.path.join("..", "pyproject.toml")] and "CONFIG" not in command
+    bad = CliRunner().invoke(cli, [*command[1:], "--repeat", "1", "--no-save"])
+    assert bad.exit_code == 1 and "outputs differ" in bad.output, bad.output
 
 
 def test_cli_bisect_clean_exits_0_and_json(planted_site, tmp_path):

@@ -69,6 +69,28 @@ def test_broken_configs_are_rejected(validator, config):
     assert list(validator.iter_errors(config))
 
 
+@pytest.mark.parametrize(
+    "pipeline, valid",
+    [
+        ("fold_constants{max_numel=4096}[verify=numeric,on_error=skip],eliminate_dead_code", True),  # README's
+        ("eliminate_dead_code[on_error=skip]", True),
+        ('rename_nodes{pattern="a}b",replacement=x}', True),  # a brace inside quotes
+        ("rename_nodes{pattern='[a-z]+_1',replacement=x}", True),
+        ("remove_dropout , eliminate_dead_code", True),
+        ("eliminate_dead_cod", False),
+        ("eliminate_dead_code[bogus=1]", False),
+        ('rename_nodes{pattern="a}', False),
+        ("remove_dropout,,eliminate_dead_code", False),
+    ],
+)
+def test_pipeline_strings_the_schema_takes_are_those_check_takes(validator, pipeline, valid):
+    """Entry settings in brackets and quoted braces were refused by the schema while
+    `fxpasses check` took them (found by a new-user check)."""
+    assert (not list(validator.iter_errors({"pipeline": pipeline}))) is valid
+    checked = CliRunner().invoke(cli, ["check", "--pipeline", pipeline])
+    assert (checked.exit_code == 0) is valid, checked.output
+
+
 def test_valid_options_accepted(validator):
     cfg = {"pipeline": [{"name": "count_ops", "options": {"only": ["relu"]}}, "remove_identity"],
            "options": {"count_ops": {"only": []}}}
