@@ -23,16 +23,15 @@ __all__ = ["assert_preserves_outputs", "assert_graph_equal", "normalized_code"]
 
 
 def _as_pipeline(p: Any, registry: Any = None) -> Any:
-    from .passes import Pass
+    """``p`` as a Pipeline: one already, a pipeline string, or whatever ``Pipeline(...)`` takes
+    (one pass, a ``(name, options)`` pair, a list of entries)."""
     from .pipeline import Pipeline
 
     if isinstance(p, Pipeline):
         return p
     if isinstance(p, str):
         return Pipeline.from_string(p, registry=registry) if registry else Pipeline.from_string(p)
-    if isinstance(p, (type, Pass)):
-        p = [p]
-    return Pipeline(list(p), registry=registry) if registry else Pipeline(list(p))
+    return Pipeline(p, registry=registry) if registry else Pipeline(p)
 
 
 def assert_preserves_outputs(

@@ -54,6 +54,20 @@ def test_failure_message_names_pass_dialect_and_output():
     assert msg.count("max abs error") == 1 and "output" in msg  # (it was given twice)
 
 
+def test_assert_preserves_outputs_takes_what_pipeline_takes():
+    """A `("name", {options})` pair was read as two entries ("entry 2: bad pipeline entry
+    {...}: name: Field required"), though Pipeline(...) takes it (found by a new-user check)."""
+    from fxpasses.testing import assert_preserves_outputs
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.1)).eval()
+    for given in (("fold_constants", {"max_numel": 7}), [("fold_constants", {"max_numel": 7})], "fold_constants{max_numel=7}"):
+        results = assert_preserves_outputs(given, model, [torch.randn(3, 4)], dialects=("export",))
+        (report,) = [r for _, r in results.values()]
+        assert [(p.name, p.status) for p in report.passes] == [("fold_constants", "ok")]
+    with pytest.raises(Exception, match="max_numel: Input should be a valid integer"):
+        assert_preserves_outputs(("fold_constants", {"max_numel": "x"}), model, [torch.randn(3, 4)], dialects=("export",))
+
+
 def test_fixture_verifies_numerically_when_given_inputs(pytester):
     pytester.makepyfile(
         """
