@@ -15,7 +15,11 @@ After the pipeline the graph goes to the backend named by ``options={"then": ...
 ``verify`` (``none``/``lint``/``numeric``, default ``lint``), ``on_error`` (default
 ``rollback``), ``atol`` and ``rtol`` (the tolerances of numeric verification, as
 :class:`~fxpasses.Pipeline`'s and with its defaults, ``1e-5`` each), ``freeze`` (default
-``False``, below).
+``False``, below), and ``plugins``: which plugin distributions name the passes, a table as a
+config's ``[plugins]`` section (``{"enable": [...], "disable": [...], "prefer": {pass:
+distribution}, "strict": bool}``). Without it the ``[tool.fxpasses.plugins]`` section of the
+nearest ``pyproject.toml`` applies, as it does to ``fxpasses run`` there, whichever of the
+sources above gave the pipeline.
 
 ``freeze=True`` (for inference; like inductor's ``torch._inductor.config.freezing``):
 TorchDynamo lifts every parameter and buffer of the model into a graph input, so passes see no
@@ -76,21 +80,44 @@ reports: collections.deque[Any] = collections.deque(maxlen=100)
 
 log = logging.getLogger("fxpasses.backend")
 
-_KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "freeze"}
+_KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "freeze", "plugins"}
 
 
-def _pipeline_spec(options: dict[str, Any]) -> tuple[Any, str]:
+def _registry(options: dict[str, Any]) -> Any:
+    """The registry that names the passes: from ``options["plugins"]`` (a ``[plugins]``
+    table), else from the nearest ``pyproject.toml``'s ``[tool.fxpasses.plugins]``, else the
+    default one.
+
+    Raises:
+        ConfigError: ``plugins`` that is not a valid ``[plugins]`` table (named as the option).
+    """
+    from pydantic import ValidationError
+
+    from .config import Config, PluginsConfig, find_pyproject, load_config_file, validation_problems
+    from .errors import ConfigError
+    from .pipeline import registry_for
+
+    if "plugins" in options:
+        try:
+            plugins = PluginsConfig.model_validate(options["plugins"])
+        except ValidationError as exc:
+            problems = "; ".join(f"{path}: {msg} (given: {value!r})" for path, msg, value in validation_problems(exc, PluginsConfig))
+            raise ConfigError(f"torch.compile option 'plugins': {problems}") from None
+        return registry_for(Config(plugins=plugins))
+    found = find_pyproject()
+    return registry_for(load_config_file(found)) if found is not None else registry_for(Config())
+
+
+def _pipeline_spec(options: dict[str, Any], reg: Any) -> tuple[Any, str]:
     from .errors import ConfigError
 
     if "pipeline" in options and "preset" in options:
         raise ConfigError("torch.compile options for backend 'fxpasses': give either 'pipeline' or 'preset', not both")
     if "preset" in options:
-        from .registry import registry
-
         name = options["preset"]
         if not isinstance(name, str):
             raise ConfigError(f"torch.compile option 'preset' must be a preset name, got {name!r}")
-        return registry().preset(name, source="options['preset']").pipeline, f"options['preset'] {name!r}"
+        return reg.preset(name, source="options['preset']").pipeline, f"options['preset'] {name!r}"
     if "pipeline" in options:
         spec = options["pipeline"]
         if isinstance(spec, str) and not spec.strip() or isinstance(spec, (list, tuple)) and not spec:
@@ -418,7 +445,8 @@ def fxpasses_backend(
             f"unknown torch.compile option(s) for backend 'fxpasses': {', '.join(named)} "
             f"(known: {', '.join(sorted(_KNOWN))})" + did_you_mean(close)
         )
-    spec, source = _pipeline_spec(options)
+    reg = _registry(options)
+    spec, source = _pipeline_spec(options, reg)
     from .pipeline import tolerance
 
     for key in ("atol", "rtol"):  # checked once, before any graph; absent: the Pipeline's default
@@ -443,7 +471,7 @@ def fxpasses_backend(
         )
 
     def compile_one(g: torch.fx.GraphModule, inputs: Sequence[Any], frozen: bool) -> tuple[Callable[..., Any], Any]:
-        return _compile(g, inputs, spec, source, options, then, frozen)
+        return _compile(g, inputs, spec, source, options, then, frozen, reg)
 
     if not freeze:
         return compile_one(gm, example_inputs, False)[0]
@@ -462,6 +490,7 @@ def _compile(
     options: dict[str, Any],
     then: Any,
     freeze: bool,
+    reg: Any = None,
 ) -> tuple[Callable[..., Any], Any]:
     """Freeze (when asked), run the pipeline over ``gm`` and hand it to ``then``; returns the
     function to call with the graph's inputs (the frozen ones dropped) and the Freezing
@@ -482,7 +511,7 @@ def _compile(
                 "symbolic sizes without a value (dynamic shapes); verifying with 'lint' instead"
             )
             verify = "lint"
-    common = dict(verify=verify, on_error=options.get("on_error", "rollback"))
+    common = dict(verify=verify, on_error=options.get("on_error", "rollback"), registry=reg)
     common.update({k: options[k] for k in ("atol", "rtol") if k in options})
     if isinstance(spec, str):
         pipeline = Pipeline(parse_pipeline_string(spec, source), source=source, **common)

@@ -101,7 +101,7 @@ def test_unknown_option_suggests_the_close_known_one():
         torch.compile(Net(), backend="fxpasses", options={"pipelin": "x", "ATOL": 1})(torch.randn(2, 8))
     assert (
         "ConfigError: unknown torch.compile option(s) for backend 'fxpasses': ATOL, pipelin (known: atol, "
-        "freeze, on_error, pipeline, preset, rtol, then, verify); did you mean 'atol' or 'pipeline'?\n"
+        "freeze, on_error, pipeline, plugins, preset, rtol, then, verify); did you mean 'atol' or 'pipeline'?\n"
     ) in str(info.value)
 
 
@@ -587,3 +587,36 @@ def test_freeze_variants_are_bounded_then_an_unfrozen_compile_serves(monkeypatch
     assert len(backend.reports) - before == 3  # two frozen variants, then one unfrozen compile
     assert "one graph was called with 2 different sets of parameters" in caplog.text
     assert "freeze:" not in backend.reports[-1].table()  # the unfrozen one
+
+
+def test_plugin_settings_come_from_the_plugins_option_or_the_pyproject(tmp_path, monkeypatch):
+    """The backend read `pipeline` from the nearest pyproject.toml but not its
+    [tool.fxpasses.plugins]: with autoloading off, `enable` was ignored and the pass unknown;
+    and there was no option for plugin settings (found by a new-user check)."""
+    import importlib
+
+    monkeypatch.setenv("FXPASSES_DISABLE_PLUGIN_AUTOLOAD", "1")
+    # the default registry loaded again, with autoloading off
+    monkeypatch.setattr(importlib.import_module("fxpasses.registry"), "_default", None)
+    monkeypatch.chdir(tmp_path)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Identity()).eval()
+    x = torch.randn(2, 4)
+
+    def passes_run(options):
+        torch._dynamo.reset()
+        torch.compile(model, backend="fxpasses", options={"then": "eager", **options})(x)
+        return [(p.name, p.status) for p in backend.reports[-1].passes]
+
+    # the example plugin's pass is unknown with autoloading off and nothing enabling it
+    with pytest.raises(Exception, match="unknown pass 'remove_identity'"):
+        passes_run({"pipeline": "remove_identity"})
+    assert passes_run({"pipeline": "remove_identity", "plugins": {"enable": ["fxpasses-example-passes"]}}) == [
+        ("remove_identity", "ok")
+    ]
+    with pytest.raises(Exception, match="torch.compile option 'plugins': enabel: unknown option; did you mean 'enable'"):
+        passes_run({"pipeline": "remove_identity", "plugins": {"enabel": ["fxpasses-example-passes"]}})
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.fxpasses]\npipeline = "remove_identity"\n[tool.fxpasses.plugins]\nenable = ["fxpasses-example-passes"]\n'
+    )
+    assert passes_run({}) == [("remove_identity", "ok")]  # the pipeline and the plugins from there
+    assert passes_run({"pipeline": "remove_identity,eliminate_dead_code"})[0] == ("remove_identity", "ok")
