@@ -64,10 +64,11 @@ class BisectResult:
         trials: every run made, in order (the first is the verified full run).
         total_rewrites: rewrites applied by the verified full run up to the failure.
         reproduce_args: for ``"found"``, the options of ``fxpasses run CONFIG`` that reproduce
-            the first bad rewrite: ``--rewrite-limit N``, and ``--on-error rollback`` when a
-            pass of the pipeline has ``on_error = "skip"`` (the trials roll a failing pass
+            the first bad rewrite: ``--rewrite-limit N``, and ``--on-error rollback`` when the
+            first bad pass runs with ``on_error = "skip"`` (the trials roll a failing pass
             back and stop; with ``skip`` that run would roll the pass back and go on, past the
-            rewrite it is meant to show). Bisection looks at every pass, those the pipeline
+            rewrite it is meant to show; another pass's ``skip`` does not matter: the run
+            stops at this one). Bisection looks at every pass, those the pipeline
             skips on failure too: it finds the first rewrite that changes the outputs, which
             may be in a pass whose failure the real run tolerates.
     """
@@ -275,7 +276,8 @@ def bisect(
     result.status = "found"
     result.culprit = records[hi]
     result.reproduce_args = ["--rewrite-limit", str(hi)]
-    if any((s.on_error or pipeline.on_error) == "skip" for s in steps):
+    culprit_step = steps[span.step]
+    if (culprit_step.on_error or pipeline.on_error) == "skip":  # the run would skip it and go on
         result.reproduce_args += ["--on-error", "rollback"]
     result.good, result.bad = good, bad
     return result

@@ -428,6 +428,21 @@ def test_cli_bisect_reproducing_command_works_with_on_error_skip(planted_site, t
     assert bad.exit_code == 1 and "pass 'planted' failed" in bad.output, bad.output
 
 
+def test_cli_bisect_adds_on_error_rollback_only_when_the_bad_pass_is_skipped(planted_site, tmp_path):
+    """Another entry's on_error=skip made bisect add `--on-error rollback` with a note that the
+    bad pass "would be rolled back and the run would go on", false for a pass that rolls back
+    (found by a new-user check)."""
+    cfg = write_config(tmp_path, "planted{wrong_at=3},eliminate_dead_code[on_error=skip]")
+    cfg.write_text('verify = "numeric"\n' + cfg.read_text())
+    r = CliRunner().invoke(cli, ["bisect", str(cfg)])
+    assert r.exit_code == 1, r.output
+    index = int(r.output.split("first bad rewrite #")[1].split()[0])
+    assert r.output.rstrip().endswith(f"reproduce with: fxpasses run {cfg} --rewrite-limit {index}")
+    assert "--on-error" not in r.output
+    bad = CliRunner().invoke(cli, ["run", str(cfg), "--rewrite-limit", str(index), "--repeat", "1", "--no-save"])
+    assert bad.exit_code == 1 and "pass 'planted' failed" in bad.output, bad.output
+
+
 def test_cli_bisect_without_a_pipeline_bisects_the_preset_run_would_use(tmp_path):
     """A config with no `pipeline`/`preset` runs the `inference` preset under `fxpasses run`;
     bisect runs the same (it said "no pipeline given")."""
