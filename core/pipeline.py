@@ -301,15 +301,16 @@ class Pipeline:
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
         _check_one_class_per_name(self._steps, self.source)
-        unused = set(extra) - {s.name for s in self._steps}
+        self._plan = self._order(extra)
+        # options for a pass the plan pulls in (a requirement) are its options, as for an entry
+        unused = set(extra) - {s.name for s in self._plan.steps}
         if unused and not ignore_unused_options:
-            names = [s.name for s in self._steps]
+            names = [s.name for s in self._plan.steps]
             raise ConfigError(
                 "options given for pass(es) not in the pipeline: "
                 + ", ".join(f"{n}{_close_step(n, names)}" for n in sorted(unused)),
                 source=source,
             )
-        self._plan = self._order()
 
     # ------------------------------------------------------------------ construction
 
@@ -437,7 +438,9 @@ class Pipeline:
             return f"{base[: -len('[tool.fxpasses]')]}[tool.fxpasses.options.{name}]"
         return f"{base} [options.{name}]"
 
-    def _order(self) -> Plan:
+    def _order(self, extra: Mapping[str, Mapping[str, Any]]) -> Plan:
+        """The plan: the entries in dependency order with the passes they require pulled in,
+        each of those with its options table from ``extra`` (validated as an entry's)."""
         if self.order == "as-given":
             return Plan(list(self._steps))
         items = [Item(s.name, s.cls, s) for s in self._steps]
@@ -449,7 +452,13 @@ class Pipeline:
         steps = []
         for it in ordered:
             if it.payload is None:  # pulled in
-                step = PlanStep(it.name, it.cls, it.cls.Options(), None)
+                raw = extra.get(it.name)
+                if raw is None:
+                    options = it.cls.Options()
+                else:  # (a config's table is JSON-like data, as an entry's)
+                    keys = set(raw) if self._from_config is not None else set()
+                    options = validate_options(it.name, it.cls.Options, raw, self._table_name(it.name), keys)
+                step = PlanStep(it.name, it.cls, options, None)
             else:
                 step = it.payload
             step.reasons = list(it.reasons)

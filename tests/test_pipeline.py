@@ -72,6 +72,29 @@ def test_requires_pulls_in_missing_pass_before_its_user(reg):
     assert plan.steps[2].reasons == ["pulled in: required by f"]
 
 
+def test_options_for_a_pulled_in_pass_are_its_options(reg, tmp_path):
+    """The plan showed the pulled-in pass, and its [options.NAME] table was "options given for
+    pass(es) not in the pipeline" (found by a new-user check)."""
+    reg.register(make_pass("needs_cse", requires=("cse",)))
+    plan = Pipeline(["needs_cse"], options={"cse": {"max_numel": 7}}, registry=reg).plan()
+    assert [(s.name, s.reasons) for s in plan.steps] == [("cse", ["pulled in: required by needs_cse"]), ("needs_cse", [])]
+    assert plan.steps[0].options.max_numel == 7
+    (tmp_path / "c.toml").write_text('pipeline = "needs_cse"\n[options.cse]\nmax_numel = 9\nnames = ["a"]\n')
+    step = Pipeline.from_config(tmp_path / "c.toml", registry=reg).plan().steps[0]
+    assert (step.name, step.options.max_numel, step.options.names) == ("cse", 9, ["a"])
+    # validated as an entry's options are, named as the table
+    (tmp_path / "c.toml").write_text('pipeline = "needs_cse"\n[options.cse]\nmax_numl = 9\n')
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(tmp_path / "c.toml", registry=reg)
+    assert str(info.value).splitlines() == [
+        f"invalid options for pass 'cse' ({tmp_path / 'c.toml'} [options.cse]):",
+        "  cse.max_numl: unknown option; did you mean 'max_numel'? (valid: skip_random_ops, max_numel, scale, names) (given: 9)",
+    ]
+    # a pass neither named nor pulled in still may not be given options
+    with pytest.raises(ConfigError, match="options given for pass\\(es\\) not in the pipeline: a"):
+        Pipeline(["needs_cse"], options={"a": {}}, registry=reg)
+
+
 def test_requires_moves_a_later_instance_earlier(reg):
     plan = Pipeline(["c", "b", "a"], registry=reg).plan()
     assert plan.names() == ["a", "c", "b"]
