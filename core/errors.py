@@ -308,16 +308,17 @@ class CycleError(UserError):
 
 
 class DuplicatePassError(UserError):
-    """Two sources register a pass under the same name.
+    """Two sources register a pass (or, ``kind="preset"``, a preset) under the same name.
 
     ``sources`` names each registering distribution (``"dist version"``) or Python module.
     """
 
-    def __init__(self, name: str, sources: Sequence[str]) -> None:
+    def __init__(self, name: str, sources: Sequence[str], *, kind: str = "pass") -> None:
         self.name = name
         self.sources = list(sources)
+        self.kind = kind
         super().__init__(
-            f"pass name {name!r} is registered by more than one plugin: "
+            f"{kind} name {name!r} is registered by more than one plugin: "
             + " and ".join(self.sources)
             + f"; choose one with `prefer = {{{name} = \"<distribution>\"}}` in the [plugins] "
             "config section, or uninstall one of them"

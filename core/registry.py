@@ -370,6 +370,8 @@ class Registry:
         self.problems: list[Exception] = []
         self._passes: dict[str, PassInfo] = {}
         self._conflicts: dict[str, list[PassInfo]] = {}
+        # presets two distributions register under one name, until `prefer` chooses one
+        self._preset_conflicts: dict[str, list[PresetInfo]] = {}
         self._presets: dict[str, PresetInfo] = {}
         # plugins whose instrumentation hooks raised, by id (the objects are kept: a freed
         # object's id could be given to a healthy one)
@@ -716,7 +718,12 @@ class Registry:
             registering = sorted(
                 {
                     _norm(c.distribution)
-                    for c in (*self._conflicts.get(name, ()), *([self._passes[name]] if name in self._passes else []))
+                    for c in (
+                        *self._conflicts.get(name, ()),
+                        *([self._passes[name]] if name in self._passes else []),
+                        *self._preset_conflicts.get(name, ()),
+                        *([self._presets[name]] if name in self._presets else []),
+                    )
                     if c.distribution
                 }
             )
@@ -725,7 +732,7 @@ class Registry:
                     difflib.get_close_matches(dist, installed, n=2, cutoff=0.6)
                 )
             elif dist not in registering:
-                problem = f"prefer = {{{name} = {dist!r}}}: {dist!r} registers no pass {name!r}" + (
+                problem = f"prefer = {{{name} = {dist!r}}}: {dist!r} registers no pass or preset {name!r}" + (
                     f" (registered by {', '.join(map(repr, registering))})" if registering else " (no plugin registers it)"
                 )
             else:
@@ -827,14 +834,8 @@ class Registry:
                 return
             # (no description: "", not the text "None")
             info = PresetInfo(name, pipeline, "" if description is None else str(description), rec.distribution, rec.version)
-            existing = self._presets.get(name)
-            if existing is not None and existing != info:
-                why = _taken_by([existing], "preset")
-                if self._reject(rec, "preset", name, why):  # in list's rejected table, as a clash of passes
-                    self._problem(rec.error_for(f"preset {name!r} is already registered by {existing.source}; skipped"))
-                return
-            self._presets[name] = info
-            presets.append(name)
+            if self._add_preset(info, rec):
+                presets.append(name)
 
         calls = [
             (impl, {"register": register})
@@ -1046,6 +1047,50 @@ class Registry:
         self._resolve_conflict(name)
         return info
 
+    def _add_preset(self, info: PresetInfo, rec: Any) -> bool:
+        """Register the preset ``info`` of plugin ``rec``; whether it was taken (or is one of
+        the presets of a name in conflict). As for passes: a built-in preset's name is kept
+        unless ``prefer`` chooses the plugin's; two plugins' presets of one name are both set
+        aside until ``prefer = {name = "<distribution>"}`` chooses one (it was the one whose
+        distribution sorted first, silently)."""
+        name = info.name
+        wanted = self.prefer.get(name)
+        if name in self._preset_conflicts:
+            if info not in self._preset_conflicts[name]:
+                self._preset_conflicts[name].append(info)
+            self._resolve_preset_conflict(name)
+            return True
+        existing = self._presets.get(name)
+        if existing is None or existing == info:
+            self._presets[name] = info
+            return True
+        if _norm(existing.distribution) == BUILTIN_DISTRIBUTION and wanted != _norm(info.distribution):
+            why = (
+                f"{_taken_by([existing], 'preset')} (choose the plugin's with "
+                f'`prefer = {{{name} = "{info.distribution}"}}` in the [plugins] config section)'
+            )
+            if self._reject(rec, "preset", name, why):  # in list's rejected table, as a clash of passes
+                self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
+            return False
+        self._preset_conflicts[name] = [existing, info]
+        if name not in self.prefer:
+            self._problem(
+                rec.error_for(
+                    f"preset {name!r} is also registered by {existing.source}; neither is used until "
+                    f'`prefer = {{{name} = "<distribution>"}}` in the [plugins] config section chooses one'
+                )
+            )
+        self._resolve_preset_conflict(name)
+        return True
+
+    def _resolve_preset_conflict(self, name: str) -> None:
+        wanted = self.prefer.get(name)
+        chosen = [c for c in self._preset_conflicts[name] if wanted and _norm(c.distribution) == wanted]
+        if chosen:
+            self._presets[name] = chosen[0]
+        else:
+            self._presets.pop(name, None)
+
     def _resolve_conflict(self, name: str) -> None:
         candidates = self._conflicts[name]
         wanted = self.prefer.get(name)
@@ -1150,6 +1195,8 @@ class Registry:
         info = self._presets.get(name)
         if info is not None:
             return info
+        if name in self._preset_conflicts:  # two plugins' presets, and no `prefer` chose one
+            raise DuplicatePassError(name, [c.source for c in self._preset_conflicts[name]], kind="preset")
         suggestions = close_names(name, self._presets)
         plugins = self._loaded_labels()
         raise UnknownPassError(

@@ -149,6 +149,34 @@ def install_presets(tmp_path, monkeypatch, *dists):
     forget_modules(*(d[2] for d in dists))
 
 
+def test_two_plugins_presets_of_one_name_wait_for_prefer(tmp_path, monkeypatch):
+    """The preset of the distribution whose name sorted first was taken silently (a warning
+    for the other), and `prefer` could not choose (its check said the distribution "registers
+    no pass 'fast'"); found by a new-user check. As for passes, neither is used until `prefer`
+    chooses one."""
+    install_presets(
+        tmp_path,
+        monkeypatch,
+        ("aaa-presets", "1.0", "fxp_aaa", [("fast", "eliminate_dead_code")]),
+        ("zzz-presets", "2.0", "fxp_zzz", [("fast", "remove_dropout")]),
+    )
+    reg = fxpasses.Registry()
+    with pytest.raises(fxpasses.DuplicatePassError) as info:
+        reg.preset("fast")
+    assert str(info.value) == (
+        "preset name 'fast' is registered by more than one plugin: aaa-presets 1.0 and zzz-presets 2.0; choose one "
+        'with `prefer = {fast = "<distribution>"}` in the [plugins] config section, or uninstall one of them'
+    )
+    (problem,) = [str(p) for p in reg.problems if "fast" in str(p)]
+    assert "preset 'fast' is also registered by aaa-presets 1.0; neither is used until" in problem
+    forget_modules("fxp_aaa", "fxp_zzz")
+    chosen = fxpasses.Registry(prefer={"fast": "zzz-presets"})
+    assert chosen.preset("fast").pipeline == "remove_dropout"
+    assert not [p for p in chosen.problems if "prefer" in str(p) or "fast" in str(p)]  # prefer names a real choice
+    forget_modules("fxp_aaa", "fxp_zzz")
+    assert fxpasses.Registry(prefer={"fast": "aaa-presets"}).preset("fast").pipeline == "eliminate_dead_code"
+
+
 def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
     install_presets(
         tmp_path,
@@ -162,10 +190,16 @@ def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
     # the built-in one wins (loaded first); the clash is reported naming both
     assert reg.preset("cleanup").source == "fxpasses 0.1.0"
     (problem,) = [str(p) for p in reg.problems if "clash-dist" in str(p)]
-    assert "preset 'cleanup' is already registered by fxpasses 0.1.0" in problem
+    why = (
+        "the name is taken by the built-in preset of fxpasses 0.1.0 (choose the plugin's with "
+        '`prefer = {cleanup = "clash-dist"}` in the [plugins] config section)'
+    )
+    assert f"preset 'cleanup' skipped: {why}" in problem
     # and it is among what the plugin registered that was rejected (fxpasses list's table)
     (rec,) = [r for r in reg.plugins if r.distribution == "clash-dist"]
-    assert rec.rejected == [Rejection("preset", "cleanup", "the name is taken by the built-in preset of fxpasses 0.1.0")]
+    assert rec.rejected == [Rejection("preset", "cleanup", why)]
+    # prefer takes the plugin's over the built-in one, as for a pass
+    assert fxpasses.Registry(prefer={"cleanup": "clash-dist"}).preset("cleanup").source == "clash-dist 0.9"
     forget_modules("fxp_presets", "fxp_clash")
     from click.testing import CliRunner
 

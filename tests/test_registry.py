@@ -696,10 +696,10 @@ def test_plugin_statuses_empty_partial_failed_and_prefer_typos(site):
     assert prefer == [  # named as a config key, not as a plugin; with what was meant where it can tell
         "[plugins]: prefer = {count_ops = 'no-such-dist'}: no distribution 'no-such-dist' is installed",
         "[plugins]: prefer = {eliminate_dead_code = 'fxpasses-example-passes'}: 'fxpasses-example-passes' "
-        "registers no pass 'eliminate_dead_code' (registered by 'fxpasses')",
+        "registers no pass or preset 'eliminate_dead_code' (registered by 'fxpasses')",
         "[plugins]: prefer = {partial_good = 'partial-dsit'}: no distribution 'partial-dsit' is installed; "
         "did you mean 'partial-dist'?",
-        "[plugins]: prefer = {no_such_pass = 'empty-dist'}: 'empty-dist' registers no pass 'no_such_pass' "
+        "[plugins]: prefer = {no_such_pass = 'empty-dist'}: 'empty-dist' registers no pass or preset 'no_such_pass' "
         "(no plugin registers it)",
     ]
     assert all(isinstance(p, fxpasses.ConfigError) for p in reg.problems if "prefer" in str(p))
