@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from pydantic import Field
+
 import torch
 import torch.fx
 
@@ -61,8 +63,8 @@ class CountOps(GraphPass):
     kind = "analysis"
 
     class Options(PassOptions):
-        #: only count these op names (empty: all)
-        only: list[str] = []
+        # the description is what `fxpasses show count_ops` and `fxpasses schema` print
+        only: list[str] = Field(default=[], description="only count these op names (empty: all)")
 
     def run(self, gm, ctx):
         for node in gm.graph.nodes:
