@@ -89,7 +89,11 @@ def capture(
             graph = tracer.trace(model)
             gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
         except Exception as exc:
-            raise UserError(f"symbolic_trace could not trace {type(model).__name__}: {_short(exc)}") from exc
+            raise UserError(
+                f"symbolic_trace could not trace {type(model).__name__}: {_short(exc)} (symbolic_trace cannot "
+                "follow Python control flow on tensor values, *args/**kwargs forwards and much of what "
+                "model libraries do; the export or dynamo capture takes such models)"
+            ) from exc
         _copy_container_modes(model, gm)
         return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "export":

@@ -566,7 +566,9 @@ class Pipeline:
         return self._plan
 
     def __repr__(self) -> str:
-        return f"Pipeline({self._plan.as_pipeline_string()!r}, verify={self.verify!r}, on_error={self.on_error!r})"
+        plan = getattr(self, "_plan", None)  # (a pipeline whose construction raised has none)
+        passes = plan.as_pipeline_string() if plan is not None else "<not built>"
+        return f"Pipeline({passes!r}, verify={getattr(self, 'verify', None)!r}, on_error={getattr(self, 'on_error', None)!r})"
 
     # ------------------------------------------------------------------ running
 

@@ -1089,3 +1089,31 @@ def test_errors_in_a_pipeline_string_of_several_lines_name_the_line_and_place_th
         "  fold_constants.max_numel (line 2, column 20): Input should be a valid integer (given: '3'; a number in "
         "quotes is a string: write 3 without the quotes)",
     ]
+
+
+def test_repr_of_a_pipeline_whose_construction_raised_does_not_raise():
+    """pytest showed `[AttributeError("'Pipeline' object has no attribute '_plan'") raised in
+    repr()]` in tracebacks through a Pipeline that failed while being built (found by a
+    new-user check)."""
+    half = Pipeline.__new__(Pipeline)
+    assert repr(half) == "Pipeline('<not built>', verify=None, on_error=None)"
+    assert repr(Pipeline(["a"], registry=_reg_with_a())) == "Pipeline('a', verify='lint', on_error='rollback')"
+
+
+def _reg_with_a():
+    r = Registry(autoload=False)
+    r.register(make_pass("a"))
+    return r
+
+
+def test_a_model_symbolic_trace_cannot_take_is_pointed_at_the_other_captures():
+    from fxpasses.capture import capture
+
+    class Branches(torch.nn.Module):
+        def forward(self, x):
+            return x if x.sum() > 0 else -x
+
+    with pytest.raises(UserError) as info:
+        capture(Branches(), [torch.ones(2)], "symbolic_trace")
+    assert str(info.value).startswith("symbolic_trace could not trace Branches: TraceError: ")
+    assert str(info.value).endswith("the export or dynamo capture takes such models)")
