@@ -94,18 +94,32 @@ def _registry(options: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
     from .config import Config, PluginsConfig, find_pyproject, load_config_file, validation_problems
-    from .errors import ConfigError
+    from .config import read_config_data as _read_config_data
+    from .errors import ConfigError, value_hint
     from .pipeline import registry_for
 
-    if "plugins" in options:
-        try:
-            plugins = PluginsConfig.model_validate(options["plugins"])
+    def plugins_from(raw: Any, where: str) -> Any:
+        try:  # strict, as a config file's values are (a quoted "true" is not true)
+            plugins = PluginsConfig.model_validate(raw, strict=True)
         except ValidationError as exc:
-            problems = "; ".join(f"{path}: {msg} (given: {value!r})" for path, msg, value in validation_problems(exc, PluginsConfig))
-            raise ConfigError(f"torch.compile option 'plugins': {problems}") from None
+            problems = "; ".join(
+                f"{path}: {msg} (given: {value!r}{value_hint(value, where, msg)})"
+                for path, msg, value in validation_problems(exc, PluginsConfig)
+            )
+            raise ConfigError(f"{where}: {problems}") from None
         return registry_for(Config(plugins=plugins))
+
+    if "plugins" in options:
+        return plugins_from(options["plugins"], "torch.compile option 'plugins'")
     found = find_pyproject()
-    return registry_for(load_config_file(found)) if found is not None else registry_for(Config())
+    if found is None:
+        return registry_for(Config())
+    if "pipeline" not in options and "preset" not in options and not os.environ.get("FXPASSES_PIPELINE", "").strip():
+        return registry_for(load_config_file(found))  # the pipeline comes from there too: all of it is read
+    # only its plugins section: the rest of the table (a [model], an output) is not this run's
+    tool = _read_config_data(found)
+    raw = tool.get("plugins") if isinstance(tool, dict) else None
+    return plugins_from(raw or {}, f"{found} [tool.fxpasses.plugins]")
 
 
 def _pipeline_spec(options: dict[str, Any], reg: Any) -> tuple[Any, str]:

@@ -471,7 +471,8 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
         cfg = load_config_file(config)
     else:
         with _warning_lines(ConfigWarning):  # a misspelt [tool.fxpass] table
-            found = find_pyproject() if pipeline is None and preset is None else None
+            # (--pipeline/--preset replace its pipeline; its model, options and plugins stay, as a CONFIG's)
+            found = find_pyproject()
         cfg = load_config_file(found) if found is not None else None
     if pipeline is not None or preset is not None:
         update = {"pipeline": pipeline, "preset": preset}

@@ -799,6 +799,24 @@ def _yaml11_int_surprise(text: str, value: int) -> str | None:
     return None
 
 
+def read_config_data(path: str | Path) -> Any:
+    """The data of a config file, unvalidated: a ``pyproject.toml``'s ``[tool.fxpasses]``
+    table (None when it has none), another file's whole content.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed."""
+    path = Path(path)
+    data = _read(path)
+    return _fxpasses_table(data)[0] if path.name == "pyproject.toml" else data
+
+
+def _fxpasses_table(data: Any) -> tuple[Any, Any]:
+    """A ``pyproject.toml``'s ``[tool.fxpasses]`` table (None when it has none), and its
+    ``[tool]`` table."""
+    tool = (data.get("tool") or {}) if isinstance(data, dict) else {}
+    return (tool.get("fxpasses") if isinstance(tool, dict) else None), tool
+
+
 def load_config_file(path: str | Path) -> Config:
     """Read and validate a config file (``pyproject.toml``: its ``[tool.fxpasses]`` table).
 
@@ -811,8 +829,7 @@ def load_config_file(path: str | Path) -> Config:
     if data is None and path.suffix.lower() in (".yaml", ".yml"):
         data = {}  # an empty YAML file: an empty mapping, as an empty TOML file is
     if path.name == "pyproject.toml":
-        tool = (data.get("tool") or {}) if isinstance(data, dict) else {}
-        data = tool.get("fxpasses") if isinstance(tool, dict) else None
+        data, tool = _fxpasses_table(data)
         source = f"{path} [tool.fxpasses]"
         if data is None:
             near = _near_tool_table(tool)

@@ -620,3 +620,15 @@ def test_plugin_settings_come_from_the_plugins_option_or_the_pyproject(tmp_path,
     )
     assert passes_run({}) == [("remove_identity", "ok")]  # the pipeline and the plugins from there
     assert passes_run({"pipeline": "remove_identity,eliminate_dead_code"})[0] == ("remove_identity", "ok")
+    # with the pipeline given as an option, only the plugins section is read there: the rest of
+    # the project's table (an output the CLI would refuse) is not this run's (it failed the compile)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.fxpasses]\noutput = ""\nverify = "sometimes"\n[tool.fxpasses.plugins]\nenable = ["fxpasses-example-passes"]\n'
+    )
+    assert passes_run({"pipeline": "remove_identity"}) == [("remove_identity", "ok")]
+    # values as strict as a config file's: a quoted "true" is not true
+    with pytest.raises(Exception, match="strict: Input should be a valid boolean \\(given: 'true'; a boolean in quotes"):
+        passes_run({"pipeline": "remove_identity", "plugins": {"strict": "true"}})
+    (tmp_path / "pyproject.toml").write_text('[tool.fxpasses.plugins]\nstrict = "true"\n')
+    with pytest.raises(Exception, match="pyproject.toml \\[tool.fxpasses.plugins\\]: strict: Input should be a valid boolean"):
+        passes_run({"pipeline": "remove_identity"})

@@ -387,9 +387,31 @@ def test_run_with_a_pyproject_without_a_model_keeps_its_settings_and_names_it_in
     assert lines[1] == (
         f"note: {py} [tool.fxpasses] has no [model]: this is the bundled example model (add a [model] table for yours)"
     )
-    # --pipeline reads no pyproject.toml: the documented default, without a note
+    # --pipeline replaces the pyproject's pipeline only: the note still (it read no pyproject.toml
+    # then, running the bundled example even where the project's table has a [model])
     r = CliRunner().invoke(cli, ["run", "--pipeline", "eliminate_dead_code", "--no-save", "--repeat", "1"])
-    assert r.exit_code == 0 and "has no [model]" not in r.stdout
+    assert r.exit_code == 0 and "has no [model]" in r.stdout.splitlines()[1]
+
+
+def test_pipeline_and_preset_flags_replace_the_pyproject_pipeline_and_keep_its_model(tmp_path, monkeypatch):
+    """`fxpasses run --pipeline X` without CONFIG ran the bundled example, not the nearest
+    pyproject.toml's [tool.fxpasses.model], and `bisect --pipeline X` said "no [model] section"
+    (found by a new-user check)."""
+    (tmp_path / "tiny_models.py").write_text(
+        "import torch\nclass Tiny(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x * 1)\n"
+        "def tiny():\n    return Tiny()\n"
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.fxpasses]\npipeline = "remove_dropout"\n[tool.fxpasses.model]\nfactory = "tiny_models:tiny"\n'
+        "inputs = [{shape = [2, 3]}]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    for flag in (["--pipeline", "eliminate_dead_code"], ["--preset", "cleanup"]):
+        r = CliRunner().invoke(cli, ["run", *flag, "--no-save", "--repeat", "1"])
+        assert r.exit_code == 0, r.output
+        assert r.stdout.startswith("model: tiny_models:tiny ("), r.stdout
+    r = CliRunner().invoke(cli, ["bisect", "--pipeline", "eliminate_dead_code"])
+    assert r.exit_code == 0 and "no failure" in r.output, r.output
 
 
 # ---------------------------------------------------------------------- --format json failures
