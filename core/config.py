@@ -311,7 +311,14 @@ class Config(_Strict):
     rtol: float = Field(default=1e-5, ge=0, allow_inf_nan=False)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     model: ModelConfig | None = None
-    output: str | None = Field(default=None, min_length=1)  # "" would be the current directory
+    output: str | None = None
+
+    @field_validator("output")
+    @classmethod
+    def _output_not_blank(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():  # "" would be the current directory, " " a folder named so
+            raise ValueError(f"an empty path ({v!r}); give a directory")
+        return v
 
     # where it came from, for messages (not a config key)
     _source: str = "config"

@@ -191,7 +191,7 @@ def _as_entries(passes: Any) -> list[EntryLike]:
         isinstance(passes, tuple)
         and len(passes) == 2
         and isinstance(passes[0], (str, type, Pass))
-        and isinstance(passes[1], (Mapping, BaseModel))
+        and (passes[1] is None or isinstance(passes[1], (Mapping, BaseModel)))
     ):  # one (name or class, options) pair (an instance's: refused by _entry, with the way to write it)
         return [passes]
     if isinstance(passes, (list, tuple)):

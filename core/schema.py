@@ -103,7 +103,9 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
     quoted = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
     options = r"\{(?:" + quoted + r"""|[^{}'"])*\}"""
-    settings = r"\[\s*(?:verify|on_error)\s*=\s*\w+\s*(?:,\s*(?:verify|on_error)\s*=\s*\w+\s*)*\]"
+    value = r"""(?:\w+|'\w+'|"\w+")"""  # a setting's value, bare or quoted
+    setting = r"(?:verify|on_error)\s*=\s*" + value
+    settings = r"\[\s*" + setting + r"\s*(?:,\s*" + setting + r"\s*)*\]"
     entry = rf"\s*(?:{alt})\s*(?:{options})?\s*(?:{settings})?\s*"
     return rf"^{entry}(?:,{entry})*$"
 

@@ -744,10 +744,11 @@ def test_an_empty_directory_option_is_a_usage_error_not_the_current_directory(fl
     assert r.exit_code == 2, r.output
     assert "an empty path (''); give a directory" in r.stderr
     assert list(tmp_path.iterdir()) == []  # nothing saved anywhere
-    (tmp_path / "c.toml").write_text('output = ""\n')
-    r = CliRunner().invoke(cli, ["run", "c.toml", "--repeat", "1"])
-    assert r.exit_code == 2 and "output: String should have at least 1 character (given: '')" in r.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
+    for blank in ("", " "):  # (a blank one made a folder named " ")
+        (tmp_path / "c.toml").write_text(f'output = "{blank}"\n')
+        r = CliRunner().invoke(cli, ["run", "c.toml", "--repeat", "1"])
+        assert r.exit_code == 2 and f"output: an empty path ({blank!r}); give a directory (given: {blank!r})" in r.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
 
 
 @pytest.mark.parametrize(

@@ -574,6 +574,9 @@ def test_an_empty_string_is_an_empty_pipeline_as_an_empty_list_is():
         with pytest.raises(ConfigError) as info:
             Pipeline(empty, registry=Registry(autoload=False))
         assert str(info.value) == "the pipeline is empty: name at least one pass"
+    # one (name, None) pair is one entry, as in a list (it was "entry 2: bad pipeline entry None")
+    reg = _reg_with_a()
+    assert Pipeline(("a", None), registry=reg).plan().names() == Pipeline([("a", None)], registry=reg).plan().names() == ["a"]
 
 
 def test_yaml_numbers_read_as_strings_are_explained_in_option_errors(tmp_path):

@@ -74,6 +74,7 @@ def test_broken_configs_are_rejected(validator, config):
     [
         ("fold_constants{max_numel=4096}[verify=numeric,on_error=skip],eliminate_dead_code", True),  # README's
         ("eliminate_dead_code[on_error=skip]", True),
+        ("""remove_dropout[verify="numeric", on_error='skip']""", True),  # quoted setting values
         ('rename_nodes{pattern="a}b",replacement=x}', True),  # a brace inside quotes
         ("rename_nodes{pattern='[a-z]+_1',replacement=x}", True),
         ("remove_dropout , eliminate_dead_code", True),
