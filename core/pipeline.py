@@ -301,9 +301,14 @@ class Pipeline:
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
         _check_one_class_per_name(self._steps, self.source)
+        self._tables = extra
         self._plan = self._order(extra)
-        # options for a pass the plan pulls in (a requirement) are its options, as for an entry
-        unused = set(extra) - {s.name for s in self._plan.steps}
+        # options for a pass the plan pulls in (a requirement), or that a run computes on demand
+        # (an analysis an entry requires, with order="as-given"), are its options, as an entry's
+        demanded = self._on_demand_names()
+        unused = set(extra) - {s.name for s in self._plan.steps} - demanded
+        for name in sorted(demanded & set(extra)):  # validated now, not when a run first needs it
+            self._table_options(name, self.registry.get(name))
         if unused and not ignore_unused_options:
             names = [s.name for s in self._plan.steps]
             raise ConfigError(
@@ -452,18 +457,34 @@ class Pipeline:
         steps = []
         for it in ordered:
             if it.payload is None:  # pulled in
-                raw = extra.get(it.name)
-                if raw is None:
-                    options = it.cls.Options()
-                else:  # (a config's table is JSON-like data, as an entry's)
-                    keys = set(raw) if self._from_config is not None else set()
-                    options = validate_options(it.name, it.cls.Options, raw, self._table_name(it.name), keys)
-                step = PlanStep(it.name, it.cls, options, None)
+                step = PlanStep(it.name, it.cls, self._table_options(it.name, it.cls), None)
             else:
                 step = it.payload
             step.reasons = list(it.reasons)
             steps.append(step)
         return Plan(steps)
+
+    def _table_options(self, name: str, cls: type[Pass]) -> BaseModel:
+        """The options of a pass no entry names (pulled in, or computed on demand): its options
+        table, validated as an entry's (a config's table is JSON-like data), or the defaults."""
+        raw = getattr(self, "_tables", {}).get(name)
+        if raw is None:
+            return cls.Options()
+        keys = set(raw) if self._from_config is not None else set()
+        return validate_options(name, cls.Options, raw, self._table_name(name), keys)
+
+    def _on_demand_names(self) -> set[str]:
+        """The analyses a run may compute on demand for the plan's steps (what they require,
+        transitively through analyses): with ``order="dependencies"`` the plan holds them."""
+        seen: set[str] = set()
+        todo = [r for s in self._plan.steps for r in s.cls.requires]
+        while todo:
+            name = todo.pop()
+            if name in seen or not self._is_analysis(name):
+                continue
+            seen.add(name)
+            todo.extend(self.registry.get(name).requires)
+        return seen
 
     @classmethod
     def from_string(cls, text: str, **kwargs: Any) -> "Pipeline":
@@ -694,7 +715,9 @@ class Pipeline:
                     for r in reversed(needed):
                         on_demand.add((id(step), r))
                         rcls = self.registry.get(r)
-                        queue.appendleft(PlanStep(r, rcls, rcls.Options(), None, reasons=[f"on demand: required by {step.name}"]))
+                        queue.appendleft(
+                            PlanStep(r, rcls, self._table_options(r, rcls), None, reasons=[f"on demand: required by {step.name}"])
+                        )
                     continue
                 index += 1
                 verify = step.verify or self.verify

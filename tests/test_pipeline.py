@@ -95,6 +95,37 @@ def test_options_for_a_pulled_in_pass_are_its_options(reg, tmp_path):
         Pipeline(["needs_cse"], options={"a": {}}, registry=reg)
 
 
+def test_options_for_an_analysis_run_on_demand_under_as_given_are_its_options():
+    """With order="as-given" an analysis an entry requires still runs, on demand, but its options
+    table was "options given for pass(es) not in the pipeline" (found by a new-user check)."""
+    seen = []
+
+    class Stats(fxpasses.GraphPass):
+        """An analysis with an option."""
+
+        name = "stats"
+        kind = "analysis"
+        Options = CSEOptions
+
+        def run(self, gm, ctx):
+            seen.append(self.options.max_numel)
+            return False
+
+    r = Registry(autoload=False)
+    r.register(Stats)
+    r.register(make_pass("uses_stats", requires=("stats",)))
+    gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+    p = Pipeline(["uses_stats"], order="as-given", options={"stats": {"max_numel": 3}}, registry=r)
+    assert p.plan().names() == ["uses_stats"]  # pulled into no plan
+    report = p.run(gm)
+    assert [(x.name, x.reasons) for x in report.passes] == [("stats", ["on demand: required by uses_stats"]), ("uses_stats", [])]
+    assert seen == [3]
+    with pytest.raises(OptionsError, match="stats.max_numel: Input should be a valid integer"):  # when built
+        Pipeline(["uses_stats"], order="as-given", options={"stats": {"max_numel": "x"}}, registry=r)
+    with pytest.raises(ConfigError, match="not in the pipeline: cse"):  # neither planned nor demanded
+        Pipeline(["uses_stats"], order="as-given", options={"cse": {}}, registry=r)
+
+
 def test_requires_moves_a_later_instance_earlier(reg):
     plan = Pipeline(["c", "b", "a"], registry=reg).plan()
     assert plan.names() == ["a", "c", "b"]
