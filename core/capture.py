@@ -91,8 +91,8 @@ def capture(
         except Exception as exc:
             raise UserError(
                 f"symbolic_trace could not trace {type(model).__name__}: {_short(exc)} (symbolic_trace cannot "
-                "follow Python control flow on tensor values, *args/**kwargs forwards and much of what "
-                "model libraries do; the export or dynamo capture takes such models)"
+                "follow *args/**kwargs forwards and much of what model libraries do, which the export and "
+                "dynamo captures take; Python control flow on tensor values needs torch.cond in any capture)"
             ) from exc
         _copy_container_modes(model, gm)
         return Captured(gm, list(inputs), dialect, dict(kwargs))

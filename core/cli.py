@@ -700,14 +700,19 @@ def run_cmd(
         click.echo(timer.table(), err=True)
     if drawer is not None:
         click.echo(drawer.summary(), err=True)
+    model_note = (
+        f"{stand_in} has no [model]: this is the bundled example model (add a [model] table for yours)"
+        if stand_in is not None
+        else ""
+    )
     if fmt == "json":
-        _echo_json(result.as_dict())
+        _echo_json({**result.as_dict(), "model_note": model_note})
         return
     rep = result.report
     how = "captured" if result.captured else "loaded"
     click.echo(f"model: {result.model_name} ({rep.dialect}, {how} in {result.capture_seconds:.2f} s)")
-    if stand_in is not None:
-        click.echo(f"note: {stand_in} has no [model]: this is the bundled example model (add a [model] table for yours)")
+    if model_note:
+        click.echo(f"note: {model_note}")
     click.echo(f"pipeline: {result.pipeline}" + (f"  (preset {result.preset})" if result.preset else ""))
     limited = rep.rewrite_limit is not None
     rows = []

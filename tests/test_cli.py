@@ -387,6 +387,8 @@ def test_run_with_a_pyproject_without_a_model_keeps_its_settings_and_names_it_in
     assert lines[1] == (
         f"note: {py} [tool.fxpasses] has no [model]: this is the bundled example model (add a [model] table for yours)"
     )
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["model_note"] == lines[1][len("note: "):]
     # --pipeline replaces the pyproject's pipeline only: the note still (it read no pyproject.toml
     # then, running the bundled example even where the project's table has a [model])
     r = CliRunner().invoke(cli, ["run", "--pipeline", "eliminate_dead_code", "--no-save", "--repeat", "1"])

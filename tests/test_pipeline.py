@@ -1150,4 +1150,6 @@ def test_a_model_symbolic_trace_cannot_take_is_pointed_at_the_other_captures():
     with pytest.raises(UserError) as info:
         capture(Branches(), [torch.ones(2)], "symbolic_trace")
     assert str(info.value).startswith("symbolic_trace could not trace Branches: TraceError: ")
-    assert str(info.value).endswith("the export or dynamo capture takes such models)")
+    assert str(info.value).endswith(
+        "which the export and dynamo captures take; Python control flow on tensor values needs torch.cond in any capture)"
+    )
