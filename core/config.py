@@ -46,6 +46,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import enum
 import re
 import sys
 import warnings
@@ -556,7 +557,9 @@ def validate_options(
         options = options_cls.model_validate(raw)
     except ValidationError as exc:
         bad = {path.split(".")[0] for path, _, _ in problems}  # left out of raw: not "missing"
-        problems += [p for p in validation_problems(exc, options_cls) if p[0].split(".")[0] not in bad]
+        problems += [
+            _enum_member_hint(options_cls, p) for p in validation_problems(exc, options_cls) if p[0].split(".")[0] not in bad
+        ]
     except Exception as exc:
         if problems:  # the model may need the values that did not fit: those are the fault
             raise OptionsError(pass_name, problems, source=source) from None
@@ -569,6 +572,19 @@ def validate_options(
     if problems:
         raise OptionsError(pass_name, _text_read_as_other(problems, config_keys, source), source=source)
     return options
+
+
+def _enum_member_hint(options_cls: type[BaseModel], problem: tuple[str, str, Any]) -> tuple[str, str, Any]:
+    """``problem`` with the member to give where Python gave an ``Enum`` field a member's value
+    (``mode="fast"``: "give Mode.fast"; a config's text is read as the member, Python's is not)."""
+    path, msg, given = problem
+    field = options_cls.model_fields.get(path)
+    annotation = field.annotation if field is not None else None
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum) and msg.startswith("Input should be an instance"):
+        members = [m for m in annotation if m.value == given or m.name == given]
+        if members:
+            msg += f" (give {annotation.__name__}.{members[0].name}, the member, from Python; {given!r} is read as it only from text)"
+    return path, msg, given
 
 
 def _text_read_as_other(

@@ -134,7 +134,10 @@ def test_python_callers_give_enum_members_and_paths(reg):
     # Python values are validated as they are (pydantic's strict Python mode): a member, not its value
     with pytest.raises(OptionsError) as info:
         Pipeline([("values", {"mode": "exact"})], registry=reg)
-    assert str(info.value).splitlines()[1] == "  values.mode: Input should be an instance of Mode (given: 'exact')"
+    assert str(info.value).splitlines()[1] == (
+        "  values.mode: Input should be an instance of Mode (give Mode.exact, the member, from Python; 'exact' is read "
+        "as it only from text) (given: 'exact')"
+    )
 
 
 def test_python_options_beside_a_pipeline_strings_are_each_read_as_their_source_gives_them(reg):
