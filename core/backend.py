@@ -447,7 +447,7 @@ def fxpasses_backend(
         PassFailedError: a pass failed (with ``on_error="rollback"`` the graph is restored
             first; TorchDynamo then reports the backend failure).
     """
-    from .errors import ConfigError, close_names, did_you_mean, did_you_mean_value
+    from .errors import ConfigError, close_names, did_you_mean, not_one_of
 
     options = dict(kwargs.get("options") or {})
     unknown = set(options) - _KNOWN
@@ -470,10 +470,7 @@ def fxpasses_backend(
 
     for key, allowed in SETTINGS.items():  # verify, on_error: checked once, named as options
         if key in options and options[key] not in allowed:
-            raise ConfigError(
-                f"torch.compile option {key!r} must be one of {', '.join(allowed)}, got {options[key]!r}"
-                + did_you_mean_value(options[key], allowed)
-            )
+            raise ConfigError(not_one_of(f"torch.compile option {key!r}", options[key], allowed))
     freeze = options.get("freeze", False)
     if not isinstance(freeze, bool):
         raise ConfigError(f"torch.compile option 'freeze' must be true or false, got {freeze!r}")

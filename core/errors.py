@@ -103,6 +103,12 @@ def did_you_mean(names: Sequence[str]) -> str:
     return "; did you mean " + " or ".join(map(repr, names)) + "?" if names else ""
 
 
+def not_one_of(what: str, value: Any, allowed: Sequence[str]) -> str:
+    """``"verify must be one of none, lint, numeric, got 'numerc'; did you mean 'numeric'?"``:
+    the message for a setting ``what`` given ``value``, not one of ``allowed``."""
+    return f"{what} must be one of {', '.join(allowed)}, got {value!r}" + did_you_mean_value(value, allowed)
+
+
 def did_you_mean_value(value: Any, allowed: Iterable[Any]) -> str:
     """:func:`did_you_mean` for a string ``value`` that is not one of the choices ``allowed``
     (``verify="numerc"``: ``"; did you mean 'numeric'?"``), or ``""`` (no close choice, or

@@ -60,6 +60,7 @@ from .errors import (
     did_you_mean_value,
     exception_line,
     is_yaml_source,
+    not_one_of,
 )
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
@@ -262,11 +263,9 @@ class Pipeline:
         _from_preset: bool = False,
     ) -> None:
         if verify not in _VERIFY:
-            raise ConfigError(f"verify must be one of {', '.join(_VERIFY)}, got {verify!r}" + did_you_mean_value(verify, _VERIFY))
+            raise ConfigError(not_one_of("verify", verify, _VERIFY))
         if on_error not in _ON_ERROR:
-            raise ConfigError(
-                f"on_error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}" + did_you_mean_value(on_error, _ON_ERROR)
-            )
+            raise ConfigError(not_one_of("on_error", on_error, _ON_ERROR))
         if order not in ("dependencies", "as-given"):
             raise ConfigError(
                 f"order must be 'dependencies' or 'as-given', got {order!r}"

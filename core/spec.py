@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ._names import normal_name
-from .errors import ConfigError, did_you_mean_value
+from .errors import ConfigError, not_one_of
 
 __all__ = ["SpecEntry", "parse_pipeline_string", "format_value"]
 
@@ -302,11 +302,7 @@ class _Parser:
         else:
             value, vpos = self.name(f"a value for setting {key!r} of {name!r} ({', '.join(SETTINGS[key])})")
         if value not in SETTINGS[key]:
-            raise self.error(
-                f"{key} of {name!r} must be one of {', '.join(SETTINGS[key])}, got {value!r}"
-                + did_you_mean_value(value, SETTINGS[key]),
-                vpos,
-            )
+            raise self.error(not_one_of(f"{key} of {name!r}", value, SETTINGS[key]), vpos)
         out[key] = value
 
 
