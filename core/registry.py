@@ -1058,7 +1058,7 @@ class Registry:
         if name in self._preset_conflicts:
             if info not in self._preset_conflicts[name]:
                 self._preset_conflicts[name].append(info)
-            self._resolve_preset_conflict(name)
+            self._resolve_conflict(name, self._preset_conflicts, self._presets)
             return True
         existing = self._presets.get(name)
         if existing is None or existing == info:
@@ -1080,25 +1080,22 @@ class Registry:
                     f'`prefer = {{{name} = "<distribution>"}}` in the [plugins] config section chooses one'
                 )
             )
-        self._resolve_preset_conflict(name)
+        self._resolve_conflict(name, self._preset_conflicts, self._presets)
         return True
 
-    def _resolve_preset_conflict(self, name: str) -> None:
+    def _resolve_conflict(
+        self, name: str, conflicts: dict[str, list[Any]] | None = None, table: dict[str, Any] | None = None
+    ) -> None:
+        """Bind ``name`` in ``table`` (the passes; or the presets) to the candidate of
+        ``conflicts[name]`` that ``prefer`` chooses, or unbind it when it chooses none."""
+        conflicts = self._conflicts if conflicts is None else conflicts
+        table = self._passes if table is None else table
         wanted = self.prefer.get(name)
-        chosen = [c for c in self._preset_conflicts[name] if wanted and _norm(c.distribution) == wanted]
+        chosen = [c for c in conflicts[name] if wanted and _norm(c.distribution) == wanted]
         if chosen:
-            self._presets[name] = chosen[0]
+            table[name] = chosen[0]
         else:
-            self._presets.pop(name, None)
-
-    def _resolve_conflict(self, name: str) -> None:
-        candidates = self._conflicts[name]
-        wanted = self.prefer.get(name)
-        chosen = [c for c in candidates if wanted and _norm(c.distribution) == wanted]
-        if chosen:
-            self._passes[name] = chosen[0]
-        else:
-            self._passes.pop(name, None)
+            table.pop(name, None)
 
     def _remove(self, name: str, distribution: str) -> None:
         info = self._passes.get(name)
