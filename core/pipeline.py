@@ -300,8 +300,8 @@ class Pipeline:
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
         _check_one_class_per_name(self._steps, self.source)
-        self._tables = extra
-        self._plan = self._order(extra)
+        self._tables = extra  # the options tables by pass name, for passes no entry names
+        self._plan = self._order()
         # options for a pass the plan pulls in (a requirement), or that a run computes on demand
         # (an analysis an entry requires, with order="as-given"), are its options, as an entry's
         demanded = self._on_demand_names()
@@ -442,9 +442,9 @@ class Pipeline:
             return f"{base[: -len('[tool.fxpasses]')]}[tool.fxpasses.options.{name}]"
         return f"{base} [options.{name}]"
 
-    def _order(self, extra: Mapping[str, Mapping[str, Any]]) -> Plan:
+    def _order(self) -> Plan:
         """The plan: the entries in dependency order with the passes they require pulled in,
-        each of those with its options table from ``extra`` (validated as an entry's)."""
+        each of those with its options table (:meth:`_table_options`)."""
         if self.order == "as-given":
             return Plan(list(self._steps))
         items = [Item(s.name, s.cls, s) for s in self._steps]
@@ -466,7 +466,7 @@ class Pipeline:
     def _table_options(self, name: str, cls: type[Pass]) -> BaseModel:
         """The options of a pass no entry names (pulled in, or computed on demand): its options
         table, validated as an entry's (a config's table is JSON-like data), or the defaults."""
-        raw = getattr(self, "_tables", {}).get(name)
+        raw = self._tables.get(name)
         if raw is None:
             return cls.Options()
         keys = set(raw) if self._from_config is not None else set()
