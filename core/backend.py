@@ -83,10 +83,11 @@ log = logging.getLogger("fxpasses.backend")
 _KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "freeze", "plugins"}
 
 
-def _registry(options: dict[str, Any]) -> Any:
+def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     """The registry that names the passes: from ``options["plugins"]`` (a ``[plugins]``
     table), else from the nearest ``pyproject.toml``'s ``[tool.fxpasses.plugins]``, else the
-    default one.
+    default one; and ``(path, Config)`` of that pyproject.toml when the whole table was read
+    (the pipeline comes from there too: :func:`_pipeline_spec` takes it), else None.
 
     Raises:
         ConfigError: ``plugins`` that is not a valid ``[plugins]`` table (named as the option).
@@ -97,6 +98,7 @@ def _registry(options: dict[str, Any]) -> Any:
     from .config import read_config_data as _read_config_data
     from .errors import ConfigError, value_hint
     from .pipeline import registry_for
+    from .registry import registry as default_registry
 
     def plugins_from(raw: Any, where: str) -> Any:
         try:  # strict, as a config file's values are (a quoted "true" is not true)
@@ -110,19 +112,22 @@ def _registry(options: dict[str, Any]) -> Any:
         return registry_for(Config(plugins=plugins))
 
     if "plugins" in options:
-        return plugins_from(options["plugins"], "torch.compile option 'plugins'")
+        return plugins_from(options["plugins"], "torch.compile option 'plugins'"), None
     found = find_pyproject()
     if found is None:
-        return registry_for(Config())
+        return default_registry(), None
     if "pipeline" not in options and "preset" not in options and not os.environ.get("FXPASSES_PIPELINE", "").strip():
-        return registry_for(load_config_file(found))  # the pipeline comes from there too: all of it is read
+        cfg = load_config_file(found)  # the pipeline comes from there too: all of it is read
+        return registry_for(cfg), (found, cfg)
     # only its plugins section: the rest of the table (a [model], an output) is not this run's
     tool = _read_config_data(found)
     raw = tool.get("plugins") if isinstance(tool, dict) else None
-    return plugins_from(raw or {}, f"{found} [tool.fxpasses.plugins]")
+    return plugins_from(raw or {}, f"{found} [tool.fxpasses.plugins]"), None
 
 
-def _pipeline_spec(options: dict[str, Any], reg: Any) -> tuple[Any, str]:
+def _pipeline_spec(options: dict[str, Any], reg: Any, project: tuple[Any, Any] | None = None) -> tuple[Any, str]:
+    """The pipeline and where it came from (see the module doc); ``project``: the nearest
+    pyproject.toml's ``(path, Config)`` when :func:`_registry` read it already."""
     from .errors import ConfigError
 
     if "pipeline" in options and "preset" in options:
@@ -142,11 +147,13 @@ def _pipeline_spec(options: dict[str, Any], reg: Any) -> tuple[Any, str]:
     env = os.environ.get("FXPASSES_PIPELINE", "").strip()
     if env:
         return env, "FXPASSES_PIPELINE"
-    from .config import find_pyproject, load_config_file
+    if project is None:
+        from .config import find_pyproject, load_config_file
 
-    found = find_pyproject()
-    if found is not None:
-        cfg = load_config_file(found)
+        found = find_pyproject()
+        project = (found, load_config_file(found)) if found is not None else None
+    if project is not None:
+        found, cfg = project
         if cfg.pipeline is not None:
             return cfg.pipeline, f"{found} [tool.fxpasses]"
     return DEFAULT_BACKEND_PIPELINE, "default"
@@ -459,8 +466,8 @@ def fxpasses_backend(
             f"unknown torch.compile option(s) for backend 'fxpasses': {', '.join(named)} "
             f"(known: {', '.join(sorted(_KNOWN))})" + did_you_mean(close)
         )
-    reg = _registry(options)
-    spec, source = _pipeline_spec(options, reg)
+    reg, project = _registry(options)
+    spec, source = _pipeline_spec(options, reg, project)
     from .pipeline import tolerance
 
     for key in ("atol", "rtol"):  # checked once, before any graph; absent: the Pipeline's default
