@@ -547,11 +547,16 @@ def prepare_model(cfg: Config) -> PreparedModel:
     try:
         return _prepare_model(cfg)
     except ConfigError as exc:
-        where = cfg._source
-        if exc.source and exc.source.startswith("[model]") and where and where != "config":
-            exc.source = f"{where}: {exc.source}"
+        if exc.source and exc.source.startswith("[model]"):
+            exc.source = _in_config(cfg, exc.source)
             exc.args = (f"{exc.source}: {exc.detail}",)
         raise
+
+
+def _in_config(cfg: Config, where: str) -> str:
+    """``where`` (``"[model] inputs"``) after the config file that holds it, when the config
+    came from one: ``"fx.toml: [model] inputs"``."""
+    return f"{cfg._source}: {where}" if cfg._source and cfg._source != "config" else where
 
 
 def _prepare_model(cfg: Config) -> PreparedModel:
@@ -738,8 +743,9 @@ def run_job(
         what = "the captured model"
         if mc.graph is not None or mc.program is not None:
             what = "[model] graph" if mc.graph is not None else "[model] program"
-        where = f"{cfg._source}: [model] inputs" if cfg._source and cfg._source != "config" else "[model] inputs"
-        raise ConfigError(f"{what} does not run on the given inputs: {type(exc).__name__}: {exc}", source=where) from exc
+        raise ConfigError(
+            f"{what} does not run on the given inputs: {type(exc).__name__}: {exc}", source=_in_config(cfg, "[model] inputs")
+        ) from exc
     before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
     report = pipeline.run(
