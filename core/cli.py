@@ -831,11 +831,9 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     run_args = ["--pipeline", pipeline] if pipeline is not None else ["--preset", preset] if preset is not None else []
     # and with the same plugins (-p NAME, -p no:NAME): without them a plugin's pass was unknown
     run_args += [a for p in [*state.enable, *(f"no:{d}" for d in state.disable)] for a in ("-p", p)]
-    if config is None:  # the nearest pyproject.toml's table: named, so the command runs from anywhere
-        from .config import find_pyproject
-
-        found_at = find_pyproject()
-        config = os.path.relpath(found_at) if found_at is not None else None
+    if config is None and cfg._base_dir is not None:
+        # the nearest pyproject.toml's table (_load_cfg found it): named, so the command runs from anywhere
+        config = os.path.relpath(cfg._base_dir / "pyproject.toml")
     text = result.text(config, run_args=run_args)
     if fmt == "json":
         # a bad pass found is exit status 1: the object says so as any failure does
