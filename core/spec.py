@@ -90,8 +90,6 @@ class _Parser:
         self.where = f"{where}: pipeline string" if where else "pipeline string"
         self.text = text
         self.pos = 0
-        # each entry's options (by id: they live until the parse ends): key -> as typed
-        self._spellings: dict[int, dict[str, str]] = {}
 
     def place(self, pos: int) -> str:
         """Where ``pos`` is, in words: ``"column 16"``; ``"line 2, column 5"`` in a text of
@@ -230,12 +228,15 @@ class _Parser:
             name, start = self.name("a pass name")
             options: dict[str, Any] = {}
             places: dict[str, str] = {}
+            spellings: dict[str, str] = {}  # each option's key as typed (its NFKC form is the key)
             if self.peek() == "{":
                 self.pos += 1
                 if self.peek() == "}":
                     self.pos += 1
                 else:
-                    self.sequence("}", f"in the options of {name!r}", lambda: self.option(name, options, places))
+                    self.sequence(
+                        "}", f"in the options of {name!r}", lambda: self.option(name, options, places, spellings)
+                    )
             settings = self.settings(name) if self.peek() == "[" else {}
             out.append(
                 SpecEntry(
@@ -254,13 +255,12 @@ class _Parser:
             self.pos += 1
 
 
-    def option(self, name: str, options: dict[str, Any], places: dict[str, str]) -> None:
+    def option(self, name: str, options: dict[str, Any], places: dict[str, str], spellings: dict[str, str]) -> None:
         """``key=value`` inside the braces of pass ``name``, into ``options`` (and the key's
-        place into ``places``)."""
+        place into ``places``, its spelling into ``spellings``)."""
         key, kpos = self.name(f"an option name for {name!r}")
         spelt = self.text[kpos : self.pos]  # as typed (key is its NFKC form)
         self.expect("=", f"after option {key!r} of {name!r}")
-        spellings = self._spellings.setdefault(id(options), {})
         if key in options:
             first = spellings[key]
             forms = f", as {ascii(first)} and as {ascii(spelt)} (one name in two Unicode forms)" if first != spelt else ""
