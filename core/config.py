@@ -44,9 +44,9 @@ path, or an :class:`~fxpasses.errors.OptionsError` for pass options.
 from __future__ import annotations
 
 import difflib
+import enum
 import functools
 import json
-import enum
 import re
 import sys
 import warnings

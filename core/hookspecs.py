@@ -66,8 +66,9 @@ def fxpasses_register_presets(register: Callable[[str, str, str], None]) -> None
     A name another distribution also registers is reported naming both, and neither preset is
     used until the ``[plugins]`` setting ``prefer = {name = "<distribution>"}`` chooses one (a
     built-in preset's name is kept unless ``prefer`` chooses the plugin's); a preset whose name
-    is not an identifier or whose pipeline string is empty or malformed is skipped on its own (the plugin's other presets and passes stay registered; ``fxpasses list`` shows
-    the rejected ones with the reason).
+    is not an identifier or whose pipeline string is empty or malformed is skipped on its own
+    (the plugin's other presets and passes stay registered; ``fxpasses list`` shows the
+    rejected ones with the reason).
 
     :param register: the callback that adds one preset.
     """

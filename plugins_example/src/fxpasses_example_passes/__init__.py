@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from pydantic import Field
-
 import torch
 import torch.fx
+from pydantic import Field
 
 import fxpasses
 from fxpasses import GraphPass, NodePass, PassOptions, Replace, on
