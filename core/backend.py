@@ -100,19 +100,19 @@ def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     from .pipeline import registry_for
     from .registry import registry as default_registry
 
-    def plugins_from(raw: Any, where: str) -> Any:
+    def plugins_from(raw: Any, where: str, python: bool = False) -> Any:
         try:  # strict, as a config file's values are (a quoted "true" is not true)
             plugins = PluginsConfig.model_validate(raw, strict=True)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{path}: {msg} (given: {value!r}{value_hint(value, where, msg)})"
+                f"{path}: {msg} (given: {value!r}{value_hint(value, where, msg, python=python)})"
                 for path, msg, value in validation_problems(exc, PluginsConfig)
             )
             raise ConfigError(f"{where}: {problems}") from None
         return registry_for(Config(plugins=plugins))
 
     if "plugins" in options:
-        return plugins_from(options["plugins"], "torch.compile option 'plugins'"), None
+        return plugins_from(options["plugins"], "torch.compile option 'plugins'", python=True), None
     found = find_pyproject()
     if found is None:
         return default_registry(), None

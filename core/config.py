@@ -548,6 +548,7 @@ def validate_options(
     if not all(k.isascii() for k in raw if isinstance(k, str)):  # option names as Python's identifiers
         raw, config_keys = normal_option_keys(pass_name, raw, source), {normal_name(k) for k in config_keys}
     raw, problems = config_values(options_cls, raw, config_keys)
+    python_keys = {str(k) for k in raw if k not in config_keys}  # hints in Python's words for these
     if options_cls.model_config.get("extra") != "forbid":
         # an Options model that is a plain BaseModel ignores unknown keys: a misspelt option
         # would be dropped without a word, so they are refused here as PassOptions refuses them
@@ -562,7 +563,7 @@ def validate_options(
         ]
     except Exception as exc:
         if problems:  # the model may need the values that did not fit: those are the fault
-            raise OptionsError(pass_name, problems, source=source) from None
+            raise OptionsError(pass_name, problems, source=source, python_keys=python_keys) from None
         where = f" ({source})" if source else ""
         raise PassDefinitionError(
             f"pass {pass_name!r}{where}: its options model {options_cls.__module__}.{options_cls.__qualname__} "
@@ -570,7 +571,9 @@ def validate_options(
             "ValueError for a bad value)"
         ) from exc
     if problems:
-        raise OptionsError(pass_name, _text_read_as_other(problems, config_keys, source), source=source)
+        raise OptionsError(
+            pass_name, _text_read_as_other(problems, config_keys, source), source=source, python_keys=python_keys
+        )
     return options
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import errno
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -107,6 +107,26 @@ def not_one_of(what: str, value: Any, allowed: Sequence[str]) -> str:
     """``"verify must be one of none, lint, numeric, got 'numerc'; did you mean 'numeric'?"``:
     the message for a setting ``what`` given ``value``, not one of ``allowed``."""
     return f"{what} must be one of {', '.join(allowed)}, got {value!r}" + did_you_mean_value(value, allowed)
+
+
+def prefer_hint(name: str, distribution: str = "<distribution>") -> str:
+    """How to choose ``distribution``'s pass or preset ``name`` over another of that name, in
+    each place plugins are selected: the config's ``[plugins]`` section (also the
+    ``torch.compile`` backend's ``plugins`` option) and ``Registry(prefer=...)`` in Python."""
+    return (
+        f'`prefer = {{{name} = "{distribution}"}}` in the [plugins] config section, or '
+        f'`Registry(prefer={{"{name}": "{distribution}"}})` in Python'
+    )
+
+
+def plugin_setting_hint(setting: str, value: str) -> str:
+    """Where the plugin setting ``setting`` (``enable``/``disable``) naming ``value`` goes: the
+    config's ``[plugins]`` section, the CLI's ``-p``, Python's ``Registry(...)``."""
+    flag = f"-p {value}" if setting == "enable" else f"-p no:{value}"
+    return (
+        f'`{setting} = ["{value}"]` in the [plugins] config section, `{flag}`, or '
+        f'`Registry({setting}=["{value}"])` in Python'
+    )
 
 
 def did_you_mean_value(value: Any, allowed: Iterable[Any]) -> str:
@@ -228,18 +248,20 @@ def _yaml11_float(number: float) -> str:
     return f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
 
 
-def value_hint(value: Any, source: str | None, message: str = "") -> str:
+def value_hint(value: Any, source: str | None, message: str = "", *, python: bool = False) -> str:
     """Why a value that failed validation (pydantic's ``message``) may not be what was
     written, or "": a YAML 1.1 reading (PyYAML's) when ``source`` is a YAML file; a number or
     ``true``/``false`` in quotes, which is a string (config values are never converted), when
-    a number or a boolean was wanted."""
+    a number or a boolean was wanted (``python``: the value was given from Python, whose
+    booleans are ``True``/``False``)."""
     yaml = is_yaml_source(source)
     if isinstance(value, bool) and yaml:
         return "; YAML reads yes/no/on/off (any case) as true/false: quote the word to mean the string"
     if isinstance(value, str) and yaml and _YAML12_OCTAL.fullmatch(value):
         return f"; YAML 1.1 (PyYAML) reads 0o octal as a string: write {int(value.replace('_', ''), 8)}"
     if isinstance(value, str) and value.lower() in ("true", "false") and "valid boolean" in message:
-        return f"; a boolean in quotes is a string: write {value.lower()} without the quotes"
+        word = value.capitalize() if python else value.lower()
+        return f"; a boolean in quotes is a string: write {word} without the quotes"
     if not isinstance(value, str) or not _NUMBER.fullmatch(value) or not _reads_as_number(value):
         return ""
     if yaml and _LEADING_ZERO.fullmatch(value):
@@ -276,6 +298,8 @@ class OptionsError(UserError):
     where the options came from one: each problem of such an option names its place.
     ``others``: the errors of the pipeline's later entries with invalid options (a pipeline
     reports every such entry at once, first this one); their messages follow this one's.
+    ``python_keys``: the options given as Python values (not read from a config file or a
+    pipeline string), whose hints are worded in Python (``True``, not ``true``).
     """
 
     def __init__(
@@ -286,18 +310,22 @@ class OptionsError(UserError):
         source: str | None = None,
         places: Mapping[str, str] | None = None,
         others: Sequence[OptionsError] = (),
+        python_keys: Collection[str] = (),
     ) -> None:
         self.pass_name = pass_name
         self.problems = list(problems)
         self.source = source
         self.places = dict(places or {})
         self.others = list(others)
+        self.python_keys = frozenset(python_keys)
         where = f" ({source})" if source else ""
         lines = [f"invalid options for pass {pass_name!r}{where}:"]
         for path, message, value in self.problems:
             place = self.places.get(str(path).split(".")[0])
             at = f" ({place})" if place else ""
-            lines.append(f"  {pass_name}.{path}{at}: {message} (given: {value!r}{value_hint(value, source, message)})")
+            python = str(path).split(".")[0] in self.python_keys
+            hint = value_hint(value, source, message, python=python)
+            lines.append(f"  {pass_name}.{path}{at}: {message} (given: {value!r}{hint})")
         lines += (str(o) for o in self.others)
         super().__init__("\n".join(lines))
 
@@ -326,8 +354,7 @@ class DuplicatePassError(UserError):
         super().__init__(
             f"{kind} name {name!r} is registered by more than one plugin: "
             + " and ".join(self.sources)
-            + f"; choose one with `prefer = {{{name} = \"<distribution>\"}}` in the [plugins] "
-            "config section, or uninstall one of them"
+            + f"; choose one with {prefer_hint(name)}, or uninstall one of them"
         )
 
 

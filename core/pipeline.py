@@ -295,7 +295,12 @@ class Pipeline:
             if len(bad) == 1:
                 raise first
             raise OptionsError(
-                first.pass_name, first.problems, source=first.source, places=first.places, others=bad[1:]
+                first.pass_name,
+                first.problems,
+                source=first.source,
+                places=first.places,
+                others=bad[1:],
+                python_keys=first.python_keys,
             ) from None
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
@@ -401,10 +406,14 @@ class Pipeline:
             fields = {str(path).split(".")[0] for path, _, _ in err.problems}
             if from_table and fields <= from_table:
                 # every bad value came from the options table: say so, not the entry
-                raise OptionsError(name, err.problems, source=self._table_source(name)) from None
+                raise OptionsError(
+                    name, err.problems, source=self._table_source(name), python_keys=err.python_keys
+                ) from None
             if isinstance(entry, SpecEntry) and entry.option_places:  # where each bad option stands
                 places = {k: c for k, c in entry.option_places.items() if k not in from_table}
-                raise OptionsError(name, err.problems, source=err.source, places=places) from None
+                raise OptionsError(
+                    name, err.problems, source=err.source, places=places, python_keys=err.python_keys
+                ) from None
             raise
         if instance is not None and options != instance.options:
             instance.options = options  # the options table changed some of them

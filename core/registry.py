@@ -55,6 +55,8 @@ from .errors import (
     close_names,
     did_you_mean,
     plugin_label,
+    plugin_setting_hint,
+    prefer_hint,
     short_repr,
 )
 from .passes import Pass, validate_pass_class
@@ -327,8 +329,8 @@ def plugin_names_problem(enable: Iterable[str], disable: Iterable[str]) -> str |
         return None
     which = f"plugin {both[0]!r} is" if len(both) == 1 else f"plugins {', '.join(map(repr, both))} are"
     return (
-        f"{which} both enabled (`enable` in the [plugins] config section, or -p NAME) and disabled "
-        "(`disable`, or -p no:NAME): name each plugin in only one of them"
+        f"{which} both enabled (`enable` in the [plugins] config section or Registry(), or -p NAME) and "
+        "disabled (`disable`, or -p no:NAME): name each plugin in only one of them"
     )
 
 
@@ -610,7 +612,7 @@ class Registry:
                 on, off = sorted(names & self.enable)[0], sorted(names & self.disable)[0]
                 raise ConfigError(
                     f"plugin {rec.distribution!r} (entry point {rec.name!r}) is both enabled (as {on!r}: "
-                    f"`enable` in the [plugins] config section, or -p {on}) and disabled (as {off!r}: "
+                    f"`enable` in the [plugins] config section or Registry(), or -p {on}) and disabled (as {off!r}: "
                     f"`disable`, or -p no:{off}): name each plugin in only one of them"
                 )
             if names & self.disable:
@@ -1026,8 +1028,7 @@ class Registry:
         ):
             # a built-in name is never taken over silently: the plugin's pass is skipped
             why = (
-                f"{_taken_by([existing], 'pass')} (choose the plugin's with "
-                f'`prefer = {{{name} = "{distribution}"}}` in the [plugins] config section)'
+                f"{_taken_by([existing], 'pass')} (choose the plugin's with {prefer_hint(name, distribution)})"
             )
             self._reject(rec, "pass", name, why)
             self._problem(
@@ -1041,7 +1042,7 @@ class Registry:
             self._problem(
                 rec.error_for(
                     f"pass {name!r} is also registered by {existing.source}; neither is used until "
-                    f'`prefer = {{{name} = "<distribution>"}}` in the [plugins] config section chooses one'
+                    f"{prefer_hint(name)} chooses one"
                 )
             )
         self._resolve_conflict(name)
@@ -1066,8 +1067,7 @@ class Registry:
             return True
         if _norm(existing.distribution) == BUILTIN_DISTRIBUTION and wanted != _norm(info.distribution):
             why = (
-                f"{_taken_by([existing], 'preset')} (choose the plugin's with "
-                f'`prefer = {{{name} = "{info.distribution}"}}` in the [plugins] config section)'
+                f"{_taken_by([existing], 'preset')} (choose the plugin's with {prefer_hint(name, info.distribution)})"
             )
             if self._reject(rec, "preset", name, why):  # in list's rejected table, as a clash of passes
                 self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
@@ -1077,7 +1077,7 @@ class Registry:
             self._problem(
                 rec.error_for(
                     f"preset {name!r} is also registered by {existing.source}; neither is used until "
-                    f'`prefer = {{{name} = "<distribution>"}}` in the [plugins] config section chooses one'
+                    f"{prefer_hint(name)} chooses one"
                 )
             )
         self._resolve_conflict(name, self._preset_conflicts, self._presets)
@@ -1235,7 +1235,7 @@ class Registry:
     def _why_not_loaded(self, rec: PluginRecord) -> str:
         disabled_by = sorted(rec.names & self.disable)
         if disabled_by:
-            return f"disabled: `disable = [\"{disabled_by[0]}\"]` in the [plugins] config section or `-p no:{disabled_by[0]}`"
+            return f"disabled: {plugin_setting_hint('disable', disabled_by[0])}"
         return f"plugin autoloading is off: {AUTOLOAD_ENV}=1"
 
     def _not_loaded_labels(self) -> list[str]:
@@ -1289,7 +1289,7 @@ class Registry:
         whys = sorted({self._why_not_loaded(r) for r in recs})
         names = ", ".join(r.distribution for r in recs)
         how = (
-            "load one with `-p NAME` or `enable = [\"NAME\"]` in the [plugins] config section"
+            f"load one with {plugin_setting_hint('enable', 'NAME')}"
             if any(w.startswith("plugin autoloading") for w in whys)
             else "remove it from `disable` (or drop `-p no:NAME`) to load it"
         )

@@ -166,6 +166,27 @@ def test_a_quoted_boolean_says_to_drop_the_quotes(tmp_path):
     assert "in quotes" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Pipeline([("remove_dropout", {"inference": "true"})]),
+        lambda: Pipeline(["remove_dropout"], options={"remove_dropout": {"inference": "true"}}),
+        lambda: Pipeline.from_string("remove_dropout", options={"remove_dropout": {"inference": "true"}}),
+        lambda: fxpasses.registry().get("remove_dropout")(inference="true"),
+        lambda: Pipeline([("remove_dropout", {"inference": "true"}), ("fold_constants", {"max_numel": "7"})]),
+    ],
+)
+def test_a_quoted_boolean_given_from_python_is_told_pythons_true(make):
+    """The hint said ``write true`` to Python code, where the boolean is ``True``; a config file
+    or a pipeline string is still told ``true``."""
+    with pytest.raises(OptionsError) as info:
+        make()
+    assert "a boolean in quotes is a string: write True without the quotes)" in str(info.value).splitlines()[1]
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("remove_dropout{inference='true'}", options={"fold_constants": {}})
+    assert "write true without the quotes" in str(info.value)
+
+
 # ------------------------------------------------------------------ top-level keys: strict too
 
 

@@ -187,7 +187,8 @@ def test_a_pass_skipped_for_a_built_in_name_is_in_the_rejected_table_of_list(sit
     assert r.exit_code == 0, r.output
     reason = (
         "the name is taken by the built-in pass of fxpasses 0.1.0 (choose the plugin's with "
-        '`prefer = {eliminate_dead_code = "name-taken"}` in the [plugins] config section)'
+        '`prefer = {eliminate_dead_code = "name-taken"}` in the [plugins] config section, or '
+        '`Registry(prefer={"eliminate_dead_code": "name-taken"})` in Python)'
     )
     rejected = r.output.split("\n2 rejected\n", 1)[1]  # bad-options' and this one
     rows = [line.split(None, 4) for line in rejected.splitlines() if line.startswith("name-taken 1.3")]
@@ -208,7 +209,8 @@ def test_two_plugins_with_one_name_reported_once_naming_both(site):
     contested = [w for w in warnings_of(r.output) if "contested" in w]
     assert contested == [
         "warning: plugin rival-b 0.2 (entry point rival-b = fxp_rival_b): pass 'contested' is also registered by rival-a 0.1; neither is used until "
-        '`prefer = {contested = "<distribution>"}` in the [plugins] config section chooses one'
+        '`prefer = {contested = "<distribution>"}` in the [plugins] config section, or '
+        '`Registry(prefer={"contested": "<distribution>"})` in Python chooses one'
     ]
     r = invoke("check", "--pipeline", "contested")
     assert r.exit_code == 2

@@ -165,7 +165,8 @@ def test_two_plugins_presets_of_one_name_wait_for_prefer(tmp_path, monkeypatch):
         reg.preset("fast")
     assert str(info.value) == (
         "preset name 'fast' is registered by more than one plugin: aaa-presets 1.0 and zzz-presets 2.0; choose one "
-        'with `prefer = {fast = "<distribution>"}` in the [plugins] config section, or uninstall one of them'
+        'with `prefer = {fast = "<distribution>"}` in the [plugins] config section, or '
+        '`Registry(prefer={"fast": "<distribution>"})` in Python, or uninstall one of them'
     )
     (problem,) = [str(p) for p in reg.problems if "fast" in str(p)]
     assert "preset 'fast' is also registered by aaa-presets 1.0; neither is used until" in problem
@@ -192,7 +193,8 @@ def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
     (problem,) = [str(p) for p in reg.problems if "clash-dist" in str(p)]
     why = (
         "the name is taken by the built-in preset of fxpasses 0.1.0 (choose the plugin's with "
-        '`prefer = {cleanup = "clash-dist"}` in the [plugins] config section)'
+        '`prefer = {cleanup = "clash-dist"}` in the [plugins] config section, or '
+        '`Registry(prefer={"cleanup": "clash-dist"})` in Python)'
     )
     assert f"preset 'cleanup' skipped: {why}" in problem
     # and it is among what the plugin registered that was rejected (fxpasses list's table)
@@ -324,7 +326,8 @@ def test_a_preset_naming_a_pass_of_a_plugin_not_loaded_is_not_a_broken_plugin(tm
         Pipeline.from_config({"preset": "mine"}, registry=reg)
     assert (
         "(pass 'remove_dropout' is a built-in pass, and the built-in plugin fxpasses 0.1.0 was not loaded "
-        '(disabled: `disable = ["fxpasses"]` in the [plugins] config section or `-p no:fxpasses`); '
+        '(disabled: `disable = ["fxpasses"]` in the [plugins] config section, `-p no:fxpasses`, or '
+        '`Registry(disable=["fxpasses"])` in Python); '
         "remove it from `disable` (or drop `-p no:NAME`) to load it)"
     ) in str(info.value)
     forget_modules("fxp_uses_builtin")

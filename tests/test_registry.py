@@ -280,12 +280,14 @@ def test_an_unknown_name_a_plugin_rejected_does_not_point_at_plugins_not_loaded(
             {"FXPASSES_DISABLE_PLUGIN_AUTOLOAD": "1"},
             {},
             "plugin autoloading is off: FXPASSES_DISABLE_PLUGIN_AUTOLOAD=1",
-            'load one with `-p NAME` or `enable = ["NAME"]` in the [plugins] config section',
+            'load one with `enable = ["NAME"]` in the [plugins] config section, `-p NAME`, or '
+            '`Registry(enable=["NAME"])` in Python',
         ),
         (
             {},
             {"disable": ["extra_dist"]},
-            'disabled: `disable = ["extra-dist"]` in the [plugins] config section or `-p no:extra-dist`',
+            'disabled: `disable = ["extra-dist"]` in the [plugins] config section, `-p no:extra-dist`, or '
+            '`Registry(disable=["extra-dist"])` in Python',
             "remove it from `disable` (or drop `-p no:NAME`) to load it",
         ),
     ],
@@ -325,8 +327,8 @@ def test_a_plugin_both_enabled_and_disabled_is_an_error_naming_it(enable, disabl
         Registry(enable=enable, disable=disable)
     name = enable[0]
     assert str(info.value) == (
-        f"plugin {name!r} is both enabled (`enable` in the [plugins] config section, or -p NAME) and disabled "
-        "(`disable`, or -p no:NAME): name each plugin in only one of them"
+        f"plugin {name!r} is both enabled (`enable` in the [plugins] config section or Registry(), or -p NAME) "
+        "and disabled (`disable`, or -p no:NAME): name each plugin in only one of them"
     )
     with pytest.raises(ConfigError) as info:
         parse_config({"pipeline": "x", "plugins": {"enable": enable, "disable": disable}})
