@@ -49,7 +49,6 @@ import functools
 import json
 import re
 import sys
-import warnings
 from pathlib import Path
 from typing import Annotated, Any, Collection, Literal, Mapping, Union
 
@@ -76,6 +75,7 @@ from .errors import (
     did_you_mean_value,
     is_yaml_source,
     value_hint,
+    warn,
 )
 
 if sys.version_info >= (3, 11):
@@ -940,11 +940,10 @@ def find_pyproject(start: str | Path | None = None) -> Path | None:
                 return candidate
             near = _near_tool_table(tool)
             if near is not None:
-                warnings.warn(
+                warn(
                     f"{candidate} has a [tool.{near}] table, which is not read: did you mean [tool.fxpasses]? "
                     "(looking further up for [tool.fxpasses])",
                     ConfigWarning,
-                    stacklevel=2,
                 )
     return None
 

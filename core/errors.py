@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import difflib
 import errno
+import os
 import re
+import sys
+import warnings
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,6 +38,35 @@ __all__ = [
     "exception_line",
     "node_text",
 ]
+
+
+def _package_dirs() -> tuple[str, ...]:
+    """The folders of fxpasses' own code (the package and its built-in passes) and of pluggy,
+    which calls the plugins' hooks: frames there are never where a user's warning belongs."""
+    import pluggy
+
+    from . import builtin_passes  # (installed: fxpasses/builtin_passes; editable: a folder of its own)
+
+    dirs = {os.path.dirname(os.path.abspath(m.__file__)) for m in (sys.modules[__package__], builtin_passes, pluggy)}
+    return tuple(d + os.sep for d in sorted(dirs))
+
+
+_OWN_DIRS: tuple[str, ...] | None = None
+
+
+def warn(warning: Warning | str, category: type[Warning] | None = None) -> None:
+    """``warnings.warn`` attributed to the innermost frame outside fxpasses and pluggy: the
+    user's line that made the registry, built the pipeline or defined the pass, not a line of
+    fxpasses (what Python 3.12's ``skip_file_prefixes`` does, on every supported Python)."""
+    global _OWN_DIRS
+    if _OWN_DIRS is None:
+        _OWN_DIRS = _package_dirs()
+    frame = sys._getframe(1)
+    level = 2  # stacklevel 2: warn()'s caller
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(_OWN_DIRS):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(warning, category, stacklevel=level)
 
 
 def exception_line(exc: BaseException) -> str:

@@ -46,7 +46,6 @@ from __future__ import annotations
 import difflib
 import inspect
 import operator
-import warnings
 from typing import Any, Callable, Iterable
 
 import torch
@@ -253,15 +252,14 @@ def define_family(name: str, members: Iterable[str]) -> None:
     for m in sorted(members):
         close = [] if m in FAMILIES else misspelled_op_name(m)
         if close:
-            from .errors import PassDefinitionWarning
+            from .errors import PassDefinitionWarning, warn
 
-            warnings.warn(
+            warn(
                 PassDefinitionWarning(
                     f"define_family({name!r}, ...): {m!r} names no known op or family; did you mean "
                     + " or ".join(map(repr, close))
                     + "?"
                 ),
-                stacklevel=2,
             )
     expanded = frozenset().union(*map(family_members, members))
     global _families_changed

@@ -20,7 +20,6 @@ import inspect
 import keyword
 import types
 import typing
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 
@@ -380,20 +379,19 @@ class GraphPass(Pass):
 def _warn_misspelled_names(cls: type, name: str, where: str) -> None:
     """Warn about ``@on`` names that no op has but that are close to one (a typo such as
     ``"mull"`` would make the hook never run, silently)."""
-    from .errors import PassDefinitionWarning
+    from .errors import PassDefinitionWarning, warn
     from .ops import misspelled_op_name
 
     for attr, sub in cls._hooks:  # type: ignore[attr-defined]
         for n in sorted(sub.names):
             close = misspelled_op_name(n)
             if close:
-                warnings.warn(
+                warn(
                     PassDefinitionWarning(
                         f"pass {name!r} ({where}): @on({n!r}) on {attr} names no known op or family; "
                         f"did you mean {' or '.join(map(repr, close))}? (custom ops may have any name; "
                         "subscribe them by target= to silence this)"
                     ),
-                    stacklevel=3,
                 )
 
 

@@ -29,7 +29,6 @@ import keyword
 import os
 import traceback
 import typing
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -58,6 +57,7 @@ from .errors import (
     plugin_setting_hint,
     prefer_hint,
     short_repr,
+    warn,
 )
 from .passes import Pass, validate_pass_class
 
@@ -381,7 +381,7 @@ class Registry:
         if autoload:
             self.load_entry_points()
             for problem in self.problems:
-                warnings.warn(PluginWarning(str(problem)), stacklevel=2)
+                warn(PluginWarning(str(problem)))
 
     # ------------------------------------------------------------------ loading
 
@@ -493,7 +493,7 @@ class Registry:
         err.__cause__ = exc
         if self.strict:
             raise err
-        warnings.warn(PluginWarning(str(err)), stacklevel=3)
+        warn(PluginWarning(str(err)))
 
     @contextlib.contextmanager
     def instrumented(self, instruments: Any) -> Iterator[list[Any]]:

@@ -750,6 +750,7 @@ def write_reproducer(
         "rtol": pipeline.rtol,
         "model": {"graph": GRAPH_NAME, "inputs": input_path.name},
     }
+    plugins = _with_pass_plugins(plugins, pipeline, steps[failed_step:])
     if plugins:
         config["plugins"] = plugins
     cfg_path = directory / CONFIG_NAME
@@ -771,6 +772,34 @@ def write_reproducer(
         "Pass packages: " + (", ".join(versions) or "(built-in passes only)") + "\n"
     )
     return cfg_path
+
+
+def _with_pass_plugins(plugins: Mapping[str, Any] | None, pipeline: Any, steps: Sequence[Any]) -> dict[str, Any]:
+    """The ``[plugins]`` table ``plugins`` with the distributions of the plugins whose passes
+    ``steps`` run added to its ``enable``: the replay then loads them even with autoloading
+    off, and where one is not installed it fails naming it ("requested with enable/-p but not
+    installed") rather than with an unknown pass. Passes registered from Python code
+    (``Registry.register``) and the built-in ones need no entry."""
+    from .errors import FxPassesError
+    from .registry import BUILTIN_DISTRIBUTION, _norm
+
+    out = dict(plugins or {})
+    registry = pipeline.registry
+    loaded = {r.distribution for r in registry.plugins if r.status != "disabled"}
+    enable = list(out.get("enable") or ())
+    have = {_norm(e) for e in enable}
+    for step in steps:
+        try:
+            info = registry.info(step.name)
+        except FxPassesError:
+            continue
+        dist = info.distribution
+        if info.cls is step.cls and dist in loaded and _norm(dist) not in have | {BUILTIN_DISTRIBUTION}:
+            enable.append(dist)
+            have.add(_norm(dist))
+    if enable:
+        out["enable"] = enable
+    return out
 
 
 def _version(dist: str) -> str:

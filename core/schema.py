@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import copy
 import re
-import warnings
 from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema
 
 from .config import Config
-from .errors import PluginWarning
+from .errors import PluginWarning, warn
 from .registry import Registry
 
 __all__ = ["config_schema"]
@@ -55,19 +54,17 @@ def _options_json_schema(name: str, options_cls: Any, source: str) -> dict[str, 
     try:
         schema = options_cls.model_json_schema(schema_generator=make)  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001 - a plugin's model: any error is its own
-        warnings.warn(
+        warn(
             f"{where}: its options have no JSON Schema ({type(exc).__name__}: {exc}); the schema accepts any "
             f"table for them",
             PluginWarning,
-            stacklevel=3,
         )
         return {"type": "object", "description": f"options of {name} (no JSON Schema: {type(exc).__name__})"}
     loose = [e for g in generator for e in g.loose]
     if loose:
-        warnings.warn(
+        warn(
             f"{where}: option type(s) without a JSON Schema left unchecked in the schema: {'; '.join(loose)}",
             PluginWarning,
-            stacklevel=3,
         )
     return schema
 

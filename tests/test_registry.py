@@ -1330,3 +1330,55 @@ def test_a_misspelt_op_kind_in_on_gets_the_closest_kind():
     with pytest.raises(PassDefinitionError) as info:
         on(op="zzz")
     assert str(info.value).endswith("call_module, output")
+
+
+def test_warnings_point_at_the_users_line_not_at_fxpasses(site, monkeypatch):
+    """A plugin's problem, a broken instrument and a misspelt @on were attributed to a line of
+    fxpasses (``registry.py:384``: the default registry is made inside fxpasses) or of pluggy:
+    each now points at the user's line that caused it, as Python 3.12's ``skip_file_prefixes``
+    would."""
+    import warnings
+
+    import torch
+
+    from fxpasses import Pipeline
+
+    make_dist(site, "broken-w", "1.0", "fxp_broken_w", "raise ImportError('no such dependency: missing_lib')\n")
+    forget_modules("fxp_broken_w")
+    monkeypatch.setattr(sys.modules["fxpasses.registry"], "_default", None)  # the test's own, put back after
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        fxpasses.registry()
+    (w,) = [w for w in record if "broken-w" in str(w.message)]
+    assert (w.filename, w.lineno) == (__file__, line)
+
+    class Broken:
+        @fxpasses.hookimpl
+        def fxpasses_after_pass(self, pass_name, gm, ctx, report):
+            raise ValueError("broken instrument")
+
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Dropout(), torch.nn.ReLU()))
+    pipe = Pipeline.from_string("remove_dropout", registry=fxpasses.registry())
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        pipe.run(gm, [torch.ones(2)], instruments=[Broken()])
+    (w,) = [w for w in record if "broken instrument" in str(w.message)]
+    assert (w.filename, w.lineno) == (__file__, line)
+
+    class Typo(fxpasses.NodePass):
+        """Subscribes to a misspelt op."""
+
+        name = "typo_where"
+
+        @fxpasses.on("mull")
+        def h(self, node, ctx):
+            return None
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        Registry(autoload=False).register(Typo)
+    (w,) = record
+    assert (w.filename, w.lineno) == (__file__, line)

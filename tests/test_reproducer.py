@@ -142,6 +142,8 @@ def test_reproducer_replays_the_same_failure_without_the_model(planted_site, tmp
         "planted", "fold_constants", "eliminate_common_subexpressions", "eliminate_dead_code"
     ]
     assert config["order"] == "as-given" and config["model"] == {"graph": "graph.py", "inputs": "inputs.safetensors"}
+    # the plugin whose pass failed is named, so a replay without it says which package it needs
+    assert config["plugins"] == {"enable": ["planted-passes"]}
     assert "def forward(self" in (rep / "graph.py").read_text()
     assert "repro_models" not in (rep / "fxpasses.json").read_text()
 
@@ -153,6 +155,12 @@ def test_reproducer_replays_the_same_failure_without_the_model(planted_site, tmp
     assert out.returncode == 1, out.stderr
     assert "Traceback" not in out.stderr
     assert failure_lines(out.stderr) == original
+    if "raise_at" in planted:  # (once: a subprocess) without the pass package installed
+        empty = tmp_path / "empty-site"
+        empty.mkdir()
+        out = replay_in_subprocess(rep, empty, elsewhere)
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        assert "plugin planted-passes: requested with enable/-p but not installed" in out.stderr
 
 
 def test_no_reproducer_when_nothing_fails(planted_site, tmp_path):
