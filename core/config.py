@@ -601,15 +601,19 @@ def _text_read_as_other(
         return problems
     out = []
     for path, msg, given in problems:
-        if path in config_keys and msg == "Input should be a valid string":
+        top = path.split(".")[0]
+        if top in config_keys and msg == "Input should be a valid string":
+            # the option itself, or an element of a list/tuple option (names.0): quoted alike
+            quoted = f'{path}="..."' if path == top else f'{top}=[..., "...", ...]'
             if isinstance(given, (list, tuple)):
-                msg += f" (an unquoted [...] in a pipeline string is a list: quote the text, {path}=\"[...]\")"
+                quoted = quoted.replace('"..."', '"[...]"')
+                msg += f" (an unquoted [...] in a pipeline string is a list: quote the text, {quoted})"
             elif given is None:
-                msg += f" (an unquoted none or null in a pipeline string is None: quote the text, {path}=\"...\")"
+                msg += f" (an unquoted none or null in a pipeline string is None: quote the text, {quoted})"
             elif isinstance(given, bool):
-                msg += f" (an unquoted true or false in a pipeline string is a boolean: quote the text, {path}=\"...\")"
+                msg += f" (an unquoted true or false in a pipeline string is a boolean: quote the text, {quoted})"
             elif isinstance(given, (int, float)):
-                msg += f" (an unquoted number in a pipeline string is a number: quote the text, {path}=\"...\")"
+                msg += f" (an unquoted number in a pipeline string is a number: quote the text, {quoted})"
         out.append((path, msg, given))
     return out
 

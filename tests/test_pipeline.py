@@ -324,6 +324,41 @@ def test_a_bare_word_read_as_none_a_boolean_or_a_number_for_a_text_option_says_t
     assert Pipeline.from_string("rename_nodes{pattern=a,replacement=0x10}").plan().steps[0].options.replacement == "0x10"
 
 
+def test_an_element_of_a_text_list_option_read_as_none_a_boolean_or_a_number_says_to_quote_it():
+    """Each element of a list of text is text as well: a bare none/number/true/[...] inside
+    it was "Input should be a valid string (given: None)" with no word of why."""
+
+    class ListOptions(fxpasses.PassOptions):
+        names: list[str] = []
+        pair: tuple[str, int] = ("a", 1)
+
+    class ListPass(fxpasses.GraphPass):
+        """Takes a list of text."""
+
+        name = "list_text"
+        Options = ListOptions
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = Registry(autoload=False)
+    reg.register(ListPass)
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("list_text{names=[none, 1, true, ok, [a]], pair=[null, 2]}", registry=reg)
+    quote = 'quote the text, names=[..., "...", ...])'
+    assert str(info.value).splitlines()[1:] == [
+        f"  list_text.names.0 (column 11): Input should be a valid string (an unquoted none or null in a pipeline string is None: {quote} (given: None)",
+        f"  list_text.names.1 (column 11): Input should be a valid string (an unquoted number in a pipeline string is a number: {quote} (given: 1)",
+        f"  list_text.names.2 (column 11): Input should be a valid string (an unquoted true or false in a pipeline string is a boolean: {quote} (given: True)",
+        "  list_text.names.4 (column 11): Input should be a valid string (an unquoted [...] in a pipeline string is a list: "
+        "quote the text, names=[..., \"[...]\", ...]) (given: ['a'])",
+        "  list_text.pair.0 (column 43): Input should be a valid string (an unquoted none or null in a pipeline string is None: "
+        "quote the text, pair=[..., \"...\", ...]) (given: None)",
+    ]
+    options = Pipeline.from_string("list_text{names=['none', '1', ok]}", registry=reg).plan().steps[0].options
+    assert options.names == ["none", "1", "ok"]
+
+
 def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
     """The registry takes any Python identifier as a pass name (str.isidentifier), the
     pipeline string parser only ASCII ones: such a pass ran from a list only, and the pipeline
