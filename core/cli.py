@@ -25,6 +25,7 @@ import functools
 import gc
 import json
 import os
+import shlex
 import sys
 import warnings
 from typing import Any, Callable, TypeVar
@@ -633,6 +634,8 @@ def run_cmd(
     from .instruments import PrintAfter, PrintChanged, TimePasses
 
     reg = state.registry(cfg.plugins)
+    # what `fxpasses bisect` needs to run this run's pipeline on this model (a failure's note)
+    bisect_config, bisect_args = _same_run(state, cfg, config, pipeline, preset)
     instruments: list[Any] = []
     if print_after is not None and not print_after_all and not print_after.replace(",", "").strip():
         raise UserError(
@@ -682,6 +685,7 @@ def run_cmd(
                 on_error=on_error,
                 reproducer=writer,
                 snapshot_tensors=writer is not None,
+                bisect_command=shlex.join(["fxpasses", "bisect", *filter(None, [bisect_config]), *bisect_args]),
             )
     except FxPassesError as exc:
         if writer is None or (writer.written is None and writer.error is None) or state.traceback:
@@ -770,11 +774,26 @@ def _check_in_pipeline(option: str, names: list[str], planned: list[str]) -> Non
     )
 
 
+def _same_run(
+    state: _State, cfg: Any, config: str | None, pipeline: str | None, preset: str | None
+) -> tuple[str | None, list[str]]:
+    """The CONFIG and the options another command (``fxpasses bisect``, ``fxpasses run``) needs
+    to run what this one ran: the pipeline given on the command line (``--pipeline``/
+    ``--preset``), the same plugins (``-p NAME``, ``-p no:NAME``: without them a plugin's pass
+    was unknown), and the nearest pyproject.toml by name when it was found, not given (so the
+    command runs from anywhere)."""
+    args = ["--pipeline", pipeline] if pipeline is not None else ["--preset", preset] if preset is not None else []
+    args += [a for p in [*state.enable, *(f"no:{d}" for d in state.disable)] for a in ("-p", p)]
+    if config is None and cfg is not None and cfg._base_dir is not None and cfg._source and "pyproject.toml" in cfg._source:
+        config = os.path.relpath(cfg._base_dir / "pyproject.toml")
+    return config, args
+
+
 def _echo_reproducer(writer: Any) -> None:
     if writer.written is not None:
         click.echo(
             f"reproducer of the failure of {writer.failed_pass!r} written to {writer.written.parent}; "
-            f"replay it with: fxpasses run {writer.written}",
+            f"replay it with: {shlex.join(['fxpasses', 'run', str(writer.written)])}",
             err=True,
         )
     elif writer.error is not None:
@@ -827,13 +846,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
         result = bisect(
             pipe, cap.gm, cap.inputs, example_kwargs=cap.kwargs or None, atol=cfg.atol, rtol=cfg.rtol, log=log
         )
-    # the reproducing command runs the same pipeline: the one given on the command line too
-    run_args = ["--pipeline", pipeline] if pipeline is not None else ["--preset", preset] if preset is not None else []
-    # and with the same plugins (-p NAME, -p no:NAME): without them a plugin's pass was unknown
-    run_args += [a for p in [*state.enable, *(f"no:{d}" for d in state.disable)] for a in ("-p", p)]
-    if config is None and cfg._base_dir is not None:
-        # the nearest pyproject.toml's table (_load_cfg found it): named, so the command runs from anywhere
-        config = os.path.relpath(cfg._base_dir / "pyproject.toml")
+    config, run_args = _same_run(state, cfg, config, pipeline, preset)
     text = result.text(config, run_args=run_args)
     if fmt == "json":
         # a bad pass found is exit status 1: the object says so as any failure does

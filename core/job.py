@@ -34,6 +34,7 @@ same module state, on copies of the inputs, under one RNG seed.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import importlib
@@ -690,6 +691,7 @@ def run_job(
     reproducer: Any = None,
     snapshot_tensors: bool = False,
     on_error: str | None = None,
+    bisect_command: str | None = None,
 ) -> JobResult:
     """Run the main job described by ``cfg`` (see the module doc).
 
@@ -697,7 +699,9 @@ def run_job(
     and every pipeline entry's own (``fxpasses run --on-error``);
     ``rewrite_limit`` applies only the first N rewrites (:mod:`fxpasses.rewrites`);
     ``reproducer`` (a :class:`~fxpasses.reproducer.ReproducerWriter`) writes a reproducer
-    when a pass fails; ``snapshot_tensors`` lets rollback restore tensors written in place.
+    when a pass fails; ``snapshot_tensors`` lets rollback restore tensors written in place;
+    ``bisect_command`` (``fxpasses bisect fx.toml --pipeline ...``) is what an outputs-changed
+    failure's note tells to run (else the generic :data:`~fxpasses.pipeline.BISECT_HINT`).
 
     Raises:
         ConfigError/UserError: a bad model section, factory or capture.
@@ -748,6 +752,10 @@ def run_job(
         ) from exc
     before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
+    hint = BISECT_HINT
+    if bisect_command:
+        hint = f"to find the rewrite that changed the outputs, run `{bisect_command}`"
+    pipeline._bisect_hint = hint  # a pass's numeric verification failure says it too
     report = pipeline.run(
         gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
     )
@@ -773,7 +781,7 @@ def run_job(
     message = cmp.message
     if message:
         raise VerificationError(
-            f"the optimized model's outputs differ from the original: {message}{notes}\n  note: {BISECT_HINT}"
+            f"the optimized model's outputs differ from the original: {message}{notes}\n  note: {hint}"
         )
     after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
@@ -882,6 +890,7 @@ def _save(
         gm.to_folder(folder, "OptimizedModule")
     _relocatable(folder / "module.py", str(folder))
     _define_globals(folder / "module.py", definitions)
+    _keep_training_modes(folder / "module.py", gm)
     saved = sorted(p for p in folder.rglob("*") if p.is_file())
     if capture_kind == "dynamo":
         # TorchDynamo graphs take parameters and buffers as inputs: keep them to call it
@@ -1080,6 +1089,53 @@ def _define_globals(module_py: Path, definitions: list[str]) -> None:
     if not sep:
         return
     module_py.write_text(head + "\n" + "\n".join(lines) + "\n" + sep + tail)
+
+
+def _keep_training_modes(module_py: Path, gm: torch.nn.Module) -> None:
+    """Make the ``OptimizedModule`` of ``to_folder``'s module.py put each of its modules in
+    the training or eval mode it had in ``gm``. ``to_folder`` rebuilds modules from their
+    ``repr`` (or a pickle), so every module came back in training mode: an eval-mode model's
+    BatchNorm then normalized with batch statistics and dropout was active again.
+
+    The mode most modules have is written once (``_MODE``), with the paths of those in the
+    other mode (``_OTHER``); lines appended to ``__init__`` set them (the module.py stays
+    importable on its own, with no fxpasses)."""
+    text = module_py.read_text()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:  # pragma: no cover - torch wrote it; _check_read_back says what it gives
+        return
+    init = next(
+        (
+            f
+            for c in tree.body
+            if isinstance(c, ast.ClassDef) and c.name == "OptimizedModule"
+            for f in c.body
+            if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+        ),
+        None,
+    )
+    if init is None or init.end_lineno is None:  # pragma: no cover - torch's writer changed
+        return
+    modes = {name: m.training for name, m in gm.named_modules(remove_duplicate=False)}
+    mode = sum(modes.values()) * 2 >= len(modes)
+    other = sorted(name for name, t in modes.items() if t != mode)
+    lines = text.splitlines(keepends=True)
+    body = [
+        "        # each module's training/eval mode when saved (to_folder rebuilds them all in training mode)\n",
+        "        for _name, _module in self.named_modules(remove_duplicate=False):\n",
+        "            _module.training = _MODE != (_name in _OTHER)\n",
+    ]
+    head = [
+        "\n# the mode of most modules when saved, and the paths of the modules in the other mode\n",
+        f"_MODE = {mode!r}\n",
+        f"_OTHER = frozenset({other!r})\n",
+    ]
+    cls_line = next(c.lineno for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "OptimizedModule")
+    end = init.end_lineno
+    lines[end:end] = body
+    lines[cls_line - 1 : cls_line - 1] = head + ["\n"]
+    module_py.write_text("".join(lines))
 
 
 def load_folder(folder: str | os.PathLike[str]) -> torch.nn.Module:

@@ -282,6 +282,8 @@ class Pipeline:
         self.source = source or "pipeline"
         self._from_config = _from_config  # where the config is: entries and options are its data (JSON-like)
         self._from_preset = _from_preset  # entries are a preset's: the options table changes them
+        # the note of a numeric verification failure (`fxpasses run` names its own bisect command)
+        self._bisect_hint = BISECT_HINT
         extra = self._options_tables(options or {}, source)
         self._steps = []
         bad: list[OptionsError] = []  # every entry with invalid options is reported, not the first
@@ -952,7 +954,7 @@ class Pipeline:
                     if isinstance(exc, _OutputsDiffer) and limit is None and not ctx.output_changes:
                         # (not when bisecting: it runs with a limit; nor for a pass that said
                         # why it changes the outputs)
-                        failure.notes.append(BISECT_HINT)
+                        failure.notes.append(self._bisect_hint)
                     # rolled back: the compiled code may have been replaced; kept (raise): the
                     # broken graph is what the module should run, for debugging
                     dirty = True

@@ -37,6 +37,7 @@ import importlib
 import importlib.util
 import json
 import math
+import shlex
 import sys
 import textwrap
 from pathlib import Path
@@ -764,7 +765,7 @@ def write_reproducer(
         f"Pass `{failing.name}` (step {failed_step + 1} of {len(steps)}) failed:\n\n"
         + textwrap.indent(str(error), "    ")
         + "\n\nReplay it (needs only fxpasses and the pass packages, not the model's code):\n\n"
-        f"    fxpasses run {cfg_path}\n\n"
+        f"    {shlex.join(['fxpasses', 'run', str(cfg_path)])}\n\n"
         "Files: `fxpasses.json` (the failing pass and the passes after it, in order), "
         f"`graph.py` (the graph before the pass, as code), `{tensor_path.name}` (parameters and "
         f"buffers), `{input_path.name}` (the example inputs: positional ones named 0, 1, ..., "

@@ -139,6 +139,49 @@ def test_dynamo_capture_saves_module_and_its_inputs(tmp_path):
     torch.testing.assert_close(loaded(*inputs), result, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("train", [False, True])
+def test_a_saved_module_keeps_each_modules_training_mode(tmp_path, train):
+    """to_folder rebuilds every module in training mode: an eval-mode model whose BatchNorm1d
+    no pass fuses (no conv before it) read back normalizing with batch statistics, and the
+    run failed its own read-back check (found by a new-user check: `fxpasses run` of a
+    Linear-BatchNorm1d MLP with the default preset). Mixed modes are kept too."""
+    (tmp_path / "mbn.py").write_text(
+        "import torch\n"
+        "def mlpbn():\n"
+        "    torch.manual_seed(0)\n"
+        "    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(),\n"
+        "                            torch.nn.Dropout(0.5), torch.nn.Linear(16, 4))\n"
+        "    with torch.no_grad():\n"
+        "        m[1].running_mean.fill_(0.5)\n"
+        "        m[1].running_var.fill_(2.0)\n"
+        "    return m\n"
+    )
+    pipeline = "fold_constants" if train else "remove_dropout"
+    out = run_config(
+        tmp_path,
+        f'pipeline = "{pipeline}"\n[model]\nfactory = "mbn:mlpbn"\ncapture = "symbolic_trace"\n'
+        f"train = {str(train).lower()}\ninputs = [{{shape = [4, 8]}}]\n",
+    )
+    loaded = load_folder(out / "module")
+    modes = {name: m.training for name, m in loaded.named_modules()}
+    assert {"", "0", "1", "4"} <= modes.keys() and set(modes.values()) == {train}
+    if not train:  # the eval-mode BatchNorm normalizes with its running statistics
+        x = torch.randn(4, 8)
+        lin = loaded.get_submodule("0")(x)
+        expected = (lin - 0.5) / torch.sqrt(torch.tensor(2.0) + 1e-5) * loaded.get_submodule("1").weight
+        torch.testing.assert_close(loaded.get_submodule("1")(lin), expected + loaded.get_submodule("1").bias)
+    # modules in mixed modes (a GraphModule saved as `fxpasses run` saves it)
+    from fxpasses.job import _keep_training_modes
+
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2)))
+    gm.eval()
+    gm.get_submodule("0").train()
+    gm.to_folder(tmp_path / "mixed", "OptimizedModule")
+    _keep_training_modes(tmp_path / "mixed" / "module.py", gm)
+    modes = {name: m.training for name, m in load_folder(tmp_path / "mixed").named_modules()}
+    assert modes == {"": False, "0": True, "1": False, "2": False}
+
+
 def test_load_folder_names_a_folder_without_a_saved_module(tmp_path):
     with pytest.raises(UserError, match=r"out holds no module\.py: give the 'module' folder.*model\.pt2"):
         load_folder(tmp_path / "out")
@@ -420,7 +463,7 @@ def test_a_pipeline_that_changes_the_outputs_on_purpose_says_so(tmp_path):
     assert "error: the optimized model's outputs differ from the original" in r.output
     assert "note: remove_dropout{inference=true} removed dropout that is active in training mode, which changes the outputs by design" in r.output
     assert "whatever `verify` is" in r.output
-    assert "note: to find the rewrite that changed the outputs, run `fxpasses bisect CONFIG` with this run's config" in r.output
+    assert f"note: to find the rewrite that changed the outputs, run `fxpasses bisect {cfg}`" in r.output
 
 
 def test_integer_input_range_error_names_the_input():

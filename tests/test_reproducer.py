@@ -211,3 +211,30 @@ def test_graph_with_a_local_function_target_is_refused_with_the_node(tmp_path):
 
     with pytest.raises(ReproducerError, match="node %local_fn: its target .* cannot be imported by name"):
         graph_source(gm)
+
+
+def test_the_commands_a_failure_prints_are_this_runs_and_shell_quoted(planted_site, tmp_path):
+    """The replay hint printed `fxpasses run repro dir/fxpasses.json` unquoted, and the bisect
+    note said `fxpasses bisect CONFIG` though the run knew its config, pipeline and plugins
+    (found by a new-user check): both are now commands that run as printed."""
+    import shlex
+
+    cfg = model_config(tmp_path, "planted{wrong_at=3}", "export", extra='verify = "numeric"\n')
+    spaced = tmp_path / "my project"
+    cfg.parent.rename(spaced)
+    cfg = spaced / "fxpasses.toml"
+    rep = tmp_path / "repro dir"
+    pipeline = PIPELINE.format(planted="planted{wrong_at=3}")
+    r = CliRunner().invoke(
+        cli, ["run", str(cfg), "--pipeline", pipeline, "-p", "planted-passes", "--reproducer", str(rep), "--repeat", "1", "--no-save"]
+    )
+    assert r.exit_code == 1, r.output
+    assert f"replay it with: fxpasses run {shlex.quote(str(rep / 'fxpasses.json'))}" in r.output
+    bisect = shlex.join(["fxpasses", "bisect", str(cfg), "--pipeline", pipeline, "-p", "planted-passes"])
+    assert f"note: to find the rewrite that changed the outputs, run `{bisect}`" in r.output
+    assert "bisect CONFIG" not in r.output
+    # as printed, the bisect command finds the planted rewrite
+    argv = shlex.split(bisect)[1:]
+    b = CliRunner().invoke(cli, argv)
+    assert b.exit_code == 1, b.output
+    assert "first bad pass: 'planted'" in b.output
