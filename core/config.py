@@ -515,6 +515,8 @@ def validate_options(
     raw: Any,
     source: str | None,
     config_keys: Collection[str] = (),
+    *,
+    string_keys: Collection[str] | None = None,
 ) -> BaseModel:
     """Validate ``raw`` against a pass's ``Options`` model.
 
@@ -523,7 +525,10 @@ def validate_options(
     string is an ``Enum`` member (by value), a ``Path``, a ``date``; a list is a ``tuple``; and,
     the model being strict, a string is still never a number (``"12"`` is not an ``int``). The
     other keys are Python values, validated as given (an ``Enum`` field takes a member, a
-    ``Path`` field a ``Path``: pydantic's strict Python mode).
+    ``Path`` field a ``Path``: pydantic's strict Python mode). ``string_keys``: those of
+    ``config_keys`` written in a pipeline string, where a bare word may have been read as
+    something other than text (``none``, ``true``, ``1_000``, ``[...]``), which the errors then
+    say (default: all of ``config_keys`` when ``source`` names a pipeline string).
 
     Raises:
         OptionsError: naming the pass, each field path, the expectation and the given value.
@@ -571,9 +576,9 @@ def validate_options(
             "ValueError for a bad value)"
         ) from exc
     if problems:
-        raise OptionsError(
-            pass_name, _text_read_as_other(problems, config_keys, source), source=source, python_keys=python_keys
-        )
+        if string_keys is None:
+            string_keys = config_keys if source and "pipeline string" in source else ()
+        raise OptionsError(pass_name, _text_read_as_other(problems, string_keys), source=source, python_keys=python_keys)
     return options
 
 
@@ -590,19 +595,15 @@ def _enum_member_hint(options_cls: type[BaseModel], problem: tuple[str, str, Any
     return path, msg, given
 
 
-def _text_read_as_other(
-    problems: list[tuple[str, str, Any]], config_keys: Collection[str], source: str | None
-) -> list[tuple[str, str, Any]]:
-    """``problems`` with a hint where a pipeline string's unquoted value was read as something
-    other than the text a text field wanted: ``[...]`` (a regular expression's character class,
-    most likely) as a list, ``none``/``null`` as None, ``true``/``false`` as a boolean, ``inf``,
-    ``nan`` or ``1_000`` as a number."""
-    if not source or "pipeline string" not in source:
-        return problems
+def _text_read_as_other(problems: list[tuple[str, str, Any]], string_keys: Collection[str]) -> list[tuple[str, str, Any]]:
+    """``problems`` with a hint where a pipeline string's unquoted value (of an option of
+    ``string_keys``) was read as something other than the text a text field wanted: ``[...]``
+    (a regular expression's character class, most likely) as a list, ``none``/``null`` as
+    None, ``true``/``false`` as a boolean, ``inf``, ``nan`` or ``1_000`` as a number."""
     out = []
     for path, msg, given in problems:
         top = path.split(".")[0]
-        if top in config_keys and msg == "Input should be a valid string":
+        if top in string_keys and msg == "Input should be a valid string":
             # the option itself, or an element of a list/tuple option (names.0): quoted alike
             quoted = f'{path}="..."' if path == top else f'{top}=[..., "...", ...]'
             if isinstance(given, (list, tuple)):
@@ -865,6 +866,14 @@ def load_config_file(path: str | Path) -> Config:
             near = _near_tool_table(tool)
             hint = f" (it has [tool.{near}]: did you mean [tool.fxpasses]?)" if near else ""
             raise ConfigError(f"no [tool.fxpasses] table{hint}", source=str(path))
+    elif isinstance(data, dict) and isinstance(data.get("tool"), dict) and "fxpasses" in data["tool"]:
+        # a pyproject-style table in a config file of its own: its keys go at the top level
+        raise ConfigError(
+            "a [tool.fxpasses] table is read only from a file named pyproject.toml; in a config file of its "
+            "own, write its keys (pipeline, [model], [options.NAME], ...) at the top level, without the "
+            "tool.fxpasses prefix",
+            source=str(path),
+        )
     cfg = parse_config(data, source=source)
     cfg._base_dir = path.resolve().parent
     return cfg

@@ -402,15 +402,16 @@ class Pipeline:
         config_keys = set(raw) if from_text and isinstance(raw, Mapping) else set()
         if self._from_config is None:
             config_keys -= from_table  # Python's options={...} with a pipeline string's entries
+        # the keys a pipeline string wrote (a bare word there reads as None, a number, ...)
+        string_keys = set(raw) - from_table if isinstance(entry, SpecEntry) and isinstance(raw, Mapping) else set()
         try:
-            options = validate_options(name, cls.Options, raw, where, config_keys)
+            options = validate_options(name, cls.Options, raw, where, config_keys, string_keys=string_keys)
         except OptionsError as err:
             fields = {str(path).split(".")[0] for path, _, _ in err.problems}
             if from_table and fields <= from_table:
                 # every bad value came from the options table: say so, not the entry
-                raise OptionsError(
-                    name, err.problems, source=self._table_source(name), python_keys=err.python_keys
-                ) from None
+                where_table = self._table_source(name) if self._from_config is not None else f"options={{{name!r}: ...}}"
+                raise OptionsError(name, err.problems, source=where_table, python_keys=err.python_keys) from None
             if isinstance(entry, SpecEntry) and entry.option_places:  # where each bad option stands
                 places = {k: c for k, c in entry.option_places.items() if k not in from_table}
                 raise OptionsError(

@@ -709,7 +709,8 @@ class Registry:
             if registered is None or not e.options:
                 continue
             try:
-                validate_options(e.name, registered.cls.Options, e.options, f"preset {info.name!r}", set(e.options))
+                keys = set(e.options)  # a pipeline string's: a bare word may have been read as other than text
+                validate_options(e.name, registered.cls.Options, e.options, f"preset {info.name!r}", keys, string_keys=keys)
             except OptionsError as exc:
                 self._problem(PluginError(str(exc), distribution=info.distribution, version=info.version))
 

@@ -553,6 +553,27 @@ def test_a_misspelt_tool_table_in_pyproject_is_named(tmp_path, monkeypatch, tabl
     )
 
 
+@pytest.mark.parametrize(
+    "name, text",
+    [("fx.toml", '[tool.fxpasses]\npipeline = "remove_dropout"\n'), ("fx.yaml", "tool:\n  fxpasses:\n    pipeline: remove_dropout\n")],
+)
+def test_a_tool_fxpasses_table_in_a_config_file_of_its_own_says_where_it_is_read(tmp_path, name, text):
+    """It was "tool: unknown option; did you mean 'rtol'?" (found by a new-user check)."""
+    from fxpasses.config import load_config_file
+
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config_file(tmp_path / name)
+    assert str(info.value) == (
+        f"{tmp_path / name}: a [tool.fxpasses] table is read only from a file named pyproject.toml; in a config "
+        "file of its own, write its keys (pipeline, [model], [options.NAME], ...) at the top level, without the "
+        "tool.fxpasses prefix"
+    )
+    (tmp_path / "other.toml").write_text('pipeline = "remove_dropout"\n[tool.black]\nx = 1\n')  # any other tool: unknown key
+    with pytest.raises(ConfigError, match="tool: unknown"):
+        load_config_file(tmp_path / "other.toml")
+
+
 def test_an_unrelated_tool_table_in_pyproject_is_not_taken_for_a_misspelling(tmp_path, recwarn):
     from fxpasses.config import find_pyproject
 

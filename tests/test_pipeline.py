@@ -359,6 +359,36 @@ def test_an_element_of_a_text_list_option_read_as_none_a_boolean_or_a_number_say
     assert options.names == ["none", "1", "ok"]
 
 
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("c.toml", 'pipeline = "rename_nodes{pattern=a}"\n[options.rename_nodes]\nreplacement = false\n'),
+        ("c.yaml", "pipeline: rename_nodes{pattern=a}\noptions:\n  rename_nodes:\n    replacement: false\n"),
+        ("c.json", '{"pipeline": "rename_nodes{pattern=a}", "options": {"rename_nodes": {"replacement": false}}}'),
+    ],
+)
+def test_an_options_tables_value_is_not_told_about_pipeline_strings(tmp_path, name, text):
+    """A wrong value in an `[options.X]` table got the pipeline-string hint ("an unquoted
+    true or false in a pipeline string ...") because the entry itself was a pipeline string
+    (found by a new-user check); from Python the table was called "pipeline [options.X]"."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(tmp_path / name)
+    yaml = "; YAML reads yes/no/on/off (any case) as true/false: quote the word to mean the string" if name.endswith("yaml") else ""
+    assert str(info.value).splitlines() == [
+        f"invalid options for pass 'rename_nodes' ({tmp_path / name} [options.rename_nodes]):",
+        f"  rename_nodes.replacement: Input should be a valid string (given: False{yaml})",
+    ]
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("rename_nodes{pattern=a}", options={"rename_nodes": {"replacement": False}})
+    assert str(info.value).splitlines() == [
+        "invalid options for pass 'rename_nodes' (options={'rename_nodes': ...}):",
+        "  rename_nodes.replacement: Input should be a valid string (given: False)",
+    ]
+    with pytest.raises(OptionsError, match="an unquoted true or false in a pipeline string"):  # the string's own
+        Pipeline.from_string("rename_nodes{pattern=a,replacement=false}")
+
+
 def test_a_pass_named_in_any_script_is_named_in_pipeline_strings_too():
     """The registry takes any Python identifier as a pass name (str.isidentifier), the
     pipeline string parser only ASCII ones: such a pass ran from a list only, and the pipeline
