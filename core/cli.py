@@ -438,6 +438,8 @@ def _show_text(d: Any) -> None:
     click.echo(f"requires: {', '.join(d.requires) or '-'}")
     click.echo(f"after:    {', '.join(d.after) or '-'}")
     click.echo(f"before:   {', '.join(d.before) or '-'}")
+    for note in d.notes:
+        click.echo(f"note:     {note}")
     click.echo(f"dialects: {', '.join(d.dialects)}")
     writes = "may write parameters/buffers in place (run under the rollback's write guard)"
     click.echo(f"tensors:  {writes if d.writes_tensors else 'writes none in place (writes_tensors = False)'}")
@@ -509,6 +511,8 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     reg = state.registry(cfg.plugins)
     pipe = Pipeline._from_config_obj(cfg, registry=reg)
     plan = pipe.plan()
+    # ordering constraints naming no registered pass (a misspelling orders nothing)
+    notes = list(dict.fromkeys(n for s in plan.steps for n in reg.order_notes(s.cls)))
     if fmt == "json":
         _echo_json(
             {
@@ -519,6 +523,7 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
                 "verify": pipe.verify,
                 "on_error": pipe.on_error,
                 "default_preset": default,
+                "notes": notes,
             }
         )
         return
@@ -527,6 +532,8 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     if default is not None:
         click.echo(f"no pipeline or preset given: preset {default!r}, as `fxpasses run` uses")
     click.echo(str(plan))
+    for note in notes:
+        click.echo(f"note: {note}")
 
 
 def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -230,6 +230,8 @@ class PassDescription:
     distribution: str
     version: str
     module: str
+    #: :meth:`Registry.order_notes`: ``after``/``before`` names no registered pass has
+    notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -1345,7 +1347,26 @@ class Registry:
             distribution=info.distribution,
             version=info.version,
             module=cls.__module__,
+            notes=tuple(self.order_notes(cls)),
         )
+
+    def order_notes(self, cls: type[Pass]) -> list[str]:
+        """A note for each name in pass class ``cls``'s ``after``/``before`` that no registered
+        pass has, with the registered names close to it. Not an error: a pass may order itself
+        against an optional plugin's pass that is not installed; but a misspelt name orders
+        nothing, silently, which ``fxpasses show`` and ``fxpasses check`` say."""
+        known = self.names()
+        notes = []
+        for field in ("after", "before"):
+            for name in getattr(cls, field, ()):
+                if name in self:
+                    continue
+                close = did_you_mean(close_names(name, known, n=2))
+                notes.append(
+                    f"{cls.name}: {field} names {name!r}, which no registered pass has (it orders nothing "
+                    f"unless a pass of that name is installed){close}"
+                )
+        return notes
 
     def __repr__(self) -> str:
         return f"<Registry {len(self._passes)} passes from {len(self.plugins)} plugins>"

@@ -845,3 +845,52 @@ def test_plain_table_pads_by_terminal_cells_and_keeps_a_multi_line_cell_in_its_c
 
     text = plain_table(["name", "x"], [["U\u0308ber", "1"], ["名前", "2"], ["abc", "3\nmore"]])
     assert text.splitlines() == ["name  x", "----  ----", "U\u0308ber  1", "名前  2", "abc   3", "      more"]
+
+
+ORDERED_SOURCE = '''
+import fxpasses
+
+
+class Ordered(fxpasses.GraphPass):
+    """Orders itself against a misspelt and an optional pass."""
+
+    name = "ordered_pass"
+    after = ("eliminate_dead_cod", "optional_plugins_pass")
+    before = ("fold_constants",)
+
+    def run(self, gm, ctx):
+        return False
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(Ordered)
+'''
+
+
+def test_after_and_before_naming_no_registered_pass_are_noted_by_show_and_check(tmp_path, monkeypatch):
+    """A typo in `after`/`before` passed `fxpasses check` silently and `show` listed it as a
+    real name, the constraint ordering nothing (found by a new-user check). Not an error: a
+    name may be an optional plugin's pass; a note says so, with a close name."""
+    with installed_dist(monkeypatch, tmp_path / "site", "ordered-passes", "0.1", "fxp_ordered", ORDERED_SOURCE):
+        typo = (
+            "ordered_pass: after names 'eliminate_dead_cod', which no registered pass has (it orders nothing "
+            "unless a pass of that name is installed); did you mean 'eliminate_dead_code'?"
+        )
+        optional = (
+            "ordered_pass: after names 'optional_plugins_pass', which no registered pass has (it orders nothing "
+            "unless a pass of that name is installed)"
+        )
+        r = CliRunner().invoke(cli, ["show", "ordered_pass"])
+        assert r.exit_code == 0, r.output
+        assert f"note:     {typo}\nnote:     {optional}\n" in r.output
+        assert "fold_constants" not in r.output.split("note:")[1]  # a registered name: no note
+        r = CliRunner().invoke(cli, ["show", "ordered_pass", "--format", "json"])
+        assert json.loads(r.output)["notes"] == [typo, optional]
+        r = CliRunner().invoke(cli, ["check", "--pipeline", "ordered_pass,remove_dropout"])
+        assert r.exit_code == 0, r.output
+        assert r.output.endswith(f"note: {typo}\nnote: {optional}\n")
+        r = CliRunner().invoke(cli, ["check", "--pipeline", "ordered_pass", "--format", "json"])
+        assert json.loads(r.output)["notes"] == [typo, optional]
+        r = CliRunner().invoke(cli, ["check", "--pipeline", "remove_dropout"])  # not in the plan: no note
+        assert "note:" not in r.output
