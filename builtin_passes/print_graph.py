@@ -15,7 +15,8 @@ Formats (option ``format``):
 Where it goes (option ``file``): by default to ``sys.stderr`` (printed, not logged: a debugging
 pass should show its output without logging configuration; stdout stays free for the CLI's
 report). With ``file = "path"`` the text is written to that file (parent directories are
-created; the file is overwritten, or appended to with ``append = true``).
+created; the file is overwritten, or appended to with ``append = true``); ``file = "-"`` is
+standard output, as for most command-line tools.
 
 Option ``title``: the first line (default: ``graph (<dialect>, <n> nodes)``).
 
@@ -54,7 +55,9 @@ class PrintGraph(GraphPass):
             description='"table": one row per node with args, dtype and shape; "code": the Python '
             'code; "graph": the FX IR listing',
         )
-        file: str | None = Field(None, description="write to this file instead of stderr (missing parent folders are created)")
+        file: str | None = Field(
+            None, description='write to this file instead of stderr (missing parent folders are created); "-": stdout'
+        )
         append: bool = Field(False, description="append to `file` instead of overwriting it")
         title: str | None = Field(
             None, description='first line of the output (default: "graph (<dialect>, <n> nodes)")'
@@ -64,8 +67,8 @@ class PrintGraph(GraphPass):
         o = self.options
         title = o.title if o.title is not None else f"graph ({ctx.dialect}, {len(gm.graph.nodes)} nodes)"
         text = format_graph(gm.graph, o.format, title)
-        if o.file is None:
-            print(text, file=sys.stderr, flush=True)
+        if o.file is None or o.file == "-":
+            print(text, file=sys.stderr if o.file is None else sys.stdout, flush=True)
         else:
             path = Path(o.file)
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -1343,7 +1343,16 @@ def _lint(
         return False
     if lint_passes(gm):  # the same checks, several times faster; on doubt, torch's own lint
         return True
-    gm.graph.lint()
+    try:
+        gm.graph.lint()
+    except RuntimeError as exc:
+        # two of torch's messages end with the whole graph printed (megabytes on a big
+        # graph, then repeated as the failure's cause): the first line says what and where
+        text = str(exc)
+        head, sep, _ = text.partition("\ngraph(")
+        if not sep:
+            raise
+        raise RuntimeError(f"{head} (the graph printed after it by Graph.lint() is left out)") from None
     for node in gm.graph.find_nodes(op="call_module"):
         try:
             gm.get_submodule(node.target)  # type: ignore[arg-type]

@@ -625,6 +625,7 @@ class Registry:
                 continue
             self._load_record(rec)
         self._check_prefer()
+        self._mark_conflicts()
         self._check_presets()
         known = {n for r in self.plugins for n in r.names}
         for name in sorted(self.disable - known):
@@ -653,6 +654,28 @@ class Registry:
                 distribution=", ".join(sorted(missing)),
                 version="",
             )
+
+    def _mark_conflicts(self) -> None:
+        """Each plugin with a pass or preset that no one uses because another plugin registers
+        that name too (``prefer`` chose none) is ``partial``, with that in its ``problems``: the
+        problem was reported with the plugin that came second, the first showed ``loaded``."""
+        for kind, conflicts, table in (("pass", self._conflicts, self._passes), ("preset", self._preset_conflicts, self._presets)):
+            for name, infos in conflicts.items():
+                if name in table:  # prefer chose one
+                    continue
+                for info in infos:
+                    others = " and ".join(i.source for i in infos if i is not info)
+                    problem = (
+                        f"{kind} {name!r} is also registered by {others}; neither is used until "
+                        f"{prefer_hint(name)} chooses one"
+                    )
+                    for rec in self.plugins:
+                        if rec.distribution != info.distribution or rec.status not in ("loaded", "partial"):
+                            continue
+                        if not any(f"{kind} {name!r} is also registered by" in p for p in rec.problems):
+                            rec.problems.append(problem)
+                            rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
+                        rec.status = "partial"
 
     def _check_presets(self) -> None:
         """Report presets naming passes no installed plugin registers (kept: the error when one

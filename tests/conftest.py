@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from typing import Any
 
 import pytest
 import torch
@@ -19,6 +21,44 @@ os.environ.setdefault("FXPASSES_CHECK_JOURNAL", "1")
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+#: the fxpasses plugins of this project (the built-in one and the bundled example); a test
+#: installs others in a site folder of its own (tests/dists.py)
+OWN_PLUGINS = {"fxpasses", "fxpasses-example-passes"}
+#: where the environment's distributions are (any plugin a user installed is in one)
+_START_PATHS = {os.path.realpath(p) for p in sys.path if p}
+
+
+@pytest.fixture(autouse=True)
+def _only_this_projects_plugins(monkeypatch) -> None:
+    """Entry points of fxpasses plugins installed in the environment besides this project's
+    are hidden from the registry, so that the tests' exact messages ("installed pass
+    plugins: ...", "did you mean ...") do not depend on what else a user installed (found by a
+    new-user check: seven tests failed beside an installed plugin). Distributions the tests
+    make in their own site folders are kept."""
+    import importlib.metadata as md
+
+    import fxpasses  # noqa: F401 - (fxpasses.registry is also the name of a function there)
+
+    registry_module = sys.modules["fxpasses.registry"]
+    entry_points = md.entry_points
+
+    def own(ep: Any) -> bool:
+        dist = getattr(ep, "dist", None)
+        path = getattr(dist, "_path", None)
+        if dist is None or path is None:
+            return True
+        name = dist.metadata["Name"].lower().replace("_", "-")
+        return name in OWN_PLUGINS or os.path.realpath(os.path.dirname(str(path))) not in _START_PATHS
+
+    def filtered(**kwargs: Any) -> Any:
+        found = entry_points(**kwargs)
+        if kwargs.get("group") != registry_module.ENTRY_POINT_GROUP:
+            return found
+        return md.EntryPoints(ep for ep in found if own(ep))
+
+    monkeypatch.setattr(registry_module.md, "entry_points", filtered)
 
 
 @pytest.fixture

@@ -110,6 +110,17 @@ def test_file_overwrite_and_append(tmp_path):
     assert out.read_text().count("once") == 1 and out.read_text().count("twice") == 1
 
 
+def test_file_dash_is_standard_output(tmp_path, monkeypatch, capsys):
+    """`file="-"` wrote a file named "-" (found by a new-user check); it is stdout, as for
+    most command-line tools."""
+    monkeypatch.chdir(tmp_path)
+    gm = torch.fx.symbolic_trace(Mixed())
+    Pipeline([("print_graph", {"file": "-", "title": "to stdout"})]).run(gm)
+    out, err = capsys.readouterr()
+    assert out.startswith("to stdout\n") and "to stdout" not in err
+    assert not (tmp_path / "-").exists()
+
+
 def test_registered_and_options_validated(registry):
     assert registry.get("print_graph") is PrintGraph and PrintGraph.kind == "analysis"
     with pytest.raises(fxpasses.OptionsError, match="print_graph.format"):

@@ -87,8 +87,7 @@ SKIPPED: dict[tuple[str, str], str] = {}
 
 
 class _ConvBnDropout(nn.Module):
-    """A conv + BatchNorm + dropout model of the size the Python API table shows (15 nodes
-    under torch.export)."""
+    """The Python API block's model (it defines it itself), for the torch.compile block."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -101,7 +100,7 @@ class _ConvBnDropout(nn.Module):
 
 
 def _model_and_x(ns: dict[str, Any]) -> None:
-    """The Python API and torch.compile blocks use the reader's ``model`` and its input ``x``."""
+    """The torch.compile block uses the reader's ``model`` and its input ``x``."""
     ns["model"] = _ConvBnDropout().eval()
     ns["x"] = torch.randn(1, 3, 8, 8)
 
@@ -142,7 +141,6 @@ def _my_model(ns: dict[str, Any]) -> None:
 
 
 CONTEXT: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
-    ("## Python API", "import torch, fxpasses"): _model_and_x,
     ("### Presets", "pipeline = fxpasses.Pipeline.from_preset(\"inference\", verify=\"numeric\", atol=1e-4,"): _imports_fxpasses,
     ("## torch.compile", "compiled = torch.compile(model, backend=\"fxpasses\", options={\"pipeline\": \"remove_dropout,eliminate_dead_code\", \"then\": \"inductor\"})"): _compile_context,
     ("## Publishing a pass", "@fxpasses.hookimpl"): _register_context,

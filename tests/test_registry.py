@@ -108,9 +108,22 @@ def test_two_distributions_same_pass_name_error_names_both(site):
         reg.get("shared_name")
     assert "dist-a 1.0" in str(info.value) and "dist-b 2.0" in str(info.value)
     assert "shared_name" in reg.names()
+    # both plugins are partial, each naming the other (the first showed "loaded": a new-user check)
+    status = {r.distribution: (r.status, r.problems) for r in reg.plugins if r.distribution.startswith("dist-")}
+    assert status["dist-a"][0] == status["dist-b"][0] == "partial"
+    assert status["dist-a"][1] == [
+        "pass 'shared_name' is also registered by dist-b 2.0; neither is used until `prefer = {shared_name = "
+        '"<distribution>"}` in the [plugins] config section, or `Registry(prefer={"shared_name": "<distribution>"})` '
+        "in Python chooses one"
+    ]
+    assert len(status["dist-b"][1]) == 1 and "is also registered by dist-a 1.0" in status["dist-b"][1][0]
     # a documented override picks one; never a silent winner
     reg2 = Registry(prefer={"shared_name": "dist-b"})
     assert reg2.info("shared_name").distribution == "dist-b"
+    assert {r.distribution: r.status for r in reg2.plugins if r.distribution.startswith("dist-")} == {
+        "dist-a": "loaded",
+        "dist-b": "loaded",
+    }
     with pytest.raises(DuplicatePassError):
         Registry(strict=True)
 

@@ -384,6 +384,36 @@ def test_lint_failure_rolls_back_and_skip_continues():
     assert_same_state(before, state(gm))
 
 
+class Foreign(fxpasses.GraphPass):
+    """Makes the output return a node of another graph."""
+
+    name = "foreign_output"
+
+    def run(self, gm, ctx):
+        other = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.ReLU()))
+        gm.graph.output_node().args = (list(other.graph.nodes)[1],)
+        return True
+
+
+@pytest.mark.parametrize("blocks", [3, 300])
+def test_a_lint_failure_says_what_and_where_without_the_whole_graph(blocks):
+    """torch's Graph.lint() ends two of its messages with the whole graph printed: the
+    failure's message (and its JSON `cause`) held every node of it, twice (found by a new-user
+    check). The message keeps torch's first line."""
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(blocks)]))
+    reg = Registry()
+    reg.register(Foreign)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["foreign_output"], registry=reg).run(gm, [torch.randn(2, 4)])
+    assert str(info.value).splitlines() == [
+        "pass 'foreign_output' failed: graph lint failed: RuntimeError: Argument '_0' of Node 'output' does not belong "
+        "to this Graph, but was used as an argument! If you are copying nodes from another graph, make sure to use "
+        "``arg_transform`` on node_copy() to remap values (the graph printed after it by Graph.lint() is left out)",
+        "  the graph was restored to its state before 'foreign_output'",
+    ]
+    assert "graph():" not in str(info.value.__cause__)
+
+
 class ScaleRelu(fxpasses.NodePass):
     """Numerically wrong, structurally fine: relu(x) -> relu(x) * 2."""
 
