@@ -818,10 +818,14 @@ class Registry:
             if impl.plugin is obj
         ]
         added: list[str] = []
+        offered: list[Any] = []  # what the plugin registered, each object once (kept: ids stay theirs)
 
         def register(pass_cls: type) -> None:
+            if any(o is pass_cls for o in offered):  # the same class (or bad object) twice: once
+                return
+            offered.append(pass_cls)
             info = self._add(pass_cls, rec)
-            if info is not None and info.name not in added:  # the same class twice: listed once
+            if info is not None and info.name not in added:
                 added.append(info.name)
 
         presets: list[str] = []
@@ -1280,7 +1284,8 @@ class Registry:
                 # imported, but all it registered was rejected; or not imported
                 failed = "registered nothing usable" if r.rejected else "failed to load"
                 # a distribution whose other entry points loaded: name the one that did not
-                text = f"entry point {r.entry_point!r} {failed}: {first_line}" if r.label in loaded else f"{failed}: {first_line}"
+                several = sum(p.label == r.label for p in self.plugins) > 1
+                text = f"entry point {r.entry_point!r} {failed}: {first_line}" if r.label in loaded or several else f"{failed}: {first_line}"
                 labels.setdefault((r.label, r.name), f"{r.label} ({text})")
         return list(labels.values())
 

@@ -1395,3 +1395,48 @@ def test_warnings_point_at_the_users_line_not_at_fxpasses(site, monkeypatch):
         Registry(autoload=False).register(Typo)
     (w,) = record
     assert (w.filename, w.lineno) == (__file__, line)
+
+
+TWICE_SOURCE = """
+import fxpasses
+
+
+class NoName(fxpasses.GraphPass):
+    '''Has no name.'''
+
+    def run(self, gm, ctx):
+        return False
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(NoName)
+    register(NoName)
+"""
+
+
+def test_a_bad_class_registered_twice_is_one_problem(site):
+    """It was warned about twice (the rejected table listed it once; a new-user check)."""
+    make_dist(site, "twice-dist", "1.0", "fxp_twice", TWICE_SOURCE)
+    forget_modules("fxp_twice")
+    reg = Registry()
+    (rec,) = [r for r in reg.plugins if r.distribution == "twice-dist"]
+    assert rec.status == "failed" and len(rec.problems) == 1
+    assert len([p for p in reg.problems if "twice-dist" in str(p)]) == 1
+
+
+def test_a_failed_entry_point_of_a_distribution_with_several_is_named(site):
+    """Both entry points of one distribution failed: each was "failed to load", as if the
+    distribution had one; each is named (a new-user check)."""
+    make_dist(
+        site, "two-bad", "1.0", "fxp_two_bad_a", "raise ImportError('no a')\n",
+        entry_points={"first": "fxp_two_bad_a", "second": "fxp_two_bad_b"},
+    )
+    (site / "fxp_two_bad_b.py").write_text("raise ImportError('no b')\n")
+    forget_modules("fxp_two_bad_a", "fxp_two_bad_b")
+    reg = Registry()
+    with pytest.raises(UnknownPassError) as info:
+        reg.get("nothing_like_it")
+    not_loaded = str(info.value).split("installed but not loaded: ")[1]
+    assert "two-bad 1.0 (entry point 'first = fxp_two_bad_a' failed to load: import failed: ImportError: no a" in not_loaded
+    assert "two-bad 1.0 (entry point 'second = fxp_two_bad_b' failed to load: import failed: ImportError: no b" in not_loaded
