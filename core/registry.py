@@ -891,8 +891,11 @@ class Registry:
                 for n in presets:
                     self._presets.pop(n, None)
                     self._reject(rec, "preset", n, f"dropped with the whole plugin: {message}")
+                # a misspelt or unmarked hook beside it would never run either: said now, not
+                # only once the raising hook is fixed
+                near = [p for p in hook_name_problems(self.pm, obj, ALL_HOOKS) if p.startswith(hookspecs.PREFIX)]
                 self.pm.unregister(obj)
-                self._fail(rec, message, exc)
+                self._fail(rec, message + "".join(f"; also: {p}" for p in near), exc)
                 return
         rec.passes = added
         rec.presets = presets

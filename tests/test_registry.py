@@ -1440,3 +1440,29 @@ def test_a_failed_entry_point_of_a_distribution_with_several_is_named(site):
     not_loaded = str(info.value).split("installed but not loaded: ")[1]
     assert "two-bad 1.0 (entry point 'first = fxp_two_bad_a' failed to load: import failed: ImportError: no a" in not_loaded
     assert "two-bad 1.0 (entry point 'second = fxp_two_bad_b' failed to load: import failed: ImportError: no b" in not_loaded
+
+
+RAISES_AND_UNMARKED_SOURCE = """
+import fxpasses
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    raise RuntimeError("not today")
+
+
+def fxpasses_register_presets(register):  # not marked: pluggy never calls it
+    register("fast", "eliminate_dead_code", "")
+"""
+
+
+def test_an_unmarked_hook_is_reported_beside_a_hook_that_raises(site):
+    """The plugin failed on the raising hook alone; the unmarked hook beside it was said
+    only once that was fixed (a plugin author then fixes two things one at a time)."""
+    make_dist(site, "raises-unmarked", "1.0", "fxp_raises_unmarked", RAISES_AND_UNMARKED_SOURCE)
+    forget_modules("fxp_raises_unmarked")
+    reg = Registry()
+    (rec,) = [r for r in reg.plugins if r.distribution == "raises-unmarked"]
+    assert rec.status == "failed"
+    assert rec.error.startswith("fxpasses_register_passes raised RuntimeError: not today; also: fxpasses_register_presets ")
+    assert "@fxpasses.hookimpl" in rec.error
