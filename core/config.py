@@ -169,11 +169,25 @@ def split_named_inputs(named: Mapping[str, Any]) -> tuple[list[Any], dict[str, A
     return [named[k] for k in positional_names(named)], {k: v for k, v in named.items() if not is_positional_name(k)}
 
 
+#: the values each integer dtype holds, [min, max] (``torch.iinfo``; written out so that
+#: validating a config does not import torch)
+_INT_RANGES = {
+    "int64": (-(2**63), 2**63 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+}
+#: the largest finite value of each floating dtype (``torch.finfo(dtype).max``)
+_FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308, "float16": 65504.0, "bfloat16": 3.3895313892515355e38}
+
+
 class InputSpec(_Strict):
     """One example input: a random tensor of this shape and dtype.
 
-    Floats are drawn from N(0, 1) (``low``/``high`` given: uniform in [low, high)); integers
-    uniformly from [``low``, ``high``) (default [0, 10)); bools uniformly.
+    Floats are drawn from N(0, 1) (``low``/``high`` given: uniform in [low, high), a missing
+    one 0 or 1); integers uniformly from [``low``, ``high``) (default [0, 10)), whole numbers
+    the dtype holds (``high`` up to its largest value + 1); bools uniformly (no bounds).
     """
 
     shape: list[int] = Field(min_length=0)
@@ -187,6 +201,43 @@ class InputSpec(_Strict):
         if any(d < 0 for d in v):
             raise ValueError("dimensions must be >= 0")
         return v
+
+    @model_validator(mode="after")
+    def _bounds_fit_the_dtype(self) -> "InputSpec":
+        """The bounds draw values of the dtype: torch's own errors for those that do not
+        ("from is out of bounds for unsigned char", "Overflow when unpacking long long") came
+        only when the input was made, as an internal error."""
+        low, high, dtype = self.low, self.high, self.dtype
+        if dtype == "bool":
+            if low is not None or high is not None:
+                raise ValueError("a bool input takes no low/high (its values are drawn as True or False)")
+            return self
+        if dtype in _INT_RANGES:
+            lo_min, hi_max = _INT_RANGES[dtype]
+            for name, v in (("low", low), ("high", high)):
+                if v is not None and not float(v).is_integer():
+                    raise ValueError(f"{name} = {v!r}: the bounds of an integer input ({dtype}) are whole numbers")
+            lo = 0 if low is None else int(low)
+            hi = 10 if high is None else int(high)
+            if lo < lo_min or hi > hi_max + 1:
+                raise ValueError(
+                    f"[low, high) = [{lo}, {hi}) is outside what {dtype} holds: low >= {lo_min}, high <= {hi_max + 1}"
+                )
+            if hi <= lo:
+                which = "" if low is not None and high is not None else " (the default low is 0, high 10)"
+                raise ValueError(f"high ({hi}) must be greater than low ({lo}){which}")
+            return self
+        biggest = _FLOAT_MAX[dtype]
+        for name, v in (("low", low), ("high", high)):
+            if v is not None and not abs(v) <= biggest:  # (nan too)
+                raise ValueError(f"{name} = {v!r} is not a finite {dtype} (largest {biggest:g})")
+        if low is not None or high is not None:
+            lo = 0.0 if low is None else low
+            hi = 1.0 if high is None else high
+            if hi <= lo:
+                which = "" if low is not None and high is not None else " (a missing low is 0, a missing high 1)"
+                raise ValueError(f"high ({hi:g}) must be greater than low ({lo:g}){which}")
+        return self
 
 
 #: Why ``train = true`` cannot apply to an exported module (a saved ``program``, or a factory

@@ -467,16 +467,51 @@ def test_a_pipeline_that_changes_the_outputs_on_purpose_says_so(tmp_path):
 
 
 def test_integer_input_range_error_names_the_input():
-    """An empty [low, high) for an integer input is a ConfigError naming that input."""
-    from fxpasses.config import InputSpec
+    """An empty [low, high) for an integer input is a ConfigError naming that input, found
+    when the config is read (`fxpasses check` too), not when the input is made."""
+    from fxpasses.config import parse_config
     from fxpasses.errors import ConfigError
-    from fxpasses.job import make_example_inputs
 
-    specs = {"0": InputSpec(shape=[2], dtype="int64"), "mask": InputSpec(shape=[2], dtype="int64", low=5, high=5)}
-    with pytest.raises(ConfigError, match=r"input 'mask': high \(5\) must be greater than low \(5\)"):
-        make_example_inputs(specs, seed=0)
-    with pytest.raises(ConfigError, match=r"input 1: high \(3\) must be greater than low \(4\)"):
-        make_inputs([InputSpec(shape=[1]), InputSpec(shape=[2], dtype="int32", low=4, high=3)], seed=0)
+    model = {"factory": "m:make"}
+    with pytest.raises(ConfigError, match=r"model\.inputs\.mask: high \(5\) must be greater than low \(5\)"):
+        parse_config({"model": {**model, "inputs": {"0": {"shape": [2]}, "mask": {"shape": [2], "dtype": "int64", "low": 5, "high": 5}}}})
+    with pytest.raises(ConfigError, match=r"model\.inputs\.1: high \(3\) must be greater than low \(4\)"):
+        parse_config({"model": {**model, "inputs": [{"shape": [1]}, {"shape": [2], "dtype": "int32", "low": 4, "high": 3}]}})
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"dtype": "uint8", "low": -5, "high": 300}, "[low, high) = [-5, 300) is outside what uint8 holds: low >= 0, high <= 256"),
+        ({"dtype": "int8", "high": 1000}, "[low, high) = [0, 1000) is outside what int8 holds: low >= -128, high <= 128"),
+        ({"dtype": "int64", "high": 1e30}, "is outside what int64 holds: low >= -9223372036854775808, high <= 9223372036854775808"),
+        ({"dtype": "int32", "low": 0.5}, "low = 0.5: the bounds of an integer input (int32) are whole numbers"),
+        ({"dtype": "int64", "high": 0}, "high (0) must be greater than low (0) (the default low is 0, high 10)"),
+        ({"low": 5, "high": 1}, "high (1) must be greater than low (5)"),
+        ({"low": 2}, "high (1) must be greater than low (2) (a missing low is 0, a missing high 1)"),
+        ({"dtype": "float16", "high": 1e6}, "high = 1000000.0 is not a finite float16 (largest 65504)"),
+        ({"dtype": "bool", "high": 2}, "a bool input takes no low/high (its values are drawn as True or False)"),
+    ],
+)
+def test_input_bounds_that_do_not_fit_the_dtype_are_config_errors(tmp_path, spec, message):
+    """Bounds outside the dtype crashed `fxpasses run` with an internal error (exit 3: torch's
+    "from is out of bounds for unsigned char") and passed `fxpasses check`; bounds that draw
+    nothing, or are ignored (a bool input's), passed silently (found by a new-user check)."""
+    import json
+
+    (tmp_path / "cfg.json").write_text(
+        json.dumps({"pipeline": "eliminate_dead_code", "model": {"factory": "m:make", "inputs": [{"shape": [3], **spec}]}})
+    )
+    for command in ("check", "run"):
+        r = run_cli(command, str(tmp_path / "cfg.json"), *(["--no-save"] if command == "run" else []))
+        assert r.exit_code == 2, r.output
+        assert f"model.inputs.0: {message}" in r.output or (message.startswith("is outside") and message in r.output)
+    # the ends of each range are fine
+    from fxpasses.config import InputSpec
+    from fxpasses.job import make_inputs
+
+    (x,) = make_inputs([InputSpec(shape=[1000], dtype="uint8", low=0, high=256)], seed=0)
+    assert x.dtype == torch.uint8 and int(x.min()) == 0 and int(x.max()) == 255
 
 
 def test_a_saved_program_without_inputs_runs_on_the_inputs_saved_with_it(tmp_path):
