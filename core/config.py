@@ -114,6 +114,27 @@ DTYPES = (
 )
 
 
+def _non_empty_branches(schema: dict[str, Any], pattern: str | None = None) -> None:
+    """Put a field's "not empty" where JSON Schema applies it: pydantic writes ``min_length``
+    of a union once, beside its ``anyOf``, where it constrains strings only; each branch gets
+    its own (``minItems``, ``minProperties``, ``minLength``; ``pattern`` for strings too: a
+    blank path is refused as an empty one)."""
+    schema.pop("minLength", None)
+    for branch in schema.get("anyOf", ()):
+        branch.pop("minLength", None)
+        if "anyOf" in branch:
+            _non_empty_branches(branch, pattern)
+        kind = branch.get("type")
+        if kind == "array":
+            branch["minItems"] = 1
+        elif kind == "object":
+            branch["minProperties"] = 1
+        elif kind == "string":
+            branch["minLength"] = 1
+            if pattern is not None:
+                branch["pattern"] = pattern
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -190,7 +211,7 @@ class InputSpec(_Strict):
     the dtype holds (``high`` up to its largest value + 1); bools uniformly (no bounds).
     """
 
-    shape: list[int] = Field(min_length=0)
+    shape: list[int] = Field(min_length=0, json_schema_extra={"items": {"type": "integer", "minimum": 0}})
     dtype: Literal[DTYPES] = "float32"  # type: ignore[valid-type]
     low: float | None = None
     high: float | None = None
@@ -282,7 +303,9 @@ class ModelConfig(_Strict):
     program: str | None = Field(default=None, min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     capture: Capture = "export"
-    inputs: Union[list[InputSpec], dict[str, InputSpec], str, None] = Field(default=None, min_length=1)
+    inputs: Union[list[InputSpec], dict[str, InputSpec], str, None] = Field(
+        default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema)
+    )
     # torch.manual_seed's range (it raises a bare "Overflow when unpacking long long" beyond)
     seed: int = Field(default=0, ge=-(2**63), le=2**64 - 1)
     train: bool = False
@@ -363,7 +386,7 @@ class Config(_Strict):
     rtol: float = Field(default=1e-5, ge=0, allow_inf_nan=False)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     model: ModelConfig | None = None
-    output: str | None = None
+    output: str | None = Field(default=None, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
 
     @field_validator("output")
     @classmethod

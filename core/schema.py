@@ -16,6 +16,7 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from .config import Config
 from .errors import PluginWarning, warn
+from .passes import PassOptions
 from .registry import Registry
 
 __all__ = ["config_schema"]
@@ -79,6 +80,8 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], sour
     schema = _renamed_refs(schema, text_refs)
     schema.setdefault("additionalProperties", False)
     schema["title"] = f"options of {name}"
+    if options_cls is PassOptions:  # the base class's docstring is about writing options
+        schema["description"] = f"{name} takes no options"
     return schema
 
 
@@ -129,8 +132,9 @@ def config_schema(registry: Registry) -> dict[str, Any]:
             "properties": {
                 "name": {"const": n},
                 "options": option_schemas[n],
-                "verify": {"enum": ["none", "lint", "numeric"]},
-                "on_error": {"enum": ["rollback", "raise", "skip"]},
+                # (null: the pipeline's own setting, as a config's list entry takes it)
+                "verify": {"enum": ["none", "lint", "numeric", None]},
+                "on_error": {"enum": ["rollback", "raise", "skip", None]},
             },
             "required": ["name"],
             "additionalProperties": False,

@@ -92,6 +92,41 @@ def test_pipeline_strings_the_schema_takes_are_those_check_takes(validator, pipe
     assert (checked.exit_code == 0) is valid, checked.output
 
 
+MODEL = {"factory": "models:convnet"}
+
+
+@pytest.mark.parametrize(
+    "config, valid",
+    [
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [-1, 6]}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [0, 6]}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": []}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {}}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": ""}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {"x": {"shape": [1]}}}}, True),
+        ({"pipeline": "remove_dropout", "output": ""}, False),
+        ({"pipeline": "remove_dropout", "output": "  "}, False),
+        ({"pipeline": "remove_dropout", "output": "out"}, True),
+        ({"pipeline": [{"name": "eliminate_dead_code", "verify": None, "on_error": None}]}, True),
+    ],
+)
+def test_the_schema_and_check_agree_on_inputs_output_and_entry_settings(validator, tmp_path, config, valid):
+    """Negative sizes, empty inputs and a blank output passed the schema and failed `fxpasses
+    check`; a list entry's `verify: null` was the other way round (found by a new-user check
+    validating configs against `fxpasses schema`)."""
+    assert (not list(validator.iter_errors(config))) is valid
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    checked = CliRunner().invoke(cli, ["check", str(tmp_path / "c.json")])
+    assert (checked.exit_code == 0) is valid, checked.output
+
+
+def test_a_pass_without_options_is_described_so(validator):
+    """The options of a pass that declares none were described by PassOptions' own docstring
+    ("Base class of pass options ...")."""
+    schema = config_schema(fxpasses.Registry())
+    assert schema["$defs"]["options_remove_identity"]["description"] == "remove_identity takes no options"
+
+
 def test_valid_options_accepted(validator):
     cfg = {"pipeline": [{"name": "count_ops", "options": {"only": ["relu"]}}, "remove_identity"],
            "options": {"count_ops": {"only": []}}}
