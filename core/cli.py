@@ -95,7 +95,9 @@ def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, An
     message = str(exc) or ("interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__)
     error: dict[str, Any] = {"type": type(exc).__name__, "message": message}
     for key, value in vars(exc).items():
-        if not key.startswith("_") and key not in error:
+        if key == "report" and hasattr(value, "as_dict"):  # a pass failure's run so far
+            error["passes"] = value.as_dict()["passes"]
+        elif not key.startswith("_") and key not in error:
             error[key] = value
     if exc.__cause__ is not None:
         from .errors import exception_line
@@ -695,6 +697,11 @@ def run_cmd(
                 bisect_command=shlex.join(["fxpasses", "bisect", *filter(None, [bisect_config]), *bisect_args]),
             )
     except FxPassesError as exc:
+        report = getattr(exc, "report", None)
+        if fmt == "text" and report is not None and report.passes:
+            # what ran before the failure, as a run that completes shows it (stdout)
+            click.echo(f"passes run until the failure ({report.dialect}):")
+            click.echo(report.table())
         if writer is None or (writer.written is None and writer.error is None) or state.traceback:
             raise
         status = 2 if isinstance(exc, UserError) else 1

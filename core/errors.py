@@ -458,9 +458,12 @@ class PassFailedError(FxPassesError):
     original exception is ``__cause__``. ``node["erased"]`` is set for a node the pass had
     erased (its ``args`` and ``kwargs`` are then "?"). The node is described as the pass left
     it; ``node["name_after_rollback"]`` is the name a rollback gave it back, where it differs.
+    ``report``: raised by ``Pipeline.run``, the run's :class:`~fxpasses.report.RunReport` up to
+    this failure (the passes that ran, the failed one's row last); None otherwise.
     """
 
     from_journal: bool = False
+    report: Any = None
 
     def __init__(
         self,

@@ -978,6 +978,7 @@ class Pipeline:
                     if on_error == "skip" and put_back is not None:  # (a graph not restored: stop)
                         del failure
                         continue
+                    failure.report = report  # the passes that ran, this one's row last
                     try:
                         raise failure from failure.__cause__
                     finally:

@@ -159,10 +159,19 @@ def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, a
     except Exception as exc:
         what = exception_line(exc)
         if after is None:
+            if k:  # other inputs than those of the capture
+                why = "captures are specialised to the example inputs' shapes and types; give check inputs like them"
+            elif dialect == "symbolic_trace":
+                why = (
+                    "the capture was made with these inputs; symbolic_trace records every forward() argument as "
+                    "an input, also one they leave out (y=None), and code testing it (`if y is not None`) "
+                    "takes the path of a given one: give every argument, or check the other dialects"
+                )
+            else:
+                why = "the capture was made with these inputs: does the model itself run on them?"
             raise UserError(
                 f"the {dialect} capture of {type(module).__name__} does not run on {_label(k)}, before "
-                f"any pass: {what} (captures are specialised to the example inputs' shapes and "
-                "types; give check inputs like them)"
+                f"any pass: {what} ({why})"
             ) from exc
         pipeline, report = after
         raise AssertionError(

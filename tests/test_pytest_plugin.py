@@ -107,6 +107,34 @@ def test_check_inputs_the_capture_cannot_take_are_named_as_the_tests_inputs():
     assert "specialised to the example inputs' shapes" in msg
 
 
+class _OptionalSecond(torch.nn.Module):
+    def forward(self, x, y=None):
+        if y is not None:
+            x = x + y
+        return x.relu()
+
+
+def test_example_inputs_a_symbolic_trace_capture_cannot_take_are_not_told_about_check_inputs():
+    """`forward(x, y=None)` given only x: symbolic_trace records y as an input and takes the
+    `y is not None` path, so the capture fails on the example inputs themselves; the message
+    spoke of check inputs (found by a new-user check)."""
+    from fxpasses.errors import UserError
+    from fxpasses.pytest_plugin import assert_preserves_outputs
+
+    with pytest.raises(UserError) as info:
+        assert_preserves_outputs("eliminate_dead_code", _OptionalSecond(), [torch.randn(2, 4)], dialects=("symbolic_trace",))
+    msg = str(info.value)
+    assert msg.startswith("the symbolic_trace capture of _OptionalSecond does not run on example_inputs, before any pass: ")
+    assert msg.endswith(
+        "(the capture was made with these inputs; symbolic_trace records every forward() argument as an input, also one "
+        "they leave out (y=None), and code testing it (`if y is not None`) takes the path of a given one: give every "
+        "argument, or check the other dialects)"
+    )
+    assert "check inputs" not in msg
+    # the other dialects take it as given
+    assert_preserves_outputs("eliminate_dead_code", _OptionalSecond(), [torch.randn(2, 4)], dialects=("export", "dynamo"))
+
+
 def test_a_pass_that_stops_the_module_running_is_named_with_the_input_set():
     from fxpasses import GraphPass, Registry
     from fxpasses.pytest_plugin import assert_preserves_outputs

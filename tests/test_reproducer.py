@@ -238,3 +238,23 @@ def test_the_commands_a_failure_prints_are_this_runs_and_shell_quoted(planted_si
     b = CliRunner().invoke(cli, argv)
     assert b.exit_code == 1, b.output
     assert "first bad pass: 'planted'" in b.output
+
+
+def test_a_failed_run_shows_the_passes_that_ran_before_the_failure(planted_site, tmp_path):
+    """A pass failure printed only the error: nothing said which passes had run and what they
+    did (found by a new-user check). The table of the run so far goes to stdout, and to the
+    JSON error object as `passes`."""
+    cfg = model_config(tmp_path, "planted{raise_at=2}")
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 1, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == "passes run until the failure (export):"
+    names = [line.split()[0] for line in lines[3:] if line and not line.startswith(("total:", "failed:"))]
+    planned = PIPELINE.format(planted="planted").split(",")
+    assert names == planned[: planned.index("planted") + 1]
+    assert [line.split()[1] for line in lines[3:] if line.startswith("planted ")] == ["failed"]
+    assert r.stderr.startswith("error: pass 'planted' failed: RuntimeError: planted failure")
+    j = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save", "--format", "json"])
+    error = json.loads(j.stdout)["error"]
+    assert [p["name"] for p in error["passes"]] == names
+    assert error["passes"][-1]["status"] == "failed" and "report" not in error
