@@ -94,7 +94,7 @@ def failure_lines(text: str) -> list[str]:
     keep = []
     for line in text.splitlines():
         line = line.strip()
-        if line.startswith("error: pass") or line.startswith("pass "):
+        if line.startswith("error: pass '") or line.startswith("pass '"):  # (not the table's header: "pass  status ...")
             keep.append(line.replace("error: ", "").split(" max abs error")[0])
         elif line.startswith("at node %") or line.startswith("user code:"):
             keep.append(line)
