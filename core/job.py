@@ -62,7 +62,7 @@ from .errors import ConfigError, UserError, VerificationError, exception_line, o
 from .pipeline import BISECT_HINT, Pipeline, Plan
 from .registry import Registry
 from .report import RunReport
-from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, compare_results, global_modes_kept
+from .verify import TensorState, call_isolated, clone_outputs, compare_results, global_modes_kept
 
 __all__ = [
     "JobResult",
@@ -798,7 +798,7 @@ def run_job(
     )
     if save and out_dir is not None:
         kind = cap.dialect if mc.graph is None else "graph"
-        result.saved = _save(gm, cap.inputs, kind, out_dir, expected, cfg, state, cap.kwargs)
+        result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
         (out_dir / "report.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
         result.saved.append(out_dir / "report.json")
     return result
@@ -846,12 +846,13 @@ def _save(
     inputs: list[Any],
     capture_kind: str,
     out_dir: Path,
-    expected: Any,
+    expected: tuple[Any, Any],
     cfg: Config,
     state: TensorState,
     kwargs: dict[str, Any] | None = None,
 ) -> list[Path]:
-    """Write the optimized model (see the module doc); check that what is written reads back.
+    """Write the optimized model (see the module doc); check that what is written reads back
+    as ``expected`` (the original's outputs and their facts, :func:`_check_read_back`).
     ``kwargs``: the keyword inputs the model is called with (re-exported with them)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -889,15 +890,22 @@ def _save(
         gm.to_folder(folder, "OptimizedModule")
     _relocatable(folder / "module.py", str(folder))
     _define_globals(folder / "module.py", definitions)
-    _keep_training_modes(folder / "module.py", gm)
+    _keep_module_state(folder / "module.py", gm)
     saved = sorted(p for p in folder.rglob("*") if p.is_file())
     if capture_kind == "dynamo":
         # TorchDynamo graphs take parameters and buffers as inputs: keep them to call it
         path = out_dir / "inputs.pt"
-        torch.save([t.detach() if isinstance(t, torch.Tensor) else t for t in inputs], path)
+        # (parameters among them keep requires_grad: a model saved for training stays trainable)
+        torch.save([_detached(t) if isinstance(t, torch.Tensor) else t for t in inputs], path)
         saved.append(path)
     _check_read_back(load_folder(folder), inputs, expected, cfg, f"{folder / 'module.py'} read back", kwargs)
     return saved
+
+
+def _detached(t: torch.Tensor) -> torch.Tensor:
+    """``t`` detached from its autograd graph, still requiring grad when it did (a leaf)."""
+    d = t.detach()
+    return d.requires_grad_() if t.requires_grad and (d.is_floating_point() or d.is_complex()) else d
 
 
 def _dynamic_shapes(gm: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
@@ -957,13 +965,17 @@ def _describe_dynamic(gm: torch.fx.GraphModule) -> str:
 def _check_read_back(
     loaded: torch.nn.Module,
     inputs: list[Any],
-    expected: Any,
+    expected: tuple[Any, Any],
     cfg: Config,
     what: str,
     kwargs: dict[str, Any] | None = None,
 ) -> None:
-    """Raise a VerificationError when the saved module, read back, gives other outputs."""
-    cmp = compare_outputs(call_isolated(loaded, inputs, TensorState(loaded), kwargs), expected, cfg.atol, cfg.rtol)
+    """Raise a VerificationError when the saved module, read back, gives other outputs than
+    ``expected`` (the original's outputs and :class:`~fxpasses.verify.OutputFacts`), or
+    outputs a caller sees otherwise (``requires_grad``, aliasing, strides, input gradients),
+    as the run's own comparison does."""
+    outputs, facts = call_isolated(loaded, inputs, TensorState(loaded), kwargs, facts=True)
+    cmp = compare_results(outputs, facts, expected[0], expected[1], cfg.atol, cfg.rtol)
     if cmp.message:
         raise VerificationError(f"{what} gives other outputs: {cmp.message}")
 
@@ -1090,15 +1102,18 @@ def _define_globals(module_py: Path, definitions: list[str]) -> None:
     module_py.write_text(head + "\n" + "\n".join(lines) + "\n" + sep + tail)
 
 
-def _keep_training_modes(module_py: Path, gm: torch.nn.Module) -> None:
+def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
     """Make the ``OptimizedModule`` of ``to_folder``'s module.py put each of its modules in
-    the training or eval mode it had in ``gm``. ``to_folder`` rebuilds modules from their
-    ``repr`` (or a pickle), so every module came back in training mode: an eval-mode model's
-    BatchNorm then normalized with batch statistics and dropout was active again.
+    the training or eval mode it had in ``gm``, and leave its parameters that did not require
+    grad so. ``to_folder`` rebuilds modules from their ``repr`` (or a pickle) and loads a
+    state dict into them, so every module came back in training mode (an eval-mode model's
+    BatchNorm then normalized with batch statistics, dropout was active again) and every
+    parameter required grad (a frozen backbone was trainable again, outputs required grad).
 
     The mode most modules have is written once (``_MODE``), with the paths of those in the
-    other mode (``_OTHER``); lines appended to ``__init__`` set them (the module.py stays
-    importable on its own, with no fxpasses)."""
+    other mode (``_OTHER``), and the paths of the frozen parameters (``_FROZEN``); lines
+    appended to ``__init__`` apply them (the module.py stays importable on its own, with no
+    fxpasses)."""
     text = module_py.read_text()
     try:
         tree = ast.parse(text)
@@ -1119,16 +1134,22 @@ def _keep_training_modes(module_py: Path, gm: torch.nn.Module) -> None:
     modes = {name: m.training for name, m in gm.named_modules(remove_duplicate=False)}
     mode = sum(modes.values()) * 2 >= len(modes)
     other = sorted(name for name, t in modes.items() if t != mode)
+    frozen = sorted(name for name, p in gm.named_parameters(remove_duplicate=False) if not p.requires_grad)
     lines = text.splitlines(keepends=True)
     body = [
         "        # each module's training/eval mode when saved (to_folder rebuilds them all in training mode)\n",
         "        for _name, _module in self.named_modules(remove_duplicate=False):\n",
         "            _module.training = _MODE != (_name in _OTHER)\n",
+        "        # the parameters that did not require grad (load_state_dict makes them all require it)\n",
+        "        for _name, _parameter in self.named_parameters(remove_duplicate=False):\n",
+        "            _parameter.requires_grad_(_name not in _FROZEN)\n",
     ]
     head = [
         "\n# the mode of most modules when saved, and the paths of the modules in the other mode\n",
         f"_MODE = {mode!r}\n",
         f"_OTHER = frozenset({other!r})\n",
+        "# the parameters that did not require grad when saved\n",
+        f"_FROZEN = frozenset({frozen!r})\n",
     ]
     cls_line = next(c.lineno for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "OptimizedModule")
     end = init.end_lineno

@@ -171,15 +171,54 @@ def test_a_saved_module_keeps_each_modules_training_mode(tmp_path, train):
         expected = (lin - 0.5) / torch.sqrt(torch.tensor(2.0) + 1e-5) * loaded.get_submodule("1").weight
         torch.testing.assert_close(loaded.get_submodule("1")(lin), expected + loaded.get_submodule("1").bias)
     # modules in mixed modes (a GraphModule saved as `fxpasses run` saves it)
-    from fxpasses.job import _keep_training_modes
+    from fxpasses.job import _keep_module_state
 
     gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2)))
     gm.eval()
     gm.get_submodule("0").train()
     gm.to_folder(tmp_path / "mixed", "OptimizedModule")
-    _keep_training_modes(tmp_path / "mixed" / "module.py", gm)
+    _keep_module_state(tmp_path / "mixed" / "module.py", gm)
     modes = {name: m.training for name, m in load_folder(tmp_path / "mixed").named_modules()}
     assert modes == {"": False, "0": True, "1": False, "2": False}
+
+
+FROZEN_SOURCE = (
+    "import torch\n"
+    "def frozen():\n"
+    "    torch.manual_seed(0)\n"
+    "    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))\n"
+    "    m[0].requires_grad_(False)\n"
+    "    return m\n"
+    "def allfrozen():\n"
+    "    return frozen().requires_grad_(False)\n"
+)
+
+
+@pytest.mark.parametrize("factory", ["frozen", "allfrozen"])
+def test_a_saved_module_keeps_frozen_parameters_frozen(tmp_path, monkeypatch, factory):
+    """`load_state_dict` into the rebuilt modules made every parameter require grad: a frozen
+    backbone came back trainable, and a frozen model's outputs required grad (found by a
+    new-user check); the read-back check compared values only, so the run said the outputs
+    matched. The saved dynamo inputs (parameters among them) keep requires_grad too."""
+    (tmp_path / "fz.py").write_text(FROZEN_SOURCE)
+    text = f'pipeline = "eliminate_dead_code"\n[model]\nfactory = "fz:{factory}"\ncapture = "CAPTURE"\ntrain = true\ninputs = [{{shape = [4, 8]}}]\n'
+    expected = {"0.weight": False, "0.bias": False, "2.weight": factory == "frozen", "2.bias": factory == "frozen"}
+    out = run_config(tmp_path, text.replace("CAPTURE", "symbolic_trace"))
+    loaded = load_folder(out / "module")
+    assert {n: p.requires_grad for n, p in loaded.named_parameters()} == expected
+    assert loaded(torch.randn(4, 8)).requires_grad is (factory == "frozen")
+    out = run_config(tmp_path, text.replace("CAPTURE", "dynamo"))
+    saved_inputs = torch.load(out / "inputs.pt", weights_only=True)
+    assert [t.requires_grad for t in saved_inputs] == [False, *expected.values()]
+    if factory == "frozen":
+        return
+    # without the fix, the read-back check itself now catches the outputs' requires_grad
+    import fxpasses.job
+
+    monkeypatch.setattr(fxpasses.job, "_keep_module_state", lambda module_py, gm: None)
+    (tmp_path / "cfg.toml").write_text(text.replace("CAPTURE", "symbolic_trace"))
+    r = run_cli("run", str(tmp_path / "cfg.toml"), "-o", str(tmp_path / "out2"), "--repeat", "1")
+    assert r.exit_code == 1 and "read back gives other outputs: output: requires grad" in r.output, r.output
 
 
 def test_load_folder_names_a_folder_without_a_saved_module(tmp_path):
