@@ -699,9 +699,12 @@ def run_cmd(
     except FxPassesError as exc:
         report = getattr(exc, "report", None)
         if fmt == "text" and report is not None and report.passes:
-            # what ran before the failure, as a run that completes shows it (stdout)
+            # what ran before the failure, as a run that completes shows it (stdout; the
+            # failure itself is the error line)
             click.echo(f"passes run until the failure ({report.dialect}):")
-            click.echo(report.table())
+            click.echo(report.table(failures=False))
+        if timer is not None:
+            click.echo(timer.table(), err=True)
         if writer is None or (writer.written is None and writer.error is None) or state.traceback:
             raise
         status = 2 if isinstance(exc, UserError) else 1

@@ -9,6 +9,7 @@ instances to ``Pipeline.run(..., instruments=[...])`` or use the ``fxpasses run`
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, Iterable, TextIO
 
 from ._diff import unified_diff
@@ -97,14 +98,26 @@ class TimePasses:
     def __init__(self) -> None:
         self.times: dict[str, float] = {}
         self.runs: dict[str, int] = {}
+        self._started: float | None = None  # perf_counter() when the running pass began
+
+    @hookimpl
+    def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
+        self._started = time.perf_counter()
 
     @hookimpl
     def fxpasses_after_pass(self, pass_name: str, gm: Any, ctx: Any, report: Any) -> None:
         self._add(pass_name, report.seconds)
+        self._started = None
 
     @hookimpl
     def fxpasses_pass_failed(self, pass_name: str, gm: Any, error: Any) -> None:
-        self.runs.setdefault(pass_name, 0)
+        # a failed (or skipped) pass took its time too: from its start to the failure (its
+        # rollback included), as a pass's own row counts its verification
+        started, self._started = self._started, None
+        if started is not None:
+            self._add(pass_name, time.perf_counter() - started)
+        else:
+            self.runs.setdefault(pass_name, 0)
 
     def _add(self, name: str, seconds: float) -> None:
         self.times[name] = self.times.get(name, 0.0) + seconds

@@ -58,7 +58,7 @@ import torch
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
-from .errors import ConfigError, UserError, VerificationError, exception_line, os_reason, require_file
+from .errors import ConfigError, FxPassesError, UserError, VerificationError, exception_line, os_reason, require_file
 from .pipeline import BISECT_HINT, Pipeline, Plan
 from .registry import Registry
 from .report import RunReport
@@ -758,50 +758,64 @@ def run_job(
     report = pipeline.run(
         gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
     )
-    state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
-    # passes that said they change the outputs on purpose (ctx.changes_outputs)
-    notes = "".join(f"\n  note: {n}" for p in report.passes for n in p.notes)
-    if notes:
-        notes += (
-            "\n  note: `fxpasses run` compares the outputs after the pipeline with those before it "
-            "whatever `verify` is, so a pipeline that changes them on purpose cannot pass it"
+    with _reported(report):  # an error after the passes carries the table of what they did
+        state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
+        # passes that said they change the outputs on purpose (ctx.changes_outputs)
+        notes = "".join(f"\n  note: {n}" for p in report.passes for n in p.notes)
+        if notes:
+            notes += (
+                "\n  note: `fxpasses run` compares the outputs after the pipeline with those before it "
+                "whatever `verify` is, so a pipeline that changes them on purpose cannot pass it"
+            )
+        try:
+            actual, facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
+        except Exception as exc:
+            changers = [p.name for p in report.passes if p.changed]
+            raise VerificationError(
+                f"the optimized model no longer runs on the inputs: {type(exc).__name__}: {exc} (passes that "
+                f"changed it: {', '.join(changers) or 'none'}; verify = \"numeric\" checks each pass and rolls "
+                f"back the one that breaks it){notes}"
+            ) from exc
+        # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
+        cmp = compare_results(actual, facts, expected, expected_facts, cfg.atol, cfg.rtol)
+        message = cmp.message
+        if message:
+            raise VerificationError(
+                f"the optimized model's outputs differ from the original: {message}{notes}\n  note: {hint}"
+            )
+        after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
+        state.restore()
+        result = JobResult(
+            report=report,
+            max_abs_error=cmp.max_abs,
+            latency_before_ms=before_ms,
+            latency_after_ms=after_ms,
+            latency_note=latency_note(before_ms, after_ms, torch.get_num_threads()),
+            capture_seconds=model_in.seconds,
+            captured=not model_in.loaded,
+            model_name=model_in.name,
+            pipeline=pipeline.plan().as_pipeline_string(),
+            preset=cfg.preset,
         )
+        if save and out_dir is not None:
+            kind = cap.dialect if mc.graph is None else "graph"
+            result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
+            (out_dir / "report.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
+            result.saved.append(out_dir / "report.json")
+        return result
+
+
+@contextlib.contextmanager
+def _reported(report: RunReport) -> Iterator[None]:
+    """Give an error raised inside (the outputs differ, the saved model reads back otherwise)
+    the run's ``report`` as ``report``, as a pass failure carries its run so far
+    (:class:`~fxpasses.errors.PassFailedError`), for ``fxpasses run`` to show the table."""
     try:
-        actual, facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
-    except Exception as exc:
-        changers = [p.name for p in report.passes if p.changed]
-        raise VerificationError(
-            f"the optimized model no longer runs on the inputs: {type(exc).__name__}: {exc} (passes that "
-            f"changed it: {', '.join(changers) or 'none'}; verify = \"numeric\" checks each pass and rolls "
-            f"back the one that breaks it){notes}"
-        ) from exc
-    # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
-    cmp = compare_results(actual, facts, expected, expected_facts, cfg.atol, cfg.rtol)
-    message = cmp.message
-    if message:
-        raise VerificationError(
-            f"the optimized model's outputs differ from the original: {message}{notes}\n  note: {hint}"
-        )
-    after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
-    state.restore()
-    result = JobResult(
-        report=report,
-        max_abs_error=cmp.max_abs,
-        latency_before_ms=before_ms,
-        latency_after_ms=after_ms,
-        latency_note=latency_note(before_ms, after_ms, torch.get_num_threads()),
-        capture_seconds=model_in.seconds,
-        captured=not model_in.loaded,
-        model_name=model_in.name,
-        pipeline=pipeline.plan().as_pipeline_string(),
-        preset=cfg.preset,
-    )
-    if save and out_dir is not None:
-        kind = cap.dialect if mc.graph is None else "graph"
-        result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
-        (out_dir / "report.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
-        result.saved.append(out_dir / "report.json")
-    return result
+        yield
+    except FxPassesError as exc:
+        if getattr(exc, "report", None) is None:
+            exc.report = report  # type: ignore[attr-defined]
+        raise
 
 
 def _relocatable(module_py: Path, folder: str) -> None:

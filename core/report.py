@@ -152,10 +152,11 @@ class RunReport:
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def table(self) -> str:
+    def table(self, *, failures: bool = True) -> str:
         """A plain-text table: pass, status, changed, nodes before/after, ms, counters; under a
         rewrite limit also each pass's rewrites, marked ``(cut off)`` where the limit stopped
-        one."""
+        one; then, with ``failures``, why each failed or skipped pass did (shown apart, as
+        ``fxpasses run`` shows the error of the pass that stopped the run, pass ``False``)."""
         limited = self.rewrite_limit is not None
         head = ["pass", "status", "changed", "nodes", "ms", "counters"]
         if limited:
@@ -182,7 +183,7 @@ class RunReport:
             f"{self.seconds * 1000:.1f} ms ({self.dialect})"
             + (f"; rewrite limit {self.rewrite_limit}: {rewrites_summary(self)}" if limited else "")
         )
-        for p in self.passes:  # why a pass failed or was skipped (its error's first line)
+        for p in self.passes if failures else ():  # why a pass failed or was skipped (its error's first line)
             if p.error and p.status in ("failed", "skipped"):
                 lines.append(f"{p.status}: {p.name}: {p.error.splitlines()[0]}")
         lines.extend(f"note: {n}" for n in self.notes)

@@ -101,6 +101,36 @@ def test_time_passes_rows_sorted_and_totals():
     assert "total: 10.00 ms" in t.table()
 
 
+def test_time_passes_counts_a_failed_and_a_skipped_pass():
+    """A failed or skipped pass's time was left out (`eliminate_dead_code 1 0.10 100.0%` beside
+    a skipped pass that took longer: a new-user check): it counts from its start to the
+    failure."""
+    import time as _time
+
+    class Slow(fxpasses.GraphPass):
+        """Takes 30 ms, then fails."""
+
+        name = "slow_boom"
+
+        def run(self, gm, ctx):
+            _time.sleep(0.03)
+            raise RuntimeError("late")
+
+    reg = fxpasses.Registry()
+    reg.register(Slow)
+    t = TimePasses()
+    Pipeline(["slow_boom", "eliminate_dead_code"], registry=reg, on_error="skip").run(
+        torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=[t]
+    )
+    rows = {n: (r, s) for n, r, s, _ in t.rows()}
+    assert set(rows) == {"slow_boom", "eliminate_dead_code"} and rows["slow_boom"][0] == 1
+    assert rows["slow_boom"][1] >= 0.03 and t.rows()[0][0] == "slow_boom"
+    t2 = TimePasses()
+    with pytest.raises(fxpasses.PassFailedError):
+        Pipeline(["slow_boom"], registry=reg).run(torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=[t2])
+    assert t2.rows()[0][:2] == ("slow_boom", 1) and t2.rows()[0][2] >= 0.03
+
+
 def test_cli_flags(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--print-changed", "--time-passes", "--print-after", "fuse_conv_bn"])

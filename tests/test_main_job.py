@@ -503,6 +503,13 @@ def test_a_pipeline_that_changes_the_outputs_on_purpose_says_so(tmp_path):
     assert "note: remove_dropout{inference=true} removed dropout that is active in training mode, which changes the outputs by design" in r.output
     assert "whatever `verify` is" in r.output
     assert f"note: to find the rewrite that changed the outputs, run `fxpasses bisect {cfg}`" in r.output
+    # the passes that ran are shown (on stdout; as `passes` in JSON), as for a pass failure
+    # (they were not when the run's own comparison failed: a new-user check)
+    assert r.stdout.startswith("passes run until the failure (export):\npass ")
+    assert "remove_dropout  ok" in r.stdout and "failed:" not in r.stdout
+    j = run_cli("run", str(cfg), "--no-save", "--repeat", "1", "--format", "json")
+    error = json.loads(j.stdout)["error"]
+    assert error["type"] == "VerificationError" and [p["name"] for p in error["passes"]] == ["remove_dropout"]
 
 
 def test_integer_input_range_error_names_the_input():
