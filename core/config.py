@@ -213,8 +213,9 @@ class InputSpec(_Strict):
 
     shape: list[int] = Field(min_length=0, json_schema_extra={"items": {"type": "integer", "minimum": 0}})
     dtype: Literal[DTYPES] = "float32"  # type: ignore[valid-type]
-    low: float | None = None
-    high: float | None = None
+    # (an int stays an int: 2**63 - 1 as a float is 2**63, which int64 does not hold)
+    low: int | float | None = None
+    high: int | float | None = None
 
     @field_validator("shape")
     @classmethod
@@ -235,6 +236,7 @@ class InputSpec(_Strict):
             return self
         if dtype in _INT_RANGES:
             lo_min, hi_max = _INT_RANGES[dtype]
+            hi_max = min(hi_max, 2**63 - 2)  # torch.randint's high is an int64 too
             for name, v in (("low", low), ("high", high)):
                 if v is not None and not float(v).is_integer():
                     raise ValueError(f"{name} = {v!r}: the bounds of an integer input ({dtype}) are whole numbers")

@@ -530,7 +530,7 @@ def test_integer_input_range_error_names_the_input():
     [
         ({"dtype": "uint8", "low": -5, "high": 300}, "[low, high) = [-5, 300) is outside what uint8 holds: low >= 0, high <= 256"),
         ({"dtype": "int8", "high": 1000}, "[low, high) = [0, 1000) is outside what int8 holds: low >= -128, high <= 128"),
-        ({"dtype": "int64", "high": 1e30}, "is outside what int64 holds: low >= -9223372036854775808, high <= 9223372036854775808"),
+        ({"dtype": "int64", "high": 1e30}, "is outside what int64 holds: low >= -9223372036854775808, high <= 9223372036854775807"),
         ({"dtype": "int32", "low": 0.5}, "low = 0.5: the bounds of an integer input (int32) are whole numbers"),
         ({"dtype": "int64", "high": 0}, "high (0) must be greater than low (0) (the default low is 0, high 10)"),
         ({"low": 5, "high": 1}, "high (1) must be greater than low (5)"),
@@ -558,6 +558,29 @@ def test_input_bounds_that_do_not_fit_the_dtype_are_config_errors(tmp_path, spec
 
     (x,) = make_inputs([InputSpec(shape=[1000], dtype="uint8", low=0, high=256)], seed=0)
     assert x.dtype == torch.uint8 and int(x.min()) == 0 and int(x.max()) == 255
+
+
+def test_input_bounds_at_the_ends_of_the_dtypes_range_draw_finite_values():
+    """Bounds fxpasses took as fitting crashed or drew garbage (a new-user check): int64's
+    largest value read as a float was 2**63 ("Overflow when unpacking long long"); floats were
+    drawn as (high - low) * r + low in float32, which overflowed to inf (float32 ±2e38) or NaN
+    (float64 ±1e308), and a float64 range narrower than float32's precision drew one value."""
+    from fxpasses.config import InputSpec
+    from fxpasses.job import make_inputs
+
+    specs = [
+        InputSpec(shape=[64], dtype="int64", low=-(2**63), high=2**63 - 1),
+        InputSpec(shape=[64], low=-2e38, high=2e38),
+        InputSpec(shape=[64], dtype="float64", low=-1e308, high=1e308),
+        InputSpec(shape=[64], dtype="float64", low=1e10, high=1e10 + 1),
+        InputSpec(shape=[64], dtype="float16", low=-65504, high=65504),
+    ]
+    big, f32, f64, narrow, f16 = make_inputs(specs, seed=0)
+    assert big.dtype == torch.int64 and int(big.min()) < -(2**60) and int(big.max()) > 2**60
+    for t, lo, hi in ((f32, -2e38, 2e38), (f64, -1e308, 1e308), (narrow, 1e10, 1e10 + 1)):
+        assert bool(torch.isfinite(t).all()) and lo <= float(t.min()) and float(t.max()) <= hi
+    assert bool(torch.isfinite(f16).all())
+    assert len(set(narrow.tolist())) == 64  # float64 draws, not float32's 1e10 = 1e10 + 1
 
 
 def test_a_saved_program_without_inputs_runs_on_the_inputs_saved_with_it(tmp_path):
