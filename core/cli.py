@@ -499,7 +499,7 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
 @_global_options
 def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
     """Validate CONFIG (or --pipeline/--preset) and print the ordered plan; no model needed."""
-    from .errors import ConfigError
+    from .errors import ConfigError, PassDefinitionWarning
     from .job import with_default_preset
     from .pipeline import Pipeline
 
@@ -511,7 +511,9 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     given, cfg = cfg, with_default_preset(cfg, example_model=config is None)
     default = cfg.preset if cfg is not given else None
     reg = state.registry(cfg.plugins)
-    pipe = Pipeline._from_config_obj(cfg, registry=reg)
+    with warnings.catch_warnings():  # (the misspelt after/before names are among the notes below)
+        warnings.simplefilter("ignore", PassDefinitionWarning)
+        pipe = Pipeline._from_config_obj(cfg, registry=reg)
     plan = pipe.plan()
     # ordering constraints naming no registered pass (a misspelling orders nothing)
     notes = list(dict.fromkeys(n for s in plan.steps for n in reg.order_notes(s.cls)))
@@ -614,7 +616,7 @@ def run_cmd(
     """
     from .console import print_table
     from .report import counters_cell, rewrites_cell, rewrites_summary
-    from .errors import FxPassesError, UserError
+    from .errors import FxPassesError, PassDefinitionWarning, UserError
     from .job import default_config, run_job, with_default_preset
     from .pipeline import Pipeline
 
@@ -658,7 +660,9 @@ def run_cmd(
             reg.get(n, source="--print-after")  # unknown names: exit 2 with suggestions
         if names:
             # the pipeline run_job runs: a config that names none gets its default preset
-            planned = Pipeline._from_config_obj(with_default_preset(cfg), registry=reg).plan().names()
+            with warnings.catch_warnings():  # (said once, by the run's own pipeline)
+                warnings.simplefilter("ignore", PassDefinitionWarning)
+                planned = Pipeline._from_config_obj(with_default_preset(cfg), registry=reg).plan().names()
             _check_in_pipeline("--print-after", names, planned)
         instruments.append(PrintAfter(names, file=sys.stderr))
     if print_changed:
@@ -683,6 +687,7 @@ def run_cmd(
                 from .instruments import Progress
 
                 instruments.append(stack.enter_context(Progress(file=sys.stderr)))
+            stack.enter_context(_warning_lines(PassDefinitionWarning))  # a misspelt after/before name
             result = run_job(
                 cfg,
                 registry=reg,
@@ -833,7 +838,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     0 when every pass keeps the outputs.
     """
     from .bisect import bisect
-    from .errors import ConfigError
+    from .errors import ConfigError, PassDefinitionWarning
     from .job import prepare_model, with_default_preset
     from .pipeline import Pipeline
 
@@ -844,7 +849,8 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
         raise ConfigError("no [model] section: `fxpasses bisect` needs a model factory (or saved graph) and inputs", source=cfg._source)
     reg = state.registry(cfg.plugins)
     cfg = with_default_preset(cfg)  # the pipeline `fxpasses run` would run
-    pipe = Pipeline._from_config_obj(cfg, registry=reg)
+    with _warning_lines(PassDefinitionWarning):  # a misspelt after/before name
+        pipe = Pipeline._from_config_obj(cfg, registry=reg)
     prepared = prepare_model(cfg)
     cap = prepared.captured
     log = None if fmt == "json" else (lambda line: click.echo(f"  {line}", err=True))
@@ -901,16 +907,21 @@ def schema_cmd(state: _State) -> None:
 @contextlib.contextmanager
 def _warning_lines(*categories: type[Warning]) -> Any:
     """Print the warnings of ``categories`` issued inside as ``warning: ...`` lines on stderr
-    (as the plugin problems are), not as Python's ``file:line: Category: ...``."""
-    with warnings.catch_warnings(record=True) as caught:
+    (as the plugin problems are), not as Python's ``file:line: Category: ...``, when they are
+    issued; others are shown as Python would show them."""
+    shown = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if issubclass(category, categories):
+            click.echo(f"warning: {message}", err=True)
+        else:  # not ours to reformat: let it through as Python would show it
+            shown(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
         for category in categories:
             warnings.simplefilter("always", category)
+        warnings.showwarning = show  # (put back by catch_warnings)
         yield
-    for w in caught:
-        if isinstance(w.message, categories):
-            click.echo(f"warning: {w.message}", err=True)
-        else:  # not ours to reformat: let it through as Python would show it
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 # Start-up of the console script: the cyclic garbage collector is paused until the registry

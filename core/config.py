@@ -942,14 +942,20 @@ def load_config_file(path: str | Path) -> Config:
             near = _near_tool_table(tool)
             hint = f" (it has [tool.{near}]: did you mean [tool.fxpasses]?)" if near else ""
             raise ConfigError(f"no [tool.fxpasses] table{hint}", source=str(path))
-    elif isinstance(data, dict) and isinstance(data.get("tool"), dict) and "fxpasses" in data["tool"]:
-        # a pyproject-style table in a config file of its own: its keys go at the top level
-        raise ConfigError(
-            "a [tool.fxpasses] table is read only from a file named pyproject.toml; in a config file of its "
-            "own, write its keys (pipeline, [model], [options.NAME], ...) at the top level, without the "
-            "tool.fxpasses prefix",
-            source=str(path),
-        )
+    elif isinstance(data, dict) and isinstance(data.get("tool"), dict):
+        # a pyproject-style table (or a misspelt one) in a config file of its own: its keys go
+        # at the top level
+        name = "fxpasses" if "fxpasses" in data["tool"] else _near_tool_table(data["tool"])
+        if name is not None:
+            toml = path.suffix.lower() == ".toml"
+            table = f"[tool.{name}] table" if toml else f"tool: {{{name}: ...}} mapping"
+            keys = "pipeline, [model], [options.NAME], ..." if toml else "pipeline, model, options, ..."
+            near = "" if name == "fxpasses" else " (did you mean tool.fxpasses?)"
+            raise ConfigError(
+                f"a {table}{near}: that table is read only from a file named pyproject.toml; in a config file "
+                f"of its own, write its keys ({keys}) at the top level, without the tool.{name} prefix",
+                source=str(path),
+            )
     cfg = parse_config(data, source=source)
     cfg._base_dir = path.resolve().parent
     return cfg

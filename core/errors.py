@@ -41,29 +41,29 @@ __all__ = [
 
 
 def _package_dirs() -> tuple[str, ...]:
-    """The folders of fxpasses' own code (the package and its built-in passes) and of pluggy,
-    which calls the plugins' hooks: frames there are never where a user's warning belongs."""
+    """The folders of fxpasses' own code (the package and its built-in passes), of pluggy,
+    which calls the plugins' hooks, and of torch, whose ``torch.compile`` calls the backend:
+    frames there are never where a user's warning belongs."""
     import pluggy
 
     from . import builtin_passes  # (installed: fxpasses/builtin_passes; editable: a folder of its own)
 
-    dirs = {os.path.dirname(os.path.abspath(m.__file__)) for m in (sys.modules[__package__], builtin_passes, pluggy)}
+    packages = [sys.modules[__package__], builtin_passes, pluggy]
+    if "torch" in sys.modules:  # (not imported for this: a warning before torch is fxpasses' own)
+        packages.append(sys.modules["torch"])
+    dirs = {os.path.dirname(os.path.abspath(m.__file__)) for m in packages}
     return tuple(d + os.sep for d in sorted(dirs))
 
 
-_OWN_DIRS: tuple[str, ...] | None = None
-
-
 def warn(warning: Warning | str, category: type[Warning] | None = None) -> None:
-    """``warnings.warn`` attributed to the innermost frame outside fxpasses and pluggy: the
-    user's line that made the registry, built the pipeline or defined the pass, not a line of
-    fxpasses (what Python 3.12's ``skip_file_prefixes`` does, on every supported Python)."""
-    global _OWN_DIRS
-    if _OWN_DIRS is None:
-        _OWN_DIRS = _package_dirs()
+    """``warnings.warn`` attributed to the innermost frame outside fxpasses, pluggy and torch:
+    the user's line that made the registry, built the pipeline, defined the pass or called
+    the ``torch.compile``-d model, not a line of fxpasses (what Python 3.12's
+    ``skip_file_prefixes`` does, on every supported Python)."""
+    own = _package_dirs()  # (each time: torch may have been imported since; warnings are rare)
     frame = sys._getframe(1)
     level = 2  # stacklevel 2: warn()'s caller
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(_OWN_DIRS):
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(own):
         frame = frame.f_back
         level += 1
     warnings.warn(warning, category, stacklevel=level)

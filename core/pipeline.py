@@ -52,6 +52,7 @@ from .errors import (
     ConfigError,
     InputGraphError,
     OptionsError,
+    PassDefinitionWarning,
     PassFailedError,
     UserError,
     VerificationError,
@@ -61,6 +62,7 @@ from .errors import (
     exception_line,
     is_yaml_source,
     not_one_of,
+    warn,
 )
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
@@ -309,6 +311,7 @@ class Pipeline:
         _check_one_class_per_name(self._steps, self.source)
         self._tables = extra  # the options tables by pass name, for passes no entry names
         self._plan = self._order()
+        self._warn_order_typos()
         # options for a pass the plan pulls in (a requirement), or that a run computes on demand
         # (an analysis an entry requires, with order="as-given"), are its options, as an entry's
         demanded = self._on_demand_names()
@@ -441,6 +444,15 @@ class Pipeline:
 
         return {n: normal_option_keys(n, dict(v), source) for n, v in normal_keys(options, clash).items()}
 
+    def _warn_order_typos(self) -> None:
+        """A :class:`~fxpasses.errors.PassDefinitionWarning` for each ``after``/``before`` name
+        of a planned pass that no pass has but is close to one (a misspelling orders nothing;
+        a name far from every pass may be an optional plugin's: ``fxpasses check`` notes those)."""
+        names = [s.name for s in self._plan.steps]
+        for cls in dict.fromkeys(s.cls for s in self._plan.steps):
+            for note in self.registry.order_notes(cls, also=names, typos_only=True):
+                warn(PassDefinitionWarning(note))
+
     def _table_name(self, name: str) -> str:
         """The options table of pass ``name`` as its author wrote it (config or Python)."""
         if self._from_config is not None:
@@ -452,6 +464,8 @@ class Pipeline:
         base = self._from_config or self.source
         if base.endswith("[tool.fxpasses]"):
             return f"{base[: -len('[tool.fxpasses]')]}[tool.fxpasses.options.{name}]"
+        if base.lower().endswith((".yaml", ".yml", ".json")):  # not TOML: named as its keys are
+            return f"{base} options.{name}"
         return f"{base} [options.{name}]"
 
     def _order(self) -> Plan:

@@ -1381,18 +1381,24 @@ class Registry:
             notes=tuple(self.order_notes(cls)),
         )
 
-    def order_notes(self, cls: type[Pass]) -> list[str]:
+    def order_notes(self, cls: type[Pass], *, also: Iterable[str] = (), typos_only: bool = False) -> list[str]:
         """A note for each name in pass class ``cls``'s ``after``/``before`` that no registered
-        pass has, with the registered names close to it. Not an error: a pass may order itself
-        against an optional plugin's pass that is not installed; but a misspelt name orders
-        nothing, silently, which ``fxpasses show`` and ``fxpasses check`` say."""
-        known = self.names()
+        pass has (nor one of ``also``: a pipeline's own pass classes), with the registered
+        names close to it. Not an error: a pass may order itself against an optional plugin's
+        pass that is not installed; but a misspelt name orders nothing, silently, which
+        ``fxpasses show`` and ``fxpasses check`` say. ``typos_only``: only the names close to
+        a known one (what a :class:`~fxpasses.Pipeline` warns of)."""
+        extra = set(also)
+        known = sorted(set(self.names()) | extra)
         notes = []
         for field in ("after", "before"):
             for name in getattr(cls, field, ()):
-                if name in self:
+                if name in self or name in extra:
                     continue
-                close = did_you_mean(close_names(name, known, n=2))
+                near = close_names(name, known, n=2)
+                if typos_only and not near:
+                    continue
+                close = did_you_mean(near)
                 notes.append(
                     f"{cls.name}: {field} names {name!r}, which no registered pass has (it orders nothing "
                     f"unless a pass of that name is installed){close}"

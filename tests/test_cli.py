@@ -894,3 +894,50 @@ def test_after_and_before_naming_no_registered_pass_are_noted_by_show_and_check(
         assert json.loads(r.output)["notes"] == [typo, optional]
         r = CliRunner().invoke(cli, ["check", "--pipeline", "remove_dropout"])  # not in the plan: no note
         assert "note:" not in r.output
+
+
+def test_a_misspelt_after_name_is_warned_of_by_a_pipeline_and_fxpasses_run(tmp_path, monkeypatch):
+    """Notes for unknown after/before names were only in `show`/`check`: a Python pass class
+    with `after = ("eliminate_dead_cod",)` in a Pipeline, and `fxpasses run`, said nothing (a
+    new-user check). A name close to a pass's is warned of (PassDefinitionWarning; a
+    `warning:` line in the CLI); one far from all (an optional plugin's pass) is not."""
+    import warnings
+
+    import torch
+
+    import fxpasses
+
+    class Local(fxpasses.GraphPass):
+        """Orders itself after a misspelt pass, and after a local one spelt right."""
+
+        name = "local_ordered"
+        after = ("eliminate_dead_cod", "other_local", "some_optional_plugins_pass")
+
+        def run(self, gm, ctx):
+            return False
+
+    class OtherLocal(fxpasses.GraphPass):
+        """Another local pass."""
+
+        name = "other_local"
+
+        def run(self, gm, ctx):
+            return False
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        fxpasses.Pipeline([Local, OtherLocal, "remove_dropout"])
+    messages = [str(w.message) for w in record if issubclass(w.category, fxpasses.PassDefinitionWarning)]
+    assert messages == [
+        "local_ordered: after names 'eliminate_dead_cod', which no registered pass has (it orders nothing unless a "
+        "pass of that name is installed); did you mean 'eliminate_dead_code'?"
+    ]
+    assert record[0].filename == __file__  # the user's line
+    with installed_dist(monkeypatch, tmp_path / "site", "ordered-passes", "0.1", "fxp_ordered", ORDERED_SOURCE):
+        monkeypatch.chdir(tmp_path)
+        r = CliRunner().invoke(cli, ["run", "--pipeline", "ordered_pass,remove_dropout", "--no-save", "--repeat", "1"])
+        assert r.exit_code == 0, r.output
+        typo = "warning: ordered_pass: after names 'eliminate_dead_cod', which no registered pass has"
+        assert r.stderr.count(typo) == 1 and "optional_plugins_pass" not in r.stderr
+        r = CliRunner().invoke(cli, ["check", "--pipeline", "ordered_pass"])  # notes, not warnings too
+        assert "warning:" not in r.output and r.output.count("eliminate_dead_cod'") == 1

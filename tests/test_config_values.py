@@ -564,11 +564,18 @@ def test_a_tool_fxpasses_table_in_a_config_file_of_its_own_says_where_it_is_read
     (tmp_path / name).write_text(text)
     with pytest.raises(ConfigError) as info:
         load_config_file(tmp_path / name)
-    assert str(info.value) == (
-        f"{tmp_path / name}: a [tool.fxpasses] table is read only from a file named pyproject.toml; in a config "
-        "file of its own, write its keys (pipeline, [model], [options.NAME], ...) at the top level, without the "
-        "tool.fxpasses prefix"
+    table, keys = (
+        ("[tool.fxpasses] table", "pipeline, [model], [options.NAME], ...")
+        if name.endswith(".toml")
+        else ("tool: {fxpasses: ...} mapping", "pipeline, model, options, ...")
     )
+    assert str(info.value) == (
+        f"{tmp_path / name}: a {table}: that table is read only from a file named pyproject.toml; in a config "
+        f"file of its own, write its keys ({keys}) at the top level, without the tool.fxpasses prefix"
+    )
+    (tmp_path / "near.toml").write_text('[tool.fxpass]\npipeline = "remove_dropout"\n')  # misspelt too
+    with pytest.raises(ConfigError, match=r"a \[tool\.fxpass\] table \(did you mean tool\.fxpasses\?\): that table is read only"):
+        load_config_file(tmp_path / "near.toml")
     (tmp_path / "other.toml").write_text('pipeline = "remove_dropout"\n[tool.black]\nx = 1\n')  # any other tool: unknown key
     with pytest.raises(ConfigError, match="tool: unknown"):
         load_config_file(tmp_path / "other.toml")

@@ -1396,6 +1396,16 @@ def test_warnings_point_at_the_users_line_not_at_fxpasses(site, monkeypatch):
     (w,) = record
     assert (w.filename, w.lineno) == (__file__, line)
 
+    # the torch.compile backend, called from inside torch
+    compiled = torch.compile(torch.nn.ReLU(), backend="fxpasses", options={"pipeline": "eliminate_dead_code", "plugins": {"disable": ["no-such-plugin-dist"]}})
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        compiled(torch.randn(3))
+    (w,) = [w for w in record if "no-such-plugin-dist" in str(w.message)]
+    assert (w.filename, w.lineno) == (__file__, line), (w.filename, w.lineno)
+
 
 TWICE_SOURCE = """
 import fxpasses
