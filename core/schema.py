@@ -103,17 +103,53 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
     quoted = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
     options = r"\{(?:" + quoted + r"""|[^{}'"])*\}"""
-    value = r"""(?:\w+|'\w+'|"\w+")"""  # a setting's value, bare or quoted
+    word = r"(?:none|lint|numeric|rollback|raise|skip)"  # a setting's value (verify's or on_error's)
+    value = rf"""(?:{word}|'{word}'|"{word}")"""  # bare or quoted
     setting = r"(?:verify|on_error)\s*=\s*" + value
     settings = r"\[\s*" + setting + r"\s*(?:,\s*" + setting + r"\s*)*\]"
     entry = rf"\s*(?:{alt})\s*(?:{options})?\s*(?:{settings})?\s*"
     return rf"^{entry}(?:,{entry})*$"
 
 
+#: the integer dtypes of an input spec (their bounds are whole numbers)
+_INT_DTYPES = ["int64", "int32", "int16", "int8", "uint8"]
+
+
+def _cross_field_rules(schema: dict[str, Any]) -> None:
+    """What the config models check across fields (pydantic validators, which leave no trace
+    in the generated schema), written as JSON Schema, so that the schema refuses what
+    ``fxpasses check`` refuses where JSON Schema can say it: ``pipeline`` and ``preset``
+    together; a model with none or several of ``factory``/``graph``/``program``; bounds on a
+    bool input, fractional bounds on an integer one; a positional input named with a
+    leading zero (``"01"``); a blank plugin name."""
+    defs = schema["$defs"]
+    schema["not"] = {"required": ["pipeline", "preset"]}
+    model = defs["ModelConfig"]
+    model["oneOf"] = [{"required": [k]} for k in ("factory", "graph", "program")]
+    spec = defs["InputSpec"]
+    spec["allOf"] = [
+        {
+            "if": {"required": ["dtype"], "properties": {"dtype": {"const": "bool"}}},
+            "then": {"not": {"anyOf": [{"required": ["low"]}, {"required": ["high"]}]}},
+        },
+        {
+            "if": {"required": ["dtype"], "properties": {"dtype": {"enum": _INT_DTYPES}}},
+            "then": {"properties": {"low": {"type": "integer"}, "high": {"type": "integer"}}},
+        },
+    ]
+    for branch in model["properties"]["inputs"]["anyOf"][0]["anyOf"]:
+        if branch.get("type") == "object":  # positional inputs 0, 1, ...; any other name a keyword
+            branch["propertyNames"] = {"pattern": r"^(0|[1-9][0-9]*|(?![0-9]+$).+)$"}
+    plugins = defs["PluginsConfig"]["properties"]
+    for key in ("enable", "disable"):
+        plugins[key]["items"] = {"type": "string", "pattern": r"\S"}
+
+
 def config_schema(registry: Registry) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a config, with per-pass options by name."""
     schema = Config.model_json_schema()
     defs: dict[str, Any] = schema.setdefault("$defs", {})
+    _cross_field_rules(schema)
     names = []
     option_schemas: dict[str, dict[str, Any]] = {}
     for name in registry.names():

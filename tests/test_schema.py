@@ -108,6 +108,22 @@ MODEL = {"factory": "models:convnet"}
         ({"pipeline": "remove_dropout", "output": "  "}, False),
         ({"pipeline": "remove_dropout", "output": "out"}, True),
         ({"pipeline": [{"name": "eliminate_dead_code", "verify": None, "on_error": None}]}, True),
+        # cross-field rules (a second new-user check)
+        ({"pipeline": "remove_dropout", "preset": "cleanup"}, False),
+        ({"preset": "cleanup"}, True),
+        ({"pipeline": "remove_dropout", "plugins": {"enable": [""]}}, False),
+        ({"pipeline": "remove_dropout", "plugins": {"disable": ["fxpasses-example-passes"]}}, True),
+        ({"pipeline": "remove_dropout", "model": {"inputs": [{"shape": [1]}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "graph": "g.py", "inputs": [{"shape": [1]}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "bool", "low": 0}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "bool"}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "int32", "low": 0.5}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "int32", "low": 2}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "low": 0.5}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {"01": {"shape": [1]}}}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {"0": {"shape": [1]}, "mask": {"shape": [1]}}}}, True),
+        ({"pipeline": "remove_dropout[verify=foo]"}, False),
+        ({"pipeline": "remove_dropout[verify='numeric']"}, True),
     ],
 )
 def test_the_schema_and_check_agree_on_inputs_output_and_entry_settings(validator, tmp_path, config, valid):
