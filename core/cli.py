@@ -98,7 +98,8 @@ def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, An
         if key == "report" and hasattr(value, "as_dict"):  # a pass failure's run so far
             error["passes"] = value.as_dict()["passes"]
         elif not key.startswith("_") and key not in error:
-            error[key] = value
+            # (a set is not JSON: its items, sorted)
+            error[key] = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
     if exc.__cause__ is not None:
         from .errors import exception_line
 

@@ -301,16 +301,23 @@ class ModelConfig(_Strict):
 
     # the pattern stays in the JSON Schema for editors; the validator below explains a mismatch
     factory: str | None = Field(default=None, json_schema_extra={"pattern": _FACTORY.pattern})
-    graph: str | None = Field(default=None, min_length=1)
-    program: str | None = Field(default=None, min_length=1)
+    graph: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
+    program: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
     kwargs: dict[str, Any] = Field(default_factory=dict)
     capture: Capture = "export"
     inputs: Union[list[InputSpec], dict[str, InputSpec], str, None] = Field(
-        default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema)
+        default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S")
     )
     # torch.manual_seed's range (it raises a bare "Overflow when unpacking long long" beyond)
     seed: int = Field(default=0, ge=-(2**63), le=2**64 - 1)
     train: bool = False
+
+    @field_validator("graph", "program", "inputs", mode="before")
+    @classmethod
+    def _path_not_blank(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():  # " " was a file named so, "" a pydantic "at least 1 item"
+            raise ValueError(f"an empty path ({value!r}); give a file")
+        return value
 
     @field_validator("factory")
     @classmethod

@@ -62,6 +62,7 @@ from .errors import (
     exception_line,
     is_yaml_source,
     not_one_of,
+    value_hint,
     warn,
 )
 from .errors import short_repr as _short_repr
@@ -1282,7 +1283,8 @@ def tolerance(label: str, value: Any, *, source: str | None = None) -> float:
             message starts with ``label``.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{label} must be a finite number >= 0, got {value!r}", source=source)
+        hint = value_hint(value, source, "valid number", python=True) if isinstance(value, str) else ""
+        raise ConfigError(f"{label} must be a finite number >= 0, got {value!r}{hint}", source=source)
     return float(value)
 
 

@@ -361,6 +361,9 @@ class Registry:
         disable: Iterable[str] = (),
         prefer: Mapping[str, str] | None = None,
     ) -> None:
+        for flag, given in (("autoload", autoload), ("strict", strict)):
+            if not isinstance(given, bool):  # Registry(strict="false") was strict
+                raise TypeError(f"Registry({flag}=...) takes True or False, got {given!r}")
         problem = plugin_names_problem(enable, disable)
         if problem:
             raise ConfigError(problem)

@@ -756,14 +756,21 @@ def write_reproducer(
         config["plugins"] = plugins
     cfg_path = directory / CONFIG_NAME
     cfg_path.write_text(json.dumps(config, indent=2) + "\n")
-    (directory / "error.txt").write_text(str(error) + "\n")
+    # the failure as the replay reports it: its bisect command is the reproducer's own (the
+    # run's names a config and a model the replay machine does not have)
+    text = str(error)
+    hint = getattr(pipeline, "_bisect_hint", None)
+    if hint:
+        own = f"to find the rewrite that changed the outputs, run `{shlex.join(['fxpasses', 'bisect', str(cfg_path)])}`"
+        text = text.replace(hint, own)
+    (directory / "error.txt").write_text(text + "\n")
     versions = _versions(s.cls for s in steps[failed_step:])
     (directory / "README.md").write_text(
         f"# fxpasses reproducer\n\n"
         f"Written {datetime.datetime.now().isoformat(timespec='seconds')} by fxpasses "
         f"{_version('fxpasses')}, torch {torch.__version__}, Python {sys.version.split()[0]}.\n\n"
         f"Pass `{failing.name}` (step {failed_step + 1} of {len(steps)}) failed:\n\n"
-        + textwrap.indent(str(error), "    ")
+        + textwrap.indent(text, "    ")
         + "\n\nReplay it (needs only fxpasses and the pass packages, not the model's code):\n\n"
         f"    {shlex.join(['fxpasses', 'run', str(cfg_path)])}\n\n"
         "Files: `fxpasses.json` (the failing pass and the passes after it, in order), "

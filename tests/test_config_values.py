@@ -635,3 +635,44 @@ def test_a_duplicate_key_in_a_json_config_names_the_object_where_it_is(tmp_path)
     with pytest.raises(ConfigError) as info:
         Pipeline.from_config(path)
     assert "invalid JSON: duplicate key 'max_numel' in the object at line 4, column 6" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "model, key",
+    [
+        ({"factory": "m:make", "inputs": ""}, "inputs"),
+        ({"factory": "m:make", "inputs": " "}, "inputs"),
+        ({"graph": " ", "inputs": [{"shape": [1]}]}, "graph"),
+        ({"program": ""}, "program"),
+    ],
+)
+def test_a_blank_model_path_is_an_empty_path(model, key):
+    """`inputs = " "` ran into "tensor file not found: /dir/ " and `inputs = ""` was pydantic's
+    "Value should have at least 1 item after validation" (a new-user check), as `output`
+    was before."""
+    from fxpasses.config import parse_config
+
+    with pytest.raises(ConfigError) as info:
+        parse_config({"pipeline": "remove_dropout", "model": model})
+    assert f"model.{key}: an empty path ({model[key]!r}); give a file" in str(info.value)
+
+
+def test_python_wording_for_a_quoted_tolerance_and_flags_that_must_be_booleans():
+    """`Pipeline(..., atol="1e-5")` got no "drop the quotes" hint, and `Registry(strict="true")`
+    was strict, "false" too (a new-user check)."""
+    with pytest.raises(ConfigError) as info:
+        Pipeline(["remove_dropout"], atol="1e-5")
+    assert str(info.value) == "atol must be a finite number >= 0, got '1e-5'; a number in quotes is a string: write 1e-5 without the quotes"
+    for flag in ("strict", "autoload"):
+        with pytest.raises(TypeError, match=rf"Registry\({flag}=\.\.\.\) takes True or False, got 'false'"):
+            Registry(**{flag: "false"})
+
+
+def test_json_errors_hold_no_python_reprs(tmp_path):
+    """`--format json` error objects carried `"python_keys": "frozenset()"` (a new-user check):
+    a set is written as a sorted list."""
+    (tmp_path / "c.toml").write_text('pipeline = "remove_dropout{inference=3}"\n')
+    r = CliRunner().invoke(cli, ["check", str(tmp_path / "c.toml"), "--format", "json"])
+    error = json.loads(r.stdout)["error"]
+    assert error["type"] == "OptionsError" and error["python_keys"] == []
+    assert "frozenset" not in r.stdout

@@ -233,6 +233,12 @@ def test_the_commands_a_failure_prints_are_this_runs_and_shell_quoted(planted_si
     bisect = shlex.join(["fxpasses", "bisect", str(cfg), "--pipeline", pipeline, "-p", "planted-passes"])
     assert f"note: to find the rewrite that changed the outputs, run `{bisect}`" in r.output
     assert "bisect CONFIG" not in r.output
+    # the reproducer's own texts name its own bisect command, not the run's (whose config and
+    # model the replay machine does not have)
+    own = shlex.join(["fxpasses", "bisect", str(rep / "fxpasses.json")])
+    for name in ("error.txt", "README.md"):
+        text = (rep / name).read_text()
+        assert f"run `{own}`" in text and str(cfg) not in text, name
     # as printed, the bisect command finds the planted rewrite
     argv = shlex.split(bisect)[1:]
     b = CliRunner().invoke(cli, argv)
