@@ -211,6 +211,9 @@ class InputSpec(_Strict):
     the dtype holds (``high`` up to its largest value + 1); bools uniformly (no bounds).
     """
 
+    # (a spec changed after it is made is checked again: `spec.low = -5` on a uint8 input)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
     shape: list[int] = Field(min_length=0, json_schema_extra={"items": {"type": "integer", "minimum": 0}})
     dtype: Literal[DTYPES] = "float32"  # type: ignore[valid-type]
     # (an int stays an int: 2**63 - 1 as a float is 2**63, which int64 does not hold)
@@ -222,6 +225,13 @@ class InputSpec(_Strict):
     def _non_negative(cls, v: list[int]) -> list[int]:
         if any(d < 0 for d in v):
             raise ValueError("dimensions must be >= 0")
+        return v
+
+    @field_validator("low", "high", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, v: Any) -> Any:
+        if isinstance(v, bool):  # (pydantic's lax int takes True as 1)
+            raise ValueError(f"{v!r}: a bound is a number, not a boolean")
         return v
 
     @model_validator(mode="after")
@@ -242,7 +252,7 @@ class InputSpec(_Strict):
                     raise ValueError(f"{name} = {v!r}: the bounds of an integer input ({dtype}) are whole numbers")
             lo = 0 if low is None else int(low)
             hi = 10 if high is None else int(high)
-            if lo < lo_min or hi > hi_max + 1:
+            if not (lo_min <= lo <= hi_max and lo_min < hi <= hi_max + 1):
                 raise ValueError(
                     f"[low, high) = [{lo}, {hi}) is outside what {dtype} holds: low >= {lo_min}, high <= {hi_max + 1}"
                 )

@@ -253,6 +253,17 @@ def make_example_inputs(
     return split_named_inputs(made)
 
 
+def _float_range(lo: float, hi: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The smallest and the largest value of ``dtype`` in ``[lo, hi)`` (first > last: none)."""
+    up, down = torch.tensor(math.inf, dtype=dtype), torch.tensor(-math.inf, dtype=dtype)
+    first, last = torch.tensor(lo, dtype=dtype), torch.tensor(hi, dtype=dtype)
+    if float(first) < lo:
+        first = torch.nextafter(first, up)
+    if float(last) >= hi:
+        last = torch.nextafter(last, down)
+    return first, last
+
+
 def _random_input(label: str, s: InputSpec, gen: torch.Generator) -> torch.Tensor:
     """One random tensor for the spec ``s`` of input ``label``, drawn from ``gen``."""
     dtype = _DTYPES[s.dtype]
@@ -274,7 +285,15 @@ def _random_input(label: str, s: InputSpec, gen: torch.Generator) -> torch.Tenso
             # drawn in float64 and as lo*(1-r) + hi*r: (hi - lo) * r + lo overflowed to inf for
             # bounds near the dtype's largest value, and float32 draws had float32's precision
             r = torch.rand(shape, generator=gen, dtype=torch.float64)
-            return (lo * (1 - r) + hi * r).to(dtype)
+            # rounding to the dtype can land on high or below low: clamped to the dtype's
+            # values in [low, high), of which there must be one
+            first, last = _float_range(lo, hi, dtype)
+            if first > last:
+                raise ConfigError(
+                    f"input {label}: no {s.dtype} value lies in [low, high) = [{lo!r}, {hi!r}): widen the range",
+                    source="[model] inputs",
+                )
+            return (lo * (1 - r) + hi * r).to(dtype).clamp(first, last)
         return torch.randn(shape, generator=gen).to(dtype)
     lo = 0 if s.low is None else int(s.low)
     hi = 10 if s.high is None else int(s.high)

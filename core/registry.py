@@ -1392,7 +1392,8 @@ class Registry:
         ``fxpasses show`` and ``fxpasses check`` say. ``typos_only``: only the names close to
         a known one (what a :class:`~fxpasses.Pipeline` warns of)."""
         extra = set(also)
-        known = sorted(set(self.names()) | extra)
+        known = sorted((set(self.names()) | extra) - {cls.name})  # (never the pass itself)
+        which = "no registered pass has" if not extra else "no registered pass nor one of the pipeline has"
         notes = []
         for field in ("after", "before"):
             for name in getattr(cls, field, ()):
@@ -1403,7 +1404,7 @@ class Registry:
                     continue
                 close = did_you_mean(near)
                 notes.append(
-                    f"{cls.name}: {field} names {name!r}, which no registered pass has (it orders nothing "
+                    f"{cls.name}: {field} names {name!r}, which {which} (it orders nothing "
                     f"unless a pass of that name is installed){close}"
                 )
         return notes

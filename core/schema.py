@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema
 
-from .config import Config
+from .config import _FLOAT_MAX, _INT_RANGES, Config
 from .errors import PluginWarning, warn
 from .passes import PassOptions
 from .registry import Registry
@@ -111,10 +111,6 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     return rf"^{entry}(?:,{entry})*$"
 
 
-#: the integer dtypes of an input spec (their bounds are whole numbers)
-_INT_DTYPES = ["int64", "int32", "int16", "int8", "uint8"]
-
-
 def _cross_field_rules(schema: dict[str, Any]) -> None:
     """What the config models check across fields (pydantic validators, which leave no trace
     in the generated schema), written as JSON Schema, so that the schema refuses what
@@ -123,19 +119,30 @@ def _cross_field_rules(schema: dict[str, Any]) -> None:
     bool input, fractional bounds on an integer one; a positional input named with a
     leading zero (``"01"``); a blank plugin name."""
     defs = schema["$defs"]
-    schema["not"] = {"required": ["pipeline", "preset"]}
+    given = {"not": {"type": "null"}}  # (null is "not given", as check reads it)
+    schema["not"] = {"required": ["pipeline", "preset"], "properties": {"pipeline": given, "preset": given}}
     model = defs["ModelConfig"]
-    model["oneOf"] = [{"required": [k]} for k in ("factory", "graph", "program")]
+    model["oneOf"] = [{"required": [k], "properties": {k: given}} for k in ("factory", "graph", "program")]
     spec = defs["InputSpec"]
+
+    def bounds(dtype: str, kind: str, low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+        when: dict[str, Any] = {"properties": {"dtype": {"const": dtype}}}
+        if dtype != "float32":  # float32 is the default dtype: no dtype key is float32
+            when["required"] = ["dtype"]
+        return {"if": when, "then": {"properties": {"low": {"type": [kind, "null"], **low}, "high": {"type": [kind, "null"], **high}}}}
+
     spec["allOf"] = [
         {
             "if": {"required": ["dtype"], "properties": {"dtype": {"const": "bool"}}},
-            "then": {"not": {"anyOf": [{"required": ["low"]}, {"required": ["high"]}]}},
+            "then": {"properties": {"low": {"type": "null"}, "high": {"type": "null"}}},
         },
-        {
-            "if": {"required": ["dtype"], "properties": {"dtype": {"enum": _INT_DTYPES}}},
-            "then": {"properties": {"low": {"type": "integer"}, "high": {"type": "integer"}}},
-        },
+        # what each dtype holds ([low, high) and torch.randint's int64 high; empty ranges,
+        # a comparison of two fields, are check's alone)
+        *(
+            bounds(d, "integer", {"minimum": lo, "maximum": min(hi, 2**63 - 2)}, {"minimum": lo + 1, "maximum": min(hi + 1, 2**63 - 1)})
+            for d, (lo, hi) in _INT_RANGES.items()
+        ),
+        *(bounds(d, "number", {"minimum": -m, "maximum": m}, {"minimum": -m, "maximum": m}) for d, m in _FLOAT_MAX.items()),
     ]
     for branch in model["properties"]["inputs"]["anyOf"][0]["anyOf"]:
         if branch.get("type") == "object":  # positional inputs 0, 1, ...; any other name a keyword
@@ -183,11 +190,12 @@ def config_schema(registry: Registry) -> dict[str, Any]:
         "anyOf": [
             {"type": "string", "pattern": _pipeline_string_pattern(names)},
             {"type": "array", "minItems": 1, "items": {"anyOf": [{"enum": names}, *entry_branches]}},
+            {"type": "null"},  # (not given, as check reads it)
         ],
     }
     props["preset"] = {
         "description": "a named pipeline instead of `pipeline`",
-        "enum": list(registry.presets()),
+        "enum": [*registry.presets(), None],
     }
     props["options"] = {
         "description": "options by pass name, merged into that pass's pipeline entries",

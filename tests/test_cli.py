@@ -929,15 +929,39 @@ def test_a_misspelt_after_name_is_warned_of_by_a_pipeline_and_fxpasses_run(tmp_p
         fxpasses.Pipeline([Local, OtherLocal, "remove_dropout"])
     messages = [str(w.message) for w in record if issubclass(w.category, fxpasses.PassDefinitionWarning)]
     assert messages == [
-        "local_ordered: after names 'eliminate_dead_cod', which no registered pass has (it orders nothing unless a "
-        "pass of that name is installed); did you mean 'eliminate_dead_code'?"
+        "local_ordered: after names 'eliminate_dead_cod', which no registered pass nor one of the pipeline has (it "
+        "orders nothing unless a pass of that name is installed); did you mean 'eliminate_dead_code'?"
     ]
+    # never the pass itself as the suggestion (`after = ("my_bb",)` on `my_b` suggested 'my_b'... and 'my_a')
+
+    class Ab(fxpasses.GraphPass):
+        """after a misspelt local pass."""
+
+        name = "my_a"
+        after = ("my_bb",)
+
+        def run(self, gm, ctx):
+            return False
+
+    class Bb(fxpasses.GraphPass):
+        """The local pass."""
+
+        name = "my_b"
+
+        def run(self, gm, ctx):
+            return False
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        fxpasses.Pipeline([Ab, Bb])
+    (w,) = [w for w in record if issubclass(w.category, fxpasses.PassDefinitionWarning)]
+    assert str(w.message).endswith("did you mean 'my_b'?")
     assert record[0].filename == __file__  # the user's line
     with installed_dist(monkeypatch, tmp_path / "site", "ordered-passes", "0.1", "fxp_ordered", ORDERED_SOURCE):
         monkeypatch.chdir(tmp_path)
         r = CliRunner().invoke(cli, ["run", "--pipeline", "ordered_pass,remove_dropout", "--no-save", "--repeat", "1"])
         assert r.exit_code == 0, r.output
-        typo = "warning: ordered_pass: after names 'eliminate_dead_cod', which no registered pass has"
+        typo = "warning: ordered_pass: after names 'eliminate_dead_cod', which no registered pass nor one of the pipeline has"
         assert r.stderr.count(typo) == 1 and "optional_plugins_pass" not in r.stderr
         r = CliRunner().invoke(cli, ["check", "--pipeline", "ordered_pass"])  # notes, not warnings too
         assert "warning:" not in r.output and r.output.count("eliminate_dead_cod'") == 1

@@ -583,6 +583,47 @@ def test_input_bounds_at_the_ends_of_the_dtypes_range_draw_finite_values():
     assert len(set(narrow.tolist())) == 64  # float64 draws, not float32's 1e10 = 1e10 + 1
 
 
+@pytest.mark.parametrize(
+    "dtype, low, high",
+    [("float16", 65000, 65504), ("float16", -65504, 65504), ("float32", 3.4e38, 3.4028234663852886e38),
+     ("float64", 1, 1 + 1e-15), ("float64", 0, 5e-324)],
+)
+def test_float_inputs_stay_in_low_high_after_rounding_to_the_dtype(dtype, low, high):
+    """Drawn in float64 and rounded to the dtype, values landed on `high` or below `low`
+    (float16 [65000, 65504): 3,260 of 100,000 at or over high; a new-user check)."""
+    from fxpasses.config import InputSpec
+    from fxpasses.job import make_inputs
+
+    (x,) = make_inputs([InputSpec(shape=[20000], dtype=dtype, low=low, high=high)], seed=0)
+    assert float(x.min()) >= low and float(x.max()) < high
+
+
+def test_no_value_of_the_dtype_in_the_range_is_a_config_error():
+    from fxpasses.config import InputSpec
+    from fxpasses.errors import ConfigError
+    from fxpasses.job import make_inputs
+
+    with pytest.raises(ConfigError, match=r"input 0: no float16 value lies in \[low, high\) = \[1.0001, 1.0002\): widen the range"):
+        make_inputs([InputSpec(shape=[2], dtype="float16", low=1.0001, high=1.0002)], seed=0)
+
+
+def test_an_input_spec_is_checked_when_changed_and_takes_no_boolean_bounds():
+    """From Python, `spec.low = -5` on a uint8 spec was not checked (the run then crashed with
+    torch's "from is out of bounds"), `low=True` was taken as 1, and `low=2**64` said "high
+    (10) must be greater than low" (a new-user check)."""
+    import pydantic
+
+    from fxpasses.config import InputSpec
+
+    spec = InputSpec(shape=[2], dtype="uint8")
+    with pytest.raises(pydantic.ValidationError, match=r"\[low, high\) = \[-5, 10\) is outside what uint8 holds"):
+        spec.low = -5
+    with pytest.raises(pydantic.ValidationError, match="True: a bound is a number, not a boolean"):
+        InputSpec(shape=[2], dtype="int32", low=True, high=2)
+    with pytest.raises(pydantic.ValidationError, match=r"is outside what int64 holds"):
+        InputSpec(shape=[2], dtype="int64", low=2**64)
+
+
 def test_a_saved_program_without_inputs_runs_on_the_inputs_saved_with_it(tmp_path):
     """`[model] program` alone: the example inputs torch.export saved in the .pt2 (positional
     and keyword ones) are what the pipeline and the output comparison use."""

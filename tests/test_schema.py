@@ -124,6 +124,21 @@ MODEL = {"factory": "models:convnet"}
         ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {"0": {"shape": [1]}, "mask": {"shape": [1]}}}}, True),
         ({"pipeline": "remove_dropout[verify=foo]"}, False),
         ({"pipeline": "remove_dropout[verify='numeric']"}, True),
+        # a third check: null is "not given"; each dtype's bounds
+        ({"pipeline": None, "preset": "cleanup"}, True),
+        ({"pipeline": "remove_dropout", "preset": None}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "graph": None, "inputs": [{"shape": [1]}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "bool", "low": None}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "int64", "low": None, "high": 5}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "uint8", "low": -5}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {"x": {"shape": [1], "dtype": "uint8", "low": -5}}}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "uint8", "low": 0, "high": 256}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "int8", "high": 1000}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "int64", "high": 2**63}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "int64", "high": 2**63 - 1}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "float16", "high": 1e5}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "high": 1e39}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "float64", "high": 1e39}]}}, True),
     ],
 )
 def test_the_schema_and_check_agree_on_inputs_output_and_entry_settings(validator, tmp_path, config, valid):
