@@ -181,8 +181,9 @@ def positional_names(names: Any) -> list[str]:
 
 
 def has_gaps(positional: list[str]) -> bool:
-    """Whether positional input names (in index order) are not exactly ``0`` .. ``n - 1``."""
-    return [int(k) for k in positional] != list(range(len(positional)))
+    """Whether positional input names (in index order) are not exactly ``0`` .. ``n - 1``,
+    spelt so (``"00"`` for input 0 was taken, ``"01"`` for input 1 refused)."""
+    return positional != [str(i) for i in range(len(positional))]
 
 
 def split_named_inputs(named: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -387,8 +388,10 @@ class ModelConfig(_Strict):
             if has_gaps(positional):
                 raise ValueError(
                     "in a table of inputs, keys 0, 1, ... are the positional inputs and must have no "
-                    f"gaps (got {', '.join(positional)}); other keys are keyword inputs"
+                    f"gaps nor leading zeros (got {', '.join(positional)}); other keys are keyword inputs"
                 )
+            if "" in v:
+                raise ValueError("in a table of inputs, a key is an input's position or keyword, not empty")
         return v
 
 

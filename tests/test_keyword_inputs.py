@@ -518,7 +518,7 @@ def test_config_inputs_table_gives_keyword_inputs(tmp_path):
     assert torch.equal(kwargs["attention_mask"], torch.ones(2, 4, dtype=torch.int64))
     again = make_example_inputs(cfg.model.inputs, seed=0)
     assert torch.equal(again[0][0], args[0])  # seeded
-    with pytest.raises(ConfigError, match="keys 0, 1, ... are the positional inputs and must have no gaps \\(got 1\\)"):
+    with pytest.raises(ConfigError, match="keys 0, 1, ... are the positional inputs and must have no gaps nor leading zeros \\(got 1\\)"):
         parse_config({"model": {"factory": "m:f", "inputs": {"1": {"shape": [3]}}}})
 
 
@@ -536,7 +536,7 @@ def test_yaml_inputs_table_with_integer_keys(tmp_path):
     args, kwargs = make_example_inputs(cfg.model.inputs, seed=0)
     assert [tuple(a.shape) for a in args] == [(4, 8), (2,)] and list(kwargs) == ["mask"]
     path.write_text("model:\n  factory: m:f\n  inputs:\n    1: {shape: [2]}\n")
-    with pytest.raises(ConfigError, match=r"must have no gaps \(got 1\)"):
+    with pytest.raises(ConfigError, match=r"must have no gaps nor leading zeros \(got 1\)"):
         load_config_file(path)
 
 

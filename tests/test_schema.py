@@ -121,6 +121,8 @@ MODEL = {"factory": "models:convnet"}
         ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "int32", "low": 2}]}}, True),
         ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "low": 0.5}]}}, True),
         ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {"01": {"shape": [1]}}}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {"00": {"shape": [1]}}}}, False),  # was input 0 to check
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {"": {"shape": [1]}}}}, False),  # was a keyword "" to check
         ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": {"0": {"shape": [1]}, "mask": {"shape": [1]}}}}, True),
         ({"pipeline": "remove_dropout[verify=foo]"}, False),
         ({"pipeline": "remove_dropout[verify='numeric']"}, True),
