@@ -204,6 +204,21 @@ _INT_RANGES = {
 _FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308, "float16": 65504.0, "bfloat16": 3.3895313892515355e38}
 
 
+def int_bounds(dtype: str) -> tuple[int, int]:
+    """``(smallest low, largest high)`` of an integer input of ``dtype``: the values it holds,
+    ``high`` exclusive, and no more than an int64 (``torch.randint``'s ``high`` is one)."""
+    lo_min, hi_max = _INT_RANGES[dtype]
+    return lo_min, min(hi_max + 1, 2**63 - 1)
+
+
+def _blank_path(value: Any, give: str) -> Any:
+    """``value``, refused when a blank string (``""`` would be the current directory, ``" "`` a
+    file or folder named so): ``give`` says what to give instead (``"a file"``)."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(f"an empty path ({value!r}); give {give}")
+    return value
+
+
 class InputSpec(_Strict):
     """One example input: a random tensor of this shape and dtype.
 
@@ -245,33 +260,39 @@ class InputSpec(_Strict):
             if low is not None or high is not None:
                 raise ValueError("a bool input takes no low/high (its values are drawn as True or False)")
             return self
+        both = low is not None and high is not None
         if dtype in _INT_RANGES:
-            lo_min, hi_max = _INT_RANGES[dtype]
-            hi_max = min(hi_max, 2**63 - 2)  # torch.randint's high is an int64 too
+            lo_min, hi_max = int_bounds(dtype)
             for name, v in (("low", low), ("high", high)):
                 if v is not None and not float(v).is_integer():
                     raise ValueError(f"{name} = {v!r}: the bounds of an integer input ({dtype}) are whole numbers")
-            lo = 0 if low is None else int(low)
-            hi = 10 if high is None else int(high)
-            if not (lo_min <= lo <= hi_max and lo_min < hi <= hi_max + 1):
-                raise ValueError(
-                    f"[low, high) = [{lo}, {hi}) is outside what {dtype} holds: low >= {lo_min}, high <= {hi_max + 1}"
-                )
+            lo, hi = self.drawn_range()  # type: ignore[misc]
+            if not (lo_min <= lo < hi_max and lo_min < hi <= hi_max):
+                raise ValueError(f"[low, high) = [{lo}, {hi}) is outside what {dtype} holds: low >= {lo_min}, high <= {hi_max}")
             if hi <= lo:
-                which = "" if low is not None and high is not None else " (the default low is 0, high 10)"
+                which = "" if both else " (the default low is 0, high 10)"
                 raise ValueError(f"high ({hi}) must be greater than low ({lo}){which}")
             return self
         biggest = _FLOAT_MAX[dtype]
         for name, v in (("low", low), ("high", high)):
             if v is not None and not abs(v) <= biggest:  # (nan too)
                 raise ValueError(f"{name} = {v!r} is not a finite {dtype} (largest {biggest:g})")
-        if low is not None or high is not None:
-            lo = 0.0 if low is None else low
-            hi = 1.0 if high is None else high
-            if hi <= lo:
-                which = "" if low is not None and high is not None else " (a missing low is 0, a missing high 1)"
-                raise ValueError(f"high ({hi:g}) must be greater than low ({lo:g}){which}")
+        drawn = self.drawn_range()
+        if drawn is not None and drawn[1] <= drawn[0]:
+            which = "" if both else " (a missing low is 0, a missing high 1)"
+            raise ValueError(f"high ({drawn[1]:g}) must be greater than low ({drawn[0]:g}){which}")
         return self
+
+    def drawn_range(self) -> tuple[int, int] | tuple[float, float] | None:
+        """``(low, high)`` the values are drawn from, uniformly in ``[low, high)``, defaults
+        filled in: an integer input's (default ``[0, 10)``), a float input's given a bound (the
+        other one 0 or 1); None for a bool input and a float one drawn from N(0, 1)."""
+        low, high = self.low, self.high
+        if self.dtype in _INT_RANGES:
+            return (0 if low is None else int(low)), (10 if high is None else int(high))
+        if self.dtype == "bool" or (low is None and high is None):
+            return None
+        return (0.0 if low is None else float(low)), (1.0 if high is None else float(high))
 
 
 #: Why ``train = true`` cannot apply to an exported module (a saved ``program``, or a factory
@@ -326,9 +347,7 @@ class ModelConfig(_Strict):
     @field_validator("graph", "program", "inputs", mode="before")
     @classmethod
     def _path_not_blank(cls, value: Any) -> Any:
-        if isinstance(value, str) and not value.strip():  # " " was a file named so, "" a pydantic "at least 1 item"
-            raise ValueError(f"an empty path ({value!r}); give a file")
-        return value
+        return _blank_path(value, "a file")  # ("" was pydantic's "at least 1 item")
 
     @field_validator("factory")
     @classmethod
@@ -413,9 +432,7 @@ class Config(_Strict):
     @field_validator("output")
     @classmethod
     def _output_not_blank(cls, v: str | None) -> str | None:
-        if v is not None and not v.strip():  # "" would be the current directory, " " a folder named so
-            raise ValueError(f"an empty path ({v!r}); give a directory")
-        return v
+        return _blank_path(v, "a directory")
 
     # where it came from, for messages (not a config key)
     _source: str = "config"

@@ -279,9 +279,9 @@ def _random_input(label: str, s: InputSpec, gen: torch.Generator) -> torch.Tenso
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=gen).bool()
     if dtype.is_floating_point:
-        if s.low is not None or s.high is not None:
-            lo = 0.0 if s.low is None else float(s.low)
-            hi = 1.0 if s.high is None else float(s.high)
+        drawn = s.drawn_range()
+        if drawn is not None:
+            lo, hi = drawn
             # drawn in float64 and as lo*(1-r) + hi*r: (hi - lo) * r + lo overflowed to inf for
             # bounds near the dtype's largest value, and float32 draws had float32's precision
             r = torch.rand(shape, generator=gen, dtype=torch.float64)
@@ -295,9 +295,7 @@ def _random_input(label: str, s: InputSpec, gen: torch.Generator) -> torch.Tenso
                 )
             return (lo * (1 - r) + hi * r).to(dtype).clamp(first, last)
         return torch.randn(shape, generator=gen).to(dtype)
-    lo = 0 if s.low is None else int(s.low)
-    hi = 10 if s.high is None else int(s.high)
-    # (InputSpec holds [lo, hi) to what the dtype can hold, not empty)
+    lo, hi = s.drawn_range()  # type: ignore[misc]  # (InputSpec holds it to what the dtype can hold, not empty)
     return torch.randint(lo, hi, shape, generator=gen, dtype=dtype)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema
 
-from .config import _FLOAT_MAX, _INT_RANGES, Config
+from .config import _FLOAT_MAX, _INT_RANGES, Config, int_bounds
 from .errors import PluginWarning, warn
 from .passes import PassOptions
 from .registry import Registry
@@ -139,8 +139,8 @@ def _cross_field_rules(schema: dict[str, Any]) -> None:
         # what each dtype holds ([low, high) and torch.randint's int64 high; empty ranges,
         # a comparison of two fields, are check's alone)
         *(
-            bounds(d, "integer", {"minimum": lo, "maximum": min(hi, 2**63 - 2)}, {"minimum": lo + 1, "maximum": min(hi + 1, 2**63 - 1)})
-            for d, (lo, hi) in _INT_RANGES.items()
+            bounds(d, "integer", {"minimum": lo, "maximum": hi - 1}, {"minimum": lo + 1, "maximum": hi})
+            for d, (lo, hi) in ((d, int_bounds(d)) for d in _INT_RANGES)
         ),
         *(bounds(d, "number", {"minimum": -m, "maximum": m}, {"minimum": -m, "maximum": m}) for d, m in _FLOAT_MAX.items()),
     ]
