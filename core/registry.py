@@ -259,6 +259,16 @@ def discover() -> list[PluginRecord]:
     return records
 
 
+def _clash_opening(kind: str, name: str) -> str:
+    """How every :func:`_clash_problem` of ``kind`` (pass, preset) ``name`` starts."""
+    return f"{kind} {name!r} is also registered by"
+
+
+def _clash_problem(kind: str, name: str, others: Sequence[str]) -> str:
+    """The problem of a plugin whose ``kind`` ``name`` the sources ``others`` register too."""
+    return f"{_clash_opening(kind, name)} {' and '.join(others)}; neither is used until {prefer_hint(name)} chooses one"
+
+
 def _taken_by(owners: Sequence[Any], what: str) -> str:
     """``the name is taken by the [built-in ]<what> of <sources>`` (``owners``: PassInfo or
     PresetInfo records holding the name; "built-in" when all are the built-in plugin's)."""
@@ -667,15 +677,11 @@ class Registry:
                 if name in table:  # prefer chose one
                     continue
                 for info in infos:
-                    others = " and ".join(i.source for i in infos if i is not info)
-                    problem = (
-                        f"{kind} {name!r} is also registered by {others}; neither is used until "
-                        f"{prefer_hint(name)} chooses one"
-                    )
+                    problem = _clash_problem(kind, name, [i.source for i in infos if i is not info])
                     for rec in self.plugins:
                         if rec.distribution != info.distribution or rec.status not in ("loaded", "partial"):
                             continue
-                        if not any(f"{kind} {name!r} is also registered by" in p for p in rec.problems):
+                        if not any(_clash_opening(kind, name) in p for p in rec.problems):
                             rec.problems.append(problem)
                             rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
                         rec.status = "partial"
@@ -1075,12 +1081,7 @@ class Registry:
         if name not in self.prefer:
             if self.strict:
                 raise DuplicatePassError(name, [existing.source, info.source])
-            self._problem(
-                rec.error_for(
-                    f"pass {name!r} is also registered by {existing.source}; neither is used until "
-                    f"{prefer_hint(name)} chooses one"
-                )
-            )
+            self._problem(rec.error_for(_clash_problem("pass", name, [existing.source])))
         self._resolve_conflict(name)
         return info
 
@@ -1110,12 +1111,7 @@ class Registry:
             return False
         self._preset_conflicts[name] = [existing, info]
         if name not in self.prefer:
-            self._problem(
-                rec.error_for(
-                    f"preset {name!r} is also registered by {existing.source}; neither is used until "
-                    f"{prefer_hint(name)} chooses one"
-                )
-            )
+            self._problem(rec.error_for(_clash_problem("preset", name, [existing.source])))
         self._resolve_conflict(name, self._preset_conflicts, self._presets)
         return True
 
