@@ -59,7 +59,7 @@ from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
 from .errors import ConfigError, FxPassesError, UserError, VerificationError, exception_line, os_reason, require_file
-from .pipeline import BISECT_HINT, Pipeline, Plan
+from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
 from .report import RunReport
 from .verify import TensorState, call_isolated, clone_outputs, compare_results, global_modes_kept
@@ -771,9 +771,7 @@ def run_job(
         ) from exc
     before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
-    hint = BISECT_HINT
-    if bisect_command:
-        hint = f"to find the rewrite that changed the outputs, run `{bisect_command}`"
+    hint = bisect_hint(f"`{bisect_command}`") if bisect_command else BISECT_HINT
     pipeline._bisect_hint = hint  # a pass's numeric verification failure says it too
     report = pipeline.run(
         gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
@@ -1153,17 +1151,9 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
         tree = ast.parse(text)
     except SyntaxError:  # pragma: no cover - torch wrote it; _check_read_back says what it gives
         return
-    init = next(
-        (
-            f
-            for c in tree.body
-            if isinstance(c, ast.ClassDef) and c.name == "OptimizedModule"
-            for f in c.body
-            if isinstance(f, ast.FunctionDef) and f.name == "__init__"
-        ),
-        None,
-    )
-    if init is None or init.end_lineno is None:  # pragma: no cover - torch's writer changed
+    cls = next((c for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "OptimizedModule"), None)
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None) if cls else None
+    if cls is None or init is None or init.end_lineno is None:  # pragma: no cover - torch's writer changed
         return
     modes = {name: m.training for name, m in gm.named_modules(remove_duplicate=False)}
     mode = sum(modes.values()) * 2 >= len(modes)
@@ -1185,10 +1175,9 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
         "# the parameters that did not require grad when saved\n",
         f"_FROZEN = frozenset({frozen!r})\n",
     ]
-    cls_line = next(c.lineno for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "OptimizedModule")
     end = init.end_lineno
     lines[end:end] = body
-    lines[cls_line - 1 : cls_line - 1] = head + ["\n"]
+    lines[cls.lineno - 1 : cls.lineno - 1] = head + ["\n"]
     module_py.write_text("".join(lines))
 
 

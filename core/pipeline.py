@@ -1208,10 +1208,16 @@ def _running_node(gm: torch.fx.GraphModule, exc: BaseException) -> Node | None:
 #: How many of the nodes a pass changed a numeric verification failure names.
 CHANGES_SHOWN = 5
 
-#: The note of a numeric verification failure saying how to find the rewrite at fault.
-BISECT_HINT = (
-    "to find the rewrite that changed the outputs, run `fxpasses bisect CONFIG` with this run's "
-    "config, or in Python `fxpasses.bisect.bisect(pipeline, gm, example_inputs, example_kwargs=...)`"
+def bisect_hint(command: str) -> str:
+    """The note of a numeric verification failure saying how to find the rewrite at fault:
+    run ``command`` (``fxpasses bisect fx.toml ...``)."""
+    return f"to find the rewrite that changed the outputs, run {command}"
+
+
+#: :func:`bisect_hint` where the run's own command is not known (Python).
+BISECT_HINT = bisect_hint(
+    "`fxpasses bisect CONFIG` with this run's config, or in Python "
+    "`fxpasses.bisect.bisect(pipeline, gm, example_inputs, example_kwargs=...)`"
 )
 
 

@@ -761,8 +761,9 @@ def write_reproducer(
     text = str(error)
     hint = getattr(pipeline, "_bisect_hint", None)
     if hint:
-        own = f"to find the rewrite that changed the outputs, run `{shlex.join(['fxpasses', 'bisect', str(cfg_path)])}`"
-        text = text.replace(hint, own)
+        from .pipeline import bisect_hint
+
+        text = text.replace(hint, bisect_hint(f"`{shlex.join(['fxpasses', 'bisect', str(cfg_path)])}`"))
     (directory / "error.txt").write_text(text + "\n")
     versions = _versions(s.cls for s in steps[failed_step:])
     (directory / "README.md").write_text(
