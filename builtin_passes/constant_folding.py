@@ -13,6 +13,7 @@ from fxpasses import GraphPass, PassContext, PassOptions
 from fxpasses._modpath import MISSING, ModulePaths
 from fxpasses.effects import GLOBAL_STATE, EffectAnalysis
 from fxpasses.effects import _storage_key
+from fxpasses.errors import exception_text
 
 from .dead_code import prune_unused_state
 
@@ -258,7 +259,7 @@ class FoldConstants(GraphPass):
                 finally:
                     set_grad_enabled(prev)
             except Exception as exc:  # evaluation is best effort: leave the node alone
-                ctx.skip(node, f"could not evaluate: {type(exc).__name__}: {exc}"[:200])
+                ctx.skip(node, f"could not evaluate: {exception_text(exc)}"[:200])
                 continue
             values[node] = value
             if grad and isinstance(value, torch.Tensor) and value.requires_grad:

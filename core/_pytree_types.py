@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
-from .errors import ConfigError
+from .errors import ConfigError, exception_text
 
 __all__ = ["spec_modules", "program_specs", "import_modules", "unregistered_type", "unregistered_error", "loading"]
 
@@ -80,7 +80,7 @@ def import_modules(modules: Iterable[str], what: str, *, base_dir: Path | None =
         except Exception as exc:
             raise ConfigError(
                 f"{what} has outputs or inputs of pytree types defined in {module}, which cannot be "
-                f"imported ({type(exc).__name__}: {exc}); install the package that provides it"
+                f"imported ({exception_text(exc)}); install the package that provides it"
                 f"{_install_hint(module)}",
                 source=source,
             ) from None
@@ -187,7 +187,7 @@ def _import_registering(type_name: str, base_dir: Path | None) -> str | None:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            return "" if exc.name is not None and module.startswith(exc.name) else f"{type(exc).__name__}: {exc}"
+            return "" if exc.name is not None and module.startswith(exc.name) else f"{exception_text(exc)}"
         except Exception as exc:  # noqa: BLE001 - reported in the error
-            return f"{type(exc).__name__}: {exc}"
+            return f"{exception_text(exc)}"
     return None if type_name in SERIALIZED_TYPE_TO_PYTHON_TYPE else "imported, not registered"

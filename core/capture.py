@@ -32,7 +32,7 @@ import torch
 import torch.fx
 
 from .dialect import DIALECTS
-from .errors import UserError
+from .errors import UserError, exception_message
 
 __all__ = ["Captured", "capture", "DIALECTS"]
 
@@ -50,7 +50,7 @@ class Captured:
 def _short(exc: BaseException, max_lines: int = 6) -> str:
     """The informative head of a torch error: up to its hints/debug context, a few lines."""
     lines = []
-    for line in str(exc).strip().splitlines():
+    for line in exception_message(exc).strip().splitlines():
         if line.strip().startswith(("Hint:", "Developer debug context", "For more details", "from user code:")):
             break
         if line.strip():

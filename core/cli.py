@@ -92,7 +92,9 @@ def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, An
     """The ``--format json`` object of a failure: ``{"ok": false, "exit_status": N, "error":
     {"type", "message", ...}}``; the error's public attributes (a pass name, the node, the
     config source, the suggestions, ...) are fields of ``error``, and so is its ``cause``."""
-    message = str(exc) or ("interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__)
+    from .errors import exception_message
+
+    message = exception_message(exc) or ("interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__)
     error: dict[str, Any] = {"type": type(exc).__name__, "message": message}
     for key, value in vars(exc).items():
         if key == "report" and hasattr(value, "as_dict"):  # a pass failure's run so far
@@ -221,7 +223,7 @@ def _handle_errors(fn: F) -> F:
 def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, args: Any, kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, each kind of failure reported (:func:`_fail`) with its exit
     status (see :func:`_handle_errors`)."""
-    from .errors import FxPassesError, PluginError, UserError
+    from .errors import FxPassesError, PluginError, UserError, exception_text
 
     shown = state is not None and state.traceback  # --traceback: the traceback, then the same report
 
@@ -248,7 +250,7 @@ def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, a
         _print_traceback(exc, shown)
         # an internal error (a bug in fxpasses or a plugin), not a verdict on the model:
         # exit status 3, as pytest's internal errors (1 means a pass failed or outputs changed)
-        text = f"error: unexpected {type(exc).__name__}: {exc}" + ("" if shown else "\n(run with --traceback for details)")
+        text = f"error: unexpected {exception_text(exc)}" + ("" if shown else "\n(run with --traceback for details)")
         _fail(fmt, exc, 3, text, internal=True)
 
 

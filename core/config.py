@@ -66,6 +66,7 @@ from pydantic import (
 
 from ._names import normal_keys, normal_name
 from .errors import (
+    exception_text,
     ConfigError,
     ConfigWarning,
     OptionsError,
@@ -685,7 +686,7 @@ def validate_options(
         where = f" ({source})" if source else ""
         raise PassDefinitionError(
             f"pass {pass_name!r}{where}: its options model {options_cls.__module__}.{options_cls.__qualname__} "
-            f"raised {type(exc).__name__}: {exc} while validating {dict(raw)!r} (a validator should raise "
+            f"raised {exception_text(exc)} while validating {dict(raw)!r} (a validator should raise "
             "ValueError for a bad value)"
         ) from exc
     if problems:

@@ -36,6 +36,8 @@ __all__ = [
     "InputGraphError",
     "PluginWarning",
     "exception_line",
+    "exception_message",
+    "exception_text",
     "node_text",
 ]
 
@@ -69,10 +71,30 @@ def warn(warning: Warning | str, category: type[Warning] | None = None) -> None:
     warnings.warn(warning, category, stacklevel=level)
 
 
+def exception_message(exc: BaseException) -> str:
+    """``str(exc)``, for a message that quotes it; never raises: an exception whose ``str()``
+    raises (a user's exception class) is quoted as ``<str() of the BadError raised
+    RuntimeError: ...>``, so the error that quotes it still says what was raised."""
+    try:
+        return str(exc)
+    except Exception as err:  # noqa: BLE001 - a message only
+        try:
+            inner = str(err)
+        except Exception:  # noqa: BLE001
+            inner = "?"
+        return f"<str() of the {type(exc).__name__} raised {type(err).__name__}: {inner}>"
+
+
+def exception_text(exc: BaseException) -> str:
+    """``"TypeName: message"``: an exception as a message quotes it (never raises, see
+    :func:`exception_message`)."""
+    return f"{type(exc).__name__}: {exception_message(exc)}"
+
+
 def exception_line(exc: BaseException) -> str:
     """``"TypeName: first line of the message"``: an exception in one line, for a message
-    that quotes it."""
-    text = str(exc).strip().splitlines()
+    that quotes it (never raises, see :func:`exception_message`)."""
+    text = exception_message(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
@@ -443,7 +465,16 @@ def node_text(node: dict[str, Any]) -> str:
     again = f" (named %{node['name_after_rollback']} again after the rollback)" if node.get("name_after_rollback") else ""
     if node.get("erased"):
         return f"%{node['name']}{again} (op={node['op']}, target={node['target']}), which the pass had erased from the graph"
-    return f"%{node['name']}{again} (op={node['op']}, target={node['target']}, args={node['args']}, kwargs={node['kwargs']})"
+    after = node.get("after_rollback")
+    restored = (
+        " (as the pass left it; after the rollback: " + ", ".join(f"{k}={v}" for k, v in after.items()) + ")"
+        if after
+        else ""
+    )
+    return (
+        f"%{node['name']}{again} (op={node['op']}, target={node['target']}, args={node['args']}, "
+        f"kwargs={node['kwargs']}){restored}"
+    )
 
 
 class PassFailedError(FxPassesError):
@@ -457,7 +488,9 @@ class PassFailedError(FxPassesError):
     declaring ``journal_edits=True`` recorded: exact only if the pass kept that promise); the
     original exception is ``__cause__``. ``node["erased"]`` is set for a node the pass had
     erased (its ``args`` and ``kwargs`` are then "?"). The node is described as the pass left
-    it; ``node["name_after_rollback"]`` is the name a rollback gave it back, where it differs.
+    it; ``node["name_after_rollback"]`` is the name a rollback gave it back, where it differs,
+    and ``node["after_rollback"]`` the fields of ``op``, ``target``, ``args``, ``kwargs`` that
+    differ after the rollback (described the same way).
     ``report``: raised by ``Pipeline.run``, the run's :class:`~fxpasses.report.RunReport` up to
     this failure (the passes that ran, the failed one's row last); None otherwise.
     """
@@ -514,6 +547,21 @@ class InputGraphError(UserError):
     changed the graph failed the lint and was rolled back, and the graph as given failed the
     same lint; before a pass run with ``on_error="raise"`` (nothing would be rolled back to
     tell), when the graph as given fails it. Either way the graph is left as given."""
+
+
+def reports_users_mistake(exc: BaseException) -> bool:
+    """Whether an exception raised in a pass's code reports a mistake of the user running the
+    pass, raised as it is after the rollback (whatever ``on_error`` says), rather than the
+    pass's failure: a :class:`UserError` (a pass raises one, or a subclass of its own, to say
+    what the user must change: ``propagate_shapes`` without example inputs, a name clash
+    ``rename_nodes`` was told to refuse), but not fxpasses' errors of building passes and
+    pipelines (:class:`ConfigError`, :class:`UnknownPassError`, :class:`OptionsError`,
+    :class:`CycleError`, :class:`DuplicatePassError`) nor :class:`InputGraphError`: raised in a
+    pass's code (it builds a pass with options the pass does not take, runs a pipeline of its
+    own on a broken graph), they are that pass's bug, so its failure."""
+    return isinstance(exc, UserError) and not isinstance(
+        exc, (ConfigError, UnknownPassError, OptionsError, CycleError, DuplicatePassError, InputGraphError)
+    )
 
 
 def _target_str(target: Any) -> str:

@@ -58,7 +58,7 @@ import torch
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
-from .errors import ConfigError, FxPassesError, UserError, VerificationError, exception_line, os_reason, require_file
+from .errors import ConfigError, FxPassesError, UserError, VerificationError, exception_line, exception_text, os_reason, require_file
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
 from .report import RunReport
@@ -208,7 +208,7 @@ def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
         raise
     except Exception as exc:
         raise ConfigError(
-            f"cannot import model factory module {module_name!r}: {type(exc).__name__}: {exc}",
+            f"cannot import model factory module {module_name!r}: {exception_text(exc)}",
             source="[model] factory",
         ) from exc
     obj: Any = module
@@ -322,14 +322,14 @@ def _build_model(mc: ModelConfig, base_dir: Path | None) -> tuple[torch.nn.Modul
         model = factory(**mc.kwargs)
     except Exception as exc:
         raise ConfigError(
-            f"the model factory {mc.factory} raised {type(exc).__name__}: {exc}", source="[model] factory"
+            f"the model factory {mc.factory} raised {exception_text(exc)}", source="[model] factory"
         ) from exc
     if isinstance(model, torch.export.ExportedProgram):
         try:
             model = model.module()
         except Exception as exc:
             raise ConfigError(
-                f"{mc.factory} returned an ExportedProgram whose .module() raised {type(exc).__name__}: {exc}",
+                f"{mc.factory} returned an ExportedProgram whose .module() raised {exception_text(exc)}",
                 source="[model] factory",
             ) from exc
     if not isinstance(model, torch.nn.Module):
@@ -346,7 +346,7 @@ def _build_model(mc: ModelConfig, base_dir: Path | None) -> tuple[torch.nn.Modul
     except Exception as exc:  # the model's own train() (or a module that refuses mode changes)
         raise ConfigError(
             f"the model {mc.factory} returned cannot be put in {'training' if mc.train else 'eval'} mode: "
-            f"{type(model).__name__}.train({mc.train}) raised {type(exc).__name__}: {exc}",
+            f"{type(model).__name__}.train({mc.train}) raised {exception_text(exc)}",
             source="[model] train",
         ) from exc
 
@@ -767,7 +767,7 @@ def run_job(
         if mc.graph is not None or mc.program is not None:
             what = "[model] graph" if mc.graph is not None else "[model] program"
         raise ConfigError(
-            f"{what} does not run on the given inputs: {type(exc).__name__}: {exc}", source=_in_config(cfg, "[model] inputs")
+            f"{what} does not run on the given inputs: {exception_text(exc)}", source=_in_config(cfg, "[model] inputs")
         ) from exc
     before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
     state.restore()
@@ -790,7 +790,7 @@ def run_job(
         except Exception as exc:
             changers = [p.name for p in report.passes if p.changed]
             raise VerificationError(
-                f"the optimized model no longer runs on the inputs: {type(exc).__name__}: {exc} (passes that "
+                f"the optimized model no longer runs on the inputs: {exception_text(exc)} (passes that "
                 f"changed it: {', '.join(changers) or 'none'}; verify = \"numeric\" checks each pass and rolls "
                 f"back the one that breaks it){notes}"
             ) from exc
@@ -902,7 +902,7 @@ def _save(
                 raise
             raise VerificationError(
                 "the optimized module cannot be exported again with the dynamic sizes of its inputs "
-                f"({_describe_dynamic(gm)}): {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+                f"({_describe_dynamic(gm)}): {exception_line(exc)[:300]}"
             ) from exc
         finally:
             state.restore()

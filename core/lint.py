@@ -234,6 +234,54 @@ def names_in_namespace(graph: torch.fx.Graph) -> bool:
 _NAME = operator.attrgetter("name")
 
 
+def lint_culprit(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
+    """The node a failed ``gm.graph.lint()`` is about, for the error to name: the first node,
+    in graph order, that breaks a rule of lint's first walk (a legal op, this graph's node, in
+    its ``(op, target)`` index, every input a node of this graph defined before it, a name no
+    node before it has), else the first whose target is not callable (``call_function``), not
+    a string (the others), or does not resolve in the owning module (``get_attr``,
+    ``call_module``; a ``call_module`` target must be a module). None when none does (lint
+    then fails for a reason no single node holds). Slow (``getattr`` per target): for the
+    error path only."""
+    graph = gm.graph
+    table = getattr(graph, "_find_nodes_lookup_table", None)
+    seen: set[torch.fx.Node] = set()
+    names: set[str] = set()
+    for node in graph.nodes:
+        if node.op not in _LEGAL_OPS or node.graph is not graph:
+            return node
+        try:
+            indexed = table is None or node in table
+        except Exception:  # noqa: BLE001 - an unhashable target: lint fails on it
+            indexed = False
+        if not indexed or not all(i.graph is graph and i in seen for i in node._input_nodes):
+            return node
+        seen.add(node)
+        if node.name in names:
+            return node
+        names.add(node.name)
+    root = graph.owning_module
+    if root is None:
+        return None
+    for node in graph.nodes:
+        op, target = node.op, node.target
+        if op == "call_function":
+            if not callable(target):
+                return node
+            continue
+        if not isinstance(target, str):
+            return node
+        if op in ("get_attr", "call_module"):
+            obj: object = root
+            for atom in target.split("."):
+                obj = getattr(obj, atom, MISSING)
+                if obj is MISSING:
+                    return node
+            if op == "call_module" and not isinstance(obj, torch.nn.Module):
+                return node
+    return None
+
+
 def _resolves(paths: ModulePaths, op: str, target: str) -> bool:
     if op == "call_module":
         return paths.module(target) is not MISSING

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from ._names import not_normal
-from .errors import PassDefinitionError
+from .errors import PassDefinitionError, exception_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch.fx
@@ -431,7 +431,7 @@ def _check_option_defaults(opts: type[BaseModel], name: str, where: str) -> None
         if not required:  # ... or Options() itself fails, whatever the user gives
             raise PassDefinitionError(
                 f"pass {name!r} ({where}): its default options cannot be built: "
-                f"{opts.__qualname__}() raised {type(exc).__name__}: {exc}"
+                f"{opts.__qualname__}() raised {exception_text(exc)}"
             ) from exc
 
 

@@ -45,7 +45,7 @@ from .config import (
     validate_options,
     validation_problems,
 )
-from .context import PassContext, failure_place
+from .context import PassContext, describe_node, failure_place
 from .dialect import detect_dialect
 from .effects import end_run, new_module_epoch
 from .errors import (
@@ -65,10 +65,19 @@ from .errors import (
     value_hint,
     warn,
 )
+from .errors import exception_text, reports_users_mistake
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, NodeFrame, checking, supports_journal
-from .lint import input_signature, lint_edits, lint_passes, names_in_namespace, structure_problem, unspellable_argument
+from .lint import (
+    input_signature,
+    lint_culprit,
+    lint_edits,
+    lint_passes,
+    names_in_namespace,
+    structure_problem,
+    unspellable_argument,
+)
 from .ordering import Item, order
 from .passes import Pass, validate_pass_class
 from .registry import Registry, registry as default_registry
@@ -170,6 +179,44 @@ def _written(versions: list[tuple[str, Any, int]]) -> str | None:
         "caller's tensors (for a TorchDynamo graph, the model's parameters and buffers too); a pass must "
         "copy an input before changing it"
     )
+
+
+def _input_flags(versions: list[tuple[str, Any, int]]) -> list[tuple[str, Any, bool, Any]]:
+    """``(label, tensor, requires_grad, .grad)`` of each example input of ``versions``
+    (:func:`_tensor_versions`) that passes get as it is, not a copy (``nn.Parameter`` and other
+    tensor subclasses: a TorchDynamo graph takes the model's parameters): what a pass could
+    change of the caller's tensors besides their values, and a rollback can put back."""
+    return [
+        (label, t, t.requires_grad, t.grad if t.is_leaf else None)
+        for label, t, _ in versions
+        if type(t) is not torch.Tensor
+    ]
+
+
+def _flag_changes(flags: list[tuple[str, Any, bool, Any]]) -> list[str]:
+    """The inputs of ``flags`` (:func:`_input_flags`) whose ``requires_grad`` or ``.grad``
+    changed, in words: ``input[0] (requires_grad True -> False, .grad set)``."""
+    out = []
+    for label, t, requires_grad, grad in flags:
+        what = []
+        if t.requires_grad != requires_grad:
+            what.append(f"requires_grad {requires_grad} -> {t.requires_grad}")
+        now = t.grad if t.is_leaf else None
+        if now is not grad:
+            what.append(".grad " + ("set" if grad is None else "cleared" if now is None else "replaced"))
+        if what:
+            out.append(f"{label} ({', '.join(what)})")
+    return out
+
+
+def _put_back_flags(flags: list[tuple[str, Any, bool, Any]]) -> None:
+    """Give each input of ``flags`` (:func:`_input_flags`) its recorded ``requires_grad`` and
+    ``.grad`` again."""
+    for _, t, requires_grad, grad in flags:
+        if t.requires_grad != requires_grad and t.is_leaf:
+            t.requires_grad_(requires_grad)
+        if t.is_leaf and t.grad is not grad:
+            t.grad = grad
 
 
 def _as_entries(passes: Any) -> list[EntryLike]:
@@ -789,6 +836,7 @@ class Pipeline:
                 # at 100k nodes; the built-in passes' journals are checked by the test suite)
                 frame = NodeFrame(gm.graph) if journaled and verify != "none" and not _is_builtin(step.cls) else None
                 input_versions = _tensor_versions(example_inputs, example_kwargs)
+                input_flags = _input_flags(input_versions)
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
                 stage = "the pass"  # what was running when an exception came (for its message)
@@ -833,6 +881,13 @@ class Pipeline:
                     wrote = _written(input_versions)
                     if wrote:
                         raise VerificationError(f"the pass {wrote}")
+                    flagged = _flag_changes(input_flags)
+                    if flagged:
+                        raise VerificationError(
+                            f"the pass changed the example input(s) {', '.join(flagged)}: they are the caller's "
+                            "tensors, handed to the pass as they are (for a TorchDynamo graph, the model's "
+                            "parameters); a pass must not change them"
+                        )
                     if not _is_truth_value(hint):  # e.g. "no", [1], an array, a tensor
                         raise VerificationError(
                             f"the pass returned {type(hint).__name__} {_short_repr(hint)}, not True "
@@ -885,7 +940,7 @@ class Pipeline:
                             actual, facts = call_isolated(gm, example_inputs, TensorState(gm), example_kwargs, facts=True)
                         except Exception as exc:
                             raise _NoLongerRuns(
-                                f"the module no longer runs on the example inputs: {type(exc).__name__}: {exc}",
+                                f"the module no longer runs on the example inputs: {exception_text(exc)}",
                                 snap.node_changes(),
                                 _running_node(gm, exc),
                             ) from exc
@@ -895,7 +950,7 @@ class Pipeline:
                         except Exception as exc:  # not a mismatch: the outputs cannot be compared
                             raise UserError(
                                 f"numeric verification cannot compare the module's outputs: "
-                                f"{type(exc).__name__}: {str(exc)[:300]} (give example inputs whose "
+                                f"{exception_text(exc)[:300]} (give example inputs whose "
                                 "outputs hold real values, not meta or fake tensors)"
                             ) from exc
                         report.max_abs_error = max(report.max_abs_error or 0.0, err.max_abs)
@@ -909,14 +964,16 @@ class Pipeline:
                     # each restore puts back the graph's attributes as recorded, the module
                     # epoch among them: a new one after it (the pass may have changed modules,
                     # and effect answers about them were shared under the old one)
-                    if isinstance(exc, HookError) and isinstance(exc.cause, UserError):
+                    if isinstance(exc, HookError) and reports_users_mistake(exc.cause):
                         # the pass reports a user error (e.g. missing example inputs): undo
                         # what it did and let the user see the error itself
                         snap.restore()
+                        _put_back_flags(input_flags)
                         _new_epoch(gm, epoch_graphs)
                         raise exc.cause from None
                     if isinstance(exc, UserError):  # verification could not be done: not the pass's fault
                         snap.restore()
+                        _put_back_flags(input_flags)
                         _new_epoch(gm, epoch_graphs)
                         raise
                     failure = self._failure(step.name, exc, snap, on_error, stage)
@@ -924,6 +981,14 @@ class Pipeline:
                     wrote = _written(input_versions) if stage == "the pass" else None
                     if wrote:  # (checked after a pass that returned: its failure says it)
                         failure.notes.append(f"before it failed, the pass {wrote}")
+                    flagged = _flag_changes(input_flags)
+                    if flagged and failure.rolled_back:  # what a rollback can put back
+                        _put_back_flags(input_flags)
+                        failure.notes.append(
+                            f"requires_grad and .grad of the example input(s) the pass changed were put back: {', '.join(flagged)}"
+                        )
+                    elif flagged and stage == "the pass":
+                        failure.notes.append(f"before it failed, the pass changed the example input(s) {', '.join(flagged)}")
                     put_back = frame.put_back() if frame is not None and failure.rolled_back else []
                     if put_back is None:  # the journal's restore left other nodes: not restored
                         failure.rolled_back = False
@@ -1001,6 +1066,7 @@ class Pipeline:
                 except BaseException as exc:  # KeyboardInterrupt, SystemExit: undo, then go on
                     if on_error != "raise":
                         snap.restore()
+                        _put_back_flags(input_flags)
                         _add_note(exc, f"fxpasses: {step.name!r} was interrupted; the graph was rolled back to before it")
                     _new_epoch(gm, epoch_graphs)
                     dirty = True
@@ -1039,7 +1105,7 @@ class Pipeline:
                     if not failing:  # a graph kept broken by on_error="raise" may not compile
                         changers = [p.name for p in report.passes if p.changed]
                         raise VerificationError(
-                            f"the graph after the pipeline does not compile: {type(exc).__name__}: {exc} "
+                            f"the graph after the pipeline does not compile: {exception_text(exc)} "
                             f"(passes that changed it: {', '.join(changers) or 'none'}; verify='lint' "
                             "checks each pass's graph and rolls back the one that breaks it)"
                         ) from exc
@@ -1130,6 +1196,16 @@ class Pipeline:
     ) -> PassFailedError:
         notes: list[str] = []
         rolled_back = False
+        where: dict[str, Any] = {}
+        node: Node | None = None
+        if isinstance(exc, _NoLongerRuns):
+            where, node = exc.place, exc.node
+        elif stage == "graph lint":  # the node the lint is about, described before a rollback
+            if isinstance(exc, _NodeProblem):
+                node = exc.node
+            elif not isinstance(exc, VerificationError):  # torch's Graph.lint() raised
+                node = lint_culprit(snap.gm)
+            where = failure_place(node) if node is not None else {}
         if on_error != "raise":
             snap.restore()
             rolled_back = True
@@ -1139,15 +1215,16 @@ class Pipeline:
                     "declares writes_tensors=False, rebinds .data or swaps tensors, or writes through numpy) and "
                     "could not be restored (run with snapshot_tensors=True to restore them): " + ", ".join(snap.unrestorable)
                 )
-        if rolled_back and isinstance(exc, (HookError, _NoLongerRuns)):
+        if rolled_back and isinstance(exc, HookError):
             _name_after_rollback(exc.place, exc.node)
+        elif rolled_back and where:
+            _name_after_rollback(where, node)
         if isinstance(exc, HookError):
             return hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
-        where = exc.place if isinstance(exc, _NoLongerRuns) else {}
         if isinstance(exc, VerificationError):
             reason = f"verification failed: {exc}"
         else:
-            reason = f"{stage} failed: {type(exc).__name__}: {exc}"
+            reason = f"{stage} failed: {exception_text(exc)}"
         failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes, **where)
         failure.__cause__ = exc
         return failure
@@ -1165,6 +1242,14 @@ class _OutputsDiffer(VerificationError):
         self.changes = changes
 
 
+class _NodeProblem(VerificationError):
+    """Lint: what is wrong is about ``node`` (named by the failure, with its source line)."""
+
+    def __init__(self, message: str, node: Node) -> None:
+        super().__init__(message)
+        self.node = node
+
+
 class _NoLongerRuns(_OutputsDiffer):
     """Numeric verification: the module raised on the example inputs. ``place``: where, the
     node whose code raised (:func:`_running_node`; :func:`~fxpasses.context.failure_place`,
@@ -1177,14 +1262,24 @@ class _NoLongerRuns(_OutputsDiffer):
 
 
 def _name_after_rollback(place: dict[str, Any], node: Node | None) -> None:
-    """Add to ``place["node"]`` (described as the pass left the node) the name the rollback
-    gave the node back, where it differs: a pass that renamed nodes and failed named the node
-    by a name the restored graph does not have."""
+    """Add to ``place["node"]`` (described as the pass left the node) what the rollback gave
+    the node back, where it differs: its name (``name_after_rollback``; a pass that renamed
+    nodes and failed named the node by a name the restored graph does not have), and its op,
+    target, arguments (``after_rollback``, the fields that differ: a pass that retargeted or
+    rewired the node before failing)."""
     desc = place.get("node")
-    if node is None or desc is None or node.name == desc.get("name"):
+    if node is None or desc is None:
         return
-    if any(n is node for n in node.graph.nodes):  # (once, on the error path) not one the pass made
+    if not any(n is node for n in node.graph.nodes):  # (once, on the error path) one the pass made
+        return
+    if node.name != desc.get("name"):
         desc["name_after_rollback"] = node.name
+    if desc.get("erased"):  # its arguments as the pass left it are not known
+        return
+    now = describe_node(node)
+    changed = {k: now[k] for k in ("op", "target", "args", "kwargs") if now[k] != desc.get(k)}
+    if changed:
+        desc["after_rollback"] = changed
 
 
 def _running_node(gm: torch.fx.GraphModule, exc: BaseException) -> Node | None:
@@ -1357,10 +1452,11 @@ def _lint(
     bad = None if as_given else unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept, touched)
     if bad is not None:
         node, value = bad
-        raise VerificationError(
+        raise _NodeProblem(
             f"node %{node.name} has an argument the generated code cannot spell: {_short_repr(value)} "
             f"({type(value).__name__}); store objects as module attributes (PassContext.add_constant "
-            "for tensors) or pass plain values"
+            "for tensors) or pass plain values",
+            node,
         )
     if edits is not None and lint_edits(gm, touched, edits.module_records(), names_kept):
         return False
@@ -1380,9 +1476,7 @@ def _lint(
         try:
             gm.get_submodule(node.target)  # type: ignore[arg-type]
         except AttributeError as exc:
-            raise VerificationError(
-                f"node %{node.name} calls submodule {node.target!r}, which does not exist"
-            ) from exc
+            raise _NodeProblem(f"node %{node.name} calls submodule {node.target!r}, which does not exist", node) from exc
     return True
 
 
@@ -1462,7 +1556,7 @@ def _run_module(
         what = "example inputs"
         if kwargs:
             what += " (keywords: " + ", ".join(map(repr, kwargs)) + ")"
-        raise UserError(f"the module does not run on the {what}: {type(exc).__name__}: {exc}") from exc
+        raise UserError(f"the module does not run on the {what}: {exception_text(exc)}") from exc
 
 
 def run(

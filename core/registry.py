@@ -45,6 +45,8 @@ from ._hookcheck import (
     signature_problems,
 )
 from .errors import (
+    exception_message,
+    exception_text,
     ConfigError,
     DuplicatePassError,
     PassDefinitionError,
@@ -499,7 +501,7 @@ class Registry:
         if impl is not None and not self.strict:  # strict: an error each time, never silently skipped
             self._muted[id(impl.plugin)] = impl.plugin
         err = PluginError(
-            f"its {hook_name} hook raised {type(exc).__name__}: {exc}"
+            f"its {hook_name} hook raised {exception_text(exc)}"
             + ("" if self.strict else "; its instrumentation hooks are skipped from now on"),
             distribution=label,
             version=version,
@@ -809,7 +811,7 @@ class Registry:
             self._check_hookimpl_defaults(obj)
             self.pm.register(obj, name=plugin_name)
         except Exception as exc:
-            detail = str(exc)
+            detail = exception_message(exc)
             if isinstance(exc, pluggy.PluginValidationError):  # named by method, not by pluggy's plugin id
                 detail = "; ".join(signature_problems(self.pm, obj)) or detail
             self._fail(rec, f"invalid hook implementation: {detail}", exc)
@@ -893,7 +895,7 @@ class Registry:
             except (DuplicatePassError, PluginError):
                 raise  # only raised in strict mode, already naming the distribution
             except Exception as exc:
-                message = f"{impl.function.__name__} raised {type(exc).__name__}: {exc}"
+                message = f"{impl.function.__name__} raised {exception_text(exc)}"
                 for n in added:  # all or nothing: a half-registered plugin is skipped whole
                     self._remove(n, rec.distribution)
                     self._reject(rec, "pass", n, f"dropped with the whole plugin: {message}")

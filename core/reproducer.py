@@ -47,7 +47,7 @@ import torch
 import torch.fx
 
 from .config import has_gaps, is_positional_name, positional_names, split_named_inputs
-from .errors import ConfigError, FxPassesError, PassFailedError, require_file
+from .errors import ConfigError, FxPassesError, PassFailedError, exception_text, require_file
 from .hookspecs import hookimpl
 
 __all__ = [
@@ -108,7 +108,7 @@ def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
     except ConfigError:
         raise
     except Exception as exc:
-        raise ConfigError(f"cannot read tensor file {path}: {type(exc).__name__}: {exc}") from None
+        raise ConfigError(f"cannot read tensor file {path}: {exception_text(exc)}") from None
     if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
         raise ConfigError(f"{path} does not hold a name -> tensor mapping")
     return data
@@ -479,7 +479,7 @@ class GraphBuilder:
             return resolve(qualname)
         except Exception as exc:
             raise ConfigError(
-                f"{self.source}: cannot import {qualname!r} ({type(exc).__name__}: {exc}); install the "
+                f"{self.source}: cannot import {qualname!r} ({exception_text(exc)}); install the "
                 "package that defines it"
             ) from None
 
@@ -662,7 +662,7 @@ def load_graph(path: str | Path) -> torch.fx.GraphModule:
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise ConfigError(f"cannot load {path}: {type(exc).__name__}: {exc}", source="[model] graph") from None
+        raise ConfigError(f"cannot load {path}: {exception_text(exc)}", source="[model] graph") from None
     build = getattr(module, "build", None)
     tensor_file = getattr(module, "TENSORS", None)
     if not callable(build) or not isinstance(tensor_file, str):
@@ -675,7 +675,7 @@ def load_graph(path: str | Path) -> torch.fx.GraphModule:
     except ConfigError:
         raise
     except Exception as exc:
-        raise ConfigError(f"{path} does not build: {type(exc).__name__}: {exc}", source="[model] graph") from None
+        raise ConfigError(f"{path} does not build: {exception_text(exc)}", source="[model] graph") from None
 
 
 # ------------------------------------------------------------------------------ the directory
@@ -887,4 +887,4 @@ class ReproducerWriter:
                 plugins=self.plugins,
             )
         except Exception as exc:  # never hide the pass's own failure
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = f"{exception_text(exc)}"

@@ -19,7 +19,7 @@ from torch.fx.node import Node
 from ._modpath import MISSING, ModulePaths
 from ._order import NODES_COMPARE_IN_C, in_graph_order, precedes
 from .context import PassContext, check_replacement, failure_place, replace_all_uses
-from .errors import NodeHasUsersError, PassFailedError
+from .errors import NodeHasUsersError, PassFailedError, exception_message, exception_text
 from .ops import (
     call_op_name,
     callable_op_name,
@@ -44,7 +44,7 @@ class HookError(Exception):
     """Raised by the runner when a hook fails; carries the node. Wrapped by the pipeline."""
 
     def __init__(self, node: Node | None, cause: BaseException) -> None:
-        super().__init__(str(cause))
+        super().__init__(exception_message(cause))
         self.node = node
         self.cause = cause
         self.place = failure_place(node)  # (described now: a rollback puts the node back)
@@ -540,7 +540,7 @@ def _probe(
 def hook_failure(pass_name: str, err: HookError, *, rolled_back: bool, notes: list[str]) -> PassFailedError:
     """The user-facing error for a failed hook, with node context and source line."""
     cause = err.cause
-    reason = f"{type(cause).__name__}: {cause}"
+    reason = f"{exception_text(cause)}"
     exc = PassFailedError(
         pass_name,
         reason,

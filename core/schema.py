@@ -15,7 +15,7 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema
 
 from .config import _FLOAT_MAX, _INT_RANGES, Config, int_bounds
-from .errors import PluginWarning, warn
+from .errors import PluginWarning, exception_text, warn
 from .passes import PassOptions
 from .registry import Registry
 
@@ -56,7 +56,7 @@ def _options_json_schema(name: str, options_cls: Any, source: str) -> dict[str, 
         schema = options_cls.model_json_schema(schema_generator=make)  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001 - a plugin's model: any error is its own
         warn(
-            f"{where}: its options have no JSON Schema ({type(exc).__name__}: {exc}); the schema accepts any "
+            f"{where}: its options have no JSON Schema ({exception_text(exc)}); the schema accepts any "
             f"table for them",
             PluginWarning,
         )

@@ -3,10 +3,17 @@
 Copying the graph before every pass (``Graph.graph_copy``) costs about as much as a
 ``recompile()`` on large graphs (1.4 s against 1.9 s on a 100k-node graph here), which would
 dominate a pipeline. A :class:`Snapshot` instead records each node's state (name, op, target,
-args, kwargs, type, a shallow copy of ``meta``, the order of its users) in one O(n) sweep
+args, kwargs, type, a copy of ``meta``, the order of its users) in one O(n) sweep
 (~30 ms on 100k nodes) and, on restore, puts the *same* ``Node`` objects back: nodes the pass
 created are detached, nodes it erased are re-linked, and every field is reset. Node identity,
-names, ``meta`` and the generated code are therefore exactly as before.
+names, ``meta`` and the generated code are therefore exactly as before. A ``meta`` is copied
+one level down, and further through plain containers: the dicts, lists and sets its values
+hold, and those inside them or inside tuples (``nn_module_stack``, ``source_fn_stack``,
+``from_node``), are recorded with their contents and filled again in place on restore, so an
+in-place edit of one (``meta["nn_module_stack"].clear()``) is undone and containers shared
+between nodes (``torch.export`` shares one ``nn_module_stack`` among the nodes of a call)
+stay shared; any other object in ``meta`` (tensors, ``NodeSource`` records) is kept by
+reference, not copied.
 
 The module side (parameters, buffers, submodules, hooks, plain attributes and the class of
 every submodule, and torch's global module hooks) is recorded by reference. Tensors written
@@ -279,6 +286,8 @@ class Snapshot:
                     out.append(f"%{rec[1]}: erased")
                 elif not _same_items(n.meta, rec[9]):
                     out.append(f"%{rec[1]}: meta {_first_difference(n.meta, rec[9])}")
+                elif _inner_change(rec[9]) is not None:
+                    out.append(f"%{rec[1]}: meta {_inner_change(rec[9])!r} changed in place")
                 elif (list(n.users) != rec[10]) if rec[10] is not None else len(n.users) > 1:
                     out.append(f"%{rec[1]}: users {[u.name for u in n.users]}")
         if graph._len != len(recorded):
@@ -492,6 +501,12 @@ def reset_nodes(records: Any, *, every_args: bool) -> None:
         if n.meta is not meta:
             n.meta.clear()
             n.meta.update(meta)
+    # the containers inside meta, last record first: a container shared by nodes a journal
+    # recorded at different times gets what it held when first recorded
+    for rec in reversed(records):
+        meta = rec[9]
+        if type(meta) is MetaRecord:
+            _refill(meta.inner)
     for rec in records:
         order = rec[10]
         if order is None:  # at most one user: the edges rebuilt above are the same
@@ -571,8 +586,79 @@ def record_namespace(graph: torch.fx.Graph) -> tuple[Any, Any, Any]:
     return (ns._obj_to_name.copy(), ns._used_names.copy(), ns._base_count.copy())
 
 
+#: the container types whose contents a node's ``meta`` record holds (exact types: a
+#: subclass such as ``TensorMetadata``, a named tuple, is a value like any other)
+_FILLED = (dict, list, set)
+_WALKED = frozenset({dict, list, set, tuple})
+
+
+class MetaRecord(dict):
+    """A copy of a node's ``meta`` whose values hold plain containers: ``inner`` lists
+    ``(key, container, copy of its contents)`` for each dict, list and set reachable from the
+    values through dicts, lists, sets and tuples (each once), which :func:`reset_nodes` fills
+    again in place and :meth:`Snapshot.differences` compares."""
+
+    __slots__ = ("inner",)
+
+
+def _meta_record(meta: dict[Any, Any]) -> dict[Any, Any]:
+    """:class:`MetaRecord` of ``meta`` (a copy of it), the containers inside recorded."""
+    rec = MetaRecord(meta)
+    inner: list[tuple[Any, Any, Any]] = []
+    seen: set[int] = set()
+    for key, value in meta.items():
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            t = type(v)
+            if t not in _WALKED or id(v) in seen:
+                continue
+            seen.add(id(v))
+            if t is dict:
+                inner.append((key, v, v.copy()))
+                stack.extend(v.values())
+            elif t is tuple:
+                stack.extend(v)
+            else:
+                inner.append((key, v, t(v)))
+                stack.extend(v)
+    rec.inner = inner
+    return rec
+
+
+def _inner_change(meta: dict[Any, Any]) -> str | None:
+    """The key of the first ``meta`` value whose containers (recorded in a
+    :class:`MetaRecord`) no longer hold what they held, or None."""
+    for key, live, saved in getattr(meta, "inner", ()):
+        if not _same_contents(live, saved):
+            return key
+    return None
+
+
+def _same_contents(live: Any, saved: Any) -> bool:
+    """Whether a container holds the recorded contents (the same objects, in order)."""
+    if type(live) is dict:
+        return _same_items(live, saved)
+    if type(live) is set:
+        return live == saved
+    return len(live) == len(saved) and all(map(_is, live, saved))
+
+
+def _refill(inner: list[tuple[Any, Any, Any]]) -> None:
+    """Put the recorded contents back into each container of a :class:`MetaRecord`."""
+    for _, live, saved in inner:
+        if not _same_contents(live, saved):
+            if type(live) is list:
+                live[:] = saved
+            else:
+                live.clear()
+                live.update(saved)
+
+
 def node_record(n: torch.fx.Node) -> tuple[Any, ...]:
-    """One node's record, as :attr:`Snapshot.nodes` holds it."""
+    """One node's record, as :attr:`Snapshot.nodes` holds it (``meta`` as the module doc
+    says: copied, with the plain containers inside it)."""
+    meta = n.meta
     return (
         n,
         n.name,
@@ -583,7 +669,7 @@ def node_record(n: torch.fx.Node) -> tuple[Any, ...]:
         n.type,
         n._sort_key,
         n._repr_fn,
-        n.meta.copy(),
+        meta.copy() if _WALKED.isdisjoint(map(type, meta.values())) else _meta_record(meta),
         list(n.users) if len(n.users) > 1 else None,  # order matters from two users on
     )
 

@@ -409,6 +409,10 @@ def test_a_lint_failure_says_what_and_where_without_the_whole_graph(blocks):
         "pass 'foreign_output' failed: graph lint failed: RuntimeError: Argument '_0' of Node 'output' does not belong "
         "to this Graph, but was used as an argument! If you are copying nodes from another graph, make sure to use "
         "``arg_transform`` on node_copy() to remap values (the graph printed after it by Graph.lint() is left out)",
+        # the node lint is about, as the pass left it and as the rollback put it back
+        f"  at node %output (op=output, target=output, args=(%_0,), kwargs={{}}) (as the pass left it; after the "
+        f"rollback: args=(%_{blocks - 1},))",
+        "  user code: unknown (" + fxpasses.errors.NO_STACK_TRACE + ")",
         "  the graph was restored to its state before 'foreign_output'",
     ]
     assert "graph():" not in str(info.value.__cause__)

@@ -1,0 +1,345 @@
+"""What a failing pass turns into: which exceptions are the pass's failure, what the error
+says about the node after a rollback, and what is put back besides the graph."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fxpasses
+from fxpasses import GraphPass, NodePass, PassFailedError, Pipeline, Replace, UserError, on
+from fxpasses.capture import capture
+from fxpasses.errors import ConfigError, CycleError, OptionsError, UnknownPassError
+
+
+class _Helper(GraphPass):
+    name = "helper"
+
+    def run(self, gm, ctx):
+        return False
+
+
+def _relu_graph():
+    return torch.fx.symbolic_trace(torch.nn.ReLU()), [torch.randn(3)]
+
+
+@pytest.mark.parametrize(
+    "build, error",
+    [
+        (lambda: _Helper(nope=1), OptionsError),
+        (lambda: Pipeline(["no_such_pass_anywhere"]), UnknownPassError),
+        (lambda: Pipeline(["eliminate_dead_code"], verify="sometimes"), ConfigError),
+    ],
+)
+@pytest.mark.parametrize("kind", ["node", "graph"])
+def test_errors_of_building_passes_in_a_pass_are_that_passs_failure(build, error, kind):
+    class Builder(NodePass):
+        name = "builder"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            build()
+
+    class WholeBuilder(GraphPass):
+        name = "builder"
+
+        def run(self, gm, ctx):
+            build()
+
+    cls = Builder if kind == "node" else WholeBuilder
+    gm, x = _relu_graph()
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([cls]).run(gm, x)
+    assert info.value.pass_name == "builder"
+    assert isinstance(info.value.__cause__, error)
+    assert info.value.reason.startswith(f"{error.__name__}: ")
+    if kind == "node":
+        assert info.value.node["name"] == "relu"
+    assert gm.code == code
+    report = Pipeline([cls, "eliminate_dead_code"], on_error="skip").run(gm, x)  # skipped, the run goes on
+    assert [(p.name, p.status) for p in report.passes] == [("builder", "skipped"), ("eliminate_dead_code", "ok")]
+
+
+def test_a_cycle_error_of_a_pipeline_a_pass_builds_is_its_failure():
+    class A(GraphPass):
+        name = "cyc_a"
+        after = ("cyc_b",)
+
+        def run(self, gm, ctx):
+            return False
+
+    class B(GraphPass):
+        name = "cyc_b"
+        after = ("cyc_a",)
+
+        def run(self, gm, ctx):
+            return False
+
+    class Outer(GraphPass):
+        name = "outer"
+
+        def run(self, gm, ctx):
+            Pipeline([A, B]).run(gm)
+
+    gm, x = _relu_graph()
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Outer]).run(gm, x)
+    assert isinstance(info.value.__cause__, CycleError)
+
+
+class _NeedsSomething(UserError):
+    pass
+
+
+@pytest.mark.parametrize("error", [UserError("give me example inputs"), _NeedsSomething("give me example inputs")])
+@pytest.mark.parametrize("on_error", ["rollback", "skip"])
+def test_a_user_error_a_pass_raises_is_raised_as_it_is(error, on_error):
+    class Asks(NodePass):
+        name = "asks"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            ctx.set_target(node, torch.sigmoid)
+            raise error
+
+    gm, x = _relu_graph()
+    code = gm.code
+    with pytest.raises(type(error), match="give me example inputs") as info:
+        Pipeline([Asks], on_error=on_error).run(gm, x)
+    assert not isinstance(info.value, PassFailedError)
+    assert gm.code == code
+
+
+class _Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+@pytest.mark.parametrize("fail", [False, True])
+@pytest.mark.parametrize("change", ["freeze", "grad"])
+def test_a_pass_changing_requires_grad_or_grad_of_parameter_inputs_fails_and_they_are_put_back(fail, change):
+    model = _Small()
+    c = capture(model, [torch.randn(2, 4)], "dynamo")
+    params = [t for t in c.inputs if isinstance(t, torch.nn.Parameter)]
+    assert len(params) == 2
+    grads = [None, torch.ones(3)]
+    params[1].grad = grads[1]
+
+    class Meddler(GraphPass):
+        name = "meddler"
+
+        def run(self, gm, ctx):
+            for t in ctx.example_inputs:
+                if isinstance(t, torch.nn.Parameter):
+                    if change == "freeze":
+                        t.requires_grad_(False)
+                    else:
+                        t.grad = torch.zeros_like(t)
+            if fail:
+                raise RuntimeError("boom")
+            return False
+
+    code = c.gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Meddler]).run(c.gm, c.inputs)
+    text = str(info.value)
+    said = "requires_grad True -> False" if change == "freeze" else ".grad set"
+    assert said in text
+    if fail:
+        assert "boom" in info.value.reason
+    else:
+        assert "the pass changed the example input(s)" in info.value.reason
+    assert "were put back" in text
+    assert [p.requires_grad for p in model.parameters()] == [True, True]
+    assert [p.grad for p in params] == grads and params[1].grad is grads[1]
+    assert c.gm.code == code
+
+
+def test_requires_grad_changed_by_a_pass_run_with_on_error_raise_is_named_and_kept():
+    model = _Small()
+    c = capture(model, [torch.randn(2, 4)], "dynamo")
+
+    class Freezer(GraphPass):
+        name = "freezer"
+
+        def run(self, gm, ctx):
+            for t in ctx.example_inputs:
+                if isinstance(t, torch.nn.Parameter):
+                    t.requires_grad_(False)
+            raise RuntimeError("boom")
+
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Freezer], on_error="raise").run(c.gm, c.inputs)
+    assert "before it failed, the pass changed the example input(s)" in str(info.value)
+    assert [p.requires_grad for p in model.parameters()] == [False, False]  # nothing rolled back
+
+
+@pytest.mark.parametrize("journal_edits", [False, True])
+def test_the_failing_node_is_described_as_the_pass_left_it_and_as_the_rollback_put_it_back(journal_edits):
+    gm = capture(_Small(), [torch.randn(2, 4)], "export").gm
+    relu = next(n for n in gm.graph.nodes if n.op == "call_function" and "relu" in str(n.target))
+    before = (relu.target, relu.args)
+
+    class Retarget(NodePass):
+        name = "retarget"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            if journal_edits:
+                ctx.set_target(node, torch.ops.aten.sigmoid.default)
+            else:
+                node.target = torch.ops.aten.sigmoid.default
+                node.args = (node.args[0], 100)
+            raise RuntimeError("boom")
+
+    Retarget.journal_edits = journal_edits
+    Retarget.writes_tensors = not journal_edits
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Retarget]).run(gm, [torch.randn(2, 4)])
+    assert (relu.target, relu.args) == before
+    node = info.value.node
+    assert node["target"] == "aten.sigmoid.default"
+    assert node["after_rollback"]["target"] == "aten.relu.default"
+    line = str(info.value).splitlines()[1]
+    assert "target=aten.sigmoid.default" in line
+    assert "(as the pass left it; after the rollback: target=aten.relu.default" in line
+    if not journal_edits:
+        assert "args=(%linear, 100)" in line
+        assert node["after_rollback"]["args"] == "(%linear,)"
+
+
+def test_a_failing_node_the_pass_did_not_change_gets_no_after_rollback_note():
+    gm, x = _relu_graph()
+
+    class Fails(NodePass):
+        name = "fails"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            raise RuntimeError("boom")
+
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Fails]).run(gm, x)
+    assert "after_rollback" not in info.value.node
+    assert "after the rollback" not in str(info.value)
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("str fails")
+
+
+@pytest.mark.parametrize("kind", ["node", "graph"])
+def test_an_exception_whose_str_raises_is_still_named_and_kept_as_the_cause(kind):
+    class NodeRaises(NodePass):
+        name = "raises"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            raise _Unprintable()
+
+    class GraphRaises(GraphPass):
+        name = "raises"
+
+        def run(self, gm, ctx):
+            raise _Unprintable()
+
+    gm, x = _relu_graph()
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([NodeRaises if kind == "node" else GraphRaises]).run(gm, x)
+    assert type(info.value.__cause__) is _Unprintable
+    assert info.value.reason == "_Unprintable: <str() of the _Unprintable raised RuntimeError: str fails>"
+    if kind == "node":
+        assert info.value.node["name"] == "relu"
+    from fxpasses.cli import _error_object
+
+    obj = _error_object(info.value, 1)
+    assert obj["error"]["cause"] == "_Unprintable: <str() of the _Unprintable raised RuntimeError: str fails>"
+    assert _error_object(_Unprintable(), 1)["error"]["message"].startswith("<str() of the _Unprintable raised")
+
+
+def test_exception_text_never_raises():
+    from fxpasses.errors import exception_line, exception_message, exception_text
+
+    class Worse(Exception):
+        def __str__(self):
+            raise _Unprintable()
+
+    assert exception_message(ValueError("plain")) == "plain"
+    assert exception_text(ValueError("a\nb")) == "ValueError: a\nb"
+    assert exception_line(ValueError("a\nb")) == "ValueError: a"
+    assert exception_text(Worse()) == "Worse: <str() of the Worse raised _Unprintable: ?>"
+
+
+class _Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 1
+
+
+@pytest.mark.parametrize("journal_edits", [False, True])
+def test_a_lint_failure_names_the_node_it_is_about_and_its_source_line(journal_edits, tmp_path):
+    class Misplaced(NodePass):
+        """Inserts cos(sin(x)) with cos before sin: used before defined."""
+
+        name = "misplaced"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            with ctx.inserting_before(node):
+                sin = ctx.call_function(torch.sin, (node.args[0],))
+            with ctx.inserting_before(sin):
+                cos = ctx.call_function(torch.cos, (sin,))
+            return Replace(ctx.call_function(torch.add, (node, cos)))
+
+    Misplaced.journal_edits = journal_edits
+    Misplaced.writes_tensors = not journal_edits
+    c = capture(_Model(), [torch.randn(3)], "export")
+    code = c.gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Misplaced]).run(c.gm, c.inputs)
+    err = info.value
+    assert "was used before it has been defined" in err.reason
+    assert err.node is not None and err.node["target"] == "torch.cos" and err.node["args"] == "(%sin,)"
+    assert f"at node %{err.node['name']} (op=call_function, target=torch.cos" in str(err)
+    # made through the context while %relu was visited: it carries that node's user line
+    assert err.source_line is not None and "return torch.relu(x) + 1" in err.source_line
+    assert c.gm.code == code
+
+
+def test_an_unspellable_argument_names_its_node_and_the_users_line():
+    class Unspellable(NodePass):
+        name = "unspellable"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            node.args = (node.args[0], object())
+
+    c = capture(_Model(), [torch.randn(3)], "export")
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Unspellable]).run(c.gm, c.inputs)
+    err = info.value
+    assert "cannot spell" in err.reason
+    assert err.node["name"] == "relu" and err.node["after_rollback"]["args"] == "(%x,)"
+    assert err.source_line is not None and "torch.relu(x) + 1" in err.source_line
+
+
+def test_lint_culprit_finds_what_torchs_lint_names():
+    from fxpasses.lint import lint_culprit
+
+    gm = torch.fx.symbolic_trace(_Model())
+    assert lint_culprit(gm) is None
+    relu = next(n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.relu)
+    add = relu.next
+    add.args = (add, 1)  # itself, before it is defined
+    assert lint_culprit(gm) is add
+    add.args = (relu, 1)
+    gm.graph.get_attr("missing.weight")
+    missing = next(n for n in gm.graph.nodes if n.op == "get_attr")
+    with pytest.raises(RuntimeError):
+        gm.graph.lint()
+    assert lint_culprit(gm) is missing

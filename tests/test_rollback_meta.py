@@ -1,0 +1,168 @@
+"""Rollback of ``node.meta``: the containers inside it (``nn_module_stack``,
+``source_fn_stack``, ``from_node``) are put back too, in place, so that an in-place edit of one
+is undone and containers shared between nodes stay shared."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fxpasses
+from fxpasses import GraphPass, PassFailedError, Pipeline
+from fxpasses.capture import capture
+from fxpasses.journal import JournalMismatch, check_journals
+from fxpasses.snapshot import Snapshot
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) + 1
+
+
+def _containers(gm):
+    """Every node's meta as nested plain values, and which nodes share each container."""
+    out, owners = [], {}
+    for n in gm.graph.nodes:
+        row = {}
+        for k, v in n.meta.items():
+            if type(v) in (dict, list, set):
+                owners.setdefault(id(v), []).append(n.name)
+                row[k] = (v, type(v)(v) if type(v) is not dict else dict(v))
+            else:
+                row[k] = (v, None)
+        out.append((n.name, row))
+    return out, sorted(owners.values())
+
+
+def _assert_same(before, after):
+    (rows_a, shared_a), (rows_b, shared_b) = before, after
+    assert shared_a == shared_b  # the same containers shared by the same nodes
+    for (name_a, row_a), (name_b, row_b) in zip(rows_a, rows_b):
+        assert name_a == name_b and row_a.keys() == row_b.keys()
+        for k in row_a:
+            (obj_a, items_a), (obj_b, items_b) = row_a[k], row_b[k]
+            assert obj_a is obj_b, (name_a, k)  # the very container, not a copy
+            if items_a is not None:
+                if type(items_a) is dict:
+                    assert list(items_a) == list(obj_b) and all(items_a[i] is obj_b[i] for i in items_a), (name_a, k)
+                else:
+                    assert list(items_a) == list(obj_b), (name_a, k)
+
+
+def _edit_nested(gm):
+    """Edit, in place, every plain container in every node's meta."""
+    edited = 0
+    for n in gm.graph.nodes:
+        for v in n.meta.values():
+            if type(v) is dict:
+                v["junk"] = ("x", "y")
+                edited += 1
+            elif type(v) is list:
+                v.append("junk")
+                edited += 1
+    return edited
+
+
+def _graph(dialect):
+    model, x = Net().eval(), torch.randn(2, 4)
+    c = capture(model, [x], dialect)
+    return c.gm, c.inputs
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+@pytest.mark.parametrize("journal_edits", [False, True])
+def test_in_place_edits_of_containers_in_meta_are_rolled_back(dialect, journal_edits, monkeypatch):
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")  # what the rollback itself does
+    gm, inputs = _graph(dialect)
+    edited = []
+
+    class Meddler(GraphPass):
+        name = "meddler"
+
+        def run(self, gm, ctx):
+            for n in gm.graph.nodes:  # a journaled pass records what it touches
+                if n.op == "call_function":
+                    ctx.set_target(n, n.target)
+            edited.append(_edit_nested(gm))
+            for n in gm.graph.nodes:
+                if n.op == "call_function":
+                    for v in n.meta.values():
+                        if type(v) is dict:
+                            v.clear()
+            raise RuntimeError("boom")
+
+    Meddler.journal_edits = journal_edits
+    Meddler.writes_tensors = not journal_edits
+    before = _containers(gm)
+    with pytest.raises(PassFailedError, match="boom"):
+        Pipeline([Meddler]).run(gm, inputs)
+    if dialect != "symbolic_trace":
+        assert edited[0] > 0  # TorchDynamo and torch.export record nn_module_stack & co.
+    if journal_edits:  # a journal restores the nodes it recorded: every call_function here
+        calls = {n.name for n in gm.graph.nodes if n.op == "call_function"}
+        before = ([r for r in before[0] if r[0] in calls], before[1])
+        after = _containers(gm)
+        after = ([r for r in after[0] if r[0] in calls], after[1])
+        assert all(type(v) is not dict or "junk" not in v for n in gm.graph.nodes if n.name in calls for v in n.meta.values())
+    else:
+        after = _containers(gm)
+    _assert_same(before, after)
+
+
+def test_export_shares_a_container_between_nodes_and_the_rollback_keeps_it_shared():
+    gm, inputs = _graph("export")
+    shared = [owners for owners in _containers(gm)[1] if len(owners) > 1]
+    assert shared, "torch.export no longer shares meta containers between nodes"
+    before = _containers(gm)
+
+    class Clearer(GraphPass):
+        name = "clearer"
+
+        def run(self, gm, ctx):
+            for n in gm.graph.nodes:
+                stack = n.meta.get("nn_module_stack")
+                if stack:
+                    stack.clear()
+            raise RuntimeError("boom")
+
+    with pytest.raises(PassFailedError):
+        Pipeline([Clearer]).run(gm, inputs)
+    _assert_same(before, _containers(gm))
+    assert any(n.meta.get("nn_module_stack") for n in gm.graph.nodes)
+
+
+def test_check_mode_catches_a_journaled_pass_editing_a_container_in_meta():
+    gm, inputs = _graph("export")
+    target = next(n for n in gm.graph.nodes if n.meta.get("nn_module_stack"))
+
+    class Liar(GraphPass):
+        name = "liar"
+        journal_edits = True
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            target.meta["nn_module_stack"]["junk"] = ("x", "y")
+            return True
+
+    with check_journals():
+        with pytest.raises(JournalMismatch, match=rf"%{target.name}: meta 'nn_module_stack' changed in place"):
+            Pipeline([Liar], on_error="skip").run(gm, inputs)
+    assert "junk" not in target.meta["nn_module_stack"]
+
+
+def test_a_snapshot_names_a_container_in_meta_changed_in_place():
+    gm, _ = _graph("export")
+    snap = Snapshot(gm)
+    node = next(n for n in gm.graph.nodes if n.meta.get("source_fn_stack") is not None or n.meta.get("nn_module_stack"))
+    key = "nn_module_stack" if node.meta.get("nn_module_stack") else "source_fn_stack"
+    container = node.meta[key]
+    (container.clear() if type(container) is dict else container.append("junk"))
+    sharing = [n.name for n in gm.graph.nodes if n.meta.get(key) is container]  # export shares it
+    assert snap.differences() == [f"%{name}: meta {key!r} changed in place" for name in sharing]
+    snap.restore()
+    assert snap.differences() == []
+    assert node.meta[key] is container and len(container) > 0
