@@ -223,12 +223,15 @@ def _handle_errors(fn: F) -> F:
 def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, args: Any, kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, each kind of failure reported (:func:`_fail`) with its exit
     status (see :func:`_handle_errors`)."""
-    from .errors import FxPassesError, PluginError, UserError, exception_text
+    from .errors import ConfigWarning, FxPassesError, PassDefinitionWarning, PluginError, PluginWarning, UserError, exception_text
 
     shown = state is not None and state.traceback  # --traceback: the traceback, then the same report
 
     try:
-        return fn(*args, **kwargs)
+        # fxpasses' own warnings, whenever issued (a plugin's instrument raising mid-run), as
+        # the `warning: ...` lines of the plugin problems, not as Python's file:line: Category
+        with _warning_lines(PluginWarning, PassDefinitionWarning, ConfigWarning):
+            return fn(*args, **kwargs)
     except click.exceptions.ClickException:
         raise  # usage errors: click's own text (stderr), even under --format json
     except (UserError, PluginError) as exc:  # PluginError: a broken plugin in strict mode
@@ -342,6 +345,7 @@ def list_cmd(state: _State, fmt: str) -> None:
     from .console import print_table
 
     reg = state.registry()
+    conflicts = reg.preset_conflicts()
     rows = []
     for name in reg.names():
         try:
@@ -355,6 +359,16 @@ def list_cmd(state: _State, fmt: str) -> None:
             "presets": [
                 {"name": p.name, "pipeline": p.pipeline, "description": p.description, "source": p.source}
                 for p in reg.presets().values()
+            ]
+            + [
+                {
+                    "name": name,
+                    "pipeline": None,
+                    "description": _preset_clash(name, candidates),
+                    "source": "CONFLICT",
+                    "candidates": [{"pipeline": c.pipeline, "description": c.description, "source": c.source} for c in candidates],
+                }
+                for name, candidates in conflicts.items()
             ],
             "plugins": [
                 {
@@ -362,6 +376,7 @@ def list_cmd(state: _State, fmt: str) -> None:
                     "version": p.version,
                     "entry_point": p.entry_point,
                     "status": p.status,
+                    "off": p.off or None,  # why a disabled one is not loaded: "disabled" or "autoload off"
                     "error": p.error,
                     "problems": p.problems,
                     "passes": p.passes,
@@ -374,15 +389,16 @@ def list_cmd(state: _State, fmt: str) -> None:
         _echo_json(out)
         return
     print_table(("pass", "kind", "source", "summary"), rows, title=f"{len(rows)} passes")
-    presets = reg.presets()
-    if presets:
+    preset_rows = [(p.name, p.source, p.pipeline) for p in reg.presets().values()]
+    preset_rows += [(name, "CONFLICT", _preset_clash(name, candidates)) for name, candidates in conflicts.items()]
+    if preset_rows:
         click.echo()
-        print_table(("preset", "source", "pipeline"), [(p.name, p.source, p.pipeline) for p in presets.values()])
+        print_table(("preset", "source", "pipeline"), sorted(preset_rows))
     # one row per entry point: a distribution may register several
     # what each registered: its passes, then its presets (a plugin of presets only showed its
     # problems there); its problems when it registered nothing
     plugin_rows = [
-        (p.label, p.name, p.status, ", ".join([*p.passes, *(f"{n} (preset)" for n in p.presets)]) or (p.error or ""))
+        (p.label, p.name, p.off or p.status, ", ".join([*p.passes, *(f"{n} (preset)" for n in p.presets)]) or (p.error or ""))
         for p in reg.plugins
     ]
     click.echo()
@@ -392,6 +408,13 @@ def list_cmd(state: _State, fmt: str) -> None:
     if rejected_rows:
         click.echo()
         print_table(("plugin", "rejected", "name", "reason"), rejected_rows, title=f"{len(rejected_rows)} rejected")
+
+
+def _preset_clash(name: str, candidates: list[Any]) -> str:
+    """What ``list`` says of a preset name several plugins register (no ``prefer`` chose)."""
+    from .errors import prefer_hint
+
+    return f"registered by {' and '.join(c.source for c in candidates)}: choose one with {prefer_hint(name)}"
 
 
 @cli.command("show")
@@ -406,12 +429,20 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
 
     reg = state.registry()
     name = normal_name(name)  # as the registry looks names up (typed decomposed: the same name)
-    if name not in reg and name in reg.presets():
-        preset = reg.presets()[name]
+    if name not in reg and (name in reg.presets() or name in reg.preset_conflicts()):
+        presets = [reg.presets()[name]] if name in reg.presets() else reg.preset_conflicts()[name]
+        if len(presets) > 1:  # show every registration, so the user can choose one with `prefer`
+            click.echo(f"warning: {DuplicatePassError(name, [p.source for p in presets], kind='preset')}", err=True)
         if fmt == "json":
-            _echo_json({"preset": name, "pipeline": preset.pipeline, "description": preset.description,
-                        "source": preset.source})
-        else:
+            out = [
+                {"preset": name, "pipeline": p.pipeline, "description": p.description, "source": p.source}
+                for p in presets
+            ]
+            _echo_json(out[0] if len(out) == 1 else {"candidates": out})
+            return
+        for i, preset in enumerate(presets):
+            if i:
+                click.echo("\n" + "-" * 60)
             click.echo(f"{name} (preset)" + (f" — {preset.description}" if preset.description else ""))
             click.echo(f"source:   {preset.source}")
             click.echo(f"pipeline: {preset.pipeline}")
@@ -437,6 +468,7 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
 
 def _show_text(d: Any) -> None:
     from .console import print_table
+    from .registry import config_value
 
     click.echo(f"{d.name} ({d.kind}) — {d.summary}")
     click.echo(f"source:   {d.distribution} {d.version} ({d.module})".rstrip())
@@ -454,7 +486,7 @@ def _show_text(d: Any) -> None:
             (
                 o.name,
                 o.type + (f" ({o.constraints})" if o.constraints else ""),
-                "(required)" if o.required else repr(o.default),
+                "(required)" if o.required else repr(config_value(o.default)),
                 o.description,
             )
             for o in d.options

@@ -632,7 +632,12 @@ class Pipeline:
                 keys = ("`pipeline: pass1,pass2`", "`preset: inference`")
             else:
                 keys = ('`pipeline = "pass1,pass2"`', '`preset = "inference"`')
-            raise ConfigError(f"no pipeline given: set {keys[0]} (or a list) or {keys[1]}", source=cfg._source)
+            # (a config with a [model] gets `fxpasses run`'s preset first: this one has none)
+            raise ConfigError(
+                f"no pipeline given: set {keys[0]} (or a list) or {keys[1]}; only a config with a [model] "
+                "section runs a preset by default (`inference`, or `training` with train = true)",
+                source=cfg._source,
+            )
         common = dict(
             registry=registry,
             verify=cfg.verify,

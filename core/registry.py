@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import enum
 import gc
 import importlib
 import importlib.metadata as md
@@ -100,7 +101,8 @@ class PluginRecord:
     """One entry point of the ``fxpasses`` group and what became of it.
 
     ``status`` is ``"found"`` (not loaded yet), ``"loaded"``, ``"partial"``, ``"empty"``,
-    ``"failed"`` or ``"disabled"``; ``problems`` each problem it had (a failure, or what went
+    ``"failed"`` or ``"disabled"`` (not loaded: ``off`` says why, ``"disabled"`` by
+    ``disable``/``-p no:NAME`` or ``"autoload off"``); ``problems`` each problem it had (a failure, or what went
     wrong while it registered: the warnings' texts without the plugin's name) and ``error``
     their first lines, joined with "; "; ``passes`` the names it registered (each once),
     ``presets`` the presets it registered; ``rejected`` the passes and presets it registered that were rejected
@@ -117,6 +119,7 @@ class PluginRecord:
     presets: list[str] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    off: str = ""  # why a "disabled" plugin is not loaded: "disabled" (disable, -p no:NAME) or "autoload off"
 
     @property
     def entry_point(self) -> str:
@@ -237,10 +240,8 @@ class PassDescription:
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["options"] = [dataclasses.asdict(o) for o in self.options]
-        for o in d["options"]:
-            if not _jsonable(o["default"]):
-                o["default"] = repr(o["default"])
+        # defaults as a config file writes them (an Enum member as its value, a Path as text)
+        d["options"] = [{**dataclasses.asdict(o), "default": config_value(o.default)} for o in self.options]
         return d
 
 
@@ -633,10 +634,10 @@ class Registry:
                     f"`disable`, or -p no:{off}): name each plugin in only one of them"
                 )
             if names & self.disable:
-                rec.status = "disabled"
+                rec.status, rec.off = "disabled", "disabled"
                 continue
             if not (autoload or builtin or names & self.enable):
-                rec.status = "disabled"
+                rec.status, rec.off = "disabled", "autoload off"
                 continue
             self._load_record(rec)
         self._check_prefer()
@@ -1064,6 +1065,18 @@ class Registry:
             return info
         if existing.cls is pass_cls:
             return existing
+        if existing.distribution == distribution:
+            # one plugin, two classes under one name: its own mistake, which `prefer` (a
+            # choice between distributions) cannot settle; the first class stays
+            why = (
+                f"{distribution} registers another class under this name, "
+                f"{existing.cls.__module__}.{existing.cls.__qualname__} (rename one of them)"
+            )
+            if self._reject(rec, "pass", name, why):
+                self._problem(
+                    rec.error_for(f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) skipped: {why}")
+                )
+            return None
         wanted = self.prefer.get(name)
         if (
             _norm(existing.distribution) == BUILTIN_DISTRIBUTION
@@ -1104,6 +1117,11 @@ class Registry:
         if existing is None or existing == info:
             self._presets[name] = info
             return True
+        if existing.distribution == info.distribution:  # one plugin, two presets of one name
+            why = f"{info.distribution} registers another preset under this name ({existing.pipeline!r}; rename one of them)"
+            if self._reject(rec, "preset", name, why):
+                self._problem(rec.error_for(f"preset {name!r} ({info.pipeline!r}) skipped: {why}"))
+            return False
         if _norm(existing.distribution) == BUILTIN_DISTRIBUTION and wanted != _norm(info.distribution):
             why = (
                 f"{_taken_by([existing], 'preset')} (choose the plugin's with {prefer_hint(name, info.distribution)})"
@@ -1211,8 +1229,14 @@ class Registry:
         )
 
     def presets(self) -> dict[str, PresetInfo]:
-        """Registered presets by name (sorted)."""
+        """Registered presets by name (sorted); a name two plugins register, which no
+        ``prefer`` chose, is not among them (see :meth:`preset_conflicts`)."""
         return dict(sorted(self._presets.items()))
+
+    def preset_conflicts(self) -> dict[str, list[PresetInfo]]:
+        """Preset names two or more plugins register and no ``prefer`` chose one of (unusable
+        until one does), with every registration, by name (sorted)."""
+        return {n: list(c) for n, c in sorted(self._preset_conflicts.items()) if n not in self._presets}
 
     def preset(self, name: str, *, source: str | None = None) -> PresetInfo:
         """The preset ``name``.
@@ -1362,7 +1386,7 @@ class Registry:
                     default=default,
                     required=required,
                     description=f.description or "",
-                    constraints=_constraints(f),
+                    constraints=", ".join(filter(None, (_constraints(f), _choices(f.annotation)))),
                 )
             )
         return PassDescription(
@@ -1420,8 +1444,30 @@ def _type_str(annotation: Any) -> str:
     return text.replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
-def _jsonable(value: Any) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str, list, dict, tuple))
+def config_value(value: Any) -> Any:
+    """An option's value as a config file writes it (pydantic's JSON conversion): an ``Enum``
+    member as its value, a ``Path`` as a string, tuples and sets as lists, nested too; the
+    ``repr`` of what has no such form."""
+    from pydantic_core import to_jsonable_python
+
+    try:
+        return to_jsonable_python(value)
+    except Exception:  # noqa: BLE001 - a value for a message: its repr then
+        return repr(value)
+
+
+def _choices(annotation: Any) -> str:
+    """``one of 'safe', 'fast'``: the values of the ``Enum`` classes an option's type names
+    (also inside ``Optional[...]``), as a config file writes them; "" when it names none."""
+    found: list[Any] = []
+    stack = [annotation]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, type) and issubclass(a, enum.Enum):
+            found.extend(config_value(m) for m in a)
+        else:
+            stack.extend(typing.get_args(a))
+    return "one of " + ", ".join(map(repr, found)) if found else ""
 
 
 _default: Registry | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema
@@ -115,14 +116,30 @@ def _cross_field_rules(schema: dict[str, Any]) -> None:
     """What the config models check across fields (pydantic validators, which leave no trace
     in the generated schema), written as JSON Schema, so that the schema refuses what
     ``fxpasses check`` refuses where JSON Schema can say it: ``pipeline`` and ``preset``
-    together; a model with none or several of ``factory``/``graph``/``program``; bounds on a
-    bool input, fractional bounds on an integer one; a positional input named with a
-    leading zero (``"01"``); a blank plugin name."""
+    together; a model with none or several of ``factory``/``graph``/``program``, without
+    ``inputs`` (only a ``program`` brings its own), with ``kwargs`` but no factory, or a
+    ``program`` with ``train = true`` or another capture than export; an infinite
+    ``atol``/``rtol``; bounds on a bool input, fractional bounds on an integer one; a
+    positional input named with a leading zero (``"01"``); a blank plugin name."""
     defs = schema["$defs"]
     given = {"not": {"type": "null"}}  # (null is "not given", as check reads it)
     schema["not"] = {"required": ["pipeline", "preset"], "properties": {"pipeline": given, "preset": given}}
+    for key in ("atol", "rtol"):  # finite (allow_inf_nan=False): a TOML or YAML inf is a number too
+        schema["properties"][key]["maximum"] = sys.float_info.max
     model = defs["ModelConfig"]
     model["oneOf"] = [{"required": [k], "properties": {k: given}} for k in ("factory", "graph", "program")]
+    program = {"required": ["program"], "properties": {"program": given}}
+    model["allOf"] = [
+        # inputs, unless a saved program brings its own
+        {"if": {"not": program}, "then": {"required": ["inputs"], "properties": {"inputs": given}}},
+        # kwargs are a factory's
+        {
+            "if": {"not": {"required": ["factory"], "properties": {"factory": given}}},
+            "then": {"properties": {"kwargs": {"type": "object", "maxProperties": 0}}},
+        },
+        # a saved program is used as it is: exported, in the mode export fixed
+        {"if": program, "then": {"properties": {"train": {"const": False}, "capture": {"const": "export"}}}},
+    ]
     spec = defs["InputSpec"]
 
     def bounds(dtype: str, kind: str, low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:

@@ -112,6 +112,9 @@ def test_check_of_a_config_without_a_pipeline_prints_the_preset_run_uses(tmp_pat
     cfg.write_text('verify = "lint"\n')
     r = CliRunner().invoke(cli, ["check", str(cfg)])
     assert r.exit_code == 2 and "no pipeline given" in r.output
+    # and says when a preset would have been run (a new-user check read the README's "no
+    # pipeline: the preset run uses" as applying here)
+    assert "only a config with a [model] section runs a preset by default" in r.output
 
 
 def test_check_of_an_empty_pyproject_table_prints_the_preset_run_uses(tmp_path, monkeypatch):

@@ -518,3 +518,43 @@ def test_a_plugin_of_the_registry_given_as_an_instrument_too_is_an_error_and_non
     assert timer.runs == {}
     pipe.run(torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=None)
     assert timer.runs == {"remove_dropout": 1}
+
+
+def test_the_command_line_prints_a_raising_plugin_instrument_as_a_warning_line(tmp_path, monkeypatch):
+    """A plugin's instrument raising during `fxpasses run` was shown as Python's warning,
+    pointing at click's decorators.py and its source line (found by a new-user check): every
+    fxpasses warning a command issues is a `warning: ...` line, as the plugin problems."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from dists import forget_modules, make_dist
+
+    site = tmp_path / "site"
+    make_dist(
+        site,
+        "raising-instrument",
+        "0.1",
+        "fxp_raising_instrument",
+        """
+        import fxpasses
+
+        @fxpasses.hookimpl
+        def fxpasses_before_pass(pass_name, gm, ctx):
+            if pass_name == "eliminate_dead_code":
+                raise RuntimeError("instrument hook boom")
+        """,
+    )
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    forget_modules("fxp_raising_instrument")
+    cfg = tmp_path / "m.toml"
+    cfg.write_text('[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{ shape = [1, 3, 8, 8] }]\n')
+    r = CliRunner().invoke(
+        cli, ["-p", "raising-instrument", "run", str(cfg), "--pipeline", "remove_dropout,eliminate_dead_code", "--no-save", "--repeat", "1"]
+    )
+    forget_modules("fxp_raising_instrument")
+    assert r.exit_code == 0, r.output
+    lines = [line for line in r.stderr.splitlines() if "instrument hook boom" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: plugin raising-instrument 0.1"), r.stderr
+    assert "decorators.py" not in r.stderr and "PluginWarning" not in r.stderr

@@ -246,3 +246,24 @@ def test_an_import_failure_names_the_file_and_line_that_raised(tmp_path, monkeyp
         }
     finally:
         forget_modules("fxp_deepraise", "fxp_deephelper", "fxp_badsyntax")
+
+
+def test_list_says_a_plugin_is_off_because_of_autoload_not_disabled(site):
+    """`list` showed "disabled" for plugins left out only by FXPASSES_DISABLE_PLUGIN_AUTOLOAD=1,
+    while the errors said "(autoload off)" and the fix differs (-p NAME, not removing it from
+    `disable`); found by a new-user check."""
+    import json
+
+    r = invoke("list", env={"FXPASSES_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if line.startswith("healthy 2.0"))
+    assert row.split()[3:5] == ["autoload", "off"], row
+    r = invoke("-p", "no:healthy", "list")
+    row = next(line for line in r.output.splitlines() if line.startswith("healthy 2.0"))
+    assert row.split()[3] == "disabled", row
+    r = invoke("list", "--format", "json", env={"FXPASSES_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    (rec,) = [p for p in json.loads(r.stdout)["plugins"] if p["distribution"] == "healthy"]
+    assert (rec["status"], rec["off"]) == ("disabled", "autoload off")
+    r = invoke("-p", "no:healthy", "list", "--format", "json")
+    (rec,) = [p for p in json.loads(r.stdout)["plugins"] if p["distribution"] == "healthy"]
+    assert (rec["status"], rec["off"]) == ("disabled", "disabled")

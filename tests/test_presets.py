@@ -178,6 +178,59 @@ def test_two_plugins_presets_of_one_name_wait_for_prefer(tmp_path, monkeypatch):
     assert fxpasses.Registry(prefer={"fast": "aaa-presets"}).preset("fast").pipeline == "eliminate_dead_code"
 
 
+def test_list_and_show_name_a_preset_two_plugins_register(tmp_path, monkeypatch):
+    """A preset two plugins register (no prefer) had no row in `list` (text or JSON), and
+    `show` said it was unknown, "from a plugin that was not loaded"; found by a new-user
+    check. Both now name the clash and every registration, as for a pass."""
+    import json
+
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    install_presets(
+        tmp_path,
+        monkeypatch,
+        ("aaa-presets", "1.0", "fxp_aaa", [("fast", "eliminate_dead_code")]),
+        ("zzz-presets", "2.0", "fxp_zzz", [("fast", "remove_dropout")]),
+    )
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0, r.output
+    (row,) = [line for line in r.output.splitlines() if line.startswith("fast ")]
+    assert row.split()[:2] == ["fast", "CONFLICT"]
+    assert "registered by aaa-presets 1.0 and zzz-presets 2.0: choose one with" in row
+    forget_modules("fxp_aaa", "fxp_zzz")
+    r = CliRunner().invoke(cli, ["list", "--format", "json"])
+    (entry,) = [p for p in json.loads(r.stdout)["presets"] if p["name"] == "fast"]
+    assert entry["source"] == "CONFLICT" and entry["pipeline"] is None
+    assert [(c["source"], c["pipeline"]) for c in entry["candidates"]] == [
+        ("aaa-presets 1.0", "eliminate_dead_code"),
+        ("zzz-presets 2.0", "remove_dropout"),
+    ]
+    forget_modules("fxp_aaa", "fxp_zzz")
+    r = CliRunner().invoke(cli, ["show", "fast"])
+    assert r.exit_code == 0, r.output
+    assert "preset name 'fast' is registered by more than one plugin: aaa-presets 1.0 and zzz-presets 2.0" in r.stderr
+    assert "pipeline: eliminate_dead_code" in r.stdout and "pipeline: remove_dropout" in r.stdout
+    forget_modules("fxp_aaa", "fxp_zzz")
+    r = CliRunner().invoke(cli, ["show", "fast", "--format", "json"])
+    assert [c["source"] for c in json.loads(r.stdout)["candidates"]] == ["aaa-presets 1.0", "zzz-presets 2.0"]
+    forget_modules("fxp_aaa", "fxp_zzz")
+    r = CliRunner().invoke(cli, ["-p", "aaa-presets", "-p", "zzz-presets", "show", "fast"])
+    assert "not loaded" not in r.output
+
+
+def test_one_plugin_registering_two_presets_of_one_name_keeps_the_first_and_says_so(tmp_path, monkeypatch):
+    install_presets(
+        tmp_path, monkeypatch, ("twice-presets", "1.0", "fxp_twice", [("fast", "eliminate_dead_code"), ("fast", "remove_dropout")])
+    )
+    reg = fxpasses.Registry()
+    assert reg.preset("fast").pipeline == "eliminate_dead_code"
+    (problem,) = [str(p) for p in reg.problems if "fast" in str(p)]
+    assert "preset 'fast' ('remove_dropout') skipped: twice-presets registers another preset under this name" in problem
+    assert "prefer" not in problem
+
+
 def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
     install_presets(
         tmp_path,

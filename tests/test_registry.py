@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
 import importlib
 import sys
+from pathlib import Path
+from typing import Optional
 
 import pydantic
 import pytest
@@ -1120,7 +1123,11 @@ def test_a_class_registered_twice_into_a_name_in_conflict_is_one_candidate(site)
     forget_modules("fxp_twice_a", "fxp_twice_b")
 
 
-def test_two_classes_one_name_from_one_plugin_keep_the_conflict_rule(site):
+def test_two_classes_one_name_from_one_plugin_keep_the_first_and_say_so(site):
+    """Two classes under one name from one plugin were a conflict between "two-classes-dist
+    1.0 and two-classes-dist 1.0" whose `prefer` took the first class and dropped the other
+    silently (found by a new-user check): a choice between distributions cannot settle a
+    plugin's own mistake. The first class stays, the second is skipped and named."""
     make_dist(
         site,
         "two-classes-dist",
@@ -1132,9 +1139,16 @@ def test_two_classes_one_name_from_one_plugin_keep_the_conflict_rule(site):
     )
     forget_modules("fxp_two_classes")
     reg = Registry()
-    assert [c.cls.__name__ for c in reg.candidates("same_name")] == ["SameNamePass", "Other"]
-    with pytest.raises(DuplicatePassError):
-        reg.get("same_name")
+    assert [c.cls.__name__ for c in reg.candidates("same_name")] == ["SameNamePass"]
+    assert reg.get("same_name").__name__ == "SameNamePass"
+    (problem,) = [str(p) for p in reg.problems if "two-classes-dist" in str(p)]
+    assert "pass 'same_name' (fxp_two_classes.Other) skipped: two-classes-dist registers another class under this name, " in problem
+    assert "fxp_two_classes.SameNamePass (rename one of them)" in problem and "prefer" not in problem
+    (rec,) = [r for r in reg.plugins if r.distribution == "two-classes-dist"]
+    assert rec.status == "partial" and [x.name for x in rec.rejected] == ["same_name"]
+    forget_modules("fxp_two_classes")
+    with pytest.raises(PluginError, match="registers another class under this name"):
+        Registry(strict=True)
     forget_modules("fxp_two_classes")
 
 
@@ -1476,3 +1490,46 @@ def test_an_unmarked_hook_is_reported_beside_a_hook_that_raises(site):
     assert rec.status == "failed"
     assert rec.error.startswith("fxpasses_register_passes raised RuntimeError: not today; also: fxpasses_register_presets ")
     assert "@fxpasses.hookimpl" in rec.error
+
+
+class _Mode(enum.Enum):
+    safe = "safe"
+    fast = "fast"
+
+
+def test_show_gives_defaults_as_a_config_writes_them_and_lists_enum_choices(capsys):
+    """`show` gave an Enum default as "<Mode.safe: 'safe'>" and a Path as
+    "PosixPath('x.txt')", text and JSON, and listed no choices for an Enum option (found by a
+    new-user check); a config writes `mode = "safe"`."""
+    import json
+
+    from fxpasses.cli import _show_text
+
+    Mode = _Mode
+
+    class Modal(fxpasses.GraphPass):
+        """Modal."""
+
+        name = "modal_pass"
+
+        class Options(fxpasses.PassOptions):
+            mode: _Mode = _Mode.safe
+            maybe: Optional[_Mode] = None
+            out: Path = Path("x.txt")
+            sizes: tuple[int, ...] = (1, 2)
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = Registry(autoload=False)
+    reg.register(Modal)
+    d = reg.describe("modal_pass")
+    assert [o.default for o in d.options] == [Mode.safe, None, Path("x.txt"), (1, 2)]  # the Python values
+    as_json = json.loads(json.dumps(d.as_dict()))
+    assert [o["default"] for o in as_json["options"]] == ["safe", None, "x.txt", [1, 2]]
+    assert [o.constraints for o in d.options] == ["one of 'safe', 'fast'", "one of 'safe', 'fast'", "", ""]
+    _show_text(d)
+    out = capsys.readouterr().out
+    assert "'safe'" in out and "'x.txt'" in out and "[1, 2]" in out
+    assert "Mode.safe" not in out and "PosixPath" not in out
+    assert "_Mode (one of 'safe', 'fast')" in out

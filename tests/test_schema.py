@@ -141,6 +141,19 @@ MODEL = {"factory": "models:convnet"}
         ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "float16", "high": 1e5}]}}, False),
         ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "high": 1e39}]}}, False),
         ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": [{"shape": [1], "dtype": "float64", "high": 1e39}]}}, True),
+        # a fourth check: inputs required but for a program, kwargs a factory's, finite tolerances
+        ({"pipeline": "remove_dropout", "model": {**MODEL}}, False),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "inputs": None}}, False),
+        ({"pipeline": "remove_dropout", "model": {"graph": "g.py", "kwargs": {"a": 1}, "inputs": [{"shape": [1]}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {"graph": "g.py", "kwargs": {}, "inputs": [{"shape": [1]}]}}, True),
+        ({"pipeline": "remove_dropout", "model": {**MODEL, "kwargs": {"a": 1}, "inputs": [{"shape": [1]}]}}, True),
+        ({"pipeline": "remove_dropout", "atol": float("inf")}, False),
+        ({"pipeline": "remove_dropout", "rtol": float("inf")}, False),
+        ({"pipeline": "remove_dropout", "atol": 1e300}, True),
+        ({"pipeline": "remove_dropout", "model": {"program": "m.pt2"}}, True),
+        ({"pipeline": "remove_dropout", "model": {"program": "m.pt2", "train": True}}, False),
+        ({"pipeline": "remove_dropout", "model": {"program": "m.pt2", "capture": "dynamo"}}, False),
+        ({"pipeline": "remove_dropout", "model": {"program": "m.pt2", "capture": "export"}}, True),
     ],
 )
 def test_the_schema_and_check_agree_on_inputs_output_and_entry_settings(validator, tmp_path, config, valid):
