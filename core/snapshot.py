@@ -7,9 +7,9 @@ args, kwargs, type, a copy of ``meta``, the order of its users) in one O(n) swee
 (~30 ms on 100k nodes) and, on restore, puts the *same* ``Node`` objects back: nodes the pass
 created are detached, nodes it erased are re-linked, and every field is reset. Node identity,
 names, ``meta`` and the generated code are therefore exactly as before. A ``meta`` is copied
-one level down, and further through plain containers: the dicts, lists and sets its values
-hold, and those inside them or inside tuples (``nn_module_stack``, ``source_fn_stack``,
-``from_node``), are recorded with their contents and filled again in place on restore, so an
+one level down, and further through plain containers: the dicts, lists and sets among its
+values, and those inside them (``nn_module_stack``, ``source_fn_stack``, ``from_node``), are
+recorded with their contents and filled again in place on restore, so an
 in-place edit of one (``meta["nn_module_stack"].clear()``) is undone and containers shared
 between nodes (``torch.export`` shares one ``nn_module_stack`` among the nodes of a call)
 stay shared; any other object in ``meta`` (tensors, ``NodeSource`` records) is kept by
@@ -587,16 +587,16 @@ def record_namespace(graph: torch.fx.Graph) -> tuple[Any, Any, Any]:
 
 
 #: the container types whose contents a node's ``meta`` record holds (exact types: a
-#: subclass such as ``TensorMetadata``, a named tuple, is a value like any other)
-_FILLED = (dict, list, set)
-_WALKED = frozenset({dict, list, set, tuple})
+#: subclass such as ``TensorMetadata``, a named tuple, is a value like any other; tuples are
+#: immutable, and what they hold is not looked into)
+_FILLED = frozenset({dict, list, set})
 
 
 class MetaRecord(dict):
     """A copy of a node's ``meta`` whose values hold plain containers: ``inner`` lists
-    ``(key, container, copy of its contents)`` for each dict, list and set reachable from the
-    values through dicts, lists, sets and tuples (each once), which :func:`reset_nodes` fills
-    again in place and :meth:`Snapshot.differences` compares."""
+    ``(key, container, copy of its contents)`` for each dict, list and set among the values
+    and, through them, inside them (each once), which :func:`reset_nodes` fills again in place
+    and :meth:`Snapshot.differences` compares."""
 
     __slots__ = ("inner",)
 
@@ -605,23 +605,34 @@ def _meta_record(meta: dict[Any, Any]) -> dict[Any, Any]:
     """:class:`MetaRecord` of ``meta`` (a copy of it), the containers inside recorded."""
     rec = MetaRecord(meta)
     inner: list[tuple[Any, Any, Any]] = []
-    seen: set[int] = set()
-    for key, value in meta.items():
-        stack = [value]
+    deeper: list[tuple[Any, Any]] = []
+    filled = _FILLED
+    for key, v in meta.items():
+        t = type(v)
+        if t is dict:
+            inner.append((key, v, v.copy()))
+            items: Any = v.values()
+        elif t is list or t is set:
+            inner.append((key, v, t(v)))
+            items = v
+        else:
+            continue
+        if not filled.isdisjoint(map(type, items)):  # containers inside it (rare; the test in C)
+            deeper.append((key, items))
+    seen = {id(c) for _, c, _ in inner} if deeper else None
+    for key, items in deeper:
+        stack = [x for x in items if type(x) in filled]
         while stack:
             v = stack.pop()
-            t = type(v)
-            if t not in _WALKED or id(v) in seen:
+            if id(v) in seen:  # type: ignore[operator]
                 continue
-            seen.add(id(v))
-            if t is dict:
+            seen.add(id(v))  # type: ignore[union-attr]
+            if type(v) is dict:
                 inner.append((key, v, v.copy()))
-                stack.extend(v.values())
-            elif t is tuple:
-                stack.extend(v)
+                stack.extend(x for x in v.values() if type(x) in filled)
             else:
-                inner.append((key, v, t(v)))
-                stack.extend(v)
+                inner.append((key, v, type(v)(v)))
+                stack.extend(x for x in v if type(x) in filled)
     rec.inner = inner
     return rec
 
@@ -669,7 +680,7 @@ def node_record(n: torch.fx.Node) -> tuple[Any, ...]:
         n.type,
         n._sort_key,
         n._repr_fn,
-        meta.copy() if _WALKED.isdisjoint(map(type, meta.values())) else _meta_record(meta),
+        meta.copy() if _FILLED.isdisjoint(map(type, meta.values())) else _meta_record(meta),
         list(n.users) if len(n.users) > 1 else None,  # order matters from two users on
     )
 

@@ -166,3 +166,28 @@ def test_a_snapshot_names_a_container_in_meta_changed_in_place():
     snap.restore()
     assert snap.differences() == []
     assert node.meta[key] is container and len(container) > 0
+
+
+def test_containers_nested_in_meta_containers_are_put_back_too():
+    gm, inputs = _graph("symbolic_trace")
+    node = next(n for n in gm.graph.nodes if n.op == "call_module")
+    inner_list, inner_set = [1, 2], {"a"}
+    custom = {"levels": inner_list, "tags": [inner_set, ("kept", "as is")]}
+    node.meta["custom"] = custom
+    node.meta["also"] = custom  # the same container under two keys: recorded once
+
+    class Deep(GraphPass):
+        name = "deep"
+
+        def run(self, gm, ctx):
+            inner_list.append(3)
+            inner_set.add("b")
+            custom["tags"].pop()
+            custom["new"] = 1
+            raise RuntimeError("boom")
+
+    with pytest.raises(PassFailedError):
+        Pipeline([Deep]).run(gm, inputs)
+    assert node.meta["custom"] is custom and node.meta["also"] is custom
+    assert custom == {"levels": [1, 2], "tags": [{"a"}, ("kept", "as is")]}
+    assert custom["levels"] is inner_list and custom["tags"][0] is inner_set
