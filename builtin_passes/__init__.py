@@ -49,12 +49,12 @@ BUILTIN_PRESETS: dict[str, tuple[str, str]] = {
         "simplification, constant folding (weights included: they are frozen), CSE and DCE.",
     ),
     "training": (
-        "remove_dropout,fuse_conv_bn,simplify_algebra,fold_constants,"
+        "remove_dropout,simplify_algebra,fold_constants{fold_parameters=false,remove_unused_state=false},"
         "eliminate_common_subexpressions,eliminate_dead_code{remove_unused_state=false}",
-        "The inference passes for a model that will still be trained: each leaves alone what "
-        "training needs (active dropout, training-mode batch norm, parameters that require "
-        "grad, and every parameter and buffer the forward does not read: state-dict names "
-        "stay).",
+        "The inference passes that keep a model trainable as it is: no conv-bn fusion and no "
+        "folding of parameters (the optimizer keeps updating the very tensors the graph "
+        "reads), active dropout and training-mode batch norm left alone, and no parameter, "
+        "buffer or submodule removed or added: the state-dict names stay.",
     ),
 }
 

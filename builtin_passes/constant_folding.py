@@ -55,6 +55,15 @@ class FoldConstantsOptions(PassOptions):
             "b); raise it to fold constants built from literals (torch.arange(n), masks)."
         ),
     )
+    remove_unused_state: bool = Field(
+        default=True,
+        description=(
+            "Delete the parameters/buffers that folding leaves unread (so the storage bound holds "
+            "without a later eliminate_dead_code). False keeps every one, so the state-dict names "
+            "stay (the `training` preset): nothing is freed then, and a fold that adds a tensor is "
+            "refused unless max_growth_bytes allows it."
+        ),
+    )
     fold_parameters: Optional[bool] = Field(
         default=None,
         description=(
@@ -115,12 +124,13 @@ class FoldConstants(GraphPass):
 
     After replacing uses, the pass erases the constant nodes it made dead and deletes the
     parameters/buffers no node reads any more (so the storage bound holds without a later
-    ``eliminate_dead_code``); it runs before ``eliminate_dead_code`` when both are in a
-    pipeline, which removes any other dead code.
+    ``eliminate_dead_code``; ``remove_unused_state=false`` keeps them, and then counts nothing
+    as freed); it runs before ``eliminate_dead_code`` when both are in a pipeline, which
+    removes any other dead code.
 
     Options (see :class:`FoldConstantsOptions`): ``max_numel`` (default 2**20 elements),
-    ``max_growth_bytes`` (default 0), ``fold_parameters`` (default: parameters that may be
-    trained are left alone).
+    ``max_growth_bytes`` (default 0), ``remove_unused_state`` (default true),
+    ``fold_parameters`` (default: parameters that may be trained are left alone).
 
     Caveats: the values are computed once, with the global state at folding time (default
     dtype, autocast off, grad off unless a constant requires grad); a folded parameter's
@@ -164,7 +174,7 @@ class FoldConstants(GraphPass):
         accepted, removable = self._check_growth(gm, ctx, values, storages, folds, needed, opts)
         if not accepted:
             return False
-        self._apply(gm, ctx, values, accepted, removable)
+        self._apply(gm, ctx, values, accepted, removable if opts.remove_unused_state else set())
         return True
 
     # ------------------------------------------------------------------ 1. evaluate
@@ -377,7 +387,7 @@ class FoldConstants(GraphPass):
         dead_targets: dict[Any, set[str]] = {}  # storage key -> targets of dead constant get_attrs
         dead_bytes: dict[Any, int] = {}
         for node, (k, nbytes) in storages.items():
-            if node not in needed:
+            if node not in needed and opts.remove_unused_state:  # (kept: nothing is freed)
                 dead_targets.setdefault(k, set()).add(str(node.target))
                 dead_bytes[k] = nbytes
         live_keys, names_by_key = (

@@ -898,3 +898,36 @@ def test_a_folded_constant_requires_grad_exactly_when_eager_mode_computes_it_so(
     assert_preserves_outputs(
         fxpasses.Pipeline.from_string(FOLD + options), _GradFreeConstants().eval(), (x,), dialects=[dialect]
     )
+
+
+class _BufferArithmetic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.full((4,), 4.0))
+
+    def forward(self, x):
+        return x * self.scale.sqrt() + self.scale.size(0)
+
+
+@pytest.mark.parametrize("dialect", ["export", "symbolic_trace"])
+def test_remove_unused_state_false_keeps_every_attribute_and_frees_nothing(dialect):
+    """With remove_unused_state=false (the training preset) the buffers a fold leaves unread
+    stay, so nothing counts as freed: a tensor fold adds storage, refused at the default
+    max_growth_bytes=0, made when the budget allows it; literals fold either way."""
+    x = torch.randn(2, 4)
+    model = _BufferArithmetic()
+    gm = capture(model, [x], dialect).gm
+    names = list(gm.state_dict())
+    expected = gm(x)
+    report = fold(gm, [x], f"{FOLD}{{remove_unused_state=false}}")
+    assert list(gm.state_dict()) == names
+    assert report.counters.get("removed_buffers", 0) == 0 and report.counters.get("bytes_freed", 0) == 0
+    assert not any(str(n.target).startswith("folded_") for n in gm.graph.find_nodes(op="get_attr"))
+    if dialect == "export":  # scale.sqrt() is a graph node there (symbolic_trace evaluated it)
+        assert report.counters["skipped_size"] >= 1
+        gm2 = capture(model, [x], dialect).gm
+        report = fold(gm2, [x], f"{FOLD}{{remove_unused_state=false,max_growth_bytes=16}}")
+        assert report.counters["folded"] >= 1 and report.counters.get("bytes_freed", 0) == 0
+        assert set(names) < set(gm2.state_dict())  # kept, and the folded one besides
+        torch.testing.assert_close(gm2(x), expected)
+    torch.testing.assert_close(gm(x), expected)

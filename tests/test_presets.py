@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import sys
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 import fxpasses
@@ -24,11 +26,12 @@ def test_builtin_presets():
         "remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants{fold_parameters=true}",
         "eliminate_common_subexpressions", "eliminate_dead_code",
     ]
-    # the same passes for a model still to be trained: fold_constants at its default, which
-    # leaves parameters that require grad alone in training mode
-    assert presets["training"].pipeline == presets["inference"].pipeline.replace("{fold_parameters=true}", "").replace(
-        "eliminate_dead_code", "eliminate_dead_code{remove_unused_state=false}"
-    )
+    # for a model still to be trained: no conv-bn fusion, no parameter folded, no state
+    # removed or added (a new-user check found fusion and folding broke both)
+    assert presets["training"].pipeline.split(",") == [
+        "remove_dropout", "simplify_algebra", "fold_constants{fold_parameters=false", "remove_unused_state=false}",
+        "eliminate_common_subexpressions", "eliminate_dead_code{remove_unused_state=false}",
+    ]
     assert presets["inference"].source == "fxpasses 0.1.0"
 
 
@@ -59,6 +62,70 @@ def test_training_preset_keeps_every_state_dict_name_and_gradient():
     gm(x).sum().backward()
     grads = {k: p.grad for k, p in gm.named_parameters()}
     assert grads["enc.weight"] is not None and grads["enc.bias"] is not None and grads["dec.bias"] is not None
+
+
+class _FineTuned(torch.nn.Module):
+    """What fine-tuning looks like: a trainable conv before a frozen (eval-mode) batch norm, a
+    frozen parameter and a buffer read through arithmetic, and an eval-mode submodule whose
+    parameter still requires grad, in a model in training mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.pos = torch.nn.Parameter(torch.randn(8, 4), requires_grad=False)
+        self.register_buffer("scale", torch.full((4,), 3.0))
+        self.backbone = torch.nn.Module()
+        self.backbone.w = torch.nn.Parameter(torch.randn(4, 4))
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        y = self.bn(self.conv(x)).relu().mean((2, 3))
+        y = y + self.pos[:1] * 2 + self.scale.sqrt()
+        y = y @ self.backbone.w.t()
+        return self.head(y)
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_training_preset_keeps_a_fine_tuned_model_trainable_as_it_is(dialect):
+    """The training preset fused a frozen BN into the trainable conv (the conv's weight got no
+    gradient any more: a new conv_fused.weight did) and fold_constants folded and deleted the
+    frozen `pos`, the buffer `scale` and, under symbolic_trace, the eval-mode submodule's
+    trainable `w` (state-dict names changed; an optimizer built on the model's parameters
+    trained tensors the graph no longer read); found by a new-user check."""
+    from fxpasses.capture import capture
+
+    torch.manual_seed(0)
+    model = _FineTuned().train()
+    model.bn.eval()
+    model.backbone.eval()
+    x = torch.randn(2, 3, 8, 8)
+    gm = capture(model, [x], dialect).gm
+    names = list(gm.state_dict())
+    checkpoint = {k: v.clone() for k, v in gm.state_dict().items()}
+    report = Pipeline.from_preset("training", verify="numeric").run(gm, [x])
+    assert list(gm.state_dict()) == names
+    assert report["fold_constants"].counters.get("removed_parameters", 0) == 0
+    assert report["fold_constants"].counters.get("removed_buffers", 0) == 0
+    # every parameter that requires grad gets its gradient, and training it trains the graph
+    eager = copy.deepcopy(model)
+    opt_gm = torch.optim.SGD([p for p in gm.parameters() if p.requires_grad], lr=0.1)
+    opt_eager = torch.optim.SGD([p for p in eager.parameters() if p.requires_grad], lr=0.1)
+    for _ in range(2):
+        for m, opt in ((gm, opt_gm), (eager, opt_eager)):
+            opt.zero_grad()
+            m(x).square().sum().backward()
+            opt.step()
+    grads = {k: p.grad for k, p in gm.named_parameters() if p.requires_grad}
+    assert set(grads) == {"conv.weight", "conv.bias", "bn.weight", "bn.bias", "backbone.w", "head.weight", "head.bias"}
+    assert all(g is not None for g in grads.values())
+    torch.testing.assert_close(gm(x), eager(x), rtol=1e-5, atol=1e-6)
+    # and a checkpoint loads both ways, strictly (symbolic_trace itself evaluates
+    # `self.scale.sqrt()` into a `_tensor_constant0` at capture: there against the capture's)
+    gm.load_state_dict(checkpoint)
+    if dialect == "export":
+        gm.load_state_dict(eager.state_dict())
+        eager.load_state_dict(gm.state_dict())
 
 
 def test_preset_in_config_and_errors(tmp_path):
