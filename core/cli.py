@@ -943,12 +943,16 @@ def schema_cmd(state: _State) -> None:
 def _warning_lines(*categories: type[Warning]) -> Any:
     """Print the warnings of ``categories`` issued inside as ``warning: ...`` lines on stderr
     (as the plugin problems are), not as Python's ``file:line: Category: ...``, when they are
-    issued; others are shown as Python would show them."""
+    issued, each text once; others are shown as Python would show them."""
     shown = warnings.showwarning
+    printed: set[str] = set()  # each text once (bisect reruns the pipeline: its warnings again)
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         if issubclass(category, categories):
-            click.echo(f"warning: {message}", err=True)
+            text = f"warning: {message}"
+            if text not in printed:
+                printed.add(text)
+                click.echo(text, err=True)
         else:  # not ours to reformat: let it through as Python would show it
             shown(message, category, filename, lineno, file, line)
 

@@ -968,3 +968,20 @@ def test_a_misspelt_after_name_is_warned_of_by_a_pipeline_and_fxpasses_run(tmp_p
         assert r.stderr.count(typo) == 1 and "optional_plugins_pass" not in r.stderr
         r = CliRunner().invoke(cli, ["check", "--pipeline", "ordered_pass"])  # notes, not warnings too
         assert "warning:" not in r.output and r.output.count("eliminate_dead_cod'") == 1
+
+
+def test_fxpasses_warnings_in_a_command_are_warning_lines_each_text_once(capsys):
+    """Every command prints fxpasses' own warnings as `warning: ...` lines (a plugin
+    instrument raising mid-run showed Python's warning, pointing at click); a text issued
+    again (bisect reruns the pipeline) is printed once."""
+    import warnings as _warnings
+
+    from fxpasses.cli import _warning_lines
+    from fxpasses.errors import PassDefinitionWarning, PluginWarning
+
+    with _warning_lines(PluginWarning, PassDefinitionWarning):
+        for _ in range(3):
+            _warnings.warn(PluginWarning("plugin x: broken"))
+        _warnings.warn(PassDefinitionWarning("pass y: typo"))
+        _warnings.warn(PluginWarning("plugin x: broken"))
+    assert capsys.readouterr().err.splitlines() == ["warning: plugin x: broken", "warning: pass y: typo"]
