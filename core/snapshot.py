@@ -7,13 +7,14 @@ args, kwargs, type, a copy of ``meta``, the order of its users) in one O(n) swee
 (~30 ms on 100k nodes) and, on restore, puts the *same* ``Node`` objects back: nodes the pass
 created are detached, nodes it erased are re-linked, and every field is reset. Node identity,
 names, ``meta`` and the generated code are therefore exactly as before. A ``meta`` is copied
-one level down, and further through plain containers: the dicts, lists and sets among its
-values, and those inside them (``nn_module_stack``, ``source_fn_stack``, ``from_node``), are
-recorded with their contents and filled again in place on restore, so an
+one level down, and further through containers: the dicts, lists, sets and deques (their
+subclasses too, such as ``OrderedDict``) among its values, and those inside them
+(``nn_module_stack``, ``source_fn_stack``, ``from_node``), are recorded with their contents
+and filled again in place on restore, so an
 in-place edit of one (``meta["nn_module_stack"].clear()``) is undone and containers shared
 between nodes (``torch.export`` shares one ``nn_module_stack`` among the nodes of a call)
-stay shared; any other object in ``meta`` (tensors, ``NodeSource`` records) is kept by
-reference, not copied.
+stay shared; any other object in ``meta`` (tensors, ``NodeSource`` records, tuples and what
+they hold) is kept by reference, not copied or looked into.
 
 The module side (parameters, buffers, submodules, hooks, plain attributes and the class of
 every submodule, and torch's global module hooks) is recorded by reference. Tensors written
@@ -36,6 +37,7 @@ torch version.
 
 from __future__ import annotations
 
+import collections
 from operator import attrgetter, itemgetter
 from operator import eq as _eq
 from operator import is_ as _is
@@ -320,6 +322,8 @@ class Snapshot:
         meta = self.gm.__dict__.get("meta")
         if self.gm_meta is not None and isinstance(meta, dict) and not _same_items(meta, self.gm_meta):
             out.append(f"GraphModule.meta: {_first_difference(meta, self.gm_meta)}")
+        elif self.gm_meta is not None and _inner_change(self.gm_meta) is not None:
+            out.append(f"GraphModule.meta: {_inner_change(self.gm_meta)!r} changed in place")
         if not all(map(_is, _grads(self.tensors, self.non_leaf), self.tensor_grad_values)):
             out.append(".grad of a parameter, buffer or tensor attribute changed")
         return out[:limit]
@@ -551,11 +555,12 @@ def restore_graph_state(
 
 def record_surroundings(gm: torch.fx.GraphModule) -> tuple[Any, Any, Any, Any]:
     """What a pass may change outside the module tree: a copy of ``GraphModule.meta`` (None
-    when it has none), copies of torch's global module hooks, torch's global full-backward-hook
-    flag, and the ``forward`` of the GraphModule's class (``recompile()`` sets it)."""
+    when it has none; the containers inside it recorded as a node's are), copies of torch's
+    global module hooks, torch's global full-backward-hook flag, and the ``forward`` of the
+    GraphModule's class (``recompile()`` sets it)."""
     meta = gm.__dict__.get("meta")
     return (
-        meta.copy() if isinstance(meta, dict) else None,
+        _meta_record(meta) if isinstance(meta, dict) else None,
         [(h, h.copy()) for h in _GLOBAL_HOOKS],
         _module_mod._global_is_full_backward_hook,
         type(gm).__dict__.get("forward"),
@@ -569,6 +574,8 @@ def restore_surroundings(gm: torch.fx.GraphModule, recorded: tuple[Any, Any, Any
     if gm_meta is not None and isinstance(meta, dict) and not _same_items(meta, gm_meta):
         meta.clear()
         meta.update(gm_meta)
+    if type(gm_meta) is MetaRecord:
+        _refill(gm_meta.inner)
     for live, rec in global_hooks:
         if not _same_items(live, rec):
             live.clear()
@@ -586,53 +593,70 @@ def record_namespace(graph: torch.fx.Graph) -> tuple[Any, Any, Any]:
     return (ns._obj_to_name.copy(), ns._used_names.copy(), ns._base_count.copy())
 
 
-#: the container types whose contents a node's ``meta`` record holds (exact types: a
-#: subclass such as ``TensorMetadata``, a named tuple, is a value like any other; tuples are
-#: immutable, and what they hold is not looked into)
-_FILLED = frozenset({dict, list, set})
+#: what a ``meta`` record copies the contents of: dicts, lists, sets and deques, their
+#: subclasses too (``OrderedDict``: symbolic_trace's ``nn_module_stack``, ``defaultdict``)
+_CONTAINERS = (dict, list, set, collections.deque)
+#: types of ``meta`` values found to hold nothing to record (not a container; tuples, named
+#: ones such as ``TensorMetadata`` too, are kept as they are, not looked into):
+#: ``node_record`` copies a meta of only these in C
+_PLAIN: set[type] = {str, int, float, bool, type(None), tuple}
+#: container types found so far, by kind: "dict", "set", "list", "deque"
+_KIND: dict[type, str] = {dict: "dict", list: "list", set: "set", collections.deque: "deque"}
+
+
+def _kind(t: type) -> str | None:
+    """``t``'s entry of :data:`_KIND` (None: plain), classified and cached on first sight."""
+    kind = _KIND.get(t)
+    if kind is None and t not in _PLAIN:
+        for base, name in ((dict, "dict"), (set, "set"), (list, "list"), (collections.deque, "deque")):
+            if issubclass(t, base):
+                kind = _KIND[t] = name
+                break
+        else:
+            _PLAIN.add(t)
+    return kind
 
 
 class MetaRecord(dict):
-    """A copy of a node's ``meta`` whose values hold plain containers: ``inner`` lists
-    ``(key, container, copy of its contents)`` for each dict, list and set among the values
-    and, through them, inside them (each once), which :func:`reset_nodes` fills again in place
-    and :meth:`Snapshot.differences` compares."""
+    """A copy of a node's ``meta`` whose values hold containers: ``inner`` lists ``(key,
+    container, copy of its contents)`` for each dict, list, set and deque among the values
+    and, through them, inside them (each once), which
+    :func:`reset_nodes` fills again in place and :meth:`Snapshot.differences` compares."""
 
     __slots__ = ("inner",)
 
 
 def _meta_record(meta: dict[Any, Any]) -> dict[Any, Any]:
-    """:class:`MetaRecord` of ``meta`` (a copy of it), the containers inside recorded."""
-    rec = MetaRecord(meta)
+    """A copy of ``meta``: a :class:`MetaRecord` with the containers inside recorded, or a
+    plain dict when it holds none."""
     inner: list[tuple[Any, Any, Any]] = []
-    deeper: list[tuple[Any, Any]] = []
-    filled = _FILLED
-    for key, v in meta.items():
-        t = type(v)
-        if t is dict:
-            inner.append((key, v, v.copy()))
-            items: Any = v.values()
-        elif t is list or t is set:
-            inner.append((key, v, t(v)))
-            items = v
-        else:
+    seen: set[int] = set()
+    plain = _PLAIN
+    kinds = _KIND
+    for key, value in meta.items():
+        if type(value) in plain:
             continue
-        if not filled.isdisjoint(map(type, items)):  # containers inside it (rare; the test in C)
-            deeper.append((key, items))
-    seen = {id(c) for _, c, _ in inner} if deeper else None
-    for key, items in deeper:
-        stack = [x for x in items if type(x) in filled]
+        stack = [value]
         while stack:
             v = stack.pop()
-            if id(v) in seen:  # type: ignore[operator]
+            t = type(v)
+            if t in plain or id(v) in seen:
                 continue
-            seen.add(id(v))  # type: ignore[union-attr]
-            if type(v) is dict:
-                inner.append((key, v, v.copy()))
-                stack.extend(x for x in v.values() if type(x) in filled)
+            kind = kinds.get(t) or _kind(t)
+            if kind is None:
+                continue
+            seen.add(id(v))
+            if kind == "dict":
+                inner.append((key, v, dict(v)))
+                items: Any = v.values()
             else:
-                inner.append((key, v, type(v)(v)))
-                stack.extend(x for x in v if type(x) in filled)
+                inner.append((key, v, set(v) if kind == "set" else list(v)))
+                items = v
+            if not plain.issuperset(map(type, items)):  # (in C: most hold plain values only)
+                stack.extend(items)
+    if not inner:
+        return meta.copy()
+    rec = MetaRecord(meta)
     rec.inner = inner
     return rec
 
@@ -648,9 +672,9 @@ def _inner_change(meta: dict[Any, Any]) -> str | None:
 
 def _same_contents(live: Any, saved: Any) -> bool:
     """Whether a container holds the recorded contents (the same objects, in order)."""
-    if type(live) is dict:
-        return _same_items(live, saved)
-    if type(live) is set:
+    if isinstance(saved, dict):
+        return len(live) == len(saved) and _same_items(live, saved)
+    if isinstance(saved, set):
         return live == saved
     return len(live) == len(saved) and all(map(_is, live, saved))
 
@@ -659,8 +683,11 @@ def _refill(inner: list[tuple[Any, Any, Any]]) -> None:
     """Put the recorded contents back into each container of a :class:`MetaRecord`."""
     for _, live, saved in inner:
         if not _same_contents(live, saved):
-            if type(live) is list:
+            if isinstance(live, list):
                 live[:] = saved
+            elif isinstance(live, collections.deque):
+                live.clear()
+                live.extend(saved)
             else:
                 live.clear()
                 live.update(saved)
@@ -680,7 +707,7 @@ def node_record(n: torch.fx.Node) -> tuple[Any, ...]:
         n.type,
         n._sort_key,
         n._repr_fn,
-        meta.copy() if _FILLED.isdisjoint(map(type, meta.values())) else _meta_record(meta),
+        meta.copy() if _PLAIN.issuperset(map(type, meta.values())) else _meta_record(meta),
         list(n.users) if len(n.users) > 1 else None,  # order matters from two users on
     )
 
