@@ -176,7 +176,9 @@ def _echo_json(obj: dict[str, Any], default: Callable[[Any], str] = str) -> None
     the real stdout again just for this."""
     if "ok" not in obj:
         obj = {"ok": True, **obj}
-    text = json.dumps(obj, indent=2, default=default)
+    from ._json import dumps
+
+    text = dumps(obj, indent=2, default=default)
     out = _JSON_STDOUT[-1] if _JSON_STDOUT else None
     saved = _JSON_FD1[-1] if _JSON_FD1 else None
     if saved is None:
@@ -344,7 +346,7 @@ def list_cmd(state: _State, fmt: str) -> None:
     registered that was rejected as it loaded (with the reason)."""
     from .console import print_table
 
-    reg = state.registry()
+    reg = state.registry(_project_plugins())
     conflicts = reg.preset_conflicts()
     rows = []
     for name in reg.names():
@@ -427,7 +429,7 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
     """Show a pass (options with types and defaults, dependencies, source package) or a preset."""
     from .errors import DuplicatePassError
 
-    reg = state.registry()
+    reg = state.registry(_project_plugins())
     name = normal_name(name)  # as the registry looks names up (typed decomposed: the same name)
     if name not in reg and (name in reg.presets() or name in reg.preset_conflicts()):
         presets = [reg.presets()[name]] if name in reg.presets() else reg.preset_conflicts()[name]
@@ -498,6 +500,23 @@ def _show_text(d: Any) -> None:
     if body:
         click.echo()
         click.echo(body)
+
+
+def _project_plugins() -> Any:
+    """The ``[plugins]`` section of the nearest pyproject.toml's ``[tool.fxpasses]`` (None
+    without one), which ``fxpasses run`` without CONFIG applies: ``list``, ``show`` and
+    ``schema`` describe the registry it would use (its ``prefer``, ``enable``, ``disable``).
+    A pyproject.toml that does not load is a warning line, and no section."""
+    from .config import find_pyproject, load_config_file
+    from .errors import ConfigError, ConfigWarning
+
+    try:
+        with _warning_lines(ConfigWarning):  # a misspelt [tool.fxpass] table
+            found = find_pyproject()
+        return load_config_file(found).plugins if found is not None else None
+    except ConfigError as exc:
+        click.echo(f"warning: {exc} (its [plugins] section is not applied)", err=True)
+        return None
 
 
 def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = None) -> Any:
@@ -933,10 +952,12 @@ def schema_cmd(state: _State) -> None:
     from .errors import PluginWarning
     from .schema import config_schema
 
-    registry = state.registry()
+    registry = state.registry(_project_plugins())
     with _warning_lines(PluginWarning):  # a plugin's options without a JSON Schema
         schema = config_schema(registry)
-    click.echo(json.dumps(schema, indent=2, default=str))
+    from ._json import dumps
+
+    click.echo(dumps(schema, indent=2, default=str))
 
 
 @contextlib.contextmanager

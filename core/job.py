@@ -55,6 +55,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from ._json import dumps as json_dumps
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
@@ -818,7 +819,7 @@ def run_job(
         if save and out_dir is not None:
             kind = cap.dialect if mc.graph is None else "graph"
             result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
-            (out_dir / "report.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
+            (out_dir / "report.json").write_text(json_dumps(result.as_dict(), indent=2, default=str))
             result.saved.append(out_dir / "report.json")
         return result
 
@@ -1142,10 +1143,14 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
     BatchNorm then normalized with batch statistics, dropout was active again) and every
     parameter required grad (a frozen backbone was trainable again, outputs required grad).
 
+    It also ties again the parameters and buffers that were one tensor in ``gm`` (a tied
+    embedding and output projection): ``to_folder`` saves and loads each name apart, so they
+    came back as separate tensors that training moved apart.
+
     The mode most modules have is written once (``_MODE``), with the paths of those in the
-    other mode (``_OTHER``), and the paths of the frozen parameters (``_FROZEN``); lines
-    appended to ``__init__`` apply them (the module.py stays importable on its own, with no
-    fxpasses)."""
+    other mode (``_OTHER``), the paths of the frozen parameters (``_FROZEN``) and the names of
+    each tied tensor (``_TIED``); lines appended to ``__init__`` apply them (the module.py
+    stays importable on its own, with no fxpasses)."""
     text = module_py.read_text()
     try:
         tree = ast.parse(text)
@@ -1159,11 +1164,25 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
     mode = sum(modes.values()) * 2 >= len(modes)
     other = sorted(name for name, t in modes.items() if t != mode)
     frozen = sorted(name for name, p in gm.named_parameters(remove_duplicate=False) if not p.requires_grad)
+    shared: dict[int, list[str]] = {}
+    for named in (gm.named_parameters(remove_duplicate=False), gm.named_buffers(remove_duplicate=False)):
+        for name, t in named:
+            shared.setdefault(id(t), []).append(name)
+    tied = [names for names in shared.values() if len(names) > 1]
     lines = text.splitlines(keepends=True)
     body = [
         "        # each module's training/eval mode when saved (to_folder rebuilds them all in training mode)\n",
         "        for _name, _module in self.named_modules(remove_duplicate=False):\n",
         "            _module.training = _MODE != (_name in _OTHER)\n",
+        "        # the parameters and buffers that were one tensor when saved (tied weights): the first's\n",
+        "        for _names in _TIED:\n",
+        "            _path, _, _attr = _names[0].rpartition('.')\n",
+        "            _module = self.get_submodule(_path)\n",
+        "            _tensor = _module._parameters[_attr] if _attr in _module._parameters else _module._buffers[_attr]\n",
+        "            for _name in _names[1:]:\n",
+        "                _path, _, _attr = _name.rpartition('.')\n",
+        "                _module = self.get_submodule(_path)\n",
+        "                (_module._parameters if _attr in _module._parameters else _module._buffers)[_attr] = _tensor\n",
         "        # the parameters that did not require grad (load_state_dict makes them all require it)\n",
         "        for _name, _parameter in self.named_parameters(remove_duplicate=False):\n",
         "            _parameter.requires_grad_(_name not in _FROZEN)\n",
@@ -1174,6 +1193,8 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
         f"_OTHER = frozenset({other!r})\n",
         "# the parameters that did not require grad when saved\n",
         f"_FROZEN = frozenset({frozen!r})\n",
+        "# the names of each parameter or buffer several modules held (to_folder saves each apart)\n",
+        f"_TIED = {tied!r}\n",
     ]
     end = init.end_lineno
     lines[end:end] = body

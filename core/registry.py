@@ -878,7 +878,7 @@ class Registry:
                 return
             # (no description: "", not the text "None")
             info = PresetInfo(name, pipeline, "" if description is None else str(description), rec.distribution, rec.version)
-            if self._add_preset(info, rec):
+            if self._add_preset(info, rec) and name not in presets:  # (registered again: once)
                 presets.append(name)
 
         calls = [

@@ -35,7 +35,6 @@ from __future__ import annotations
 import datetime
 import importlib
 import importlib.util
-import json
 import math
 import shlex
 import sys
@@ -46,6 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 import torch.fx
 
+from ._json import dumps as json_dumps
 from .config import has_gaps, is_positional_name, positional_names, split_named_inputs
 from .errors import ConfigError, FxPassesError, PassFailedError, exception_text, require_file
 from .hookspecs import hookimpl
@@ -755,7 +755,7 @@ def write_reproducer(
     if plugins:
         config["plugins"] = plugins
     cfg_path = directory / CONFIG_NAME
-    cfg_path.write_text(json.dumps(config, indent=2) + "\n")
+    cfg_path.write_text(json_dumps(config, indent=2) + "\n")
     # the failure as the replay reports it: its bisect command is the reproducer's own (the
     # run's names a config and a model the replay machine does not have)
     text = str(error)

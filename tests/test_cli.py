@@ -985,3 +985,37 @@ def test_fxpasses_warnings_in_a_command_are_warning_lines_each_text_once(capsys)
         _warnings.warn(PassDefinitionWarning("pass y: typo"))
         _warnings.warn(PluginWarning("plugin x: broken"))
     assert capsys.readouterr().err.splitlines() == ["warning: plugin x: broken", "warning: pass y: typo"]
+
+
+def test_json_output_has_no_infinity_or_nan_tokens():
+    """A plugin option's default float("inf") made `fxpasses show --format json` and `fxpasses
+    schema` print `Infinity`, which JSON parsers outside Python reject (found by a new-user
+    check): non-finite floats are written as "inf", "-inf", "nan"."""
+    import contextlib
+    import io
+
+    from fxpasses._json import dumps
+    from fxpasses.cli import _echo_json
+    from fxpasses.registry import Registry
+
+    text = dumps({"a": float("inf"), "b": [float("-inf"), (1.5, float("nan"))], float("inf"): {"c": 2}})
+    assert json.loads(text) == {"a": "inf", "b": ["-inf", [1.5, "nan"]], "inf": {"c": 2}}
+    assert "Infinity" not in text and "NaN" not in text
+
+    class Unbounded(fxpasses.GraphPass):
+        """Unbounded."""
+
+        name = "unbounded"
+
+        class Options(fxpasses.PassOptions):
+            limit: float = float("inf")
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = Registry(autoload=False)
+    reg.register(Unbounded)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        _echo_json(reg.describe("unbounded").as_dict())
+    assert json.loads(buf.getvalue(), parse_constant=lambda c: pytest.fail(f"non-JSON token {c}"))["options"][0]["default"] == "inf"

@@ -221,6 +221,61 @@ def test_a_saved_module_keeps_frozen_parameters_frozen(tmp_path, monkeypatch, fa
     assert r.exit_code == 1 and "read back gives other outputs: output: requires grad" in r.output, r.output
 
 
+def test_a_saved_module_keeps_tied_weights_tied(tmp_path):
+    """to_folder saves and loads each parameter apart: with `train = true` and symbolic_trace a
+    tied pair came back as two tensors, and fine-tuning the saved module moved them apart
+    (found by a new-user check; the read-back check saw equal outputs)."""
+    (tmp_path / "tied.py").write_text(
+        "import torch\n"
+        "class Tied(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)\n"
+        "        self.b.weight = self.a.weight\n"
+        "    def forward(self, x):\n"
+        "        return self.b(self.a(x))\n"
+        "def tied():\n"
+        "    torch.manual_seed(0)\n"
+        "    return Tied()\n"
+    )
+    out = run_config(
+        tmp_path,
+        'pipeline = "eliminate_dead_code"\n[model]\nfactory = "tied:tied"\ncapture = "symbolic_trace"\n'
+        "train = true\ninputs = [{shape = [2, 4]}]\n",
+    )
+    loaded = load_folder(out / "module")
+    assert loaded.get_submodule("a").weight is loaded.get_submodule("b").weight
+    assert loaded.get_submodule("a").bias is not loaded.get_submodule("b").bias
+    # fine-tuning the saved module tracks the model
+    import importlib
+
+    model = importlib.import_module("tied").tied()
+    x = torch.randn(2, 4)
+    for m in (model, loaded):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            m(x).square().sum().backward()
+            opt.step()
+    torch.testing.assert_close(loaded(x), model(x))
+    # a buffer under two names (symbolic_trace keeps one name per tensor: a graph built so)
+    from fxpasses.job import _keep_module_state
+
+    root = torch.nn.Module()
+    root.register_buffer("s", torch.ones(4))
+    root.c = torch.nn.Module()
+    root.c.register_buffer("s2", root.s)
+    graph = torch.fx.Graph()
+    x_ = graph.placeholder("x")
+    graph.output(graph.call_function(torch.add, (graph.call_function(torch.mul, (x_, graph.get_attr("s"))), graph.get_attr("c.s2"))))
+    gm = torch.fx.GraphModule(root, graph)
+    assert gm.get_buffer("s") is gm.get_buffer("c.s2")
+    gm.to_folder(tmp_path / "buffers", "OptimizedModule")
+    _keep_module_state(tmp_path / "buffers" / "module.py", gm)
+    again = load_folder(tmp_path / "buffers")
+    assert again.get_buffer("s") is again.get_buffer("c.s2")
+
+
 def test_load_folder_names_a_folder_without_a_saved_module(tmp_path):
     with pytest.raises(UserError, match=r"out holds no module\.py: give the 'module' folder.*model\.pt2"):
         load_folder(tmp_path / "out")

@@ -287,6 +287,43 @@ def test_list_and_show_name_a_preset_two_plugins_register(tmp_path, monkeypatch)
     assert "not loaded" not in r.output
 
 
+def test_list_and_show_apply_the_pyprojects_plugins_section(tmp_path, monkeypatch):
+    """`fxpasses run` below a pyproject.toml whose [tool.fxpasses.plugins] prefers one of two
+    plugins' presets used it, while `list` still said CONFLICT and `show` "choose one with
+    prefer" (found by a new-user check): list, show and schema apply that section too."""
+    import json
+
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    install_presets(
+        tmp_path,
+        monkeypatch,
+        ("aaa-presets", "1.0", "fxp_aaa", [("fast", "eliminate_dead_code")]),
+        ("zzz-presets", "2.0", "fxp_zzz", [("fast", "remove_dropout")]),
+    )
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[tool.fxpasses.plugins]\nprefer = {fast = "zzz-presets"}\n')
+    monkeypatch.chdir(project / "src")
+    r = CliRunner().invoke(cli, ["list", "--format", "json"])
+    (entry,) = [p for p in json.loads(r.stdout)["presets"] if p["name"] == "fast"]
+    assert (entry["source"], entry["pipeline"]) == ("zzz-presets 2.0", "remove_dropout")
+    forget_modules("fxp_aaa", "fxp_zzz")
+    r = CliRunner().invoke(cli, ["show", "fast"])
+    assert r.exit_code == 0 and "pipeline: remove_dropout" in r.stdout and "warning" not in r.stderr, r.output
+    forget_modules("fxp_aaa", "fxp_zzz")
+    (project / "pyproject.toml").write_text("[tool.fxpasses.plugins]\nprefer = 3\n")
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0 and "its [plugins] section is not applied" in r.stderr, r.output
+    forget_modules("fxp_aaa", "fxp_zzz")
+    (project / "pyproject.toml").write_text("[tool.fxpasses\n")  # not TOML
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0 and "invalid TOML" in r.stderr and "not applied" in r.stderr, r.output
+    forget_modules("fxp_aaa", "fxp_zzz")
+
+
 def test_one_plugin_registering_two_presets_of_one_name_keeps_the_first_and_says_so(tmp_path, monkeypatch):
     install_presets(
         tmp_path, monkeypatch, ("twice-presets", "1.0", "fxp_twice", [("fast", "eliminate_dead_code"), ("fast", "remove_dropout")])
@@ -296,6 +333,16 @@ def test_one_plugin_registering_two_presets_of_one_name_keeps_the_first_and_says
     (problem,) = [str(p) for p in reg.problems if "fast" in str(p)]
     assert "preset 'fast' ('remove_dropout') skipped: twice-presets registers another preset under this name" in problem
     assert "prefer" not in problem
+
+
+def test_a_preset_registered_twice_alike_by_one_plugin_is_listed_once(tmp_path, monkeypatch):
+    install_presets(
+        tmp_path, monkeypatch, ("again-presets", "1.0", "fxp_again", [("same", "eliminate_dead_code"), ("same", "eliminate_dead_code")])
+    )
+    reg = fxpasses.Registry()
+    (rec,) = [r for r in reg.plugins if r.distribution == "again-presets"]
+    assert rec.presets == ["same"] and rec.status == "loaded"
+    assert not [p for p in reg.problems if "again-presets" in str(p)]
 
 
 def test_plugin_presets_and_clashes(tmp_path, monkeypatch):
