@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["dumps"]
+__all__ = ["dumps", "finite"]
 
 
 def _spelled(x: float) -> Any:
@@ -31,6 +31,12 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
+
+
+def finite(obj: Any) -> Any:
+    """``obj`` (JSON-able: lists, tuples, dicts, scalars) with every non-finite float written
+    as the string ``"inf"``, ``"-inf"`` or ``"nan"``, tuples as lists."""
+    return _finite(obj)
 
 
 def dumps(obj: Any, **kwargs: Any) -> str:

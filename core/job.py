@@ -1168,6 +1168,10 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
     for named in (gm.named_parameters(remove_duplicate=False), gm.named_buffers(remove_duplicate=False)):
         for name, t in named:
             shared.setdefault(id(t), []).append(name)
+    for path, m in gm.named_modules(remove_duplicate=False):  # plain tensor attributes too
+        for attr, t in vars(m).items():  # (symbolic_trace's _tensor_constant0: a buffer's tensor)
+            if isinstance(t, torch.Tensor):
+                shared.setdefault(id(t), []).append(f"{path}.{attr}" if path else attr)
     tied = [names for names in shared.values() if len(names) > 1]
     lines = text.splitlines(keepends=True)
     body = [
@@ -1178,11 +1182,16 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
         "        for _names in _TIED:\n",
         "            _path, _, _attr = _names[0].rpartition('.')\n",
         "            _module = self.get_submodule(_path)\n",
-        "            _tensor = _module._parameters[_attr] if _attr in _module._parameters else _module._buffers[_attr]\n",
+        "            _tensor = getattr(_module, _attr)\n",
         "            for _name in _names[1:]:\n",
         "                _path, _, _attr = _name.rpartition('.')\n",
         "                _module = self.get_submodule(_path)\n",
-        "                (_module._parameters if _attr in _module._parameters else _module._buffers)[_attr] = _tensor\n",
+        "                if _attr in _module._parameters:\n",
+        "                    _module._parameters[_attr] = _tensor\n",
+        "                elif _attr in _module._buffers:\n",
+        "                    _module._buffers[_attr] = _tensor\n",
+        "                else:  # a plain tensor attribute\n",
+        "                    object.__setattr__(_module, _attr, _tensor)\n",
         "        # the parameters that did not require grad (load_state_dict makes them all require it)\n",
         "        for _name, _parameter in self.named_parameters(remove_duplicate=False):\n",
         "            _parameter.requires_grad_(_name not in _FROZEN)\n",
@@ -1193,7 +1202,7 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
         f"_OTHER = frozenset({other!r})\n",
         "# the parameters that did not require grad when saved\n",
         f"_FROZEN = frozenset({frozen!r})\n",
-        "# the names of each parameter or buffer several modules held (to_folder saves each apart)\n",
+        "# the names of each parameter, buffer or tensor attribute held under several (to_folder saves each apart)\n",
         f"_TIED = {tied!r}\n",
     ]
     end = init.end_lineno

@@ -111,6 +111,11 @@ class PlanStep:
 
     def describe(self) -> str:
         opts = self.options.model_dump(exclude_defaults=True)
+        fields = type(self.options).model_fields
+        for k in [k for k, v in opts.items() if isinstance(v, float) and math.isnan(v)]:
+            default = fields[k].default if k in fields else None
+            if isinstance(default, float) and math.isnan(default):  # (nan != nan: not "set" by anyone)
+                del opts[k]
         text = self.name
         if opts:
             text += "{" + ",".join(f"{k}={format_value(v)}" for k, v in opts.items()) + "}"

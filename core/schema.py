@@ -39,6 +39,21 @@ class _LooseSchema(GenerateJsonSchema):
         self.loose.append(error_info)
         return {}
 
+    def encode_default(self, dft: Any) -> Any:
+        """pydantic's encoding of a default, but one holding a non-finite float (``[inf,
+        nan]``, which pydantic writes as ``[null, null]`` inside a list or dict) spelled as
+        everywhere else in fxpasses' JSON: ``"inf"``, ``"-inf"``, ``"nan"``."""
+        from pydantic_core import to_jsonable_python
+
+        from ._json import finite
+
+        try:
+            raw = to_jsonable_python(dft, inf_nan_mode="constants")
+        except Exception:  # noqa: BLE001 - pydantic's own encoding says what is wrong
+            return super().encode_default(dft)
+        spelled = finite(raw)
+        return super().encode_default(dft) if spelled == raw else spelled
+
 
 def _options_json_schema(name: str, options_cls: Any, source: str) -> dict[str, Any]:
     """``options_cls``'s JSON Schema; a field type with none is left unconstrained, and a pass

@@ -274,6 +274,21 @@ def test_a_saved_module_keeps_tied_weights_tied(tmp_path):
     _keep_module_state(tmp_path / "buffers" / "module.py", gm)
     again = load_folder(tmp_path / "buffers")
     assert again.get_buffer("s") is again.get_buffer("c.s2")
+    # a plain tensor attribute that is a buffer's tensor (a graph reading it under both names)
+    root = torch.nn.Module()
+    root.register_buffer("s", torch.ones(4))
+    object.__setattr__(root, "const", root.s)  # not a buffer: a plain attribute
+    graph = torch.fx.Graph()
+    x_ = graph.placeholder("x")
+    graph.output(graph.call_function(torch.add, (graph.call_function(torch.mul, (x_, graph.get_attr("s"))), graph.get_attr("const"))))
+    gm = torch.fx.GraphModule(root, graph)
+    assert gm.get_buffer("s") is gm.const
+    gm.to_folder(tmp_path / "plain", "OptimizedModule")
+    _keep_module_state(tmp_path / "plain" / "module.py", gm)
+    again = load_folder(tmp_path / "plain")
+    assert again.get_buffer("s") is again.const
+    again.get_buffer("s").add_(1)
+    torch.testing.assert_close(again(torch.zeros(4)), torch.full((4,), 2.0))
 
 
 def test_load_folder_names_a_folder_without_a_saved_module(tmp_path):

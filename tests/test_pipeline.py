@@ -1219,3 +1219,23 @@ def test_a_model_symbolic_trace_cannot_take_is_pointed_at_the_other_captures():
     assert str(info.value).endswith(
         "which the export and dynamo captures take; Python control flow on tensor values needs torch.cond in any capture)"
     )
+
+
+def test_a_nan_default_is_not_printed_as_a_setting_in_the_plan():
+    """`nanval=nan` appeared in the plan's pipeline string for an option nobody set whose
+    default is nan (nan != nan); found by a new-user check."""
+
+    class NanDefault(fxpasses.GraphPass):
+        name = "nan_default"
+
+        class Options(fxpasses.PassOptions):
+            nanval: float = float("nan")
+            limit: float = 1.0
+
+        def run(self, gm, ctx):
+            return False
+
+    plan = Pipeline([NanDefault]).plan()
+    assert plan.as_pipeline_string() == "nan_default"
+    plan = Pipeline([(NanDefault, {"limit": 2.0})]).plan()
+    assert plan.as_pipeline_string() == "nan_default{limit=2.0}"

@@ -291,3 +291,22 @@ def test_fxpasses_schema_with_such_a_plugin_installed_prints_the_schema_and_a_wa
     schema = json.loads(r.stdout)
     assert "cast_dtype" in schema["properties"]["options"]["properties"]
     assert "remove_dropout" in schema["properties"]["options"]["properties"]
+
+
+def test_non_finite_defaults_inside_lists_and_dicts_keep_their_values():
+    """pydantic writes a non-finite float inside a list or dict default as null (a top-level
+    one was "inf"): `[inf, nan]` came out as `[null, null]` (found by a new-user check)."""
+    from fxpasses.schema import _options_json_schema
+
+    class Opts(fxpasses.PassOptions):
+        top: float = float("inf")
+        seq: list[float] = [float("inf"), float("nan")]
+        table: dict[str, float] = {"a": float("-inf")}
+        plain: list[int] = [1, 2]
+
+    schema = _options_json_schema("p", Opts, "test")
+    props = schema["properties"]
+    assert props["seq"]["default"] == ["inf", "nan"]
+    assert props["table"]["default"] == {"a": "-inf"}
+    assert props["plain"]["default"] == [1, 2]
+    assert json.loads(json.dumps(schema))["properties"]["seq"]["default"] == ["inf", "nan"]
