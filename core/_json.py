@@ -23,24 +23,20 @@ def _spelled(x: float) -> Any:
     return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
 
 
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return _spelled(obj)
-    if isinstance(obj, dict):
-        return {(_spelled(k) if isinstance(k, float) else k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def finite(obj: Any) -> Any:
     """``obj`` (JSON-able: lists, tuples, dicts, scalars) with every non-finite float written
     as the string ``"inf"``, ``"-inf"`` or ``"nan"``, tuples as lists."""
-    return _finite(obj)
+    if isinstance(obj, float):
+        return _spelled(obj)
+    if isinstance(obj, dict):
+        return {(_spelled(k) if isinstance(k, float) else k): finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def dumps(obj: Any, **kwargs: Any) -> str:
     """``json.dumps(obj, **kwargs)`` with every non-finite float (in lists, tuples and dicts,
     keys too) written as the string ``"inf"``, ``"-inf"`` or ``"nan"``; never ``Infinity`` or
     ``NaN``. A ``default`` that returns a non-finite float raises ``ValueError``."""
-    return json.dumps(_finite(obj), allow_nan=False, **kwargs)
+    return json.dumps(finite(obj), allow_nan=False, **kwargs)

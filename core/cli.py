@@ -432,7 +432,7 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
     reg = state.registry(_project_plugins())
     name = normal_name(name)  # as the registry looks names up (typed decomposed: the same name)
     if name not in reg and (name in reg.presets() or name in reg.preset_conflicts()):
-        presets = [reg.presets()[name]] if name in reg.presets() else reg.preset_conflicts()[name]
+        presets = [bound] if (bound := reg.presets().get(name)) is not None else reg.preset_conflicts()[name]
         if len(presets) > 1:  # show every registration, so the user can choose one with `prefer`
             click.echo(f"warning: {DuplicatePassError(name, [p.source for p in presets], kind='preset')}", err=True)
         if fmt == "json":
@@ -508,11 +508,10 @@ def _project_plugins() -> Any:
     ``schema`` describe the registry it would use (its ``prefer``, ``enable``, ``disable``).
     A pyproject.toml that does not load is a warning line, and no section."""
     from .config import find_pyproject, load_config_file
-    from .errors import ConfigError, ConfigWarning
+    from .errors import ConfigError
 
-    try:
-        with _warning_lines(ConfigWarning):  # a misspelt [tool.fxpass] table
-            found = find_pyproject()
+    try:  # (a misspelt [tool.fxpass] table is a warning line, as every command's)
+        found = find_pyproject()
         return load_config_file(found).plugins if found is not None else None
     except ConfigError as exc:
         click.echo(f"warning: {exc} (its [plugins] section is not applied)", err=True)
@@ -522,16 +521,15 @@ def _project_plugins() -> Any:
 def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = None) -> Any:
     """The config from CONFIG (or the nearest pyproject.toml), with --pipeline/--preset applied."""
     from .config import find_pyproject, load_config_file, parse_config
-    from .errors import ConfigError, ConfigWarning
+    from .errors import ConfigError
 
     if pipeline is not None and preset is not None:
         raise ConfigError("give either --pipeline or --preset, not both")
     if config is not None:
         cfg = load_config_file(config)
-    else:
-        with _warning_lines(ConfigWarning):  # a misspelt [tool.fxpass] table
-            # (--pipeline/--preset replace its pipeline; its model, options and plugins stay, as a CONFIG's)
-            found = find_pyproject()
+    else:  # (a misspelt [tool.fxpass] table is a warning line, as every command's)
+        # (--pipeline/--preset replace its pipeline; its model, options and plugins stay, as a CONFIG's)
+        found = find_pyproject()
         cfg = load_config_file(found) if found is not None else None
     if pipeline is not None or preset is not None:
         update = {"pipeline": pipeline, "preset": preset}
@@ -741,7 +739,6 @@ def run_cmd(
                 from .instruments import Progress
 
                 instruments.append(stack.enter_context(Progress(file=sys.stderr)))
-            stack.enter_context(_warning_lines(PassDefinitionWarning))  # a misspelt after/before name
             result = run_job(
                 cfg,
                 registry=reg,
@@ -892,7 +889,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     0 when every pass keeps the outputs.
     """
     from .bisect import bisect
-    from .errors import ConfigError, PassDefinitionWarning
+    from .errors import ConfigError
     from .job import prepare_model, with_default_preset
     from .pipeline import Pipeline
 
@@ -903,8 +900,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
         raise ConfigError("no [model] section: `fxpasses bisect` needs a model factory (or saved graph) and inputs", source=cfg._source)
     reg = state.registry(cfg.plugins)
     cfg = with_default_preset(cfg)  # the pipeline `fxpasses run` would run
-    with _warning_lines(PassDefinitionWarning):  # a misspelt after/before name
-        pipe = Pipeline._from_config_obj(cfg, registry=reg)
+    pipe = Pipeline._from_config_obj(cfg, registry=reg)
     prepared = prepare_model(cfg)
     cap = prepared.captured
     log = None if fmt == "json" else (lambda line: click.echo(f"  {line}", err=True))
@@ -949,12 +945,10 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
 @_global_options
 def schema_cmd(state: _State) -> None:
     """Print the JSON Schema of the config file (per-pass options selected by pass name)."""
-    from .errors import PluginWarning
     from .schema import config_schema
 
     registry = state.registry(_project_plugins())
-    with _warning_lines(PluginWarning):  # a plugin's options without a JSON Schema
-        schema = config_schema(registry)
+    schema = config_schema(registry)  # (a plugin's options without a JSON Schema: a warning line)
     from ._json import dumps
 
     click.echo(dumps(schema, indent=2, default=str))

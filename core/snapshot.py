@@ -593,22 +593,22 @@ def record_namespace(graph: torch.fx.Graph) -> tuple[Any, Any, Any]:
     return (ns._obj_to_name.copy(), ns._used_names.copy(), ns._base_count.copy())
 
 
-#: what a ``meta`` record copies the contents of: dicts, lists, sets and deques, their
-#: subclasses too (``OrderedDict``: symbolic_trace's ``nn_module_stack``, ``defaultdict``)
-_CONTAINERS = (dict, list, set, collections.deque)
+#: what a ``meta`` record copies the contents of, by kind: dicts, sets, lists and deques,
+#: their subclasses too (``OrderedDict``: symbolic_trace's ``nn_module_stack``, ``defaultdict``)
+_CONTAINERS = ((dict, "dict"), (set, "set"), (list, "list"), (collections.deque, "deque"))
 #: types of ``meta`` values found to hold nothing to record (not a container; tuples, named
 #: ones such as ``TensorMetadata`` too, are kept as they are, not looked into):
 #: ``node_record`` copies a meta of only these in C
 _PLAIN: set[type] = {str, int, float, bool, type(None), tuple}
 #: container types found so far, by kind: "dict", "set", "list", "deque"
-_KIND: dict[type, str] = {dict: "dict", list: "list", set: "set", collections.deque: "deque"}
+_KIND: dict[type, str] = dict(_CONTAINERS)
 
 
 def _kind(t: type) -> str | None:
     """``t``'s entry of :data:`_KIND` (None: plain), classified and cached on first sight."""
     kind = _KIND.get(t)
     if kind is None and t not in _PLAIN:
-        for base, name in ((dict, "dict"), (set, "set"), (list, "list"), (collections.deque, "deque")):
+        for base, name in _CONTAINERS:
             if issubclass(t, base):
                 kind = _KIND[t] = name
                 break
@@ -673,7 +673,7 @@ def _inner_change(meta: dict[Any, Any]) -> str | None:
 def _same_contents(live: Any, saved: Any) -> bool:
     """Whether a container holds the recorded contents (the same objects, in order)."""
     if isinstance(saved, dict):
-        return len(live) == len(saved) and _same_items(live, saved)
+        return _same_items(live, saved)
     if isinstance(saved, set):
         return live == saved
     return len(live) == len(saved) and all(map(_is, live, saved))
