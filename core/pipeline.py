@@ -699,8 +699,8 @@ class Pipeline:
         ``fxpasses_before_pass`` etc., e.g. :class:`fxpasses.instruments.PrintChanged`) active
         for this run only: a list or tuple of them, or one (None: none). Each is checked
         before any pass runs (:meth:`~fxpasses.Registry.check_instrument`). Instruments
-        observe: a hook that changes the graph is an error (see
-        :meth:`~fxpasses.Registry.call_instruments`).
+        observe: a hook that changes the graph is put back and reported like one that raises
+        (see :meth:`~fxpasses.Registry.call_instruments`).
         ``rewrite_limit=N`` applies only the first ``N`` rewrites of the run (see
         :mod:`fxpasses.rewrites`); each pass report then gives its ``rewrites`` and whether
         the limit ``cut_off`` the pass. A :class:`~fxpasses.rewrites.RewriteLimit` object
@@ -711,9 +711,10 @@ class Pipeline:
                 ``rollback`` the graph is as it was before that pass.
             PluginError: before any pass runs, an instrument is malformed (not an instrument,
                 a class instead of an instance, a misspelled or unmarked hook method, an
-                argument its hook does not pass, given twice); during the run, an instrument's
-                hook changed the graph (it is put back as it was before that hook, so the
-                graph is what the passes before it made).
+                argument its hook does not pass, given twice); during the run, with a
+                ``strict`` registry, an instrument's hook raised or changed the graph, or,
+                strict or not, changed it in a way that could not be put back (what could be
+                is put back first, so the graph is what the passes before it made).
             UserError (before any pass runs): ``gm`` is not a GraphModule; ``example_inputs``
                 is not a list or tuple (a dict: the message points at ``example_kwargs=``);
                 ``example_kwargs`` is not a mapping with ``str`` keys; the module does not take

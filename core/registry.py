@@ -422,11 +422,15 @@ class Registry:
 
         Instruments observe: while each hook runs, the graph of ``kwargs["gm"]`` is watched
         (:class:`~fxpasses.journal.GraphWatch`, which says what it sees and what it does not).
+        A hook that changed it is a broken plugin too: the graph is put back as it was before
+        that hook ran, and the plugin is reported and skipped from then on as above (an
+        installed plugin's mistake does not stop every pipeline of the environment).
 
         Raises:
-            PluginError: a hook implementation changed the graph (strict or not: the passes
-                after it, and their verification, would work on a graph no pass made). The
-                graph is first put back as it was before that hook ran.
+            PluginError: with ``strict``, a hook implementation raised or changed the graph;
+                strict or not, a hook changed the graph in a way that could not be put back
+                (the passes after it, and their verification, would work on a graph no pass
+                made).
         """
         caller = getattr(self.pm.hook, hook_name)
         impls = caller.get_hookimpls()
@@ -474,7 +478,9 @@ class Registry:
         return instrument_label(impl.plugin), "", None  # an instrument given to Pipeline.run
 
     def _check_watch(self, watch: Any, impl: Any, hook_name: str, kwargs: dict[str, Any]) -> None:
-        """Raise when the hook just called changed the watched graph, after undoing it."""
+        """When the hook just called changed the watched graph: undo it, then report the
+        plugin as :meth:`_instrument_failed` does (a warning, the plugin skipped from now on;
+        strict: raised), or raise when the graph could not be put back."""
         if watch is None:
             return
         what = watch.change()
@@ -484,18 +490,25 @@ class Registry:
         label, version, entry_point = self._plugin_label(impl)
         when = {"fxpasses_before_pass": "before pass {}", "fxpasses_pass_failed": "after pass {} failed"}
         where = f" ({when.get(hook_name, 'after pass {}').format(repr(kwargs['pass_name']))})" if "pass_name" in kwargs else ""
-        raise PluginError(
+        mute = undone and impl is not None and not self.strict
+        err = PluginError(
             f"its {hook_name} hook changed the graph{where}: {what}. Instruments observe passes and "
             "must not change the graph (write a pass for that: it is verified and rolled back); "
             + (
                 "the graph was put back as it was before the hook ran"
                 if undone
                 else "the graph was put back as far as it could be, but it still differs from before the hook"
-            ),
+            )
+            + ("; its instrumentation hooks are skipped from now on" if mute else ""),
             distribution=label,
             version=version,
             entry_point=entry_point,
         )
+        if not undone or self.strict:
+            raise err
+        if mute:
+            self._muted[id(impl.plugin)] = impl.plugin
+        warn(PluginWarning(str(err)))
 
     def _instrument_failed(self, impl: Any, hook_name: str, exc: Exception) -> None:
         label, version, entry_point = self._plugin_label(impl)
