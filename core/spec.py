@@ -8,7 +8,10 @@ white space, such as a no-break space, is an error outside quotes)::
     option   := KEY "=" value
     setting  := "verify" "=" (none | lint | numeric)
               | "on_error" "=" (rollback | raise | skip)
-    value    := "[" [value ("," value)*] "]" | string | bare
+    value    := "[" [value ("," value)*] "]" | table | string | bare
+    table    := "{" [key "=" value ("," key "=" value)*] "}"   (a dict: a nested options
+                model's fields, or a mapping option's items)
+    key      := string | a run of characters other than ``,{}[]="'`` and white space
     string   := '...' or "...": the characters between the quotes, where each backslash
                 escape that Python's repr() writes is decoded (\\ \' \" \n \r \t \xhh
                 \uhhhh \Uhhhhhhhh) and any other backslash stays as it is
@@ -23,6 +26,7 @@ keys of a list entry in a config file do.
 
 Examples: ``remove_dropout,fold_constants{max_numel=4096},eliminate_dead_code``,
 ``print_graph{format=code}``, ``my_pass{names=[a, b],scale=0.5,verbose=true}``,
+``my_pass{thresholds={low=-1.0,high=2.0}}``,
 ``fuse_conv_bn[verify=numeric,on_error=skip],eliminate_dead_code``.
 
 A quoted string reads back what :func:`format_value` and Python's ``repr`` write, whatever it
@@ -43,7 +47,7 @@ import pathlib
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ._names import normal_name
 from .errors import ConfigError, not_one_of
@@ -184,6 +188,14 @@ class _Parser:
                 return items
             self.sequence("]", "in list", lambda: items.append(self.value()))
             return items
+        if ch == "{":
+            self.pos += 1
+            table: dict[str, Any] = {}
+            if self.peek() == "}":
+                self.pos += 1
+                return table
+            self.sequence("}", "in table", lambda: self.table_item(table))
+            return table
         if ch in ("'", '"'):
             return self.string()
         m = _BARE.match(self.text, self.pos)
@@ -202,6 +214,24 @@ class _Parser:
                 m.start(),
             )
         return _scalar(token)
+
+    def table_item(self, table: dict[str, Any]) -> None:
+        """``key=value`` inside a table's braces, into ``table``."""
+        ch = self.peek()
+        kpos = self.pos
+        if ch in ("'", '"'):
+            key = self.string()
+        else:
+            m = _BARE.match(self.text, self.pos)
+            if not m:
+                found = repr(ch) if ch else "end of string"
+                raise self.error(f"expected a key in table, found {found}")
+            key = m.group()
+            self.pos = m.end()
+        self.expect("=", f"after key {key!r} in table (a table is written {{key=value,...}})")
+        if key in table:
+            raise self.error(f"key {key!r} given twice in table", kpos)
+        table[key] = self.value()
 
     def string(self) -> str:
         """A quoted string (its opening quote is next), its escapes decoded (see the module doc)."""
@@ -329,7 +359,8 @@ def format_value(value: Any) -> str:
     as an equal value: a string bare when it would read back as itself, else as a Python string
     literal (``repr``); ``true``/``false``/``none``; numbers; lists (tuples too) in brackets;
     an enum member as its value and a path as its string (what an option of that type reads
-    from text: ``Mode.slow`` would not read back).
+    from text: ``Mode.slow`` would not read back); a mapping (a nested options model, dumped)
+    as a table, ``{key=value,...}``, a key that is not a string as its text.
     """
     if isinstance(value, enum.Enum):
         return format_value(value.value)
@@ -341,10 +372,19 @@ def format_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{_format_key(k)}={format_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, str):
         bare = _BARE.fullmatch(value) and type(_scalar(value)) is str
         return value if bare else repr(value)
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def _format_key(key: Any) -> str:
+    """A table key as :meth:`_Parser.table_item` reads it back (always a string)."""
+    key = key.value if isinstance(key, enum.Enum) else key
+    key = key if isinstance(key, str) else str(key)
+    return key if _BARE.fullmatch(key) else repr(key)
 
 
 def parse_pipeline_string(text: str, where: str | None = None) -> list[SpecEntry]:

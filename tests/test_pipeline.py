@@ -521,6 +521,64 @@ def test_format_value_is_read_back_as_the_same_value(value):
     assert entry.options["v"] == value
 
 
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+        max_leaves=8,
+    )
+)
+def test_format_value_reads_back_tables_and_lists_of_them(value):
+    (entry,) = parse_pipeline_string(f"p{{v={format_value(value)}}}")
+    assert entry.options["v"] == value
+
+
+class _Thresholds(fxpasses.PassOptions):
+    low: float = 0.0
+    high: float = 1.0
+
+
+class _NestedOptions(fxpasses.PassOptions):
+    thresholds: _Thresholds = _Thresholds()
+    weights: dict[str, float] = {}
+    mode: str = "a"
+
+
+def test_a_nested_options_model_and_a_mapping_option_print_as_tables_and_read_back():
+    """The plan's pipeline string (`pipeline:` of `fxpasses run`, report.json) printed a nested
+    options model as a Python dict, which the pipeline string did not read."""
+    r = Registry(autoload=False)
+    r.register(make_pass("t", options=_NestedOptions))
+    opts = {"thresholds": {"low": -1.0, "high": 2.0}, "weights": {"conv 1": 0.5, "bn": 2.0}}
+    text = Pipeline([("t", opts)], registry=r).plan().as_pipeline_string()
+    assert text == "t{thresholds={low=-1.0,high=2.0},weights={'conv 1'=0.5,bn=2.0}}"
+    back = Pipeline.from_string(text, registry=r).plan().steps[0].options
+    assert back.thresholds == _Thresholds(low=-1.0, high=2.0)
+    assert back.weights == {"conv 1": 0.5, "bn": 2.0}
+    # a table typed by hand, with spaces, and one field left to its default
+    again = Pipeline.from_string("t{ thresholds = { high = 3 } , mode=b }", registry=r).plan().steps[0].options
+    assert (again.thresholds, again.mode) == (_Thresholds(low=0.0, high=3.0), "b")
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("t{thresholds={hihg=3}}", registry=r)
+    assert "t.thresholds.hihg" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "column"),
+    [
+        ("t{v={'low': 1}}", "expected '=' after key 'low' in table (a table is written {key=value,...}), found ':'", 11),
+        ("t{v={a=1,a=2}}", "key 'a' given twice in table", 10),
+        ("t{v={a=1", "expected ',' or '}' in table", 9),
+        ("t{v={=1}}", "expected a key in table, found '='", 6),
+    ],
+)
+def test_table_errors_name_the_fault_and_its_column(text, message, column):
+    with pytest.raises(fxpasses.ConfigError) as info:
+        parse_pipeline_string(text)
+    assert str(info.value).startswith(f"pipeline string, column {column}: {message}\n")
+
+
 def test_format_value_of_scalars_and_lists():
     values = {"i": 3, "f": -2.5, "inf": float("inf"), "b": True, "n": None, "l": [1, "a,b", []], "s": "plain"}
     text = "p{" + ",".join(f"{k}={format_value(v)}" for k, v in values.items()) + "}"
