@@ -697,6 +697,8 @@ class Registry:
                     for rec in self.plugins:
                         if rec.distribution != info.distribution or rec.status not in ("loaded", "partial"):
                             continue
+                        if name not in (rec.passes if kind == "pass" else rec.presets):
+                            continue  # another entry point of that distribution: not its problem
                         if not any(_clash_opening(kind, name) in p for p in rec.problems):
                             rec.problems.append(problem)
                             rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
@@ -1219,6 +1221,13 @@ class Registry:
                 f"{name!r} is a preset (a named pipeline), not a pass: give it as `preset = \"{name}\"` "
                 f"in a config, `--preset {name}` on the command line, Pipeline.from_preset({name!r}) in "
                 f"Python, or options={{\"preset\": \"{name}\"}} to torch.compile"
+            )
+        elif name in self._preset_conflicts:  # a preset name two plugins claim, and no `prefer` chose one
+            sources = " and ".join(c.source for c in self._preset_conflicts[name])
+            hints.append(
+                f"{name!r} is a preset (a named pipeline), not a pass, and {sources} both register it: "
+                f"choose one with {prefer_hint(name)}, then give it as `preset = \"{name}\"` in a config, "
+                f"`--preset {name}` on the command line or Pipeline.from_preset({name!r}) in Python"
             )
         elif not hints:  # (a plugin that registered it, rejected, is where it comes from)
             hints.extend(filter(None, [self._not_loaded_hint(name, "pass")]))

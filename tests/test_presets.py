@@ -287,6 +287,26 @@ def test_list_and_show_name_a_preset_two_plugins_register(tmp_path, monkeypatch)
     assert "not loaded" not in r.output
 
 
+def test_a_preset_two_plugins_register_named_as_a_pipeline_says_so(tmp_path, monkeypatch):
+    """`--pipeline fast` (or Pipeline.from_string) of a preset two plugins claim said only
+    "unknown pass 'fast'", where a bound preset's name says it is a preset (a new-user check)."""
+    install_presets(
+        tmp_path,
+        monkeypatch,
+        ("aaa-presets", "1.0", "fxp_aaa", [("fast", "eliminate_dead_code")]),
+        ("zzz-presets", "2.0", "fxp_zzz", [("fast", "remove_dropout")]),
+    )
+    with pytest.warns(fxpasses.PluginWarning):
+        reg = fxpasses.Registry()
+    with pytest.raises(fxpasses.UnknownPassError) as info:
+        fxpasses.Pipeline.from_string("fast", registry=reg)
+    assert (
+        "'fast' is a preset (a named pipeline), not a pass, and aaa-presets 1.0 and zzz-presets 2.0 both "
+        "register it: choose one with `prefer = {fast = \"<distribution>\"}`"
+    ) in str(info.value)
+    forget_modules("fxp_aaa", "fxp_zzz")
+
+
 def test_list_and_show_apply_the_pyprojects_plugins_section(tmp_path, monkeypatch):
     """`fxpasses run` below a pyproject.toml whose [tool.fxpasses.plugins] prefers one of two
     plugins' presets used it, while `list` still said CONFLICT and `show` "choose one with

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Optional
 
 import pydantic
+import textwrap
+
 import pytest
 
 import fxpasses
@@ -91,6 +93,29 @@ def test_six_distributions_third_broken_all_healthy_registered(site):
     assert lines[-1].startswith("installed but not loaded: pass-2 1.0 (failed to load: ")
     assert "missing_lib" in lines[-1] and "pass-2" not in lines[-2]
     forget_modules(*names)
+
+
+def test_a_name_in_conflict_is_charged_to_the_entry_point_that_registered_it_only(site):
+    """A distribution's other entry points, which registered nothing in conflict, were marked
+    partial and given the conflict as their problem (a new-user check)."""
+    preset = (
+        "\n@fxpasses.hookimpl\ndef fxpasses_register_presets(register):\n"
+        "    register('shared_preset', 'remove_dropout', 'a preset')\n"
+    )
+    make_dist(
+        site, "dist-ep", "1.0", "fxp_ep_a1", good_pass_source("shared_ep") + preset,
+        entry_points={"a1": "fxp_ep_a1", "a2": "fxp_ep_a2"},
+    )
+    (site / "fxp_ep_a2.py").write_text(textwrap.dedent(good_pass_source("only_a2")))
+    make_dist(site, "dist-other", "1.0", "fxp_ep_b", good_pass_source("shared_ep") + preset)
+    forget_modules("fxp_ep_a1", "fxp_ep_a2", "fxp_ep_b")
+    reg = Registry()
+    status = {(r.distribution, r.name): (r.status, r.problems) for r in reg.plugins if r.distribution in ("dist-ep", "dist-other")}
+    assert status[("dist-ep", "a2")] == ("loaded", [])
+    assert status[("dist-ep", "a1")][0] == status[("dist-other", "dist-other")][0] == "partial"
+    for key in (("dist-ep", "a1"), ("dist-other", "dist-other")):
+        assert [p.split(" is also")[0] for p in status[key][1]] == ["pass 'shared_ep'", "preset 'shared_preset'"]
+    assert "only_a2" in reg
 
 
 def test_strict_mode_makes_a_broken_plugin_an_error(site):
@@ -749,6 +774,7 @@ def test_show_lists_every_registration_of_a_name_in_conflict(site):
     assert r.exit_code == 0, r.output
     assert "clashing (transform) — First one." in r.output and "clashing (transform) — Second one." in r.output
     assert "source:   dist-a 1.0" in r.output and "source:   dist-b 2.0" in r.output
+    assert "warning: pass name 'clashing' is registered by more than one plugin: dist-a 1.0 and dist-b 2.0; choose one" in r.stderr
     forget_modules("fxp_show_a", "fxp_show_b")
 
 
