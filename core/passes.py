@@ -415,8 +415,26 @@ def _check_option_defaults(opts: type[BaseModel], name: str, where: str) -> None
             "model_config": ConfigDict(validate_default=True),
         })
     required = {f for f, info in opts.model_fields.items() if info.is_required()}
+
+    def invalid(bad: list[tuple[str, str, Any]]) -> PassDefinitionError:
+        lines = [f"pass {name!r} ({where}): invalid default option value(s) in {opts.__qualname__}"]
+        lines += [f"  {name}.{path}: {msg} (default: {value!r})" for path, msg, value in bad]
+        return PassDefinitionError("\n".join(lines))
+
+    # a nested options model made by a default factory that validates its own defaults raises
+    # its own error, whose paths lack the field's name: each factory is called here first
+    for field_name, info in opts.model_fields.items():
+        if info.default_factory is None:
+            continue
+        try:
+            info.default_factory()  # type: ignore[call-arg]
+        except ValidationError as exc:
+            inner = [(f"{field_name}.{path}", msg, value) for path, msg, value in validation_problems(exc)]
+            raise invalid(inner) from None
+        except Exception:
+            pass  # (said below, as the default options that cannot be built)
     try:
-        checked.model_validate({})
+        defaults = checked.model_validate({})
     except ValidationError as exc:
         bad = [
             (path, msg, value)
@@ -424,15 +442,33 @@ def _check_option_defaults(opts: type[BaseModel], name: str, where: str) -> None
             if path not in required  # pydantic's "missing": a required option has no default
         ]
         if bad:
-            lines = [f"pass {name!r} ({where}): invalid default option value(s) in {opts.__qualname__}"]
-            lines += [f"  {name}.{path}: {msg} (default: {value!r})" for path, msg, value in bad]
-            raise PassDefinitionError("\n".join(lines)) from None
+            raise invalid(bad) from None
     except Exception as exc:  # a validator of the model's own that needs the required options
         if not required:  # ... or Options() itself fails, whatever the user gives
             raise PassDefinitionError(
                 f"pass {name!r} ({where}): its default options cannot be built: "
                 f"{opts.__qualname__}() raised {exception_text(exc)}"
             ) from exc
+    else:
+        # a nested model given as an instance is taken as it is (pydantic does not validate
+        # instances again), so a default inside it that its own field refuses (an InnerModel()
+        # whose model does not validate defaults, a model_construct()) got through, where the
+        # same value given in a config is refused: its fields are validated as given ones are
+        nested = {
+            k: v.model_dump(round_trip=True)
+            for k, v in defaults
+            if isinstance(v, BaseModel) and k not in required
+        }
+        if nested:
+            try:
+                opts.model_validate(nested)  # (the other fields: their defaults, checked above)
+            except ValidationError as exc:
+                bad = [p for p in validation_problems(exc, opts) if p[0].split(".", 1)[0] in nested]
+                if bad:
+                    raise invalid(bad) from None
+            except Exception:  # a validator of the model's own: not about the nested defaults
+                pass
+
 
 
 def validate_pass_class(cls: Any) -> None:

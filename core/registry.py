@@ -830,14 +830,17 @@ class Registry:
             detail = exception_message(exc)
             if isinstance(exc, pluggy.PluginValidationError):  # named by method, not by pluggy's plugin id
                 detail = "; ".join(signature_problems(self.pm, obj)) or detail
-            self._fail(rec, f"invalid hook implementation: {detail}", exc)
+            # a misspelt or unmarked hook beside it is said now too, not once this is fixed
+            also = hook_name_problems(self.pm, obj, ALL_HOOKS)
+            self._fail(rec, f"invalid hook implementation: {detail}" + "".join(f"; also: {p}" for p in also), exc)
             return
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             self.pm.unregister(obj)
             detail = "; ".join(hook_name_problems(self.pm, obj, ALL_HOOKS, unmarked=False)) or str(exc)
-            self._fail(rec, f"unknown hook: {detail}", exc)
+            unmarked = [p for p in hook_name_problems(self.pm, obj, ALL_HOOKS) if p not in detail]
+            self._fail(rec, f"unknown hook: {detail}" + "".join(f"; also: {p}" for p in unmarked), exc)
             return
         impls = [
             impl
