@@ -6,9 +6,16 @@ fxpasses is installed. The pipeline is taken from, in order:
 1. ``torch.compile(..., options={"pipeline": "remove_dropout,eliminate_dead_code"})``
    (a pipeline string or a list of entries), or ``options={"preset": "inference"}``;
 2. the ``FXPASSES_PIPELINE`` environment variable (a pipeline string);
-3. ``pipeline`` in ``[tool.fxpasses]`` of the nearest ``pyproject.toml`` (from the working
-   directory up);
-4. :data:`DEFAULT_BACKEND_PIPELINE`.
+3. ``pipeline`` or ``preset`` in ``[tool.fxpasses]`` of the nearest ``pyproject.toml`` (from
+   the working directory up), with that table's ``[options.NAME]`` tables, ``verify``,
+   ``on_error``, ``atol``, ``rtol`` and ``order``, as ``fxpasses run`` reads them (its
+   ``[model]`` and ``output`` are ``fxpasses run``'s alone: not read here);
+4. :data:`DEFAULT_BACKEND_PIPELINE`, with the settings and the options tables of such a
+   table (those for passes it does not run are left: they are for ``fxpasses run``'s preset;
+   one naming no registered pass is an error).
+
+Options given to ``torch.compile`` (``verify``, ``on_error``, ``atol``, ``rtol``) override the
+table's.
 
 After the pipeline the graph goes to the backend named by ``options={"then": ...}``
 (default ``"inductor"``; ``"eager"`` runs the optimized graph as is). Other options:
@@ -117,7 +124,7 @@ def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     if found is None:
         return default_registry(), None
     if "pipeline" not in options and "preset" not in options and not os.environ.get("FXPASSES_PIPELINE", "").strip():
-        cfg = load_config_file(found)  # the pipeline comes from there too: all of it is read
+        cfg = _project_config(found)  # the pipeline comes from there too: all of it is read
         return registry_for(cfg), (found, cfg)
     # only its plugins section: the rest of the table (a [model], an output) is not this run's
     tool = _read_config_data(found)
@@ -125,9 +132,31 @@ def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     return plugins_from(raw or {}, f"{found} [tool.fxpasses.plugins]"), None
 
 
+def _project_config(found: Any) -> Any:
+    """The ``[tool.fxpasses]`` table of the pyproject.toml ``found`` as the backend reads it:
+    everything but ``[model]`` and ``output``, which are ``fxpasses run``'s (a ``[model]`` this
+    run never builds does not stop ``torch.compile``).
+
+    Raises:
+        ConfigError: the file cannot be read, or the rest of its table does not fit."""
+    from .config import parse_config, read_config_data
+    from .errors import ConfigError
+
+    data = read_config_data(found)
+    if data is None:
+        raise ConfigError("no [tool.fxpasses] table", source=str(found))
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k not in ("model", "output")}
+    cfg = parse_config(data, source=f"{found} [tool.fxpasses]")
+    cfg._base_dir = found.resolve().parent
+    return cfg
+
+
 def _pipeline_spec(options: dict[str, Any], reg: Any, project: tuple[Any, Any] | None = None) -> tuple[Any, str]:
     """The pipeline and where it came from (see the module doc); ``project``: the nearest
-    pyproject.toml's ``(path, Config)`` when :func:`_registry` read it already."""
+    pyproject.toml's ``(path, Config)`` when :func:`_registry` read it already. The pipeline
+    is a pipeline string, a list of entries, or the pyproject's whole ``Config`` (its pipeline
+    or preset, options tables and settings: :meth:`fxpasses.Pipeline.from_config` reads it)."""
     from .errors import ConfigError
 
     if "pipeline" in options and "preset" in options:
@@ -148,14 +177,22 @@ def _pipeline_spec(options: dict[str, Any], reg: Any, project: tuple[Any, Any] |
     if env:
         return env, "FXPASSES_PIPELINE"
     if project is None:
-        from .config import find_pyproject, load_config_file
+        from .config import find_pyproject
 
         found = find_pyproject()
-        project = (found, load_config_file(found)) if found is not None else None
+        project = (found, _project_config(found)) if found is not None else None
     if project is not None:
         found, cfg = project
-        if cfg.pipeline is not None:
-            return cfg.pipeline, f"{found} [tool.fxpasses]"
+        if cfg.pipeline is not None or cfg.preset is not None:
+            return cfg, f"{found} [tool.fxpasses]"
+        # the default pipeline, with the table's settings and the options of its passes; a
+        # table for another registered pass is for `fxpasses run`'s preset, one naming no
+        # registered pass a typo
+        for name in cfg.options:
+            reg.get(name, source=f"{found} [tool.fxpasses.options.{name}]")
+        default = cfg.model_copy(update={"pipeline": DEFAULT_BACKEND_PIPELINE})
+        default._pipeline_overridden = True
+        return default, f"default, with {found} [tool.fxpasses]"
     return DEFAULT_BACKEND_PIPELINE, "default"
 
 
@@ -454,7 +491,7 @@ def fxpasses_backend(
         PassFailedError: a pass failed (with ``on_error="rollback"`` the graph is restored
             first; TorchDynamo then reports the backend failure).
     """
-    from .errors import ConfigError, close_names, did_you_mean, not_one_of
+    from .errors import ConfigError, close_names, did_you_mean, did_you_mean_value, not_one_of
 
     options = dict(kwargs.get("options") or {})
     unknown = set(options) - _KNOWN
@@ -487,6 +524,20 @@ def fxpasses_backend(
             f"torch.compile option 'then' must be a backend name (e.g. 'inductor', 'eager') or a "
             f"backend callable, got {then!r}"
         )
+    if isinstance(then, str) and then != "eager":  # a misspelt name: said before any pipeline runs
+        from torch._dynamo.backends.registry import list_backends, lookup_backend
+
+        try:
+            lookup_backend(then)
+        except Exception:
+            every = [b for b in list_backends(exclude_tags=()) if b != "fxpasses"]
+            main = ", ".join(["eager", "aot_eager", *(b for b in list_backends() if b != "fxpasses")])
+            raise ConfigError(
+                f"torch.compile option 'then' names no TorchDynamo backend: {then!r}"
+                + did_you_mean_value(then, every)
+                + f" (backends: {main}, ...: torch._dynamo.list_backends(exclude_tags=()) lists them all; "
+                "or give a backend callable)"
+            ) from None
 
     def compile_one(g: torch.fx.GraphModule, inputs: Sequence[Any], frozen: bool) -> tuple[Callable[..., Any], Any]:
         return _compile(g, inputs, spec, source, options, then, frozen, reg)
@@ -516,7 +567,10 @@ def _compile(
     from .pipeline import Pipeline
     from .spec import parse_pipeline_string
 
-    verify = options.get("verify", "lint")
+    from .config import Config
+
+    from_file = isinstance(spec, Config)  # the pyproject's pipeline, options and settings
+    verify = options.get("verify", spec.verify if from_file else "lint")
     freezing = _freeze(gm, example_inputs) if freeze else None
     if freezing is not None and freezing.frozen:
         example_inputs = [example_inputs[i] for i in freezing.kept]
@@ -531,7 +585,11 @@ def _compile(
             verify = "lint"
     common = dict(verify=verify, on_error=options.get("on_error", "rollback"), registry=reg)
     common.update({k: options[k] for k in ("atol", "rtol") if k in options})
-    if isinstance(spec, str):
+    if from_file:
+        # the torch.compile options over the table's settings
+        cfg = spec.model_copy(update={"verify": verify, **{k: options[k] for k in ("on_error", "atol", "rtol") if k in options}})
+        pipeline = Pipeline._from_config_obj(cfg, registry=reg)
+    elif isinstance(spec, str):
         pipeline = Pipeline(parse_pipeline_string(spec, source), source=source, **common)
     else:
         pipeline = Pipeline(list(spec), source=source, **common)

@@ -80,6 +80,71 @@ def test_pipeline_from_pyproject(tmp_path, monkeypatch):
     assert "pyproject.toml [tool.fxpasses]: pipeline string, column" in str(info.value)
 
 
+def _compile_under(tmp_path, monkeypatch, table, **options):
+    """Compile Net() (eval) with the backend, under a pyproject.toml holding ``table``; the report."""
+    monkeypatch.delenv("FXPASSES_PIPELINE", raising=False)
+    (tmp_path / "pyproject.toml").write_text("[tool.fxpasses]\n" + table)
+    monkeypatch.chdir(tmp_path)
+    torch._dynamo.reset()
+    model = Net().eval()
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(torch.compile(model, backend="fxpasses", options={"then": "eager", **options})(x), model(x))
+    return backend.reports[-1]
+
+
+def test_the_pyprojects_preset_options_tables_and_settings_apply(tmp_path, monkeypatch):
+    """The backend took only `pipeline` from [tool.fxpasses]: a `preset`, the [options.NAME]
+    tables and `verify` were dropped without a word (a new-user check)."""
+    report = _compile_under(tmp_path, monkeypatch, 'preset = "inference"\n')
+    preset = fxpasses.Pipeline.from_preset("inference").plan().names()
+    assert [p.name for p in report.passes] == preset
+    table = 'pipeline = "simplify_algebra"\nverify = "numeric"\n[tool.fxpasses.options.simplify_algebra]\nkeep_signed_zeros = false\n'
+    report = _compile_under(tmp_path, monkeypatch, table)
+    assert report.verification == "numeric"
+    assert report["simplify_algebra"].counters["simplified"] == 2  # y * 1 and y + 0
+    # a torch.compile option overrides the table's setting
+    assert _compile_under(tmp_path, monkeypatch, table, verify="lint").verification == "lint"
+
+
+def test_the_default_pipeline_takes_the_pyprojects_options_for_its_passes(tmp_path, monkeypatch):
+    table = (
+        'verify = "numeric"\n[tool.fxpasses.options.simplify_algebra]\nkeep_signed_zeros = false\n'
+        "[tool.fxpasses.options.fold_constants]\nmax_numel = 10\n"  # for `fxpasses run`'s preset: left
+    )
+    report = _compile_under(tmp_path, monkeypatch, table)
+    assert [p.name for p in report.passes] == backend.DEFAULT_BACKEND_PIPELINE.split(",")
+    assert report.verification == "numeric"
+    assert report["simplify_algebra"].counters["simplified"] == 2
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        'pipeline = "simplify_algebra"\n[tool.fxpasses.options.simplify_algebr]\nkeep_signed_zeros = false\n',
+        "[tool.fxpasses.options.simplify_algebr]\nkeep_signed_zeros = false\n",
+    ],
+    ids=["with-pipeline", "default-pipeline"],
+)
+def test_a_misspelt_options_table_in_the_pyproject_is_an_error(tmp_path, monkeypatch, table):
+    with pytest.raises(Exception) as info:
+        _compile_under(tmp_path, monkeypatch, table)
+    assert "simplify_algebr" in str(info.value) and "did you mean 'simplify_algebra'" in str(info.value)
+
+
+def test_an_invalid_model_section_of_the_pyproject_does_not_stop_torch_compile(tmp_path, monkeypatch):
+    """[model] and output are `fxpasses run`'s: a bad one made every torch.compile under that
+    directory fail (a new-user check)."""
+    table = 'pipeline = "remove_dropout"\noutput = "out"\n[tool.fxpasses.model]\nfactory = "models:nothing_here"\ntrain = "yes"\n'
+    assert [p.name for p in _compile_under(tmp_path, monkeypatch, table).passes] == ["remove_dropout"]
+
+
+def test_a_misspelt_then_is_named_before_any_pipeline_runs():
+    with pytest.raises(Exception) as info:
+        torch.compile(Net(), backend="fxpasses", options={"then": "indcutor"})(torch.randn(2, 8))
+    assert "torch.compile option 'then' names no TorchDynamo backend: 'indcutor'; did you mean 'inductor'?" in str(info.value)
+    assert not backend.reports
+
+
 def test_default_pipeline_then_inductor(tmp_path, monkeypatch):
     monkeypatch.delenv("FXPASSES_PIPELINE", raising=False)
     monkeypatch.chdir(tmp_path)  # no pyproject.toml with [tool.fxpasses] above
