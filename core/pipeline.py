@@ -390,6 +390,42 @@ class Pipeline:
             where = f"{self.source}: {e.source}" if self.source != "pipeline string" else e.source
             verify, on_error = e.verify, e.on_error
             e = (e.name, e.options)
+
+        def bad_table(exc: ValidationError, table: Mapping[str, Any]) -> ConfigError:
+            problems = "; ".join(
+                f"{path}: {msg} (given: {_short_repr(value)})"
+                for path, msg, value in validation_problems(exc, PassEntryConfig)
+            )
+            key = pass_name_as_key(table)
+            hint = (
+                ""
+                if key is None
+                else f'; for pass {key!r} with options write {{"name": {key!r}, "options": {{...}}}} or ({key!r}, {{...}})'
+            )
+            return ConfigError(f"bad pipeline entry {dict(table)!r}: {problems}{hint}", source=where)
+
+        if isinstance(e, Mapping) and isinstance(e.get("name"), (type, Pass)):
+            # {"name": PassClass or instance, "options": ..., "verify": ..., "on_error": ...}: an
+            # unregistered pass with settings of its own, as a registered one's name takes them
+            target = e["name"]
+            rest = {k: v for k, v in e.items() if k != "name"}
+            try:
+                ec = PassEntryConfig.model_validate({"name": "entry", **rest})
+            except ValidationError as exc:
+                raise bad_table(exc, {"name": target, **rest}) from None
+            verify, on_error = ec.verify, ec.on_error
+            if isinstance(target, Pass):
+                if "options" in rest:
+                    cls_name = type(target).__name__
+                    raise ConfigError(
+                        f"bad pipeline entry {{'name': {cls_name} instance, 'options': {_short_repr(rest['options'])}}}: "
+                        f"an instance carries its own options; give the class, {{'name': {cls_name}, 'options': "
+                        f"{{...}}}}, or the options to the instance, {cls_name}({cls_name}.Options(...))",
+                        source=where,
+                    )
+                e = target
+            else:
+                e = (target, ec.options)
         if isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], Pass):
             cls_name = type(e[0]).__name__
             raise ConfigError(
@@ -415,17 +451,7 @@ class Pipeline:
                 try:
                     ec = PassEntryConfig.model_validate(dict(e))
                 except ValidationError as exc:  # one line per problem, as a config file's
-                    problems = "; ".join(
-                        f"{path}: {msg} (given: {_short_repr(value)})"
-                        for path, msg, value in validation_problems(exc, PassEntryConfig)
-                    )
-                    key = pass_name_as_key(e)
-                    hint = (
-                        ""
-                        if key is None
-                        else f'; for pass {key!r} with options write {{"name": {key!r}, "options": {{...}}}} or ({key!r}, {{...}})'
-                    )
-                    raise ConfigError(f"bad pipeline entry {dict(e)!r}: {problems}{hint}", source=where) from None
+                    raise bad_table(exc, e) from None
                 name, raw, verify, on_error = ec.name, ec.options, ec.verify, ec.on_error
             elif isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str):
                 name, raw = e[0], e[1]

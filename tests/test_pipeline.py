@@ -162,6 +162,40 @@ def test_a_pass_naming_itself_in_requires_after_or_before_is_a_definition_error(
         Pipeline([bad])
 
 
+def test_a_table_entry_takes_an_unregistered_pass_class_or_instance_with_its_own_settings():
+    """`{"name": MyPass, "verify": "numeric"}` was refused (name: a valid string): an unregistered
+    pass could not carry its own verify/on_error (a new-user check)."""
+
+    class DropRelu(fxpasses.NodePass):
+        """relu(x) -> x: changes outputs."""
+
+        name = "drop_relu_entry"
+
+        class Options(fxpasses.PassOptions):
+            k: int = 0
+
+        @fxpasses.on("relu")
+        def relu(self, node, ctx):
+            return fxpasses.Replace(node.args[0])
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * 2
+
+    gm = torch.fx.symbolic_trace(M())
+    pipe = Pipeline([{"name": DropRelu, "options": {"k": 2}, "verify": "numeric", "on_error": "skip"}])
+    (step,) = pipe.plan().steps
+    assert (step.cls, step.options.k, step.verify, step.on_error) == (DropRelu, 2, "numeric", "skip")
+    report = pipe.run(gm, [torch.randn(4)])
+    assert report.passes[0].status == "skipped" and "torch.relu" in gm.code
+    (step,) = Pipeline([{"name": DropRelu(DropRelu.Options(k=3)), "on_error": "raise"}]).plan().steps
+    assert (step.options.k, step.on_error, step.instance is not None) == (3, "raise", True)
+    with pytest.raises(fxpasses.ConfigError, match=r"an instance carries its own options"):
+        Pipeline([{"name": DropRelu(), "options": {"k": 1}}])
+    with pytest.raises(fxpasses.ConfigError, match=r"verify: Input should be 'none', 'lint' or 'numeric'; did you mean 'numeric'"):
+        Pipeline([{"name": DropRelu, "verify": "numerc"}])
+
+
 def test_duplicate_entries_allowed_and_kept(reg):
     assert names(Pipeline(["a", "b", "a"], registry=reg)) == ["a", "b", "a"]
 
