@@ -243,7 +243,9 @@ def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, a
         _print_traceback(exc, shown)
         _fail(fmt, exc, 1)
     except KeyboardInterrupt as exc:
-        _fail(fmt, exc, 130, "interrupted")
+        # what was interrupted, and what became of the graph (the pipeline's note on it)
+        notes = [n.removeprefix("fxpasses: ") for n in getattr(exc, "__notes__", ()) if str(n).startswith("fxpasses: ")]
+        _fail(fmt, exc, 130, "interrupted" + "".join(f": {n}" for n in notes))
     except BrokenPipeError:
         # the reader went away (`fxpasses show X | head -1`): stop quietly, as cat does
         devnull = os.open(os.devnull, os.O_WRONLY)

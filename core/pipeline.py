@@ -1014,6 +1014,9 @@ class Pipeline:
                         _new_epoch(gm, epoch_graphs)
                         raise
                     failure = self._failure(step.name, exc, snap, on_error, stage)
+                    chosen = self._chosen_note(step)
+                    if chosen:
+                        failure.notes.append(chosen)
                     _new_epoch(gm, epoch_graphs)
                     wrote = _written(input_versions) if stage == "the pass" else None
                     if wrote:  # (checked after a pass that returned: its failure says it)
@@ -1227,6 +1230,19 @@ class Pipeline:
                 f"the graph already failed this lint before {name!r} ran ({exception_line(before)}); since "
                 "its last lint it was changed, without one, by: " + ", ".join(repr(n) for n in unverified)
             )
+
+    def _chosen_note(self, step: PlanStep) -> str | None:
+        """For a pass whose name several plugins register, where ``prefer`` chose the one that
+        ran: which one it was (the user may expect another, e.g. the built-in pass)."""
+        try:
+            candidates = self.registry.candidates(step.name)
+        except Exception:
+            return None
+        ran = [c for c in candidates if c.cls is step.cls]
+        if len(candidates) < 2 or not ran:
+            return None
+        others = " and ".join(c.source for c in candidates if c is not ran[0])
+        return f"{step.name!r} here is the pass of {ran[0].source}, chosen by `prefer` over {others}"
 
     def _failure(
         self, name: str, exc: BaseException, snap: Snapshot, on_error: str, stage: str = "graph lint"

@@ -30,6 +30,7 @@ import keyword
 import os
 import traceback
 import typing
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -51,6 +52,7 @@ from .errors import (
     ConfigError,
     DuplicatePassError,
     PassDefinitionError,
+    PassDefinitionWarning,
     PluginError,
     PluginWarning,
     UnknownPassError,
@@ -787,9 +789,19 @@ class Registry:
                     difflib.get_close_matches(dist, installed, n=2, cutoff=0.6)
                 )
             elif dist not in registering:
+                # the names that distribution registers: a misspelt key is one of them
+                own = sorted(
+                    {
+                        i.name
+                        for table in (self._passes, self._presets)
+                        for i in table.values()
+                        if _norm(i.distribution) == dist
+                    }
+                    | {i.name for group in (*self._conflicts.values(), *self._preset_conflicts.values()) for i in group if _norm(i.distribution) == dist}
+                )
                 problem = f"prefer = {{{name} = {dist!r}}}: {dist!r} registers no pass or preset {name!r}" + (
                     f" (registered by {', '.join(map(repr, registering))})" if registering else " (no plugin registers it)"
-                )
+                ) + did_you_mean(close_names(name, own))
             else:
                 continue
             self._problem(ConfigError(problem, source="[plugins]"))
@@ -914,7 +926,7 @@ class Registry:
             except (DuplicatePassError, PluginError):
                 raise  # only raised in strict mode, already naming the distribution
             except Exception as exc:
-                message = f"{impl.function.__name__} raised {exception_text(exc)}"
+                message = f"{impl.function.__name__} raised {exception_text(exc)}{_raised_at(exc)}"
                 for n in added:  # all or nothing: a half-registered plugin is skipped whole
                     self._remove(n, rec.distribution)
                     self._reject(rec, "pass", n, f"dropped with the whole plugin: {message}")
@@ -1048,7 +1060,10 @@ class Registry:
     def _add(self, pass_cls: type, rec: PluginRecord) -> PassInfo | None:
         distribution, version = rec.distribution, rec.version
         try:
-            validate_pass_class(pass_cls)
+            # a definition warning (a misspelt @on name) names the plugin, as its problems do
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                validate_pass_class(pass_cls)
         except PassDefinitionError as exc:
             head, sep, rest = str(exc).partition("\n")  # say so on the first line, before any details
             # in list's rejected table under its name, or what it is when it has none (a
@@ -1061,6 +1076,12 @@ class Registry:
             self._reject(rec, "pass", name, str(exc))
             self._problem(rec.error_for(f"{head}; the pass is skipped (not registered){sep}{rest}"))
             return None
+        finally:
+            for w in said:
+                if issubclass(w.category, PassDefinitionWarning):
+                    warn(PassDefinitionWarning(str(rec.error_for(str(w.message)))))
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         name = pass_cls.name
         why = self._taken_by_other_kind(name, "pass")
         if why is not None:  # a preset's name: a pass of that name is skipped, as for a built-in pass's

@@ -718,6 +718,41 @@ def test_json_interrupt_exit_130_says_interrupted(monkeypatch):
     assert stderr == "interrupted\n"
 
 
+def test_an_interrupted_pass_is_named_with_what_became_of_the_graph(monkeypatch):
+    """Ctrl-C during a pass printed only "interrupted", not which pass it stopped nor that the
+    graph was rolled back (a new-user check)."""
+    import fxpasses.job
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    import torch
+    import torch.fx
+
+    class Slow(fxpasses.GraphPass):
+        """Interrupted while it runs."""
+
+        name = "slow_plugin_pass"
+
+        def run(self, gm, ctx):
+            relu = next(n for n in gm.graph.nodes if n.op == "call_module")
+            relu.replace_all_uses_with(relu.args[0])
+            gm.graph.erase_node(relu)
+            raise KeyboardInterrupt
+
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Flatten()))
+    before = gm.code
+
+    def run_job(*args, **kwargs):
+        fxpasses.Pipeline([Slow]).run(gm)
+
+    monkeypatch.setattr(fxpasses.job, "run_job", run_job)
+    r = CliRunner().invoke(cli, ["run", "--no-save"])
+    assert r.exit_code == 130, r.output
+    assert r.stderr == "interrupted: 'slow_plugin_pass' was interrupted; the graph was rolled back to before it\n"
+    assert gm.code == before
+
+
 def test_json_success_objects_say_ok(tmp_path):
     for args in (["list"], ["show", "count_ops"], ["show", "inference"], ["check", "--pipeline", "eliminate_dead_code"]):
         r = CliRunner().invoke(cli, [*args, "--format", "json"])

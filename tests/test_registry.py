@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Optional
 
 import pydantic
+import re
 import textwrap
 
 import pytest
+import torch
+import torch.fx
 
 import fxpasses
 from fxpasses import ConfigError, DuplicatePassError, PluginError, Registry, UnknownPassError
@@ -116,6 +119,41 @@ def test_a_name_in_conflict_is_charged_to_the_entry_point_that_registered_it_onl
     for key in (("dist-ep", "a1"), ("dist-other", "dist-other")):
         assert [p.split(" is also")[0] for p in status[key][1]] == ["pass 'shared_ep'", "preset 'shared_preset'"]
     assert "only_a2" in reg
+
+
+def test_a_failing_pass_chosen_by_prefer_over_another_says_whose_it_is(site):
+    """`prefer = {eliminate_dead_code = "dce-override"}`: its failure read "pass
+    'eliminate_dead_code' failed: RuntimeError: ..." with nothing saying that the plugin's
+    class ran, not the built-in pass (a new-user check)."""
+    make_dist(
+        site,
+        "dce-override",
+        "1.0",
+        "fxp_dce_override",
+        """
+        import fxpasses
+
+        class Dce(fxpasses.GraphPass):
+            \"\"\"A dead code pass that fails.\"\"\"
+            name = "eliminate_dead_code"
+
+            def run(self, gm, ctx):
+                raise RuntimeError("plugin DCE ran")
+
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            register(Dce)
+        """,
+    )
+    forget_modules("fxp_dce_override")
+    reg = Registry(prefer={"eliminate_dead_code": "dce-override"})
+    gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline(["eliminate_dead_code"], registry=reg).run(gm)
+    assert (
+        "'eliminate_dead_code' here is the pass of dce-override 1.0, chosen by `prefer` over fxpasses "
+    ) in str(info.value)
+    forget_modules("fxp_dce_override")
 
 
 def test_strict_mode_makes_a_broken_plugin_an_error(site):
@@ -816,6 +854,7 @@ def test_plugin_statuses_empty_partial_failed_and_prefer_typos(site):
             "eliminate_dead_code": "fxpasses-example-passes",
             "partial_good": "partial-dsit",
             "no_such_pass": "empty-dist",
+            "partial_goood": "partial-dist",  # a misspelt key: the distribution's own name is meant
         }
     )
     status = {r.distribution: r.status for r in reg.plugins}
@@ -833,6 +872,8 @@ def test_plugin_statuses_empty_partial_failed_and_prefer_typos(site):
         "did you mean 'partial-dist'?",
         "[plugins]: prefer = {no_such_pass = 'empty-dist'}: 'empty-dist' registers no pass or preset 'no_such_pass' "
         "(no plugin registers it)",
+        "[plugins]: prefer = {partial_goood = 'partial-dist'}: 'partial-dist' registers no pass or preset "
+        "'partial_goood' (no plugin registers it); did you mean 'partial_good'?",
     ]
     assert all(isinstance(p, fxpasses.ConfigError) for p in reg.problems if "prefer" in str(p))
     with pytest.raises(UnknownPassError) as info:  # a partly loaded plugin is installed too
@@ -926,6 +967,20 @@ def test_misspelled_op_name_in_on_warns_with_a_suggestion():
     assert "my_custom_op_xyz" not in str(w.message)  # unlike any known name: a custom op's
 
 
+def test_a_plugins_misspelled_op_name_warning_names_the_plugin(site):
+    """The warning named the pass and its class but no distribution or entry point, unlike
+    every other plugin warning (a new-user check)."""
+    make_dist(site, "typo-on", "0.3", "fxp_typo_on", good_pass_source("typo_on").replace('@on("mul")', '@on("rleu")'))
+    forget_modules("fxp_typo_on")
+    with pytest.warns(fxpasses.PassDefinitionWarning) as record:
+        reg = Registry()
+    (msg,) = [str(w.message) for w in record if issubclass(w.category, fxpasses.PassDefinitionWarning)]
+    assert msg.startswith("plugin typo-on 0.3 (entry point typo-on = fxp_typo_on): pass 'typo_on' (fxp_typo_on.TypoOnPass): @on('rleu')")
+    assert "did you mean 'relu'" in msg
+    assert "typo_on" in reg
+    forget_modules("fxp_typo_on")
+
+
 def test_two_swapped_letters_in_an_on_name_are_a_misspelling():
     """`@on("reul")` (for relu) was below difflib's cutoff and passed without a warning, the
     hook never running."""
@@ -960,7 +1015,8 @@ def test_cli_prints_pass_definition_warnings_as_warning_lines(site):
     forget_modules("fxp_typo")
     r = CliRunner().invoke(cli, ["list"])
     assert r.exit_code == 0, r.output
-    assert "warning: pass 'typo_cli'" in r.output and "did you mean 'mul'?" in r.output
+    assert "warning: plugin typo-dist 1.0 (entry point typo-dist = fxp_typo): pass 'typo_cli'" in r.output
+    assert "did you mean 'mul'?" in r.output
     forget_modules("fxp_typo")
 
 
@@ -1146,11 +1202,14 @@ def test_passes_dropped_with_a_plugin_whose_hook_raised_say_so_when_named(site):
     assert "dropped_pass" not in reg
     with pytest.raises(UnknownPassError) as info:
         reg.get("dropped_pass")
-    assert str(info.value).splitlines()[1] == (
+    line = str(info.value).splitlines()[1]
+    assert line.startswith(
         "(pass 'dropped_pass' was found in plugin dropping-dist 0.4 (entry point dropping-dist = fxp_dropping) "
         "but rejected when the plugin was loaded, so it is not registered until the plugin is fixed: dropped "
-        "with the whole plugin: fxpasses_register_passes raised RuntimeError: half way)"
+        "with the whole plugin: fxpasses_register_passes raised RuntimeError: half way (at "
     )
+    # where the hook raised, as for a plugin whose import fails
+    assert line.endswith("fxp_dropping.py, line 16: raise RuntimeError('half way')))")
     forget_modules("fxp_dropping")
 
 
@@ -1603,7 +1662,10 @@ def test_an_unmarked_hook_is_reported_beside_a_hook_that_raises(site):
     reg = Registry()
     (rec,) = [r for r in reg.plugins if r.distribution == "raises-unmarked"]
     assert rec.status == "failed"
-    assert rec.error.startswith("fxpasses_register_passes raised RuntimeError: not today; also: fxpasses_register_presets ")
+    assert re.match(
+        r"fxpasses_register_passes raised RuntimeError: not today \(at .*fxp_raises_unmarked\.py, line \d+: .*\); also: fxpasses_register_presets ",
+        rec.error,
+    ), rec.error
     assert "@fxpasses.hookimpl" in rec.error
 
 
