@@ -470,7 +470,6 @@ def _check_option_defaults(opts: type[BaseModel], name: str, where: str) -> None
                 pass
 
 
-
 def validate_pass_class(cls: Any) -> None:
     """Check that ``cls`` is a well-formed pass class.
 
