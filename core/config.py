@@ -770,7 +770,9 @@ def config_values(
         if adapter is None:
             continue
         try:
-            text = pydantic_core.to_json(out[key])
+            # a nested model's fields left out take their defaults as JSON data too: pydantic
+            # validates a default in the mode of the call, and a Path default is no JSON string
+            text = pydantic_core.to_json(_with_json_defaults(options_cls.model_fields[field].annotation, out[key]))
         except pydantic_core.PydanticSerializationError:
             continue  # not JSON data (a Python object): the model judges it as it is
         try:
@@ -780,6 +782,47 @@ def config_values(
             for path, msg, value in validation_problems(exc, options_cls.model_fields[field].annotation):
                 problems.append((key if path == "(root)" else f"{key}.{path}", msg, value))
     return out, problems
+
+
+def _with_json_defaults(ann: Any, data: Any) -> Any:
+    """``data`` (JSON-like, for a field of type ``ann``) with the defaults of every nested
+    model's fields it leaves out filled in as JSON data (``Path("x.txt")`` as ``"x.txt"``),
+    through lists, tuples, sets and dicts of models. pydantic's JSON mode validates a default
+    as it validates the input, and refuses a ``Path`` (or ``list[Path]``) default that is not a
+    string: a table giving some of a nested model's fields failed on one it left out. A union
+    is looked into only where one of its members is a model; data of another shape is left."""
+    import typing
+
+    ann = _unwrap(ann)
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, info in ann.model_fields.items():
+            keys = {name, info.alias} - {None}
+            given = next((k for k in keys if k in out), None)
+            if given is not None:
+                out[given] = _with_json_defaults(info.annotation, out[given])
+            elif not info.is_required():
+                try:
+                    default = info.get_default(call_default_factory=True, validated_data={})
+                    out[info.alias or name] = pydantic_core.to_jsonable_python(default, by_alias=True)
+                except Exception:  # (a default that is no JSON data: left to the model's default)
+                    continue
+        return out
+    members = _union_members(ann)
+    if members is not None:
+        models = [m for m in map(_unwrap, members) if isinstance(m, type) and issubclass(m, BaseModel)]
+        return _with_json_defaults(models[0], data) if len(models) == 1 and isinstance(data, dict) else data
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin in (list, set, frozenset, tuple) and args and isinstance(data, list):
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return [_with_json_defaults(a, d) for a, d in zip(args, data)] + data[len(args):]
+        return [_with_json_defaults(args[0], d) for d in data]
+    if origin is dict and len(args) == 2 and isinstance(data, dict):
+        return {k: _with_json_defaults(args[1], v) for k, v in data.items()}
+    return data
 
 
 @functools.lru_cache(maxsize=None)

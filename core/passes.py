@@ -454,11 +454,7 @@ def _check_option_defaults(opts: type[BaseModel], name: str, where: str) -> None
         # instances again), so a default inside it that its own field refuses (an InnerModel()
         # whose model does not validate defaults, a model_construct()) got through, where the
         # same value given in a config is refused: its fields are validated as given ones are
-        nested = {
-            k: v.model_dump(round_trip=True)
-            for k, v in defaults
-            if isinstance(v, BaseModel) and k not in required
-        }
+        nested = {k: _models_dumped(v) for k, v in defaults if k not in required and _holds_model(v)}
         if nested:
             try:
                 opts.model_validate(nested)  # (the other fields: their defaults, checked above)
@@ -468,6 +464,29 @@ def _check_option_defaults(opts: type[BaseModel], name: str, where: str) -> None
                     raise invalid(bad) from None
             except Exception:  # a validator of the model's own: not about the nested defaults
                 pass
+
+
+def _holds_model(value: Any) -> bool:
+    """Whether ``value`` is a pydantic model, or a list, tuple, set or dict holding one."""
+    if isinstance(value, BaseModel):
+        return True
+    if isinstance(value, dict):
+        return any(map(_holds_model, value.values()))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(map(_holds_model, value))
+    return False
+
+
+def _models_dumped(value: Any) -> Any:
+    """``value`` with every model in it (through lists, tuples, sets and dicts) as the data
+    that validates to it (``model_dump(round_trip=True)``), the containers kept."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(round_trip=True)
+    if isinstance(value, dict):
+        return {k: _models_dumped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(map(_models_dumped, value)) if type(value) in (list, tuple) else list(map(_models_dumped, value))
+    return value
 
 
 def validate_pass_class(cls: Any) -> None:

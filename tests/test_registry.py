@@ -687,10 +687,29 @@ def test_a_default_inside_a_nested_options_model_is_validated_and_named_by_its_p
     assert str(info.value).splitlines()[1:] == ["  nested.inner.n: Input should be greater than or equal to 0 (default: -1)"]
 
 
+@pytest.mark.parametrize(
+    ("annotation", "default", "path"),
+    [
+        (list[_InnerOptions], [_InnerOptions.model_construct(n=-5)], "items.0.n"),
+        (dict[str, _InnerOptions], {"a": _InnerOptions.model_construct(n=-6)}, "items.a.n"),
+        (tuple[_InnerOptions, ...], (_InnerOptions.model_construct(n=-7),), "items.0.n"),
+    ],
+    ids=["list", "dict", "tuple"],
+)
+def test_a_default_of_a_model_inside_a_container_is_validated_too(annotation, default, path):
+    options = type("Held", (fxpasses.PassOptions,), {"__annotations__": {"items": annotation}, "items": default})
+    cls = type("HeldPass", (fxpasses.GraphPass,), {"__doc__": "x", "name": "held", "Options": options, "run": lambda self, gm, ctx: False})
+    with pytest.raises(PassDefinitionError) as info:
+        Registry(autoload=False).register(cls)
+    assert str(info.value).splitlines()[1].startswith(f"  held.{path}: Input should be greater than or equal to 0")
+
+
 def test_valid_nested_options_defaults_are_accepted():
     class Options(fxpasses.PassOptions):
         inner: _GoodInner = pydantic.Field(default_factory=_GoodInner)
         other: _GoodInner = _GoodInner(high=1.5)
+        many: list[_GoodInner] = [_GoodInner(), _GoodInner(low=-1.0)]
+        by_name: dict[str, _GoodInner] = {"a": _GoodInner()}
         k: int = 3
 
     cls = type("NestedOk", (fxpasses.GraphPass,), {"__doc__": "x", "name": "nested_ok", "Options": Options, "run": lambda self, gm, ctx: False})
