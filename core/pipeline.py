@@ -281,7 +281,8 @@ class Pipeline:
             that bypass torch's dispatcher (``Tensor.numpy()`` memory, the raw storage,
             rebinding ``.data``) and for passes declaring ``writes_tensors = False``.
         options: extra options by pass name, merged into every entry of that pass; options for
-            a pass not in the pipeline are an error (a typo) unless ``ignore_unused_options``.
+            a pass not in the pipeline are an error (a typo) unless ``ignore_unused_options``
+            (then only those naming no registered pass are: ``UnknownPassError``).
             An option set both here and in an entry is an error naming both (a config's
             ``[options.NAME]`` table and its pipeline alike); only a preset's entries take the
             table's value instead (a preset's options are defaults).
@@ -371,7 +372,12 @@ class Pipeline:
         unused = set(extra) - {s.name for s in self._plan.steps} - demanded
         for name in sorted(demanded & set(extra)):  # validated now, not when a run first needs it
             self._table_options(name, self.registry.get(name))
-        if unused and not ignore_unused_options:
+        if unused and ignore_unused_options:
+            # left for the pipeline the given one replaced; a table naming no registered pass
+            # is still a typo, never silently ignored
+            for name in sorted(unused):
+                self.registry.get(name, source=self._table_source(name))
+        elif unused:
             names = [s.name for s in self._plan.steps]
             raise ConfigError(
                 "options given for pass(es) not in the pipeline: "

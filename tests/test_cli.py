@@ -365,6 +365,25 @@ def test_a_bad_pipeline_flag_is_blamed_on_the_flag_not_the_config_file(tmp_path,
     assert "fx.toml" not in r.output
 
 
+@pytest.mark.parametrize("flag", [["--pipeline", "remove_dropout,eliminate_dead_code"], ["--preset", "cleanup"]])
+def test_a_misspelt_options_table_is_an_error_under_a_pipeline_or_preset_flag_too(tmp_path, flag):
+    """With --pipeline or --preset replacing the config's pipeline, a table for a pass the new
+    one does not run is left (it was the old one's), but a misspelt one was dropped without a
+    word, its setting lost (a new-user check)."""
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text(
+        'pipeline = "remove_dropout,eliminate_dead_code"\n'
+        "[options.eliminate_dead_cod]\nremove_random = true\n"
+        "[options.fold_constants]\nmax_numel = 3\n"  # another registered pass's: left
+    )
+    r = CliRunner().invoke(cli, ["check", str(cfg), *flag])
+    assert r.exit_code == 2, r.output
+    assert f"{cfg} [options.eliminate_dead_cod]: unknown pass 'eliminate_dead_cod'; did you mean 'eliminate_dead_code'?" in r.stderr
+    cfg.write_text('pipeline = "remove_dropout"\n[options.fold_constants]\nmax_numel = 3\n')
+    r = CliRunner().invoke(cli, ["check", str(cfg), *flag])
+    assert r.exit_code == 0, r.output
+
+
 def test_run_with_a_pyproject_without_a_model_keeps_its_settings_and_names_it_in_errors(tmp_path, monkeypatch):
     """``fxpasses run`` with no CONFIG finds pyproject.toml's [tool.fxpasses]; without a
     [model] it runs the bundled example model with *all* of that table's settings (verify was
