@@ -473,6 +473,7 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
 def _show_text(d: Any) -> None:
     from .console import print_table
     from .registry import config_value
+    from .spec import format_value
 
     click.echo(f"{d.name} ({d.kind}) — {d.summary}")
     click.echo(f"source:   {d.distribution} {d.version} ({d.module})".rstrip())
@@ -490,7 +491,9 @@ def _show_text(d: Any) -> None:
             (
                 o.name,
                 o.type + (f" ({o.constraints})" if o.constraints else ""),
-                "(required)" if o.required else repr(config_value(o.default)),
+                # as a pipeline string writes it (--pipeline takes it as shown; a nested
+                # model's default is a table)
+                "(required)" if o.required else format_value(config_value(o.default)),
                 o.description,
             )
             for o in d.options

@@ -718,8 +718,15 @@ def _text_read_as_other(problems: list[tuple[str, str, Any]], string_keys: Colle
     for path, msg, given in problems:
         top = path.split(".")[0]
         if top in string_keys and msg == "Input should be a valid string":
-            # the option itself, or an element of a list/tuple option (names.0): quoted alike
-            quoted = f'{path}="..."' if path == top else f'{top}=[..., "...", ...]'
+            # the innermost key holding it: an option (names), a table's key (thresholds.tag),
+            # or a list's element (names.0: that list's key)
+            parts = path.split(".")
+            last = parts[-1]
+            if last.isdigit():
+                key = next((p for p in reversed(parts) if not p.isdigit()), top)
+                quoted = f'{key}=[..., "...", ...]'
+            else:
+                quoted = f'{last}="..."'
             if isinstance(given, (list, tuple)):
                 quoted = quoted.replace('"..."', '"[...]"')
                 msg += f" (an unquoted [...] in a pipeline string is a list: quote the text, {quoted})"

@@ -375,7 +375,9 @@ def format_value(value: Any) -> str:
     if isinstance(value, Mapping):
         return "{" + ",".join(f"{_format_key(k)}={format_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, str):
-        bare = _BARE.fullmatch(value) and type(_scalar(value)) is str
+        # (a control or invisible character, \x00 or a zero-width space, is quoted: repr()
+        # escapes it, so the printed string shows it and a shell can pass it)
+        bare = _BARE.fullmatch(value) and value.isprintable() and type(_scalar(value)) is str
         return value if bare else repr(value)
     return repr(value) if isinstance(value, float) else str(value)
 
@@ -384,7 +386,7 @@ def _format_key(key: Any) -> str:
     """A table key as :meth:`_Parser.table_item` reads it back (always a string)."""
     key = key.value if isinstance(key, enum.Enum) else key
     key = key if isinstance(key, str) else str(key)
-    return key if _BARE.fullmatch(key) else repr(key)
+    return key if _BARE.fullmatch(key) and key.isprintable() else repr(key)
 
 
 def parse_pipeline_string(text: str, where: str | None = None) -> list[SpecEntry]:

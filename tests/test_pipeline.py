@@ -360,6 +360,27 @@ def test_a_bare_word_read_as_none_a_boolean_or_a_number_for_a_text_option_says_t
     assert Pipeline.from_string("rename_nodes{pattern=a,replacement=0x10}").plan().steps[0].options.replacement == "0x10"
 
 
+def test_a_text_value_inside_a_table_read_as_a_number_says_to_quote_it_as_the_table_writes_it():
+    """The hint pointed at list syntax and the top-level option (`thresholds=[..., "...", ...]`)
+    for `thresholds={tag=1}`, which another error then followed (a new-user check)."""
+
+    class Tagged(fxpasses.PassOptions):
+        tag: str = ""
+        tags: list[str] = []
+
+    class Outer(fxpasses.PassOptions):
+        thresholds: Tagged = Tagged()
+
+    reg = Registry(autoload=False)
+    reg.register(make_pass("tagged", options=Outer))
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("tagged{thresholds={tag=1, tags=[a, true]}}", registry=reg)
+    lines = str(info.value).splitlines()[1:]
+    assert lines[0].endswith('(an unquoted number in a pipeline string is a number: quote the text, tag="...") (given: 1)')
+    assert lines[1].endswith('(an unquoted true or false in a pipeline string is a boolean: quote the text, tags=[..., "...", ...]) (given: True)')
+    assert Pipeline.from_string('tagged{thresholds={tag="1"}}', registry=reg).plan().steps[0].options.thresholds.tag == "1"
+
+
 def test_an_element_of_a_text_list_option_read_as_none_a_boolean_or_a_number_says_to_quote_it():
     """Each element of a list of text is text as well: a bare none/number/true/[...] inside
     it was "Input should be a valid string (given: None)" with no word of why."""
@@ -662,6 +683,15 @@ def test_table_errors_name_the_fault_and_its_column(text, message, column):
     with pytest.raises(fxpasses.ConfigError) as info:
         parse_pipeline_string(text)
     assert str(info.value).startswith(f"pipeline string, column {column}: {message}\n")
+
+
+@pytest.mark.parametrize(("value", "printed"), [("\x00", r"'\x00'"), ("a\x7fb", r"'a\x7fb'"), ("x\u200by", r"'x\u200by'")])
+def test_a_control_or_invisible_character_is_printed_escaped(value, printed):
+    """A NUL, DEL or zero-width space was printed bare: invisible on a terminal, and a NUL
+    cannot be passed through --pipeline (a new-user check)."""
+    assert format_value(value) == printed
+    assert format_value({value: 1}) == "{" + printed + "=1}"
+    assert parse_pipeline_string(f"p{{v={printed}}}")[0].options["v"] == value
 
 
 def test_format_value_of_scalars_and_lists():

@@ -1726,6 +1726,29 @@ def test_show_gives_defaults_as_a_config_writes_them_and_lists_enum_choices(caps
     assert [o.constraints for o in d.options] == ["one of 'safe', 'fast'", "one of 'safe', 'fast'", "", ""]
     _show_text(d)
     out = capsys.readouterr().out
-    assert "'safe'" in out and "'x.txt'" in out and "[1, 2]" in out
+    # as a pipeline string writes them: --pipeline takes what the column shows
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.split()[:1] in (["mode"], ["maybe"], ["out"], ["sizes"])}
+    assert rows == {"mode": "safe", "maybe": "none", "out": "x.txt", "sizes": "[1,2]"}
     assert "Mode.safe" not in out and "PosixPath" not in out
     assert "_Mode (one of 'safe', 'fast')" in out
+
+
+def test_show_gives_a_nested_models_default_as_a_table_that_reads_back(capsys):
+    """A nested model's default was shown as a Python dict (`{'low': -1.0, 'tag': None}`),
+    which a pipeline string does not read (a new-user check)."""
+    from fxpasses.cli import _show_text
+
+    class Inner(fxpasses.PassOptions):
+        low: float = -1.0
+        tag: Optional[str] = None
+
+    class Options(fxpasses.PassOptions):
+        inner: Inner = Inner()
+
+    reg = Registry(autoload=False)
+    reg.register(type("NestedShow", (fxpasses.GraphPass,), {"__doc__": "x", "name": "nested_show", "Options": Options, "run": lambda self, gm, ctx: False}))
+    _show_text(reg.describe("nested_show"))
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("inner ")]
+    shown = row.split()[2]
+    assert shown == "{low=-1.0,tag=none}"
+    assert fxpasses.Pipeline.from_string(f"nested_show{{inner={shown}}}", registry=reg).plan().steps[0].options == Options()
