@@ -7,15 +7,15 @@ fxpasses is installed. The pipeline is taken from, in order:
    (a pipeline string or a list of entries), or ``options={"preset": "inference"}``;
 2. the ``FXPASSES_PIPELINE`` environment variable (a pipeline string);
 3. ``pipeline`` or ``preset`` in ``[tool.fxpasses]`` of the nearest ``pyproject.toml`` (from
-   the working directory up), with that table's ``[options.NAME]`` tables, ``verify``,
-   ``on_error``, ``atol``, ``rtol`` and ``order``, as ``fxpasses run`` reads them (its
-   ``[model]`` and ``output`` are ``fxpasses run``'s alone: not read here);
-4. :data:`DEFAULT_BACKEND_PIPELINE`, with the settings and the options tables of such a
-   table (those for passes it does not run are left: they are for ``fxpasses run``'s preset;
-   one naming no registered pass is an error).
+   the working directory up);
+4. :data:`DEFAULT_BACKEND_PIPELINE`.
 
-Options given to ``torch.compile`` (``verify``, ``on_error``, ``atol``, ``rtol``) override the
-table's.
+Whichever gave the pipeline, that ``[tool.fxpasses]`` table's ``[options.NAME]`` tables,
+``verify``, ``on_error``, ``atol``, ``rtol`` and ``order`` apply, as they do to ``fxpasses run``
+there (with ``--pipeline``: a table for a pass the pipeline does not run is left, one naming no
+registered pass is an error); its ``[model]`` and ``output`` are ``fxpasses run``'s alone and
+are not read. Options given to ``torch.compile`` (``verify``, ``on_error``, ``atol``, ``rtol``)
+override the table's.
 
 After the pipeline the graph goes to the backend named by ``options={"then": ...}``
 (default ``"inductor"``; ``"eager"`` runs the optimized graph as is). Other options:
@@ -93,16 +93,15 @@ _KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "f
 def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     """The registry that names the passes: from ``options["plugins"]`` (a ``[plugins]``
     table), else from the nearest ``pyproject.toml``'s ``[tool.fxpasses.plugins]``, else the
-    default one; and ``(path, Config)`` of that pyproject.toml when the whole table was read
-    (the pipeline comes from there too: :func:`_pipeline_spec` takes it), else None.
+    default one; and ``(path, Config)`` of that pyproject.toml (:func:`_project_config`:
+    its pipeline, options tables and settings), None without one.
 
     Raises:
         ConfigError: ``plugins`` that is not a valid ``[plugins]`` table (named as the option).
     """
     from pydantic import ValidationError
 
-    from .config import Config, PluginsConfig, find_pyproject, load_config_file, validation_problems
-    from .config import read_config_data as _read_config_data
+    from .config import Config, PluginsConfig, find_pyproject, validation_problems
     from .errors import ConfigError, value_hint
     from .pipeline import registry_for
     from .registry import registry as default_registry
@@ -118,18 +117,15 @@ def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
             raise ConfigError(f"{where}: {problems}") from None
         return registry_for(Config(plugins=plugins))
 
-    if "plugins" in options:
-        return plugins_from(options["plugins"], "torch.compile option 'plugins'", python=True), None
+    # the option first: what the call itself gives is checked before the project's table
+    given = plugins_from(options["plugins"], "torch.compile option 'plugins'", python=True) if "plugins" in options else None
     found = find_pyproject()
-    if found is None:
+    project = (found, _project_config(found)) if found is not None else None
+    if given is not None:
+        return given, project
+    if project is None:
         return default_registry(), None
-    if "pipeline" not in options and "preset" not in options and not os.environ.get("FXPASSES_PIPELINE", "").strip():
-        cfg = _project_config(found)  # the pipeline comes from there too: all of it is read
-        return registry_for(cfg), (found, cfg)
-    # only its plugins section: the rest of the table (a [model], an output) is not this run's
-    tool = _read_config_data(found)
-    raw = tool.get("plugins") if isinstance(tool, dict) else None
-    return plugins_from(raw or {}, f"{found} [tool.fxpasses.plugins]"), None
+    return registry_for(project[1]), project
 
 
 def _project_config(found: Any) -> Any:
@@ -154,9 +150,9 @@ def _project_config(found: Any) -> Any:
 
 def _pipeline_spec(options: dict[str, Any], reg: Any, project: tuple[Any, Any] | None = None) -> tuple[Any, str]:
     """The pipeline and where it came from (see the module doc); ``project``: the nearest
-    pyproject.toml's ``(path, Config)`` when :func:`_registry` read it already. The pipeline
-    is a pipeline string, a list of entries, or the pyproject's whole ``Config`` (its pipeline
-    or preset, options tables and settings: :meth:`fxpasses.Pipeline.from_config` reads it)."""
+    pyproject.toml's ``(path, Config)``, None without one. The pipeline is a pipeline string,
+    a list of entries, or the pyproject's whole ``Config`` when its pipeline or preset gives it
+    (:meth:`fxpasses.Pipeline.from_config` reads it)."""
     from .errors import ConfigError
 
     if "pipeline" in options and "preset" in options:
@@ -176,23 +172,10 @@ def _pipeline_spec(options: dict[str, Any], reg: Any, project: tuple[Any, Any] |
     env = os.environ.get("FXPASSES_PIPELINE", "").strip()
     if env:
         return env, "FXPASSES_PIPELINE"
-    if project is None:
-        from .config import find_pyproject
-
-        found = find_pyproject()
-        project = (found, _project_config(found)) if found is not None else None
     if project is not None:
         found, cfg = project
         if cfg.pipeline is not None or cfg.preset is not None:
             return cfg, f"{found} [tool.fxpasses]"
-        # the default pipeline, with the table's settings and the options of its passes; a
-        # table for another registered pass is for `fxpasses run`'s preset, one naming no
-        # registered pass a typo
-        for name in cfg.options:
-            reg.get(name, source=f"{found} [tool.fxpasses.options.{name}]")
-        default = cfg.model_copy(update={"pipeline": DEFAULT_BACKEND_PIPELINE})
-        default._pipeline_overridden = True
-        return default, f"default, with {found} [tool.fxpasses]"
     return DEFAULT_BACKEND_PIPELINE, "default"
 
 
@@ -540,7 +523,7 @@ def fxpasses_backend(
             ) from None
 
     def compile_one(g: torch.fx.GraphModule, inputs: Sequence[Any], frozen: bool) -> tuple[Callable[..., Any], Any]:
-        return _compile(g, inputs, spec, source, options, then, frozen, reg)
+        return _compile(g, inputs, spec, source, options, then, frozen, reg, project[1] if project else None)
 
     if not freeze:
         return compile_one(gm, example_inputs, False)[0]
@@ -560,17 +543,19 @@ def _compile(
     then: Any,
     freeze: bool,
     reg: Any = None,
+    project: Any = None,
 ) -> tuple[Callable[..., Any], Any]:
     """Freeze (when asked), run the pipeline over ``gm`` and hand it to ``then``; returns the
     function to call with the graph's inputs (the frozen ones dropped) and the Freezing
-    (None without ``freeze``)."""
+    (None without ``freeze``). ``project``: the nearest pyproject.toml's ``Config``, whose
+    options tables and settings apply (see the module doc)."""
     from .pipeline import Pipeline
     from .spec import parse_pipeline_string
 
     from .config import Config
 
     from_file = isinstance(spec, Config)  # the pyproject's pipeline, options and settings
-    verify = options.get("verify", spec.verify if from_file else "lint")
+    verify = options.get("verify", project.verify if project is not None else "lint")
     freezing = _freeze(gm, example_inputs) if freeze else None
     if freezing is not None and freezing.frozen:
         example_inputs = [example_inputs[i] for i in freezing.kept]
@@ -583,7 +568,20 @@ def _compile(
                 "symbolic sizes without a value (dynamic shapes); verifying with 'lint' instead"
             )
             verify = "lint"
-    common = dict(verify=verify, on_error=options.get("on_error", "rollback"), registry=reg)
+    common: dict[str, Any] = dict(verify=verify, on_error=options.get("on_error", "rollback"), registry=reg)
+    if project is not None and not from_file:
+        # the table's settings and options tables with a pipeline from elsewhere, as `fxpasses
+        # run --pipeline` keeps them (a table for a pass it does not run is left)
+        common.update(
+            on_error=options.get("on_error", project.on_error),
+            atol=project.atol,
+            rtol=project.rtol,
+            order=project.order,
+            options=project.options,
+            ignore_unused_options=True,
+            _from_config=project._source,
+            _from_preset=source.startswith("options['preset']"),
+        )
     common.update({k: options[k] for k in ("atol", "rtol") if k in options})
     if from_file:
         # the torch.compile options over the table's settings

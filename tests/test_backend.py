@@ -131,6 +131,29 @@ def test_a_misspelt_options_table_in_the_pyproject_is_an_error(tmp_path, monkeyp
     assert "simplify_algebr" in str(info.value) and "did you mean 'simplify_algebra'" in str(info.value)
 
 
+@pytest.mark.parametrize("given", ["option", "environment"])
+def test_the_pyprojects_settings_and_tables_apply_to_a_pipeline_given_elsewhere(tmp_path, monkeypatch, given):
+    """A project-wide `verify = "numeric"` stopped applying once the pipeline came from the
+    torch.compile options or FXPASSES_PIPELINE, where `fxpasses check --pipeline` keeps it
+    (a new-user check)."""
+    table = (
+        'verify = "numeric"\n[tool.fxpasses.options.simplify_algebra]\nkeep_signed_zeros = false\n'
+        "[tool.fxpasses.options.fold_constants]\nmax_numel = 10\n"  # a pass it does not run: left
+    )
+    options = {"pipeline": "simplify_algebra"} if given == "option" else {}
+    if given == "environment":
+        monkeypatch.setenv("FXPASSES_PIPELINE", "simplify_algebra")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.fxpasses]\n" + table)
+    model = Net().eval()
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(torch.compile(model, backend="fxpasses", options={"then": "eager", **options})(x), model(x))
+    report = backend.reports[-1]
+    assert [p.name for p in report.passes] == ["simplify_algebra"]
+    assert report.verification == "numeric"
+    assert report["simplify_algebra"].counters["simplified"] == 2
+
+
 def test_an_invalid_model_section_of_the_pyproject_does_not_stop_torch_compile(tmp_path, monkeypatch):
     """[model] and output are `fxpasses run`'s: a bad one made every torch.compile under that
     directory fail (a new-user check)."""
@@ -685,16 +708,22 @@ def test_plugin_settings_come_from_the_plugins_option_or_the_pyproject(tmp_path,
     )
     assert passes_run({}) == [("remove_identity", "ok")]  # the pipeline and the plugins from there
     assert passes_run({"pipeline": "remove_identity,eliminate_dead_code"})[0] == ("remove_identity", "ok")
-    # with the pipeline given as an option, only the plugins section is read there: the rest of
-    # the project's table (an output the CLI would refuse) is not this run's (it failed the compile)
+    # with the pipeline given as an option, the project's [model] and output are not this
+    # run's (an output the CLI would refuse failed the compile); its settings apply, as they
+    # do to `fxpasses check --pipeline`, so a bad one is an error naming the file
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.fxpasses]\noutput = ""\nverify = "sometimes"\n[tool.fxpasses.plugins]\nenable = ["fxpasses-example-passes"]\n'
+        '[tool.fxpasses]\noutput = ""\n[tool.fxpasses.plugins]\nenable = ["fxpasses-example-passes"]\n'
     )
     assert passes_run({"pipeline": "remove_identity"}) == [("remove_identity", "ok")]
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.fxpasses]\nverify = "sometimes"\n[tool.fxpasses.plugins]\nenable = ["fxpasses-example-passes"]\n'
+    )
+    with pytest.raises(Exception, match=r"pyproject.toml \[tool.fxpasses\]: invalid config:\n  verify: Input should be 'none', 'lint' or 'numeric'"):
+        passes_run({"pipeline": "remove_identity"})
     # values as strict as a config file's: a quoted "true" is not true
     # (given from Python: the hint writes Python's True)
     with pytest.raises(Exception, match="strict: Input should be a valid boolean \\(given: 'true'; a boolean in quotes is a string: write True "):
         passes_run({"pipeline": "remove_identity", "plugins": {"strict": "true"}})
     (tmp_path / "pyproject.toml").write_text('[tool.fxpasses.plugins]\nstrict = "true"\n')
-    with pytest.raises(Exception, match="pyproject.toml \\[tool.fxpasses.plugins\\]: strict: Input should be a valid boolean .*write true "):
+    with pytest.raises(Exception, match="pyproject.toml \\[tool.fxpasses\\]: invalid config:\n  plugins.strict: Input should be a valid boolean .*write true "):
         passes_run({"pipeline": "remove_identity"})
