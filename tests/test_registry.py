@@ -156,6 +156,33 @@ def test_a_failing_pass_chosen_by_prefer_over_another_says_whose_it_is(site):
     forget_modules("fxp_dce_override")
 
 
+def test_a_plugin_error_raised_inside_the_standard_library_names_the_plugins_line(site):
+    """`json.loads` of bad text in a plugin was reported "at .../json/decoder.py, line 353",
+    never the plugin's own line (a new-user check)."""
+    make_dist(
+        site,
+        "stdlib-raise",
+        "0.1",
+        "fxp_stdlib_raise",
+        """
+        import json
+        import fxpasses
+
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(register):
+            json.loads("{not json")
+        """,
+    )
+    make_dist(site, "stdlib-import", "0.1", "fxp_stdlib_import", 'import json\nCONFIG = json.loads("{not json")\n')
+    forget_modules("fxp_stdlib_raise", "fxp_stdlib_import")
+    with pytest.warns(fxpasses.PluginWarning):
+        reg = Registry()
+    errors = {r.distribution: r.error for r in reg.plugins if r.distribution.startswith("stdlib-")}
+    assert re.search(r"JSONDecodeError: .* \(at .*fxp_stdlib_raise\.py, line 7: json\.loads\(\"\{not json\"\)\)$", errors["stdlib-raise"])
+    assert re.search(r"\(at .*fxp_stdlib_import\.py, line 2: CONFIG = json\.loads\(\"\{not json\"\)\)$", errors["stdlib-import"])
+    forget_modules("fxp_stdlib_raise", "fxp_stdlib_import")
+
+
 def test_strict_mode_makes_a_broken_plugin_an_error(site):
     make_dist(site, "broken-dist", "2.3", "fxp_broken", "1/0\n")
     forget_modules("fxp_broken")
