@@ -96,6 +96,9 @@ def _error_object(exc: BaseException, status: int, **extra: Any) -> dict[str, An
 
     message = exception_message(exc) or ("interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__)
     error: dict[str, Any] = {"type": type(exc).__name__, "message": message}
+    notes = [str(n).removeprefix("fxpasses: ") for n in getattr(exc, "__notes__", ()) if str(n).startswith("fxpasses: ")]
+    if notes:  # what fxpasses added on the way out (an interrupted pass, and its graph)
+        error["notes"] = notes
     for key, value in vars(exc).items():
         if key == "report" and hasattr(value, "as_dict"):  # a pass failure's run so far
             error["passes"] = value.as_dict()["passes"]

@@ -1114,6 +1114,8 @@ class Pipeline:
                         snap.restore()
                         _put_back_flags(input_flags)
                         _add_note(exc, f"fxpasses: {step.name!r} was interrupted; the graph was rolled back to before it")
+                    else:
+                        _add_note(exc, f"fxpasses: {step.name!r} was interrupted; the graph is as the pass left it (on_error='raise')")
                     _new_epoch(gm, epoch_graphs)
                     dirty = True
                     raise

@@ -770,6 +770,21 @@ def test_an_interrupted_pass_is_named_with_what_became_of_the_graph(monkeypatch)
     assert r.exit_code == 130, r.output
     assert r.stderr == "interrupted: 'slow_plugin_pass' was interrupted; the graph was rolled back to before it\n"
     assert gm.code == before
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--format", "json"])
+    assert r.exit_code == 130, r.output
+    assert json.loads(r.stdout)["error"] == {
+        "type": "KeyboardInterrupt",
+        "message": "interrupted",
+        "notes": ["'slow_plugin_pass' was interrupted; the graph was rolled back to before it"],
+    }
+
+    def run_job_raise(*args, **kwargs):
+        fxpasses.Pipeline([Slow], on_error="raise").run(gm)
+
+    monkeypatch.setattr(fxpasses.job, "run_job", run_job_raise)
+    r = CliRunner().invoke(cli, ["run", "--no-save"])
+    assert r.stderr == "interrupted: 'slow_plugin_pass' was interrupted; the graph is as the pass left it (on_error='raise')\n"
+    assert gm.code != before
 
 
 def test_json_success_objects_say_ok(tmp_path):
