@@ -507,6 +507,23 @@ def fxpasses_backend(
             f"torch.compile option 'then' must be a backend name (e.g. 'inductor', 'eager') or a "
             f"backend callable, got {then!r}"
         )
+    if then == "fxpasses":
+        raise ConfigError(
+            "torch.compile option 'then' is 'fxpasses', this backend itself: the pipeline would run twice "
+            "(name the backend that compiles the optimized graph: 'inductor', 'eager', ...)"
+        )
+    if callable(then):  # a backend callable takes (gm, example_inputs), as TorchDynamo calls it
+        import inspect
+
+        try:
+            inspect.signature(then).bind(gm, example_inputs)
+        except TypeError as exc:
+            raise ConfigError(
+                f"torch.compile option 'then' must take (gm, example_inputs), as a TorchDynamo backend "
+                f"does: {then!r} cannot ({exc})"
+            ) from None
+        except ValueError:  # no signature to read (a builtin): called as it is
+            pass
     if isinstance(then, str) and then != "eager":  # a misspelt name: said before any pipeline runs
         from torch._dynamo.backends.registry import list_backends, lookup_backend
 
@@ -603,6 +620,13 @@ def _compile(
         _sync_param_sources(gm, freezing.sources if freezing is not None else {})
         if callable(then):
             compiled = then(gm, example_inputs)
+            if not callable(compiled):
+                from .errors import ConfigError
+
+                raise ConfigError(
+                    f"torch.compile option 'then' ({then!r}) returned {type(compiled).__name__} "
+                    f"{compiled!r:.80}, not the callable a TorchDynamo backend returns"
+                )
         else:
             from torch._dynamo.backends.registry import lookup_backend
 

@@ -1012,6 +1012,33 @@ def _fxpasses_table(data: Any) -> tuple[Any, Any]:
     return (tool.get("fxpasses") if isinstance(tool, dict) else None), tool
 
 
+def _warn_top_level_keys(path: Path, data: Any) -> None:
+    """Warn about top-level tables or keys of a pyproject.toml named as fxpasses' config keys
+    (``[options.X]``, ``pipeline = ...``): pasted from a config file of its own, they are
+    read by nothing there (fxpasses reads ``[tool.fxpasses]``; PEP 518 reserves the top level
+    for ``[build-system]``, ``[project]`` and ``[tool]``)."""
+    if not isinstance(data, dict):
+        return
+    misplaced = [k for k in data if k in Config.model_fields]
+    if misplaced:
+        from .errors import ConfigWarning, warn
+
+        def table(k: str) -> str:  # the table as written: [options.X] for options' tables
+            inner = data[k]
+            sub = next((n for n, v in inner.items() if isinstance(v, dict)), None) if isinstance(inner, dict) else None
+            return f"{k}.{sub}" if sub is not None else k
+
+        shown = ", ".join(f"[{table(k)}]" if isinstance(data[k], dict) else k for k in misplaced)
+        first = misplaced[0]
+        meant = f"[tool.fxpasses.{table(first)}]" if isinstance(data[first], dict) else f"{first} under [tool.fxpasses]"
+        warn(
+            ConfigWarning(
+                f"{path}: {shown} at the top level is read by nothing: fxpasses reads its settings from "
+                f"[tool.fxpasses] in a pyproject.toml (write {meant})"
+            )
+        )
+
+
 def load_config_file(path: str | Path) -> Config:
     """Read and validate a config file (``pyproject.toml``: its ``[tool.fxpasses]`` table).
 
@@ -1024,6 +1051,7 @@ def load_config_file(path: str | Path) -> Config:
     if data is None and path.suffix.lower() in (".yaml", ".yml"):
         data = {}  # an empty YAML file: an empty mapping, as an empty TOML file is
     if path.name == "pyproject.toml":
+        _warn_top_level_keys(path, data)
         data, tool = _fxpasses_table(data)
         source = f"{path} [tool.fxpasses]"
         if data is None:

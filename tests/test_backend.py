@@ -168,6 +168,25 @@ def test_a_misspelt_then_is_named_before_any_pipeline_runs():
     assert not backend.reports
 
 
+@pytest.mark.parametrize(
+    ("then", "message", "reports"),
+    [
+        (lambda gm: gm, "torch.compile option 'then' must take (gm, example_inputs), as a TorchDynamo backend does", 0),
+        ("fxpasses", "torch.compile option 'then' is 'fxpasses', this backend itself: the pipeline would run twice", 0),
+        (lambda gm, inputs: 3, "returned int 3, not the callable a TorchDynamo backend returns", 1),
+    ],
+    ids=["signature", "itself", "returns"],
+)
+def test_a_bad_then_callable_is_named_as_the_option(then, message, reports):
+    """A `then` callable of the wrong signature failed with a bare TypeError after the pipeline
+    had run, one returning no callable with torch's "compiler_fn did not return callable", and
+    `then="fxpasses"` ran the pipeline twice (a new-user check)."""
+    with pytest.raises(Exception) as info:
+        torch.compile(Net().eval(), backend="fxpasses", options={"then": then})(torch.randn(2, 8))
+    assert message in str(info.value)
+    assert len(backend.reports) == reports  # a wrong signature or name: before any pipeline
+
+
 def test_default_pipeline_then_inductor(tmp_path, monkeypatch):
     monkeypatch.delenv("FXPASSES_PIPELINE", raising=False)
     monkeypatch.chdir(tmp_path)  # no pyproject.toml with [tool.fxpasses] above

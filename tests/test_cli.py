@@ -384,6 +384,25 @@ def test_a_misspelt_options_table_is_an_error_under_a_pipeline_or_preset_flag_to
     assert r.exit_code == 0, r.output
 
 
+def test_fxpasses_tables_at_a_pyprojects_top_level_are_warned_about(tmp_path):
+    """README's config example pasted into a pyproject.toml put `[options.X]` at the top level,
+    where nothing reads it: its setting was dropped without a word (a new-user check)."""
+    from fxpasses.config import load_config_file
+    from fxpasses.errors import ConfigWarning
+
+    py = tmp_path / "pyproject.toml"
+    py.write_text('[tool.fxpasses]\npreset = "cleanup"\n[options.eliminate_dead_code]\nremove_random = true\n')
+    with pytest.warns(ConfigWarning) as record:
+        cfg = load_config_file(py)
+    assert cfg.options == {}
+    assert [str(w.message) for w in record] == [
+        f"{py}: [options.eliminate_dead_code] at the top level is read by nothing: fxpasses reads its settings "
+        "from [tool.fxpasses] in a pyproject.toml (write [tool.fxpasses.options.eliminate_dead_code])"
+    ]
+    r = CliRunner().invoke(cli, ["check", str(py)])
+    assert r.exit_code == 0 and "warning: " in r.stderr and "[options.eliminate_dead_code] at the top level" in r.stderr
+
+
 def test_run_with_a_pyproject_without_a_model_keeps_its_settings_and_names_it_in_errors(tmp_path, monkeypatch):
     """``fxpasses run`` with no CONFIG finds pyproject.toml's [tool.fxpasses]; without a
     [model] it runs the bundled example model with *all* of that table's settings (verify was
