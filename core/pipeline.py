@@ -415,8 +415,11 @@ class Pipeline:
             # unregistered pass with settings of its own, as a registered one's name takes them
             target = e["name"]
             rest = {k: v for k, v in e.items() if k != "name"}
+            given = rest.get("options")  # an Options instance, as (PassClass, options) takes one
             try:
-                ec = PassEntryConfig.model_validate({"name": "entry", **rest})
+                ec = PassEntryConfig.model_validate(
+                    {"name": "entry", **{k: v for k, v in rest.items() if not (k == "options" and isinstance(v, BaseModel))}}
+                )
             except ValidationError as exc:
                 raise bad_table(exc, {"name": target, **rest}) from None
             verify, on_error = ec.verify, ec.on_error
@@ -431,7 +434,7 @@ class Pipeline:
                     )
                 e = target
             else:
-                e = (target, ec.options)
+                e = (target, given if isinstance(given, BaseModel) else ec.options)
         if isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], Pass):
             cls_name = type(e[0]).__name__
             raise ConfigError(

@@ -194,6 +194,9 @@ def test_a_table_entry_takes_an_unregistered_pass_class_or_instance_with_its_own
     assert (step.options.k, step.on_error, step.instance is not None) == (3, "raise", True)
     with pytest.raises(fxpasses.ConfigError, match=r"an instance carries its own options"):
         Pipeline([{"name": DropRelu(), "options": {"k": 1}}])
+    # an Options instance, as (DropRelu, DropRelu.Options(k=4)) takes one
+    (step,) = Pipeline([{"name": DropRelu, "options": DropRelu.Options(k=4), "verify": "none"}]).plan().steps
+    assert (step.options.k, step.verify) == (4, "none")
     with pytest.raises(fxpasses.ConfigError, match=r"verify: Input should be 'none', 'lint' or 'numeric'; did you mean 'numeric'"):
         Pipeline([{"name": DropRelu, "verify": "numerc"}])
 
