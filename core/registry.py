@@ -468,22 +468,26 @@ class Registry:
                 watch = GraphWatch(gm)
         try:
             if any(i.hookwrapper or getattr(i, "wrapper", False) for i in impls):  # pluggy runs those
+                raised: Exception | None = None
                 try:
                     caller(**kwargs)
                 except Exception as exc:
-                    self._instrument_failed(None, hook_name, exc)
-                finally:
-                    self._check_watch(watch, None, hook_name, kwargs)
+                    raised = exc
+                finally:  # (one report of a hook that raised and changed the graph)
+                    if not self._check_watch(watch, None, hook_name, kwargs, raised) and raised is not None:
+                        self._instrument_failed(None, hook_name, raised)
                 return
             for impl in reversed(impls):  # pluggy's call order (last registered first)
                 if id(impl.plugin) in self._muted:
                     continue
+                raised = None
                 try:
                     impl.function(*[kwargs[a] for a in impl.argnames])
                 except Exception as exc:
-                    self._instrument_failed(impl, hook_name, exc)
+                    raised = exc
                 finally:
-                    self._check_watch(watch, impl, hook_name, kwargs)
+                    if not self._check_watch(watch, impl, hook_name, kwargs, raised) and raised is not None:
+                        self._instrument_failed(impl, hook_name, raised)
         finally:
             if watch is not None:
                 watch.close()
@@ -498,22 +502,26 @@ class Registry:
             return rec.distribution, rec.version, rec.entry_point if rec.value else None
         return instrument_label(impl.plugin), "", None  # an instrument given to Pipeline.run
 
-    def _check_watch(self, watch: Any, impl: Any, hook_name: str, kwargs: dict[str, Any]) -> None:
+    def _check_watch(
+        self, watch: Any, impl: Any, hook_name: str, kwargs: dict[str, Any], raised: Exception | None = None
+    ) -> bool:
         """When the hook just called changed the watched graph: undo it, then report the
         plugin as :meth:`_instrument_failed` does (a warning, the plugin skipped from now on;
-        strict: raised), or raise when the graph could not be put back."""
+        strict: raised), or raise when the graph could not be put back; with what the hook
+        ``raised``, if it did, in the same report. Returns whether it reported."""
         if watch is None:
-            return
+            return False
         what = watch.change()
         if what is None:
-            return
+            return False
         undone = watch.restore()
         label, version, entry_point = self._plugin_label(impl)
         when = {"fxpasses_before_pass": "before pass {}", "fxpasses_pass_failed": "after pass {} failed"}
         where = f" ({when.get(hook_name, 'after pass {}').format(repr(kwargs['pass_name']))})" if "pass_name" in kwargs else ""
         mute = undone and impl is not None and not self.strict
+        did = f"raised {exception_text(raised)} and changed" if raised is not None else "changed"
         err = PluginError(
-            f"its {hook_name} hook changed the graph{where}: {what}. Instruments observe passes and "
+            f"its {hook_name} hook {did} the graph{where}: {what}. Instruments observe passes and "
             "must not change the graph (write a pass for that: it is verified and rolled back); "
             + (
                 "the graph was put back as it was before the hook ran"
@@ -525,11 +533,13 @@ class Registry:
             version=version,
             entry_point=entry_point,
         )
+        err.__cause__ = raised
         if not undone or self.strict:
             raise err
         if mute:
             self._muted[id(impl.plugin)] = impl.plugin
         warn(PluginWarning(str(err)))
+        return True
 
     def _instrument_failed(self, impl: Any, hook_name: str, exc: Exception) -> None:
         label, version, entry_point = self._plugin_label(impl)

@@ -485,6 +485,28 @@ def test_an_instrument_editing_after_every_pass_is_reported_once_and_skipped_aft
     assert gm.code.strip() == AFTER_DROPOUT
 
 
+class _EditThenRaise:
+    @fxpasses.hookimpl
+    def fxpasses_before_pass(self, pass_name, gm, ctx):
+        _relu_after_the_output_value(gm)
+        raise ValueError("oops")
+
+
+def test_an_instrument_that_edits_the_graph_and_raises_is_reported_once():
+    """Two warnings came, the first (it raised) not saying the graph was put back (a new-user
+    check): one now says both."""
+    gm = torch.fx.symbolic_trace(Net())
+    with pytest.warns(fxpasses.errors.PluginWarning) as record:
+        Pipeline.from_string("remove_dropout").run(gm, [torch.ones(2)], instruments=_EditThenRaise())
+    (msg,) = _editing_warnings(record)
+    assert msg.startswith(
+        "plugin instrument _EditThenRaise: its fxpasses_before_pass hook raised ValueError: oops and changed the "
+        "graph (before pass 'remove_dropout'): added 1 node(s): %relu;"
+    )
+    assert msg.endswith("the graph was put back as it was before the hook ran; its instrumentation hooks are skipped from now on")
+    assert gm.code.strip() == AFTER_DROPOUT
+
+
 def test_an_instrument_that_edits_the_graph_is_an_error_with_a_strict_registry():
     reg = fxpasses.Registry(strict=True)
     gm = torch.fx.symbolic_trace(Net())
