@@ -79,16 +79,19 @@ class PrintChanged:
         if not report.changed or before is None:
             return
         after = graph_code(gm)
-        diff = unified_diff(  # (difflib's is quadratic on a graph changed all over: seconds at 9k nodes)
+        diff = list(unified_diff(  # (difflib's is quadratic on a graph changed all over: seconds at 9k nodes)
             before.splitlines(keepends=True),
             after.splitlines(keepends=True),
             f"before {pass_name}",
             f"after {pass_name}",
             n=self.context,
             section=_is_submodule_line,  # a hunk in a branch's code names the branch
-        )
+        ))
         out = self.file or sys.stderr
         print(f"# *** {pass_name} changed the graph ({report.nodes_before} -> {report.nodes_after} nodes) ***", file=out)
+        if not diff:  # the module changed, not its code (submodules, parameters or buffers removed)
+            counters = ", ".join(f"{k}={v}" for k, v in sorted(report.counters.items()))
+            print(f"# (the graph's code is unchanged: it changed the module's state{f': {counters}' if counters else ''})", file=out)
         out.write("".join(diff))
 
 

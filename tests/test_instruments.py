@@ -90,6 +90,19 @@ def test_print_changed_diff_and_print_after():
     assert after.startswith("def forward(self, x):\n    mul = x * 1")
 
 
+def test_print_changed_says_when_a_pass_changed_the_module_but_not_its_code():
+    """A pass that only removed a submodule printed the header and no diff (a new-user check)."""
+
+    out = io.StringIO()
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    gm.add_submodule("spare", torch.nn.Linear(2, 2))  # never called
+    Pipeline.from_string("eliminate_dead_code").run(gm, [torch.ones(2)], instruments=[PrintChanged(file=out)])
+    assert out.getvalue().splitlines() == [
+        "# *** eliminate_dead_code changed the graph (3 -> 3 nodes) ***",
+        "# (the graph's code is unchanged: it changed the module's state: removed_parameters=2, removed_submodules=1)",
+    ]
+
+
 def test_time_passes_rows_sorted_and_totals():
     t = TimePasses()
     t._add("a", 0.002)
