@@ -21,6 +21,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 
 from ._layout import LayoutCopies, copy_inputs
+from .errors import exception_message
 
 __all__ = [
     "TensorState",
@@ -211,12 +212,16 @@ def call_isolated(
     Raises:
         Exception: whatever the module raises on these inputs (its tensors are put back first).
     """
+    grad_call_error = None
     if facts and torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
         try:
             return _call(gm, inputs, state, kwargs, grad=True)
-        except Exception:  # noqa: BLE001 - e.g. an in-place write of a leaf that requires grad
-            pass
-    return _call(gm, inputs, state, kwargs, grad=False, facts=facts)
+        except Exception as exc:  # noqa: BLE001 - e.g. an in-place write of a leaf that requires grad
+            grad_call_error = f"{type(exc).__name__}: {exception_message(exc)[:300]}"
+    out = _call(gm, inputs, state, kwargs, grad=False, facts=facts)
+    if facts:  # what made the grad-mode call fail (compared: before the pass it may have run)
+        out[1].grad_call_error = grad_call_error
+    return out
 
 
 def _unwrapped_call(gm: torch.nn.Module) -> Any:
@@ -297,17 +302,22 @@ class OutputFacts:
     ``grads``: the gradients of ``sum(output * w)`` over the float outputs that require grad
     (``w``: fixed random weights of each output's shape) with respect to each input that
     requires grad, by name (``input[0]``, ``input 'mask'``; None where the outputs do not
-    depend on it), or None when no output requires grad (then no backward runs; nor when no
-    input requires grad: ``{}``). The module's own parameters are not differentiated: a pass
+    depend on it), or None when no output requires grad (then no backward runs), ``{}`` when
+    no input requires grad. The module's own parameters' gradients are not compared: a pass
     may re-parametrise them (fused conv weights, frozen folds, rescaled weights), which
     changes their gradients but not the function of the inputs; an output that stops
-    requiring grad is still told by ``requires_grad``. ``grad_mode``: whether the call ran
-    with grad mode on; ``grad_error``: the exception the backward raised, if it did."""
+    requiring grad is still told by ``requires_grad``, and when no input requires grad (a
+    training batch) the backward to the parameters that require grad is run, so that one a
+    pass broke (an in-place write of a tensor autograd saved) is told. ``grad_mode``: whether
+    the call ran with grad mode on; ``grad_error``: the exception the backward raised, if it
+    did; ``grad_call_error``: the exception the call itself raised in grad mode, when it was
+    then run under ``no_grad`` (see :func:`call_isolated`)."""
 
     leaves: dict[str, LeafFacts]
     grads: dict[str, torch.Tensor | None] | None
     grad_mode: bool
     grad_error: str | None = None
+    grad_call_error: str | None = None
 
     @classmethod
     def of(
@@ -351,6 +361,16 @@ class OutputFacts:
             # the inputs or its derivative (TorchDynamo graphs take the parameters as inputs)
             targets = [(n, t) for n, t in named_inputs if t.requires_grad]
             grads = {}
+            if not targets:
+                # a training batch: only the parameters require grad. Their gradients are not
+                # compared (above), but the backward must still run as it did before the pass
+                params = [t for _, t in module_tensors if t.requires_grad and t.is_leaf]
+                if params:
+                    total = sum(t.sum() for t in differentiable)
+                    try:
+                        torch.autograd.grad(total, params, allow_unused=True)
+                    except Exception as exc:  # noqa: BLE001 - compared: before the pass it may have run
+                        return cls(leaves, grads, grad, f"{type(exc).__name__}: {str(exc)[:300]}")
             if targets:
                 weights = torch.Generator().manual_seed(SEED)
                 total = sum(
@@ -460,6 +480,11 @@ def compare_facts(actual: OutputFacts, expected: OutputFacts, atol: float, rtol:
                 f"{path}: strides {_strides(a.strides)} vs {_strides(e.strides)} before the pass "
                 f"(contiguous: {a.contiguous}, {e.contiguous} before){fix}"
             )
+    if expected.grad_mode and not actual.grad_mode and actual.grad_call_error:
+        return (
+            "the module raises in grad mode after the pass (it ran before it; verified again under no_grad): "
+            f"{actual.grad_call_error}"
+        )
     if grad_mode and actual.grad_error and not expected.grad_error:
         return f"the backward of the outputs fails after the pass (it ran before it): {actual.grad_error}"
     if not grad_mode or expected.grads is None or actual.grads is None:

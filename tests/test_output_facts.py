@@ -289,9 +289,15 @@ def test_inference_runs_no_backward(mode, grad_calls):
 def test_gradients_are_taken_with_respect_to_inputs_that_require_grad(grad_calls):
     cap = capture(Linear(), [_x()], "export")
     _, facts = call_isolated(cap.gm, cap.inputs, TensorState(cap.gm), facts=True)
-    # the output requires grad (the parameters do), no input does: no backward
-    assert (grad_calls.calls, facts.grads) == (0, {})
+    # the output requires grad (the parameters do), no input does (a training batch): the
+    # backward to the parameters runs, to tell one a pass broke, and no gradient is kept
+    assert (grad_calls.calls, facts.grads, facts.grad_error) == (1, {}, None)
+    assert cap.gm.lin.weight.grad is None  # nothing accumulated
     assert facts.leaves["output"].requires_grad and facts.leaves["output"].strides == (3, 1)
+    grad_calls.calls = 0
+    with torch.no_grad():  # an inference call: no backward at all
+        _, facts = call_isolated(cap.gm, cap.inputs, TensorState(cap.gm), facts=True)
+    assert (grad_calls.calls, facts.grads) == (0, None)
     x = _x().requires_grad_()
     _, facts = call_isolated(cap.gm, [x], TensorState(cap.gm), facts=True)
     assert grad_calls.calls == 1
@@ -423,3 +429,68 @@ def test_compare_results_compares_outputs_then_what_else_a_caller_sees_of_them()
     grad = compare_results(detached, detached_facts, out, facts, 0.0, 0.0)
     assert grad.max_abs == 0.0 and grad.message == compare_facts(detached_facts, facts, 0.0, 0.0)
     assert "requires_grad" in grad.message
+
+
+class _ReluOfInputInPlace(fxpasses.NodePass):
+    """relu(x) -> relu_(x) on a graph input: the module then writes a leaf that requires grad."""
+
+    name = "relu_of_input_in_place"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        x = node.args[0]
+        if isinstance(x, torch.fx.Node) and x.op == "placeholder":
+            return fxpasses.Replace(ctx.call_function(torch.relu_, (x,)))
+        return None
+
+
+class _ReluPlusOne(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 1
+
+
+def test_a_pass_after_which_the_module_raises_in_grad_mode_is_caught():
+    """Verification ran the module again under no_grad when it raised in grad mode, and
+    compared no more: a pass making it raise there (it ran before) passed (a new-user check)."""
+    with pytest.raises(AssertionError) as info:
+        assert_preserves_outputs(_ReluOfInputInPlace, _ReluPlusOne(), [torch.randn(3, 4, requires_grad=True)], dialects=("symbolic_trace",))
+    assert (
+        "the module raises in grad mode after the pass (it ran before it; verified again under no_grad): RuntimeError: "
+        "a leaf Variable that requires grad is being used in an in-place operation"
+    ) in str(info.value)
+    # without grad, the same pass is fine: the module never raised
+    assert_preserves_outputs(_ReluOfInputInPlace, _ReluPlusOne(), [torch.randn(3, 4)], dialects=("symbolic_trace",))
+
+
+class _ReluInPlaceOfSaved(fxpasses.NodePass):
+    """relu(sigmoid(y)) -> relu_(...): overwrites what sigmoid's backward saved."""
+
+    name = "relu_in_place_of_saved"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        y = node.args[0]
+        if isinstance(y, torch.fx.Node) and y.op != "placeholder" and len(y.users) == 1:
+            return fxpasses.Replace(ctx.call_function(torch.relu_, (y,)))
+        return None
+
+
+class _SigmoidHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(torch.sigmoid(self.lin(x))) * 2
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_a_pass_that_breaks_the_backward_of_a_training_batch_is_caught(dialect):
+    """With no input requiring grad (a training batch: only the parameters do) no backward ran,
+    so a pass breaking it passed verification in symbolic_trace and export (a new-user check)."""
+    with pytest.raises(AssertionError) as info:
+        assert_preserves_outputs(_ReluInPlaceOfSaved, _SigmoidHead().train(), [torch.randn(3, 4)], dialects=(dialect,))
+    assert (
+        "the backward of the outputs fails after the pass (it ran before it): RuntimeError: one of the variables "
+        "needed for gradient computation has been modified by an inplace operation"
+    ) in str(info.value)
