@@ -15,7 +15,7 @@ import functools
 import io
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 import torch
@@ -265,6 +265,22 @@ def _call(
             out = clone_outputs(raw)
             if facts:
                 seen = OutputFacts.of(raw, args, keywords, gm, grad=grad)
+                # what the call wrote in place, told by value, bit for bit (a version counter
+                # misses batch norm's running statistics): the inputs' copies against the
+                # caller's tensors, the module's tensors against the recorded state
+                given = _named_tensors(list(inputs or ()), dict(kwargs or {}))
+                copied = _named_tensors(args, keywords)
+                seen.writes = {
+                    name: t.detach().clone()
+                    for (name, t), (_, was) in zip(copied, given)
+                    if not _same_bits(t, was.detach())
+                }
+                named = {id(t): n for n, t in _named_module_tensors(gm, named=True)}
+                seen.writes.update(
+                    (named[id(t)], t.detach().clone()) for t, was in state.saved if id(t) in named and not _same_bits(t, was)
+                )
+                seen.module_tensors = frozenset(named.values()) | {n for n, _ in copied}
+                seen.parameter_flags = {n: bool(p.requires_grad) for n, p in gm.named_parameters()}
     finally:
         state.restore()
     if printed.getvalue():  # the call succeeded: what it printed is the model's own output
@@ -318,6 +334,12 @@ class OutputFacts:
     grad_mode: bool
     grad_error: str | None = None
     grad_call_error: str | None = None
+    #: the inputs (``input[0]``) and module tensors (``module tensor 'bn.running_mean'``) the
+    #: call wrote in place, with their values after it; the names it could have written; and
+    #: each parameter's ``requires_grad``, by name
+    writes: dict[str, torch.Tensor] = field(default_factory=dict)
+    module_tensors: frozenset[str] = frozenset()
+    parameter_flags: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -385,6 +407,35 @@ class OutputFacts:
         return cls(leaves, grads, grad)
 
 
+def _state_difference(actual: OutputFacts, expected: OutputFacts, atol: float, rtol: float) -> str:
+    """What the call does to the caller's inputs and the module's tensors, or which parameters
+    require grad, that differs after the pass (``actual``) from before it (``expected``): a
+    write it added or dropped (BatchNorm's running statistics), a value written differently,
+    a parameter frozen or unfrozen; "" when none. Only names both calls have are compared (a
+    pass may fold, fuse or remove module tensors)."""
+    both = actual.module_tensors & expected.module_tensors
+    for name in sorted(set(expected.writes) | set(actual.writes)):
+        if name not in both:
+            continue
+        a, e = actual.writes.get(name), expected.writes.get(name)
+        if a is None:
+            return (
+                f"{name} is no longer written in place by the call (it was before the pass): the pass dropped a "
+                "write of the caller's input or the module's state (e.g. BatchNorm's running statistics)"
+            )
+        if e is None:
+            return f"{name} is written in place by the call after the pass (it was not before it)"
+        cmp = compare_outputs(a, e, atol, rtol, path=f"{name} after the call")
+        if cmp.message:
+            return cmp.message
+    for name, e in expected.parameter_flags.items():
+        a = actual.parameter_flags.get(name)
+        if a is not None and a != e:
+            now = "requires grad" if a else "no longer requires grad"
+            return f"parameter {name!r} {now} after the pass (requires_grad={e} before it): a pass must not freeze or unfreeze parameters"
+    return ""
+
+
 def _storage_key(t: torch.Tensor) -> tuple[Any, int] | None:
     """``(device, storage data pointer)`` of a strided tensor with memory, else None."""
     if t.layout is not torch.strided:
@@ -405,13 +456,20 @@ def _named_tensors(args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[tuple
     return out
 
 
-def _named_module_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+def _named_module_tensors(gm: torch.nn.Module, named: bool = False) -> list[tuple[str, torch.Tensor]]:
+    """The module's parameters, buffers and tensor attributes by path; ``named``: each tensor
+    once, under its first path, spelt ``module tensor 'path'``."""
     out = list(gm.named_parameters(remove_duplicate=False))
     out.extend(gm.named_buffers(remove_duplicate=False))
     for prefix, m in gm.named_modules(remove_duplicate=False):
         for k, v in vars(m).items():
             if isinstance(v, torch.Tensor):
                 out.append((f"{prefix}.{k}" if prefix else k, v))
+    if named:
+        first: dict[int, str] = {}
+        for n, t in out:
+            first.setdefault(id(t), n)
+        return [(f"module tensor {n!r}", t) for n, t in out if first[id(t)] == n]
     return out
 
 
@@ -485,6 +543,9 @@ def compare_facts(actual: OutputFacts, expected: OutputFacts, atol: float, rtol:
             "the module raises in grad mode after the pass (it ran before it; verified again under no_grad): "
             f"{actual.grad_call_error}"
         )
+    state = _state_difference(actual, expected, atol, rtol)
+    if state:
+        return state
     if grad_mode and actual.grad_error and not expected.grad_error:
         return f"the backward of the outputs fails after the pass (it ran before it): {actual.grad_error}"
     if not grad_mode or expected.grads is None or actual.grads is None:

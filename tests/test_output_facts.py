@@ -458,8 +458,9 @@ def test_a_pass_after_which_the_module_raises_in_grad_mode_is_caught():
         "the module raises in grad mode after the pass (it ran before it; verified again under no_grad): RuntimeError: "
         "a leaf Variable that requires grad is being used in an in-place operation"
     ) in str(info.value)
-    # without grad, the same pass is fine: the module never raised
-    assert_preserves_outputs(_ReluOfInputInPlace, _ReluPlusOne(), [torch.randn(3, 4)], dialects=("symbolic_trace",))
+    # without grad the module runs, and writes the caller's input, which is caught as that
+    with pytest.raises(AssertionError, match=r"input\[0\] is written in place by the call after the pass"):
+        assert_preserves_outputs(_ReluOfInputInPlace, _ReluPlusOne(), [torch.randn(3, 4)], dialects=("symbolic_trace",))
 
 
 class _ReluInPlaceOfSaved(fxpasses.NodePass):
@@ -494,3 +495,97 @@ def test_a_pass_that_breaks_the_backward_of_a_training_batch_is_caught(dialect):
         "the backward of the outputs fails after the pass (it ran before it): RuntimeError: one of the variables "
         "needed for gradient computation has been modified by an inplace operation"
     ) in str(info.value)
+
+
+class _BNNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x)).relu()
+
+
+class _DropRunningStats(fxpasses.NodePass):
+    """Batch norm without its running statistics: the outputs of a train-mode call match."""
+
+    name = "drop_running_stats"
+
+    @fxpasses.on("batch_norm", op="call_module")
+    def bn(self, node, ctx):
+        w, b = ctx.get_attr(node.target + ".weight"), ctx.get_attr(node.target + ".bias")
+        return fxpasses.Replace(ctx.call_function(torch.nn.functional.batch_norm, (node.args[0], None, None, w, b, True, 0.1, 1e-5)))
+
+
+class _AddBufferWrite(fxpasses.GraphPass):
+    """Adds a write of a buffer nothing reads in this call."""
+
+    name = "add_buffer_write"
+
+    def run(self, gm, ctx):
+        out = _output(gm)
+        with gm.graph.inserting_before(out):
+            gm.graph.call_method("add_", (gm.graph.get_attr("bn.running_mean"), 1.0))
+        return True
+
+
+class _FreezeWeights(fxpasses.GraphPass):
+    """Freezes the weights; the graph is as it was."""
+
+    name = "freeze_weights"
+
+    def run(self, gm, ctx):
+        for n, p in gm.named_parameters():
+            if n.endswith("weight"):
+                p.requires_grad_(False)
+        return False
+
+
+@pytest.mark.parametrize(
+    ("bad", "model", "message"),
+    [
+        (_ReluOfInputInPlace, _ReluPlusOne, "input[0] is written in place by the call after the pass (it was not before it)"),
+        (_DropRunningStats, _BNNet, "module tensor 'bn.num_batches_tracked' is no longer written in place by the call (it was before the pass)"),
+        (_AddBufferWrite, _BNNet, "module tensor 'bn.running_mean' after the call: max abs error 1 exceeds"),
+        (_FreezeWeights, _BNNet, "parameter 'conv.weight' no longer requires grad after the pass (requires_grad=True before it)"),
+    ],
+    ids=["writes-the-input", "drops-running-stats", "adds-a-buffer-write", "freezes-weights"],
+)
+def test_what_the_call_writes_and_which_parameters_train_are_verified(bad, model, message):
+    """The outputs matched, so these passed: a graph writing the caller's input, a train-mode
+    batch norm no longer updating its running statistics, one updating a buffer it did not,
+    parameters frozen by the pass (a new-user check)."""
+    dialects = ("symbolic_trace", "export") if bad is not _ReluOfInputInPlace else ("symbolic_trace", "dynamo", "export")
+    x = torch.randn(2, 3, 6, 6) if model is _BNNet else torch.randn(3, 4)
+    for dialect in dialects:
+        if dialect == "export" and bad in (_DropRunningStats, _AddBufferWrite):
+            continue  # (those passes are written for the call_module nodes of symbolic_trace)
+        with pytest.raises(AssertionError) as info:
+            assert_preserves_outputs(bad, model().train(), [x], dialects=(dialect,))
+        assert message in str(info.value), (dialect, str(info.value))
+
+
+def test_a_written_value_that_differs_after_the_pass_is_named():
+    class Momentum(fxpasses.GraphPass):
+        """Changes batch norm's momentum: the running statistics differ."""
+
+        name = "momentum"
+
+        def run(self, gm, ctx):
+            gm.bn.momentum = 0.5
+            return True
+
+    with pytest.raises(AssertionError) as info:
+        assert_preserves_outputs(Momentum, _BNNet().train(), [torch.randn(2, 3, 6, 6)], dialects=("symbolic_trace",))
+    assert "module tensor 'bn.running_mean' after the call" in str(info.value)
+
+
+@pytest.mark.parametrize("preset", ["inference", "training", "cleanup"])
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_the_presets_raise_no_false_alarm_on_writes_and_flags(preset, mode):
+    from fxpasses.builtin_passes import BUILTIN_PRESETS
+
+    model = _BNNet()
+    getattr(model, mode)()
+    assert sorted(assert_preserves_outputs(BUILTIN_PRESETS[preset][0], model, [torch.randn(2, 3, 6, 6)])) == ["dynamo", "export", "symbolic_trace"]
