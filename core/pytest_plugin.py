@@ -54,7 +54,9 @@ def fxpasses_registry() -> Any:
 @pytest.fixture
 def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
     """Run a pipeline (a pipeline string, a Pipeline, or what ``Pipeline(...)`` takes: one pass or
-    a list of entries) over a GraphModule; returns the report.
+    a list of entries) over a GraphModule; returns the report. With example inputs it verifies
+    numerically unless ``verify=`` says otherwise, a given Pipeline too (a copy of it runs with
+    the settings given: ``verify``, ``on_error``, ``atol``, ``rtol``).
 
     Raises (when called): TypeError when ``gm`` is not a GraphModule; ``Pipeline(...)``'s errors
     (a ConfigError naming an entry that is not a pass, UnknownPassError, ...) for ``pipeline``.
@@ -73,10 +75,52 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
             options.setdefault("verify", "numeric")  # a test with inputs checks the outputs
         if isinstance(pipeline, str):
             pipeline = Pipeline.from_string(pipeline, registry=fxpasses_registry, **options)
-        elif not isinstance(pipeline, Pipeline):
+        elif isinstance(pipeline, Pipeline):
+            # the given pipeline's passes with these settings (verify=numeric with inputs, as
+            # for the other forms): a copy, the caller's Pipeline left as it is
+            pipeline = _with_settings(pipeline, options)
+        else:
             # Pipeline's own reading: one pass alone (a class, an instance, a (name, options)
             # pair) is a one-pass pipeline, a list is its entries, anything else a ConfigError
             pipeline = Pipeline(pipeline, registry=fxpasses_registry, **options)
         return pipeline.run(gm, example_inputs, example_kwargs=example_kwargs)
 
     return run
+
+
+#: the settings of a built Pipeline that ``fxpasses_run(..., **options)`` can change
+_SETTINGS = ("verify", "on_error", "atol", "rtol")
+
+
+def _with_settings(pipeline: Any, options: dict[str, Any]) -> Any:
+    """A copy of ``pipeline`` with ``options`` (among :data:`_SETTINGS`) applied, each checked
+    as ``Pipeline(...)`` checks it.
+
+    Raises:
+        TypeError: an option a built Pipeline cannot take (its passes and options are fixed).
+        ConfigError: a bad setting value.
+    """
+    import copy
+
+    from .errors import ConfigError, not_one_of
+    from .pipeline import _ON_ERROR, _VERIFY, tolerance
+
+    other = sorted(set(options) - set(_SETTINGS))
+    if other:
+        raise TypeError(
+            f"fxpasses_run: {', '.join(other)} cannot be applied to a built Pipeline (its passes and options "
+            f"are fixed): give them to Pipeline(...), or give fxpasses_run the passes instead; a Pipeline "
+            f"takes {', '.join(_SETTINGS)} here"
+        )
+    if not options:
+        return pipeline
+    out = copy.copy(pipeline)
+    for key, value in options.items():
+        if key in ("atol", "rtol"):
+            value = tolerance(key, value)
+        else:
+            allowed = _VERIFY if key == "verify" else _ON_ERROR
+            if value not in allowed:
+                raise ConfigError(not_one_of(key, value, allowed))
+        setattr(out, key, value)
+    return out

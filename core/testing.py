@@ -15,7 +15,7 @@ import torch
 import torch.fx
 
 from .capture import DIALECTS, capture
-from .errors import UserError, exception_line
+from .errors import PassFailedError, UserError, exception_line
 from .journal import check_journals
 from .report import RunReport
 
@@ -42,7 +42,7 @@ def assert_preserves_outputs(
     example_kwargs: Mapping[str, Any] | None = None,
     atol: float = 1e-5,
     rtol: float = 1e-5,
-    dialects: Sequence[str] = DIALECTS,
+    dialects: Sequence[str] | str = DIALECTS,
     registry: Any = None,
     check_inputs: Sequence[Sequence[Any]] = (),
     check_kwargs: Sequence[Mapping[str, Any]] = (),
@@ -84,9 +84,15 @@ def assert_preserves_outputs(
             that does not run on an input set before any pass (e.g. ``check_inputs`` of
             another batch size than the capture was specialised to).
     """
+    __tracebackhide__ = True  # (pytest shows the test's line, not this function's body)
     from .inputs import check_example_inputs
     from .verify import TensorState, compare_results
 
+    if isinstance(dialects, str):  # one dialect: not its letters
+        dialects = (dialects,)
+    dialects = tuple(dialects)
+    if not dialects:
+        raise UserError(f"dialects is empty: name at least one of {', '.join(DIALECTS)} (a check of none checks nothing)")
     kwargs = check_example_inputs(None, example_kwargs)[1] or {}
     checks = _check_sets(check_inputs, check_kwargs)
     pipeline = _as_pipeline(pass_or_pipeline, registry)
@@ -103,7 +109,11 @@ def assert_preserves_outputs(
         state = TensorState(gm)
         before = [_call(gm, inp, state, module, dialect, k, None) for k, inp in enumerate(sets)]
         with check_journals():  # a pass declaring journal_edits is held to it
-            report = pipeline.run(gm, cap.inputs, example_kwargs=cap.kwargs or None)
+            try:
+                report = pipeline.run(gm, cap.inputs, example_kwargs=cap.kwargs or None)
+            except PassFailedError as exc:  # which capture it failed in
+                exc.notes.append(f"in the graph of {type(module).__name__} captured with {dialect}")
+                raise
         state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
         after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
         for k, ((a, a_facts), (b, b_facts)) in enumerate(zip(after, before)):

@@ -90,6 +90,41 @@ def test_fixture_verifies_numerically_when_given_inputs(pytester):
     result.assert_outcomes(passed=1)
 
 
+def test_fixture_applies_verify_and_its_default_to_a_built_pipeline_too(pytester):
+    """Given a Pipeline object, the fixture dropped both the numeric verification its inputs
+    imply and an explicit verify= (a new-user check)."""
+    pytester.makepyfile(
+        """
+        import pytest, torch, fxpasses
+
+        class DropRelu(fxpasses.NodePass):
+            "Wrong on purpose."
+            name = "drop_relu_built"
+            @fxpasses.on("relu")
+            def r(self, node, ctx):
+                return fxpasses.Replace(node.args[0])
+
+        @pytest.mark.parametrize("options", [{}, {"verify": "numeric"}])
+        def test_caught(fxpasses_run, options):
+            pipe = fxpasses.Pipeline([DropRelu])
+            with pytest.raises(fxpasses.PassFailedError, match="verification failed"):
+                fxpasses_run(torch.fx.symbolic_trace(torch.nn.ReLU()), pipe, [torch.tensor([-1.0, 2.0])], **options)
+            assert pipe.verify == "lint"  # the caller's Pipeline is left as it is
+
+        def test_lint_when_asked_and_errors(fxpasses_run):
+            pipe = fxpasses.Pipeline([DropRelu])
+            report = fxpasses_run(torch.fx.symbolic_trace(torch.nn.ReLU()), pipe, [torch.tensor([-1.0, 2.0])], verify="lint")
+            assert report.verification == "lint"
+            with pytest.raises(fxpasses.ConfigError, match="verify must be one of none, lint, numeric, got 'numerc'"):
+                fxpasses_run(torch.fx.symbolic_trace(torch.nn.ReLU()), pipe, None, verify="numerc")
+            with pytest.raises(TypeError, match="order cannot be applied to a built Pipeline"):
+                fxpasses_run(torch.fx.symbolic_trace(torch.nn.ReLU()), pipe, None, order="as-given")
+        """
+    )
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+
+
 def test_check_inputs_the_capture_cannot_take_are_named_as_the_tests_inputs():
     """An export is specialised to the example inputs' shapes: a check input of another batch
     size fails before any pass ran. That is the test's input, named as such (not an
@@ -236,3 +271,33 @@ def test_assert_graph_equal_takes_code_written_by_hand_without_the_generators_fr
     with pytest.raises(AssertionError) as info:
         assert_graph_equal(gm, "def forward(self, x, y):\n    add = x * y\n    relu = add.relu()\n    return relu\n")
     assert "-    add = x * y\n+    add = x + y" in str(info.value)
+
+
+def test_dialects_given_as_one_name_or_none_and_a_failure_names_its_dialect():
+    """`dialects="export"` was read letter by letter ("unknown capture 'e'"), `dialects=()`
+    checked nothing and passed, and a pass failing in one capture did not say which (a
+    new-user check)."""
+    import fxpasses
+    from fxpasses.testing import assert_preserves_outputs
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.abs() + 1
+
+    class FailOnAten(fxpasses.NodePass):
+        """Fails on export's aten op only."""
+
+        name = "fail_on_aten"
+
+        @fxpasses.on("abs")
+        def a(self, node, ctx):
+            if isinstance(node.target, torch._ops.OpOverload):
+                raise ValueError("cannot handle this")
+            return None
+
+    assert list(assert_preserves_outputs("eliminate_dead_code", M(), [torch.randn(3)], dialects="export")) == ["export"]
+    with pytest.raises(fxpasses.UserError, match="dialects is empty: name at least one of symbolic_trace, dynamo, export"):
+        assert_preserves_outputs("eliminate_dead_code", M(), [torch.randn(3)], dialects=())
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        assert_preserves_outputs(FailOnAten, M(), [torch.randn(3)])
+    assert str(info.value).endswith("note: in the graph of M captured with export")
