@@ -49,11 +49,13 @@ BUILTIN_PRESETS: dict[str, tuple[str, str]] = {
         "simplification, constant folding (weights included: they are frozen), CSE and DCE.",
     ),
     "training": (
-        "remove_dropout,simplify_algebra,fold_constants{fold_parameters=false,remove_unused_state=false},"
+        "remove_dropout{keep_module_dropouts=true},simplify_algebra,"
+        "fold_constants{fold_parameters=false,remove_unused_state=false},"
         "eliminate_common_subexpressions,eliminate_dead_code{remove_unused_state=false}",
         "The inference passes that keep a model trainable as it is: no conv-bn fusion and no "
         "folding of parameters (the optimizer keeps updating the very tensors the graph "
-        "reads), active dropout and training-mode batch norm left alone, and no parameter, "
+        "reads), active dropout (and a dropout module, which follows .train() later) and "
+        "training-mode batch norm left alone, and no parameter, "
         "buffer or submodule removed or added: the state-dict names stay.",
     ),
 }

@@ -57,6 +57,12 @@ class RemoveDropoutOptions(PassOptions):
         description="the graph is used for inference only: remove active (training-mode) dropouts "
         "too, as if the model were in eval mode",
     )
+    keep_module_dropouts: bool = Field(
+        False,
+        description="keep call_module dropouts (symbolic_trace graphs) even in eval mode: such a "
+        "module follows .train()/.eval() at call time, so removing an eval-mode one takes dropout "
+        "away from later training (the training preset sets it)",
+    )
 
 
 class RemoveDropout(NodePass):
@@ -95,8 +101,13 @@ class RemoveDropout(NodePass):
     neither of them in place, through any alias). Otherwise a clone remnant is kept (reported) and an active or
     ``native_dropout`` is replaced by a plain ``clone`` of its input.
 
-    Options: ``inference: bool = False``. Counters: ``removed`` (``kept_copy`` for dropouts
-    replaced by a clone).
+    With ``keep_module_dropouts=True`` a ``call_module`` dropout (``symbolic_trace``) is kept
+    even in eval mode: its module follows ``.train()``/``.eval()`` at call time, so removing it
+    would take dropout away from the module trained later (the ``training`` preset sets it;
+    TorchDynamo and ``torch.export`` fix the mode in the graph, where it changes nothing).
+
+    Options: ``inference: bool = False``, ``keep_module_dropouts: bool = False``. Counters:
+    ``removed`` (``kept_copy`` for dropouts replaced by a clone).
     """
 
     name = "remove_dropout"
@@ -113,6 +124,9 @@ class RemoveDropout(NodePass):
         if node.op == "call_module":
             mod = ctx.module(node)
             if not isinstance(mod, _DROPOUT_MODULES) or len(node.args) != 1 or node.kwargs:
+                return None
+            if self.options.keep_module_dropouts and not self.options.inference:
+                ctx.skip(node, "a dropout module follows .train()/.eval() at call time (keep_module_dropouts)")
                 return None
             active = mod.training
             fresh_result = active and not mod.inplace

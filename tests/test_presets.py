@@ -29,10 +29,40 @@ def test_builtin_presets():
     # for a model still to be trained: no conv-bn fusion, no parameter folded, no state
     # removed or added (a new-user check found fusion and folding broke both)
     assert presets["training"].pipeline.split(",") == [
-        "remove_dropout", "simplify_algebra", "fold_constants{fold_parameters=false", "remove_unused_state=false}",
+        "remove_dropout{keep_module_dropouts=true}", "simplify_algebra", "fold_constants{fold_parameters=false", "remove_unused_state=false}",
         "eliminate_common_subexpressions", "eliminate_dead_code{remove_unused_state=false}",
     ]
     assert presets["inference"].source == "fxpasses 0.1.0"
+
+
+def test_training_preset_keeps_the_dropout_of_an_eval_mode_symbolic_trace_capture():
+    """A symbolic_trace module follows .train() at call time: the preset removed an eval-mode
+    capture's nn.Dropout, so training it later had no dropout (a new-user check)."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+            self.drop = torch.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(self.lin(x))
+
+    eager = Net().eval()
+    gm = torch.fx.symbolic_trace(copy.deepcopy(eager))
+    x = torch.randn(16, 8)
+    report = Pipeline.from_preset("training", verify="numeric").run(gm, [x])
+    assert report["remove_dropout"].changed is False and report["remove_dropout"].skipped
+    gm.train()
+    eager.train()
+    torch.manual_seed(1)
+    a = gm(x)
+    torch.manual_seed(1)
+    b = eager(x)
+    assert (b == 0).sum() > 0 and torch.equal(a, b)  # dropout active in both, the same draws
+    # the inference preset still removes it (eval mode is what inference means)
+    gm = torch.fx.symbolic_trace(Net().eval())
+    assert Pipeline.from_preset("inference").run(gm, [x])["remove_dropout"].counters == {"removed": 1}
 
 
 def test_training_preset_keeps_every_state_dict_name_and_gradient():
