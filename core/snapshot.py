@@ -52,7 +52,23 @@ from .write_guard import WriteGuard, restore_tensor
 __all__ = ["Snapshot", "graph_changed"]
 
 _set = object.__setattr__
-_version = attrgetter("_version")
+_version_of = attrgetter("_version")
+
+
+def _versions(values: list[Any]) -> list[Any]:
+    """Each tensor's version counter, read in C; None for a tensor that keeps none (an
+    inference tensor, made under ``torch.inference_mode()``: its in-place writes are told by
+    ``data_ptr()`` and the write guard only)."""
+    try:
+        return list(map(_version_of, values))
+    except RuntimeError:  # "Inference tensors do not track version counter"
+        out = []
+        for t in values:
+            try:
+                out.append(t._version)
+            except RuntimeError:
+                out.append(None)
+        return out
 _data_ptr = torch.Tensor.data_ptr
 _requires_grad = attrgetter("requires_grad")
 _grad = attrgetter("grad")
@@ -123,7 +139,7 @@ class Snapshot:
         self.tensors = tensors  # qualified name -> tensor
         self.tensor_names = list(tensors)
         values = list(tensors.values())
-        self.tensor_versions = list(map(_version, values))  # read in C, not a Python loop
+        self.tensor_versions = _versions(values)  # read in C, not a Python loop
         self.tensor_ptrs = list(map(_data_ptr, values))
         self.tensor_grads = list(map(_requires_grad, values))  # requires_grad flags
         self.non_leaf = _non_leaf(self.tensor_names, values, self.tensor_grads, n_params)
@@ -331,7 +347,7 @@ class Snapshot:
     def _moved_tensors(self) -> list[int]:
         """Indexes of recorded tensors whose version or data pointer moved."""
         values = list(self.tensors.values())
-        versions = list(map(_version, values))
+        versions = _versions(values)
         ptrs = list(map(_data_ptr, values))
         if versions == self.tensor_versions and ptrs == self.tensor_ptrs:
             return []

@@ -589,3 +589,23 @@ def test_the_presets_raise_no_false_alarm_on_writes_and_flags(preset, mode):
     model = _BNNet()
     getattr(model, mode)()
     assert sorted(assert_preserves_outputs(BUILTIN_PRESETS[preset][0], model, [torch.randn(2, 3, 6, 6)])) == ["dynamo", "export", "symbolic_trace"]
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_assert_preserves_outputs_runs_inside_inference_mode(dialect):
+    """A module captured inside torch.inference_mode() holds inference tensors, which keep no
+    version counter: the journal check's snapshot raised reading them, for every pass (a
+    new-user check)."""
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(self.lin(x))
+
+    with torch.inference_mode():
+        (gm, report), = assert_preserves_outputs("remove_dropout", M().eval(), (torch.randn(2, 4),), dialects=dialect).values()
+    assert report.passes[0].status == "ok"
