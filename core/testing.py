@@ -95,6 +95,8 @@ def assert_preserves_outputs(
         raise UserError(f"dialects is empty: name at least one of {', '.join(DIALECTS)} (a check of none checks nothing)")
     kwargs = check_example_inputs(None, example_kwargs)[1] or {}
     checks = _check_sets(check_inputs, check_kwargs)
+    if checks:
+        _warn_shared_example_tensors(example_inputs, kwargs)
     pipeline = _as_pipeline(pass_or_pipeline, registry)
     results = {}
     for dialect in dialects:
@@ -129,6 +131,30 @@ def assert_preserves_outputs(
                 )
         results[dialect] = (gm, report)
     return results
+
+
+def _warn_shared_example_tensors(example_inputs: Sequence[Any] | None, kwargs: Mapping[str, Any]) -> None:
+    """Warn when one tensor object is given for two example inputs while further input sets
+    are checked: TorchDynamo merges such inputs into one placeholder and ``torch.export``
+    specialises its graph to them being one, so a check set giving them different values does
+    not test what it seems to (symbolic_trace alone keeps them apart)."""
+    from .errors import warn
+
+    named = [(f"example_inputs[{i}]", v) for i, v in enumerate(example_inputs or ())]
+    named += [(f"example_kwargs[{k!r}]", v) for k, v in kwargs.items()]
+    first: dict[int, str] = {}
+    for name, value in named:
+        if isinstance(value, torch.Tensor):
+            if id(value) in first:
+                warn(
+                    UserWarning(
+                        f"{first[id(value)]} and {name} are one tensor: the dynamo and export captures take "
+                        "them as one input, so check_inputs giving them different values test them as one "
+                        "there (give each input a tensor of its own, e.g. x.clone())"
+                    )
+                )
+                return
+            first[id(value)] = name
 
 
 def _check_sets(

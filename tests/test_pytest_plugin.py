@@ -301,3 +301,22 @@ def test_dialects_given_as_one_name_or_none_and_a_failure_names_its_dialect():
     with pytest.raises(fxpasses.PassFailedError) as info:
         assert_preserves_outputs(FailOnAten, M(), [torch.randn(3)])
     assert str(info.value).endswith("note: in the graph of M captured with export")
+
+
+def test_one_tensor_given_for_two_example_inputs_with_check_sets_is_warned_about():
+    """TorchDynamo merges the two inputs and export specialises to them being one: check_inputs
+    giving them different values passed there without testing them (a new-user check)."""
+    import warnings
+
+    from fxpasses.testing import assert_preserves_outputs
+
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            return x.abs() + y
+
+    pos = torch.rand(3, 4) + 0.1
+    with pytest.warns(UserWarning, match=r"example_inputs\[0\] and example_inputs\[1\] are one tensor"):
+        assert_preserves_outputs("eliminate_dead_code", M(), [pos, pos], check_inputs=[[-pos, pos]], dialects="symbolic_trace")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # two tensors of their own: no warning
+        assert_preserves_outputs("eliminate_dead_code", M(), [pos, pos.clone()], check_inputs=[[-pos, pos]], dialects="symbolic_trace")
