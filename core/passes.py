@@ -467,18 +467,19 @@ def _check_option_defaults(opts: type[BaseModel], name: str, where: str) -> None
 
 
 def _holds_model(value: Any) -> bool:
-    """Whether ``value`` is a pydantic model, or a list, tuple, set or dict holding one."""
+    """Whether ``value`` is a pydantic model, or a list, tuple or dict holding one (what
+    :func:`_models_dumped` dumps)."""
     if isinstance(value, BaseModel):
         return True
     if isinstance(value, dict):
         return any(map(_holds_model, value.values()))
-    if isinstance(value, (list, tuple, set, frozenset)):
+    if isinstance(value, (list, tuple)):
         return any(map(_holds_model, value))
     return False
 
 
 def _models_dumped(value: Any) -> Any:
-    """``value`` with every model in it (through lists, tuples, sets and dicts) as the data
+    """``value`` with every model in it (through lists, tuples and dicts) as the data
     that validates to it (``model_dump(round_trip=True)``), the containers kept."""
     if isinstance(value, BaseModel):
         return value.model_dump(round_trip=True)

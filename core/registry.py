@@ -818,16 +818,9 @@ class Registry:
                     difflib.get_close_matches(dist, installed, n=2, cutoff=0.6)
                 )
             elif dist not in registering:
-                # the names that distribution registers: a misspelt key is one of them
-                own = sorted(
-                    {
-                        i.name
-                        for table in (self._passes, self._presets)
-                        for i in table.values()
-                        if _norm(i.distribution) == dist
-                    }
-                    | {i.name for group in (*self._conflicts.values(), *self._preset_conflicts.values()) for i in group if _norm(i.distribution) == dist}
-                )
+                # the names that distribution registers (its entry points' records): a misspelt
+                # key is one of them
+                own = sorted({n for r in self.plugins if _norm(r.distribution) == dist for n in (*r.passes, *r.presets)})
                 problem = f"prefer = {{{name} = {dist!r}}}: {dist!r} registers no pass or preset {name!r}" + (
                     f" (registered by {', '.join(map(repr, registering))})" if registering else " (no plugin registers it)"
                 ) + did_you_mean(close_names(name, own))

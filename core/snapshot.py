@@ -53,6 +53,9 @@ __all__ = ["Snapshot", "graph_changed"]
 
 _set = object.__setattr__
 _version_of = attrgetter("_version")
+_data_ptr = torch.Tensor.data_ptr
+_requires_grad = attrgetter("requires_grad")
+_grad = attrgetter("grad")
 
 
 def _versions(values: list[Any]) -> list[Any]:
@@ -69,9 +72,6 @@ def _versions(values: list[Any]) -> list[Any]:
             except RuntimeError:
                 out.append(None)
         return out
-_data_ptr = torch.Tensor.data_ptr
-_requires_grad = attrgetter("requires_grad")
-_grad = attrgetter("grad")
 
 
 def _grads(tensors: dict[str, torch.Tensor], non_leaf: set[str]) -> list[torch.Tensor | None]:

@@ -264,23 +264,7 @@ def _call(
             raw = _unwrapped_call(gm)(*args, **keywords)
             out = clone_outputs(raw)
             if facts:
-                seen = OutputFacts.of(raw, args, keywords, gm, grad=grad)
-                # what the call wrote in place, told by value, bit for bit (a version counter
-                # misses batch norm's running statistics): the inputs' copies against the
-                # caller's tensors, the module's tensors against the recorded state
-                given = _named_tensors(list(inputs or ()), dict(kwargs or {}))
-                copied = _named_tensors(args, keywords)
-                seen.writes = {
-                    name: t.detach().clone()
-                    for (name, t), (_, was) in zip(copied, given)
-                    if not _same_bits(t, was.detach())
-                }
-                named = {id(t): n for n, t in _named_module_tensors(gm, named=True)}
-                seen.writes.update(
-                    (named[id(t)], t.detach().clone()) for t, was in state.saved if id(t) in named and not _same_bits(t, was)
-                )
-                seen.module_tensors = frozenset(named.values()) | {n for n, _ in copied}
-                seen.parameter_flags = {n: bool(p.requires_grad) for n, p in gm.named_parameters()}
+                seen = OutputFacts.of(raw, args, keywords, gm, grad=grad, given=(inputs, kwargs), state=state)
     finally:
         state.restore()
     if printed.getvalue():  # the call succeeded: what it printed is the model's own output
@@ -343,9 +327,21 @@ class OutputFacts:
 
     @classmethod
     def of(
-        cls, out: Any, args: Sequence[Any], kwargs: Mapping[str, Any], gm: torch.nn.Module, *, grad: bool
+        cls,
+        out: Any,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        gm: torch.nn.Module,
+        *,
+        grad: bool,
+        given: tuple[Sequence[Any] | None, Mapping[str, Any] | None] | None = None,
+        state: "TensorState | None" = None,
     ) -> "OutputFacts":
-        """The facts of ``out``, returned by ``gm(*args, **kwargs)`` (the very tensors)."""
+        """The facts of ``out``, returned by ``gm(*args, **kwargs)`` (the very tensors). With
+        ``given``, the caller's ``(inputs, kwargs)`` that ``args``/``kwargs`` copy, and
+        ``state``, the module's tensors recorded before the call: what the call wrote in place
+        (``writes``), told by value, bit for bit (a version counter misses batch norm's running
+        statistics)."""
         owners: dict[tuple[Any, int], str] = {}  # (device, storage pointer) -> first owner
 
         def own(t: torch.Tensor, name: str) -> None:
@@ -362,6 +358,23 @@ class OutputFacts:
         names = {id(t): n for n, t in module_tensors}
         for _, t in module_tensors:
             own(t, f"module tensor {names[id(t)]!r}")
+        state_facts: dict[str, Any] = {}
+        if given is not None and state is not None:
+            writes = {
+                name: t.detach().clone()
+                for (name, t), (_, was) in zip(named_inputs, _named_tensors(list(given[0] or ()), dict(given[1] or {})))
+                if not _same_bits(t, was.detach())
+            }
+            writes.update(
+                (f"module tensor {names[id(t)]!r}", t.detach().clone())
+                for t, was in state.saved
+                if id(t) in names and not _same_bits(t, was)
+            )
+            state_facts = dict(
+                writes=writes,
+                module_tensors=frozenset(f"module tensor {n!r}" for n in names.values()) | {n for n, _ in named_inputs},
+                parameter_flags={n: bool(p.requires_grad) for n, p in gm.named_parameters()},
+            )
         leaves: dict[str, LeafFacts] = {}
         tensors: list[torch.Tensor] = []
         for path, t in _tensor_leaves(out, "output"):
@@ -392,7 +405,7 @@ class OutputFacts:
                     try:
                         torch.autograd.grad(total, params, allow_unused=True)
                     except Exception as exc:  # noqa: BLE001 - compared: before the pass it may have run
-                        return cls(leaves, grads, grad, f"{type(exc).__name__}: {str(exc)[:300]}")
+                        return cls(leaves, grads, grad, f"{type(exc).__name__}: {str(exc)[:300]}", **state_facts)
             if targets:
                 weights = torch.Generator().manual_seed(SEED)
                 total = sum(
@@ -402,9 +415,9 @@ class OutputFacts:
                 try:
                     got = torch.autograd.grad(total, [t for _, t in targets], allow_unused=True)
                 except Exception as exc:  # noqa: BLE001 - compared: before the pass it may have run
-                    return cls(leaves, None, grad, f"{type(exc).__name__}: {str(exc)[:300]}")
+                    return cls(leaves, None, grad, f"{type(exc).__name__}: {str(exc)[:300]}", **state_facts)
                 grads = {n: None if g is None else g.detach().clone() for (n, _), g in zip(targets, got)}
-        return cls(leaves, grads, grad)
+        return cls(leaves, grads, grad, **state_facts)
 
 
 def _state_difference(actual: OutputFacts, expected: OutputFacts, atol: float, rtol: float) -> str:
@@ -456,20 +469,13 @@ def _named_tensors(args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[tuple
     return out
 
 
-def _named_module_tensors(gm: torch.nn.Module, named: bool = False) -> list[tuple[str, torch.Tensor]]:
-    """The module's parameters, buffers and tensor attributes by path; ``named``: each tensor
-    once, under its first path, spelt ``module tensor 'path'``."""
+def _named_module_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     out = list(gm.named_parameters(remove_duplicate=False))
     out.extend(gm.named_buffers(remove_duplicate=False))
     for prefix, m in gm.named_modules(remove_duplicate=False):
         for k, v in vars(m).items():
             if isinstance(v, torch.Tensor):
                 out.append((f"{prefix}.{k}" if prefix else k, v))
-    if named:
-        first: dict[int, str] = {}
-        for n, t in out:
-            first.setdefault(id(t), n)
-        return [(f"module tensor {n!r}", t) for n, t in out if first[id(t)] == n]
     return out
 
 
