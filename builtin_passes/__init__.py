@@ -43,10 +43,12 @@ BUILTIN_PRESETS: dict[str, tuple[str, str]] = {
         "Merge duplicate pure nodes and remove dead code.",
     ),
     "inference": (
-        "remove_dropout,fuse_conv_bn,simplify_algebra,fold_constants{fold_parameters=true},"
+        "remove_dropout,simplify_algebra,fold_constants{fold_parameters=true},fuse_conv_bn,"
         "eliminate_common_subexpressions,eliminate_dead_code",
-        "Everything that keeps eval-mode outputs: dropout removal, conv-bn fusion, algebraic "
-        "simplification, constant folding (weights included: they are frozen), CSE and DCE.",
+        "Everything that keeps eval-mode outputs: dropout removal, algebraic simplification, "
+        "constant folding (weights included: they are frozen), conv-bn fusion (after the "
+        "folding, so a conv weight computed from parameters, as weight norm or a pruning mask "
+        "computes it, is a constant by then), CSE and DCE.",
     ),
     "training": (
         "remove_dropout{keep_module_dropouts=true},simplify_algebra,"

@@ -54,7 +54,12 @@ class FuseConvBN(NodePass):
       which the conv node then calls (``ctx.set_target``; the BN node is erased); the
       original conv and BN modules are never modified, so a conv called from several
       sites keeps working at its other sites, and a module shared with the user's model is
-      untouched. Modules that symbolic_trace traces through are matched too: a BatchNorm
+      untouched. A conv whose weight (or bias) a ``torch.nn.utils.parametrize``
+      parametrization computes (``Parametrized<Conv>``: ``weight_norm``, ``spectral_norm``)
+      fuses into a plain conv of its class holding the value the parametrization gives now
+      (requiring grad when the parametrization's tensors do); another conv subclass called as
+      a leaf (a custom tracer's) is skipped with the reason, its forward may differ. Modules
+      that symbolic_trace traces through are matched too: a BatchNorm
       subclass whose forward calls ``F.batch_norm`` on its own statistics (``get_attr``
       nodes; timm's ``BatchNormAct2d``) after an ``nn.ConvNd`` module fuses the same way,
       and a conv subclass calling ``F.conv2d`` on its own weight before a BatchNorm module
@@ -147,7 +152,9 @@ class FuseConvBN(NodePass):
                 written = n.target in fx.mutated_attributes() or fx.is_written(n)
             if written:
                 what = f"module {n.target!r}" if n.op == "call_module" else repr(n.target)
-                return f"the graph writes {what} in place, so its current values cannot be folded"
+                own = fx.effects(n) if n.op == "call_module" else None  # the module's own call?
+                why = f" ({own.reason})" if own is not None and own.state_writes else ""
+                return f"the graph may write {what} in place{why}, so its current values cannot be folded"
         reads = [*conv_node.all_input_nodes, *(i for i in bn_node.all_input_nodes if i is not conv_node)]
         # module state they read: the called modules' tensors, get_attr targets
         state = [f"{n.target}." for n in (conv_node, bn_node) if n.op == "call_module"]
@@ -191,7 +198,14 @@ class FuseConvBN(NodePass):
         if conv_node.op != "call_module":
             return None
         conv = ctx.module(conv_node)
-        if type(conv) not in _CONV_MODULES:
+        if type(conv) not in _CONV_MODULES and _parametrized_conv(conv) is None:
+            if isinstance(conv, _CONV_MODULES):  # a leaf subclass: its forward may be another
+                base = next(c for c in _CONV_MODULES if isinstance(conv, c))
+                return ctx.skip(
+                    node,
+                    f"conv module {conv_node.target!r} is a {type(conv).__qualname__}, a subclass of "
+                    f"{base.__name__} called as a leaf: its forward may compute something else",
+                )
             return None
         reason = _module_bn_problem(bn)
         if reason is not None:
@@ -216,16 +230,17 @@ class FuseConvBN(NodePass):
         from now on. ``stats``: the batch norm's (running_mean, running_var, eps, weight, bias)."""
         mean, var, eps, gamma, beta = stats
         fused = _copy_conv(conv)
-        fused.weight, fused.bias = self._folds.add(
-            conv.weight,
-            conv.bias,
-            mean,
-            var,
-            eps,
-            gamma,
-            beta,
-            requires_grad=_requires_grad(conv.weight, conv.bias, gamma, beta),
-        )
+        w, b = conv.weight, conv.bias
+        plain = _parametrized_conv(conv)
+        if plain is not None:  # weight (or bias) computed by a parametrization: fold its value
+            requires_grad = _requires_grad(*conv.parametrizations.parameters(), w, b, gamma, beta)
+            with torch.no_grad():
+                w, b = conv.weight, conv.bias
+            fused.__class__ = plain  # a plain conv, without the parametrization
+            del fused._modules["parametrizations"]
+        else:
+            requires_grad = _requires_grad(w, b, gamma, beta)
+        fused.weight, fused.bias = self._folds.add(w, b, mean, var, eps, gamma, beta, requires_grad=requires_grad)
         name = ctx.add_submodule(fused, f"{conv_node.target}_fused")
         # the conv node calls the fused module from now on (its only user is the BN, whose
         # uses it takes over, or users reading only its shape/dtype, the same after fusion):
@@ -513,6 +528,22 @@ def _requires_grad(*tensors: Any) -> bool:
     """Whether any of the tensors given (None and non-tensors ignored) requires grad: then so
     do the fused weight and bias computed from them."""
     return any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+
+
+def _parametrized_conv(conv: torch.nn.Module) -> type | None:
+    """The plain conv class (``Conv1d``/``2d``/``3d``) of a conv module whose weight or bias a
+    parametrization computes at each call (``torch.nn.utils.parametrize``:
+    ``parametrizations.weight_norm``, ``spectral_norm``, ``orthogonal``, or a user's), else
+    None. Its fused copy is that plain class, holding the folded value of what the
+    parametrization computes now."""
+    from torch.nn.utils import parametrize
+
+    if not parametrize.is_parametrized(conv):
+        return None
+    plain = parametrize.type_before_parametrizations(conv)
+    if plain not in _CONV_MODULES or not set(conv.parametrizations.keys()) <= {"weight", "bias"}:
+        return None
+    return plain
 
 
 def _copy_conv(conv: torch.nn.Module) -> torch.nn.Module:

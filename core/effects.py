@@ -69,10 +69,13 @@ kind                 nodes
 
 ``call_module``: a submodule that is a ``GraphModule`` has the effects of the nodes of its
 graph (recursively). A standard ``torch.nn`` module (its class defined in
-``torch.nn.modules``) is pure unless ``inplace=True`` (writes its input), it is a dropout /
-``RReLU`` / ``MultiheadAttention`` / RNN with dropout in training mode (random), a batch or
-instance norm tracking running statistics in training mode, or an ``Embedding`` with
-``max_norm`` (writes its own state); its children are checked the same way. Any other leaf
+``torch.nn.modules``, or such a module with tensors parametrized by torch's own
+parametrizations, ``torch.nn.utils.parametrizations``) is pure unless ``inplace=True``
+(writes its input), it is a dropout / ``RReLU`` / ``MultiheadAttention`` / RNN with dropout
+in training mode (random), a batch or instance norm tracking running statistics in training
+mode, an ``Embedding`` with ``max_norm`` (writes its own state), or a spectral-norm
+parametrization in training mode (one power-iteration step on its vectors a call); its
+children are checked the same way. Any other leaf
 module is ``unknown`` unless registered with :func:`register_pure_module`. Modules marked
 ``_is_impure = True`` (torch's own flag) or with forward (pre-)hooks are ``unknown``.
 
@@ -111,6 +114,7 @@ from typing import Any, Iterable, Iterator
 import torch
 import torch.fx
 from torch.fx.node import Node
+from torch.nn.utils.parametrize import ParametrizationList as _ParametrizationList
 from torch.nn.modules import module as nn_module
 
 from ._modpath import ModulePaths
@@ -722,7 +726,24 @@ def _is_tensor_method(fn: Any) -> bool:
 
 
 def _module_is_standard(mod: torch.nn.Module) -> bool:
-    return type(mod).__module__.startswith("torch.nn.modules.")
+    """Whether ``mod`` is a standard ``torch.nn`` module: its class defined in
+    ``torch.nn.modules``, torch's own parametrizations (``torch.nn.utils.parametrizations``:
+    weight norm, spectral norm, orthogonal) and their container
+    (``torch.nn.utils.parametrize.ParametrizationList``), or such a module with parametrized
+    tensors (``torch.nn.utils.parametrize``'s ``Parametrized<Class>``, whose parametrizations,
+    its children, are looked at as children are)."""
+    cls = type(mod)
+    module = cls.__module__
+    if module.startswith("torch.nn.modules."):
+        return True
+    if module == "torch.nn.utils.parametrizations" or cls is _ParametrizationList:
+        return True
+    if module == "torch.nn.utils.parametrize" and cls.__name__.startswith("Parametrized"):
+        from torch.nn.utils import parametrize
+
+        return parametrize.type_before_parametrizations(mod).__module__.startswith("torch.nn.modules.")
+    return False
+
 
 
 def _has_forward_hooks(mod: torch.nn.Module) -> bool:
@@ -1513,6 +1534,10 @@ class EffectAnalysis:
                 kinds.add(MUTATION)
                 state |= {n for n, _ in mod.named_buffers(recurse=False)}
                 reasons.append(f"{cls.__name__} in training mode updates its running statistics")
+        if standard and mod.training and cls.__name__ == "_SpectralNorm" and cls.__module__ == "torch.nn.utils.parametrizations":
+            kinds.add(MUTATION)  # one power-iteration step a call, in place (torch's parametrizations.py)
+            state |= {n for n, _ in mod.named_buffers(recurse=False)}
+            reasons.append("spectral_norm in training mode updates its power-iteration vectors")
         if standard and isinstance(mod, (nn.Embedding, nn.EmbeddingBag)) and mod.max_norm is not None:
             kinds.add(MUTATION)
             state.add("weight")

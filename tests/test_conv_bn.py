@@ -849,3 +849,81 @@ def test_same_pad_conv_with_a_metadata_user_is_skipped_with_reason():
     gm = torch.fx.symbolic_trace(Checked().eval())
     pr = run(gm)
     assert pr.counters == {"skipped": 1} and "other users" in pr.skipped[0][1], pr.skipped
+
+
+class ParametrizedConvNet(nn.Module):
+    """A conv whose weight a torch parametrization computes at each call, then BN and ReLU."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        from torch.nn.utils import parametrizations
+
+        conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.conv = parametrizations.weight_norm(conv) if kind == "weight_norm" else parametrizations.spectral_norm(conv)
+        self.bn = nn.BatchNorm2d(6)
+        randomize_bn(self.bn)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+@pytest.mark.parametrize("kind", ["weight_norm", "spectral_norm"])
+def test_parametrized_conv_fuses_under_the_inference_preset_in_every_dialect(kind):
+    """A weight-norm (or eval-mode spectral-norm) conv before a BN stayed unfused: in
+    symbolic_trace the Parametrized* module was not a Conv2d by type, and its class not a
+    standard one (so it "may write" its state); in export fuse_conv_bn ran before
+    fold_constants computed the weight. The fused conv is a plain Conv2d holding the value."""
+    model = ParametrizedConvNet(kind).eval()
+    x = torch.randn(2, 3, 6, 6)
+    results = assert_preserves_outputs(
+        fxpasses.Pipeline.from_preset("inference"), model, [x], check_inputs=[[torch.randn(2, 3, 6, 6) * 3]]
+    )
+    for dialect, (gm, report) in results.items():
+        pr = report["fuse_conv_bn"]
+        if dialect == "dynamo":  # the parametrization's tensors are graph inputs
+            assert pr.counters == {"not_constant": 1, "skipped": 1}, pr.counters
+            continue
+        assert pr.counters == {"fused": 1}, (dialect, pr.counters, pr.skipped)
+        assert not BN_NAMES & set(ops_of(gm)), (dialect, ops_of(gm))
+        torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=1e-5)
+        if dialect == "symbolic_trace":
+            (conv,) = [m for m in gm.modules() if isinstance(m, nn.Conv2d)]
+            assert type(conv) is nn.Conv2d and not hasattr(conv, "parametrizations")
+            assert conv.weight.requires_grad and type(conv.weight) is nn.Parameter  # as its originals did
+    # the model itself is untouched: still parametrized, its BN still there
+    assert type(model.conv).__name__ == "ParametrizedConv2d" and isinstance(model.bn, nn.BatchNorm2d)
+
+
+def test_spectral_norm_in_training_mode_writes_its_vectors_so_the_pair_is_skipped():
+    """spectral_norm's parametrization takes a power-iteration step in place at each call in
+    training mode: its conv's weight then changes call to call, and folding it is wrong."""
+    model = ParametrizedConvNet("spectral_norm").eval()
+    model.conv.train()
+    gm = torch.fx.symbolic_trace(model)
+    pr = run(gm)
+    assert pr.counters == {"skipped": 1}, pr.counters
+    ((where, why),) = pr.skipped
+    assert where == "bn" and "module 'conv'" in why and "spectral_norm in training mode" in why, why
+
+
+def test_conv_subclass_called_as_a_leaf_is_skipped_with_reason():
+    """A Conv2d subclass that a custom tracer keeps as a leaf may compute anything in its
+    forward: left alone, and the report says so (it was passed over silently)."""
+
+    class ScaledConv(nn.Conv2d):
+        def forward(self, x):
+            return super().forward(x) * 2
+
+    class Tracer(torch.fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return isinstance(m, ScaledConv) or super().is_leaf_module(m, qualname)
+
+    model = nn.Sequential(ScaledConv(3, 6, 3), nn.BatchNorm2d(6)).eval()
+    randomize_bn(model[1])
+    gm = torch.fx.GraphModule(model, Tracer().trace(model))
+    x = torch.randn(1, 3, 6, 6)
+    pr = run(gm)
+    assert pr.counters == {"skipped": 1} and not pr.changed, pr.counters
+    ((where, why),) = pr.skipped
+    assert where == "_1" and "'0' is a " in why and "ScaledConv, a subclass of Conv2d called as a leaf" in why, why
+    torch.testing.assert_close(gm(x), model(x))

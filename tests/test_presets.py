@@ -23,7 +23,7 @@ def test_builtin_presets():
     presets = reg.presets()
     assert presets["cleanup"].pipeline == "eliminate_common_subexpressions,eliminate_dead_code"
     assert presets["inference"].pipeline.split(",") == [
-        "remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants{fold_parameters=true}",
+        "remove_dropout", "simplify_algebra", "fold_constants{fold_parameters=true}", "fuse_conv_bn",
         "eliminate_common_subexpressions", "eliminate_dead_code",
     ]
     # for a model still to be trained: no conv-bn fusion, no parameter folded, no state
