@@ -25,6 +25,7 @@ faster when the graph is fine.
 from __future__ import annotations
 
 import enum
+import keyword
 import operator
 from typing import Callable, Iterable
 
@@ -340,16 +341,23 @@ def unspellable_argument(
     spelled: dict[torch.fx.Node, tuple],
     accept: Callable[[torch.fx.Node, object], bool] | None = None,
     nodes: Iterable[torch.fx.Node] | None = None,
-) -> tuple[torch.fx.Node, object] | None:
-    """The first node (and value) with an argument that ``GraphModule.recompile()`` cannot
-    write as Python, or None.
+) -> tuple[torch.fx.Node, object, str] | None:
+    """The first node with an argument that ``GraphModule.recompile()`` cannot write as
+    Python, with that value and what is wrong with it (``"value"``, ``"keyword"``: a keyword
+    argument's name, ``"method"``: a ``call_method`` target, ``"nested"``: a container nested
+    deeper than Python's parser reads), or None.
 
     FX writes an argument it does not know (see ``_GLOBAL``/``_PLAIN`` above) as its
     ``repr()``: an object whose ``repr`` is not an expression (``<Foo object at 0x...>``, a
     lambda, an enum member inside a dict), or that names something the generated code does
     not import (a dataclass, ``np.float64(1.5)``), makes ``recompile()`` raise or the module
     fail when called, and a tensor becomes ``torch.Tensor(size=..., dtype=...)``, a different
-    tensor. All are reported: only values FX is known to write back exactly pass.
+    tensor. All are reported: only values FX is known to write back exactly pass. FX writes
+    keyword arguments as ``name=value`` and a method call as ``x.name(...)``, so such a name
+    must be a Python identifier and not a keyword (``from``, ``a b`` or ``3`` made the
+    generated code a syntax error); and arguments nested deeper than ``_MAX_NESTING``
+    brackets are too (CPython's tokenizer reads at most 200 levels: "too many nested
+    parentheses").
     ``spelled`` maps nodes already checked to their ``(args, kwargs)``; a node whose
     ``args`` and ``kwargs`` are still those very objects (FX builds new ones on every edit) is
     not looked at again, so a pipeline checks each node once, plus the ones passes edit.
@@ -367,56 +375,92 @@ def unspellable_argument(
         bad = _unspelled(args)
         if bad is _OK and kwargs:
             bad = _unspelled(tuple(kwargs.values()))
-        if bad is not _OK and (accept is None or not accept(node, bad)):
-            return node, bad
+            if bad is _OK:
+                bad = next((k for k in kwargs if not _is_name(k)), _OK)
+                if bad is not _OK and (accept is None or not accept(node, bad)):
+                    return node, bad, "keyword"
+                bad = _OK
+        if bad is not _OK:
+            nested = isinstance(bad, _Nested)
+            value = bad.value if nested else bad  # type: ignore[union-attr]
+            if accept is None or not accept(node, value):
+                return node, value, "nested" if nested else "value"
+        if node.op == "call_method" and not _is_name(node.target):
+            return node, node.target, "method"
         spelled[node] = (args, kwargs)
     return None
 
 
 _OK = object()
+#: the deepest nesting of containers in one argument that the generated code can hold: the
+#: line ``name = target(arg, ...)`` adds one level of brackets, and CPython's tokenizer
+#: reads at most 200 (MAXLEVEL in Parser/tokenizer.h: "too many nested parentheses")
+_MAX_NESTING = 190
 
 
-def _unspelled(values: tuple | list) -> object:
+def _is_name(key: object) -> bool:
+    """Whether ``key`` can be written as a keyword argument's or a method's name."""
+    return isinstance(key, str) and key.isidentifier() and not keyword.iskeyword(key)
+
+
+class _Nested:
+    """What :func:`_unspelled` returns for a container nested too deep (``value``: the
+    container at the limit)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+def _unspelled(values: tuple | list, depth: int = 0) -> object:
     """The first value in ``values`` (recursively, as FX writes them) that cannot be spelled,
-    or ``_OK``."""
+    a :class:`_Nested` for a container nested more than ``_MAX_NESTING`` deep, or ``_OK``."""
     plain = _PLAIN
+    if depth > _MAX_NESTING:
+        return _Nested(values)
+    depth += 1
     for v in values:
         t = type(v)
         if t in plain:
             continue
         if t is tuple or t is list:
-            bad = _unspelled(v)
+            bad = _unspelled(v, depth)
         elif isinstance(v, tuple) and hasattr(v, "_fields"):  # Cls(*repr of the fields)
-            bad = _unrepresented(tuple(v))
+            bad = _unrepresented(tuple(v), depth)
         elif isinstance(v, _GLOBAL) or _is_opaque(t):
             continue
         elif isinstance(v, torch.Tensor):
             return v
         elif isinstance(v, (tuple, list)):  # torch.Size, list subclasses: element by element
-            bad = _unspelled(tuple(v))
+            bad = _unspelled(tuple(v), depth)
         elif isinstance(v, slice):
-            bad = _unspelled((v.start, v.stop, v.step))
+            bad = _unspelled((v.start, v.stop, v.step), depth)
         else:  # written as repr(v)
-            bad = _unrepresented((v,))
+            bad = _unrepresented((v,), depth)
         if bad is not _OK:
             return bad
     return _OK
 
 
-def _unrepresented(values: tuple) -> object:
+def _unrepresented(values: tuple, depth: int = 0) -> object:
     """The first value in ``values`` whose plain ``repr()`` (recursively) is not Python that
-    evaluates back to it in the generated code, or ``_OK``."""
+    evaluates back to it in the generated code, a :class:`_Nested` (as :func:`_unspelled`),
+    or ``_OK``."""
+    if depth > _MAX_NESTING:
+        return _Nested(values)
+    depth += 1
     for v in values:
         t = type(v)
         if t in _PLAIN:
             continue
         base = _PLAIN_REPR.get(t.__repr__)  # FX's immutable_list/immutable_dict print as lists/dicts
         if base is dict:
-            bad = _unrepresented(tuple(v) + tuple(v.values()))
+            bad = _unrepresented(tuple(v) + tuple(v.values()), depth)
         elif base is not None:
-            bad = _unrepresented(tuple(v))
+            bad = _unrepresented(tuple(v), depth)
         elif t is slice:
-            bad = _unrepresented((v.start, v.stop, v.step))
+            bad = _unrepresented((v.start, v.stop, v.step), depth)
         elif t is torch.Size or t is range:  # torch.Size([2, 3]), range(0, 3)
             continue
         else:

@@ -70,6 +70,7 @@ from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, NodeFrame, checking, supports_journal
 from .lint import (
+    _MAX_NESTING,
     input_signature,
     lint_culprit,
     lint_edits,
@@ -803,6 +804,7 @@ class Pipeline:
         dirty = False  # graph differs from the compiled code
         clean = False  # the graph passed a lint since it last changed (incremental lint may start from it)
         unverified: list[str] = []  # passes that changed the graph since its last lint, without one
+        unlinted: list[str] = []  # every pass that changed the graph without a lint after it
         pristine = True  # no pass has changed the graph yet (it is as the caller gave it)
         names_kept = False  # ... and the graph's name space held every node's name then
         failing = False
@@ -970,6 +972,7 @@ class Pipeline:
                     elif changed:
                         clean = False  # unverified
                         unverified.append(step.name)
+                        unlinted.append(step.name)
                     if changed:
                         dirty = True
                         pristine = False
@@ -1155,10 +1158,20 @@ class Pipeline:
                 except Exception as exc:
                     if not failing:  # a graph kept broken by on_error="raise" may not compile
                         changers = [p.name for p in report.passes if p.changed]
+                        if unlinted:
+                            hint = (
+                                f"run without a lint after them: {', '.join(dict.fromkeys(unlinted))}; "
+                                "verify='lint' checks each pass's graph and rolls back the one that breaks it"
+                            )
+                        else:
+                            hint = (
+                                "each was linted, and lint found nothing: a gap in fxpasses' lint, please "
+                                "report it with this graph"
+                            )
                         raise VerificationError(
                             f"the graph after the pipeline does not compile: {exception_text(exc)} "
-                            f"(passes that changed it: {', '.join(changers) or 'none'}; verify='lint' "
-                            "checks each pass's graph and rolls back the one that breaks it)"
+                            f"(passes that changed it: {', '.join(changers) or 'none'}, {hint}). The module's "
+                            "graph holds what the passes did; its code is still what it was before the pipeline"
                         ) from exc
             report.nodes_after = len(gm.graph.nodes)
             report.seconds = time.perf_counter() - t_start
@@ -1515,13 +1528,32 @@ def _lint(
     touched = journal.touched() if journal is not None else None
     bad = None if as_given else unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept, touched)
     if bad is not None:
-        node, value = bad
-        raise _NodeProblem(
-            f"node %{node.name} has an argument the generated code cannot spell: {_short_repr(value)} "
-            f"({type(value).__name__}); store objects as module attributes (PassContext.add_constant "
-            "for tensors) or pass plain values",
-            node,
-        )
+        node, value, what = bad
+        if what == "keyword":
+            text = (
+                f"node %{node.name} has a keyword argument named {_short_repr(value)}, which the generated "
+                "code cannot write (it writes `name=value`: a keyword's name must be a Python identifier "
+                "and not a reserved word)"
+            )
+        elif what == "method":
+            text = (
+                f"node %{node.name} calls method {_short_repr(value)}, which the generated code cannot "
+                "write (it writes `x.name(...)`: a method's name must be a Python identifier and not a "
+                "reserved word; call getattr(x, name) through call_function instead)"
+            )
+        elif what == "nested":
+            text = (
+                f"node %{node.name} has an argument nested more than {_MAX_NESTING} containers deep, "
+                "which the generated code cannot write (Python's parser reads at most 200 levels of "
+                "brackets); store it as a module attribute or flatten it"
+            )
+        else:
+            text = (
+                f"node %{node.name} has an argument the generated code cannot spell: {_short_repr(value)} "
+                f"({type(value).__name__}); store objects as module attributes (PassContext.add_constant "
+                "for tensors) or pass plain values"
+            )
+        raise _NodeProblem(text, node)
     if edits is not None and lint_edits(gm, touched, edits.module_records(), names_kept):
         return False
     if lint_passes(gm):  # the same checks, several times faster; on doubt, torch's own lint

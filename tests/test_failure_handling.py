@@ -9,6 +9,7 @@ import torch
 import fxpasses
 from fxpasses import GraphPass, NodePass, PassFailedError, Pipeline, Replace, UserError, on
 from fxpasses.capture import capture
+from fxpasses.testing import normalized_code
 from fxpasses.errors import ConfigError, CycleError, OptionsError, UnknownPassError
 
 
@@ -326,6 +327,73 @@ def test_an_unspellable_argument_names_its_node_and_the_users_line():
     assert "cannot spell" in err.reason
     assert err.node["name"] == "relu" and err.node["after_rollback"]["args"] == "(%x,)"
     assert err.source_line is not None and "torch.relu(x) + 1" in err.source_line
+
+
+def _scaled(x, **kw):
+    return x * 100
+
+
+torch.fx.wrap("_scaled")
+
+
+def _nested(depth):
+    v = 1
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
+@pytest.mark.parametrize("journal_edits", [True, False])
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        ({"kwargs": {"from": 1}}, "keyword argument named 'from'"),
+        ({"kwargs": {"a b": 1}}, "keyword argument named 'a b'"),
+        ({"kwargs": {3: 1}}, "keyword argument named 3,"),
+        ({"method": "a b"}, "calls method 'a b'"),
+        ({"method": "lambda"}, "calls method 'lambda'"),
+        ({"kwargs": {"k": _nested(250)}}, "nested more than 190 containers deep"),
+    ],
+)
+def test_names_and_nesting_the_generated_code_cannot_write_fail_the_pass_and_are_rolled_back(edit, said, journal_edits):
+    """Lint passed a keyword argument named `from` (or `a b`, or 3), a method named `a b`, and
+    an argument nested 250 lists deep: the pass was reported ok, then the final recompile()
+    raised a SyntaxError with nothing rolled back, leaving gm.graph changed and gm's code
+    the old one (a new-user check)."""
+
+    class Unwritable(NodePass):
+        name = "unwritable"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            if "method" in edit:
+                with ctx.inserting_before(node):
+                    return Replace(ctx.call_method(edit["method"], (node.args[0],)))
+            return Replace(ctx.call_function(_scaled, (node.args[0],), edit["kwargs"]))
+
+    Unwritable.journal_edits = journal_edits
+    Unwritable.writes_tensors = not journal_edits
+    gm = torch.fx.symbolic_trace(_Model())
+    code, x = gm.code, torch.randn(3)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Unwritable]).run(gm, [x])
+    assert said in info.value.reason and "the generated code cannot write" in info.value.reason, info.value.reason
+    assert gm.code == code and normalized_code(gm.graph) == normalized_code(torch.fx.symbolic_trace(_Model()))
+    torch.testing.assert_close(gm(x), torch.relu(x) + 1)
+
+
+def test_arguments_nested_within_the_parsers_limit_pass_lint_and_compile():
+    class Nested(NodePass):
+        name = "nested"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            return Replace(ctx.call_function(_scaled, (node.args[0],), {"k": _nested(150), "from_": 1}))
+
+    gm = torch.fx.symbolic_trace(_Model())
+    x = torch.randn(3)
+    assert Pipeline([Nested]).run(gm, [x])["nested"].status == "ok"
+    torch.testing.assert_close(gm(x), x * 100 + 1)
 
 
 def test_lint_culprit_finds_what_torchs_lint_names():
