@@ -401,12 +401,13 @@ class DuplicatePassError(UserError):
     ``sources`` names each registering distribution (``"dist version"``) or Python module.
     """
 
-    def __init__(self, name: str, sources: Sequence[str], *, kind: str = "pass") -> None:
+    def __init__(self, name: str, sources: Sequence[str], *, kind: str = "pass", message: str | None = None) -> None:
         self.name = name
         self.sources = list(sources)
         self.kind = kind
         super().__init__(
-            f"{kind} name {name!r} is registered by more than one plugin: "
+            message
+            or f"{kind} name {name!r} is registered by more than one plugin: "
             + " and ".join(self.sources)
             + f"; choose one with {prefer_hint(name)}, or uninstall one of them"
         )

@@ -180,6 +180,28 @@ FAMILIES: dict[str, frozenset[str]] = {
     "linear": frozenset({"linear", "addmm"}),
     # relu6 is hardtanh(0, 6): see _BOUNDED_NAMES for which calls are named "relu6"
     "hardtanh": frozenset({"hardtanh", "relu6"}),
+    # torch's other aliases of one op (the alias map of torch/csrc/jit/passes/normalize_ops.cpp,
+    # which TorchScript normalizes them by): a subscription to the op matches every spelling
+    "clamp": frozenset({"clamp", "clip"}),
+    "abs": frozenset({"abs", "absolute"}),
+    "acos": frozenset({"acos", "arccos"}),
+    "asin": frozenset({"asin", "arcsin"}),
+    "atan": frozenset({"atan", "arctan"}),
+    "atan2": frozenset({"atan2", "arctan2"}),
+    "acosh": frozenset({"acosh", "arccosh"}),
+    "asinh": frozenset({"asinh", "arcsinh"}),
+    "atanh": frozenset({"atanh", "arctanh"}),
+    "trunc": frozenset({"trunc", "fix"}),
+    "gt": frozenset({"gt", "greater"}),
+    "ge": frozenset({"ge", "greater_equal"}),
+    "lt": frozenset({"lt", "less"}),
+    "le": frozenset({"le", "less_equal"}),
+    "ne": frozenset({"ne", "not_equal"}),
+    "transpose": frozenset({"transpose", "swapaxes", "swapdims"}),
+    "movedim": frozenset({"movedim", "moveaxis"}),
+    "cat": frozenset({"cat", "concat", "concatenate"}),
+    "vstack": frozenset({"vstack", "row_stack"}),
+    "outer": frozenset({"outer", "ger"}),
 }
 
 #: op names whose call is another op for the literal bounds ``(min_val, max_val)``: the op

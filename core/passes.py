@@ -16,11 +16,13 @@ Whole-graph passes (:class:`GraphPass`) implement :meth:`GraphPass.run` over the
 
 from __future__ import annotations
 
+import enum
 import inspect
 import keyword
 import types
 import typing
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -283,12 +285,21 @@ class Pass:
         Raises:
             OptionsError: a bad or unknown option (named, with "did you mean"), options that
                 are another model's instance or not a mapping, or options given both ways.
+            PassDefinitionError: the class is not a well-formed pass (see
+                :func:`validate_pass_class`), e.g. an ``Options`` default that does not fit
+                its own field.
         """
         cls = type(self)
         if kwargs or (options is not None and not isinstance(options, cls.Options)):
             self.options = _validated_options(cls, options, kwargs)
+        elif options is not None:
+            self.options = options
         else:
-            self.options = options if options is not None else _default_options(cls.Options)
+            try:
+                self.options = _default_options(cls.Options)
+            except Exception:
+                validate_pass_class(cls)  # a default that does not fit its field: named as a pipeline names it
+                raise
 
     @classmethod
     def summary(cls) -> str:
@@ -488,6 +499,61 @@ def _models_dumped(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(map(_models_dumped, value)) if type(value) in (list, tuple) else list(map(_models_dumped, value))
     return value
+
+
+_ATOMS = (int, float, complex, str, bytes, bool, type(None), enum.Enum, PurePath)
+
+
+def options_state(options: Any) -> Any:
+    """What a run may change in place of a pass's options: a comparable picture of every
+    field that holds a mutable value (lists, dicts, sets, models, tensors, other objects),
+    containers by their items, pydantic models by their fields, a tensor by identity and
+    version (``_version``, which an in-place write increments), any other object by
+    identity (and version, when it has one); None when no field can change in place (numbers, strings, enums, paths,
+    tuples of them: the frozen model keeps them). See :func:`changed_option`."""
+    if not isinstance(options, BaseModel):
+        return None
+    fields = {k: _picture(v) for k, v in options.__dict__.items() if not _is_atom(v)}
+    return fields or None
+
+
+def changed_option(options: Any, state: Any) -> str | None:
+    """The first field of ``options`` whose picture differs from ``state``
+    (:func:`options_state` before a run), as ``name (before -> now)``, or None."""
+    now = options_state(options) or {}
+    for name in dict.fromkeys([*state, *now]):
+        if state.get(name) != now.get(name):
+            return f"{name!r} (now {_short(getattr(options, name, None))})"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_atom(value: Any) -> bool:
+    if isinstance(value, _ATOMS):
+        return True
+    return type(value) is tuple and all(map(_is_atom, value))
+
+
+def _picture(value: Any) -> Any:
+    if _is_atom(value):
+        return value
+    if isinstance(value, (list, tuple)):
+        return (type(value), tuple(map(_picture, value)))
+    if isinstance(value, dict):
+        return (type(value), tuple((_picture(k), _picture(v)) for k, v in value.items()))
+    if isinstance(value, (set, frozenset)):
+        return (type(value), frozenset(map(_picture, value)))
+    if isinstance(value, BaseModel):
+        return (type(value), tuple((k, _picture(v)) for k, v in value.__dict__.items()))
+    try:  # a tensor's count of in-place writes (an inference tensor has none)
+        version = getattr(value, "_version", None)
+    except RuntimeError:
+        version = None
+    return (object, id(value), version)
 
 
 def validate_pass_class(cls: Any) -> None:

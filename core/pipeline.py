@@ -18,6 +18,7 @@ The module is recompiled once, at the end (and before numeric checks), not after
 from __future__ import annotations
 
 import collections
+import copy
 import contextlib
 import gc
 import itertools
@@ -80,7 +81,7 @@ from .lint import (
     unspellable_argument,
 )
 from .ordering import Item, order
-from .passes import Pass, validate_pass_class
+from .passes import Pass, changed_option, options_state, validate_pass_class
 from .registry import Registry, registry as default_registry
 from .report import PassReport, RunReport
 from .rewrites import RewriteLimit, run_pass_limited
@@ -561,6 +562,11 @@ class Pipeline:
         """The plan: the entries in dependency order with the passes they require pulled in,
         each of those with its options table (:meth:`_table_options`)."""
         if self.order == "as-given":
+            given = {s.name for s in self._steps}
+            for s in self._steps:  # a requirement must exist (analyses are computed on demand)
+                for r in s.cls.requires:
+                    if r not in given:
+                        self.registry.get(r, source=f"{self.source}: required by pass {s.name!r}")
             return Plan(list(self._steps))
         items = [Item(s.name, s.cls, s) for s in self._steps]
 
@@ -597,7 +603,7 @@ class Pipeline:
             if name in seen or not self._is_analysis(name):
                 continue
             seen.add(name)
-            todo.extend(self.registry.get(name).requires)
+            todo.extend(self._class_of(name).requires)
         return seen
 
     @classmethod
@@ -835,7 +841,7 @@ class Pipeline:
                     queue.appendleft(step)
                     for r in reversed(needed):
                         on_demand.add((id(step), r))
-                        rcls = self.registry.get(r)
+                        rcls = self._class_of(r)
                         queue.appendleft(
                             PlanStep(r, rcls, self._table_options(r, rcls), None, reasons=[f"on demand: required by {step.name}"])
                         )
@@ -853,6 +859,12 @@ class Pipeline:
                         raise _input_graph_error(exc, f"no pass was run ({step.name!r} was next)") from exc
                     names_kept, clean = names_in_namespace(gm.graph), True
                 pass_ = step.instance if step.instance is not None else step.cls(step.options)
+                # options are the pass's configuration, the same for every run: what a run
+                # changes in them in place would carry over to the next run (a frozen model
+                # keeps its fields, not the lists and dicts they hold)
+                options = pass_.options
+                options_before = options_state(options)
+                saved_options = _saved_fields(options, options_before)
                 ctx = PassContext(
                     gm,
                     pass_name=step.name,
@@ -936,6 +948,22 @@ class Pipeline:
                             "tensors, handed to the pass as they are (for a TorchDynamo graph, the model's "
                             "parameters); a pass must not change them"
                         )
+                    if pass_.options is not options:
+                        pass_.options = options
+                        raise VerificationError(
+                            "the pass replaced its options (self.options): they are its configuration, the "
+                            "same for every run; keep what a run collects on the pass instance or in ctx"
+                        )
+                    if options_before is not None:
+                        what = changed_option(options, options_before)
+                        if what is not None:
+                            if saved_options is not None:  # as they were, for the next run
+                                options.__dict__.update(saved_options)
+                            raise VerificationError(
+                                f"the pass changed its options in place: {what}; they are its configuration, "
+                                "the same for every run (put back), and a change would carry over to the next "
+                                "run: keep what a run collects on the pass instance or in ctx"
+                            )
                     if not _is_truth_value(hint):  # e.g. "no", [1], an array, a tensor
                         raise VerificationError(
                             f"the pass returned {type(hint).__name__} {_short_repr(hint)}, not True "
@@ -945,6 +973,12 @@ class Pipeline:
                     # put back what its hooks did, which moved tensor versions)
                     changed = bool(hint) or (span is None or span.ran) and snap.changed()
                     if changed and step.cls.kind == "analysis":
+                        if hint and not ((span is None or span.ran) and snap.changed()):
+                            raise VerificationError(
+                                f"analysis pass {step.name!r} returned {_short_repr(hint)}, which says it changed "
+                                "the graph: an analysis leaves the graph as it is and returns False or None "
+                                "(its result goes in ctx.analyses)"
+                            )
                         # (a torch.cond branch's graph edited is that, not its recompile's '_code' rebound)
                         what = (
                             "the graph"
@@ -1180,9 +1214,21 @@ class Pipeline:
                 report.rewrite_limit = limit.limit
         return report
 
+    def _class_of(self, name: str) -> type[Pass]:
+        """The pass class named ``name``: one of this pipeline's entries (a class given
+        directly needs no registration) or else the registry's.
+
+        Raises:
+            UnknownPassError: neither has it.
+        """
+        for step in self._steps:
+            if step.name == name:
+                return step.cls
+        return self.registry.get(name)
+
     def _is_analysis(self, name: str) -> bool:
         try:
-            return self.registry.get(name).kind == "analysis"
+            return self._class_of(name).kind == "analysis"
         except Exception:  # an unknown name was reported when the plan was made
             return False
 
@@ -1618,6 +1664,18 @@ def _holds(container: Any, value: Any) -> bool:
     if isinstance(container, slice):
         return any(_holds(c, value) for c in (container.start, container.stop, container.step))
     return False
+
+
+def _saved_fields(options: Any, state: Any) -> dict[str, Any] | None:
+    """Deep copies of the fields of ``options`` that :func:`~fxpasses.passes.options_state`
+    pictured (``state``), to put back after a run that changed them; None when there are none
+    or one cannot be copied."""
+    if state is None:
+        return None
+    try:
+        return {name: copy.deepcopy(getattr(options, name)) for name in state}
+    except Exception:  # noqa: BLE001 - then the change is reported, not put back
+        return None
 
 
 def _is_truth_value(hint: Any) -> bool:

@@ -1074,7 +1074,16 @@ class Registry:
         src = source or f"python:{pass_cls.__module__}"
         existing = self._passes.get(pass_cls.name)
         if existing is not None and existing.cls is not pass_cls:
-            raise DuplicatePassError(pass_cls.name, [existing.source, src])
+            # not two plugins: `prefer` cannot choose, and both may come from one module
+            old_cls = f"{existing.cls.__module__}.{existing.cls.__qualname__}"
+            new_cls = f"{pass_cls.__module__}.{pass_cls.__qualname__}"
+            raise DuplicatePassError(
+                pass_cls.name,
+                [existing.source, src],
+                message=f"register({new_cls}): pass name {pass_cls.name!r} is already registered, by "
+                f"{old_cls} ({existing.source}); give the class another `name`, or register it in a "
+                "registry of its own (fxpasses.Registry())",
+            )
         info = PassInfo(pass_cls.name, pass_cls, src, "")
         self._passes[pass_cls.name] = info
         return info

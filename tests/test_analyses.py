@@ -77,3 +77,69 @@ def test_required_analysis_is_computed_on_demand_when_not_current():
     assert report.passes[3].reasons == ["on demand: required by needs_shapes"]
     assert report.passes[1].counters == {"with_shape": 2}
     assert report.passes[4].counters == {"with_shape": 2}  # the new relus have shapes again
+
+
+def test_an_unregistered_analysis_class_of_the_pipeline_is_computed_again_on_demand():
+    """An analysis given as a class in the pipeline (no registration, as the README allows)
+    was not recomputed after a transform invalidated it: the pass requiring it found its
+    result gone (KeyError: 'fanout'), in both orders (a new-user check)."""
+    from fxpasses import GraphPass
+
+    class Fanout(GraphPass):
+        name = "fanout"
+        kind = "analysis"
+
+        def run(self, gm, ctx):
+            ctx.analyses["fanout"] = {n.name: len(n.users) for n in gm.graph.nodes}
+            return False
+
+    seen = []
+
+    class UsesFanout(GraphPass):
+        name = "uses_fanout"
+        kind = "analysis"
+        requires = ("fanout",)
+
+        def run(self, gm, ctx):
+            seen.append(ctx.analyses["fanout"])
+            return False
+
+    class DropRelu(NodePass):
+        name = "drop_relu"
+
+        @on("relu")
+        def relu(self, node, ctx):
+            return Replace(node.args[0])
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + 1
+
+    for order in ("dependencies", "as-given"):
+        seen.clear()
+        report = Pipeline([Fanout, DropRelu, UsesFanout], order=order, registry=Registry(autoload=False)).run(
+            torch.fx.symbolic_trace(M())
+        )
+        assert statuses(report) == [("fanout", "ok"), ("drop_relu", "ok"), ("fanout", "ok"), ("uses_fanout", "ok")], order
+        assert report.passes[2].reasons == ["on demand: required by uses_fanout"]
+        assert seen == [{"x": 1, "add": 1, "output": 0}], order  # of the graph without the relu
+
+
+def test_a_requirement_no_pass_has_is_an_error_in_the_as_given_order_too():
+    """With order="as-given" a misspelt `requires` was not reported; the pass then failed at
+    run time on the missing result."""
+    import pytest
+
+    from fxpasses import GraphPass
+    from fxpasses.errors import UnknownPassError
+
+    class Typo(GraphPass):
+        name = "typo"
+        requires = ("propagate_shapez",)
+
+        def run(self, gm, ctx):
+            return False
+
+    for order in ("dependencies", "as-given"):
+        with pytest.raises(UnknownPassError, match=r"required by pass 'typo': unknown pass 'propagate_shapez'.*did you mean 'propagate_shapes'"):
+            Pipeline([Typo], order=order).plan()

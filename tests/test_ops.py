@@ -267,3 +267,33 @@ def test_define_family_takes_a_family_member_as_its_members_and_warns_of_a_missp
     with pytest.warns(PassDefinitionWarning, match=r"define_family\('fxp_act', ...\): 'rleu' names no known op or family; did you mean 'relu'\?"):
         define_family("fxp_act", ["rleu"])
     assert family_members("fxp_act") == {"fxp_act", "rleu"}
+
+
+class _Aliases(torch.nn.Module):
+    def forward(self, x):
+        a = torch.clip(x, 0, 1) + x.clip(min=0) + torch.clamp(x, max=2)
+        b = x.absolute() + torch.arccos(x.clamp(-0.5, 0.5)) + torch.fix(x)
+        c = torch.swapaxes(x.unsqueeze(0), 0, 1).squeeze(1) + torch.concat([x, x]).sum()
+        d = torch.greater(x, 0) & x.less_equal(1) & torch.not_equal(x, 2)
+        return a + b + c + d
+
+
+class _CountAliases(NodePass):
+    name = "count_aliases"
+    writes_tensors = False
+    journal_edits = True
+
+    @on("clamp", "abs", "acos", "trunc", "transpose", "cat", "gt", "le", "ne")
+    def count(self, node, ctx):
+        ctx.count(next(f for f in ("clamp", "abs", "acos", "trunc", "transpose", "cat", "gt", "le", "ne") if op_name(node, ctx.gm) in FAMILIES[f]))
+
+
+def test_a_subscription_to_an_op_matches_torchs_aliases_of_it_in_every_dialect():
+    """`@on("clamp")` missed `clip` (and `abs` missed `absolute`, ...) under symbolic_trace and
+    TorchDynamo, where the alias is its own function; export had normalized them (a new-user
+    check). The families follow torch's alias map (normalize_ops.cpp)."""
+    x = torch.randn(4)
+    results = assert_preserves_outputs(_CountAliases, _Aliases(), [x])
+    want = {"clamp": 4, "abs": 1, "acos": 1, "trunc": 1, "transpose": 1, "cat": 1, "gt": 1, "le": 1, "ne": 1}
+    for dialect, (_, report) in results.items():
+        assert report["count_aliases"].counters == want, dialect

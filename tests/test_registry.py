@@ -573,8 +573,16 @@ def test_programmatic_register_and_describe():
         def run(self, gm, ctx):
             return False
 
-    with pytest.raises(DuplicatePassError):
+    with pytest.raises(DuplicatePassError) as info:
         reg.register(Other)
+    # two Python registrations: not "more than one plugin", whose `prefer` cannot choose here
+    # (both sources printed alike: a new-user check)
+    assert str(info.value) == (
+        f"register({__name__}.{Other.__qualname__}): pass name 'scale_things' is already registered, by "
+        f"{__name__}.{Scale.__qualname__} (python:{__name__}); give the class another `name`, or register it "
+        "in a registry of its own (fxpasses.Registry())"
+    )
+    assert info.value.sources == [f"python:{__name__}"] * 2
 
 
 @pytest.mark.parametrize(
@@ -624,6 +632,10 @@ def test_an_options_default_that_does_not_fit_its_field_is_a_definition_error():
         "  bad_default.k: Input should be greater than or equal to 2 (default: 1)"
     )
     assert "bad_default" not in reg
+    # made directly, the class gave pydantic's bare ValidationError (a new-user check)
+    with pytest.raises(PassDefinitionError) as direct:
+        BadDefault()
+    assert str(direct.value) == str(info.value)
 
 
 def test_an_options_validator_raising_a_non_validation_error_names_the_pass():

@@ -1898,3 +1898,78 @@ def test_a_module_that_no_longer_runs_names_the_node_whose_code_raised(dialect):
     assert err.source_line.startswith(f'File "{__file__}", line {_line_of("the sigmoid line")}, in forward')
     assert f"'relu_to_float' changed these nodes: %{relu_name} (erased), %{sig_name} (edited)" in err.notes
     assert gm.code == code
+
+
+@pytest.mark.parametrize("returned", [True, 1])
+def test_an_analysis_returning_true_is_told_so_not_that_it_changed_the_module(returned):
+    """An analysis that returned True, changing nothing, was told it "changed the module (its
+    submodules, attributes, hooks or tensors)" (a new-user check)."""
+
+    class SaysChanged(fxpasses.GraphPass):
+        name = "says_changed"
+        kind = "analysis"
+
+        def run(self, gm, ctx):
+            return returned
+
+    gm = torch.fx.symbolic_trace(_Relu())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([SaysChanged]).run(gm, [torch.randn(4)])
+    msg = str(info.value)
+    assert f"analysis pass 'says_changed' returned {returned!r}, which says it changed the graph" in msg, msg
+    assert "changed the module" not in msg
+
+
+class _CollectingOptions(fxpasses.PassOptions):
+    skip_names: list[str] = []
+    limits: dict[str, int] = {}
+
+
+@pytest.mark.parametrize("how", ["append", "item", "rebind"])
+def test_a_pass_changing_its_options_fails_and_the_next_run_sees_them_as_configured(how):
+    """Options are frozen, but a list or dict in them was not: a pass appending to one changed
+    the configuration of every later run of the same pipeline (a new-user check)."""
+
+    class Collects(fxpasses.GraphPass):
+        name = "collects"
+        Options = _CollectingOptions
+
+        def run(self, gm, ctx):
+            if how == "append":
+                self.options.skip_names.append("relu")
+            elif how == "item":
+                self.options.limits["relu"] = 1
+            else:
+                self.options = _CollectingOptions(skip_names=["x"])
+            return False
+
+    for pipeline, instance in ((Pipeline([Collects]), None), (Pipeline([Collects()]), True)):
+        for _ in range(2):  # the second run sees the options as configured
+            gm = torch.fx.symbolic_trace(_Relu())
+            with pytest.raises(PassFailedError) as info:
+                pipeline.run(gm, [torch.randn(4)])
+            msg = str(info.value)
+            if how == "rebind":
+                assert "the pass replaced its options (self.options)" in msg, msg
+            else:
+                field = "'skip_names' (now ['relu'])" if how == "append" else "'limits' (now {'relu': 1})"
+                assert f"the pass changed its options in place: {field}" in msg, msg
+            step = pipeline.plan().steps[0]
+            options = step.instance.options if instance else step.options
+            assert options.skip_names == [] and options.limits == {}, options
+
+
+def test_options_holding_only_values_a_frozen_model_keeps_are_not_pictured():
+    from fxpasses.passes import changed_option, options_state
+
+    class Plain(fxpasses.PassOptions):
+        k: int = 1
+        names: tuple[str, ...] = ("a",)
+        path: str = "x"
+
+    assert options_state(Plain()) is None
+    opts = _CollectingOptions(skip_names=["a"])
+    state = options_state(opts)
+    assert changed_option(opts, state) is None
+    opts.skip_names[0] = "b"
+    assert changed_option(opts, state) == "'skip_names' (now ['b'])"
