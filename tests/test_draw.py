@@ -16,17 +16,17 @@ def test_draw_writes_before_and_after_for_each_changing_pass(tmp_path, monkeypat
     r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--draw", "pics"])
     assert r.exit_code == 0, r.output
     dots = sorted(p.name for p in (tmp_path / "pics").glob("*.dot"))
-    # the default pipeline changes the graph in remove_dropout, fuse_conv_bn, simplify_algebra,
-    # fold_constants and eliminate_dead_code (CSE finds nothing in the example); the last one
+    # the default pipeline changes the graph in remove_dropout, simplify_algebra, fold_constants,
+    # fuse_conv_bn and eliminate_dead_code (CSE finds nothing in the example); the last one
     # only drops parameters no node uses, so its two drawings would be the same: not drawn
-    changed = ["remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants"]
+    changed = ["remove_dropout", "simplify_algebra", "fold_constants", "fuse_conv_bn"]
     assert dots == sorted(f"{i + 1:02d}_{n}.{w}.dot" for i, n in enumerate(changed) for w in ("before", "after"))
     assert (
         f" files in pics, before and after 4 changing passes: {', '.join(changed)}; changed the graph but "
         "not its drawing, not drawn: eliminate_dead_code"
     ) in r.stderr
-    before = (tmp_path / "pics" / "02_fuse_conv_bn.before.dot").read_text()
-    after = (tmp_path / "pics" / "02_fuse_conv_bn.after.dot").read_text()
+    before = (tmp_path / "pics" / "04_fuse_conv_bn.before.dot").read_text()
+    after = (tmp_path / "pics" / "04_fuse_conv_bn.after.dot").read_text()
     assert before.startswith("digraph before_fuse_conv_bn {") and "batch_norm" in before
     assert "batch_norm" not in after
     svgs = list((tmp_path / "pics").glob("*.svg"))

@@ -180,7 +180,7 @@ def test_cli_print_after_a_list_and_print_after_all(tmp_path, monkeypatch):
     printed = [line.split()[4] for line in r.output.splitlines() if line.startswith("# *** graph after ")]
     table = [line.split()[0] for line in r.output.splitlines() if line.split() and line.split()[0] in printed]
     assert printed == [
-        "remove_dropout", "fuse_conv_bn", "simplify_algebra", "fold_constants",
+        "remove_dropout", "simplify_algebra", "fold_constants", "fuse_conv_bn",
         "eliminate_common_subexpressions", "eliminate_dead_code",
     ]
     assert set(table) == set(printed)
