@@ -5,7 +5,7 @@ Like LLVM's ``-opt-bisect-limit``, on the global rewrite counter of :mod:`fxpass
 1. Run the pipeline once with numeric verification after every pass (outputs against the
    module before the pipeline, ``atol``/``rtol``), counting rewrites. The first pass that
    fails is the *first bad pass*; its rewrites are numbers ``first .. last``. A pass whose
-   hook raised is reported at once (the error names the node; nothing to bisect).
+   own code raised is reported at once (a hook's error names the node; nothing to bisect).
 2. Binary search for the smallest limit ``N`` in ``first .. last`` for which the run with
    rewrites ``1..N`` applied (and no rewrite after) gives wrong outputs or a broken graph:
    rewrite ``N`` is the *first bad rewrite*. With ``N - 1`` the outputs still match.
@@ -53,8 +53,8 @@ class BisectResult:
 
     Attributes:
         status: ``"clean"`` (every pass keeps the outputs), ``"found"`` (``culprit`` is the
-            first bad rewrite), ``"raised"`` (the first bad pass raised in a hook: ``error``
-            names the node), ``"unreported"`` (the first bad pass broke the outputs without
+            first bad rewrite), ``"raised"`` (the first bad pass's own code raised: ``error``
+            says what, and names the node when a hook raised), ``"unreported"`` (the first bad pass broke the outputs without
             returning any rewrite: a hook that edits the graph and returns keep) or
             ``"not-reproducible"`` (the full run was bad, the same run with a limit not).
         pass_name / step: the first bad pass and its 1-based position in the plan.
@@ -115,7 +115,10 @@ class BisectResult:
         if self.error:
             lines.append("  " + self.error.replace("\n", "\n  "))
         if self.status == "raised":
-            lines.append("the pass raised in a hook (node above); there is no rewrite to bisect")
+            lines.append(
+                "the pass raised (in a hook: the node above)" if "\n  at node %" in (self.error or "") else "the pass raised"
+            )
+            lines[-1] += "; there is no rewrite to bisect"
             return "\n".join(lines)
         if self.status == "unreported":
             lines.append(
@@ -221,9 +224,11 @@ def bisect(
     result.trials.append(Trial(None, True, f"{result.error.splitlines()[0]} (after {counter.count} rewrites)"))
     rewrites = f"its rewrites #{result.first}..#{result.last}" if span.count else "it reported no rewrite"
     say(f"full run: pass {span.name!r} (step {span.step + 1}) fails; {rewrites}")
-    if failure.node is not None and not isinstance(failure.__cause__, VerificationError):
-        # a hook raised at that node (a module that no longer runs names a node too: the
-        # node whose code raised, which some rewrite before it broke: bisected below)
+    if not isinstance(failure.__cause__, VerificationError):
+        # the pass's own code raised: a hook at that node, or a whole-graph pass's run() (a
+        # module that no longer runs names a node too, the node whose code raised, but that
+        # is a verification failure some rewrite before it caused: bisected below). It was
+        # taken for a pass that changed the graph without reporting a rewrite
         result.status = "raised"
         return result
     if span.count == 0:

@@ -245,6 +245,13 @@ def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, a
     except FxPassesError as exc:
         _print_traceback(exc, shown)
         _fail(fmt, exc, 1)
+    except _CommandExit:
+        raise  # a command's own exit status
+    except SystemExit as exc:
+        # sys.exit() in code run for the model (its factory, forward, a [model] graph file):
+        # exit status 0 with nothing printed read as success (a new-user check)
+        _print_traceback(exc, shown)
+        _fail(fmt, UserError(_exit_text(exc)), 2)
     except KeyboardInterrupt as exc:
         # what was interrupted, and what became of the graph (the pipeline's note on it)
         notes = [n.removeprefix("fxpasses: ") for n in getattr(exc, "__notes__", ()) if str(n).startswith("fxpasses: ")]
@@ -262,6 +269,28 @@ def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, a
         # exit status 3, as pytest's internal errors (1 means a pass failed or outputs changed)
         text = f"error: unexpected {exception_text(exc)}" + ("" if shown else "\n(run with --traceback for details)")
         _fail(fmt, exc, 3, text, internal=True)
+
+
+class _CommandExit(SystemExit):
+    """A command's own exit with a status (``fxpasses bisect`` finding a bad pass): not
+    code run for the model calling ``sys.exit()``."""
+
+
+def _exit_text(exc: SystemExit) -> str:
+    """What to say of a ``sys.exit()`` that code run for the model called: the call, and
+    where it was (the innermost frame of the exception's traceback, the caller of
+    ``sys.exit``)."""
+    tb = exc.__traceback__
+    place = ""
+    while tb is not None:
+        if tb.tb_next is None:
+            code = tb.tb_frame.f_code
+            place = f" at {os.path.basename(code.co_filename)}:{tb.tb_lineno} in {code.co_name}"
+        tb = tb.tb_next
+    return (
+        f"sys.exit({exc.code!r}) was called{place}, in code run for the model (its factory, its forward, "
+        "or a file [model] names) or by a plugin: fxpasses stopped there; a model must not exit the process"
+    )
 
 
 def _print_traceback(exc: BaseException, shown: bool) -> None:
@@ -778,7 +807,7 @@ def run_cmd(
             _echo_json(_error_object(exc, status, **where))
         click.echo(f"error: {exc}", err=True)
         _echo_reproducer(writer)
-        sys.exit(status)
+        raise _CommandExit(status)
     if writer is not None:
         _echo_reproducer(writer)
     if timer is not None:
@@ -944,7 +973,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     else:
         click.echo(text)
     if result.status != "clean":
-        sys.exit(1)
+        raise _CommandExit(1)
 
 
 @cli.command("schema")

@@ -307,7 +307,9 @@ EXPORTED_MODE_FIXED = (
 )
 
 
-_FACTORY = re.compile(r"^[^:]+:[A-Za-z_][A-Za-z0-9_.]*$")
+#: ``module:callable``, the module a dotted name or a path (which may hold colons: the
+#: callable follows the last one)
+_FACTORY = re.compile(r"^.+:[A-Za-z_][A-Za-z0-9_.]*$")
 
 
 class ModelConfig(_Strict):
@@ -354,7 +356,7 @@ class ModelConfig(_Strict):
     @classmethod
     def _module_callable(cls, value: str | None) -> str | None:
         if value is not None and not _FACTORY.match(value):
-            module, colon, attr = value.partition(":")
+            module, colon, attr = value.rpartition(":") if ":" in value else (value, "", "")
             if not colon:
                 why = f"no ':callable' part: give the module and the function that builds the model, e.g. '{value}:build'"
             elif not module:
@@ -892,6 +894,13 @@ def _read(path: Path) -> Any:
         raise ConfigError(f"ambiguous YAML number: {exc}", source=str(path)) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc}", source=str(path)) from None
+    except RecursionError:  # any of the three parsers, on values nested hundreds deep
+        kind = {".toml": "TOML", ".json": "JSON"}.get(suffix, "YAML")
+        raise ConfigError(
+            f"invalid {kind}: values nested too deep for the parser (Python's recursion limit); no config "
+            "value needs more than a few levels",
+            source=str(path),
+        ) from None
     except Exception as exc:  # yaml.YAMLError and friends
         raise ConfigError(f"invalid YAML: {exc}", source=str(path)) from None
     return data

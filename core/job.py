@@ -185,7 +185,8 @@ def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
     Raises:
         ConfigError: the module cannot be imported or has no such callable; names both.
     """
-    module_name, _, attr = spec.partition(":")
+    # a path may hold colons itself (C:/models/m.py:build): the callable follows the last one
+    module_name, _, attr = spec.rpartition(":") if ":" in spec else (spec, "", "")
     module_name = module_name.strip()
     try:
         if module_name.endswith(".py"):
@@ -200,6 +201,7 @@ def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
                 mod_spec.loader.exec_module(module)
         else:
             with _on_path(base_dir):
+                _check_not_shadowing(module_name, attr, base_dir)
                 if base_dir is not None and module_name in sys.modules:
                     cached = getattr(sys.modules[module_name], "__file__", None) or ""
                     if cached and not Path(cached).resolve().is_relative_to(base_dir.resolve()):
@@ -220,6 +222,44 @@ def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
     if not callable(obj):
         raise ConfigError(f"{spec!r} is not callable", source="[model] factory")
     return obj
+
+
+def _check_not_shadowing(module_name: str, attr: str, base_dir: Path | None) -> None:
+    """Refuse a factory module next to the config whose top-level name is a standard library
+    module's, or an installed package's that the process has imported: importing the local
+    file would replace that module for the whole process (``json.py`` holding the factory
+    broke torch.export, which uses ``json``).
+
+    Raises:
+        ConfigError: naming both files and the path form, which imports the file apart.
+    """
+    top = module_name.split(".")[0]
+    if base_dir is None or not ((base_dir / f"{top}.py").is_file() or (base_dir / top / "__init__.py").is_file()):
+        return
+    loaded = sys.modules.get(top)
+    where = getattr(loaded, "__file__", None) or ""
+    if top in sys.stdlib_module_names:
+        what = "a standard library module"
+    elif where and _under_library_dirs(where) and not Path(where).resolve().is_relative_to(base_dir.resolve()):
+        what = f"an installed module ({where})"
+    else:
+        return
+    raise ConfigError(
+        f"the factory's module {module_name!r} next to the config has the name of {what}, which the "
+        f"process uses: rename the file, or name it as a path (factory = \"{module_name.replace('.', '/')}.py:{attr}\"), "
+        "which imports it apart",
+        source="[model] factory",
+    )
+
+
+def _under_library_dirs(path: str) -> bool:
+    """Whether ``path`` is under one of the interpreter's library directories (the standard
+    library's, site-packages)."""
+    import sysconfig
+
+    resolved = Path(path).resolve()
+    roots = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(root and resolved.is_relative_to(Path(root).resolve()) for root in roots)
 
 
 #: Largest example input ``make_inputs`` makes (bytes): a typo in a shape should be an error,

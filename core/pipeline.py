@@ -650,7 +650,9 @@ class Pipeline:
         """A pipeline from a config file, a mapping or a :class:`~fxpasses.config.Config`.
 
         ``config=None`` looks for ``[tool.fxpasses]`` in the nearest ``pyproject.toml``.
-        The config's ``[plugins]`` section, when present, selects the registry's plugins.
+        The config's ``[plugins]`` section, when present, selects the registry's plugins. A
+        config with a ``[model]`` that names no pipeline or preset gets the preset ``fxpasses
+        run`` gives it: ``inference``, or ``training`` for ``train = true``.
 
         Raises:
             ConfigError, UnknownPassError, OptionsError, CycleError.
@@ -664,6 +666,11 @@ class Pipeline:
             registry = registry_for(cfg)
         if cfg.pipeline is not None and cfg.preset is not None:
             raise ConfigError("give either `pipeline` or `preset`, not both", source=cfg._source)
+        if cfg.pipeline is None and cfg.preset is None and cfg.model is not None:
+            from .job import with_default_preset  # (job imports this module)
+
+            # what `fxpasses run`/`check` run for it: `inference`, or `training` with train = true
+            cfg = with_default_preset(cfg)
         from_preset = cfg.preset is not None
         config_source = cfg._source  # where its [options.NAME] tables are
         if from_preset:
@@ -1132,8 +1139,12 @@ class Pipeline:
                     if failure.rolled_back:
                         # what it counted describes changes undone: not the pass's counters
                         pr.rolled_back_counters = dict(ctx.counters)
-                    else:  # on_error="raise": the graph keeps what it counted
+                    else:  # on_error="raise": the graph keeps what it counted, and its changes
                         pr.counters = dict(ctx.counters)
+                        try:
+                            pr.changed = bool(snap.changed())
+                        except Exception:  # noqa: BLE001 - a graph too broken to compare: say changed
+                            pr.changed = True
                     pr.skipped = list(ctx.skipped)
                     pr.notes = list(ctx.output_changes)
                     report.passes.append(pr)

@@ -86,6 +86,8 @@ _ESCAPE = re.compile(r"""\\(?:[\\'"nrt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-f
 _INT = re.compile(r"[+-]?(0|[1-9][0-9_]*)$")
 #: a number whose whole part has a leading zero (``017``, ``00``, ``007.5``): an error, not 17
 _LEADING_ZERO = re.compile(r"[+-]?0[0-9_]")
+#: lists and tables nested deeper than this in one value are an error (the parser recurses)
+_MAX_DEPTH = 100
 _FLOAT = re.compile(r"[+-]?(\d[\d_]*\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|nan)$")
 
 
@@ -178,15 +180,17 @@ class _Parser:
                 return
             raise self.error(f"expected ',' or {close!r} {where}")
 
-    def value(self) -> Any:
+    def value(self, depth: int = 0) -> Any:
         ch = self.peek()
+        if depth >= _MAX_DEPTH and ch in ("[", "{"):
+            raise self.error(f"values nested more than {_MAX_DEPTH} lists or tables deep (no option needs that)")
         if ch == "[":
             self.pos += 1
             items: list[Any] = []
             if self.peek() == "]":
                 self.pos += 1
                 return items
-            self.sequence("]", "in list", lambda: items.append(self.value()))
+            self.sequence("]", "in list", lambda: items.append(self.value(depth + 1)))
             return items
         if ch == "{":
             self.pos += 1
@@ -194,7 +198,7 @@ class _Parser:
             if self.peek() == "}":
                 self.pos += 1
                 return table
-            self.sequence("}", "in table", lambda: self.table_item(table))
+            self.sequence("}", "in table", lambda: self.table_item(table, depth + 1))
             return table
         if ch in ("'", '"'):
             return self.string()
@@ -215,7 +219,7 @@ class _Parser:
             )
         return _scalar(token)
 
-    def table_item(self, table: dict[str, Any]) -> None:
+    def table_item(self, table: dict[str, Any], depth: int = 0) -> None:
         """``key=value`` inside a table's braces, into ``table``."""
         ch = self.peek()
         kpos = self.pos
@@ -231,7 +235,7 @@ class _Parser:
         self.expect("=", f"after key {key!r} in table (a table is written {{key=value,...}})")
         if key in table:
             raise self.error(f"key {key!r} given twice in table", kpos)
-        table[key] = self.value()
+        table[key] = self.value(depth)
 
     def string(self) -> str:
         """A quoted string (its opening quote is next), its escapes decoded (see the module doc)."""

@@ -534,3 +534,34 @@ def test_bisect_finds_the_rewrite_after_which_the_module_no_longer_runs():
     assert result.culprit.action == "Replace(3.0)"
     assert result.bad.message.startswith("the module does not run on the example inputs: ")
     assert gm.code == code  # bisect leaves the module as it was
+
+
+@pytest.mark.parametrize("kind", ["graph_pass", "hook"])
+def test_a_pass_whose_own_code_raises_is_reported_as_raised(kind):
+    """A whole-graph pass that raised (print_graph writing under a path that is a file) was
+    reported as one that "changed the graph without returning a rewrite" (a new-user check)."""
+
+    class BoomGraph(fxpasses.GraphPass):
+        name = "boom"
+
+        def run(self, gm, ctx):
+            raise FileExistsError("afile")
+
+    class BoomHook(fxpasses.NodePass):
+        name = "boom"
+
+        @fxpasses.on("relu")
+        def visit(self, node, ctx):
+            raise FileExistsError("afile")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + 1
+
+    gm = torch.fx.symbolic_trace(M())
+    result = bisect(Pipeline(["remove_dropout", BoomGraph if kind == "graph_pass" else BoomHook]), gm, [torch.randn(3)])
+    assert result.status == "raised" and result.pass_name == "boom" and result.step == 2
+    text = result.text(None)
+    assert "FileExistsError: afile" in text and "changed the graph without returning a rewrite" not in text
+    said = "the pass raised (in a hook: the node above)" if kind == "hook" else "the pass raised;"
+    assert said in text, text

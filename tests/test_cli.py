@@ -1107,3 +1107,30 @@ def test_json_output_has_no_infinity_or_nan_tokens():
     with contextlib.redirect_stdout(buf):
         _echo_json(reg.describe("unbounded").as_dict())
     assert json.loads(buf.getvalue(), parse_constant=lambda c: pytest.fail(f"non-JSON token {c}"))["options"][0]["default"] == "inf"
+
+
+@pytest.mark.parametrize("where", ["factory", "forward"])
+@pytest.mark.parametrize("code", ["0", "'bye'", "3"])
+def test_sys_exit_in_model_code_is_an_error_naming_where_not_a_silent_success(tmp_path, where, code):
+    """A factory (or a forward) calling sys.exit(0) made `fxpasses run` exit 0 with nothing
+    printed, not even the JSON object; sys.exit(3) read as an internal error, sys.exit('bye')
+    as a failed pass (a new-user check)."""
+    body = f"import sys\nsys.exit({code})" if where == "factory" else "return Exits()"
+    (tmp_path / "exiting_models.py").write_text(
+        "import sys\nimport torch\n\n"
+        "class Exits(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        f"        sys.exit({code})\n\n"
+        "def build():\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    )
+    cfg = tmp_path / "m.toml"
+    cfg.write_text('[model]\nfactory = "exiting_models:build"\ninputs = [{ shape = [2, 3] }]\n')
+    for command in (["run", str(cfg), "--no-save", "--repeat", "1"], ["bisect", str(cfg)]):
+        r = CliRunner().invoke(cli, [*command, "--format", "json"])
+        assert r.exit_code == 2, (command, r.output)
+        out = json.loads(r.stdout)
+        line = 10 if where == "factory" else 6
+        assert out["error"]["type"] == "UserError" and out["error"]["message"].startswith(
+            f"sys.exit({eval(code)!r}) was called at exiting_models.py:{line} in {'build' if where == 'factory' else 'forward'}, "
+            "in code run for the model"
+        ), out

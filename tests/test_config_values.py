@@ -676,3 +676,28 @@ def test_json_errors_hold_no_python_reprs(tmp_path):
     error = json.loads(r.stdout)["error"]
     assert error["type"] == "OptionsError" and error["python_keys"] == []
     assert "frozenset" not in r.stdout
+
+
+@pytest.mark.parametrize("train, preset", [("false", "inference"), ("true", "training")])
+def test_pipeline_from_config_with_a_model_and_no_pipeline_runs_what_the_cli_runs(tmp_path, train, preset):
+    """`fxpasses check`/`run` gave such a config its default preset; Pipeline.from_config
+    refused it, saying only a config with a [model] gets one (a new-user check)."""
+    cfg = tmp_path / "m.toml"
+    cfg.write_text(f'[model]\nfactory = "fxpasses._example:convnet"\ntrain = {train}\ninputs = [{{ shape = [1, 3, 8, 8] }}]\n')
+    plan = fxpasses.Pipeline.from_config(cfg).plan()
+    assert plan.as_pipeline_string() == fxpasses.Pipeline.from_preset(preset).plan().as_pipeline_string()
+
+
+def test_values_nested_hundreds_deep_are_config_errors_naming_the_format(tmp_path):
+    """A pipeline string with an option nested 400 lists deep was an internal error
+    (RecursionError, exit status 3); a TOML or JSON file nested 1500 deep was "invalid YAML"
+    (a new-user check)."""
+    deep = "[" * 400 + "]" * 400
+    with pytest.raises(fxpasses.errors.ConfigError, match=r"column 126: values nested more than 100 lists or tables deep"):
+        fxpasses.Pipeline.from_string(f"remove_dropout{{inference={deep}}}")
+    nested = "[" * 1500 + "]" * 1500
+    (tmp_path / "deep.toml").write_text(f'pipeline = "remove_dropout"\n[options.remove_dropout]\nx = {nested}\n')
+    (tmp_path / "deep.json").write_text(f'{{"pipeline": "remove_dropout", "options": {{"remove_dropout": {{"x": {nested}}}}}}}')
+    for name, kind in (("deep.toml", "TOML"), ("deep.json", "JSON")):
+        with pytest.raises(fxpasses.errors.ConfigError, match=rf"invalid {kind}: values nested too deep for the parser"):
+            fxpasses.Pipeline.from_config(tmp_path / name)

@@ -932,3 +932,38 @@ def load_config_file_from_text(tmp_path, text):
     path = tmp_path / "c.toml"
     path.write_text(text)
     return load_config_file(path)
+
+
+@pytest.mark.parametrize("name", ["json", "torch"])
+def test_a_factory_module_named_like_a_library_module_is_refused_and_the_path_form_works(tmp_path, name):
+    """A json.py next to the config replaced the standard library's json for the whole
+    process (torch.export then failed on json.JSONEncoder, blamed on the capture: a new-user
+    check). The path form imports the file apart."""
+    import json as stdlib_json
+    import sys
+
+    from fxpasses.errors import ConfigError
+    from fxpasses.job import load_factory
+
+    (tmp_path / f"{name}.py").write_text("import torch\n\ndef build():\n    return torch.nn.Linear(3, 3)\n")
+    before = sys.modules[name]
+    with pytest.raises(ConfigError, match=rf"the factory's module '{name}' next to the config has the name of .*factory = \"{name}.py:build\""):
+        load_factory(f"{name}:build", tmp_path)
+    assert sys.modules[name] is before and sys.modules["json"] is stdlib_json
+    model = load_factory(f"{name}.py:build", tmp_path)()
+    assert isinstance(model, torch.nn.Linear) and sys.modules[name] is before
+
+
+def test_a_factory_path_holding_colons_takes_the_callable_after_the_last_one(tmp_path):
+    """`factory = "a:b/models.py:build"` was refused ("'b/models.py:build' after the ':' is
+    not a Python name"), as a Windows path C:/...:build would be (a new-user check)."""
+    from fxpasses.config import ModelConfig
+    from fxpasses.job import load_factory
+
+    folder = tmp_path / "a:b"
+    folder.mkdir()
+    (folder / "mödels.py").write_text("import torch\n\ndef build():\n    return torch.nn.Linear(3, 3)\n")
+    ModelConfig(factory="a:b/mödels.py:build", inputs=[{"shape": [2, 3]}])  # validates
+    assert isinstance(load_factory("a:b/mödels.py:build", tmp_path)(), torch.nn.Linear)
+    with pytest.raises(Exception, match=r"no ':callable' part"):
+        ModelConfig(factory="models", inputs=[{"shape": [2, 3]}])

@@ -456,6 +456,14 @@ def test_on_error_raise_leaves_the_broken_graph_for_debugging():
         Pipeline(["dangler"], registry=reg, on_error="raise").run(gm, [x])
     assert not info.value.rolled_back
     assert any(a.name == "ghost" for n in gm.graph.nodes for a in n.all_input_nodes)
+    # its row says it changed the graph it left (it said "changed: no": a new-user check);
+    # a rolled-back failure changed nothing
+    (row,) = info.value.report.passes
+    assert row.status == "failed" and row.changed and not row.rolled_back
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["dangler"], registry=reg).run(traced_convnet(Dangler)[2], [x])
+    (row,) = info.value.report.passes
+    assert row.status == "failed" and not row.changed and row.rolled_back
 
 
 def test_erase_with_users_names_each_user():
