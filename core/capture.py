@@ -6,7 +6,9 @@ dialect            how
 ``symbolic_trace`` ``torch.fx.symbolic_trace(model)`` (recording stack traces): torch-level
                    ops, submodules as ``call_module``, parameters read through the modules
 ``dynamo``         ``torch.compile(model, backend=<capture>, fullgraph=True)``: the graph
-                   TorchDynamo hands a backend; parameters and buffers arrive as placeholders,
+                   TorchDynamo hands a backend (it runs the model once to capture it; what
+                   that writes in buffers and inputs is put back after it); parameters and
+                   buffers arrive as placeholders,
                    so the captured inputs are the model's inputs with its parameters and
                    buffers, in the order of the graph's placeholders (TorchDynamo's order of
                    first use: ``[conv.weight, conv.bias, x, bn.running_mean, ...]``)
@@ -140,6 +142,44 @@ def _quiet_fake_tensor_log() -> Iterator[None]:
         logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def _state_put_back(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
+    """Put back, after the block, the values of ``model``'s buffers and of the tensors among
+    ``inputs``/``kwargs`` that it wrote in place (each is copied before: buffers and example
+    inputs are small next to the parameters). A parameter written in place cannot be put
+    back without a copy of every parameter: it is warned about, naming it."""
+    import warnings
+
+    from torch.utils._pytree import tree_leaves
+
+    def version(t: torch.Tensor) -> int | None:
+        try:
+            return t._version
+        except RuntimeError:  # an inference tensor has no version counter
+            return None
+
+    saved = []
+    for t in dict.fromkeys([*model.buffers(), *(v for v in tree_leaves((inputs, kwargs)) if isinstance(v, torch.Tensor))]):
+        if not isinstance(t, torch.nn.Parameter) and version(t) is not None and t.layout == torch.strided:
+            saved.append((t, version(t), t.detach().clone()))
+    params = [(name, p, version(p)) for name, p in model.named_parameters()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for t, v, copy in saved:
+                # (by value: batch norm updates its running statistics without counting a version)
+                if version(t) != v or not torch.equal(t, copy):
+                    t.copy_(copy)
+        written = [name for name, p, v in params if v is not None and version(p) != v]
+        if written:
+            warnings.warn(
+                f"capturing {type(model).__name__} with TorchDynamo ran its forward, which wrote parameter(s) "
+                f"{', '.join(written[:5])}{' ...' if len(written) > 5 else ''} in place: they keep the new values",
+                stacklevel=4,
+            )
+
+
 def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Captured:
     import torch._dynamo
 
@@ -157,7 +197,10 @@ def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dic
         torch._dynamo.reset_code(code)
     for attempt in range(2):
         try:
-            with _quiet_fake_tensor_log():
+            # TorchDynamo runs the model to capture it: what that call writes in place (batch
+            # norm statistics, an input the forward adds to) is put back after it, so the
+            # capture leaves the caller's model and inputs as they were, as the other two do
+            with _quiet_fake_tensor_log(), _state_put_back(model, inputs, kwargs):
                 torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs, **kwargs)
         except Exception as exc:
             raise UserError(

@@ -24,7 +24,9 @@
    that define the pytree types of its inputs and outputs (:func:`save_program`), which
    loading it as a ``[model] program`` imports first; otherwise torch.fx's
    ``GraphModule.to_folder``: ``module/module.py`` (a class ``OptimizedModule`` with its
-   imports) and ``module/state_dict.pt``; for the dynamo capture also ``inputs.pt`` (the
+   imports) and ``module/state_dict.pt`` (every parameter, buffer and tensor attribute under
+   each of its names, as the tensors were: dtype, strides, views sharing memory,
+   ``requires_grad``); for the dynamo capture also ``inputs.pt`` (the
    graph's inputs, parameters included, since TorchDynamo passes them as inputs).
    ``report.json`` always. Relative output paths are relative to the working directory.
 
@@ -1047,10 +1049,14 @@ def _check_read_back(
     ``expected`` (the original's outputs and :class:`~fxpasses.verify.OutputFacts`), or
     outputs a caller sees otherwise (``requires_grad``, aliasing, strides, input gradients),
     as the run's own comparison does."""
-    outputs, facts = call_isolated(loaded, inputs, TensorState(loaded), kwargs, facts=True)
+    try:
+        outputs, facts = call_isolated(loaded, inputs, TensorState(loaded), kwargs, facts=True)
+    except Exception as exc:  # the save's fault, not an internal error (exit status 3)
+        raise VerificationError(f"{what} does not run on the inputs: {exception_text(exc)}") from exc
     cmp = compare_results(outputs, facts, expected[0], expected[1], cfg.atol, cfg.rtol)
     if cmp.message:
-        raise VerificationError(f"{what} gives other outputs: {cmp.message}")
+        # (compare_results words a difference as a pass's: here the save made it)
+        raise VerificationError(f"{what} gives other outputs than the module saved: {cmp.message.replace(' before the pass', ' before saving')}")
 
 
 #: the names the module.py of ``GraphModule.to_folder`` defines before its class (its imports)
@@ -1213,7 +1219,48 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
             if isinstance(t, torch.Tensor):
                 shared.setdefault(id(t), []).append(f"{path}.{attr}" if path else attr)
     tied = [names for names in shared.values() if len(names) > 1]
+    # every tensor under every name, as the objects they are, into state_dict.pt (torch.save
+    # keeps each one's dtype, strides, Parameter-ness and requires_grad, one object saved
+    # once, and views of one storage sharing it): to_folder's own state_dict.pt was loaded
+    # into modules rebuilt from their repr, in float32 and contiguous, each name apart, so a
+    # float16/float64 model did not run, a transposed buffer came back contiguous and a view
+    # of another buffer stopped sharing its memory
+    tensors: dict[str, torch.Tensor] = {}
+    for named in (gm.named_parameters(remove_duplicate=False), gm.named_buffers(remove_duplicate=False)):
+        tensors.update(named)
+    plain = set()
+    for path, m in gm.named_modules(remove_duplicate=False):
+        for attr, t in vars(m).items():
+            if isinstance(t, torch.Tensor):
+                name = f"{path}.{attr}" if path else attr
+                tensors[name] = t
+                plain.add(name)
+    state_file = module_py.parent / "state_dict.pt"
+    load = next((i for i, line in enumerate(text.splitlines()) if "self.load_state_dict(torch.load(" in line), None)
+    if load is not None and state_file.exists():
+        torch.save({name: _detached_keeping_kind(t) for name, t in tensors.items()}, state_file)
     lines = text.splitlines(keepends=True)
+    if load is not None and state_file.exists():
+        indent = lines[load][: len(lines[load]) - len(lines[load].lstrip())]
+        # the file as the line names it (relative to module.py once _relocatable made it so)
+        where = lines[load].split("torch.load(", 1)[1].rstrip().removesuffix("))")
+        lines[load] = "".join(
+            indent + line + "\n"
+            for line in (
+                "# every parameter, buffer and tensor attribute under each of its names, as saved (dtype,",
+                "# strides, storage shared between views, requires_grad): to_folder's modules rebuilt from",
+                "# their repr hold float32 placeholders",
+                f"for _name, _tensor in torch.load({where}).items():",
+                "    _path, _, _attr = _name.rpartition('.')",
+                "    _module = self.get_submodule(_path)",
+                "    if isinstance(_tensor, torch.nn.Parameter):",
+                "        _module._parameters[_attr] = _tensor",
+                "    elif _name in _PLAIN:",
+                "        object.__setattr__(_module, _attr, _tensor)",
+                "    else:",
+                "        _module._buffers[_attr] = _tensor",
+            )
+        )
     body = [
         "        # each module's training/eval mode when saved (to_folder rebuilds them all in training mode)\n",
         "        for _name, _module in self.named_modules(remove_duplicate=False):\n",
@@ -1244,11 +1291,22 @@ def _keep_module_state(module_py: Path, gm: torch.nn.Module) -> None:
         f"_FROZEN = frozenset({frozen!r})\n",
         "# the names of each parameter, buffer or tensor attribute held under several (to_folder saves each apart)\n",
         f"_TIED = {tied!r}\n",
+        "# the names of the plain tensor attributes (neither parameters nor buffers)\n",
+        f"_PLAIN = frozenset({sorted(plain)!r})\n",
     ]
     end = init.end_lineno
     lines[end:end] = body
     lines[cls.lineno - 1 : cls.lineno - 1] = head + ["\n"]
     module_py.write_text("".join(lines))
+
+
+def _detached_keeping_kind(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as saved: a parameter as itself (its ``requires_grad`` is saved with it), any
+    other tensor detached from the graph that made it (torch.save refuses a non-leaf tensor
+    that requires grad; views of one storage still share it)."""
+    if isinstance(t, torch.nn.Parameter):
+        return t
+    return t.detach() if t.requires_grad and not t.is_leaf else t
 
 
 def load_folder(folder: str | os.PathLike[str]) -> torch.nn.Module:

@@ -1,0 +1,48 @@
+"""Capturing leaves the caller's model and inputs as they were, in every dialect."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from fxpasses.capture import DIALECTS, capture
+
+
+class _WritesInput(nn.Module):
+    def forward(self, x):
+        x.add_(1)
+        return x * 2
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_capture_leaves_batch_norm_statistics_and_written_inputs_as_they_were(dialect):
+    """The dynamo capture runs the model to capture it: a training-mode BatchNorm's running
+    statistics and num_batches_tracked moved, and an input the forward adds to kept the
+    addition, so `fxpasses run` saved them changed (a new-user check)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    capture(model, [torch.randn(2, 3, 8, 8)], dialect)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before), dialect
+    x = torch.zeros(3)
+    cap = capture(_WritesInput(), [x], dialect)
+    assert torch.equal(x, torch.zeros(3)), dialect
+    # the captured graph still does what the model does, on fresh inputs
+    y = torch.zeros(3)
+    torch.testing.assert_close(cap.gm(y) if dialect != "dynamo" else cap.gm(y)[0], torch.full((3,), 2.0))
+
+
+def test_a_parameter_the_dynamo_capture_wrote_is_warned_about():
+    class WritesWeight(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(3), requires_grad=False)
+
+        def forward(self, x):
+            self.w.mul_(2)
+            return x * self.w
+
+    with pytest.warns(UserWarning, match=r"wrote parameter\(s\) w in place: they keep the new values"):
+        capture(WritesWeight(), [torch.ones(3)], "dynamo")
