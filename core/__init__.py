@@ -7,7 +7,8 @@ Public surface (everything else is internal):
   and :data:`hookimpl` for plugin hooks.
 - Finding passes: :func:`registry`, :class:`Registry`.
 - Running passes: :class:`Pipeline` (``from_string``, ``from_config``, ``plan``, ``run``),
-  :func:`run`, :class:`RunReport`, :class:`PassReport`.
+  :class:`Fixpoint` (a group of passes repeated until nothing changes), :func:`run`,
+  :class:`RunReport`, :class:`PassReport`.
 - Errors: :mod:`fxpasses.errors`.
 """
 
@@ -33,6 +34,7 @@ from .errors import (
     UserError,
     VerificationError,
 )
+from .fixpoint import Fixpoint, FixpointWarning
 from .hookspecs import hookimpl
 from .passes import ERASE, KEEP, GraphPass, NodePass, Pass, PassOptions, Replace, on
 from .registry import Registry, registry
@@ -57,6 +59,8 @@ __all__ = [
     "registry",
     "Registry",
     "Pipeline",
+    "Fixpoint",
+    "FixpointWarning",
     "run",
     "RunReport",
     "PassReport",

@@ -86,6 +86,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "PassEntryConfig",
+    "FixpointEntryConfig",
     "PluginsConfig",
     "InputSpec",
     "ModelConfig",
@@ -147,6 +148,15 @@ class PassEntryConfig(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
     verify: VerifyMode | None = None
     on_error: OnError | None = None
+
+
+class FixpointEntryConfig(_Strict):
+    """A fixpoint group written as a table: ``{fixpoint = ["pass", {name = "pass2", ...}],
+    max_iterations = 10}``: its passes run in order, repeatedly, until an iteration changes
+    nothing (see :mod:`fxpasses.fixpoint`)."""
+
+    fixpoint: list[Union[str, PassEntryConfig]] = Field(min_length=1)
+    max_iterations: int = Field(default=10, ge=1, le=1000)
 
 
 class PluginsConfig(_Strict):
@@ -420,7 +430,7 @@ class ModelConfig(_Strict):
 class Config(_Strict):
     """A whole config (see the module doc)."""
 
-    pipeline: Union[str, list[Union[str, PassEntryConfig]], None] = None
+    pipeline: Union[str, list[Union[str, PassEntryConfig, FixpointEntryConfig]], None] = None
     preset: str | None = None
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     verify: VerifyMode = "lint"
@@ -470,6 +480,8 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
         # a pipeline list entry: a pass name or a table, not our model's class name
         for said in ("a valid dictionary or instance of PassEntryConfig", "instance of PassEntryConfig"):
             msg = msg.replace(said, "a table (name, options, verify, on_error)")
+        for said in ("a valid dictionary or instance of FixpointEntryConfig", "instance of FixpointEntryConfig"):
+            msg = msg.replace(said, "a fixpoint group (fixpoint, max_iterations)")
         if err["type"] == "extra_forbidden" and model is not None:
             msg = _unknown_option_message(it.loc[-1] if it.loc else None, it.parent_fields)
         elif err["type"] in ("literal_error", "enum"):  # one of some strings: the closest

@@ -72,6 +72,11 @@ class PassContext:
         output_changes: why the pass changed the module's outputs on purpose
             (:meth:`changes_outputs`), in the report's ``notes``.
         analyses: results of analyses computed in this run, by name.
+        step: the running pass's position in the pipeline's plan, from 0 (as
+            ``pipeline.plan().steps`` holds it; every iteration of a fixpoint group runs the
+            same steps), or None outside a pipeline (an analysis computed on demand too).
+        iteration: the fixpoint iteration the pass runs in, from 1 (0 outside fixpoint
+            groups), as its :class:`~fxpasses.report.PassReport` says.
     """
 
     def __init__(
@@ -95,6 +100,8 @@ class PassContext:
         self.skipped: list[tuple[str, str]] = []
         self.output_changes: list[str] = []
         self.analyses: dict[str, Any] = analyses if analyses is not None else {}
+        self.step: int | None = None
+        self.iteration = 0
         self._provenance: Node | None = None
         self._paths: Any = None  # fxpasses._modpath.ModulePaths of gm, made on first use
         # the running pass's journal (fxpasses.journal.Journal) when its edits are journaled

@@ -52,6 +52,7 @@ class DrawGraphs:
         self.same_drawing: list[str] = []
         self._before: Any = None
         self._step = 0  # the plan step now running, from 1 (files are numbered by it)
+        self._iteration = 0  # its fixpoint iteration (0 outside groups)
 
     def _dot(self, gm: Any, name: str) -> Any:
         from torch.fx.passes.graph_drawer import FxGraphDrawer
@@ -60,7 +61,9 @@ class DrawGraphs:
 
     @hookimpl
     def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
-        self._step += 1
+        step = getattr(ctx, "step", None)
+        self._step = step + 1 if step is not None else self._step + 1
+        self._iteration = getattr(ctx, "iteration", 0)
         self._before = self._dot(gm, f"before_{pass_name}")
 
     @hookimpl
@@ -74,7 +77,9 @@ class DrawGraphs:
             return
         self.drawn.append(pass_name)
         self.directory.mkdir(parents=True, exist_ok=True)
-        stem = f"{self._step:02d}_{pass_name}"  # the step's number in the plan, as `fxpasses check` prints it
+        # the step's number in the plan, as `fxpasses check` prints it (and in a fixpoint group
+        # the iteration, as the run's table prints it: each iteration its own files)
+        stem = f"{self._step:02d}_{pass_name}" + (f"_{self._iteration}" if self._iteration else "")
         for label, dot in (("before", before), ("after", after)):
             path = self.directory / f"{stem}.{label}.dot"
             path.write_text(dot.to_string())

@@ -57,7 +57,8 @@ class PrintAfter:
     def fxpasses_after_pass(self, pass_name: str, gm: Any, ctx: Any, report: Any) -> None:
         if self.names is None or pass_name in self.names:
             out = self.file or sys.stderr
-            print(f"# *** graph after {pass_name} ({report.nodes_after} nodes) ***", file=out)
+            round_ = f" #{report.iteration}" if getattr(report, "iteration", 0) else ""  # (a fixpoint iteration)
+            print(f"# *** graph after {pass_name}{round_} ({report.nodes_after} nodes) ***", file=out)
             print(graph_code(gm), file=out)
 
 

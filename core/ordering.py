@@ -37,6 +37,12 @@ class Item:
     payload: Any = None
     pulled_in_by: str | None = None
     reasons: list[str] = field(default_factory=list)
+    #: the pass names this item stands for, when not just ``name`` (a fixpoint group: its
+    #: members' names, which other passes' constraints name)
+    provides: tuple[str, ...] = ()
+
+    def names(self) -> tuple[str, ...]:
+        return self.provides or (self.name,)
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,8 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
     _pull_in(items, resolve)
     by_name: dict[str, list[int]] = {}
     for i, it in enumerate(items):
-        by_name.setdefault(it.name, []).append(i)
+        for name in it.names():
+            by_name.setdefault(name, []).append(i)
 
     preds: dict[int, set[int]] = {i: set() for i in range(len(items))}
     why: dict[tuple[int, int], str] = {}
@@ -122,7 +129,7 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
 
 
 def _pull_in(items: list[Item], resolve: Callable[[str, str], Any]) -> None:
-    present = {it.name for it in items}
+    present = {name for it in items for name in it.names()}
     i = 0
     while i < len(items):
         it = items[i]

@@ -37,6 +37,7 @@ from ._names import normal_keys
 from .analyses import AnalysisCache
 from .config import (
     Config,
+    FixpointEntryConfig,
     PassEntryConfig,
     find_pyproject,
     load_config_file,
@@ -82,13 +83,14 @@ from .lint import (
 )
 from .ordering import Item, order
 from .passes import Pass, changed_option, options_state, validate_pass_class
+from .fixpoint import DEFAULT_MAX_ITERATIONS, Fixpoint, FixpointWarning, Group, check_max_iterations
 from .registry import Registry, registry as default_registry
 from .report import PassReport, RunReport
 from .rewrites import RewriteLimit, run_pass_limited
 from .runner import HookError, hook_failure, run_pass
 from .snapshot import Snapshot, graph_changed
 from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
-from .spec import SpecEntry, format_value, parse_pipeline_string
+from .spec import SpecEntry, SpecGroup, format_value, parse_pipeline_string
 
 __all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
 
@@ -110,6 +112,8 @@ class PlanStep:
     #: the pass instance the pipeline was given for this step (run as it is), or None (a new
     #: instance of ``cls`` with ``options`` runs)
     instance: Pass | None = field(default=None, repr=False, compare=False)
+    #: the fixpoint group this step belongs to (its steps share the object), or None
+    group: Group | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
         opts = self.options.model_dump(exclude_defaults=True)
@@ -138,21 +142,49 @@ class Plan:
 
     def __str__(self) -> str:
         lines = []
+        group = None
         for i, s in enumerate(self.steps, 1):
-            line = f"{i:>2}. {s.describe()}"
+            if s.group is not None and s.group is not group:
+                lines.append(f"    fixpoint, until an iteration changes nothing (at most {s.group.max_iterations}):")
+            group = s.group
+            line = f"{i:>2}. {'  ' if group is not None else ''}{s.describe()}"
             if s.reasons:
                 line += "    (" + "; ".join(s.reasons) + ")"
             lines.append(line)
         return "\n".join(lines)
 
     def as_pipeline_string(self) -> str:
-        return ",".join(s.describe() for s in self.steps)
+        """The plan as a pipeline string that reads back to it (fixpoint groups as
+        ``fixpoint{max_iterations=N}(...)``, the option left out at its default)."""
+        parts: list[str] = []
+        i = 0
+        while i < len(self.steps):
+            group = self.steps[i].group
+            if group is None:
+                parts.append(self.steps[i].describe())
+                i += 1
+                continue
+            j = i
+            while j < len(self.steps) and self.steps[j].group is group:
+                j += 1
+            head = "fixpoint" if group.max_iterations == DEFAULT_MAX_ITERATIONS else f"fixpoint{{max_iterations={group.max_iterations}}}"
+            parts.append(f"{head}({','.join(s.describe() for s in self.steps[i:j])})")
+            i = j
+        return ",".join(parts)
+
+    def groups(self) -> list[list[PlanStep]]:
+        """The steps of each fixpoint group, in plan order."""
+        found: dict[int, list[PlanStep]] = {}
+        for s in self.steps:
+            if s.group is not None:
+                found.setdefault(id(s.group), []).append(s)
+        return list(found.values())
 
 
 EntryLike = Any  # str | (str, dict) | PassEntryConfig | Pass subclass | Pass instance
 
 #: what a pipeline string has and a single pass name has not
-_STRING_SYNTAX = frozenset(",{}[]= \t\n")
+_STRING_SYNTAX = frozenset(",{}[]()= \t\n")
 
 
 def _tensor_versions(example_inputs: Sequence[Any] | None, example_kwargs: Mapping[str, Any] | None) -> list[tuple[str, Any, int]]:
@@ -243,7 +275,7 @@ def _as_entries(passes: Any) -> list[EntryLike]:
             f"Pipeline() takes a list of entries or one pass, got the pipeline string {passes!r}; "
             "use Pipeline.from_string for a pipeline string"
         )
-    if isinstance(passes, (type, Pass, SpecEntry, PassEntryConfig, Mapping)):
+    if isinstance(passes, (type, Pass, SpecEntry, SpecGroup, PassEntryConfig, FixpointEntryConfig, Fixpoint, Mapping)):
         return [passes]
     if (
         isinstance(passes, tuple)
@@ -346,10 +378,27 @@ class Pipeline:
         self._steps = []
         bad: list[OptionsError] = []  # every entry with invalid options is reported, not the first
         for i, e in enumerate(passes):
-            try:
-                self._steps.append(self._entry(e, i, extra))
-            except OptionsError as err:
-                bad.append(err)
+            found = self._group_of(e, i)
+            if found is None:
+                try:
+                    self._steps.append(self._entry(e, i, extra))
+                except OptionsError as err:
+                    bad.append(err)
+                continue
+            members, group = found
+            for k, inner in enumerate(members):
+                if self._group_of(inner, i) is not None:
+                    raise ConfigError(
+                        "fixpoint groups do not nest: list the inner group's passes in the outer one",
+                        source=f"{self.source}, entry {i + 1}",
+                    )
+                try:
+                    step = self._entry(inner, i, extra, member=k)
+                except OptionsError as err:
+                    bad.append(err)
+                    continue
+                step.group = group
+                self._steps.append(step)
         if bad:
             first = bad[0]
             if len(bad) == 1:
@@ -389,8 +438,46 @@ class Pipeline:
 
     # ------------------------------------------------------------------ construction
 
-    def _entry(self, e: EntryLike, index: int, extra: dict[str, dict[str, Any]]) -> PlanStep:
+    def _group_of(self, e: EntryLike, index: int) -> tuple[list[EntryLike], Group] | None:
+        """``(member entries, its Group)`` when ``e`` is a fixpoint group (a
+        :class:`~fxpasses.Fixpoint`, a pipeline string's ``fixpoint(...)``, a table with a
+        ``fixpoint`` key), else None.
+
+        Raises:
+            ConfigError: a table with a ``fixpoint`` key that is malformed (no list of passes,
+                an empty one, other keys than ``max_iterations``, a bad ``max_iterations``).
+        """
         where = f"{self.source}, entry {index + 1}"
+        if isinstance(e, Fixpoint):
+            return list(e.entries), Group(e.max_iterations)
+        if isinstance(e, SpecGroup):
+            n = e.max_iterations if e.max_iterations is not None else DEFAULT_MAX_ITERATIONS
+            return list(e.entries), Group(check_max_iterations(n, e.source))
+        if isinstance(e, FixpointEntryConfig):
+            return list(e.fixpoint), Group(e.max_iterations)
+        if isinstance(e, Mapping) and "fixpoint" in e:
+            members = e["fixpoint"]
+            others = sorted(set(e) - {"fixpoint", "max_iterations"}, key=str)
+            if others:
+                raise ConfigError(
+                    f"bad fixpoint group {dict(e)!r}: unknown key(s) {', '.join(map(repr, others))}; a group takes "
+                    "'fixpoint' (its passes) and 'max_iterations'",
+                    source=where,
+                )
+            if isinstance(members, (str, bytes)) or not isinstance(members, (list, tuple)) or not members:
+                raise ConfigError(
+                    f"bad fixpoint group {dict(e)!r}: 'fixpoint' must be a non-empty list of pipeline entries, "
+                    f"got {_short_repr(members)}",
+                    source=where,
+                )
+            n = e.get("max_iterations", DEFAULT_MAX_ITERATIONS)
+            return list(members), Group(check_max_iterations(n, where))
+        return None
+
+    def _entry(
+        self, e: EntryLike, index: int, extra: dict[str, dict[str, Any]], member: int | None = None
+    ) -> PlanStep:
+        where = f"{self.source}, entry {index + 1}" + (f", pass {member + 1} of its fixpoint group" if member is not None else "")
         verify = on_error = None
         instance: Pass | None = None
         entry = e
@@ -568,7 +655,15 @@ class Pipeline:
                     if r not in given:
                         self.registry.get(r, source=f"{self.source}: required by pass {s.name!r}")
             return Plan(list(self._steps))
-        items = [Item(s.name, s.cls, s) for s in self._steps]
+        items = []
+        i = 0
+        while i < len(self._steps):  # each fixpoint group one item, ordered as a unit
+            s = self._steps[i]
+            j = i + 1
+            while s.group is not None and j < len(self._steps) and self._steps[j].group is s.group:
+                j += 1
+            items.append(Item(s.name, s.cls, s) if s.group is None else _group_item(self._steps[i:j]))
+            i = j
 
         def resolve(name: str, needed_by: str) -> type[Pass]:
             return self.registry.get(name, source=f"{self.source}: required by pass {needed_by!r}")
@@ -576,6 +671,11 @@ class Pipeline:
         ordered = order(items, resolve)
         steps = []
         for it in ordered:
+            if isinstance(it.payload, list):  # a fixpoint group: its members in their order
+                for k, step in enumerate(it.payload):
+                    step.reasons = [*(it.reasons if k == 0 else ()), *step.reasons]
+                    steps.append(step)
+                continue
             if it.payload is None:  # pulled in
                 step = PlanStep(it.name, it.cls, self._table_options(it.name, it.cls), None)
             else:
@@ -813,6 +913,39 @@ class Pipeline:
         analyses: dict[str, Any] = {}
         cache = AnalysisCache()
         queue = collections.deque(steps)
+        position = {id(s_): i for i, s_ in enumerate(steps)}  # each step's place in the plan
+        # fixpoint groups: each group's steps, the iteration each is in, whether it changed
+        members: dict[int, list[PlanStep]] = {}
+        for s_ in steps:
+            if s_.group is not None:
+                members.setdefault(id(s_.group), []).append(s_)
+        iteration: dict[int, int] = {}
+        group_changed: dict[int, bool] = {}
+
+        def group_step_done(step: PlanStep, changed: bool) -> None:
+            """After a step of a fixpoint group: at the end of an iteration that changed the
+            graph, queue the group's steps again (or note that it stopped unconverged)."""
+            group = step.group
+            if group is None:
+                return
+            key = id(group)
+            group_changed[key] = group_changed.get(key, False) or changed
+            if step is not members[key][-1]:
+                return
+            if not group_changed.pop(key):
+                return
+            if iteration[key] < group.max_iterations:
+                iteration[key] += 1
+                queue.extendleft(reversed(members[key]))
+                return
+            label = f"fixpoint({','.join(m.name for m in members[key])})"
+            note = (
+                f"{label} stopped after max_iterations={group.max_iterations} iterations, its last one still "
+                "changing the graph: not converged (more iterations may go on changing it: raise "
+                "max_iterations, or look for passes that undo each other's rewrites)"
+            )
+            report.notes.append(note)
+            warn(FixpointWarning(note))
         on_demand: set[tuple[int, str]] = set()  # (id of the step, analysis) computed for it
         dirty = False  # graph differs from the compiled code
         clean = False  # the graph passed a lint since it last changed (incremental lint may start from it)
@@ -833,11 +966,17 @@ class Pipeline:
         try:
             while queue:
                 step = queue.popleft()
+                if step.group is not None:
+                    iteration.setdefault(id(step.group), 1)
+                round_ = iteration[id(step.group)] if step.group is not None else 0
                 if step.cls.kind == "analysis" and cache.is_current(step.name, step.options):
                     n = len(gm.graph.nodes)
                     report.passes.append(
-                        PassReport(step.name, status="cached", nodes_before=n, nodes_after=n, reasons=list(step.reasons))
+                        PassReport(
+                            step.name, status="cached", nodes_before=n, nodes_after=n, reasons=list(step.reasons), iteration=round_
+                        )
                     )
+                    group_step_done(step, False)
                     continue
                 needed = [
                     r
@@ -880,7 +1019,8 @@ class Pipeline:
                     example_kwargs=example_kwargs,
                     analyses=analyses,
                 )
-                pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons))
+                ctx.step, ctx.iteration = position.get(id(step)), round_
+                pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons), iteration=round_)
                 snap = None  # free the previous pass's snapshot first (tensor copies: one set at a time)
                 # what rollback restores from: a journal of what the pass touches when it
                 # declares its edits journalable (fxpasses.journal), else a snapshot of everything
@@ -918,7 +1058,9 @@ class Pipeline:
                             if limit is None:
                                 hint = run_pass(pass_, gm, ctx)
                             else:
-                                hint, span = run_pass_limited(pass_, gm, ctx, limit, index)
+                                # (rewrites name the plan step that made them: its position,
+                                # the same in every iteration of a fixpoint group)
+                                hint, span = run_pass_limited(pass_, gm, ctx, limit, position.get(id(step), index))
                                 pr.rewrites, pr.cut_off = span.count, span.cut_off
                     finally:
                         ctx.graph = gm.graph
@@ -1154,6 +1296,7 @@ class Pipeline:
                     # snapshot, context, ...) make a cycle left to the cyclic collector
                     if on_error == "skip" and put_back is not None:  # (a graph not restored: stop)
                         del failure
+                        group_step_done(step, False)  # (rolled back: it changed nothing)
                         continue
                     failure.report = report  # the passes that ran, this one's row last
                     try:
@@ -1172,6 +1315,7 @@ class Pipeline:
                     raise
                 pr.seconds = time.perf_counter() - t0
                 pr.changed = changed
+                group_step_done(step, changed)  # (before the test of what is left to run)
                 # (with no pass left, nothing would read the answers: no need to ask)
                 if changed and not (journaled and queue and snap.module_answers_hold()):
                     _new_epoch(gm, epoch_graphs)
@@ -1631,6 +1775,45 @@ def _lint(
         except AttributeError as exc:
             raise _NodeProblem(f"node %{node.name} calls submodule {node.target!r}, which does not exist", node) from exc
     return True
+
+
+class _Constraints:
+    """Ordering declarations standing in for a pass class's (:func:`fxpasses.ordering.order`
+    reads ``requires``, ``after`` and ``before``)."""
+
+    def __init__(self, requires: Sequence[str], after: Sequence[str], before: Sequence[str]) -> None:
+        self.requires = tuple(dict.fromkeys(requires))
+        self.after = tuple(dict.fromkeys(after))
+        self.before = tuple(dict.fromkeys(before))
+
+
+def _group_item(members: list[PlanStep]) -> Item:
+    """A fixpoint group as one item of the pipeline's ordering: its members ordered among
+    themselves by their declarations about each other; the group answering to their names,
+    with their declarations about passes outside it (what they require from outside is
+    pulled in before the group)."""
+    names = {m.name for m in members}
+
+    def within(cls: type[Pass]) -> _Constraints:
+        return _Constraints(
+            [r for r in cls.requires if r in names], [a for a in cls.after if a in names], [b for b in cls.before if b in names]
+        )
+
+    def unreachable(name: str, needed_by: str) -> Any:  # pragma: no cover - requirements are members
+        raise AssertionError(name)
+
+    inner = order([Item(m.name, within(m.cls), m) for m in members], unreachable)
+    ordered = []
+    for it in inner:
+        it.payload.reasons = list(it.reasons)
+        ordered.append(it.payload)
+    outside = _Constraints(
+        [r for m in members for r in m.cls.requires if r not in names],
+        [a for m in members for a in m.cls.after if a not in names],
+        [b for m in members for b in m.cls.before if b not in names],
+    )
+    label = f"fixpoint({','.join(m.name for m in ordered)})"
+    return Item(label, outside, ordered, provides=tuple(names))
 
 
 def _check_one_class_per_name(steps: list[PlanStep], source: str) -> None:

@@ -64,7 +64,8 @@ class PassReport:
         skipped: ``(node name, reason)`` for nodes the pass declined (``ctx.skip``).
         notes: why the pass changed the module's outputs on purpose (``ctx.changes_outputs``).
         error: the error message when the pass failed.
-        iteration: fixpoint iteration this run belongs to (0 outside fixpoint groups).
+        iteration: the fixpoint iteration this run belongs to, from 1 (0 outside fixpoint
+            groups: :class:`~fxpasses.Fixpoint`); the table shows it as ``name #2``.
         rewrites: under a rewrite limit (:mod:`fxpasses.rewrites`), how many rewrites the
             pass applied (None in ordinary runs); ``cut_off``: the limit stopped a rewrite the
             pass would have made (in it, or by keeping it from running); False when it applied
@@ -111,7 +112,8 @@ class RunReport:
         verification: ``"none"``, ``"lint"`` or ``"numeric"``; ``max_abs_error`` is the largest
             absolute output difference seen by numeric verification (None otherwise).
         rewrites / rewrite_limit: under a rewrite limit, the rewrites applied and the limit.
-        notes: remarks on the run as a whole from whoever ran it, e.g. the ``torch.compile``
+        notes: remarks on the run as a whole: a fixpoint group that stopped at its
+            ``max_iterations`` unconverged; from whoever ran it, e.g. the ``torch.compile``
             backend's ``freeze`` (what it made constants of the graph, what it left an input
             and why); printed after the table.
     """

@@ -735,13 +735,21 @@ def write_reproducer(
         src = src.replace("TENSORS = 'tensors.safetensors'", f"TENSORS = {tensor_path.name!r}")
     (directory / GRAPH_NAME).write_text(src)
     input_path = save_tensors(directory / "inputs", {**{str(i): x for i, x in enumerate(inputs)}, **keywords})
-    entries = []
+    entries: list[dict[str, Any]] = []
+    group = None  # the fixpoint group being written: its steps go in one table
     for i, s in enumerate(steps[failed_step:]):
         verify = s.verify or pipeline.verify
         on_error = s.on_error or pipeline.on_error
         if i == 0 and on_error == "skip":
             on_error = "rollback"  # the failure must show
-        entries.append(_entry(s, verify, on_error))
+        entry = _entry(s, verify, on_error)
+        if s.group is None:
+            entries.append(entry)
+        elif s.group is group:
+            entries[-1]["fixpoint"].append(entry)
+        else:  # (from the failing pass on: the group's later iterations start there)
+            entries.append({"fixpoint": [entry], "max_iterations": s.group.max_iterations})
+        group = s.group
     config: dict[str, Any] = {
         "pipeline": entries,
         "order": "as-given",
@@ -863,7 +871,9 @@ class ReproducerWriter:
 
     @hookimpl
     def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
-        self.step += 1
+        # the plan step (counting the passes run miscounted analyses computed on demand and
+        # the iterations of fixpoint groups)
+        self.step = ctx.step if getattr(ctx, "step", None) is not None else self.step + 1
         self.inputs = ctx.example_inputs
         self.kwargs = ctx.example_kwargs
 

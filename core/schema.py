@@ -115,7 +115,8 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     """A pipeline string of the passes ``names`` (:mod:`fxpasses.spec`): each entry a known
     name, its options in braces (quoted values may hold braces and quotes of the other kind)
     and its settings in brackets (``[verify=numeric,on_error=skip]``). Option names and values
-    are left to the per-pass schemas of list entries; ``fxpasses check`` reads the string."""
+    are left to the per-pass schemas of list entries; ``fxpasses check`` reads the string.
+    Fixpoint groups, ``fixpoint{max_iterations=N}(entry,...)``, hold such entries."""
     alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
     quoted = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
     options = r"\{(?:" + quoted + r"""|[^{}'"])*\}"""
@@ -124,7 +125,10 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     setting = r"(?:verify|on_error)\s*=\s*" + value
     settings = r"\[\s*" + setting + r"\s*(?:,\s*" + setting + r"\s*)*\]"
     entry = rf"\s*(?:{alt})\s*(?:{options})?\s*(?:{settings})?\s*"
-    return rf"^{entry}(?:,{entry})*$"
+    # a fixpoint group: fixpoint{max_iterations=N}(entry,...) (groups do not nest)
+    group = rf"\s*fixpoint\s*(?:\{{\s*max_iterations\s*=\s*[1-9][0-9]*\s*\}})?\s*\((?:{entry})(?:,{entry})*\)\s*"
+    item = f"(?:{group}|{entry})"
+    return rf"^{item}(?:,{item})*$"
 
 
 def _cross_field_rules(schema: dict[str, Any]) -> None:
@@ -217,11 +221,22 @@ def config_schema(registry: Registry) -> dict[str, Any]:
         for n in names
     ]
     props = schema["properties"]
+    entry = {"anyOf": [{"enum": names}, *entry_branches]}
+    group = {  # a fixpoint group of entries (fxpasses.fixpoint)
+        "type": "object",
+        "properties": {
+            "fixpoint": {"type": "array", "minItems": 1, "items": entry},
+            "max_iterations": {"type": "integer", "minimum": 1, "maximum": 1000},
+        },
+        "required": ["fixpoint"],
+        "additionalProperties": False,
+    }
     props["pipeline"] = {
-        "description": "the passes, as a pipeline string or a list of names and {name, options} tables",
+        "description": "the passes, as a pipeline string or a list of names, {name, options} tables and "
+        "{fixpoint = [...], max_iterations} groups",
         "anyOf": [
             {"type": "string", "pattern": _pipeline_string_pattern(names)},
-            {"type": "array", "minItems": 1, "items": {"anyOf": [{"enum": names}, *entry_branches]}},
+            {"type": "array", "minItems": 1, "items": {"anyOf": [*entry["anyOf"], group]}},
             {"type": "null"},  # (not given, as check reads it)
         ],
     }

@@ -3,7 +3,10 @@ r"""The one-line pipeline syntax: ``name{key=value,...}[verify=...,on_error=...]
 Grammar (white space between tokens is ignored: spaces, tabs and line breaks; other Unicode
 white space, such as a no-break space, is an error outside quotes)::
 
-    pipeline := entry ("," entry)*
+    pipeline := item ("," item)*
+    item     := entry | group
+    group    := "fixpoint" ["{" "max_iterations" "=" INT "}"] "(" entry ("," entry)* ")"
+                (a fixpoint group: see :mod:`fxpasses.fixpoint`; groups do not nest)
     entry    := NAME ["{" [option ("," option)*] "}"] ["[" setting ("," setting)* "]"]
     option   := KEY "=" value
     setting  := "verify" "=" (none | lint | numeric)
@@ -27,7 +30,8 @@ keys of a list entry in a config file do.
 Examples: ``remove_dropout,fold_constants{max_numel=4096},eliminate_dead_code``,
 ``print_graph{format=code}``, ``my_pass{names=[a, b],scale=0.5,verbose=true}``,
 ``my_pass{thresholds={low=-1.0,high=2.0}}``,
-``fuse_conv_bn[verify=numeric,on_error=skip],eliminate_dead_code``.
+``fuse_conv_bn[verify=numeric,on_error=skip],eliminate_dead_code``,
+``fixpoint{max_iterations=4}(simplify_algebra,fold_constants),eliminate_dead_code``.
 
 A quoted string reads back what :func:`format_value` and Python's ``repr`` write, whatever it
 holds: both quote kinds, backslashes, newlines, any Unicode. Backslashes other than those
@@ -52,7 +56,7 @@ from typing import Any, Callable, Mapping
 from ._names import normal_name
 from .errors import ConfigError, not_one_of
 
-__all__ = ["SpecEntry", "parse_pipeline_string", "format_value"]
+__all__ = ["SpecEntry", "SpecGroup", "parse_pipeline_string", "format_value"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,16 @@ class SpecEntry:
     option_places: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
+@dataclass(frozen=True)
+class SpecGroup:
+    """A fixpoint group of a pipeline string, ``fixpoint{max_iterations=N}(entry,...)``: its
+    entries, the ``max_iterations`` given (None: the default), and where it stood."""
+
+    entries: tuple[SpecEntry, ...]
+    max_iterations: Any
+    source: str
+
+
 #: entry settings and the values each takes (the same as Pipeline's verify / on_error)
 SETTINGS = {"verify": ("none", "lint", "numeric"), "on_error": ("rollback", "raise", "skip")}
 
@@ -81,6 +95,8 @@ _NAME_CONTINUE = re.compile(r"\w")
 _BARE = re.compile(r"[^,{}\[\]=\"'\s]+")
 #: a quoted string; a backslash-escaped quote does not end it
 _STRING = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"', re.DOTALL)
+#: a brace, or a quoted string (whose braces do not count)
+_BRACES_OR_STRING = re.compile(r"[{}]|" + _STRING.pattern, re.DOTALL)
 #: the escapes repr() writes in a string (decoded); every other backslash is kept
 _ESCAPE = re.compile(r"""\\(?:[\\'"nrt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})""")
 _INT = re.compile(r"[+-]?(0|[1-9][0-9_]*)$")
@@ -254,40 +270,106 @@ class _Parser:
         self.pos = m.end()
         return _ESCAPE.sub(decode, m.group()[1:-1])
 
-    def entries(self) -> list[SpecEntry]:
+    def entries(self) -> list[SpecEntry | SpecGroup]:
         if not self.text.strip(_WHITE_SPACE):
             raise ConfigError("the pipeline string is empty", source=self.where)
-        out = []
+        return self.entry_list(None)
+
+    def entry_list(self, group: int | None) -> list[SpecEntry | SpecGroup]:
+        """Entries up to the end of the text, or (``group``: where the group's ``(`` is) up
+        to the ``)`` that closes the group."""
+        out: list[SpecEntry | SpecGroup] = []
         while True:
             name, start = self.name("a pass name")
-            options: dict[str, Any] = {}
-            places: dict[str, str] = {}
-            spellings: dict[str, str] = {}  # each option's key as typed (its NFKC form is the key)
-            if self.peek() == "{":
-                self.pos += 1
-                if self.peek() == "}":
-                    self.pos += 1
-                else:
-                    self.sequence(
-                        "}", f"in the options of {name!r}", lambda: self.option(name, options, places, spellings)
-                    )
-            settings = self.settings(name) if self.peek() == "[" else {}
-            out.append(
-                SpecEntry(
-                    name,
-                    options,
-                    f"pipeline string, entry {len(out) + 1} ({name!r}) at {self.place(start)}",
-                    **settings,
-                    option_places=places,
-                )
-            )
+            if name == "fixpoint" and self._opens_group():
+                if group is not None:
+                    raise self.error("fixpoint groups do not nest: list the inner group's passes in the outer one", start)
+                out.append(self.group(start))
+            else:
+                out.append(self.entry(name, start, len(out) + 1, group))
             ch = self.peek()
-            if ch == "":
+            if group is not None and ch == ")":
+                self.pos += 1
                 return out
+            if ch == "" and group is None:
+                return out
+            if ch == "":
+                raise self.error(f"the fixpoint group opened at {self.place(group)} is not closed: expected ')'")
             if ch != ",":
                 raise self.error(f"expected ',' between passes, found {ch!r}")
             self.pos += 1
 
+    def _opens_group(self) -> bool:
+        """After the word ``fixpoint``: whether a group follows (``(``, or options in braces
+        and then ``(``), rather than a pass named ``fixpoint``."""
+        ch = self.peek()
+        if ch == "(":
+            return True
+        if ch != "{":
+            return False
+        depth, pos = 0, self.pos
+        for m in _BRACES_OR_STRING.finditer(self.text, pos):
+            tok = m.group()
+            if tok == "{":
+                depth += 1
+            elif tok == "}":
+                depth -= 1
+                if depth == 0:
+                    rest = self.text[m.end() :].lstrip(_WHITE_SPACE)
+                    return rest.startswith("(")
+        return False
+
+    def group(self, start: int) -> SpecGroup:
+        """``fixpoint{max_iterations=N}(entry,...)``, the word read (at ``start``)."""
+        options: dict[str, Any] = {}
+        if self.peek() == "{":
+            self.pos += 1
+            if self.peek() == "}":
+                self.pos += 1
+            else:
+                self.sequence("}", "in the options of the fixpoint group", lambda: self.group_option(options))
+        self.expect("(", "to open the fixpoint group")
+        opened = self.pos - 1
+        if self.peek() == ")":
+            raise self.error("the fixpoint group is empty: name at least one pass in it")
+        members = self.entry_list(opened)
+        return SpecGroup(tuple(members), options.get("max_iterations"), f"pipeline string, fixpoint group at {self.place(start)}")  # type: ignore[arg-type]
+
+    def group_option(self, options: dict[str, Any]) -> None:
+        key, kpos = self.name("an option of the fixpoint group (max_iterations)")
+        if key != "max_iterations":
+            raise self.error(f"unknown option {key!r} of the fixpoint group: it takes max_iterations", kpos)
+        if key in options:
+            raise self.error("option 'max_iterations' of the fixpoint group given twice", kpos)
+        self.expect("=", "after option 'max_iterations' of the fixpoint group")
+        vpos = self.pos
+        value = self.value()
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+            raise self.error(f"fixpoint max_iterations must be an integer from 1 to 1000, got {value!r}", vpos)
+        options[key] = value
+
+    def entry(self, name: str, start: int, number: int, group: int | None) -> SpecEntry:
+        """One pass entry, its name read (at ``start``): options and settings."""
+        options: dict[str, Any] = {}
+        places: dict[str, str] = {}
+        spellings: dict[str, str] = {}  # each option's key as typed (its NFKC form is the key)
+        if self.peek() == "{":
+            self.pos += 1
+            if self.peek() == "}":
+                self.pos += 1
+            else:
+                self.sequence(
+                    "}", f"in the options of {name!r}", lambda: self.option(name, options, places, spellings)
+                )
+        settings = self.settings(name) if self.peek() == "[" else {}
+        where = f"entry {number} of the fixpoint group" if group is not None else f"entry {number}"
+        return SpecEntry(
+            name,
+            options,
+            f"pipeline string, {where} ({name!r}) at {self.place(start)}",
+            **settings,
+            option_places=places,
+        )
 
     def option(self, name: str, options: dict[str, Any], places: dict[str, str], spellings: dict[str, str]) -> None:
         """``key=value`` inside the braces of pass ``name``, into ``options`` (and the key's
@@ -393,7 +475,7 @@ def _format_key(key: Any) -> str:
     return key if _BARE.fullmatch(key) and key.isprintable() else repr(key)
 
 
-def parse_pipeline_string(text: str, where: str | None = None) -> list[SpecEntry]:
+def parse_pipeline_string(text: str, where: str | None = None) -> list[SpecEntry | SpecGroup]:
     """Parse a pipeline string (see the module doc); ``where`` names what holds it (a config
     file, an option) in error messages.
 

@@ -1090,7 +1090,10 @@ def test_a_list_entry_of_the_wrong_type_in_a_config_names_the_kinds_an_entry_can
 
     with pytest.raises(fxpasses.ConfigError) as info:
         parse_config({"pipeline": ["fold_constants", 3]}, source="x.toml")
-    assert "pipeline.1: Input should be a valid string or a table (name, options, verify, on_error) (given: 3)" in str(info.value)
+    assert (
+        "pipeline.1: Input should be a valid string or a table (name, options, verify, on_error) or a fixpoint "
+        "group (fixpoint, max_iterations) (given: 3)"
+    ) in str(info.value)
     assert "PassEntryConfig" not in str(info.value)
 
 
