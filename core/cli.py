@@ -54,7 +54,7 @@ class _State:
         self.disable += [p[3:] for p in plugins if p.startswith("no:")]
 
     def registry(self, plugins_cfg: Any = None) -> Any:
-        from .errors import PassDefinitionWarning, PluginWarning
+        from .errors import FxPassesError, PassDefinitionWarning, PluginWarning
         from .registry import Registry
 
         enable = list(self.enable)
@@ -66,12 +66,23 @@ class _State:
             disable += plugins_cfg.disable
             strict = strict or plugins_cfg.strict
             prefer = dict(plugins_cfg.prefer)
+        # a [plugins] section of a config file: its problems name the file
+        source = getattr(plugins_cfg, "_source", None) if plugins_cfg is not None else None
         with _warning_lines(PassDefinitionWarning):  # printed after the plugin problems
             warnings.simplefilter("ignore", PluginWarning)  # printed below, once, as warning: lines
-            reg = Registry(enable=enable, disable=disable, strict=strict, prefer=prefer)
+            try:
+                reg = Registry(enable=enable, disable=disable, strict=strict, prefer=prefer)
+            except FxPassesError as exc:
+                named = [n for n in (*plugins_cfg.enable, *plugins_cfg.disable, *plugins_cfg.prefer.values())] if source else []
+                if any(n in str(exc) for n in named) or (source and str(exc).startswith("[plugins]")):
+                    exc.args = (f"{source}: [plugins]: {exc}",)
+                raise
             _end_startup()
             for problem in reg.problems:
-                click.echo(f"warning: {problem}", err=True)
+                text = str(problem)
+                if source and text.startswith("[plugins]"):  # (prefer: the section's own problems)
+                    text = f"{source}: {text}"
+                click.echo(f"warning: {text}", err=True)
         return reg
 
     def plugins_table(self, plugins_cfg: Any = None) -> dict[str, Any] | None:

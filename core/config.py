@@ -167,6 +167,9 @@ class PluginsConfig(_Strict):
     strict: bool = False
     prefer: dict[str, str] = Field(default_factory=dict)
 
+    # the config file it came from, for messages (not a config key)
+    _source: str | None = None
+
     @model_validator(mode="after")
     def _plugin_names(self) -> "PluginsConfig":
         from .registry import plugin_names_problem
@@ -1119,6 +1122,7 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
         lines += _entry_spelling_hints(data.get("pipeline"), yaml)
         raise ConfigError("invalid config:\n" + "\n".join(lines), source=source) from None
     cfg._source = source
+    cfg.plugins._source = source
     return cfg
 
 

@@ -47,6 +47,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -639,7 +640,15 @@ def _prepare_model(cfg: Config) -> PreparedModel:
         inputs, kwargs = load_model_example_inputs(mc, base_dir)
         t0 = time.perf_counter()
         gm = load_graph(path)
-        captured = Captured(gm, inputs, detect_dialect(gm), kwargs)
+        dialect = detect_dialect(gm)
+        if "capture" in mc.model_fields_set and mc.capture != dialect and dialect != "unknown":
+            # (it was ignored: the graph runs in the dialect it was saved in)
+            raise ConfigError(
+                f"[model] graph {mc.graph} is a saved {dialect} graph, used as it is: `capture = {mc.capture!r}` "
+                f"cannot apply to it; remove `capture` (or set it to {dialect!r})",
+                source="[model] capture",
+            )
+        captured = Captured(gm, inputs, dialect, kwargs)
         return PreparedModel(captured, str(mc.graph), time.perf_counter() - t0, loaded=True)
     if mc.program is not None:
         path = Path(mc.program)
@@ -916,6 +925,48 @@ def check_writable(out_dir: Path, what: str = "output directory") -> None:
         raise UserError(f"{said}: cannot create a directory in {probe}: {os_reason(exc)}") from None
 
 
+#: what `fxpasses run` saves for each capture (besides report.json), under the output folder
+_OUTPUTS = {"export": ("model.pt2",), "symbolic_trace": ("module",), "dynamo": ("module", "inputs.pt")}
+#: the files to_folder and the module writer put in module/ (pickled submodules are N.pt)
+_MODULE_FILE = re.compile(r"(module\.py|__init__\.py|state_dict\.pt|[0-9]+\.pt)")
+
+
+def _remove_stale_outputs(out_dir: Path, capture_kind: str) -> None:
+    """Remove what an earlier run saved in ``out_dir`` for another capture (its
+    ``model.pt2``, or its ``module/`` and ``inputs.pt``), and ``module/``'s files before
+    writing it again, which this save would not overwrite: a user could load the other
+    capture's, older, model. Only the files fxpasses writes are removed (a ``module/`` holding
+    anything else is left, with its other files); each removal is a
+    :class:`~fxpasses.errors.ConfigWarning`."""
+    from .errors import ConfigWarning
+
+    keep = set(_OUTPUTS.get(capture_kind, ()))
+    removed = []
+    for name in ("model.pt2", "inputs.pt"):
+        path = out_dir / name
+        if name not in keep and path.is_file():
+            path.unlink()
+            removed.append(name)
+    module = out_dir / "module"
+    if module.is_dir():
+        for path in sorted(module.iterdir()):
+            if path.is_file() and _MODULE_FILE.fullmatch(path.name):
+                path.unlink()
+                if "module" not in keep:
+                    removed.append(f"module/{path.name}")
+        with contextlib.suppress(OSError):  # (left when it holds other files)
+            shutil.rmtree(module / "__pycache__", ignore_errors=True)
+            module.rmdir()
+    if removed:
+        warnings.warn(
+            ConfigWarning(
+                f"{out_dir}: removed {', '.join(removed)}, saved there by an earlier run for another capture than "
+                f"this one ({capture_kind}: {', '.join(sorted(keep))})"
+            ),
+            stacklevel=3,
+        )
+
+
 def _save(
     gm: torch.fx.GraphModule,
     inputs: list[Any],
@@ -933,6 +984,7 @@ def _save(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create the output directory {out_dir}: {os_reason(exc)}") from exc
+    _remove_stale_outputs(out_dir, capture_kind)
     if capture_kind == "export":
         path = out_dir / "model.pt2"
         state.restore()

@@ -1134,3 +1134,19 @@ def test_sys_exit_in_model_code_is_an_error_naming_where_not_a_silent_success(tm
             f"sys.exit({eval(code)!r}) was called at exiting_models.py:{line} in {'build' if where == 'factory' else 'forward'}, "
             "in code run for the model"
         ), out
+
+
+def test_plugin_problems_from_a_projects_plugins_section_name_its_file(tmp_path, monkeypatch):
+    """An ancestor pyproject.toml enabling a plugin that is not installed made every `list`
+    exit 2 with "plugin nope-dist: requested with enable/-p but not installed", not saying
+    where that came from; its `prefer` warnings said "[plugins]: prefer = ..." (a new-user check)."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.fxpasses.plugins]\nenable = ["nope-dist"]\n')
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 2
+    assert f"error: {tmp_path / 'pyproject.toml'} [tool.fxpasses]: [plugins]: plugin nope-dist: requested with enable/-p but not installed" in r.output
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.fxpasses.plugins]\nprefer = {remove_dropout = "nope"}\n')
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0
+    assert f"warning: {tmp_path / 'pyproject.toml'} [tool.fxpasses]: [plugins]: prefer = {{remove_dropout = 'nope'}}" in r.output

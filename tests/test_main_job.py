@@ -1031,3 +1031,26 @@ def test_a_saved_symbolic_trace_module_keeps_dtypes_strides_and_views(tmp_path, 
     x = torch.randn(*map(int, shape.split(",")), dtype=getattr(torch, dtype))
     for _ in range(2):  # twice: the view's write shows through the base on the second call
         torch.testing.assert_close(loaded(x), model(x))
+
+
+def test_an_output_folder_reused_for_another_capture_loses_the_earlier_runs_files(tmp_path):
+    """A symbolic_trace run into the folder of an export run left its model.pt2 beside the new
+    module/ (and a dynamo run its inputs.pt): a user could load the older model (a new-user
+    check). What fxpasses wrote is removed and said; other files stay."""
+    base = '[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{ shape = [1, 3, 8, 8] }]\ncapture = '
+    out = tmp_path / "out"
+    (tmp_path / "d.toml").write_text(base + '"dynamo"\n')
+    (tmp_path / "e.toml").write_text(base + '"export"\n')
+    (tmp_path / "s.toml").write_text(base + '"symbolic_trace"\n')
+    r = run_cli("run", str(tmp_path / "d.toml"), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0 and (out / "inputs.pt").is_file() and (out / "module" / "module.py").is_file()
+    (out / "notes.txt").write_text("mine")
+    r = run_cli("run", str(tmp_path / "e.toml"), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == ["model.pt2", "notes.txt", "report.json"]
+    assert f"warning: {out}: removed inputs.pt, module/__init__.py, module/module.py, module/state_dict.pt" in r.output
+    r = run_cli("run", str(tmp_path / "s.toml"), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0 and sorted(p.name for p in out.iterdir()) == ["module", "notes.txt", "report.json"]
+    assert f"warning: {out}: removed model.pt2," in r.output
+    r = run_cli("run", str(tmp_path / "s.toml"), "-o", str(out), "--repeat", "1")  # the same capture again: no word
+    assert r.exit_code == 0 and "warning:" not in r.output

@@ -264,3 +264,23 @@ def test_a_failed_run_shows_the_passes_that_ran_before_the_failure(planted_site,
     error = json.loads(j.stdout)["error"]
     assert [p["name"] for p in error["passes"]] == names
     assert error["passes"][-1]["status"] == "failed" and "report" not in error
+
+
+def test_a_capture_other_than_a_saved_graphs_own_dialect_is_an_error(tmp_path):
+    """`[model] graph = ...` with `capture = "symbolic_trace"` ran the saved export graph as it
+    was, the capture silently ignored (as it is refused for a saved program: a new-user check)."""
+    model = load_factory("models:convnet", EXAMPLES)()
+    cap = capture(model, [torch.randn(1, 3, 8, 8)], "export")
+    roundtrip(cap.gm, tmp_path)
+    save_tensors(tmp_path / "inputs", {"0": cap.inputs[0]})
+    for given, ok in (('capture = "symbolic_trace"\n', False), ('capture = "export"\n', True), ("", True)):
+        cfg = tmp_path / "g.toml"
+        cfg.write_text(f'pipeline = "eliminate_dead_code"\n[model]\ngraph = "graph.py"\ninputs = "inputs.safetensors"\n{given}')
+        r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1"])
+        if ok:
+            assert r.exit_code == 0, r.output
+        else:
+            assert r.exit_code == 2 and (
+                "[model] capture: [model] graph graph.py is a saved export graph, used as it is: "
+                "`capture = 'symbolic_trace'` cannot apply to it; remove `capture` (or set it to 'export')"
+            ) in r.output, r.output
