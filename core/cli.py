@@ -659,7 +659,7 @@ def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) ->
     "--print-after", metavar="NAME,...",
     help="Print the graph's code after these passes (stderr); each must be in the pipeline.",
 )
-@click.option("--print-changed", is_flag=True, help="Print a unified diff of the code for each pass that changed it.")
+@click.option("--print-changed", is_flag=True, help="Print a unified diff of the code for each pass that changed it (stderr).")
 @click.option("--time-passes", is_flag=True, help="Print wall time per pass, slowest first (stderr).")
 @click.option(
     "--draw", "draw_dir", type=click.Path(), metavar="DIR", callback=_not_empty,
