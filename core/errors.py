@@ -453,10 +453,8 @@ class NodeHasUsersError(FxPassesError):
 
 #: why a node names no user source line (when it has no recorded stack trace)
 NO_STACK_TRACE = (
-    "the node has no recorded stack trace: torch.fx.symbolic_trace records none unless its Tracer "
-    "sets record_stack_traces = True, as fxpasses.capture.capture does; torch.export and TorchDynamo "
-    "record none for code without a source file (a model defined in python -c, exec or the REPL); "
-    "and a node a pass made without its context has none"
+    "no stack trace recorded: symbolic_trace records one with record_stack_traces = True "
+    "(fxpasses.capture.capture sets it)"
 )
 
 

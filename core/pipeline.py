@@ -1202,7 +1202,11 @@ class Pipeline:
                         snap.restore()
                         _put_back_flags(input_flags)
                         _new_epoch(gm, epoch_graphs)
-                        raise exc.cause from None
+                        cause = exc.cause
+                        text = str(cause)
+                        if step.name not in text and cause.args == (text,):  # which pass says so
+                            cause.args = (f"pass {step.name!r}: {text}",)
+                        raise cause from None
                     if isinstance(exc, UserError):  # verification could not be done: not the pass's fault
                         snap.restore()
                         _put_back_flags(input_flags)

@@ -110,6 +110,8 @@ def test_a_user_error_a_pass_raises_is_raised_as_it_is(error, on_error):
         Pipeline([Asks], on_error=on_error).run(gm, x)
     assert not isinstance(info.value, PassFailedError)
     assert gm.code == code
+    # it names the pass that raised it (it did not: a new-user check)
+    assert str(info.value) == "pass 'asks': give me example inputs"
 
 
 class _Small(torch.nn.Module):
