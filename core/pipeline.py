@@ -83,6 +83,7 @@ from .lint import (
 )
 from .ordering import Item, order
 from .passes import Pass, changed_option, options_state, validate_pass_class
+from .function_pass import function_pass, is_function_pass
 from .fixpoint import DEFAULT_MAX_ITERATIONS, Fixpoint, FixpointWarning, Group, check_max_iterations
 from .registry import Registry, registry as default_registry
 from .report import PassReport, RunReport
@@ -286,6 +287,8 @@ def _as_entries(passes: Any) -> list[EntryLike]:
         return [passes]
     if isinstance(passes, (list, tuple)):
         return list(passes)
+    if is_function_pass(passes) and not hasattr(passes, "__iter__"):  # one pass function
+        return [passes]
     if isinstance(passes, (bytes, bytearray)) or not hasattr(passes, "__iter__"):
         raise ConfigError(
             f"Pipeline() takes a list of entries or one pass (a pass name, a pass class or "
@@ -540,6 +543,10 @@ class Pipeline:
         elif isinstance(e, type):
             validate_pass_class(e)
             cls, raw, name = e, {}, e.name
+        elif is_function_pass(e):  # a plain FX pass function (or torch's PassBase): p(gm)
+            cls = function_pass(e)
+            validate_pass_class(cls)
+            raw, name = {}, cls.name
         else:
             if isinstance(e, str):
                 name, raw = e, {}
@@ -556,7 +563,8 @@ class Pipeline:
             else:
                 raise ConfigError(
                     f"bad pipeline entry {_short_repr(e)} of type {type(e).__name__}: expected a pass name, "
-                    "a pass class or instance, (name or class, options) or a table",
+                    "a pass class or instance, (name or class, options), a table, a fixpoint group or a pass "
+                    "function",
                     source=where,
                 )
             cls = self.registry.get(name, source=where)

@@ -1176,7 +1176,7 @@ def test_run_takes_one_pass_class_or_instance():
             "Pipeline() takes a list of entries or one pass, got the pipeline string "
             "'remove_dropout,eliminate_dead_code'; use Pipeline.from_string for a pipeline string",
         ),
-        ([42], "pipeline, entry 1: bad pipeline entry 42 of type int: expected a pass name, a pass class or instance, (name or class, options) or a table"),
+        ([42], "pipeline, entry 1: bad pipeline entry 42 of type int: expected a pass name, a pass class or instance, (name or class, options), a table, a fixpoint group or a pass function"),
         (["eliminate_dead_code", 1.5], "pipeline, entry 2: bad pipeline entry 1.5 of type float: expected"),
     ],
 )

@@ -1,0 +1,104 @@
+"""Plain FX pass functions as pipeline entries, as torch's own ``PassManager`` takes them.
+
+torch.fx's pass infrastructure (``torch.fx.passes.infra``) runs callables ``p(gm)`` that
+return a ``PassResult(graph_module, modified)``, the module, or None; ``PassBase`` instances
+are such callables. :func:`function_pass` makes one a :class:`~fxpasses.GraphPass`, so a
+pipeline runs it with verification, rollback and reporting like any pass:
+``Pipeline([remove_my_nodes, "eliminate_dead_code"])``.
+
+The pass must edit the module it is given, in place (as fxpasses' passes do): a callable that
+returns another ``GraphModule`` fails, saying so (its result would be lost). What it returns
+says whether it changed the graph: ``PassResult.modified``, a bool, or nothing (None, or the
+module itself: then the pipeline compares the graph before and after).
+"""
+
+from __future__ import annotations
+
+import keyword
+import weakref
+from typing import Any, Callable
+
+import torch
+
+from .errors import PassDefinitionError
+from .passes import GraphPass
+
+__all__ = ["function_pass", "is_function_pass"]
+
+
+def is_function_pass(obj: Any) -> bool:
+    """Whether ``obj`` is a callable that :func:`function_pass` takes: a function, a bound
+    method, a ``functools.partial`` or an instance with ``__call__`` (torch's ``PassBase``),
+    not a class and not an fxpasses pass."""
+    from .passes import Pass
+
+    return callable(obj) and not isinstance(obj, (type, Pass))
+
+
+def _name_of(fn: Any) -> str:
+    """``fn``'s ``__name__`` (its class's name for a callable instance such as a ``PassBase``),
+    or ``"function_pass"`` when that is no identifier (a lambda's ``<lambda>``)."""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        name = type(fn).__name__
+    return name if name.isidentifier() and not keyword.iskeyword(name) else "function_pass"
+
+
+#: the class made for each callable, so that one function given twice is one pass
+_made: "weakref.WeakKeyDictionary[Any, type[GraphPass]]" = weakref.WeakKeyDictionary()
+
+
+def function_pass(fn: Callable[..., Any], name: str | None = None) -> type[GraphPass]:
+    """A :class:`~fxpasses.GraphPass` class that runs ``fn(gm)`` (see the module doc), named
+    ``name`` or ``fn``'s ``__name__`` (its class's name for a callable instance).
+
+    Raises:
+        PassDefinitionError: ``fn`` is not callable, or ``name`` is not an identifier.
+    """
+    if not callable(fn):
+        raise PassDefinitionError(f"function_pass: {fn!r} is not callable")
+    if name is None:
+        try:
+            made = _made.get(fn)
+        except TypeError:  # not weakly referable, or unhashable: a class each time
+            made = None
+        if made is not None:
+            return made
+    pass_name = name if name is not None else _name_of(fn)
+    if not isinstance(pass_name, str) or not pass_name.isidentifier():
+        raise PassDefinitionError(f"function_pass: the name {pass_name!r} is not a Python identifier")
+    where = getattr(fn, "__module__", None) or type(fn).__module__
+
+    class FunctionPass(GraphPass):
+        __doc__ = (getattr(fn, "__doc__", None) or "").strip() or f"The FX pass function {pass_name}."
+        name = pass_name
+        function = staticmethod(fn)
+
+        def run(self, gm: torch.fx.GraphModule, ctx: Any) -> Any:
+            result = type(self).function(gm)
+            module = getattr(result, "graph_module", result)  # torch.fx.passes.infra.pass_base.PassResult
+            if isinstance(module, torch.fx.GraphModule) and module is not gm:
+                raise ValueError(
+                    f"{pass_name} returned another GraphModule than the one it was given: fxpasses runs passes "
+                    "in place (each pipeline edits one module), so its result would be lost; edit gm itself "
+                    "(gm.graph, then return gm or PassResult(gm, modified))"
+                )
+            if module is gm and hasattr(result, "modified"):
+                return bool(result.modified)
+            if module is gm or result is None:
+                return None  # the pipeline compares the graph before and after
+            if isinstance(result, bool):
+                return result
+            raise ValueError(
+                f"{pass_name} returned {type(result).__name__}: a pass function returns the module it was given, "
+                "a PassResult, a bool (changed) or None"
+            )
+
+    FunctionPass.__qualname__ = FunctionPass.__name__ = f"FunctionPass_{pass_name}"
+    FunctionPass.__module__ = where if isinstance(where, str) else __name__
+    if name is None:
+        try:
+            _made[fn] = FunctionPass
+        except TypeError:
+            pass
+    return FunctionPass

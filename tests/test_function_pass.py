@@ -1,0 +1,94 @@
+"""Plain FX pass functions and torch's PassBase instances as pipeline entries."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+from torch.fx.passes.infra.pass_base import PassBase, PassResult
+
+import fxpasses
+from fxpasses import PassFailedError, Pipeline
+from fxpasses.testing import assert_preserves_outputs
+
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 1 + torch.neg(torch.neg(x))
+
+
+def drop_mul_one(gm):
+    """x * 1 -> x (torch-level graphs)."""
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target is operator.mul and n.args[1] == 1:
+            n.replace_all_uses_with(n.args[0])
+            gm.graph.erase_node(n)
+    return gm
+
+
+class DoubleNeg(PassBase):
+    def call(self, gm):
+        changed = False
+        for n in list(gm.graph.nodes):
+            if n.target is torch.neg and getattr(n.args[0], "target", None) is torch.neg:
+                n.replace_all_uses_with(n.args[0].args[0])
+                gm.graph.erase_node(n)
+                changed = True
+        return PassResult(gm, changed)
+
+
+def test_functions_and_passbase_instances_run_as_passes_named_after_them():
+    """They were refused ("bad pipeline entry"), so torch.fx passes had to be wrapped by hand
+    to join a pipeline (a new-user check)."""
+    gm = torch.fx.symbolic_trace(M())
+    x = torch.randn(4)
+    report = Pipeline([drop_mul_one, DoubleNeg(), "eliminate_dead_code", drop_mul_one]).run(gm, [x])
+    assert [(p.name, p.changed) for p in report.passes] == [
+        ("drop_mul_one", True), ("DoubleNeg", True), ("eliminate_dead_code", True), ("drop_mul_one", False),
+    ]
+    torch.testing.assert_close(gm(x), torch.relu(x) + x)
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [torch.relu, operator.add]
+    assert Pipeline(drop_mul_one).plan().names() == ["drop_mul_one"]
+    assert fxpasses.run(torch.fx.symbolic_trace(M()), drop_mul_one, [x])["drop_mul_one"].changed
+
+
+def test_a_pass_function_keeps_outputs_in_every_dialect():
+    results = assert_preserves_outputs(Pipeline([drop_mul_one, DoubleNeg()]), M(), [torch.randn(4)])
+    assert results["symbolic_trace"][1]["drop_mul_one"].changed  # (export's aten.mul is not operator.mul)
+
+
+@pytest.mark.parametrize(
+    "fn, said",
+    [
+        (lambda gm: torch.fx.symbolic_trace(M()), "function_pass returned another GraphModule than the one it was given"),
+        (lambda gm: 3, "function_pass returned int: a pass function returns the module it was given, a PassResult"),
+    ],
+)
+def test_a_pass_function_returning_something_else_fails_and_is_rolled_back(fn, said):
+    def breaks_then(gm):
+        for n in gm.graph.nodes:
+            if n.target is torch.relu:
+                n.target = torch.sigmoid
+        return fn(gm)
+
+    breaks_then.__name__ = "function_pass"
+    gm = torch.fx.symbolic_trace(M())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([breaks_then]).run(gm, [torch.randn(4)])
+    assert said in str(info.value) and info.value.rolled_back
+    assert gm.code == code and all(n.target is not torch.sigmoid for n in gm.graph.nodes)
+
+
+def test_one_function_given_twice_is_one_pass_and_two_functions_of_one_name_are_refused():
+    Pipeline([drop_mul_one, drop_mul_one]).plan()
+
+    def other():
+        def drop_mul_one(gm):
+            return gm
+
+        return drop_mul_one
+
+    with pytest.raises(fxpasses.ConfigError, match="two different passes are named 'drop_mul_one'"):
+        Pipeline([drop_mul_one, other()]).plan()
