@@ -345,7 +345,9 @@ def unspellable_argument(
     """The first node with an argument that ``GraphModule.recompile()`` cannot write as
     Python, with that value and what is wrong with it (``"value"``, ``"keyword"``: a keyword
     argument's name, ``"method"``: a ``call_method`` target, ``"nested"``: a container nested
-    deeper than Python's parser reads), or None.
+    deeper than Python's parser reads; ``"schema"``: an ATen operator called with arguments its
+    schema does not take, the value then the problem in words, :func:`schema_problem`), or
+    None.
 
     FX writes an argument it does not know (see ``_GLOBAL``/``_PLAIN`` above) as its
     ``repr()``: an object whose ``repr`` is not an expression (``<Foo object at 0x...>``, a
@@ -387,8 +389,46 @@ def unspellable_argument(
                 return node, value, "nested" if nested else "value"
         if node.op == "call_method" and not _is_name(node.target):
             return node, node.target, "method"
+        if node.op == "call_function" and type(node.target) is _OpOverload:
+            problem = schema_problem(node.target, args, kwargs)
+            if problem is not None and (accept is None or not accept(node, args)):
+                return node, problem, "schema"
         spelled[node] = (args, kwargs)
     return None
+
+
+_OpOverload = torch._ops.OpOverload
+
+
+def schema_problem(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong with calling the ATen operator ``op`` with ``args``/``kwargs`` by the
+    count and the names of its schema's arguments (not their types), or None: more positional
+    arguments than it takes, a keyword it has not (or one given positionally too), a required
+    argument left out. Such a call fails only when the module runs (``aten.add.Tensor(x)``
+    passed lint, and numeric verification alone caught it)."""
+    schema = op._schema
+    params = schema.arguments
+    positional = [a for a in params if not a.kwarg_only]
+    if len(args) > len(positional):
+        return f"{len(args)} positional arguments, where {schema.name}.{schema.overload_name or 'default'} takes at most {len(positional)}"
+    names = {a.name for a in params}
+    for key in kwargs:
+        if key not in names:
+            return f"the keyword {key!r}, which {_schema_text(schema)} has not"
+        if any(a.name == key for a in positional[: len(args)]):
+            return f"{key!r} both by position and by keyword"
+    missing = [
+        a.name for i, a in enumerate(params) if not a.has_default_value() and a.name not in kwargs and (a.kwarg_only or i >= len(args))
+    ]
+    if missing:
+        return f"no {', '.join(map(repr, missing))}, which {_schema_text(schema)} requires"
+    return None
+
+
+def _schema_text(schema: object) -> str:
+    """``aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor``, cut short."""
+    text = str(schema)
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 _OK = object()

@@ -1754,6 +1754,8 @@ def _lint(
                 "write (it writes `x.name(...)`: a method's name must be a Python identifier and not a "
                 "reserved word; call getattr(x, name) through call_function instead)"
             )
+        elif what == "schema":
+            text = f"node %{node.name} calls {node.target} with {value}"
         elif what == "nested":
             text = (
                 f"node %{node.name} has an argument nested more than {_MAX_NESTING} containers deep, "

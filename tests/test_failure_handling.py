@@ -413,3 +413,37 @@ def test_lint_culprit_finds_what_torchs_lint_names():
     with pytest.raises(RuntimeError):
         gm.graph.lint()
     assert lint_culprit(gm) is missing
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, said",
+    [
+        ("x", {}, "with no 'other', which aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor requires"),
+        ("xxxx", {}, "with 4 positional arguments, where aten::add.Tensor takes at most 2"),
+        ("xx", {"beta": 2}, "with the keyword 'beta', which aten::add.Tensor"),
+        ("x", {"self": 1}, "with 'self' both by position and by keyword"),
+    ],
+)
+def test_an_aten_call_its_schema_does_not_take_fails_lint(args, kwargs, said):
+    """`aten.add.Tensor(x)` with its second argument missing passed lint; only numeric
+    verification (or running the module) caught it (a new-user check)."""
+
+    class Miscall(NodePass):
+        name = "miscall"
+        writes_tensors = False
+        journal_edits = True
+
+        @on("relu")
+        def visit(self, node, ctx):
+            return Replace(ctx.call_function(torch.ops.aten.add.Tensor, tuple(node.args[0] for _ in args), kwargs))
+
+    c = capture(_Model(), [torch.randn(3)], "export")
+    code = c.gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Miscall]).run(c.gm, c.inputs)
+    assert f"calls aten.add.Tensor {said}" in info.value.reason, info.value.reason
+    assert c.gm.code == code
+    # the same call with what its schema takes passes
+    ok = capture(_Model(), [torch.randn(3)], "export")
+    args, kwargs = "xx", {"alpha": 2}
+    assert Pipeline([Miscall]).run(ok.gm, ok.inputs)["miscall"].status == "ok"
