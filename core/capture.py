@@ -173,9 +173,13 @@ def _state_put_back(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dic
                     t.copy_(copy)
         written = [name for name, p, v in params if v is not None and version(p) != v]
         if written:
+            from .errors import CaptureWarning
+
             warnings.warn(
+                CaptureWarning(
                 f"capturing {type(model).__name__} with TorchDynamo ran its forward, which wrote parameter(s) "
-                f"{', '.join(written[:5])}{' ...' if len(written) > 5 else ''} in place: they keep the new values",
+                f"{', '.join(written[:5])}{' ...' if len(written) > 5 else ''} in place: they keep the new values"
+                ),
                 stacklevel=4,
             )
 

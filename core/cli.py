@@ -239,14 +239,26 @@ def _handle_errors(fn: F) -> F:
 def _run_reporting_errors(fn: Callable[..., Any], state: Any, fmt: str | None, args: Any, kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, each kind of failure reported (:func:`_fail`) with its exit
     status (see :func:`_handle_errors`)."""
-    from .errors import ConfigWarning, FxPassesError, PassDefinitionWarning, PluginError, PluginWarning, UserError, exception_text
+    from .errors import (
+        CaptureWarning,
+        ConfigWarning,
+        FxPassesError,
+        PassDefinitionWarning,
+        PluginError,
+        PluginWarning,
+        UserError,
+        exception_text,
+    )
+    from .fixpoint import FixpointWarning
 
     shown = state is not None and state.traceback  # --traceback: the traceback, then the same report
 
     try:
         # fxpasses' own warnings, whenever issued (a plugin's instrument raising mid-run), as
         # the `warning: ...` lines of the plugin problems, not as Python's file:line: Category
-        with _warning_lines(PluginWarning, PassDefinitionWarning, ConfigWarning):
+        with _warning_lines(PluginWarning, PassDefinitionWarning, ConfigWarning, CaptureWarning):
+            # (a fixpoint group's non-convergence is the run report's note, printed with it)
+            warnings.filterwarnings("ignore", category=FixpointWarning)
             return fn(*args, **kwargs)
     except click.exceptions.ClickException:
         raise  # usage errors: click's own text (stderr), even under --format json
@@ -294,8 +306,8 @@ def _exit_text(exc: SystemExit) -> str:
     tb = exc.__traceback__
     place = ""
     while tb is not None:
-        if tb.tb_next is None:
-            code = tb.tb_frame.f_code
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith("<frozen"):  # (quit() and exit() are _sitebuiltins')
             place = f" at {os.path.basename(code.co_filename)}:{tb.tb_lineno} in {code.co_name}"
         tb = tb.tb_next
     return (
@@ -618,14 +630,29 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     # ordering constraints naming no registered pass (a misspelling orders nothing)
     notes = list(dict.fromkeys(n for s in plan.steps for n in reg.order_notes(s.cls)))
     if fmt == "json":
+        groups = {id(members[0].group): k for k, members in enumerate(plan.groups())}
         _echo_json(
             {
                 "steps": [
-                    {"name": s.name, "options": s.options.model_dump(mode="json"), "reasons": s.reasons}
+                    {
+                        "name": s.name,
+                        "options": s.options.model_dump(mode="json"),
+                        "reasons": s.reasons,
+                        # the fixpoint group it belongs to (an index into "fixpoint_groups"), or null
+                        "fixpoint_group": groups.get(id(s.group)) if s.group is not None else None,
+                    }
                     for s in plan.steps
                 ],
+                "fixpoint_groups": [
+                    {"steps": [plan.steps.index(m) for m in members], "max_iterations": members[0].group.max_iterations}
+                    for members in plan.groups()
+                ],
+                "pipeline": plan.as_pipeline_string(),
+                "order": pipe.order,
                 "verify": pipe.verify,
                 "on_error": pipe.on_error,
+                "atol": pipe.atol,
+                "rtol": pipe.rtol,
                 "default_preset": default,
                 "notes": notes,
             }
@@ -862,6 +889,8 @@ def run_cmd(
     for p in rep.passes:
         if p.status != "ok" and p.error:
             click.echo(f"{p.status}: {p.error}")
+    for note in rep.notes:  # (a fixpoint group that did not converge, ...)
+        click.echo(f"note: {note}")
     speedup = result.latency_before_ms / result.latency_after_ms if result.latency_after_ms else float("nan")
     click.echo(f"nodes: {rep.nodes_before} -> {rep.nodes_after}")
     click.echo(f"outputs: match (max abs error {result.max_abs_error:.3g})")

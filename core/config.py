@@ -56,8 +56,10 @@ import pydantic_core
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PydanticSchemaGenerationError,
+    Tag,
     TypeAdapter,
     ValidationError,
     field_validator,
@@ -157,6 +159,44 @@ class FixpointEntryConfig(_Strict):
 
     fixpoint: list[Union[str, PassEntryConfig]] = Field(min_length=1)
     max_iterations: int = Field(default=10, ge=1, le=1000)
+
+    @field_validator("fixpoint", mode="before")
+    @classmethod
+    def _no_nesting(cls, value: Any) -> Any:
+        if isinstance(value, list) and any(isinstance(v, Mapping) and "fixpoint" in v for v in value):
+            raise ValueError("fixpoint groups do not nest: list the inner group's passes in the outer one")
+        return value
+
+
+def _item_kind(value: Any) -> str | None:
+    """Which kind of pipeline list entry ``value`` is: a pass name, a table naming a pass,
+    or a fixpoint group (a table with a ``fixpoint`` key); None for anything else."""
+    if isinstance(value, str):
+        return "name"
+    if isinstance(value, FixpointEntryConfig) or (isinstance(value, Mapping) and "fixpoint" in value):
+        return "fixpoint"
+    if isinstance(value, (PassEntryConfig, Mapping)):
+        return "table"
+    return None
+
+
+#: a pipeline list entry: told apart by its form, so that an error names what was meant (a
+#: group's bad max_iterations is not also "name: Field required")
+_PipelineItem = Annotated[
+    Union[
+        Annotated[str, Tag("name")],
+        Annotated[PassEntryConfig, Tag("table")],
+        Annotated[FixpointEntryConfig, Tag("fixpoint")],
+    ],
+    Discriminator(
+        _item_kind,
+        custom_error_type="pipeline_entry",
+        custom_error_message=(
+            "Input should be a valid string or a table (name, options, verify, on_error) or a fixpoint group "
+            "(fixpoint, max_iterations)"
+        ),
+    ),
+]
 
 
 class PluginsConfig(_Strict):
@@ -433,7 +473,7 @@ class ModelConfig(_Strict):
 class Config(_Strict):
     """A whole config (see the module doc)."""
 
-    pipeline: Union[str, list[Union[str, PassEntryConfig, FixpointEntryConfig]], None] = None
+    pipeline: Union[str, list[_PipelineItem], None] = None
     preset: str | None = None
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     verify: VerifyMode = "lint"
@@ -558,6 +598,10 @@ def _branch(members: list[Any], tag: str) -> Any:
     import typing
 
     for m in members:
+        if typing.get_origin(m) is typing.Annotated and any(
+            isinstance(a, Tag) and a.tag == tag for a in typing.get_args(m)[1:]
+        ):  # a tagged union's member (pydantic names it by its Tag)
+            return _unwrap(m)
         m2 = _unwrap(m)
         origin = typing.get_origin(m2)
         if isinstance(m2, type) and m2.__name__ == tag:

@@ -591,3 +591,8 @@ class PluginWarning(UserWarning):
 class ConfigWarning(UserWarning):
     """A config is probably not what was meant but is not invalid, e.g. a ``pyproject.toml``
     with a ``[tool.fxpass]`` table (close to ``[tool.fxpasses]``, which is the one read)."""
+
+
+class CaptureWarning(UserWarning):
+    """Capturing a model changed something of the caller's that could not be put back (the
+    TorchDynamo capture runs the model: a parameter its forward writes in place)."""

@@ -76,17 +76,34 @@ class Fixpoint:
     """
 
     def __init__(self, entries: Sequence[Any], *, max_iterations: int = DEFAULT_MAX_ITERATIONS) -> None:
-        if isinstance(entries, (str, bytes)) or not hasattr(entries, "__iter__"):
-            entries = [entries]
-        self.entries = list(entries)
-        if not self.entries:
+        if entries is None:
+            raise ConfigError("a fixpoint group needs a list of pipeline entries, got None")
+        one_pair = (
+            isinstance(entries, tuple)
+            and len(entries) == 2
+            and isinstance(entries[0], (str, type))
+            and (entries[1] is None or hasattr(entries[1], "keys") or hasattr(entries[1], "model_fields"))
+        )
+        if isinstance(entries, (str, bytes)) or one_pair or not hasattr(entries, "__iter__"):
+            entries = [entries]  # one entry: a name, a (name, options) pair, a pass
+        self._entries = tuple(entries)
+        if not self._entries:
             raise ConfigError("a fixpoint group is empty: name at least one pass in it")
-        if any(isinstance(e, Fixpoint) for e in self.entries):
+        if any(isinstance(e, Fixpoint) for e in self._entries):
             raise ConfigError("fixpoint groups do not nest: list the inner group's passes in the outer one")
-        self.max_iterations = check_max_iterations(max_iterations)
+        self._max_iterations = check_max_iterations(max_iterations)
+
+    @property
+    def entries(self) -> list[Any]:
+        """The group's pipeline entries (a copy: a group is fixed once made)."""
+        return list(self._entries)
+
+    @property
+    def max_iterations(self) -> int:
+        return self._max_iterations
 
     def __repr__(self) -> str:
-        return f"Fixpoint({self.entries!r}, max_iterations={self.max_iterations})"
+        return f"Fixpoint({list(self._entries)!r}, max_iterations={self._max_iterations})"
 
 
 @dataclass(eq=False)

@@ -805,6 +805,7 @@ def run_job(
     out_dir = Path(output) if output is not None else (Path(cfg.output) if cfg.output else None)
     if save and out_dir is not None:
         check_writable(out_dir)  # before the expensive part, and without writing anything
+        _check_not_overwriting_model_files(out_dir, mc, cfg._base_dir)
     model_in = prepare_model(cfg)
     cap = model_in.captured
     gm = cap.gm
@@ -931,26 +932,67 @@ _OUTPUTS = {"export": ("model.pt2",), "symbolic_trace": ("module",), "dynamo": (
 _MODULE_FILE = re.compile(r"(module\.py|__init__\.py|state_dict\.pt|[0-9]+\.pt)")
 
 
+def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | None) -> None:
+    """Refuse an output folder where saving would overwrite a file ``[model]`` reads (a
+    ``program = "model.pt2"`` or ``inputs = "inputs.pt"`` with ``output = "."``): the next
+    run would start from the optimized model, or find its inputs gone.
+
+    Raises:
+        UserError: naming the key, the file and what would overwrite it.
+    """
+    if mc is None:
+        return
+    # what the save may write: for the capture given (a program is exported; a saved graph's
+    # dialect is known once it is loaded: any)
+    kinds = {"export"} if mc.program is not None else set(_OUTPUTS) if mc.graph is not None else {mc.capture}
+    names = {"report.json", *(n for k in kinds for n in _OUTPUTS.get(k, ()))}
+    written = {(out_dir / n).resolve() for n in names if n != "module"}
+    module = (out_dir / "module").resolve() if "module" in names else None
+    for key in ("program", "graph", "inputs", "factory"):
+        value = getattr(mc, key, None)
+        if not isinstance(value, str):
+            continue
+        if key == "factory":
+            value = value.rpartition(":")[0]
+            if not value.endswith(".py"):
+                continue
+        path = Path(value)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        path = path.resolve()
+        if path in written or (module is not None and path.is_relative_to(module)):
+            raise UserError(
+                f"the output folder {out_dir} would overwrite [model] {key} {value!r} ({path}), which this run "
+                "reads: give another output folder (-o DIR or `output`)"
+            )
+
+
 def _remove_stale_outputs(out_dir: Path, capture_kind: str) -> None:
     """Remove what an earlier run saved in ``out_dir`` for another capture (its
     ``model.pt2``, or its ``module/`` and ``inputs.pt``), and ``module/``'s files before
     writing it again, which this save would not overwrite: a user could load the other
-    capture's, older, model. Only the files fxpasses writes are removed (a ``module/`` holding
-    anything else is left, with its other files); each removal is a
+    capture's, older, model. Only files the earlier run's ``report.json`` there lists as
+    saved are removed (a file of the user's with one of these names stays, and so does
+    everything without a ``report.json``); each removal is a
     :class:`~fxpasses.errors.ConfigWarning`."""
     from .errors import ConfigWarning
 
+    try:
+        listed = json.loads((out_dir / "report.json").read_text()).get("saved", [])
+        saved = {(Path(p).parent.name, Path(p).name) for p in listed if isinstance(p, str)}
+    except (OSError, ValueError, AttributeError):  # no earlier run's report (or not ours): nothing is removed
+        return
     keep = set(_OUTPUTS.get(capture_kind, ()))
     removed = []
     for name in ("model.pt2", "inputs.pt"):
         path = out_dir / name
-        if name not in keep and path.is_file():
+        if name not in keep and path.is_file() and any(n == name and parent != "module" for parent, n in saved):
             path.unlink()
             removed.append(name)
     module = out_dir / "module"
     if module.is_dir():
         for path in sorted(module.iterdir()):
-            if path.is_file() and _MODULE_FILE.fullmatch(path.name):
+            if path.is_file() and _MODULE_FILE.fullmatch(path.name) and ("module", path.name) in saved:
                 path.unlink()
                 if "module" not in keep:
                     removed.append(f"module/{path.name}")

@@ -344,7 +344,8 @@ def unspellable_argument(
 ) -> tuple[torch.fx.Node, object, str] | None:
     """The first node with an argument that ``GraphModule.recompile()`` cannot write as
     Python, with that value and what is wrong with it (``"value"``, ``"keyword"``: a keyword
-    argument's name, ``"method"``: a ``call_method`` target, ``"nested"``: a container nested
+    argument's name, ``"method"``: a ``call_method``, ``call_module`` or ``get_attr`` target,
+    ``"nested"``: a container nested
     deeper than Python's parser reads; ``"schema"``: an ATen operator called with arguments its
     schema does not take, the value then the problem in words, :func:`schema_problem`), or
     None.
@@ -357,7 +358,8 @@ def unspellable_argument(
     tensor. All are reported: only values FX is known to write back exactly pass. FX writes
     keyword arguments as ``name=value`` and a method call as ``x.name(...)``, so such a name
     must be a Python identifier and not a keyword (``from``, ``a b`` or ``3`` made the
-    generated code a syntax error); and arguments nested deeper than ``_MAX_NESTING``
+    generated code a syntax error), and a target's parts must be written (see
+    :func:`_unwritable_target`); and arguments nested deeper than ``_MAX_NESTING``
     brackets are too (CPython's tokenizer reads at most 200 levels: "too many nested
     parentheses").
     ``spelled`` maps nodes already checked to their ``(args, kwargs)``; a node whose
@@ -387,7 +389,8 @@ def unspellable_argument(
             value = bad.value if nested else bad  # type: ignore[union-attr]
             if accept is None or not accept(node, value):
                 return node, value, "nested" if nested else "value"
-        if node.op == "call_method" and not _is_name(node.target):
+        op = node.op
+        if (op == "call_method" or op == "call_module" or op == "get_attr") and _unwritable_target(node.target):
             return node, node.target, "method"
         if node.op == "call_function" and type(node.target) is _OpOverload:
             problem = schema_problem(node.target, args, kwargs)
@@ -436,6 +439,22 @@ _OK = object()
 #: line ``name = target(arg, ...)`` adds one level of brackets, and CPython's tokenizer
 #: reads at most 200 (MAXLEVEL in Parser/tokenizer.h: "too many nested parentheses")
 _MAX_NESTING = 190
+
+
+def _unwritable_target(target: object) -> bool:
+    """Whether FX's code generator cannot write ``target`` (a method name, a submodule or
+    attribute path): it writes each dotted part as ``.part`` when it is an identifier, so a
+    reserved word (``x.lambda``) is a syntax error, and other parts as ``getattr(x, "part")``,
+    which a quote, a backslash or a line break breaks (``torch.fx.graph._format_target``)."""
+    if not isinstance(target, str):
+        return True
+    for part in target.split("."):
+        if part.isidentifier():
+            if keyword.iskeyword(part):
+                return True
+        elif any(c in part for c in '"\\\n\r'):
+            return True
+    return False
 
 
 def _is_name(key: object) -> bool:

@@ -948,13 +948,13 @@ class Pipeline:
                 return
             label = f"fixpoint({','.join(m.name for m in members[key])})"
             note = (
-                f"{label} stopped after max_iterations={group.max_iterations} iterations, its last one still "
-                "changing the graph: not converged (more iterations may go on changing it: raise "
-                "max_iterations, or look for passes that undo each other's rewrites)"
+                f"{label} stopped after {group.max_iterations} iteration{'s' if group.max_iterations != 1 else ''} "
+                "(max_iterations), the last one still changing the graph: not converged (more iterations may "
+                "go on changing it: raise max_iterations, or look for passes that undo each other's rewrites)"
             )
             report.notes.append(note)
             warn(FixpointWarning(note))
-        on_demand: set[tuple[int, str]] = set()  # (id of the step, analysis) computed for it
+        on_demand: set[tuple[int, int, str]] = set()  # (id of the step, iteration, analysis) computed for it
         dirty = False  # graph differs from the compiled code
         clean = False  # the graph passed a lint since it last changed (incremental lint may start from it)
         unverified: list[str] = []  # passes that changed the graph since its last lint, without one
@@ -986,15 +986,16 @@ class Pipeline:
                     )
                     group_step_done(step, False)
                     continue
+                # (once for each step, and in a fixpoint group once in each iteration)
                 needed = [
                     r
                     for r in step.cls.requires
-                    if (id(step), r) not in on_demand and not cache.is_current(r) and self._is_analysis(r)
+                    if (id(step), round_, r) not in on_demand and not cache.is_current(r) and self._is_analysis(r)
                 ]
                 if needed:
                     queue.appendleft(step)
                     for r in reversed(needed):
-                        on_demand.add((id(step), r))
+                        on_demand.add((id(step), round_, r))
                         rcls = self._class_of(r)
                         queue.appendleft(
                             PlanStep(r, rcls, self._table_options(r, rcls), None, reasons=[f"on demand: required by {step.name}"])
@@ -1221,6 +1222,10 @@ class Pipeline:
                         _new_epoch(gm, epoch_graphs)
                         raise
                     failure = self._failure(step.name, exc, snap, on_error, stage)
+                    if step.group is not None:  # which run of the step it was
+                        failure.notes.append(
+                            f"in iteration {round_} of its fixpoint group (at most {step.group.max_iterations})"
+                        )
                     chosen = self._chosen_note(step)
                     if chosen:
                         failure.notes.append(chosen)
@@ -1750,9 +1755,9 @@ def _lint(
             )
         elif what == "method":
             text = (
-                f"node %{node.name} calls method {_short_repr(value)}, which the generated code cannot "
-                "write (it writes `x.name(...)`: a method's name must be a Python identifier and not a "
-                "reserved word; call getattr(x, name) through call_function instead)"
+                f"node %{node.name} ({node.op}) has the target {_short_repr(value)}, which the generated code "
+                "cannot write (it writes each dotted part as `.part`, so a reserved word is a syntax error, or "
+                "as getattr(x, \"part\"), which a quote, a backslash or a line break breaks)"
             )
         elif what == "schema":
             text = f"node %{node.name} calls {node.target} with {value}"

@@ -745,7 +745,7 @@ class Registry:
         names are known without loading them; another plugin that was not loaded is never
         imported to look, so while one is, a name no loaded plugin registers is not reported
         here."""
-        from .spec import parse_pipeline_string
+        from .spec import parse_pipeline_string, pass_entries
 
         builtin_off = self._builtin_names_not_loaded()
         others_off = any(
@@ -754,7 +754,7 @@ class Registry:
         if others_off:
             return
         for info in self._presets.values():
-            entries = parse_pipeline_string(info.pipeline)
+            entries = pass_entries(parse_pipeline_string(info.pipeline))  # (a group's passes in place)
             missing = [e.name for e in entries if e.name not in self._passes]
             missing = [n for n in missing if n not in self._conflicts and n not in builtin_off]
             if not missing and _norm(info.distribution) != BUILTIN_DISTRIBUTION:

@@ -126,7 +126,8 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     settings = r"\[\s*" + setting + r"\s*(?:,\s*" + setting + r"\s*)*\]"
     entry = rf"\s*(?:{alt})\s*(?:{options})?\s*(?:{settings})?\s*"
     # a fixpoint group: fixpoint{max_iterations=N}(entry,...) (groups do not nest)
-    group = rf"\s*fixpoint\s*(?:\{{\s*max_iterations\s*=\s*[1-9][0-9]*\s*\}})?\s*\((?:{entry})(?:,{entry})*\)\s*"
+    n = r"(?:1000|[1-9][0-9]{0,2})"  # max_iterations: 1 to 1000
+    group = rf"\s*fixpoint\s*(?:\{{\s*(?:max_iterations\s*=\s*{n}\s*)?\}})?\s*\((?:{entry})(?:,{entry})*\)\s*"
     item = f"(?:{group}|{entry})"
     return rf"^{item}(?:,{item})*$"
 

@@ -56,7 +56,7 @@ from typing import Any, Callable, Mapping
 from ._names import normal_name
 from .errors import ConfigError, not_one_of
 
-__all__ = ["SpecEntry", "SpecGroup", "parse_pipeline_string", "format_value"]
+__all__ = ["SpecEntry", "SpecGroup", "parse_pipeline_string", "pass_entries", "format_value"]
 
 
 @dataclass(frozen=True)
@@ -473,6 +473,11 @@ def _format_key(key: Any) -> str:
     key = key.value if isinstance(key, enum.Enum) else key
     key = key if isinstance(key, str) else str(key)
     return key if _BARE.fullmatch(key) and key.isprintable() else repr(key)
+
+
+def pass_entries(entries: list[SpecEntry | SpecGroup]) -> list[SpecEntry]:
+    """The pass entries of a parsed pipeline string, those of its fixpoint groups in place."""
+    return [m for e in entries for m in (e.entries if isinstance(e, SpecGroup) else (e,))]
 
 
 def parse_pipeline_string(text: str, where: str | None = None) -> list[SpecEntry | SpecGroup]:

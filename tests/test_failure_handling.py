@@ -352,8 +352,8 @@ def _nested(depth):
         ({"kwargs": {"from": 1}}, "keyword argument named 'from'"),
         ({"kwargs": {"a b": 1}}, "keyword argument named 'a b'"),
         ({"kwargs": {3: 1}}, "keyword argument named 3,"),
-        ({"method": "a b"}, "calls method 'a b'"),
-        ({"method": "lambda"}, "calls method 'lambda'"),
+        ({"method": 'a"b'}, "(call_method) has the target 'a\"b'"),
+        ({"method": "lambda"}, "(call_method) has the target 'lambda'"),
         ({"kwargs": {"k": _nested(250)}}, "nested more than 190 containers deep"),
     ],
 )
@@ -379,7 +379,7 @@ def test_names_and_nesting_the_generated_code_cannot_write_fail_the_pass_and_are
     code, x = gm.code, torch.randn(3)
     with pytest.raises(PassFailedError) as info:
         Pipeline([Unwritable]).run(gm, [x])
-    assert said in info.value.reason and "the generated code cannot write" in info.value.reason, info.value.reason
+    assert said in info.value.reason and "the generated code" in info.value.reason and "cannot write" in info.value.reason, info.value.reason
     assert gm.code == code and normalized_code(gm.graph) == normalized_code(torch.fx.symbolic_trace(_Model()))
     torch.testing.assert_close(gm(x), torch.relu(x) + 1)
 

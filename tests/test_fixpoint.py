@@ -66,11 +66,11 @@ def test_a_group_runs_until_an_iteration_changes_nothing():
 def test_a_group_that_does_not_converge_in_max_iterations_says_so():
     gm = torch.fx.symbolic_trace(Chain())
     x = torch.randn(5)
-    with pytest.warns(FixpointWarning, match=r"fixpoint\(peel\) stopped after max_iterations=1 iterations"):
+    with pytest.warns(FixpointWarning, match=r"fixpoint\(peel\) stopped after 1 iteration \(max_iterations\)"):
         report = Pipeline([Fixpoint([Peel], max_iterations=1)]).run(gm, [x])
     assert rows(report) == [("peel", 1, True)]
     (note,) = report.notes
-    assert "its last one still changing the graph: not converged" in note
+    assert "the last one still changing the graph: not converged" in note
     assert f"note: {note}" in report.table()
     assert sum(map(_is_relu, gm.graph.nodes)) == 2  # what one iteration did
     torch.testing.assert_close(gm(x), torch.relu(x) + 1)
@@ -109,6 +109,7 @@ def test_every_way_of_writing_a_group_gives_one_plan_whose_string_reads_back(ent
     "make, said",
     [
         (lambda: Fixpoint([]), "a fixpoint group is empty"),
+        (lambda: Fixpoint(None), "a fixpoint group needs a list of pipeline entries, got None"),
         (lambda: Fixpoint(["remove_dropout", Fixpoint(["eliminate_dead_code"])]), "fixpoint groups do not nest"),
         (lambda: Fixpoint(["remove_dropout"], max_iterations=0), "max_iterations must be an integer from 1 to 1000, got 0"),
         (lambda: Fixpoint(["remove_dropout"], max_iterations=True), "got True"),
@@ -252,6 +253,7 @@ def test_a_member_failing_in_a_later_iteration_is_rolled_back_there():
     with pytest.raises(fxpasses.PassFailedError) as info:
         Pipeline([Fixpoint([Peel, _FailsSecondTime()])]).run(gm, [x])
     assert info.value.rolled_back and [p.iteration for p in info.value.report.passes] == [1, 1, 2, 2]
+    assert "in iteration 2 of its fixpoint group (at most 10)" in info.value.notes
     assert sum(map(_is_relu, gm.graph.nodes)) == 1  # two peels kept, the failure undone
     torch.testing.assert_close(gm(x), torch.relu(x) + 1)
 
@@ -311,6 +313,19 @@ def test_the_cli_prints_groups_in_check_and_iterations_in_run(tmp_path):
     r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--format", "json"])
     out = json.loads(r.stdout)
     assert [p["iteration"] for p in out["report"]["passes"]][:4] == [0, 1, 1, 1]
+    # check's JSON says which steps repeat (its steps were a flat list: a new-user check)
+    r = CliRunner().invoke(cli, ["check", str(cfg), "--format", "json"])
+    out = json.loads(r.stdout)
+    assert out["fixpoint_groups"] == [{"steps": [1, 2, 3], "max_iterations": 5}]
+    assert [s["fixpoint_group"] for s in out["steps"]] == [None, 0, 0, 0]
+    assert out["pipeline"] == "remove_dropout,fixpoint{max_iterations=5}(simplify_algebra,fold_constants,eliminate_dead_code)"
+    # a group that does not converge: a note line in the text output, no Python warning text
+    r = CliRunner().invoke(
+        cli, ["run", str(cfg), "--no-save", "--repeat", "1", "--pipeline", 'fixpoint{max_iterations=2}(rename_nodes{pattern="relu",replacement="relu_"})']
+    )
+    assert r.exit_code == 0, r.output
+    assert "note: fixpoint(rename_nodes) stopped after 2 iterations (max_iterations)" in r.output
+    assert "FixpointWarning" not in r.output
 
 
 def test_a_reproducer_of_a_failure_in_a_group_keeps_the_group_from_the_failing_pass_on(tmp_path):
@@ -361,3 +376,64 @@ def test_print_after_and_draw_tell_the_iterations_apart(tmp_path):
         "# *** graph after peel #2 (4 nodes) ***",
         "# *** graph after peel #3 (4 nodes) ***",
     ]
+
+
+class _NodeCount(GraphPass):
+    name = "node_count"
+    kind = "analysis"
+
+    def run(self, gm, ctx):
+        ctx.analyses["node_count"] = len(gm.graph.nodes)
+        return False
+
+
+class _PeelReading(Peel):
+    """Peel, reading the node count an analysis computed for it."""
+
+    name = "peel_reading"
+    requires = ("node_count",)
+
+    def setup(self, gm, ctx):
+        ctx.count("seen_nodes", ctx.analyses["node_count"])
+
+
+@pytest.mark.parametrize("order", ["dependencies", "as-given"])
+def test_an_analysis_a_member_requires_is_computed_again_in_every_iteration(order):
+    """It was computed on demand once per step and run: in iteration 2 the member found the
+    result the first iteration's change had dropped gone (KeyError), or read a stale one (a
+    new-user check)."""
+    gm = torch.fx.symbolic_trace(Chain())
+    report = Pipeline([_NodeCount, Fixpoint([_PeelReading])], order=order).run(gm, [torch.randn(5)])
+    assert [(p.name, p.iteration) for p in report.passes] == [
+        ("node_count", 0), ("peel_reading", 1), ("node_count", 0), ("peel_reading", 2), ("node_count", 0), ("peel_reading", 3),
+    ]
+    assert [p.counters["seen_nodes"] for p in report.passes if p.name == "peel_reading"] == [6, 5, 4]
+
+
+@pytest.mark.parametrize(
+    "entry, said",
+    [
+        ('{fixpoint = ["simplify_algebra"], max_iterations = 0}', "pipeline.1.max_iterations: Input should be greater than or equal to 1 (given: 0)"),
+        ("{fixpoint = []}", "pipeline.1.fixpoint: List should have at least 1 item"),
+        ('{fixpoint = ["simplify_algebra", {fixpoint = ["fold_constants"]}]}', "pipeline.1.fixpoint: fixpoint groups do not nest"),
+        ('{fixpoint = ["simplify_algebra"], max_iteration = 3}', "pipeline.1.max_iteration: unknown option; did you mean 'max_iterations'? (valid: fixpoint, max_iterations)"),
+    ],
+)
+def test_a_malformed_group_in_a_config_file_gets_one_line_about_the_group(tmp_path, entry, said):
+    """A group's bad max_iterations in a config file gave four lines, three about a pass table
+    (`name: Field required`, `fixpoint: unknown option`); nesting and empty groups were not
+    said to be that (a new-user check)."""
+    (tmp_path / "c.toml").write_text(f'pipeline = ["remove_dropout", {entry}]\n')
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(tmp_path / "c.toml")
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2 and said in lines[1], lines
+
+
+def test_a_fixpoint_of_one_name_options_pair_is_one_entry_and_a_group_is_fixed_once_made():
+    group = Fixpoint(("fold_constants", {"max_numel": 3}), max_iterations=2)
+    assert Pipeline([group]).plan().as_pipeline_string() == "fixpoint{max_iterations=2}(fold_constants{max_numel=3})"
+    with pytest.raises(AttributeError):
+        group.max_iterations = 0  # (it printed a plan string that did not read back)
+    group.entries.append("eliminate_dead_code")  # a copy
+    assert Pipeline([group]).plan().names() == ["fold_constants"]

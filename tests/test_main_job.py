@@ -1054,3 +1054,26 @@ def test_an_output_folder_reused_for_another_capture_loses_the_earlier_runs_file
     assert f"warning: {out}: removed model.pt2," in r.output
     r = run_cli("run", str(tmp_path / "s.toml"), "-o", str(out), "--repeat", "1")  # the same capture again: no word
     assert r.exit_code == 0 and "warning:" not in r.output
+
+
+def test_files_of_the_users_in_the_output_folder_are_neither_removed_nor_overwritten(tmp_path, monkeypatch):
+    """The cleanup of an earlier run's outputs removed the user's own inputs.pt (an `inputs`
+    file in the output folder), and a `program = "model.pt2"` with `output = "."` was
+    overwritten by the optimized program (a new-user check)."""
+    monkeypatch.chdir(tmp_path)
+    torch.save({"0": torch.randn(1, 3, 8, 8)}, tmp_path / "inputs.pt")
+    model = 'output = "."\n[model]\nfactory = "fxpasses._example:convnet"\n'
+    (tmp_path / "s.toml").write_text(model + 'capture = "symbolic_trace"\ninputs = "inputs.pt"\n')
+    (tmp_path / "d.toml").write_text(model + 'capture = "dynamo"\ninputs = "inputs.pt"\n')
+    (tmp_path / "e.toml").write_text(model + 'capture = "export"\ninputs = "inputs.pt"\n')
+    for cfg in ("s.toml", "e.toml", "s.toml"):
+        r = run_cli("run", cfg, "--repeat", "1")
+        assert r.exit_code == 0 and (tmp_path / "inputs.pt").is_file(), (cfg, r.output)
+    r = run_cli("run", "d.toml", "--repeat", "1")  # it would write inputs.pt
+    assert r.exit_code == 2 and "the output folder . would overwrite [model] inputs 'inputs.pt'" in r.output, r.output
+    run_cli("run", "e.toml", "--repeat", "1")
+    before = (tmp_path / "model.pt2").read_bytes()
+    (tmp_path / "p.toml").write_text('output = "."\n[model]\nprogram = "model.pt2"\n')
+    r = run_cli("run", "p.toml", "--repeat", "1")
+    assert r.exit_code == 2 and "would overwrite [model] program 'model.pt2'" in r.output, r.output
+    assert (tmp_path / "model.pt2").read_bytes() == before

@@ -578,3 +578,24 @@ def test_a_preset_naming_a_pass_of_a_disabled_third_party_plugin(tmp_path, monke
     )
     assert fxpasses.Registry(strict=True).preset("combo").pipeline == "provided_pass"  # all loaded: fine
     forget_modules("fxp_provider", "fxp_user")
+
+
+def test_a_plugin_preset_holding_a_fixpoint_group_loads_and_runs(tmp_path, monkeypatch):
+    """A preset whose pipeline holds `fixpoint(...)` made every registry fail to load
+    (AttributeError: 'SpecGroup' object has no attribute 'name'): `fxpasses list` exited 3
+    for everyone (a new-user check). A misspelt pass inside the group is reported as for any
+    preset."""
+    install_presets(
+        tmp_path,
+        monkeypatch,
+        ("fp-presets", "1.0", "fxp_fp", [
+            ("fp", "remove_dropout,fixpoint{max_iterations=4}(simplify_algebra,fold_constants)"),
+            ("fp_typo", "fixpoint(simplify_algebra,fold_constantz)"),
+        ]),
+    )
+    reg = fxpasses.Registry()
+    plan = fxpasses.Pipeline.from_preset("fp", registry=reg).plan()
+    assert plan.as_pipeline_string() == "remove_dropout,fixpoint{max_iterations=4}(simplify_algebra,fold_constants)"
+    assert any("fold_constantz" in str(p) for p in reg.problems), reg.problems
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 0 and "fp" in r.output
