@@ -933,15 +933,22 @@ _MODULE_FILE = re.compile(r"(module\.py|__init__\.py|state_dict\.pt|[0-9]+\.pt)"
 
 
 def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | None) -> None:
-    """Refuse an output folder where saving would overwrite a file ``[model]`` reads (a
-    ``program = "model.pt2"`` or ``inputs = "inputs.pt"`` with ``output = "."``): the next
-    run would start from the optimized model, or find its inputs gone.
+    """Refuse an output folder where saving would overwrite a file of the user's that
+    ``[model]`` reads (a ``program = "model.pt2"`` saved by ``torch.export.save``, an
+    ``inputs = "inputs.pt"``, with ``output = "."``): it would be lost. A file an earlier run
+    saved there (listed in its ``report.json``) may be written again: running on the
+    ``model.pt2`` fxpasses saved and saving in place re-optimizes it.
 
     Raises:
         UserError: naming the key, the file and what would overwrite it.
     """
     if mc is None:
         return
+    try:
+        listed = json.loads((out_dir / "report.json").read_text()).get("saved", [])
+        ours = {Path(p).name for p in listed if isinstance(p, str) and Path(p).parent.name != "module"}
+    except (OSError, ValueError, AttributeError):
+        ours = set()
     # what the save may write: for the capture given (a program is exported; a saved graph's
     # dialect is known once it is loaded: any)
     kinds = {"export"} if mc.program is not None else set(_OUTPUTS) if mc.graph is not None else {mc.capture}
@@ -960,6 +967,8 @@ def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | 
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         path = path.resolve()
+        if path.parent == out_dir.resolve() and path.name in ours:
+            continue  # fxpasses' own output of an earlier run: re-optimized in place
         if path in written or (module is not None and path.is_relative_to(module)):
             raise UserError(
                 f"the output folder {out_dir} would overwrite [model] {key} {value!r} ({path}), which this run "

@@ -1071,9 +1071,18 @@ def test_files_of_the_users_in_the_output_folder_are_neither_removed_nor_overwri
         assert r.exit_code == 0 and (tmp_path / "inputs.pt").is_file(), (cfg, r.output)
     r = run_cli("run", "d.toml", "--repeat", "1")  # it would write inputs.pt
     assert r.exit_code == 2 and "the output folder . would overwrite [model] inputs 'inputs.pt'" in r.output, r.output
-    run_cli("run", "e.toml", "--repeat", "1")
+    # a program of the user's (torch.export.save), not one an earlier run saved there
+    from fxpasses._example import convnet
+
+    (tmp_path / "report.json").unlink()
+    x = torch.randn(1, 3, 8, 8)
+    torch.export.save(torch.export.export(convnet().eval(), (x,)), str(tmp_path / "model.pt2"))
     before = (tmp_path / "model.pt2").read_bytes()
     (tmp_path / "p.toml").write_text('output = "."\n[model]\nprogram = "model.pt2"\n')
     r = run_cli("run", "p.toml", "--repeat", "1")
     assert r.exit_code == 2 and "would overwrite [model] program 'model.pt2'" in r.output, r.output
     assert (tmp_path / "model.pt2").read_bytes() == before
+    # the model.pt2 an earlier run saved is fxpasses' own: re-optimized in place
+    assert run_cli("run", "e.toml", "--repeat", "1").exit_code == 0
+    r = run_cli("run", "p.toml", "--repeat", "1")
+    assert r.exit_code == 0, r.output
