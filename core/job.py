@@ -932,6 +932,16 @@ _OUTPUTS = {"export": ("model.pt2",), "symbolic_trace": ("module",), "dynamo": (
 _MODULE_FILE = re.compile(r"(module\.py|__init__\.py|state_dict\.pt|[0-9]+\.pt)")
 
 
+def _earlier_saved(out_dir: Path) -> set[tuple[str, str]] | None:
+    """``(folder name, file name)`` of each file the ``report.json`` of an earlier run in
+    ``out_dir`` lists as saved (``("module", "module.py")``), or None without a readable one."""
+    try:
+        listed = json.loads((out_dir / "report.json").read_text()).get("saved", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    return {(Path(p).parent.name, Path(p).name) for p in listed if isinstance(p, str)}
+
+
 def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | None) -> None:
     """Refuse an output folder where saving would overwrite a file of the user's that
     ``[model]`` reads (a ``program = "model.pt2"`` saved by ``torch.export.save``, an
@@ -944,11 +954,7 @@ def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | 
     """
     if mc is None:
         return
-    try:
-        listed = json.loads((out_dir / "report.json").read_text()).get("saved", [])
-        ours = {Path(p).name for p in listed if isinstance(p, str) and Path(p).parent.name != "module"}
-    except (OSError, ValueError, AttributeError):
-        ours = set()
+    ours = {name for parent, name in _earlier_saved(out_dir) or () if parent != "module"}
     # what the save may write: for the capture given (a program is exported; a saved graph's
     # dialect is known once it is loaded: any)
     kinds = {"export"} if mc.program is not None else set(_OUTPUTS) if mc.graph is not None else {mc.capture}
@@ -986,10 +992,8 @@ def _remove_stale_outputs(out_dir: Path, capture_kind: str) -> None:
     :class:`~fxpasses.errors.ConfigWarning`."""
     from .errors import ConfigWarning
 
-    try:
-        listed = json.loads((out_dir / "report.json").read_text()).get("saved", [])
-        saved = {(Path(p).parent.name, Path(p).name) for p in listed if isinstance(p, str)}
-    except (OSError, ValueError, AttributeError):  # no earlier run's report (or not ours): nothing is removed
+    saved = _earlier_saved(out_dir)
+    if saved is None:  # no earlier run's report (or not ours): nothing is removed
         return
     keep = set(_OUTPUTS.get(capture_kind, ()))
     removed = []
