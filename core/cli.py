@@ -870,7 +870,7 @@ def run_cmd(
     rows = []
     for p in rep.passes:
         counters = counters_cell(p)
-        name = p.name + (f" #{p.iteration}" if p.iteration else "")  # (a fixpoint group's iteration)
+        name = p.label  # (with a fixpoint group's iteration)
         row = [name, p.status, "yes" if p.changed else "no", str(p.nodes_before), str(p.nodes_after),
                f"{p.seconds * 1000:.1f}", counters]
         if limited:  # under --rewrite-limit: what each pass applied, and whether the limit stopped it

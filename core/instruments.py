@@ -89,7 +89,7 @@ class PrintChanged:
             section=_is_submodule_line,  # a hunk in a branch's code names the branch
         ))
         out = self.file or sys.stderr
-        print(f"# *** {pass_name} changed the graph ({report.nodes_before} -> {report.nodes_after} nodes) ***", file=out)
+        print(f"# *** {getattr(report, 'label', pass_name)} changed the graph ({report.nodes_before} -> {report.nodes_after} nodes) ***", file=out)
         if not diff:  # the module changed, not its code (submodules, parameters or buffers removed)
             counters = ", ".join(f"{k}={v}" for k, v in sorted(report.counters.items()))
             print(f"# (the graph's code is unchanged: it changed the module's state{f': {counters}' if counters else ''})", file=out)

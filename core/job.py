@@ -841,7 +841,7 @@ def run_job(
         try:
             actual, facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
         except Exception as exc:
-            changers = [p.name for p in report.passes if p.changed]
+            changers = [p.label for p in report.passes if p.changed]
             raise VerificationError(
                 f"the optimized model no longer runs on the inputs: {exception_text(exc)} (passes that "
                 f"changed it: {', '.join(changers) or 'none'}; verify = \"numeric\" checks each pass and rolls "

@@ -80,17 +80,19 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
             why.setdefault((u, v), text)
 
     for i, it in enumerate(items):
+        # who declares it: the item's name, or the member of a group that does
+        who = getattr(it.cls, "declared_by", None) or (lambda kind, name, it=it: it.name)
         for r in it.cls.requires:
             idx = by_name[r]
             before_i = [j for j in idx if j < i]
             j = before_i[-1] if before_i else idx[0]
-            edge(j, i, f"{it.name} requires {r}")
+            edge(j, i, f"{who('requires', r)} requires {r}")
         for a in it.cls.after:
             for j in by_name.get(a, ()):
-                edge(j, i, f"{it.name} declares after = {a}")
+                edge(j, i, f"{who('after', a)} declares after = {a}")
         for b in it.cls.before:
             for j in by_name.get(b, ()):
-                edge(i, j, f"{it.name} declares before = {b}")
+                edge(i, j, f"{who('before', b)} declares before = {b}")
 
     ts = graphlib.TopologicalSorter(preds)
     try:

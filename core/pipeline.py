@@ -1363,7 +1363,7 @@ class Pipeline:
                     gm.recompile()
                 except Exception as exc:
                     if not failing:  # a graph kept broken by on_error="raise" may not compile
-                        changers = [p.name for p in report.passes if p.changed]
+                        changers = [p.label for p in report.passes if p.changed]
                         if unlinted:
                             hint = (
                                 f"run without a lint after them: {', '.join(dict.fromkeys(unlinted))}; "
@@ -1800,10 +1800,18 @@ class _Constraints:
     """Ordering declarations standing in for a pass class's (:func:`fxpasses.ordering.order`
     reads ``requires``, ``after`` and ``before``)."""
 
-    def __init__(self, requires: Sequence[str], after: Sequence[str], before: Sequence[str]) -> None:
+    def __init__(
+        self, requires: Sequence[str], after: Sequence[str], before: Sequence[str], by: dict[tuple[str, str], str] | None = None
+    ) -> None:
         self.requires = tuple(dict.fromkeys(requires))
         self.after = tuple(dict.fromkeys(after))
         self.before = tuple(dict.fromkeys(before))
+        self._by = by or {}
+
+    def declared_by(self, kind: str, name: str) -> str:
+        """The member of a fixpoint group that declares ``kind`` (``requires``, ``after``,
+        ``before``) ``name`` (for a cycle's or a move's reason), in the group's words."""
+        return self._by.get((kind, name), "?")
 
 
 def _group_item(members: list[PlanStep]) -> Item:
@@ -1826,12 +1834,18 @@ def _group_item(members: list[PlanStep]) -> Item:
     for it in inner:
         it.payload.reasons = list(it.reasons)
         ordered.append(it.payload)
+    label = f"fixpoint({','.join(m.name for m in ordered)})"
+    by: dict[tuple[str, str], str] = {}
+    for m in members:
+        for kind in ("requires", "after", "before"):
+            for name in getattr(m.cls, kind):
+                by.setdefault((kind, name), f"{m.name} (in {label})")
     outside = _Constraints(
         [r for m in members for r in m.cls.requires if r not in names],
         [a for m in members for a in m.cls.after if a not in names],
         [b for m in members for b in m.cls.before if b not in names],
+        by,
     )
-    label = f"fixpoint({','.join(m.name for m in ordered)})"
     return Item(label, outside, ordered, provides=tuple(names))
 
 

@@ -89,12 +89,10 @@ class PassReport:
     rolled_back_counters: dict[str, int] = field(default_factory=dict)
     rolled_back: bool = False
 
-    def __iter__(self) -> Iterator[PassReport]:
-        """The pass reports, in the order the passes ran (``report.passes``)."""
-        return iter(self.passes)
-
-    def __len__(self) -> int:
-        return len(self.passes)
+    @property
+    def label(self) -> str:
+        """The pass's name, with its fixpoint iteration when it has one: ``fold_constants #2``."""
+        return self.name + (f" #{self.iteration}" if self.iteration else "")
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -167,7 +165,7 @@ class RunReport:
         for p in self.passes:
             counters = counters_cell(p)
             row = [
-                p.name + (f" #{p.iteration}" if p.iteration else ""),
+                p.label,
                 p.status,
                 "yes" if p.changed else "no",
                 f"{p.nodes_before} -> {p.nodes_after}",

@@ -206,6 +206,19 @@ def test_a_group_is_ordered_as_a_unit_and_its_members_among_themselves():
         Pipeline([Fixpoint(["fold_constants", "eliminate_dead_code"]), "between"], registry=reg).plan()
     assert "between" in str(info.value) and "fixpoint(fold_constants,eliminate_dead_code)" in str(info.value)
 
+    # a member's declaration is named as the member's (it was the group's: a new-user check)
+    class AfterBetween(GraphPass):
+        name = "after_between"
+        after = ("between",)
+
+        def run(self, gm, ctx):
+            return False
+
+    reg.register(AfterBetween)
+    with pytest.raises(CycleError) as info:
+        Pipeline([Fixpoint(["fold_constants", "after_between"]), "between"], registry=reg).plan()
+    assert "after_between (in fixpoint(fold_constants,after_between)) declares after = between" in str(info.value)
+
 
 def test_an_analysis_a_member_requires_is_computed_again_in_each_iteration_that_needs_it():
     reg = Registry()

@@ -1418,3 +1418,19 @@ def test_a_nan_default_is_not_printed_as_a_setting_in_the_plan():
     assert plan.as_pipeline_string() == "nan_default"
     plan = Pipeline([(NanDefault, {"limit": 2.0})]).plan()
     assert plan.as_pipeline_string() == "nan_default{limit=2.0}"
+
+
+def test_a_pass_report_is_truthy_and_a_run_report_iterates_over_its_passes():
+    """PassReport carried RunReport's __iter__/__len__ (over a `passes` it has not): `if
+    report["x"]:` raised AttributeError, as did len() and list() of a pass report."""
+    from fxpasses.report import PassReport
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * 1
+
+    report = fxpasses.Pipeline(["simplify_algebra", "eliminate_dead_code"]).run(torch.fx.symbolic_trace(M()), [torch.randn(3)])
+    assert bool(report["eliminate_dead_code"]) and len(report) == 2 and [p.name for p in report] == ["simplify_algebra", "eliminate_dead_code"]
+    with pytest.raises(TypeError):
+        len(PassReport("a"))
+    assert PassReport("a", iteration=2).label == "a #2" and PassReport("a").label == "a"
