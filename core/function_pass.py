@@ -7,14 +7,20 @@ pipeline runs it with verification, rollback and reporting like any pass:
 ``Pipeline([remove_my_nodes, "eliminate_dead_code"])``.
 
 The pass must edit the module it is given, in place (as fxpasses' passes do): a callable that
-returns another ``GraphModule`` fails, saying so (its result would be lost). What it returns
-says whether it changed the graph: ``PassResult.modified``, a bool, or nothing (None, or the
-module itself: then the pipeline compares the graph before and after).
+returns another ``GraphModule`` fails, saying so (its result would be lost; torch's own
+``PassBase`` passes such as ``CSEPass`` build a new module, and are not taken). It may return
+the module, a ``PassResult`` of it, a bool or None; whether it changed anything is what the
+pipeline sees comparing the module before and after, not what it says (torch's passes often
+say ``PassResult(gm, True)`` whatever they did). A pipeline holding several callables of one
+name (two lambdas, two partials of one function, two instances of one ``PassBase`` class)
+numbers the later ones (``scale_2``); :func:`function_pass` with ``name=`` names one.
 """
 
 from __future__ import annotations
 
+import functools
 import keyword
+import types
 import weakref
 from typing import Any, Callable
 
@@ -36,9 +42,15 @@ def is_function_pass(obj: Any) -> bool:
 
 
 def _name_of(fn: Any) -> str:
-    """``fn``'s ``__name__`` (its class's name for a callable instance such as a ``PassBase``),
-    or ``"function_pass"`` when that is no identifier (a lambda's ``<lambda>``)."""
+    """``fn``'s ``__name__``; a ``functools.partial``'s function's; ``Class_method`` for a
+    bound method; its class's name for a callable instance such as a ``PassBase``; or
+    ``"function_pass"`` when that is no identifier (a lambda's ``<lambda>``)."""
+    if isinstance(fn, functools.partial):
+        return _name_of(fn.func)
     name = getattr(fn, "__name__", None)
+    owner = getattr(fn, "__self__", None)
+    if isinstance(name, str) and owner is not None and not isinstance(owner, types.ModuleType):
+        name = f"{type(owner).__name__}_{name}"  # a bound method: its class too
     if not isinstance(name, str):
         name = type(fn).__name__
     return name if name.isidentifier() and not keyword.iskeyword(name) else "function_pass"
@@ -83,12 +95,11 @@ def function_pass(fn: Callable[..., Any], name: str | None = None) -> type[Graph
                     "in place (each pipeline edits one module), so its result would be lost; edit gm itself "
                     "(gm.graph, then return gm or PassResult(gm, modified))"
                 )
-            if module is gm and hasattr(result, "modified"):
-                return bool(result.modified)
-            if module is gm or result is None:
-                return None  # the pipeline compares the graph before and after
-            if isinstance(result, bool):
-                return result
+            # what it says it did is not taken: the pipeline compares the graph before and after
+            # (torch's passes often say PassResult(gm, True) whatever they did, which would
+            # keep a fixpoint group from ever converging)
+            if module is gm or result is None or isinstance(result, bool):
+                return None
             raise ValueError(
                 f"{pass_name} returned {type(result).__name__}: a pass function returns the module it was given, "
                 "a PassResult, a bool (changed) or None"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import keyword
 import operator
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.fx
@@ -43,7 +43,15 @@ except ImportError:  # pragma: no cover - older torch
     def _is_opaque(t: type) -> bool:
         return False
 
-__all__ = ["lint_passes", "lint_edits", "names_in_namespace", "unspellable_argument", "structure_problem", "input_signature"]
+__all__ = [
+    "lint_passes",
+    "lint_edits",
+    "names_in_namespace",
+    "unspellable_argument",
+    "structure_problem",
+    "input_signature",
+    "frame_signature",
+]
 
 _LEGAL_OPS = frozenset(("call_function", "call_method", "get_attr", "call_module", "placeholder", "output"))
 
@@ -54,7 +62,25 @@ def input_signature(graph: torch.fx.Graph) -> tuple[str, ...]:
     return tuple(str(n.target) for n in in_graph_order(graph.find_nodes(op="placeholder")))
 
 
-def structure_problem(graph: torch.fx.Graph, inputs: tuple[str, ...] | None = None) -> str | None:
+def frame_signature(graph: torch.fx.Graph) -> tuple[Any, Any]:
+    """How the generated ``forward`` packs its inputs and outputs, besides the placeholders
+    (:func:`input_signature`): the graph's code generator (``torch.export`` modules'
+    ``_PyTreeCodeGen`` flattens ``(args, kwargs)`` by an input spec and rebuilds the outputs by
+    an output spec: its class and specs) and the structure of the output node's argument (a
+    tuple of two values, a dict, ...; the values are leaves)."""
+    from torch.utils._pytree import tree_structure
+
+    codegen = getattr(graph, "_codegen", None)
+    info = getattr(codegen, "pytree_info", None)
+    specs = (getattr(info, "in_spec", None), getattr(info, "out_spec", None)) if info is not None else None
+    outputs = graph.find_nodes(op="output")
+    shape = tree_structure(outputs[0].args[0]) if len(outputs) == 1 and outputs[0].args else None
+    return (type(codegen), specs), shape
+
+
+def structure_problem(
+    graph: torch.fx.Graph, inputs: tuple[str, ...] | None = None, frame: tuple[Any, Any] | None = None
+) -> str | None:
     """What is wrong with the graph's frame, or None: it must have one ``output`` node
     (without one the generated ``forward`` returns None, and with two it returns at the first;
     ``Graph.lint()`` checks neither), and, when ``inputs`` is given (:func:`input_signature`
@@ -76,6 +102,19 @@ def structure_problem(graph: torch.fx.Graph, inputs: tuple[str, ...] | None = No
             return (
                 f"the graph's inputs (placeholders) are now ({', '.join(now)}), ({', '.join(inputs)}) "
                 "before: a pass changed how the module must be called"
+            )
+    if frame is not None:
+        now_frame = frame_signature(graph)
+        if now_frame[0] != frame[0]:
+            return (
+                f"the graph's code generator is now {now_frame[0][0].__name__}, {frame[0][0].__name__} before (with "
+                "its input and output specs): the module would take or return its values packed otherwise (a graph "
+                "made anew needs new_graph.set_codegen(old_graph._codegen))"
+            )
+        if now_frame[1] != frame[1]:
+            return (
+                f"the structure of what the graph returns changed: {now_frame[1]}, {frame[1]} before (the output "
+                "node's argument): the module would return its values packed otherwise"
             )
     return None
 

@@ -79,6 +79,7 @@ from .lint import (
     lint_passes,
     names_in_namespace,
     structure_problem,
+    frame_signature,
     unspellable_argument,
 )
 from .ordering import Item, order
@@ -416,6 +417,7 @@ class Pipeline:
             ) from None
         if not self._steps:
             raise ConfigError("the pipeline is empty: name at least one pass", source=source)
+        _number_function_passes(self._steps)
         _check_one_class_per_name(self._steps, self.source)
         self._tables = extra  # the options tables by pass name, for passes no entry names
         self._plan = self._order()
@@ -971,6 +973,7 @@ class Pipeline:
         epoch_graphs = [gm.graph]
         new_module_epoch(gm.graph)
         inputs = input_signature(gm.graph)  # how the module is called: every pass keeps it
+        io_frame = frame_signature(gm.graph)  # ... and how it packs its inputs and outputs
         try:
             while queue:
                 step = queue.popleft()
@@ -1156,6 +1159,7 @@ class Pipeline:
                             names_kept=names_kept,
                             journal=snap if journaled else None,
                             inputs=inputs,
+                            frame=io_frame,
                         )
                         if whole:
                             names_kept = names_in_namespace(gm.graph)
@@ -1710,6 +1714,7 @@ def _lint(
     as_given: bool = False,
     journal: Journal | None = None,
     inputs: tuple[str, ...] | None = None,
+    frame: Any = None,
 ) -> bool:
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
     ``call_module`` target a submodule, and every argument something the generated code can
@@ -1738,7 +1743,7 @@ def _lint(
             in code.
         RuntimeError: torch's ``Graph.lint()`` failed.
     """
-    problem = structure_problem(gm.graph, inputs)
+    problem = structure_problem(gm.graph, inputs, frame)
     if problem is not None:
         raise VerificationError(problem)
     accept = _unchanged_since(before) if before is not None else None
@@ -1847,6 +1852,28 @@ def _group_item(members: list[PlanStep]) -> Item:
         by,
     )
     return Item(label, outside, ordered, provides=tuple(names))
+
+
+def _number_function_passes(steps: list[PlanStep]) -> None:
+    """Give pass functions of one name (two lambdas, two partials of one function, two
+    ``PassBase`` instances of one class) names of their own: ``scale``, ``scale_2``, ... in
+    the order given, as torch's ``PassManager`` runs such a list (a name names one pass in the
+    report, the options tables and the ordering)."""
+    taken: dict[str, type] = {}
+    for step in steps:
+        fn = getattr(step.cls, "function", None)
+        first = taken.setdefault(step.name, step.cls)
+        if first is step.cls or fn is None:
+            continue
+        k = 2
+        while f"{step.name}_{k}" in taken and taken[f"{step.name}_{k}"] is not step.cls:
+            k += 1
+        if f"{step.name}_{k}" not in taken:
+            cls = function_pass(fn, name=f"{step.name}_{k}")
+            taken[cls.name] = cls
+        else:
+            cls = taken[f"{step.name}_{k}"]
+        step.name, step.cls = cls.name, cls
 
 
 def _check_one_class_per_name(steps: list[PlanStep], source: str) -> None:

@@ -447,3 +447,58 @@ def test_an_aten_call_its_schema_does_not_take_fails_lint(args, kwargs, said):
     ok = capture(_Model(), [torch.randn(3)], "export")
     args, kwargs = "xx", {"alpha": 2}
     assert Pipeline([Miscall]).run(ok.gm, ok.inputs)["miscall"].status == "ok"
+
+
+class _DictOut(torch.nn.Module):
+    def forward(self, x):
+        return {"a": torch.relu(x), "b": (x + 1, x * 2)}
+
+
+def test_a_pass_changing_how_the_module_packs_its_outputs_fails_lint():
+    """A pass that made the graph anew (copying its nodes into a new Graph, as torch.fx code
+    often does) dropped an exported module's pytree code generator: the module returned a
+    tuple instead of its dict, and lint passed it; so did a pass turning the output into a
+    tuple of one value (a new-user check)."""
+
+    class Rebuild(GraphPass):
+        name = "rebuild"
+
+        def run(self, gm, ctx):
+            new = torch.fx.Graph()
+            env = {}
+            for n in gm.graph.nodes:
+                env[n] = new.node_copy(n, lambda a: env[a])
+            gm.graph = new
+            return True
+
+    class Repack(GraphPass):
+        name = "repack"
+
+        def run(self, gm, ctx):
+            (out,) = gm.graph.find_nodes(op="output")
+            out.args = ((out.args[0],),)
+            return True
+
+    for cls, said in (
+        (Rebuild, "the graph's code generator is now CodeGen, _PyTreeCodeGen before"),
+        (Repack, "the structure of what the graph returns changed"),
+    ):
+        c = capture(_DictOut(), [torch.randn(3)], "export")
+        x = torch.randn(3)
+        with pytest.raises(PassFailedError) as info:
+            Pipeline([cls]).run(c.gm, [x])
+        assert said in info.value.reason, info.value.reason
+        out = c.gm(x)
+        assert isinstance(out, dict) and set(out) == {"a", "b"}  # rolled back
+    # a graph made anew keeping the code generator passes
+    class RebuildKeeping(Rebuild):
+        name = "rebuild_keeping"
+
+        def run(self, gm, ctx):
+            old = gm.graph
+            super().run(gm, ctx)
+            gm.graph.set_codegen(old._codegen)
+            return True
+
+    c = capture(_DictOut(), [torch.randn(3)], "export")
+    assert Pipeline([RebuildKeeping]).run(c.gm, [torch.randn(3)])["rebuild_keeping"].status == "ok"

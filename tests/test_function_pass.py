@@ -81,8 +81,18 @@ def test_a_pass_function_returning_something_else_fails_and_is_rolled_back(fn, s
     assert gm.code == code and all(n.target is not torch.sigmoid for n in gm.graph.nodes)
 
 
-def test_one_function_given_twice_is_one_pass_and_two_functions_of_one_name_are_refused():
-    Pipeline([drop_mul_one, drop_mul_one]).plan()
+def test_callables_of_one_name_are_numbered_and_one_given_twice_is_one_pass():
+    """Two lambdas, two partials of one function, two instances of one PassBase class, two
+    bound methods of one class were refused as "two different passes named X", with advice
+    (give each class its own name) that cannot be followed for them (a new-user check)."""
+    import functools
+
+    class A:
+        def run(self, gm):
+            return gm
+
+    def scaled(gm, k=1):
+        return gm
 
     def other():
         def drop_mul_one(gm):
@@ -90,5 +100,40 @@ def test_one_function_given_twice_is_one_pass_and_two_functions_of_one_name_are_
 
         return drop_mul_one
 
-    with pytest.raises(fxpasses.ConfigError, match="two different passes are named 'drop_mul_one'"):
-        Pipeline([drop_mul_one, other()]).plan()
+    names = Pipeline(
+        [
+            drop_mul_one, drop_mul_one, other(),
+            lambda gm: gm, lambda gm: None,
+            functools.partial(scaled, k=1), functools.partial(scaled, k=2),
+            DoubleNeg(), DoubleNeg(),
+            A().run, A().run,
+        ]
+    ).plan().names()
+    assert names == [
+        "drop_mul_one", "drop_mul_one", "drop_mul_one_2",
+        "function_pass", "function_pass_2",
+        "scaled", "scaled_2",
+        "DoubleNeg", "DoubleNeg_2",
+        "A_run", "A_run_2",
+    ]
+
+
+def test_what_a_pass_function_says_it_did_is_not_taken_for_what_it_did():
+    """A PassResult(gm, True) from a pass that changed nothing was believed: a fixpoint group
+    of it never converged, warning of passes undoing each other (a new-user check)."""
+    from fxpasses import Fixpoint
+
+    def says_changed(gm):
+        return PassResult(gm, True)
+
+    def says_unchanged(gm):
+        drop_mul_one(gm)
+        return PassResult(gm, False)
+
+    gm = torch.fx.symbolic_trace(M())
+    report = Pipeline([Fixpoint([says_changed, says_unchanged, "eliminate_dead_code"], max_iterations=4)]).run(gm, [torch.randn(4)])
+    assert [(p.label, p.changed) for p in report.passes] == [
+        ("says_changed #1", False), ("says_unchanged #1", True), ("eliminate_dead_code #1", False),
+        ("says_changed #2", False), ("says_unchanged #2", False), ("eliminate_dead_code #2", False),
+    ]
+    assert report.notes == []
