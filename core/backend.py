@@ -167,7 +167,17 @@ def _pipeline_spec(options: dict[str, Any], reg: Any, project: tuple[Any, Any] |
         if isinstance(spec, str) and not spec.strip() or isinstance(spec, (list, tuple)) and not spec:
             raise ConfigError("torch.compile option 'pipeline' is empty: name at least one pass")
         if not isinstance(spec, (str, list, tuple)):
-            raise ConfigError(f"torch.compile option 'pipeline' must be a pipeline string or a list, got {spec!r}")
+            from .fixpoint import Fixpoint
+            from .function_pass import is_function_pass
+            from .passes import Pass
+
+            one = isinstance(spec, (Pass, Fixpoint, dict)) or (isinstance(spec, type) and issubclass(spec, Pass))
+            if not (one or is_function_pass(spec)):
+                raise ConfigError(
+                    "torch.compile option 'pipeline' must be a pipeline string, a list of entries or one entry (a pass "
+                    f"class or instance, a table, a fixpoint group, a pass function), got {spec!r}"
+                )
+            spec = [spec]  # one entry, as Pipeline(entry) takes it
         return spec, "options['pipeline']"
     env = os.environ.get("FXPASSES_PIPELINE", "").strip()
     if env:

@@ -746,3 +746,28 @@ def test_plugin_settings_come_from_the_plugins_option_or_the_pyproject(tmp_path,
     (tmp_path / "pyproject.toml").write_text('[tool.fxpasses.plugins]\nstrict = "true"\n')
     with pytest.raises(Exception, match="pyproject.toml \\[tool.fxpasses\\]: invalid config:\n  plugins.strict: Input should be a valid boolean .*write true "):
         passes_run({"pipeline": "remove_identity"})
+
+
+def _count_nodes(gm):
+    return None  # changes nothing
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [_count_nodes, fxpasses.Fixpoint(["remove_dropout", "eliminate_dead_code"]), {"name": "remove_dropout"}],
+    ids=["function", "Fixpoint", "table"],
+)
+def test_one_entry_is_a_pipeline_option_as_pipeline_takes_it(entry):
+    """`options={"pipeline": fn}` was refused ("must be a pipeline string or a list"), where
+    Pipeline(fn) takes one entry (a new-user check)."""
+    model = Net().eval()
+    x = torch.randn(4, 8)
+    compiled = torch.compile(model, backend="fxpasses", options={"then": "eager", "pipeline": entry})
+    torch.testing.assert_close(compiled(x), model(x))
+    (report,) = backend.reports
+    assert len(report.passes) >= 1
+
+
+def test_a_pipeline_option_of_another_kind_names_what_it_takes():
+    with pytest.raises(Exception, match=r"must be a pipeline string, a list of entries or one entry .* got 42"):
+        torch.compile(Net().eval(), backend="fxpasses", options={"pipeline": 42})(torch.randn(4, 8))
