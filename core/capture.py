@@ -152,33 +152,32 @@ def _state_put_back(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dic
 
     from torch.utils._pytree import tree_leaves
 
-    def version(t: torch.Tensor) -> int | None:
-        try:
-            return t._version
-        except RuntimeError:  # an inference tensor has no version counter
-            return None
+    from .snapshot import _versions  # (None for an inference tensor: it keeps no version counter)
 
-    saved = []
-    for t in dict.fromkeys([*model.buffers(), *(v for v in tree_leaves((inputs, kwargs)) if isinstance(v, torch.Tensor))]):
-        if not isinstance(t, torch.nn.Parameter) and version(t) is not None and t.layout == torch.strided:
-            saved.append((t, version(t), t.detach().clone()))
-    params = [(name, p, version(p)) for name, p in model.named_parameters()]
+    leaves = [v for v in tree_leaves((inputs, kwargs)) if isinstance(v, torch.Tensor)]
+    tensors = [
+        t for t in dict.fromkeys([*model.buffers(), *leaves]) if not isinstance(t, torch.nn.Parameter) and t.layout == torch.strided
+    ]
+    saved = [(t, v, t.detach().clone()) for t, v in zip(tensors, _versions(tensors)) if v is not None]
+    params = list(model.named_parameters())
+    param_versions = _versions([p for _, p in params])
     try:
         yield
     finally:
         with torch.no_grad():
-            for t, v, copy in saved:
+            for (t, v, copy), now in zip(saved, _versions([t for t, _, _ in saved])):
                 # (by value: batch norm updates its running statistics without counting a version)
-                if version(t) != v or not torch.equal(t, copy):
+                if now != v or not torch.equal(t, copy):
                     t.copy_(copy)
-        written = [name for name, p, v in params if v is not None and version(p) != v]
+        now_versions = _versions([p for _, p in params])
+        written = [name for (name, _), v, now in zip(params, param_versions, now_versions) if v is not None and now != v]
         if written:
             from .errors import CaptureWarning
 
             warnings.warn(
                 CaptureWarning(
-                f"capturing {type(model).__name__} with TorchDynamo ran its forward, which wrote parameter(s) "
-                f"{', '.join(written[:5])}{' ...' if len(written) > 5 else ''} in place: they keep the new values"
+                    f"capturing {type(model).__name__} with TorchDynamo ran its forward, which wrote parameter(s) "
+                    f"{', '.join(written[:5])}{' ...' if len(written) > 5 else ''} in place: they keep the new values"
                 ),
                 stacklevel=4,
             )

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import json
 import os
 import shlex
 import sys
@@ -73,7 +72,7 @@ class _State:
             try:
                 reg = Registry(enable=enable, disable=disable, strict=strict, prefer=prefer)
             except FxPassesError as exc:
-                named = [n for n in (*plugins_cfg.enable, *plugins_cfg.disable, *plugins_cfg.prefer.values())] if source else []
+                named = [*plugins_cfg.enable, *plugins_cfg.disable, *plugins_cfg.prefer.values()] if source else []
                 if any(n in str(exc) for n in named) or (source and str(exc).startswith("[plugins]")):
                     exc.args = (f"{source}: [plugins]: {exc}",)
                 raise
@@ -630,7 +629,9 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     # ordering constraints naming no registered pass (a misspelling orders nothing)
     notes = list(dict.fromkeys(n for s in plan.steps for n in reg.order_notes(s.cls)))
     if fmt == "json":
-        groups = {id(members[0].group): k for k, members in enumerate(plan.groups())}
+        runs = plan.groups()
+        groups = {id(members[0].group): k for k, members in enumerate(runs)}
+        position = {id(s): i for i, s in enumerate(plan.steps)}
         _echo_json(
             {
                 "steps": [
@@ -644,8 +645,8 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
                     for s in plan.steps
                 ],
                 "fixpoint_groups": [
-                    {"steps": [plan.steps.index(m) for m in members], "max_iterations": members[0].group.max_iterations}
-                    for members in plan.groups()
+                    {"steps": [position[id(m)] for m in members], "max_iterations": members[0].group.max_iterations}
+                    for members in runs
                 ],
                 "pipeline": plan.as_pipeline_string(),
                 "order": pipe.order,

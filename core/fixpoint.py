@@ -78,15 +78,11 @@ class Fixpoint:
     def __init__(self, entries: Sequence[Any], *, max_iterations: int = DEFAULT_MAX_ITERATIONS) -> None:
         if entries is None:
             raise ConfigError("a fixpoint group needs a list of pipeline entries, got None")
-        one_pair = (
-            isinstance(entries, tuple)
-            and len(entries) == 2
-            and isinstance(entries[0], (str, type))
-            and (entries[1] is None or hasattr(entries[1], "keys") or hasattr(entries[1], "model_fields"))
-        )
-        if isinstance(entries, (str, bytes)) or one_pair or not hasattr(entries, "__iter__"):
-            entries = [entries]  # one entry: a name, a (name, options) pair, a pass
-        self._entries = tuple(entries)
+        from .pipeline import _as_entries  # (pipeline imports this module)
+
+        # one entry (a name, a (name, options) pair, a pass, a pass function) or a list of them,
+        # read as Pipeline reads its argument
+        self._entries = tuple(_as_entries(entries))
         if not self._entries:
             raise ConfigError("a fixpoint group is empty: name at least one pass in it")
         if any(isinstance(e, Fixpoint) for e in self._entries):

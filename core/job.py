@@ -182,6 +182,13 @@ def _on_path(path: Path | None) -> Iterator[None]:
             sys.path.remove(entry)
 
 
+def _beside_config(value: str | os.PathLike[str], base_dir: Path | None) -> Path:
+    """A path a ``[model]`` key gives, relative to the config's folder ``base_dir`` (when
+    there is one) unless absolute."""
+    path = Path(value)
+    return base_dir / path if not path.is_absolute() and base_dir is not None else path
+
+
 def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
     """Import ``module:callable`` (``module`` may also be a ``.py`` path, relative to ``base_dir``).
 
@@ -193,9 +200,7 @@ def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
     module_name = module_name.strip()
     try:
         if module_name.endswith(".py"):
-            path = Path(module_name)
-            if not path.is_absolute() and base_dir is not None:
-                path = base_dir / path
+            path = _beside_config(module_name, base_dir)
             require_file(path, "model factory file", "a Python file defining the factory", source="[model] factory")
             mod_spec = importlib.util.spec_from_file_location(path.stem, path)
             assert mod_spec is not None and mod_spec.loader is not None
@@ -589,9 +594,7 @@ def load_model_example_inputs(
     if isinstance(mc.inputs, str):
         from .reproducer import load_example_inputs
 
-        path = Path(mc.inputs)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
+        path = _beside_config(mc.inputs, base_dir)
         try:
             return load_example_inputs(path)
         except ConfigError as exc:
@@ -634,9 +637,7 @@ def _prepare_model(cfg: Config) -> PreparedModel:
         from .dialect import detect_dialect
         from .reproducer import load_graph
 
-        path = Path(mc.graph)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
+        path = _beside_config(mc.graph, base_dir)
         inputs, kwargs = load_model_example_inputs(mc, base_dir)
         t0 = time.perf_counter()
         gm = load_graph(path)
@@ -651,9 +652,7 @@ def _prepare_model(cfg: Config) -> PreparedModel:
         captured = Captured(gm, inputs, dialect, kwargs)
         return PreparedModel(captured, str(mc.graph), time.perf_counter() - t0, loaded=True)
     if mc.program is not None:
-        path = Path(mc.program)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
+        path = _beside_config(mc.program, base_dir)
         t0 = time.perf_counter()
         program = load_exported_program(path, base_dir)
         if mc.inputs is None:  # the example inputs torch.export saved with it
@@ -969,9 +968,7 @@ def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | 
             value = value.rpartition(":")[0]
             if not value.endswith(".py"):
                 continue
-        path = Path(value)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
+        path = _beside_config(value, base_dir)
         path = path.resolve()
         if path.parent == out_dir.resolve() and path.name in ours:
             continue  # fxpasses' own output of an earlier run: re-optimized in place

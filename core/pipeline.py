@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 import torch.fx
@@ -159,28 +159,23 @@ class Plan:
         """The plan as a pipeline string that reads back to it (fixpoint groups as
         ``fixpoint{max_iterations=N}(...)``, the option left out at its default)."""
         parts: list[str] = []
-        i = 0
-        while i < len(self.steps):
-            group = self.steps[i].group
+        for group, run in _runs(self.steps):
             if group is None:
-                parts.append(self.steps[i].describe())
-                i += 1
+                parts.extend(s.describe() for s in run)
                 continue
-            j = i
-            while j < len(self.steps) and self.steps[j].group is group:
-                j += 1
             head = "fixpoint" if group.max_iterations == DEFAULT_MAX_ITERATIONS else f"fixpoint{{max_iterations={group.max_iterations}}}"
-            parts.append(f"{head}({','.join(s.describe() for s in self.steps[i:j])})")
-            i = j
+            parts.append(f"{head}({','.join(s.describe() for s in run)})")
         return ",".join(parts)
 
     def groups(self) -> list[list[PlanStep]]:
         """The steps of each fixpoint group, in plan order."""
-        found: dict[int, list[PlanStep]] = {}
-        for s in self.steps:
-            if s.group is not None:
-                found.setdefault(id(s.group), []).append(s)
-        return list(found.values())
+        return [run for group, run in _runs(self.steps) if group is not None]
+
+
+def _runs(steps: Sequence[PlanStep]) -> list[tuple[Group | None, list[PlanStep]]]:
+    """``steps`` in runs of one fixpoint group (or of none: ``(None, steps)``); a group's steps
+    stand together in a plan. (``Group`` compares by identity.)"""
+    return [(group, list(run)) for group, run in itertools.groupby(steps, key=lambda s: s.group)]
 
 
 EntryLike = Any  # str | (str, dict) | PassEntryConfig | Pass subclass | Pass instance
@@ -666,14 +661,8 @@ class Pipeline:
                         self.registry.get(r, source=f"{self.source}: required by pass {s.name!r}")
             return Plan(list(self._steps))
         items = []
-        i = 0
-        while i < len(self._steps):  # each fixpoint group one item, ordered as a unit
-            s = self._steps[i]
-            j = i + 1
-            while s.group is not None and j < len(self._steps) and self._steps[j].group is s.group:
-                j += 1
-            items.append(Item(s.name, s.cls, s) if s.group is None else _group_item(self._steps[i:j]))
-            i = j
+        for group, run in _runs(self._steps):  # each fixpoint group one item, ordered as a unit
+            items.extend([Item(s.name, s.cls, s) for s in run] if group is None else [_group_item(run)])
 
         def resolve(name: str, needed_by: str) -> type[Pass]:
             return self.registry.get(name, source=f"{self.source}: required by pass {needed_by!r}")
@@ -925,10 +914,7 @@ class Pipeline:
         queue = collections.deque(steps)
         position = {id(s_): i for i, s_ in enumerate(steps)}  # each step's place in the plan
         # fixpoint groups: each group's steps, the iteration each is in, whether it changed
-        members: dict[int, list[PlanStep]] = {}
-        for s_ in steps:
-            if s_.group is not None:
-                members.setdefault(id(s_.group), []).append(s_)
+        members = {id(run[0].group): run for run in Plan(steps).groups()}
         iteration: dict[int, int] = {}
         group_changed: dict[int, bool] = {}
 
@@ -1827,9 +1813,7 @@ def _group_item(members: list[PlanStep]) -> Item:
     names = {m.name for m in members}
 
     def within(cls: type[Pass]) -> _Constraints:
-        return _Constraints(
-            [r for r in cls.requires if r in names], [a for a in cls.after if a in names], [b for b in cls.before if b in names]
-        )
+        return _declared([cls], names.__contains__)
 
     def unreachable(name: str, needed_by: str) -> Any:  # pragma: no cover - requirements are members
         raise AssertionError(name)
@@ -1845,13 +1829,15 @@ def _group_item(members: list[PlanStep]) -> Item:
         for kind in ("requires", "after", "before"):
             for name in getattr(m.cls, kind):
                 by.setdefault((kind, name), f"{m.name} (in {label})")
-    outside = _Constraints(
-        [r for m in members for r in m.cls.requires if r not in names],
-        [a for m in members for a in m.cls.after if a not in names],
-        [b for m in members for b in m.cls.before if b not in names],
-        by,
-    )
+    outside = _declared([m.cls for m in members], lambda name: name not in names, by)
     return Item(label, outside, ordered, provides=tuple(names))
+
+
+def _declared(classes: list[type[Pass]], keep: Callable[[str], bool], by: dict[tuple[str, str], str] | None = None) -> _Constraints:
+    """The ``requires``/``after``/``before`` names of ``classes`` for which ``keep`` holds."""
+    return _Constraints(
+        *([n for cls in classes for n in getattr(cls, kind) if keep(n)] for kind in ("requires", "after", "before")), by
+    )
 
 
 def _number_function_passes(steps: list[PlanStep]) -> None:

@@ -753,11 +753,15 @@ def _count_nodes(gm):
 
 
 @pytest.mark.parametrize(
-    "entry",
-    [_count_nodes, fxpasses.Fixpoint(["remove_dropout", "eliminate_dead_code"]), {"name": "remove_dropout"}],
+    "entry, ran",
+    [
+        (_count_nodes, ["_count_nodes"]),
+        (fxpasses.Fixpoint(["remove_dropout", "eliminate_dead_code"]), ["remove_dropout #1", "eliminate_dead_code #1", "remove_dropout #2", "eliminate_dead_code #2"]),
+        ({"name": "remove_dropout"}, ["remove_dropout"]),
+    ],
     ids=["function", "Fixpoint", "table"],
 )
-def test_one_entry_is_a_pipeline_option_as_pipeline_takes_it(entry):
+def test_one_entry_is_a_pipeline_option_as_pipeline_takes_it(entry, ran):
     """`options={"pipeline": fn}` was refused ("must be a pipeline string or a list"), where
     Pipeline(fn) takes one entry (a new-user check)."""
     model = Net().eval()
@@ -765,7 +769,7 @@ def test_one_entry_is_a_pipeline_option_as_pipeline_takes_it(entry):
     compiled = torch.compile(model, backend="fxpasses", options={"then": "eager", "pipeline": entry})
     torch.testing.assert_close(compiled(x), model(x))
     (report,) = backend.reports
-    assert len(report.passes) >= 1
+    assert [p.label for p in report.passes] == ran
 
 
 def test_a_pipeline_option_of_another_kind_names_what_it_takes():
