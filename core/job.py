@@ -1037,6 +1037,58 @@ def _save(
     except OSError as exc:
         raise UserError(f"cannot create the output directory {out_dir}: {os_reason(exc)}") from exc
     _remove_stale_outputs(out_dir, capture_kind)
+    before = _files_under(out_dir, capture_kind)
+    try:
+        return _write_and_check(gm, inputs, capture_kind, out_dir, expected, cfg, state, kwargs)
+    except BaseException:
+        _remove_partial_save(out_dir, capture_kind, before)
+        raise
+
+
+def _files_under(out_dir: Path, capture_kind: str) -> set[Path]:
+    """The files a save for ``capture_kind`` may write that exist in ``out_dir`` now."""
+    found: set[Path] = set()
+    for name in _OUTPUTS.get(capture_kind, ("model.pt2", "module", "inputs.pt")):
+        path = out_dir / name
+        if path.is_dir():
+            found.update(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            found.add(path)
+    return found
+
+
+def _remove_partial_save(out_dir: Path, capture_kind: str, before: set[Path]) -> None:
+    """After a save failed: remove the files it wrote (those not in ``before``), ``module/``'s
+    ``__pycache__`` and the folder itself when nothing else is left in it, and the ``report.json``
+    of an earlier run whose saved files are no longer all there. A half-written ``module/``
+    (a ``module.py`` without its ``state_dict.pt``, or one whose read-back check failed) would
+    otherwise be loaded as the optimized model."""
+    for path in _files_under(out_dir, capture_kind) - before:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    module = out_dir / "module"
+    if module.is_dir():
+        shutil.rmtree(module / "__pycache__", ignore_errors=True)
+        with contextlib.suppress(OSError):  # (kept when it holds other files)
+            module.rmdir()
+    report = out_dir / "report.json"
+    saved = _earlier_saved(out_dir)
+    if saved and any(not (out_dir / (name if parent != "module" else f"module/{name}")).is_file() for parent, name in saved):
+        with contextlib.suppress(OSError):
+            report.unlink()
+
+
+def _write_and_check(
+    gm: torch.fx.GraphModule,
+    inputs: list[Any],
+    capture_kind: str,
+    out_dir: Path,
+    expected: tuple[Any, Any],
+    cfg: Config,
+    state: TensorState,
+    kwargs: dict[str, Any] | None,
+) -> list[Path]:
+    """The body of :func:`_save`, once the output folder is made and cleared of stale outputs."""
     if capture_kind == "export":
         path = out_dir / "model.pt2"
         state.restore()

@@ -221,6 +221,34 @@ def test_a_saved_module_keeps_frozen_parameters_frozen(tmp_path, monkeypatch, fa
     assert r.exit_code == 1 and "read back gives other outputs than the module saved: output: requires grad" in r.output, r.output
 
 
+@pytest.mark.parametrize("capture", ["symbolic_trace", "dynamo", "export"])
+def test_a_failed_save_leaves_no_partial_model(tmp_path, monkeypatch, capture):
+    """A save that failed (here its read-back check, as when a rebuilt module computes
+    otherwise) left `module/module.py` and `state_dict.pt` (or `model.pt2`) behind, which a
+    user could load as the optimized model; and the earlier run's report.json, whose saved
+    files the failed save had replaced, still listed them. Now the failed save removes what
+    it wrote and the stale report; what the earlier run saved for another capture is gone."""
+    import fxpasses.job
+    from fxpasses.errors import VerificationError
+
+    (tmp_path / "fz.py").write_text(FROZEN_SOURCE)
+    text = 'pipeline = "eliminate_dead_code"\n[model]\nfactory = "fz:frozen"\ncapture = "CAPTURE"\ninputs = [{shape = [4, 8]}]\n'
+    out = run_config(tmp_path, text.replace("CAPTURE", "export" if capture != "export" else "symbolic_trace"))
+    assert (out / "report.json").is_file()
+    user_file = out / "notes.txt"  # not ours: stays
+    user_file.write_text("mine")
+
+    def fail(*args, **kwargs):
+        raise VerificationError("read back gives other outputs (planted)")
+
+    monkeypatch.setattr(fxpasses.job, "_check_read_back", fail)
+    (tmp_path / "cfg.toml").write_text(text.replace("CAPTURE", capture))
+    r = run_cli("run", str(tmp_path / "cfg.toml"), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 1 and "planted" in r.output, r.output
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == ["notes.txt"]
+    assert user_file.read_text() == "mine"
+
+
 def test_a_saved_module_keeps_tied_weights_tied(tmp_path):
     """to_folder saves and loads each parameter apart: with `train = true` and symbolic_trace a
     tied pair came back as two tensors, and fine-tuning the saved module moved them apart
