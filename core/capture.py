@@ -4,7 +4,10 @@
 dialect            how
 =================  ==========================================================================
 ``symbolic_trace`` ``torch.fx.symbolic_trace(model)`` (recording stack traces): torch-level
-                   ops, submodules as ``call_module``, parameters read through the modules
+                   ops, submodules as ``call_module``, parameters read through the modules;
+                   buffers are read as constants, so an in-place write of one in ``forward``
+                   runs once while tracing and is not in the graph: it is put back, with a
+                   :class:`~fxpasses.errors.CaptureWarning` naming the buffer
 ``dynamo``         ``torch.compile(model, backend=<capture>, fullgraph=True)``: the graph
                    TorchDynamo hands a backend (it runs the model once to capture it; what
                    that writes in buffers and inputs is put back after it); parameters and
@@ -88,7 +91,8 @@ def capture(
             # errors can name the user's source line
             tracer = torch.fx.Tracer()
             tracer.record_stack_traces = True
-            graph = tracer.trace(model)
+            with _state_put_back(model, (), {}, "symbolic_trace") as written:
+                graph = tracer.trace(model)
             gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
         except Exception as exc:
             raise UserError(
@@ -97,6 +101,8 @@ def capture(
                 "dynamo captures take; Python control flow on tensor values needs torch.cond in any capture)"
             ) from exc
         _copy_container_modes(model, gm)
+        if written:
+            _warn_untraced_buffer_writes(model, written)
         return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "export":
         try:
@@ -143,11 +149,15 @@ def _quiet_fake_tensor_log() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _state_put_back(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
+def _state_put_back(
+    model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], dialect: str = "TorchDynamo"
+) -> Iterator[list[str]]:
     """Put back, after the block, the values of ``model``'s buffers and of the tensors among
     ``inputs``/``kwargs`` that it wrote in place (each is copied before: buffers and example
     inputs are small next to the parameters). A parameter written in place cannot be put
-    back without a copy of every parameter: it is warned about, naming it."""
+    back without a copy of every parameter: it is warned about (a
+    :class:`~fxpasses.errors.CaptureWarning` naming it and ``dialect``). The list yielded is
+    filled, after the block, with the names of the buffers that were written and put back."""
     import warnings
 
     from torch.utils._pytree import tree_leaves
@@ -155,20 +165,26 @@ def _state_put_back(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dic
     from .snapshot import _versions  # (None for an inference tensor: it keeps no version counter)
 
     leaves = [v for v in tree_leaves((inputs, kwargs)) if isinstance(v, torch.Tensor)]
+    buffer_names: dict[int, str] = {}
+    for name, b in model.named_buffers(remove_duplicate=False):
+        buffer_names.setdefault(id(b), name)
     tensors = [
         t for t in dict.fromkeys([*model.buffers(), *leaves]) if not isinstance(t, torch.nn.Parameter) and t.layout == torch.strided
     ]
     saved = [(t, v, t.detach().clone()) for t, v in zip(tensors, _versions(tensors)) if v is not None]
     params = list(model.named_parameters())
     param_versions = _versions([p for _, p in params])
+    written_buffers: list[str] = []
     try:
-        yield
+        yield written_buffers
     finally:
         with torch.no_grad():
             for (t, v, copy), now in zip(saved, _versions([t for t, _, _ in saved])):
                 # (by value: batch norm updates its running statistics without counting a version)
                 if now != v or not torch.equal(t, copy):
                     t.copy_(copy)
+                    if id(t) in buffer_names:
+                        written_buffers.append(buffer_names[id(t)])
         now_versions = _versions([p for _, p in params])
         written = [name for (name, _), v, now in zip(params, param_versions, now_versions) if v is not None and now != v]
         if written:
@@ -176,11 +192,32 @@ def _state_put_back(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dic
 
             warnings.warn(
                 CaptureWarning(
-                    f"capturing {type(model).__name__} with TorchDynamo ran its forward, which wrote parameter(s) "
+                    f"capturing {type(model).__name__} with {dialect} ran its forward, which wrote parameter(s) "
                     f"{', '.join(written[:5])}{' ...' if len(written) > 5 else ''} in place: they keep the new values"
                 ),
                 stacklevel=4,
             )
+
+
+def _warn_untraced_buffer_writes(model: torch.nn.Module, written: list[str]) -> None:
+    """symbolic_trace reads a buffer as the tensor itself, not a proxy (torch.fx's
+    ``Tracer.proxy_buffer_attributes`` is False), so an in-place write of one in ``forward``
+    (``self.count += 1``) ran once on the real buffer while tracing and is not in the graph:
+    the captured module never updates it. Warn, naming the buffers (they were put back)."""
+    import warnings
+
+    from .errors import CaptureWarning
+
+    names = ", ".join(written[:5]) + (" ..." if len(written) > 5 else "")
+    warnings.warn(
+        CaptureWarning(
+            f"symbolic_trace ran the in-place write(s) of {type(model).__name__}'s buffer(s) {names} while tracing, "
+            "on the buffers themselves: the graph does not contain them (torch.fx reads buffers as constants), so "
+            "the captured module never updates them; the buffers were put back. The export and dynamo captures "
+            "keep buffer writes in the graph"
+        ),
+        stacklevel=3,
+    )
 
 
 def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Captured:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -46,3 +48,35 @@ def test_a_parameter_the_dynamo_capture_wrote_is_warned_about():
 
     with pytest.warns(UserWarning, match=r"wrote parameter\(s\) w in place: they keep the new values"):
         capture(WritesWeight(), [torch.ones(3)], "dynamo")
+
+
+class _CountsCalls(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+        self.register_buffer("scale", torch.full((3,), 2.0))
+
+    def forward(self, x):
+        self.count += 1
+        return x * self.scale
+
+
+def test_a_buffer_written_while_symbolic_trace_traced_is_put_back_and_warned_about():
+    """symbolic_trace reads buffers as the tensors themselves (torch.fx's
+    proxy_buffer_attributes is False): `self.count += 1` ran on the user's buffer while
+    tracing, left it at 1 after the capture, and is not in the graph, so the captured module
+    never counts; nothing said so (left alone in the thirty-first session, fixed in the next).
+    The buffer is put back and a CaptureWarning names it; a buffer only read is not named."""
+    from fxpasses.errors import CaptureWarning
+
+    model = _CountsCalls()
+    with pytest.warns(CaptureWarning, match=r"buffer\(s\) count while tracing.*the graph does not contain them") as record:
+        cap = capture(model, [torch.ones(3)], "symbolic_trace")
+    assert [str(w.message).count("scale") for w in record if issubclass(w.category, CaptureWarning)] == [0]
+    assert model.count.item() == 0.0
+    torch.testing.assert_close(cap.gm(torch.ones(3)), torch.full((3,), 2.0))
+    assert model.count.item() == 0.0  # (the graph has no write: what the warning says)
+    for dialect in ("export", "dynamo"):  # these keep the write in the graph: no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CaptureWarning)
+            capture(_CountsCalls(), [torch.ones(3)], dialect)
