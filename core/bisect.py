@@ -57,7 +57,8 @@ class BisectResult:
             says what, and names the node when a hook raised), ``"unreported"`` (the first bad pass broke the outputs without
             returning any rewrite: a hook that edits the graph and returns keep) or
             ``"not-reproducible"`` (the full run was bad, the same run with a limit not).
-        pass_name / step: the first bad pass and its 1-based position in the plan.
+        pass_name / step: the first bad pass and its 1-based position in the plan;
+            ``iteration``: its fixpoint iteration (0 outside a fixpoint group).
         steps: the plan's length. ``error``: the first bad pass's failure message.
         first / last: the global numbers of that pass's rewrites (``last < first``: none).
         culprit: the first bad rewrite; ``good`` / ``bad``: the trials just before and at it.
@@ -77,6 +78,7 @@ class BisectResult:
     pass_name: str | None = None
     step: int | None = None
     steps: int = 0
+    iteration: int = 0
     error: str | None = None
     first: int | None = None
     last: int | None = None
@@ -111,7 +113,8 @@ class BisectResult:
                 f"no failure: each of the {self.steps} passes keeps the outputs "
                 f"({self.total_rewrites} rewrites); nothing to bisect"
             )
-        lines = [f"first bad pass: {self.pass_name!r} (step {self.step} of {self.steps})"]
+        at = f", fixpoint iteration {self.iteration}" if self.iteration else ""
+        lines = [f"first bad pass: {self.pass_name!r} (step {self.step} of {self.steps}{at})"]
         if self.error:
             lines.append("  " + self.error.replace("\n", "\n  "))
         if self.status == "raised":
@@ -215,7 +218,7 @@ def bisect(
         result.trials.append(Trial(None, False, f"every pass keeps the outputs ({counter.count} rewrites)"))
         return result
     span = counter.spans[-1]
-    result.pass_name, result.step = span.name, span.step + 1
+    result.pass_name, result.step, result.iteration = span.name, span.step + 1, span.iteration
     # without the rollback line (bisect restores the graph itself), with the notes (e.g. a
     # pass that said it changes the outputs on purpose)
     result.error = str(failure).split("\n  the graph was restored")[0].split("\n  note: ")[0]
@@ -223,7 +226,8 @@ def bisect(
     result.first, result.last = span.first, span.first + span.count - 1
     result.trials.append(Trial(None, True, f"{result.error.splitlines()[0]} (after {counter.count} rewrites)"))
     rewrites = f"its rewrites #{result.first}..#{result.last}" if span.count else "it reported no rewrite"
-    say(f"full run: pass {span.name!r} (step {span.step + 1}) fails; {rewrites}")
+    at = f", fixpoint iteration {span.iteration}" if span.iteration else ""
+    say(f"full run: pass {span.name!r} (step {span.step + 1}{at}) fails; {rewrites}")
     if not isinstance(failure.__cause__, VerificationError):
         # the pass's own code raised: a hook at that node, or a whole-graph pass's run() (a
         # module that no longer runs names a node too, the node whose code raised, but that

@@ -882,7 +882,7 @@ def run_cmd(
         header.insert(3, "rewrites")
     print_table(tuple(header), rows)
     if limited:
-        cut = [p.name for p in rep.passes if p.cut_off]
+        cut = [p.label for p in rep.passes if p.cut_off]
         click.echo(
             f"rewrite limit {rep.rewrite_limit}: {rewrites_summary(rep)}; "
             + (f"cut off (a rewrite stopped): {', '.join(cut)}" if cut else "no pass was cut off")

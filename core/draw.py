@@ -73,9 +73,9 @@ class DrawGraphs:
             return
         after = self._dot(gm, f"after_{pass_name}")
         if _body(before.to_string()) == _body(after.to_string()):
-            self.same_drawing.append(pass_name)
+            self.same_drawing.append(pass_name + (f" #{self._iteration}" if self._iteration else ""))
             return
-        self.drawn.append(pass_name)
+        self.drawn.append(pass_name + (f" #{self._iteration}" if self._iteration else ""))
         self.directory.mkdir(parents=True, exist_ok=True)
         # the step's number in the plan, as `fxpasses check` prints it (and in a fixpoint group
         # the iteration, as the run's table prints it: each iteration its own files)

@@ -52,6 +52,8 @@ class RewriteRecord:
             ``kwargs``) as it was before the rewrite; None for a whole-graph pass.
         source_line: the node's user source line (``meta["stack_trace"]``), if recorded.
         action: what was done: ``Replace(%x)``, ``Replace(0.0)``, ``ERASE`` or ``run``.
+        iteration: the fixpoint iteration of the pass that made it (1, 2, ...; 0 outside
+            a fixpoint group), as ``PassReport.iteration``.
     """
 
     index: int
@@ -61,9 +63,11 @@ class RewriteRecord:
     node: dict[str, str] | None
     source_line: str | None
     action: str
+    iteration: int = 0
 
     def describe(self) -> str:
-        where = f"rewrite #{self.index} (#{self.pass_index} of pass {self.pass_name!r})"
+        of = f"pass {self.pass_name!r}" + (f" in fixpoint iteration {self.iteration}" if self.iteration else "")
+        where = f"rewrite #{self.index} (#{self.pass_index} of {of})"
         if self.node is None:
             return f"{where}: the whole-graph pass run"
         text = f"{where}: {self.action} at node {node_text(self.node)}"
@@ -79,7 +83,8 @@ class RewriteRecord:
 class PassSpan:
     """The rewrites of one plan step: numbers ``first .. first + count - 1``. ``ran``: False
     when the limit was reached before the step, so the pass did not run (its hooks may have
-    been probed, with whatever they did undone)."""
+    been probed, with whatever they did undone). ``iteration``: the fixpoint iteration that
+    ran it (0 outside a fixpoint group)."""
 
     name: str
     step: int
@@ -87,6 +92,7 @@ class PassSpan:
     count: int = 0
     cut_off: bool = False
     ran: bool = True
+    iteration: int = 0
 
 
 @dataclass
@@ -127,6 +133,7 @@ class RewriteLimit:
                 node=describe_node(node) if node is not None else None,
                 source_line=user_source_line(node) if node is not None else None,
                 action=_action_str(action),
+                iteration=span.iteration,
             )
 
 
@@ -157,7 +164,7 @@ def run_pass_limited(
     Raises:
         HookError: as :func:`~fxpasses.runner.run_pass`.
     """
-    span = PassSpan(type(p).name, step, limit.count + 1)
+    span = PassSpan(type(p).name, step, limit.count + 1, iteration=getattr(ctx, "iteration", 0) or 0)
     limit.spans.append(span)
     if type(p).kind == "analysis":
         return run_pass(p, gm, ctx), span

@@ -306,6 +306,12 @@ def test_bisect_names_the_plan_step_of_a_bad_rewrite_in_a_group():
     result = bisect(Pipeline(["remove_dropout", Fixpoint([Peel, Bad])]), gm, [torch.randn(5)])
     assert result.status == "found" and result.pass_name == "bad_add" and result.step == 3 and result.steps == 3
     assert result.culprit.pass_name == "bad_add" and result.culprit.step == 3
+    # which iteration made it: the JSON and the text say so (they named the pass alone)
+    assert result.iteration == 2 and result.culprit.iteration == 2
+    assert result.as_dict()["iteration"] == 2 and result.as_dict()["culprit"]["iteration"] == 2
+    text = result.text()
+    assert "first bad pass: 'bad_add' (step 3 of 3, fixpoint iteration 2)" in text
+    assert "(#1 of pass 'bad_add' in fixpoint iteration 2): Replace(%sub)" in text
 
 
 def test_the_cli_prints_groups_in_check_and_iterations_in_run(tmp_path):
@@ -389,6 +395,14 @@ def test_print_after_and_draw_tell_the_iterations_apart(tmp_path):
         "# *** graph after peel #2 (4 nodes) ***",
         "# *** graph after peel #3 (4 nodes) ***",
     ]
+    from fxpasses.draw import DrawGraphs
+
+    drawer = DrawGraphs(tmp_path / "pics")
+    Pipeline([Fixpoint([Peel])]).run(torch.fx.symbolic_trace(Chain()), [torch.randn(5)], instruments=[drawer])
+    assert sorted(p.name for p in (tmp_path / "pics").glob("*.dot")) == [
+        "01_peel_1.after.dot", "01_peel_1.before.dot", "01_peel_2.after.dot", "01_peel_2.before.dot",
+    ]
+    assert drawer.drawn == ["peel #1", "peel #2"] and "before and after 2 changing passes: peel #1, peel #2" in drawer.summary()
 
 
 class _NodeCount(GraphPass):
