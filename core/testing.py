@@ -57,8 +57,10 @@ def assert_preserves_outputs(
     within ``atol + rtol * |expected|``; and what :func:`fxpasses.verify.compare_facts`
     compares: each tensor output's ``requires_grad``, the input, module tensor or other output
     it shares storage with, its strides, and, when an output requires grad, the gradients with
-    respect to the inputs that require grad; not of the module's own parameters, which a
-    pass may re-parametrise) on the example inputs and on every further input set:
+    respect to the inputs that require grad, within ``atol + rtol * max|expected gradient|``
+    (a gradient sums over every use of its input, so its rounding error scales with its
+    largest entries); not of the module's own parameters, which a pass may re-parametrise,
+    except in a TorchDynamo graph, which takes them as inputs) on the example inputs and on every further input set:
     ``check_inputs[k]`` (positional) with ``check_kwargs[k]`` (keywords); when only one of the
     two is given, the other's entries are empty. ``pass_or_pipeline`` is a pass class or
     instance, a pipeline string, a list of entries or a :class:`~fxpasses.Pipeline`.
