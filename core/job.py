@@ -451,14 +451,14 @@ def _quiet_loggers(*names: str) -> Iterator[list[logging.LogRecord]]:
             lg.handlers[:] = handlers
 
 
-def load_program(path: Path, base_dir: Path | None = None) -> torch.nn.Module:
+def load_program(path: str | os.PathLike[str], base_dir: Path | None = None) -> torch.nn.Module:
     """The module of the exported program saved at ``path`` (``torch.export.save``, e.g. the
     ``model.pt2`` ``fxpasses run`` writes): ``torch.export.load(path).module()``.
 
     Raises:
         ConfigError: see :func:`load_exported_program`.
     """
-    return load_exported_program(path, base_dir).module()
+    return load_exported_program(Path(path), base_dir).module()
 
 
 #: The extra file of a ``.pt2`` written by ``fxpasses run`` listing the modules that define
@@ -468,11 +468,14 @@ PYTREE_MODULES_FILE = "fxpasses/pytree_modules.json"
 
 def save_program(ep: Any, path: Path) -> None:
     """``torch.export.save(ep, path)``, recording the modules that define the pytree types of
-    its inputs and outputs (a Hugging Face ``ModelOutput``, a registered dataclass), which
-    :func:`load_exported_program` imports before loading it in another process."""
+    its inputs and outputs (a Hugging Face ``ModelOutput``, a registered dataclass) and the
+    custom operators its graph calls (a pass plugin's ``torch.ops.acme.linear_relu``,
+    :mod:`fxpasses._custom_ops`), which :func:`load_exported_program` imports before loading
+    it in another process."""
+    from ._custom_ops import graph_op_modules
     from ._pytree_types import program_specs, spec_modules
 
-    modules = spec_modules(program_specs(ep))
+    modules = sorted({*spec_modules(program_specs(ep)), *graph_op_modules(ep.graph_module)})
     torch.export.save(ep, str(path), extra_files={PYTREE_MODULES_FILE: json.dumps(modules)})
 
 
@@ -490,31 +493,37 @@ def _recorded_pytree_modules(path: Path) -> list[str]:
     return [m for m in modules if isinstance(m, str)] if isinstance(modules, list) else []
 
 
-def load_exported_program(path: Path, base_dir: Path | None = None) -> Any:
+def load_exported_program(path: str | os.PathLike[str], base_dir: Path | None = None) -> Any:
     """The ``torch.export.ExportedProgram`` saved at ``path`` (``torch.export.load``).
 
-    The modules that define the pytree types of its inputs and outputs are imported first
-    (with ``base_dir``, the config's directory, first on ``sys.path``): the ones
-    :func:`save_program` recorded, and for a file saved without that record, the module a
-    type that is not registered names (``transformers.modeling_outputs`` for a Hugging Face
-    model's ``ModelOutput``), when it is installed.
+    The modules that define the pytree types of its inputs and outputs and its custom
+    operators are imported first (with ``base_dir``, the config's directory, first on
+    ``sys.path``): the ones :func:`save_program` recorded, and for a file saved without that
+    record, the module a type that is not registered names (``transformers.modeling_outputs``
+    for a Hugging Face model's ``ModelOutput``), when it is installed. A custom operator no
+    imported module defines (a file saved by ``torch.export.save`` itself) is looked for in
+    the installed pass plugins: they are loaded (:func:`fxpasses.registry`) and the load tried
+    again.
 
     Raises:
         ConfigError: the file is missing or is not a saved exported program; a recorded
             module cannot be imported, or a pytree type of the program is not registered and
             importing the module it names does not register it (the message names the type
-            and the module to import).
+            and the module to import); it calls a custom operator that no imported module or
+            installed pass plugin defines (the message names the operator).
     """
     from ._pytree_types import import_modules, loading
 
+    path = Path(path)
     require_file(path, "program file", "a program saved by torch.export.save, .pt2", source="[model] program")
     import_modules(_recorded_pytree_modules(path), str(path), base_dir=base_dir, source="[model] program")
     return loading(lambda: _torch_export_load(path), str(path), base_dir=base_dir, source="[model] program")
 
 
-def _torch_export_load(path: Path) -> Any:
+def _torch_export_load(path: Path, plugins_loaded: bool = False) -> Any:
     """``torch.export.load(path)``; a pytree type that is not registered is raised as the
-    error torch logged (for :func:`fxpasses._pytree_types.loading`), any other failure as a
+    error torch logged (for :func:`fxpasses._pytree_types.loading`), a custom operator that
+    is not registered is looked for in the installed plugins (once), any other failure is a
     ConfigError quoting it."""
     logged: list[logging.LogRecord] = []
     try:
@@ -528,6 +537,21 @@ def _torch_export_load(path: Path) -> Any:
 
         if unregistered_type(cause) is not None:
             raise cause from None  # for loading() to register the type and try again
+        from ._custom_ops import unknown_op
+
+        op = unknown_op(exception_text(cause))
+        if op is not None and not plugins_loaded:
+            from .registry import registry
+
+            registry()  # imports the installed pass plugins, which may define it
+            return _torch_export_load(path, plugins_loaded=True)
+        if op is not None:
+            raise ConfigError(
+                f"cannot load {path} with torch.export.load: it calls {op}, a custom operator that no imported "
+                "module or installed pass plugin defines: import the module that defines it before loading (or "
+                "install the package that provides it)",
+                source="[model] program",
+            ) from exc
         said = exception_line(cause)
         said = said.split(". ", 1)[0][:300]  # torch's advice about checkpoints follows
         raise ConfigError(
@@ -1113,7 +1137,8 @@ def _write_and_check(
     # `import <out_dir>.module` (or run module.py's class) gives the module back.
     folder = out_dir / "module"
     code_globals = gm.graph.python_code("self").globals
-    definitions = _global_definitions(code_globals)  # raises before anything is written
+    # (raises before anything is written)
+    definitions = [*_op_module_imports(gm), *_global_definitions(code_globals)]
     with warnings.catch_warnings():
         # submodules without a repr torch can rebuild are pickled instead: expected, and the
         # folder is loaded back and checked below
@@ -1299,6 +1324,28 @@ def _fxpasses_load_file(name, path):
         _fxpasses_sys.path.remove(folder)
     return module
 """
+
+
+def _op_module_imports(gm: torch.fx.GraphModule) -> list[str]:
+    """Lines of Python that import the modules defining the custom operators ``gm`` calls
+    (:func:`fxpasses._custom_ops.graph_op_modules`: a plugin pass's ``torch.ops.acme.op``),
+    which the generated code names through ``torch.ops`` alone: by name where a fresh process
+    can import it, else from its file (as :func:`_global_definitions` loads functions)."""
+    from importlib.machinery import PathFinder
+
+    from ._custom_ops import graph_op_modules
+
+    lines: list[str] = []
+    for i, name in enumerate(graph_op_modules(gm)):
+        if PathFinder.find_spec(name.split(".")[0]) is not None:
+            lines.append(f"import {name}  # defines custom operators the graph calls")
+            continue
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(file, str) and file.endswith(".py") and os.path.isfile(file):
+            if i == 0 or not any(line.startswith("import importlib.util as _fxpasses") for line in lines):
+                lines.insert(0, _LOAD_FILE)
+            lines.append(f"_fxpasses_op_module_{i} = _fxpasses_load_file({name!r}, {str(Path(file).resolve())!r})")
+    return lines
 
 
 def _loaded_from_file(value: Any, module: Any, qualname: Any) -> Path | None:

@@ -13,7 +13,8 @@
                               submodule tree (classes and plain attributes) and the code
                               generator (pytree in/out specs of ``torch.export`` modules);
                               it first imports the modules that define (and register) the
-                              specs' pytree types, a ``ModelOutput``'s among them
+                              specs' pytree types, a ``ModelOutput``'s among them, and the
+                              custom operators a pass inserted (a plugin's module)
 ``DIR/tensors.safetensors``   parameters, buffers and tensor attributes (``.pt`` written with
                               ``torch.save`` when safetensors is not installed or cannot hold
                               one of them; read back with ``weights_only=True``)
@@ -421,10 +422,14 @@ def graph_source(gm: torch.fx.GraphModule, *, title: str = "", tensor_file: str 
         in_spec = enc.treespec(info.in_spec) if info.in_spec is not None else None
         out_spec = enc.treespec(info.out_spec) if info.out_spec is not None else None
         emit(f"    b.pytree_codegen({list(info.orig_args)!r}, {in_spec or None}, {out_spec or None})")
-    if enc.pytree_modules:
-        # first: loading a TreeSpec needs its types registered, which importing them does
-        lines.insert(0, "    # modules that define (and register) the pytree types of the specs below")
-        lines.insert(1, f"    b.imports({sorted(enc.pytree_modules)!r})")
+    from ._custom_ops import graph_op_modules
+
+    imports = sorted({*enc.pytree_modules, *graph_op_modules(gm)})
+    if imports:
+        # first: loading a TreeSpec needs its types registered, and resolving a custom
+        # operator its definition, which importing their modules does
+        lines.insert(0, "    # modules that define (and register) the pytree types and custom operators below")
+        lines.insert(1, f"    b.imports({imports!r})")
 
     code = gm.graph.python_code("self").src.strip("\n")
     notes = ""
@@ -495,7 +500,8 @@ class GraphBuilder:
         return type(name, (), {"__module__": module, "__qualname__": name})
 
     def imports(self, modules: list[str]) -> None:
-        """Import the modules that define the graph's pytree types (registering them).
+        """Import the modules that define the graph's pytree types and custom operators
+        (registering them).
 
         Raises:
             ConfigError: one cannot be imported (naming it and the package to install).
