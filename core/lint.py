@@ -25,8 +25,10 @@ faster when the graph is fine.
 from __future__ import annotations
 
 import enum
+import inspect
 import keyword
 import operator
+import types
 from typing import Any, Callable, Iterable
 
 import torch
@@ -431,10 +433,15 @@ def unspellable_argument(
         op = node.op
         if (op == "call_method" or op == "call_module" or op == "get_attr") and _unwritable_target(node.target):
             return node, node.target, "method"
-        if node.op == "call_function" and type(node.target) is _OpOverload:
-            problem = schema_problem(node.target, args, kwargs)
-            if problem is not None and (accept is None or not accept(node, args)):
-                return node, problem, "schema"
+        if node.op == "call_function":
+            if type(node.target) is _OpOverload:
+                problem = schema_problem(node.target, args, kwargs)
+                if problem is not None and (accept is None or not accept(node, args)):
+                    return node, problem, "schema"
+            elif kwargs:
+                problem = keyword_problem(node.target, kwargs)
+                if problem is not None and (accept is None or not accept(node, args)):
+                    return node, problem, "schema"
         spelled[node] = (args, kwargs)
     return None
 
@@ -464,6 +471,62 @@ def schema_problem(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> str 
     ]
     if missing:
         return f"no {', '.join(map(repr, missing))}, which {_schema_text(schema)} requires"
+    return None
+
+
+#: the keyword names each function takes (None: any), by the function (see keyword_problem)
+_KEYWORDS: dict[Any, tuple[frozenset[str], str] | None] = {}
+#: keywords torch's Python argument parser takes for another name (numpy compatibility:
+#: ``numpy_compatibility_arg_names`` in torch/csrc/utils/python_arg_parser.cpp)
+_NUMPY_ALIASES = {"dim": ("axis",), "keepdim": ("keepdims",), "input": ("x", "a", "x1"), "other": ("x2",)}
+
+
+def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
+    """The keyword names ``target`` (a ``call_function`` target other than an ATen operator)
+    takes, with its argument names as a message lists them, or None when any may be right: it takes ``**kwargs``, or its signature is not
+    known. A torch function's are the argument names of all its overloads
+    (``torch.fx.operator_schemas.get_signature_for_torch_op``) with ``out`` and the numpy
+    aliases the argument parser accepts; a Python function's come from ``inspect.signature``."""
+    try:
+        return _KEYWORDS[target]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable target
+        return None
+    names: tuple[frozenset[str], str] | None = None
+    try:
+        if isinstance(target, types.BuiltinFunctionType):
+            from torch.fx.operator_schemas import get_signature_for_torch_op
+
+            sigs = get_signature_for_torch_op(target)
+            if sigs:
+                own = {p.name for sig in sigs for p in sig.parameters.values()}
+                aliases = {a for n in own for a in _NUMPY_ALIASES.get(n, ())}
+                names = frozenset({"out", *own, *aliases}), ", ".join(sorted(own - {"out"}))
+        elif isinstance(target, types.FunctionType):
+            params = inspect.signature(target).parameters.values()
+            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+                own = {p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+                names = frozenset(own), ", ".join(sorted(own))
+    except Exception:  # noqa: BLE001 - no signature to check against
+        names = None
+    _KEYWORDS[target] = names
+    return names
+
+
+def keyword_problem(target: Any, kwargs: dict) -> str | None:
+    """The keyword argument that ``target`` (a torch function such as ``torch.relu``, or a
+    Python function) does not take, in words, or None. Only keyword names are checked: a
+    torch function's positional forms include deprecated ones its schemas do not list
+    (``torch.add(x, 2, y)``), so a count of positional arguments could refuse a valid call.
+    ``torch.relu(x, bogus=1)`` passed lint and failed only when the module ran."""
+    known = _keywords_of(target)
+    if known is None:
+        return None
+    names, shown = known
+    for key in kwargs:
+        if key not in names:
+            return f"the keyword {key!r}, which it does not take (its arguments: {shown or 'none'})"
     return None
 
 

@@ -1682,6 +1682,14 @@ def registry_for(cfg: Config) -> Registry:
     return Registry(enable=p.enable, disable=p.disable, strict=p.strict, prefer=p.prefer)
 
 
+def _target_name(target: Any) -> str:
+    """``torch.relu``, ``aten.add.Tensor``: a call_function target as FX prints it."""
+    try:
+        return torch.fx.node._get_qualified_name(target) if callable(target) and not isinstance(target, torch._ops.OpOverload) else str(target)
+    except Exception:  # noqa: BLE001 - no qualified name
+        return repr(target)
+
+
 def _input_graph_error(lint_error: BaseException, what_ran: str) -> InputGraphError:
     """The error for a graph that fails lint as the caller gave it (``lint_error``: the lint's)."""
     return InputGraphError(
@@ -1751,7 +1759,7 @@ def _lint(
                 "as getattr(x, \"part\"), which a quote, a backslash or a line break breaks)"
             )
         elif what == "schema":
-            text = f"node %{node.name} calls {node.target} with {value}"
+            text = f"node %{node.name} calls {_target_name(node.target)} with {value}"
         elif what == "nested":
             text = (
                 f"node %{node.name} has an argument nested more than {_MAX_NESTING} containers deep, "

@@ -449,6 +449,63 @@ def test_an_aten_call_its_schema_does_not_take_fails_lint(args, kwargs, said):
     assert Pipeline([Miscall]).run(ok.gm, ok.inputs)["miscall"].status == "ok"
 
 
+def _helper(x, scale=1.0, *, shift=0.0):
+    return x * scale + shift
+
+
+@pytest.mark.parametrize(
+    "target, kwargs, said",
+    [
+        (torch.relu, {"bogus": 1}, "calls torch.relu with the keyword 'bogus', which it does not take (its arguments: input)"),
+        (torch.sum, {"keepdm": True}, "calls torch.sum with the keyword 'keepdm', which it does not take (its arguments: dim, dtype, input, keepdim)"),
+        (torch.nn.functional.relu, {"inplce": False}, "calls torch.nn.functional.relu with the keyword 'inplce', which it does not take (its arguments: inplace, input)"),
+        (_helper, {"shfit": 1.0}, "with the keyword 'shfit', which it does not take (its arguments: scale, shift, x)"),
+    ],
+)
+def test_a_call_with_a_keyword_its_function_does_not_take_fails_lint(target, kwargs, said):
+    """`torch.relu(x, bogus=1)` passed lint (only ATen calls were checked against a schema) and
+    the module failed when it ran (a new-user check). Keyword names are checked against the
+    torch function's overloads (with torch's numpy aliases: `axis`, `keepdims`) or the Python
+    function's signature; positional counts are not (torch takes deprecated forms its schemas
+    do not list)."""
+
+    class Miscall(NodePass):
+        name = "miscall"
+        writes_tensors = False
+        journal_edits = True
+
+        @on("relu")
+        def visit(self, node, ctx):
+            return Replace(ctx.call_function(target, (node.args[0],), kwargs))
+
+    gm = torch.fx.symbolic_trace(_Model())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Miscall]).run(gm, [torch.randn(3)])
+    assert said in info.value.reason, info.value.reason
+    assert gm.code == code
+
+
+@pytest.mark.parametrize(
+    "target, kwargs",
+    [
+        (torch.sum, {"axis": 0, "keepdims": True}),  # numpy aliases torch takes
+        (torch.sum, {"dim": 0, "dtype": torch.float64}),
+        (torch.add, {"other": 1.0, "alpha": 2}),
+        (torch.nn.functional.relu, {"inplace": False}),
+        (torch.nn.functional.max_pool1d, {"kernel_size": 1, "return_indices": False}),  # boolean_dispatch
+        (_helper, {"scale": 2.0, "shift": 1.0}),
+        (torch.clamp, {"min": 0.0}),
+    ],
+)
+def test_a_call_with_keywords_its_function_takes_passes_lint(target, kwargs):
+    from fxpasses.lint import keyword_problem
+
+    assert keyword_problem(target, kwargs) is None
+    x = torch.randn(1, 3, 4)
+    target(x, **kwargs)  # (and torch takes it)
+
+
 class _DictOut(torch.nn.Module):
     def forward(self, x):
         return {"a": torch.relu(x), "b": (x + 1, x * 2)}
