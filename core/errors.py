@@ -85,6 +85,41 @@ def exception_message(exc: BaseException) -> str:
         return f"<str() of the {type(exc).__name__} raised {type(err).__name__}: {inner}>"
 
 
+def _library_dirs() -> tuple[str, ...]:
+    """Folders whose code is not a pass's own: fxpasses' core, torch, pluggy, pydantic and the
+    standard library (each with a trailing separator)."""
+    import sysconfig
+
+    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    for name in ("torch", "pluggy", "pydantic", "pydantic_core", "typing_extensions"):
+        mod = sys.modules.get(name)
+        file = getattr(mod, "__file__", None)
+        if isinstance(file, str):
+            dirs.append(os.path.dirname(os.path.abspath(file)))
+    for key in ("stdlib", "platstdlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.append(os.path.abspath(path))
+    return tuple(d.rstrip(os.sep) + os.sep for d in dict.fromkeys(dirs))
+
+
+def raising_frame(exc: BaseException) -> str | None:
+    """``FILE:LINE, in FUNCTION`` of the innermost frame of ``exc``'s traceback that is in a
+    pass's own code (not fxpasses' core, torch, pluggy, pydantic, the standard library or
+    generated code such as FX's ``<eval_with_key>``), or None. A pass whose helper raised a
+    ``KeyError`` was named, with the node, but not where in the pass's code it raised."""
+    found = None
+    library = _library_dirs()
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        file = code.co_filename
+        if not file.startswith("<") and not os.path.abspath(file).startswith(library):
+            found = (file, tb.tb_lineno, code.co_name)
+        tb = tb.tb_next
+    return None if found is None else f"{found[0]}:{found[1]}, in {found[2]}"
+
+
 def exception_text(exc: BaseException) -> str:
     """``"TypeName: message"``: an exception as a message quotes it (never raises, see
     :func:`exception_message`)."""
@@ -496,6 +531,9 @@ class PassFailedError(FxPassesError):
 
     from_journal: bool = False
     report: Any = None
+    #: where in the pass's own code the exception was raised (:func:`raising_frame`), with the
+    #: distribution of a plugin's pass: ``bad_plugin/passes.py:12, in helper (bad-plugin 0.1)``
+    raised_at: str | None = None
 
     def __init__(
         self,
@@ -526,6 +564,8 @@ class PassFailedError(FxPassesError):
             lines.append("  user code: " + self.source_line.replace("\n", "\n  "))
         elif node is not None:
             lines.append(f"  user code: unknown ({self.no_source_line or NO_STACK_TRACE})")
+        if self.raised_at:
+            lines.append(f"  raised in the pass's code at {self.raised_at}")
         if self.rolled_back and self.from_journal:
             lines.append(f"  the graph was restored to its state before {self.pass_name!r}, as far as its journal records (see the note)")
         elif self.rolled_back:

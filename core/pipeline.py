@@ -1505,14 +1505,36 @@ class Pipeline:
         elif rolled_back and where:
             _name_after_rollback(where, node)
         if isinstance(exc, HookError):
-            return hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
+            failure = hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
+            failure.raised_at = self._raised_at(name, exc.cause)
+            return failure
         if isinstance(exc, VerificationError):
             reason = f"verification failed: {exc}"
         else:
             reason = f"{stage} failed: {exception_text(exc)}"
         failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes, **where)
         failure.__cause__ = exc
+        if stage == "the pass":
+            failure.raised_at = self._raised_at(name, exc)
         return failure
+
+    def _raised_at(self, name: str, exc: BaseException) -> str | None:
+        """Where in pass ``name``'s own code ``exc`` was raised (:func:`~fxpasses.errors.raising_frame`),
+        with the distribution and version of a plugin's pass; None when no frame is the pass's."""
+        from .errors import raising_frame
+        from .registry import BUILTIN_DISTRIBUTION
+
+        frame = raising_frame(exc)
+        if frame is None:
+            return None
+        try:
+            info = self.registry.info(name)
+        except Exception:  # noqa: BLE001 - a pass class given directly: no distribution
+            return frame
+        cls = next((s.cls for s in self.plan().steps if s.name == name), None)
+        if info.cls is cls and info.distribution and info.distribution != BUILTIN_DISTRIBUTION:
+            return f"{frame} ({info.source})"
+        return frame
 
 
 # ------------------------------------------------------------------------------------ helpers

@@ -434,7 +434,7 @@ class Registry:
         ``fxpasses_after_pass``, ``fxpasses_pass_failed``) of every plugin and instrument, in
         pluggy's order.
 
-        A hook implementation that raises is a broken plugin, reported like any other (see
+        A hook implementation that raises (``sys.exit()`` included) is a broken plugin, reported like any other (see
         the class doc): a :class:`~fxpasses.errors.PluginWarning` naming the plugin (its
         distribution and version, or the instrument's class), after which that plugin's
         instrumentation hooks are skipped for the rest of this registry's life; with
@@ -468,10 +468,10 @@ class Registry:
                 watch = GraphWatch(gm)
         try:
             if any(i.hookwrapper or getattr(i, "wrapper", False) for i in impls):  # pluggy runs those
-                raised: Exception | None = None
+                raised: BaseException | None = None
                 try:
                     caller(**kwargs)
-                except Exception as exc:
+                except (Exception, SystemExit) as exc:  # (sys.exit in a hook is a broken plugin too)
                     raised = exc
                 finally:  # (one report of a hook that raised and changed the graph)
                     if not self._check_watch(watch, None, hook_name, kwargs, raised) and raised is not None:
@@ -483,7 +483,7 @@ class Registry:
                 raised = None
                 try:
                     impl.function(*[kwargs[a] for a in impl.argnames])
-                except Exception as exc:
+                except (Exception, SystemExit) as exc:  # (sys.exit in a hook is a broken plugin too)
                     raised = exc
                 finally:
                     if not self._check_watch(watch, impl, hook_name, kwargs, raised) and raised is not None:
@@ -503,7 +503,7 @@ class Registry:
         return instrument_label(impl.plugin), "", None  # an instrument given to Pipeline.run
 
     def _check_watch(
-        self, watch: Any, impl: Any, hook_name: str, kwargs: dict[str, Any], raised: Exception | None = None
+        self, watch: Any, impl: Any, hook_name: str, kwargs: dict[str, Any], raised: BaseException | None = None
     ) -> bool:
         """When the hook just called changed the watched graph: undo it, then report the
         plugin as :meth:`_instrument_failed` does (a warning, the plugin skipped from now on;
@@ -541,7 +541,7 @@ class Registry:
         warn(PluginWarning(str(err)))
         return True
 
-    def _instrument_failed(self, impl: Any, hook_name: str, exc: Exception) -> None:
+    def _instrument_failed(self, impl: Any, hook_name: str, exc: BaseException) -> None:
         label, version, entry_point = self._plugin_label(impl)
         if impl is not None and not self.strict:  # strict: an error each time, never silently skipped
             self._muted[id(impl.plugin)] = impl.plugin

@@ -559,3 +559,43 @@ def test_a_pass_changing_how_the_module_packs_its_outputs_fails_lint():
 
     c = capture(_DictOut(), [torch.randn(3)], "export")
     assert Pipeline([RebuildKeeping]).run(c.gm, [torch.randn(3)])["rebuild_keeping"].status == "ok"
+
+
+def test_a_failure_raised_in_a_plugins_pass_names_where_in_its_code_and_the_distribution(planted_site, registry):
+    """A plugin's hook that raised was named with the node and the user's source line, but not
+    where in the pass's code it raised nor which distribution the pass came from: that took
+    --traceback (a new-user check). The line is the innermost frame of the pass's own code
+    (not fxpasses', torch's or the standard library's)."""
+    gm = torch.fx.symbolic_trace(_Model())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline.from_string("planted{raise_at=1}", registry=registry).run(gm, [torch.randn(3)])
+    module = planted_site / "fxp_planted.py"
+    line = next(i for i, text in enumerate(module.read_text().splitlines(), 1) if 'raise RuntimeError(f"planted failure' in text)
+    assert info.value.raised_at == f"{module}:{line}, in visit (planted-passes 0.3)"
+    assert f"\n  raised in the pass's code at {module}:{line}, in visit (planted-passes 0.3)\n" in str(info.value)
+
+
+def test_a_failure_raised_inside_torch_names_the_pass_line_that_called_it():
+    class Broadcasts(GraphPass):
+        name = "broadcasts"
+
+        def run(self, gm, ctx):
+            return bool(torch.zeros(2) + torch.zeros(3))
+
+    gm = torch.fx.symbolic_trace(_Model())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Broadcasts]).run(gm, [torch.randn(3)])
+    line = Broadcasts.run.__code__.co_firstlineno + 1
+    assert info.value.raised_at == f"{__file__}:{line}, in run"  # (a class given directly: no distribution)
+    # a verification failure is not the pass's code raising: no such line
+    class Wrong(GraphPass):
+        name = "wrong"
+
+        def run(self, gm, ctx):
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            out.args = (out.args[0].args[0],)
+            return True
+
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Wrong], verify="numeric").run(torch.fx.symbolic_trace(_Model()), [torch.randn(3)])
+    assert info.value.raised_at is None and "raised in the pass's code" not in str(info.value)

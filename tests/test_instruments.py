@@ -220,6 +220,42 @@ def test_an_instrument_that_raises_is_reported_once_and_skipped(recwarn):
     assert broken.calls == 1  # muted after the first failure: not called before the second pass
 
 
+class _Exits:
+    @fxpasses.hookimpl
+    def fxpasses_before_pass(self, pass_name):
+        if pass_name == "eliminate_dead_code":
+            import sys
+
+            sys.exit(3)
+
+    @fxpasses.hookimpl
+    def fxpasses_pass_failed(self, pass_name):
+        raise SystemExit("from pass_failed")
+
+
+def test_an_instrument_calling_sys_exit_is_a_broken_plugin_not_the_end_of_the_run(recwarn):
+    """`sys.exit()` in a plugin's instrumentation hook ended the whole run (SystemExit passed
+    the `except Exception` that makes a raising hook a broken plugin; a new-user check).
+    KeyboardInterrupt still ends it: that is the user's."""
+    reg = fxpasses.Registry()
+    reg.register_plugin(_Exits(), name="exiting-instrumentation")
+    gm = torch.fx.symbolic_trace(Net())
+    report = Pipeline.from_string("remove_dropout,eliminate_dead_code", registry=reg).run(gm, [torch.ones(2)])
+    assert [p.status for p in report.passes] == ["ok", "ok"]
+    warned = [str(w.message) for w in recwarn if isinstance(w.message, fxpasses.errors.PluginWarning)]
+    assert len(warned) == 1 and "its fxpasses_before_pass hook raised SystemExit: 3" in warned[0], warned
+
+    class Interrupts:
+        @fxpasses.hookimpl
+        def fxpasses_before_pass(self):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Pipeline.from_string("remove_dropout", registry=fxpasses.Registry()).run(
+            torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=[Interrupts()]
+        )
+
+
 def test_an_instrument_that_raises_is_an_error_with_a_strict_registry():
     reg = fxpasses.Registry(strict=True)
     gm = torch.fx.symbolic_trace(Net())
