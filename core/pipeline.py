@@ -650,6 +650,23 @@ class Pipeline:
             return f"{base} options.{name}"
         return f"{base} [options.{name}]"
 
+    def _required(self, name: str, needed_by: str, cls: type | None) -> type[Pass]:
+        """The pass ``name`` that pass ``needed_by`` (class ``cls``, when known) requires.
+
+        Raises:
+            UnknownPassError: no such pass; the message names the requiring pass with its
+                distribution (a plugin's ``requires`` misspelt reads otherwise as the user's
+                config error), and does not offer the requiring pass itself as a close name.
+        """
+        by = f"pass {needed_by!r}"
+        try:
+            info = self.registry.info(needed_by)
+            if cls is None or info.cls is cls:
+                by += f" ({info.source})"
+        except Exception:  # noqa: BLE001 - a class given directly: no distribution to name
+            pass
+        return self.registry.get(name, source=f"{self.source}: required by {by}", not_suggested=(needed_by,))
+
     def _order(self) -> Plan:
         """The plan: the entries in dependency order with the passes they require pulled in,
         each of those with its options table (:meth:`_table_options`)."""
@@ -658,14 +675,16 @@ class Pipeline:
             for s in self._steps:  # a requirement must exist (analyses are computed on demand)
                 for r in s.cls.requires:
                     if r not in given:
-                        self.registry.get(r, source=f"{self.source}: required by pass {s.name!r}")
+                        self._required(r, s.name, s.cls)
             return Plan(list(self._steps))
         items = []
         for group, run in _runs(self._steps):  # each fixpoint group one item, ordered as a unit
             items.extend([Item(s.name, s.cls, s) for s in run] if group is None else [_group_item(run)])
 
+        classes = {s.name: s.cls for s in self._steps}
+
         def resolve(name: str, needed_by: str) -> type[Pass]:
-            return self.registry.get(name, source=f"{self.source}: required by pass {needed_by!r}")
+            return self._required(name, needed_by, classes.get(needed_by))
 
         ordered = order(items, resolve)
         steps = []

@@ -33,7 +33,7 @@ import traceback
 import typing
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 
 import pluggy
 
@@ -1249,8 +1249,9 @@ class Registry:
             return list(self._conflicts[name])
         return [self._passes[name]] if name in self._passes else []
 
-    def get(self, name: str, *, source: str | None = None) -> type[Pass]:
-        """The pass class registered as ``name``.
+    def get(self, name: str, *, source: str | None = None, not_suggested: Collection[str] = ()) -> type[Pass]:
+        """The pass class registered as ``name`` (``not_suggested``: names left out of an
+        unknown name's close names, e.g. the pass that requires it).
 
         Raises:
             UnknownPassError: no such pass; with close names (difflib, ignoring case) and installed plugins,
@@ -1258,9 +1259,9 @@ class Registry:
                 loaded (:meth:`rejected`), that plugin and the reason.
             DuplicatePassError: two distributions register ``name`` and no ``prefer`` chose.
         """
-        return self.info(name, source=source).cls
+        return self.info(name, source=source, not_suggested=not_suggested).cls
 
-    def info(self, name: str, *, source: str | None = None) -> PassInfo:
+    def info(self, name: str, *, source: str | None = None, not_suggested: Collection[str] = ()) -> PassInfo:
         """:class:`PassInfo` of ``name`` (raises as :meth:`get`)."""
         name = normal_name(name)
         info = self._passes.get(name)
@@ -1268,7 +1269,7 @@ class Registry:
             return info
         if name in self._conflicts:
             raise DuplicatePassError(name, [c.source for c in self._conflicts[name]])
-        suggestions = close_names(name, self.names())
+        suggestions = close_names(name, [n for n in self.names() if n not in not_suggested])
         plugins = self._loaded_labels()
         hints = self._rejected_hints(name, "pass")
         if name in self._presets:

@@ -278,6 +278,40 @@ def test_required_pass_that_does_not_exist():
     assert "required by pass 'needs_ghost'" in str(info.value)
 
 
+_REQUIRES_MISSING = """
+import fxpasses
+
+
+class UsesCensus(fxpasses.GraphPass):
+    name = "uses_census"
+    requires = ("usescensus",)
+
+    def run(self, gm, ctx):
+        return False
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(UsesCensus)
+"""
+
+
+@pytest.mark.parametrize("order", ["dependencies", "as-given"])
+def test_a_plugins_misspelt_requirement_names_the_plugin_and_not_itself_as_the_fix(tmp_path, monkeypatch, order):
+    """A plugin pass requiring a pass no one registers: the error read as the user's config
+    error (no plugin named) and offered the requiring pass itself, `did you mean
+    'uses_census'?` (a new-user check)."""
+    from dists import installed_dist
+
+    with installed_dist(monkeypatch, tmp_path / "site", "census-passes", "0.2", "fxp_census", _REQUIRES_MISSING):
+        reg = Registry()
+        with pytest.raises(UnknownPassError) as info:
+            Pipeline(["uses_census"], registry=reg, order=order).plan()
+    text = str(info.value)
+    assert "required by pass 'uses_census' (census-passes 0.2): unknown pass 'usescensus'" in text, text
+    assert "uses_census'?" not in text and "uses_census" not in info.value.suggestions
+
+
 @pytest.mark.parametrize(
     "text, fault",
     [
