@@ -642,3 +642,29 @@ def validate_pass_class(cls: Any) -> None:
                 )
     elif cls.run is GraphPass.run:
         raise PassDefinitionError(f"pass {name!r} ({where}) is a GraphPass without run()")
+    dialects = cls.dialects
+    if isinstance(dialects, str) or not isinstance(dialects, (tuple, list)) or not dialects:
+        raise PassDefinitionError(
+            f"pass {name!r} ({where}): `dialects` must be a non-empty tuple of {', '.join(map(repr, DIALECTS))}, got {dialects!r}"
+        )
+    unknown = [d for d in dialects if d not in DIALECTS]
+    if unknown:
+        raise PassDefinitionError(
+            f"pass {name!r} ({where}): `dialects` names {', '.join(map(repr, unknown))}, not a graph dialect "
+            f"(one of {', '.join(map(repr, DIALECTS))})"
+        )
+    # the methods the pipeline calls as (self, gm, ctx): a wrong signature failed only when run
+    for attr in ("run", "setup", "finish") if issubclass(cls, GraphPass) else ("setup", "finish"):
+        fn = getattr(cls, attr, None)
+        if fn is None or fn is getattr(Pass, attr, None) or fn is getattr(GraphPass, attr, None) or fn is getattr(NodePass, attr, None):
+            continue
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # pragma: no cover - builtins
+            continue
+        try:
+            signature.bind(None, None, None)
+        except TypeError:
+            raise PassDefinitionError(
+                f"pass {name!r} ({where}): {attr}() must take (self, gm, ctx), takes ({', '.join(signature.parameters)})"
+            ) from None

@@ -594,6 +594,10 @@ def test_programmatic_register_and_describe():
         ({"name": "ok", "kind": "mutation"}, "kind"),
         ({"name": "ok", "writes_tensors": "no"}, "`writes_tensors` must be True or False"),
         ({"name": "ok", "preserves": "propagate_shapes"}, "`preserves` must be a tuple"),
+        # (accepted, then shown by `fxpasses show` as if it meant something: a new-user check)
+        ({"name": "ok", "dialects": ("torchscript",)}, "`dialects` names 'torchscript', not a graph dialect"),
+        ({"name": "ok", "dialects": "export"}, "`dialects` must be a non-empty tuple"),
+        ({"name": "ok", "setup": lambda self, gm: None}, r"setup\(\) must take \(self, gm, ctx\), takes \(self, gm\)"),
     ],
 )
 def test_malformed_pass_classes_are_rejected(attrs, message):
@@ -604,6 +608,31 @@ def test_malformed_pass_classes_are_rejected(attrs, message):
     cls = type("Bad", (fxpasses.NodePass,), ns)
     with pytest.raises(PassDefinitionError, match=message):
         Registry(autoload=False).register(cls)
+
+
+def test_a_graph_pass_whose_run_does_not_take_gm_and_ctx_is_rejected_when_registered():
+    """`run(self, gm)` registered fine and failed only when run, with `TypeError: run() takes 2
+    positional arguments but 3 were given` (a new-user check); wrong @on hook signatures were
+    already rejected at load time. Signatures that take (self, gm, ctx) pass, defaults and
+    *args included."""
+
+    class RunSig(fxpasses.GraphPass):
+        name = "run_sig"
+
+        def run(self, gm):
+            return False
+
+    with pytest.raises(PassDefinitionError, match=r"pass 'run_sig' .*: run\(\) must take \(self, gm, ctx\), takes \(self, gm\)"):
+        Registry(autoload=False).register(RunSig)
+
+    class Flexible(fxpasses.GraphPass):
+        name = "flexible"
+        dialects = ("export",)
+
+        def run(self, gm, ctx=None, *rest):
+            return False
+
+    Registry(autoload=False).register(Flexible)
 
 
 def test_an_options_default_that_does_not_fit_its_field_is_a_definition_error():
