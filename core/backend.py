@@ -38,7 +38,9 @@ tensor is registered on the graph module (its qualified name, sanitised:
 drops those positions from the inputs it is called with, and the ``then`` backend gets the
 remaining example inputs. Left graph inputs, with the reason in the report: tensors the graph
 writes in place (a training-mode BatchNorm's running statistics and ``num_batches_tracked``) or
-that share storage with one it writes; tensors that require grad while grad mode is on at
+that share storage with one it writes; tensors another graph compiled with ``freeze`` writes
+in place (:data:`_WRITTEN_STATE`: across a graph break; a graph frozen before its writer was
+compiled is frozen again on its next call); tensors that require grad while grad mode is on at
 compile time (training: gradients must reach them; compile under ``torch.no_grad()`` or
 ``torch.inference_mode()``, or ``requires_grad_(False)`` the model, to freeze its parameters;
 TorchDynamo guards on grad mode, so a call under the other mode recompiles); fake tensors;
@@ -72,6 +74,7 @@ import logging
 import operator
 import os
 import re
+import weakref
 from typing import Any, Callable, Sequence
 
 import torch
@@ -215,6 +218,7 @@ def _concrete(example_inputs: Sequence[Any]) -> list[Any] | None:
 _KEPT_REASONS = {
     "written": "the graph writes them in place (e.g. a training-mode BatchNorm's running statistics)",
     "storage": "they share storage with an input the graph writes in place",
+    "elsewhere": "another graph of the model writes them in place (across a graph break)",
     "grad": "they require grad and grad mode was on at compile time (training)",
     "fake": "their example values are not real tensors",
     "symbolic": "their sizes are symbolic (dynamic shapes)",
@@ -231,7 +235,8 @@ class Freezing:
         frozen: ``(qualified name, attribute of the graph module)`` of each parameter or
             buffer made a constant of the graph (a ``get_attr`` of the very tensor).
         not_frozen: ``(qualified name, reason key)`` of each parameter or buffer left a graph
-            input (reason keys: ``written``, ``storage``, ``grad``, ``fake``, ``symbolic``).
+            input (reason keys: ``written``, ``storage``, ``elsewhere``, ``grad``, ``fake``,
+            ``symbolic``).
     """
 
     kept: list[int]
@@ -364,6 +369,34 @@ def _writes(gm: torch.fx.GraphModule) -> tuple[set[torch.fx.Node], set[str]]:
     return placeholders, state
 
 
+#: Storages (:func:`fxpasses.effects._storage_key`) of parameters and buffers that a graph
+#: compiled with ``freeze`` writes in place. Another graph of the model (across a graph break)
+#: must not freeze them: what it computed from their values would go stale as the writer runs
+#: (a counter the model updates in one graph and reads in the next: the frozen graph returned
+#: the first call's value forever; a new-user check). Each storage is kept with a weak
+#: reference to the tensor written: an entry counts while that tensor is alive and still has
+#: that storage (a freed storage reused by another tensor is not "written").
+_WRITTEN_STATE: dict[Any, "weakref.ref[torch.Tensor]"] = {}
+
+
+def _written_elsewhere() -> set[Any]:
+    """The storages of :data:`_WRITTEN_STATE` whose tensors are alive and still hold them
+    (dropping the other entries)."""
+    from .effects import _storage_key
+
+    live = set()
+    for key, ref in list(_WRITTEN_STATE.items()):
+        t = ref()
+        if t is not None and _storage_key(t) == key:
+            live.add(key)
+        else:
+            del _WRITTEN_STATE[key]
+    return live
+#: Every frozen graph alive, so that one compiled later that writes what it froze drops it
+#: (:meth:`_FrozenVariants.drop`): a reader frozen before the writer was compiled.
+_FREEZERS: "weakref.WeakSet[_FrozenVariants]" = weakref.WeakSet()
+
+
 def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing:
     """Make the placeholders of ``gm`` that are the model's parameters and buffers constants of
     the graph (``get_attr`` of the very tensor, registered on ``gm``), where that is safe: not
@@ -391,16 +424,21 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
         for v, w in zip(example_inputs, written)
         if w
     }
+    writes_state: dict[Any, torch.Tensor] = {}  # storages of the model's state this graph writes
     if state_names:
         for qual, t in [*gm.named_parameters(), *gm.named_buffers()]:
             if any(qual == s or s.endswith("*") and qual.startswith(s[:-1]) for s in state_names):
                 written_storage.add(_storage_key(t))
+                writes_state[_storage_key(t)] = t
     grad = torch.is_grad_enabled()
     chosen: list[tuple[int, torch.fx.Node, torch.Tensor, str]] = []
+    elsewhere = _written_elsewhere()  # (written by the graphs compiled before this one)
     for i, (node, value) in enumerate(zip(placeholders, example_inputs)):
         name = _state_name(getattr(node.meta.get("grapharg"), "source", None))
         if name is None or not isinstance(value, torch.Tensor):
             continue
+        if written[i] and not isinstance(value, FakeTensor):
+            writes_state[_storage_key(value)] = value
         fake = node.meta.get("example_value", node.meta.get("val"))
         if isinstance(value, FakeTensor):
             reason = "fake"
@@ -410,12 +448,19 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
             reason = "written"
         elif None in written_storage or _storage_key(value) in written_storage:
             reason = "storage"
+        elif _storage_key(value) in elsewhere:
+            reason = "elsewhere"
         elif value.requires_grad and grad:
             reason = "grad"
         else:
             chosen.append((i, node, value, name))
             continue
         result.not_frozen.append((name, reason))
+    new = {k for k in writes_state if k not in elsewhere}
+    if new:
+        _WRITTEN_STATE.update((k, weakref.ref(writes_state[k])) for k in new)
+        for freezer in list(_FREEZERS):  # graphs frozen before this one, with what it writes
+            freezer.drop(new)
     if not chosen:
         return result
     # Edit a copy: TorchDynamo generates the call of the compiled function from the
@@ -672,19 +717,31 @@ class _FrozenVariants:
     def __init__(self, pristine: torch.fx.GraphModule, compiled: Callable[..., Any], freezing: Any, compile_one: Callable[..., Any]) -> None:
         self.pristine = pristine
         self.compile_one = compile_one
-        self.variants: list[tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any]]] = []
+        self.variants: list[tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any], frozenset[Any]]] = []
         self.unfrozen: Callable[..., Any] | None = None
         self._add(freezing, compiled)
+        _FREEZERS.add(self)
 
     def _add(self, freezing: Any, compiled: Callable[..., Any]) -> None:
+        from .effects import _storage_key
+
         positions = [i for i, _ in freezing.inputs]
         tensors = tuple(t for _, t in freezing.inputs)
         # the tensors at those positions as a tuple, taken in C (one call per call)
         take = operator.itemgetter(*positions) if len(positions) > 1 else (lambda args: (args[positions[0]],))
-        self.variants.append((take, tensors, compiled))
+        self.variants.append((take, tensors, compiled, frozenset(map(_storage_key, tensors))))
+
+    def drop(self, written: set[Any]) -> None:
+        """Forget the variants that froze a tensor of a storage in ``written`` (another graph,
+        compiled after them, writes it in place): the next call freezes again, keeping it a
+        graph input (:data:`_WRITTEN_STATE`)."""
+        kept = [v for v in self.variants if v[3].isdisjoint(written)]
+        if len(kept) != len(self.variants):
+            log.info("fxpasses backend: freeze: a graph compiled later writes tensors this graph froze; freezing it again")
+            self.variants = kept
 
     def __call__(self, *args: Any) -> Any:
-        for take, tensors, compiled in self.variants:
+        for take, tensors, compiled, _ in self.variants:
             if all(map(operator.is_, take(args), tensors)):
                 return compiled(*args)
         if len(self.variants) >= MAX_FROZEN_VARIANTS:
@@ -698,7 +755,7 @@ class _FrozenVariants:
             return self.unfrozen(*args)
         compiled, freezing = self.compile_one(_copy_dynamo_module(self.pristine), list(args), True)
         if not freezing.frozen:  # nothing could be frozen for these tensors: no check needed
-            self.variants.append(((lambda args: ()), (), compiled))
+            self.variants.append(((lambda args: ()), (), compiled, frozenset()))
         else:
             self._add(freezing, compiled)
         return compiled(*args)

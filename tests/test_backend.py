@@ -474,6 +474,45 @@ def test_freeze_keeps_training_batch_norm_statistics_as_inputs():
     assert _frozen_count(report) == len(list(model.parameters()))
 
 
+class _WritesThenReads(nn.Module):
+    """A buffer written in one graph and read, after a graph break, in the next."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(8))
+
+    def forward(self, x):
+        self.scale.mul_(2.0)
+        torch._dynamo.graph_break()
+        return x * (self.scale + 1.0)
+
+
+class _ReadsThenWrites(_WritesThenReads):
+    def forward(self, x):
+        y = x * (self.scale + 1.0)
+        torch._dynamo.graph_break()
+        self.scale.mul_(2.0)
+        return y
+
+
+@pytest.mark.parametrize("cls", [_WritesThenReads, _ReadsThenWrites])
+def test_freeze_keeps_a_buffer_another_graph_writes_as_an_input(cls):
+    """A graph wrote `scale` in place and, after a graph break, the next graph only read it:
+    that one froze it and fold_constants folded `scale + 1`, so the compiled model returned
+    the first call's value forever (eager 3, 5, 9; compiled 3, 3, 3: a new-user check). A
+    buffer some graph writes is now kept an input of the others; a reader frozen before the
+    writer was compiled is frozen again on its next call."""
+    eager, model = cls().eval(), cls().eval()
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager"})
+    x = torch.ones(8)
+    with torch.no_grad():
+        got = [(eager(x)[0].item(), compiled(x)[0].item()) for _ in range(4)]
+    assert [e for e, _ in got] == [c for _, c in got]
+    assert got[-1][0] == (17.0 if cls is _WritesThenReads else 9.0)
+    readers = [r for r in backend.reports if any("another graph of the model writes them in place" in n for n in r.notes)]
+    assert readers and all("scale" in next(n for n in r.notes if "another graph" in n) for r in readers)
+
+
 class FineTune(nn.Module):
     """A frozen backbone (conv + eval-mode BN, requires_grad off) and a trainable head."""
 
