@@ -517,6 +517,28 @@ def _sync_param_sources(gm: torch.fx.GraphModule, sources: dict[str, Any]) -> No
     gm._param_name_to_source = table
 
 
+def _inductor_mode(mode: Any, then: Any) -> dict[str, Any]:
+    """The inductor settings of ``torch.compile``'s ``mode`` (``torch._inductor.list_mode_options``).
+
+    Raises:
+        ConfigError: ``mode`` is not one of inductor's modes, or ``then`` is not inductor
+            (``mode`` means nothing to another backend).
+    """
+    from .errors import ConfigError
+
+    if then != "inductor":
+        raise ConfigError(
+            f"torch.compile mode={mode!r} sets inductor's options, and backend 'fxpasses' hands its graphs to "
+            f"{then!r}: leave mode out, or use then='inductor'"
+        )
+    import torch._inductor
+
+    try:
+        return dict(torch._inductor.list_mode_options(mode))
+    except Exception as exc:  # noqa: BLE001 - torch's "Unrecognized mode=..., should be one of ..."
+        raise ConfigError(f"torch.compile mode: {exc}") from None
+
+
 def fxpasses_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any
 ) -> Callable[..., Any]:
@@ -557,6 +579,11 @@ def fxpasses_backend(
     if not isinstance(freeze, bool):
         raise ConfigError(f"torch.compile option 'freeze' must be true or false, got {freeze!r}")
     then = options.get("then", "inductor")
+    mode = kwargs.get("mode")
+    if mode is not None:
+        # torch.compile(..., mode=...) reaches a custom backend as a keyword (and cannot be
+        # given with options=): it was dropped, so inductor ran with its defaults
+        options["_inductor_config"] = _inductor_mode(mode, then)
     if not (isinstance(then, str) or callable(then)):
         raise ConfigError(
             f"torch.compile option 'then' must be a backend name (e.g. 'inductor', 'eager') or a "
@@ -685,7 +712,13 @@ def _compile(
         else:
             from torch._dynamo.backends.registry import lookup_backend
 
-            compiled = lookup_backend(then)(gm, example_inputs)
+            patches = options.get("_inductor_config")
+            if then == "inductor" and patches:
+                from torch._inductor.compile_fx import compile_fx
+
+                compiled = compile_fx(gm, example_inputs, config_patches=dict(patches))
+            else:
+                compiled = lookup_backend(then)(gm, example_inputs)
     if freezing is None or not freezing.frozen:
         return compiled, freezing
     kept = tuple(freezing.kept)

@@ -814,3 +814,30 @@ def test_one_entry_is_a_pipeline_option_as_pipeline_takes_it(entry, ran):
 def test_a_pipeline_option_of_another_kind_names_what_it_takes():
     with pytest.raises(Exception, match=r"must be a pipeline string, a list of entries or one entry .* got 42"):
         torch.compile(Net().eval(), backend="fxpasses", options={"pipeline": 42})(torch.randn(4, 8))
+
+
+def test_torch_compile_mode_reaches_inductor_and_a_wrong_one_is_an_error(monkeypatch):
+    """`torch.compile(m, backend="fxpasses", mode="max-autotune")` was accepted and dropped:
+    inductor ran with its defaults, and a made-up mode was accepted too (a new-user check). The
+    mode's inductor settings now reach inductor; a mode with another `then` or an unknown one
+    is a ConfigError."""
+    import torch._inductor.compile_fx as compile_fx_module
+
+    seen = []
+
+    def spy(gm, example_inputs, **kwargs):
+        seen.append(kwargs.get("config_patches"))
+        return gm.forward
+
+    monkeypatch.setattr(compile_fx_module, "compile_fx", spy)
+    m, x = nn.Linear(4, 4), torch.ones(2, 4)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(m, backend="fxpasses", mode="max-autotune-no-cudagraphs")(x), m(x))
+    assert seen == [{"max_autotune": True, "coordinate_descent_tuning": True}]
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"ConfigError: torch.compile mode: Unrecognized mode=no-such-mode, should be one of: default"):
+        torch.compile(m, backend="fxpasses", mode="no-such-mode")(x)
+    torch._dynamo.reset()
+    monkeypatch.setenv("FXPASSES_PIPELINE", "eliminate_dead_code")
+    with pytest.raises(Exception, match=r"sets inductor's options, and backend 'fxpasses' hands its graphs to 'eager'"):
+        backend.fxpasses_backend(torch.fx.symbolic_trace(m), [x], mode="max-autotune", options={"then": "eager"})
