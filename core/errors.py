@@ -35,6 +35,11 @@ __all__ = [
     "VerificationError",
     "InputGraphError",
     "PluginWarning",
+    "ConfigWarning",
+    "CaptureWarning",
+    "SkippedPassWarning",
+    "PassDefinitionWarning",
+    "raising_frame",
     "exception_line",
     "exception_message",
     "exception_text",
@@ -631,6 +636,12 @@ class PluginWarning(UserWarning):
 class ConfigWarning(UserWarning):
     """A config is probably not what was meant but is not invalid, e.g. a ``pyproject.toml``
     with a ``[tool.fxpass]`` table (close to ``[tool.fxpasses]``, which is the one read)."""
+
+
+class SkippedPassWarning(UserWarning):
+    """A pass failed under ``on_error="skip"`` and left changes no rollback undoes (example
+    inputs it wrote in place, which in a TorchDynamo graph are the model's parameters; tensors
+    written where no write guard saw it): the run went on, so nothing else would say so."""
 
 
 class CaptureWarning(UserWarning):

@@ -24,6 +24,7 @@ import gc
 import itertools
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -1321,6 +1322,17 @@ class Pipeline:
                     # the failure: drop the frame's reference, or the two (and the pass's
                     # snapshot, context, ...) make a cycle left to the cyclic collector
                     if on_error == "skip" and put_back is not None:  # (a graph not restored: stop)
+                        if wrote or snap.unrestorable:
+                            from .errors import SkippedPassWarning
+
+                            lost = wrote or ("changed tensors no rollback could restore: " + ", ".join(snap.unrestorable))
+                            warnings.warn(
+                                SkippedPassWarning(
+                                    f"pass {step.name!r} failed and was skipped (on_error='skip'), but before it "
+                                    f"failed it {lost}: {exception_line(exc)}"
+                                ),
+                                stacklevel=3,
+                            )
                         del failure
                         group_step_done(step, False)  # (rolled back: it changed nothing)
                         continue

@@ -599,3 +599,35 @@ def test_a_failure_raised_inside_torch_names_the_pass_line_that_called_it():
     with pytest.raises(PassFailedError) as info:
         Pipeline([Wrong], verify="numeric").run(torch.fx.symbolic_trace(_Model()), [torch.randn(3)])
     assert info.value.raised_at is None and "raised in the pass's code" not in str(info.value)
+
+
+def test_a_skipped_pass_that_wrote_what_no_rollback_undoes_is_warned_about():
+    """Under on_error="skip" a pass that wrote the caller's tensors (in a TorchDynamo graph,
+    the model's parameters) and then raised was skipped with no word: the run went on with the
+    weights changed (a new-user check of torch.compile). It is now a SkippedPassWarning; a
+    skipped pass that changed nothing it cannot undo is not warned about."""
+    from fxpasses.errors import SkippedPassWarning
+
+    class WritesThenRaises(GraphPass):
+        name = "writes_then_raises"
+
+        def run(self, gm, ctx):
+            ctx.example_inputs[0].mul_(2)
+            raise RuntimeError("something went wrong")
+
+    class Raises(GraphPass):
+        name = "raises"
+
+        def run(self, gm, ctx):
+            raise RuntimeError("something else")
+
+    weight = torch.nn.Parameter(torch.ones(3), requires_grad=False)
+    gm = torch.fx.symbolic_trace(_Model())
+    with pytest.warns(SkippedPassWarning, match=r"pass 'writes_then_raises' failed and was skipped .* it wrote the example input\(s\) input\[0\] in place"):
+        report = Pipeline([WritesThenRaises], on_error="skip").run(gm, [weight])
+    assert report["writes_then_raises"].status == "skipped" and torch.equal(weight, torch.full((3,), 2.0))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SkippedPassWarning)
+        assert Pipeline([Raises], on_error="skip").run(torch.fx.symbolic_trace(_Model()), [torch.ones(3)])["raises"].status == "skipped"
