@@ -1200,17 +1200,26 @@ def _short(value: Any) -> str:
 def find_pyproject(start: str | Path | None = None) -> Path | None:
     """The nearest ``pyproject.toml`` with a ``[tool.fxpasses]`` table, from ``start`` upwards.
 
+    A ``pyproject.toml`` that is not valid TOML and does not mention ``fxpasses`` anywhere
+    cannot hold the table: it is skipped with a :class:`ConfigWarning` (another project's
+    broken file made every ``torch.compile`` with the fxpasses backend fail below it, even
+    with a pipeline given in code: a new-user check).
+
     Raises:
-        ConfigError: a ``pyproject.toml`` on the way up cannot be read or parsed (it is not
-            skipped: it may hold the table meant).
+        ConfigError: a ``pyproject.toml`` on the way up that mentions ``fxpasses`` cannot be
+            parsed, or one cannot be read (it is not skipped: it may hold the table meant).
     """
     here = Path(start or Path.cwd()).resolve()
     for d in (here, *here.parents):
         candidate = d / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+                text = candidate.read_text(encoding="utf-8")
+                data = tomllib.loads(text)
             except tomllib.TOMLDecodeError as exc:
+                if "fxpasses" not in text:
+                    warn(f"{candidate} is not valid TOML ({exc}) and does not mention fxpasses: skipped", ConfigWarning)
+                    continue
                 # it may well hold the [tool.fxpasses] table meant here: never skip it silently
                 raise ConfigError(f"invalid TOML: {exc}", source=str(candidate)) from None
             except (OSError, UnicodeDecodeError) as exc:

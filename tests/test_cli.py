@@ -175,6 +175,31 @@ def test_broken_pyproject_on_the_way_up_is_reported(tmp_path, monkeypatch):
     assert f"{sub / 'pyproject.toml'}: invalid TOML" in r.output
 
 
+def test_another_projects_broken_pyproject_on_the_way_up_is_skipped_with_a_warning(tmp_path, monkeypatch):
+    """An unrelated project's pyproject.toml that is not valid TOML (and names no fxpasses
+    table) made every `fxpasses` command, and every torch.compile with the backend, fail
+    below it, even with the pipeline given explicitly (a new-user check). It cannot hold the
+    table: skipped with a warning, and the search goes on up."""
+    import fxpasses.backend as backend
+
+    (tmp_path / "pyproject.toml").write_text('[tool.fxpasses]\npipeline = "eliminate_dead_code"\n')
+    sub = tmp_path / "unrelated"
+    sub.mkdir()
+    (sub / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["torch"] extra\n')
+    monkeypatch.chdir(sub)
+    r = CliRunner().invoke(cli, ["check"])
+    assert r.exit_code == 0, r.output
+    assert " 1. eliminate_dead_code" in r.stdout
+    assert f"{sub / 'pyproject.toml'} is not valid TOML" in r.stderr and "does not mention fxpasses: skipped" in r.stderr
+    import torch
+
+    torch._dynamo.reset()
+    backend.reports.clear()
+    with pytest.warns(UserWarning, match="does not mention fxpasses: skipped"):
+        out = torch.compile(torch.nn.Linear(2, 2), backend="fxpasses", options={"pipeline": "remove_dropout", "then": "eager"})(torch.ones(1, 2))
+    assert out.shape == (1, 2) and [p.name for p in backend.reports[-1].passes] == ["remove_dropout"]
+
+
 def test_pipeline_flag_replaces_the_configs_pipeline_and_its_options(tmp_path):
     cfg = tmp_path / "merge.toml"
     cfg.write_text('pipeline = "fold_constants"\n[options.fold_constants]\nmax_numel = 10\n')
