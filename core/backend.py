@@ -169,18 +169,23 @@ def _pipeline_spec(options: dict[str, Any], reg: Any, project: tuple[Any, Any] |
         spec = options["pipeline"]
         if isinstance(spec, str) and not spec.strip() or isinstance(spec, (list, tuple)) and not spec:
             raise ConfigError("torch.compile option 'pipeline' is empty: name at least one pass")
-        if not isinstance(spec, (str, list, tuple)):
+        from .pipeline import Pipeline, _as_entries
+
+        if isinstance(spec, Pipeline):  # with its own settings (torch.compile's override them)
+            return spec, "options['pipeline']"
+        if not isinstance(spec, str):
             from .fixpoint import Fixpoint
             from .function_pass import is_function_pass
             from .passes import Pass
 
-            one = isinstance(spec, (Pass, Fixpoint, dict)) or (isinstance(spec, type) and issubclass(spec, Pass))
+            one = isinstance(spec, (Pass, Fixpoint, dict, list, tuple)) or (isinstance(spec, type) and issubclass(spec, Pass))
             if not (one or is_function_pass(spec)):
                 raise ConfigError(
-                    "torch.compile option 'pipeline' must be a pipeline string, a list of entries or one entry (a pass "
-                    f"class or instance, a table, a fixpoint group, a pass function), got {spec!r}"
+                    "torch.compile option 'pipeline' must be a pipeline string, a list of entries, one entry (a pass "
+                    f"class or instance, a table, a (name, options) pair, a fixpoint group, a pass function) or a "
+                    f"Pipeline, got {spec!r}"
                 )
-            spec = [spec]  # one entry, as Pipeline(entry) takes it
+            spec = _as_entries(spec)  # as Pipeline(spec) reads it: one entry, a pair, or a list
         return spec, "options['pipeline']"
     env = os.environ.get("FXPASSES_PIPELINE", "").strip()
     if env:
@@ -654,7 +659,11 @@ def _compile(
     from .config import Config
 
     from_file = isinstance(spec, Config)  # the pyproject's pipeline, options and settings
-    verify = options.get("verify", project.verify if project is not None else "lint")
+    given = spec if isinstance(spec, Pipeline) else None  # a Pipeline object: its own settings
+    if given is not None:
+        verify = options.get("verify", given.verify)
+    else:
+        verify = options.get("verify", project.verify if project is not None else "lint")
     freezing = _freeze(gm, example_inputs) if freeze else None
     if freezing is not None and freezing.frozen:
         example_inputs = [example_inputs[i] for i in freezing.kept]
@@ -682,7 +691,13 @@ def _compile(
             _from_preset=source.startswith("options['preset']"),
         )
     common.update({k: options[k] for k in ("atol", "rtol") if k in options})
-    if from_file:
+    if given is not None:
+        pipeline = copy.copy(given)  # (the caller's object keeps its settings)
+        pipeline.verify = verify
+        for key in ("on_error", "atol", "rtol"):
+            if key in options:
+                setattr(pipeline, key, options[key])
+    elif from_file:
         # the torch.compile options over the table's settings
         cfg = spec.model_copy(update={"verify": verify, **{k: options[k] for k in ("on_error", "atol", "rtol") if k in options}})
         pipeline = Pipeline._from_config_obj(cfg, registry=reg)

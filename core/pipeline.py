@@ -498,6 +498,12 @@ class Pipeline:
                 if key is None
                 else f'; for pass {key!r} with options write {{"name": {key!r}, "options": {{...}}}} or ({key!r}, {{...}})'
             )
+            named = table.get("name")
+            if is_function_pass(named) and not isinstance(named, (type, Pass)):
+                hint += (
+                    "; a pass function is an entry by itself, and takes settings as a pass class: "
+                    "{'name': fxpasses.function_pass.function_pass(fn), 'verify': ...}"
+                )
             return ConfigError(f"bad pipeline entry {dict(table)!r}: {problems}{hint}", source=where)
 
         if isinstance(e, Mapping) and isinstance(e.get("name"), (type, Pass)):

@@ -812,7 +812,7 @@ def test_one_entry_is_a_pipeline_option_as_pipeline_takes_it(entry, ran):
 
 
 def test_a_pipeline_option_of_another_kind_names_what_it_takes():
-    with pytest.raises(Exception, match=r"must be a pipeline string, a list of entries or one entry .* got 42"):
+    with pytest.raises(Exception, match=r"must be a pipeline string, a list of entries, one entry .* or a Pipeline, got 42"):
         torch.compile(Net().eval(), backend="fxpasses", options={"pipeline": 42})(torch.randn(4, 8))
 
 
@@ -841,3 +841,25 @@ def test_torch_compile_mode_reaches_inductor_and_a_wrong_one_is_an_error(monkeyp
     monkeypatch.setenv("FXPASSES_PIPELINE", "eliminate_dead_code")
     with pytest.raises(Exception, match=r"sets inductor's options, and backend 'fxpasses' hands its graphs to 'eager'"):
         backend.fxpasses_backend(torch.fx.symbolic_trace(m), [x], mode="max-autotune", options={"then": "eager"})
+
+
+def test_the_pipeline_option_takes_what_pipeline_takes_a_pipeline_object_and_a_pair():
+    """A Pipeline object (from_preset, from_config) was refused, and a (name, options) pair,
+    which Pipeline(pair) reads as one entry, was read as two entries: "entry 2: bad pipeline
+    entry {'max_numel': 5}" (a new-user check). A Pipeline keeps its own settings unless
+    torch.compile's options give them; the caller's object is not changed."""
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1)).eval()
+    x = torch.ones(2, 4)
+    given = fxpasses.Pipeline.from_preset("inference", verify="numeric")
+    torch._dynamo.reset()
+    backend.reports.clear()
+    torch.testing.assert_close(torch.compile(m, backend="fxpasses", options={"pipeline": given, "then": "eager"})(x), m(x))
+    (report,) = backend.reports
+    assert [p.name for p in report.passes] == [s.name for s in given.plan().steps]
+    assert report.verification == "numeric" and report["remove_dropout"].changed
+    torch._dynamo.reset()
+    torch.compile(m, backend="fxpasses", options={"pipeline": given, "verify": "lint", "then": "eager"})(x)
+    assert backend.reports[-1].verification == "lint" and given.verify == "numeric"
+    torch._dynamo.reset()
+    torch.compile(m, backend="fxpasses", options={"pipeline": ("fold_constants", {"max_numel": 5}), "then": "eager"})(x)
+    assert [(p.name, p.status) for p in backend.reports[-1].passes] == [("fold_constants", "ok")]
