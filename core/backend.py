@@ -47,10 +47,12 @@ TorchDynamo guards on grad mode, so a call under the other mode recompiles); fak
 tensors with symbolic sizes. Module attributes that are plain numbers and that TorchDynamo
 makes inputs under ``dynamic=True`` (a BatchNorm's ``eps``) are not frozen.
 
-The assumption, as for inductor's freezing: after compilation the weights are not written
-(in place: ``p.mul_()``, ``load_state_dict``, an optimizer step), because what the pipeline
-computed from them (fused conv weights, folded constants) is not recomputed and TorchDynamo
-does not guard on their values: results would be silently stale. An in-place update of a
+Inductor's freezing assumes that after compilation the weights are not written; here each
+call of a frozen graph compares the version counters of the frozen tensors the pipeline folded
+or fused away (:attr:`Freezing.consumed`) with those it froze, and freezes again when one was
+written in place (``p.mul_()``, ``load_state_dict``, an optimizer step), since what was
+computed from them is not recomputed and TorchDynamo does not guard on their values. A write
+that moves no version counter (``p.data = ...``) is not seen: results would be stale. An in-place update of a
 frozen tensor that no pass folded (a linear layer's weight, used as it is) is still seen,
 since the graph module holds that very tensor; call ``torch._dynamo.reset()`` after changing
 weights to recompile. Which tensors a frozen graph is called with is checked on every call
@@ -249,6 +251,10 @@ class Freezing:
     not_frozen: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     sources: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)  # attribute -> Source
     inputs: list[tuple[int, torch.Tensor]] = dataclasses.field(default_factory=list, repr=False)  # (position, tensor) frozen
+    #: the frozen tensors the graph no longer reads after the pipeline (folded or fused into
+    #: other constants), with their version counters then: written in place after that (an
+    #: optimizer step, load_state_dict), what was computed from them is stale
+    consumed: list[tuple[torch.Tensor, int]] = dataclasses.field(default_factory=list, repr=False)
 
     def notes(self) -> list[str]:
         """One note for the count of frozen placeholders, one per reason for those kept."""
@@ -500,6 +506,17 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
     return result
 
 
+def _version(t: torch.Tensor) -> int | None:
+    """``t._version``, or None for a tensor that keeps no version counter (an inference tensor)."""
+    try:
+        return t._version
+    except Exception:  # noqa: BLE001 - inference tensors
+        return None
+
+
+_VERSION = operator.attrgetter("_version")
+
+
 def _sync_param_sources(gm: torch.fx.GraphModule, sources: dict[str, Any]) -> None:
     """Give every parameter and buffer of a TorchDynamo graph module a ``Source`` in
     ``gm._param_name_to_source``, which aot_autograd (inductor) requires of a graph from
@@ -706,6 +723,12 @@ def _compile(
     else:
         pipeline = Pipeline(list(spec), source=source, **common)
     report = pipeline.run(gm, inputs)
+    if freezing is not None and freezing.frozen:
+        read = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+        for (_, tensor), (_, attr) in zip(freezing.inputs, freezing.frozen):
+            version = _version(tensor)
+            if attr not in read and version is not None:
+                freezing.consumed.append((tensor, version))
     if freezing is not None:
         report.notes.extend(freezing.notes())
         log.debug("fxpasses backend: frozen %s", ", ".join(f"{n} (as {a})" for n, a in freezing.frozen))
@@ -765,7 +788,9 @@ class _FrozenVariants:
     def __init__(self, pristine: torch.fx.GraphModule, compiled: Callable[..., Any], freezing: Any, compile_one: Callable[..., Any]) -> None:
         self.pristine = pristine
         self.compile_one = compile_one
-        self.variants: list[tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any], frozenset[Any]]] = []
+        self.variants: list[
+            tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any], frozenset[Any], tuple[torch.Tensor, ...], tuple[int, ...]]
+        ] = []
         self.unfrozen: Callable[..., Any] | None = None
         self._add(freezing, compiled)
         _FREEZERS.add(self)
@@ -777,7 +802,9 @@ class _FrozenVariants:
         tensors = tuple(t for _, t in freezing.inputs)
         # the tensors at those positions as a tuple, taken in C (one call per call)
         take = operator.itemgetter(*positions) if len(positions) > 1 else (lambda args: (args[positions[0]],))
-        self.variants.append((take, tensors, compiled, frozenset(map(_storage_key, tensors))))
+        watched = tuple(t for t, _ in freezing.consumed)
+        versions = tuple(v for _, v in freezing.consumed)
+        self.variants.append((take, tensors, compiled, frozenset(map(_storage_key, tensors)), watched, versions))
 
     def drop(self, written: set[Any]) -> None:
         """Forget the variants that froze a tensor of a storage in ``written`` (another graph,
@@ -789,9 +816,15 @@ class _FrozenVariants:
             self.variants = kept
 
     def __call__(self, *args: Any) -> Any:
-        for take, tensors, compiled, _ in self.variants:
+        for k, (take, tensors, compiled, _, watched, versions) in enumerate(self.variants):
             if all(map(operator.is_, take(args), tensors)):
-                return compiled(*args)
+                if not watched or tuple(map(_VERSION, watched)) == versions:
+                    return compiled(*args)
+                # a tensor folded or fused into constants was written in place since (an
+                # optimizer step, load_state_dict): what was computed from it is stale
+                log.info("fxpasses backend: freeze: a tensor folded into constants was written in place; freezing again")
+                del self.variants[k]
+                break
         if len(self.variants) >= MAX_FROZEN_VARIANTS:
             if self.unfrozen is None:
                 log.warning(
@@ -803,7 +836,7 @@ class _FrozenVariants:
             return self.unfrozen(*args)
         compiled, freezing = self.compile_one(_copy_dynamo_module(self.pristine), list(args), True)
         if not freezing.frozen:  # nothing could be frozen for these tensors: no check needed
-            self.variants.append(((lambda args: ()), (), compiled, frozenset()))
+            self.variants.append(((lambda args: ()), (), compiled, frozenset(), (), ()))
         else:
             self._add(freezing, compiled)
         return compiled(*args)
