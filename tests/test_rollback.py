@@ -1814,8 +1814,9 @@ def test_a_whole_graph_pass_failing_in_its_own_code_or_an_interpreter_names_what
     with pytest.raises(PassFailedError) as info:
         Pipeline([Own]).run(gm, [torch.randn(3)])
     assert info.value.node is None and info.value.source_line is None
-    assert str(info.value).splitlines()[:2] == [
+    assert str(info.value).splitlines()[:3] == [
         "pass 'own_error' failed: ValueError: the pass's own error",
+        f"  raised in the pass's code at {__file__}:{Own.run.__code__.co_firstlineno + 3}, in run",
         "  the graph was restored to its state before 'own_error'",
     ]
 
