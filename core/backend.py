@@ -22,7 +22,8 @@ After the pipeline the graph goes to the backend named by ``options={"then": ...
 ``verify`` (``none``/``lint``/``numeric``, default ``lint``), ``on_error`` (default
 ``rollback``), ``atol`` and ``rtol`` (the tolerances of numeric verification, as
 :class:`~fxpasses.Pipeline`'s and with its defaults, ``1e-5`` each), ``freeze`` (default
-``False``, below), and ``plugins``: which plugin distributions name the passes, a table as a
+``False``, below), ``pyproject`` (default ``True``; ``False``: no ``pyproject.toml`` is read,
+so nothing of a project's ``[tool.fxpasses]`` table applies), and ``plugins``: which plugin distributions name the passes, a table as a
 config's ``[plugins]`` section (``{"enable": [...], "disable": [...], "prefer": {pass:
 distribution}, "strict": bool}``). Without it the ``[tool.fxpasses.plugins]`` section of the
 nearest ``pyproject.toml`` applies, as it does to ``fxpasses run`` there, whichever of the
@@ -92,7 +93,7 @@ reports: collections.deque[Any] = collections.deque(maxlen=100)
 
 log = logging.getLogger("fxpasses.backend")
 
-_KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "freeze", "plugins"}
+_KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "freeze", "plugins", "pyproject"}
 
 
 def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
@@ -124,7 +125,10 @@ def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
 
     # the option first: what the call itself gives is checked before the project's table
     given = plugins_from(options["plugins"], "torch.compile option 'plugins'", python=True) if "plugins" in options else None
-    found = find_pyproject()
+    use_project = options.get("pyproject", True)
+    if not isinstance(use_project, bool):
+        raise ConfigError(f"torch.compile option 'pyproject' must be true or false, got {use_project!r}")
+    found = find_pyproject() if use_project else None
     project = (found, _project_config(found)) if found is not None else None
     if given is not None:
         return given, project

@@ -208,7 +208,7 @@ def test_unknown_option_suggests_the_close_known_one():
         torch.compile(Net(), backend="fxpasses", options={"pipelin": "x", "ATOL": 1})(torch.randn(2, 8))
     assert (
         "ConfigError: unknown torch.compile option(s) for backend 'fxpasses': ATOL, pipelin (known: atol, "
-        "freeze, on_error, pipeline, plugins, preset, rtol, then, verify); did you mean 'atol' or 'pipeline'?\n"
+        "freeze, on_error, pipeline, plugins, preset, pyproject, rtol, then, verify); did you mean 'atol' or 'pipeline'?\n"
     ) in str(info.value)
 
 
@@ -888,3 +888,25 @@ def test_freeze_sees_an_in_place_update_of_a_folded_weight_and_freezes_again():
         assert len(backend.reports) == 2  # frozen again, once
         torch.testing.assert_close(compiled(x), model(x))
         assert len(backend.reports) == 2
+
+
+def test_the_pyproject_option_leaves_the_projects_table_out(tmp_path, monkeypatch):
+    """A project's `[options.fold_constants]` table made `options={"pipeline":
+    "fold_constants{max_numel=3}"}` an error (set twice), and its `verify` applied to a
+    pipeline given in code, with no way to opt out (a new-user check). `pyproject=False`
+    reads no pyproject.toml."""
+    (tmp_path / "pyproject.toml").write_text('[tool.fxpasses]\nverify = "numeric"\n[tool.fxpasses.options.fold_constants]\nmax_numel = 7\n')
+    monkeypatch.chdir(tmp_path)
+    m, x = nn.Linear(4, 4), torch.ones(2, 4)
+    options = {"pipeline": "fold_constants{max_numel=3}", "then": "eager"}
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"set twice"):
+        torch.compile(m, backend="fxpasses", options=options)(x)
+    torch._dynamo.reset()
+    backend.reports.clear()
+    torch.compile(m, backend="fxpasses", options={**options, "pyproject": False})(x)
+    (report,) = backend.reports
+    assert report.verification == "lint" and [p.name for p in report.passes] == ["fold_constants"]
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"option 'pyproject' must be true or false, got 'no'"):
+        torch.compile(m, backend="fxpasses", options={**options, "pyproject": "no"})(x)
