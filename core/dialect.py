@@ -3,12 +3,21 @@
 =================  ================================================================
 dialect            recognised by
 =================  ================================================================
-``export``         ATen ``OpOverload`` targets (``torch.ops.aten.*``) in call_function
-                   nodes, or a module made by ``torch.export(...).module()``
+``export``         a module made by ``torch.export(...).module()`` (or ``torch.export.load``),
+                   or a graph with its pytree code generator whose placeholders all carry
+                   ``meta["val"]`` (one rebuilt from a reproducer's ``graph.py``)
 ``dynamo``         placeholders carrying ``meta["example_value"]`` (TorchDynamo's fake
                    values) or ``gm.meta["dynamo_flat_name_to_original_fqn"]``
 ``symbolic_trace`` anything else (torch-level ops, ``call_module`` for submodules)
 =================  ================================================================
+
+ATen ``OpOverload`` targets alone do not make a graph ``export``: a symbolic_trace graph may
+call ``torch.ops.aten.relu.default`` or a plugin's custom operator (a pass may insert one),
+and ``export`` means the graph's input shapes and dtypes are checked when it is called, which
+lets passes rely on the example inputs' (``simplify_algebra`` replaced ``y / 1`` by ``y`` in
+such a symbolic_trace graph, and an integer ``y`` then came back as int64 instead of float:
+a new-user check). ``make_fx`` graphs (ATen ops, ``meta["val"]``, no checks) are
+``symbolic_trace`` for the same reason.
 """
 
 from __future__ import annotations
@@ -30,12 +39,13 @@ def detect_dialect(gm: torch.fx.GraphModule) -> str:
     meta = getattr(gm, "meta", None) or {}
     if "dynamo_flat_name_to_original_fqn" in meta or "dynamo_compile_id" in meta:
         return "dynamo"
-    overload = torch._ops.OpOverload
-    for key in gm.graph._find_nodes_lookup_table.table:
-        if key[0] == "call_function" and isinstance(key[1], overload):
-            return "export"
-    for node in gm.graph.find_nodes(op="placeholder"):
-        if "example_value" in node.meta:
-            return "dynamo"
-        break
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    if placeholders and "example_value" in placeholders[0].meta:
+        return "dynamo"
+    if (
+        isinstance(gm.graph._codegen, torch.fx.graph._PyTreeCodeGen)
+        and placeholders
+        and all("val" in n.meta for n in placeholders)
+    ):
+        return "export"
     return "symbolic_trace"

@@ -556,3 +556,30 @@ def test_guarded_captures_simplify_without_the_option_and_without_checks(dialect
     pr = simplify(cap.gm, cap.inputs, "propagate_shapes,simplify_algebra")
     assert pr.counters.get("simplified") == 2 and "input_guards" not in pr.counters, (pr.counters, pr.skipped)
     assert not any(n.target is input_guard for n in cap.gm.graph.nodes)
+
+
+class _AtenInSymbolicTrace(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.ops.aten.relu.default(x), (y / 1).neg()
+
+
+def test_an_aten_call_does_not_make_a_symbolic_trace_graph_an_export_one():
+    """Any OpOverload target (an aten call in the model, a plugin's custom operator a pass
+    inserted) made detect_dialect say "export", whose inputs are checked when called: so
+    simplify_algebra replaced `y / 1` by `y` without a check, and an int64 `y` came back int64
+    instead of float (a new-user check). Only export's module (or its pytree code generator with
+    every placeholder's `val`) is export now; make_fx graphs are symbolic_trace too."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from fxpasses.dialect import detect_dialect
+
+    x, y = torch.randn(2, 4), torch.randn(3)
+    gm = torch.fx.symbolic_trace(_AtenInSymbolicTrace())
+    assert detect_dialect(gm) == "symbolic_trace"
+    report = fxpasses.Pipeline(["propagate_shapes", "simplify_algebra"]).run(gm, [x, y])
+    assert report.dialect == "symbolic_trace" and not report["simplify_algebra"].changed
+    ints = torch.tensor([3, 4, 5])
+    assert gm(x, ints)[1].dtype == torch.float32
+    torch.testing.assert_close(gm(x, ints)[1], _AtenInSymbolicTrace()(x, ints)[1])
+    assert detect_dialect(make_fx(_AtenInSymbolicTrace())(x, y)) == "symbolic_trace"
+    assert detect_dialect(torch.export.export(_AtenInSymbolicTrace(), (x, y)).module()) == "export"
