@@ -90,22 +90,41 @@ def exception_message(exc: BaseException) -> str:
         return f"<str() of the {type(exc).__name__} raised {type(err).__name__}: {inner}>"
 
 
-def _library_dirs() -> tuple[str, ...]:
-    """Folders whose code is not a pass's own: fxpasses' core, torch, pluggy, pydantic and the
-    standard library (each with a trailing separator)."""
+def _sysconfig_folders(*names: str) -> tuple[str, ...]:
+    """sysconfig's folders ``names``, absolute, each ending in a separator."""
     import sysconfig
 
-    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    return tuple({os.path.join(os.path.abspath(p), "") for p in map(sysconfig.get_path, names) if p})
+
+
+#: the standard library's folders, and the installed packages' (inside them outside a venv)
+_STDLIB_DIRS = _sysconfig_folders("stdlib", "platstdlib")
+_PACKAGE_DIRS = _sysconfig_folders("purelib", "platlib")
+
+
+def in_stdlib(filename: str) -> bool:
+    """Whether ``filename`` is the standard library's (not an installed package's, which may
+    lie inside the standard library's folder)."""
+    path = os.path.abspath(filename)
+    return path.startswith(_STDLIB_DIRS) and not path.startswith(_PACKAGE_DIRS) and "site-packages" not in path
+
+
+def _library_code() -> tuple[tuple[str, ...], frozenset[str]]:
+    """The folders (each ending in a separator) and single files whose code is not a pass's
+    own: fxpasses' core, torch, pluggy and pydantic (a package is its folder; a one-file module,
+    such as ``typing_extensions.py``, its file alone: its folder is site-packages, where the
+    plugins are too)."""
+    folders = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "")]
+    files = set()
     for name in ("torch", "pluggy", "pydantic", "pydantic_core", "typing_extensions"):
-        mod = sys.modules.get(name)
-        file = getattr(mod, "__file__", None)
+        file = getattr(sys.modules.get(name), "__file__", None)
         if isinstance(file, str):
-            dirs.append(os.path.dirname(os.path.abspath(file)))
-    for key in ("stdlib", "platstdlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            dirs.append(os.path.abspath(path))
-    return tuple(d.rstrip(os.sep) + os.sep for d in dict.fromkeys(dirs))
+            file = os.path.abspath(file)
+            if os.path.basename(file) == "__init__.py":
+                folders.append(os.path.join(os.path.dirname(file), ""))
+            else:
+                files.add(file)
+    return tuple(folders), frozenset(files)
 
 
 def raising_frame(exc: BaseException) -> str | None:
@@ -114,12 +133,13 @@ def raising_frame(exc: BaseException) -> str | None:
     generated code such as FX's ``<eval_with_key>``), or None. A pass whose helper raised a
     ``KeyError`` was named, with the node, but not where in the pass's code it raised."""
     found = None
-    library = _library_dirs()
+    folders, files = _library_code()
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
         file = code.co_filename
-        if not file.startswith("<") and not os.path.abspath(file).startswith(library):
+        path = os.path.abspath(file)
+        if not file.startswith("<") and not path.startswith(folders) and path not in files and not in_stdlib(path):
             found = (file, tb.tb_lineno, code.co_name)
         tb = tb.tb_next
     return None if found is None else f"{found[0]}:{found[1]}, in {found[2]}"

@@ -28,7 +28,6 @@ import importlib.metadata as md
 import inspect
 import keyword
 import os
-import sysconfig
 import traceback
 import typing
 import warnings
@@ -50,6 +49,7 @@ from ._hookcheck import (
 from .errors import (
     exception_message,
     exception_text,
+    in_stdlib,
     ConfigError,
     DuplicatePassError,
     PassDefinitionError,
@@ -305,24 +305,11 @@ def _raised_at(exc: BaseException) -> str:
         return ""
     # the plugin's own line, not the standard library's it called (json.loads of bad text
     # raises in json/decoder.py); the innermost frame when all are the library's
-    own = [f for f in frames if not _in_stdlib(f.filename)]
+    own = [f for f in frames if not in_stdlib(f.filename)]
     f = (own or frames)[-1]
     return f" (at {f.filename}, line {f.lineno}" + (f": {f.line.strip()})" if f.line and f.line.strip() else ")")
 
 
-def _folders(*names: str) -> tuple[str, ...]:
-    """sysconfig's folders ``names``, absolute, each ending in a separator."""
-    return tuple({os.path.join(os.path.abspath(p), "") for p in map(sysconfig.get_path, names) if p})
-
-
-#: the standard library's folders, and the installed packages' (inside them in a venv)
-_STDLIB_DIRS = _folders("stdlib", "platstdlib")
-_PACKAGE_DIRS = _folders("purelib", "platlib")
-
-
-def _in_stdlib(filename: str) -> bool:
-    path = os.path.abspath(filename)
-    return path.startswith(_STDLIB_DIRS) and not path.startswith(_PACKAGE_DIRS) and "site-packages" not in path
 
 
 def _norm(name: str) -> str:
@@ -947,7 +934,7 @@ class Registry:
                 impl.function(**kwargs)
             except (DuplicatePassError, PluginError):
                 raise  # only raised in strict mode, already naming the distribution
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # (a registration hook's sys.exit: a broken plugin too)
                 message = f"{impl.function.__name__} raised {exception_text(exc)}{_raised_at(exc)}"
                 for n in added:  # all or nothing: a half-registered plugin is skipped whole
                     self._remove(n, rec.distribution)

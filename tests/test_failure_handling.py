@@ -631,3 +631,29 @@ def test_a_skipped_pass_that_wrote_what_no_rollback_undoes_is_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SkippedPassWarning)
         assert Pipeline([Raises], on_error="skip").run(torch.fx.symbolic_trace(_Model()), [torch.ones(3)])["raises"].status == "skipped"
+
+
+def test_the_raising_frame_of_a_plugin_installed_in_site_packages_is_named():
+    """With the plugin installed (not editable) its frames are in site-packages, the folder of
+    the one-file module typing_extensions.py, which was taken for library code: `raised_at`
+    was None for every installed plugin (a new-user check)."""
+    import os
+    import sysconfig
+
+    import typing_extensions
+
+    from fxpasses.errors import raising_frame
+
+    site = os.path.dirname(os.path.abspath(typing_extensions.__file__))
+    assert site == os.path.abspath(sysconfig.get_path("purelib"))
+    filename = os.path.join(site, "fake_installed_plugin.py")
+    namespace = {}
+    exec(compile("def helper():\n    return {}['missing']\n", filename, "exec"), namespace)
+    try:
+        namespace["helper"]()
+    except KeyError as exc:
+        assert raising_frame(exc) == f"{filename}:2, in helper"
+    try:
+        torch.zeros(2) + torch.zeros(3)  # raised inside torch, called from here
+    except RuntimeError as exc:
+        assert raising_frame(exc).startswith(f"{__file__}:")

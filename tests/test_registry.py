@@ -1300,6 +1300,24 @@ def test_passes_dropped_with_a_plugin_whose_hook_raised_say_so_when_named(site):
     forget_modules("fxp_dropping")
 
 
+def test_a_registration_hook_calling_sys_exit_is_a_broken_plugin_not_the_end_of_the_process(site):
+    """`sys.exit(6)` in `fxpasses_register_passes` ended `fxpasses.registry()`, every command
+    and every torch.compile with the backend (a script that does not catch SystemExit ended),
+    where a RuntimeError there is a warning and the plugin skipped (a new-user check)."""
+    make_dist(
+        site,
+        "exiting-dist",
+        "0.2",
+        "fxp_exiting",
+        good_pass_source("exiting_pass").replace("    register(ExitingPassPass)", "    register(ExitingPassPass)\n    import sys\n    sys.exit(6)"),
+    )
+    forget_modules("fxp_exiting")
+    with pytest.warns(fxpasses.errors.PluginWarning, match=r"fxpasses_register_passes raised SystemExit: 6 \(at .*fxp_exiting\.py"):
+        reg = Registry()
+    assert "exiting_pass" not in reg and "eliminate_dead_code" in reg
+    forget_modules("fxp_exiting")
+
+
 @pytest.mark.parametrize(
     "registered, shown, name",
     [
