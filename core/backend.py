@@ -39,9 +39,8 @@ tensor is registered on the graph module (its qualified name, sanitised:
 drops those positions from the inputs it is called with, and the ``then`` backend gets the
 remaining example inputs. Left graph inputs, with the reason in the report: tensors the graph
 writes in place (a training-mode BatchNorm's running statistics and ``num_batches_tracked``) or
-that share storage with one it writes; tensors another graph compiled with ``freeze`` writes
-in place (:data:`_WRITTEN_STATE`: across a graph break; a graph frozen before its writer was
-compiled is frozen again on its next call); tensors that require grad while grad mode is on at
+that share storage with one it writes; tensors written in place before every call
+(:data:`_VOLATILE`: by another graph of the model across a graph break); tensors that require grad while grad mode is on at
 compile time (training: gradients must reach them; compile under ``torch.no_grad()`` or
 ``torch.inference_mode()``, or ``requires_grad_(False)`` the model, to freeze its parameters;
 TorchDynamo guards on grad mode, so a call under the other mode recompiles); fake tensors;
@@ -229,7 +228,8 @@ def _concrete(example_inputs: Sequence[Any]) -> list[Any] | None:
 _KEPT_REASONS = {
     "written": "the graph writes them in place (e.g. a training-mode BatchNorm's running statistics)",
     "storage": "they share storage with an input the graph writes in place",
-    "elsewhere": "another graph of the model writes them in place (across a graph break)",
+    "volatile": "they were written in place before every call (by another graph of the model across a graph "
+    "break, or outside it): folded into constants, they would be frozen anew on each call",
     "grad": "they require grad and grad mode was on at compile time (training)",
     "fake": "their example values are not real tensors",
     "symbolic": "their sizes are symbolic (dynamic shapes)",
@@ -246,7 +246,7 @@ class Freezing:
         frozen: ``(qualified name, attribute of the graph module)`` of each parameter or
             buffer made a constant of the graph (a ``get_attr`` of the very tensor).
         not_frozen: ``(qualified name, reason key)`` of each parameter or buffer left a graph
-            input (reason keys: ``written``, ``storage``, ``elsewhere``, ``grad``, ``fake``,
+            input (reason keys: ``written``, ``storage``, ``volatile``, ``grad``, ``fake``,
             ``symbolic``).
     """
 
@@ -384,32 +384,30 @@ def _writes(gm: torch.fx.GraphModule) -> tuple[set[torch.fx.Node], set[str]]:
     return placeholders, state
 
 
-#: Storages (:func:`fxpasses.effects._storage_key`) of parameters and buffers that a graph
-#: compiled with ``freeze`` writes in place. Another graph of the model (across a graph break)
-#: must not freeze them: what it computed from their values would go stale as the writer runs
-#: (a counter the model updates in one graph and reads in the next: the frozen graph returned
-#: the first call's value forever; a new-user check). Each storage is kept with a weak
-#: reference to the tensor written: an entry counts while that tensor is alive and still has
-#: that storage (a freed storage reused by another tensor is not "written").
-_WRITTEN_STATE: dict[Any, "weakref.ref[torch.Tensor]"] = {}
+#: Storages (:func:`fxpasses.effects._storage_key`) of parameters and buffers that were
+#: written in place between two calls of a frozen graph, and again before the next, after the
+#: graph had folded them into constants: written on every call (a counter one graph of the
+#: model updates and the next, after a graph break, reads), so a graph that froze them would
+#: be frozen anew on each call. Such tensors stay graph inputs. A tensor written now and then
+#: (an optimizer step between evaluation epochs) is frozen again once each time instead
+#: (:class:`_FrozenVariants`). Each storage is kept with a weak reference to its tensor: an
+#: entry counts while that tensor is alive and still has that storage.
+_VOLATILE: dict[Any, "weakref.ref[torch.Tensor]"] = {}
 
 
-def _written_elsewhere() -> set[Any]:
-    """The storages of :data:`_WRITTEN_STATE` whose tensors are alive and still hold them
-    (dropping the other entries)."""
+def _volatile_storages() -> set[Any]:
+    """The storages of :data:`_VOLATILE` whose tensors are alive and still hold them (dropping
+    the other entries)."""
     from .effects import _storage_key
 
     live = set()
-    for key, ref in list(_WRITTEN_STATE.items()):
+    for key, ref in list(_VOLATILE.items()):
         t = ref()
         if t is not None and _storage_key(t) == key:
             live.add(key)
         else:
-            del _WRITTEN_STATE[key]
+            del _VOLATILE[key]
     return live
-#: Every frozen graph alive, so that one compiled later that writes what it froze drops it
-#: (:meth:`_FrozenVariants.drop`): a reader frozen before the writer was compiled.
-_FREEZERS: "weakref.WeakSet[_FrozenVariants]" = weakref.WeakSet()
 
 
 def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing:
@@ -439,21 +437,17 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
         for v, w in zip(example_inputs, written)
         if w
     }
-    writes_state: dict[Any, torch.Tensor] = {}  # storages of the model's state this graph writes
     if state_names:
         for qual, t in [*gm.named_parameters(), *gm.named_buffers()]:
             if any(qual == s or s.endswith("*") and qual.startswith(s[:-1]) for s in state_names):
                 written_storage.add(_storage_key(t))
-                writes_state[_storage_key(t)] = t
     grad = torch.is_grad_enabled()
     chosen: list[tuple[int, torch.fx.Node, torch.Tensor, str]] = []
-    elsewhere = _written_elsewhere()  # (written by the graphs compiled before this one)
+    volatile = _volatile_storages()
     for i, (node, value) in enumerate(zip(placeholders, example_inputs)):
         name = _state_name(getattr(node.meta.get("grapharg"), "source", None))
         if name is None or not isinstance(value, torch.Tensor):
             continue
-        if written[i] and not isinstance(value, FakeTensor):
-            writes_state[_storage_key(value)] = value
         fake = node.meta.get("example_value", node.meta.get("val"))
         if isinstance(value, FakeTensor):
             reason = "fake"
@@ -463,19 +457,14 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
             reason = "written"
         elif None in written_storage or _storage_key(value) in written_storage:
             reason = "storage"
-        elif _storage_key(value) in elsewhere:
-            reason = "elsewhere"
+        elif _storage_key(value) in volatile:
+            reason = "volatile"
         elif value.requires_grad and grad:
             reason = "grad"
         else:
             chosen.append((i, node, value, name))
             continue
         result.not_frozen.append((name, reason))
-    new = {k for k in writes_state if k not in elsewhere}
-    if new:
-        _WRITTEN_STATE.update((k, weakref.ref(writes_state[k])) for k in new)
-        for freezer in list(_FREEZERS):  # graphs frozen before this one, with what it writes
-            freezer.drop(new)
     if not chosen:
         return result
     # Edit a copy: TorchDynamo generates the call of the compiled function from the
@@ -796,8 +785,8 @@ class _FrozenVariants:
             tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any], frozenset[Any], tuple[torch.Tensor, ...], tuple[int, ...]]
         ] = []
         self.unfrozen: Callable[..., Any] | None = None
+        self.refroze = False  # the last call froze again for a folded tensor written since
         self._add(freezing, compiled)
-        _FREEZERS.add(self)
 
     def _add(self, freezing: Any, compiled: Callable[..., Any]) -> None:
         from .effects import _storage_key
@@ -810,23 +799,24 @@ class _FrozenVariants:
         versions = tuple(v for _, v in freezing.consumed)
         self.variants.append((take, tensors, compiled, frozenset(map(_storage_key, tensors)), watched, versions))
 
-    def drop(self, written: set[Any]) -> None:
-        """Forget the variants that froze a tensor of a storage in ``written`` (another graph,
-        compiled after them, writes it in place): the next call freezes again, keeping it a
-        graph input (:data:`_WRITTEN_STATE`)."""
-        kept = [v for v in self.variants if v[3].isdisjoint(written)]
-        if len(kept) != len(self.variants):
-            log.info("fxpasses backend: freeze: a graph compiled later writes tensors this graph froze; freezing it again")
-            self.variants = kept
-
     def __call__(self, *args: Any) -> Any:
         for k, (take, tensors, compiled, _, watched, versions) in enumerate(self.variants):
             if all(map(operator.is_, take(args), tensors)):
-                if not watched or tuple(map(_VERSION, watched)) == versions:
+                now = tuple(map(_VERSION, watched)) if watched else versions
+                if now == versions:
+                    self.refroze = False
                     return compiled(*args)
                 # a tensor folded or fused into constants was written in place since (an
-                # optimizer step, load_state_dict): what was computed from it is stale
-                log.info("fxpasses backend: freeze: a tensor folded into constants was written in place; freezing again")
+                # optimizer step, load_state_dict, another graph of the model): what was
+                # computed from it is stale. Written again right after the last such freeze:
+                # written on every call, so kept an input from now on (_VOLATILE)
+                moved = [t for t, v, v0 in zip(watched, now, versions) if v != v0]
+                if self.refroze:
+                    from .effects import _storage_key
+
+                    _VOLATILE.update((_storage_key(t), weakref.ref(t)) for t in moved)
+                log.info("fxpasses backend: freeze: %d tensor(s) folded into constants were written in place; freezing again", len(moved))
+                self.refroze = True
                 del self.variants[k]
                 break
         if len(self.variants) >= MAX_FROZEN_VARIANTS:
