@@ -79,8 +79,9 @@ def import_modules(modules: Iterable[str], what: str, *, base_dir: Path | None =
                 importlib.import_module(module)
         except Exception as exc:
             raise ConfigError(
-                f"{what} has outputs or inputs of pytree types defined in {module}, which cannot be "
-                f"imported ({exception_text(exc)}); install the package that provides it"
+                f"{what} needs module {module} (it defines the pytree types of its inputs or outputs, or "
+                f"custom operators its graph calls), which cannot be imported ({exception_text(exc)}); install the "
+                "package that provides it"
                 f"{_install_hint(module)}",
                 source=source,
             ) from None

@@ -198,9 +198,9 @@ def test_user_dataclass_and_class_outputs(project, tmp_path):
     out = fresh(str(project / "pair_recorded.pt2"), cwd=elsewhere)
     assert out.returncode == 3
     assert out.stdout.strip().startswith(
-        f"ConfigError: [model] program: {project / 'pair_recorded.pt2'} has outputs or inputs of pytree "
-        "types defined in my_outputs, which cannot be imported (ModuleNotFoundError: No module named "
-        "'my_outputs'); install the package that provides it"
+        f"ConfigError: [model] program: {project / 'pair_recorded.pt2'} needs module my_outputs (it defines "
+        "the pytree types of its inputs or outputs, or custom operators its graph calls), which cannot be "
+        "imported (ModuleNotFoundError: No module named 'my_outputs'); install the package that provides it"
     )
 
 
