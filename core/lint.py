@@ -276,6 +276,22 @@ def names_in_namespace(graph: torch.fx.Graph) -> bool:
 _NAME = operator.attrgetter("name")
 
 
+def cycle_through(node: torch.fx.Node, limit: int = 64) -> list[torch.fx.Node] | None:
+    """A chain of inputs ``[node, a, b, ..., node]`` by which ``node`` uses itself (each uses
+    the next), at most ``limit`` nodes deep, or None. For the error path only."""
+    stack: list[tuple[torch.fx.Node, list[torch.fx.Node]]] = [(node, [node])]
+    seen: set[torch.fx.Node] = set()
+    while stack:
+        current, path = stack.pop()
+        for i in current._input_nodes:
+            if i is node:
+                return [*path, node]
+            if i not in seen and len(path) < limit:
+                seen.add(i)
+                stack.append((i, [*path, i]))
+    return None
+
+
 def lint_culprit(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
     """The node a failed ``gm.graph.lint()`` is about, for the error to name: the first node,
     in graph order, that breaks a rule of lint's first walk (a legal op, this graph's node, in

@@ -73,6 +73,7 @@ from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
 from .journal import CheckedJournal, Journal, JournalMismatch, NodeFrame, checking, supports_journal
 from .lint import (
+    cycle_through,
     _MAX_NESTING,
     input_signature,
     lint_culprit,
@@ -1527,6 +1528,17 @@ class Pipeline:
                 node = exc.node
             elif not isinstance(exc, VerificationError):  # torch's Graph.lint() raised
                 node = lint_culprit(snap.gm)
+                cycle = cycle_through(node) if node is not None else None
+                if cycle:
+                    chain = " -> ".join(f"%{n.name}" for n in cycle)
+                    notes.append(
+                        f"the nodes use each other in a cycle ({chain}, each using the next): a hook returned "
+                        "Replace(new) where `new` was built from the node it visited, so replacing every use of "
+                        "that node made `new` use itself. To wrap the visited node, build the new nodes after it "
+                        "(`with ctx.graph.inserting_after(node):`), replace its other uses yourself "
+                        "(`node.replace_all_uses_with(new, delete_user_cb=lambda user: user is not first)`, "
+                        "`first` being the new node that takes `node`) and return None"
+                    )
             where = failure_place(node) if node is not None else {}
         if on_error != "raise":
             snap.restore()

@@ -657,3 +657,39 @@ def test_the_raising_frame_of_a_plugin_installed_in_site_packages_is_named():
         torch.zeros(2) + torch.zeros(3)  # raised inside torch, called from here
     except RuntimeError as exc:
         assert raising_frame(exc).startswith(f"{__file__}:")
+
+
+def test_a_replacement_built_from_the_visited_node_is_named_as_a_cycle_with_the_way_to_wrap():
+    """`Replace(neg(neg(node)))` made the new nodes use each other once every use of `node`
+    was replaced; lint said only "used before it has been defined" (a new-user check). The
+    failure now names the cycle and how to wrap the visited node, and that way works."""
+
+    class Wrap(NodePass):
+        name = "wrap"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            return Replace(ctx.call_function(torch.neg, (ctx.call_function(torch.neg, (node,)),)))
+
+    class WrapAfter(NodePass):
+        name = "wrap_after"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            with ctx.graph.inserting_after(node):
+                first = ctx.graph.call_function(torch.neg, (node,))
+            with ctx.graph.inserting_after(first):
+                new = ctx.graph.call_function(torch.neg, (first,))
+            node.replace_all_uses_with(new, delete_user_cb=lambda user: user is not first)
+            return None
+
+    gm = torch.fx.symbolic_trace(_Model())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Wrap]).run(gm, [torch.randn(3)])
+    assert "the nodes use each other in a cycle (%neg -> %neg_1 -> %neg, each using the next)" in str(info.value)
+    assert gm.code == code
+    x = torch.randn(3)
+    report = Pipeline([WrapAfter], verify="numeric").run(gm, [x])
+    assert report["wrap_after"].status == "ok" and sum(n.target is torch.neg for n in gm.graph.nodes) == 2
+    torch.testing.assert_close(gm(x), _Model()(x))
