@@ -147,8 +147,12 @@ def raising_frame(exc: BaseException) -> str | None:
 
 def exception_text(exc: BaseException) -> str:
     """``"TypeName: message"``: an exception as a message quotes it (never raises, see
-    :func:`exception_message`)."""
-    return f"{type(exc).__name__}: {exception_message(exc)}"
+    :func:`exception_message`); ``SystemExit`` of a bare ``sys.exit()`` as ``SystemExit
+    (sys.exit() with no code)``, not ``SystemExit: ``."""
+    message = exception_message(exc)
+    if isinstance(exc, SystemExit) and not message:
+        return "SystemExit (sys.exit() with no code)"
+    return f"{type(exc).__name__}: {message}"
 
 
 def exception_line(exc: BaseException) -> str:

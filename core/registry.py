@@ -693,7 +693,10 @@ class Registry:
             # worded as the other plugin-name errors: "...; installed: ...; did you mean ...?"
             # among every name a plugin answers to (its distribution's, its entry point's), as
             # for `-p no:NAME` above
-            close = sorted({m for n in missing for m in difflib.get_close_matches(n, sorted(known), n=2, cutoff=0.6)})
+            # (not the built-in passes' distribution, always loaded: `acme-passes` was "did you
+            # mean 'fxpasses'?")
+            plugins = sorted(known - {BUILTIN_DISTRIBUTION})
+            close = sorted({m for n in missing for m in difflib.get_close_matches(n, plugins, n=2, cutoff=0.6)})
             raise PluginError(
                 f"requested with enable/-p but not installed; installed: {', '.join(installed) or '(none)'}"
                 + did_you_mean(close)

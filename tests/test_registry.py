@@ -1838,3 +1838,23 @@ def test_show_gives_a_nested_models_default_as_a_table_that_reads_back(capsys):
     shown = row.split()[2]
     assert shown == "{low=-1.0,tag=none}"
     assert fxpasses.Pipeline.from_string(f"nested_show{{inner={shown}}}", registry=reg).plan().steps[0].options == Options()
+
+
+def test_enabling_a_missing_plugin_does_not_suggest_the_built_in_passes_distribution():
+    """`enable = ["acme-passes"]` with the plugin uninstalled said "did you mean 'fxpasses'?",
+    the built-in passes' distribution, always loaded (a new-user check)."""
+    from fxpasses.errors import PluginError
+
+    with pytest.raises(PluginError) as info:
+        Registry(enable=["acme-passes"])
+    assert "did you mean" not in str(info.value) and "requested with enable/-p but not installed" in str(info.value)
+    with pytest.raises(PluginError) as info:
+        Registry(enable=["fxpasses-example-pases"])
+    assert "did you mean 'fxpasses-example-passes'?" in str(info.value)
+
+
+def test_a_bare_sys_exit_is_named_as_such_in_messages():
+    from fxpasses.errors import exception_text
+
+    assert exception_text(SystemExit()) == "SystemExit (sys.exit() with no code)"
+    assert exception_text(SystemExit(3)) == "SystemExit: 3"
