@@ -1061,9 +1061,58 @@ def _save(
     except OSError as exc:
         raise UserError(f"cannot create the output directory {out_dir}: {os_reason(exc)}") from exc
     _remove_stale_outputs(out_dir, capture_kind)
+    with _removed_on_failure(out_dir, capture_kind):
+        if capture_kind == "export":
+            path = out_dir / "model.pt2"
+            state.restore()
+            args, kw = tuple(clone_outputs(inputs)), clone_outputs(dict(kwargs)) if kwargs else None
+            dynamic = _dynamic_shapes(gm, args, kw)
+            try:
+                ep = torch.export.export(gm, args, kw, dynamic_shapes=dynamic)
+            except Exception as exc:
+                if dynamic is None:
+                    raise
+                raise VerificationError(
+                    "the optimized module cannot be exported again with the dynamic sizes of its inputs "
+                    f"({_describe_dynamic(gm)}): {exception_line(exc)[:300]}"
+                ) from exc
+            finally:
+                state.restore()
+            save_program(ep, path)
+            loaded = torch.export.load(str(path)).module()
+            _check_read_back(loaded, inputs, expected, cfg, f"{path} read back with torch.export.load", kwargs)
+            return [path]
+        # torch.fx's own writer: a module.py with imports and a class, plus state_dict.pt;
+        # `import <out_dir>.module` (or run module.py's class) gives the module back.
+        folder = out_dir / "module"
+        code_globals = gm.graph.python_code("self").globals
+        # (raises before anything is written)
+        definitions = [*_op_module_imports(gm), *_global_definitions(code_globals)]
+        with warnings.catch_warnings():
+            # submodules without a repr torch can rebuild are pickled instead: expected, and the
+            # folder is loaded back and checked below
+            warnings.filterwarnings("ignore", message="Was not able to save the following children", category=UserWarning)
+            gm.to_folder(folder, "OptimizedModule")
+        _relocatable(folder / "module.py", str(folder))
+        _define_globals(folder / "module.py", definitions)
+        _keep_module_state(folder / "module.py", gm)
+        saved = sorted(p for p in folder.rglob("*") if p.is_file())
+        if capture_kind == "dynamo":
+            # TorchDynamo graphs take parameters and buffers as inputs: keep them to call it
+            path = out_dir / "inputs.pt"
+            # (parameters among them keep requires_grad: a model saved for training stays trainable)
+            torch.save([_detached(t) if isinstance(t, torch.Tensor) else t for t in inputs], path)
+            saved.append(path)
+        _check_read_back(load_folder(folder), inputs, expected, cfg, f"{folder / 'module.py'} read back", kwargs)
+        return saved
+
+
+@contextlib.contextmanager
+def _removed_on_failure(out_dir: Path, capture_kind: str) -> Iterator[None]:
+    """Remove what a save wrote in the block when the block raises (:func:`_remove_partial_save`)."""
     before = _files_under(out_dir, capture_kind)
     try:
-        return _write_and_check(gm, inputs, capture_kind, out_dir, expected, cfg, state, kwargs)
+        yield
     except BaseException:
         _remove_partial_save(out_dir, capture_kind, before)
         raise
@@ -1100,62 +1149,6 @@ def _remove_partial_save(out_dir: Path, capture_kind: str, before: set[Path]) ->
     if saved and any(not (out_dir / (name if parent != "module" else f"module/{name}")).is_file() for parent, name in saved):
         with contextlib.suppress(OSError):
             report.unlink()
-
-
-def _write_and_check(
-    gm: torch.fx.GraphModule,
-    inputs: list[Any],
-    capture_kind: str,
-    out_dir: Path,
-    expected: tuple[Any, Any],
-    cfg: Config,
-    state: TensorState,
-    kwargs: dict[str, Any] | None,
-) -> list[Path]:
-    """The body of :func:`_save`, once the output folder is made and cleared of stale outputs."""
-    if capture_kind == "export":
-        path = out_dir / "model.pt2"
-        state.restore()
-        args, kw = tuple(clone_outputs(inputs)), clone_outputs(dict(kwargs)) if kwargs else None
-        dynamic = _dynamic_shapes(gm, args, kw)
-        try:
-            ep = torch.export.export(gm, args, kw, dynamic_shapes=dynamic)
-        except Exception as exc:
-            if dynamic is None:
-                raise
-            raise VerificationError(
-                "the optimized module cannot be exported again with the dynamic sizes of its inputs "
-                f"({_describe_dynamic(gm)}): {exception_line(exc)[:300]}"
-            ) from exc
-        finally:
-            state.restore()
-        save_program(ep, path)
-        loaded = torch.export.load(str(path)).module()
-        _check_read_back(loaded, inputs, expected, cfg, f"{path} read back with torch.export.load", kwargs)
-        return [path]
-    # torch.fx's own writer: a module.py with imports and a class, plus state_dict.pt;
-    # `import <out_dir>.module` (or run module.py's class) gives the module back.
-    folder = out_dir / "module"
-    code_globals = gm.graph.python_code("self").globals
-    # (raises before anything is written)
-    definitions = [*_op_module_imports(gm), *_global_definitions(code_globals)]
-    with warnings.catch_warnings():
-        # submodules without a repr torch can rebuild are pickled instead: expected, and the
-        # folder is loaded back and checked below
-        warnings.filterwarnings("ignore", message="Was not able to save the following children", category=UserWarning)
-        gm.to_folder(folder, "OptimizedModule")
-    _relocatable(folder / "module.py", str(folder))
-    _define_globals(folder / "module.py", definitions)
-    _keep_module_state(folder / "module.py", gm)
-    saved = sorted(p for p in folder.rglob("*") if p.is_file())
-    if capture_kind == "dynamo":
-        # TorchDynamo graphs take parameters and buffers as inputs: keep them to call it
-        path = out_dir / "inputs.pt"
-        # (parameters among them keep requires_grad: a model saved for training stays trainable)
-        torch.save([_detached(t) if isinstance(t, torch.Tensor) else t for t in inputs], path)
-        saved.append(path)
-    _check_read_back(load_folder(folder), inputs, expected, cfg, f"{folder / 'module.py'} read back", kwargs)
-    return saved
 
 
 def _detached(t: torch.Tensor) -> torch.Tensor:
