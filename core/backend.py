@@ -23,8 +23,8 @@ After the pipeline the graph goes to the backend named by ``options={"then": ...
 ``rollback``), ``atol`` and ``rtol`` (the tolerances of numeric verification, as
 :class:`~fxpasses.Pipeline`'s and with its defaults, ``1e-5`` each), ``freeze`` (default
 ``False``, below), ``pyproject`` (default ``True``; ``False``: no ``pyproject.toml`` is read,
-so nothing of a project's ``[tool.fxpasses]`` table applies), and ``plugins``: which plugin distributions name the passes, a table as a
-config's ``[plugins]`` section (``{"enable": [...], "disable": [...], "prefer": {pass:
+so nothing of a project's ``[tool.fxpasses]`` table applies), and ``plugins``: which plugin
+distributions name the passes, a table as a config's ``[plugins]`` section (``{"enable": [...], "disable": [...], "prefer": {pass:
 distribution}, "strict": bool}``). Without it the ``[tool.fxpasses.plugins]`` section of the
 nearest ``pyproject.toml`` applies, as it does to ``fxpasses run`` there, whichever of the
 sources above gave the pipeline.
@@ -40,8 +40,8 @@ drops those positions from the inputs it is called with, and the ``then`` backen
 remaining example inputs. Left graph inputs, with the reason in the report: tensors the graph
 writes in place (a training-mode BatchNorm's running statistics and ``num_batches_tracked``) or
 that share storage with one it writes; tensors written in place before every call
-(:data:`_VOLATILE`: by another graph of the model across a graph break); tensors that require grad while grad mode is on at
-compile time (training: gradients must reach them; compile under ``torch.no_grad()`` or
+(:data:`_VOLATILE`: by another graph of the model across a graph break); tensors that
+require grad while grad mode is on at compile time (training: gradients must reach them; compile under ``torch.no_grad()`` or
 ``torch.inference_mode()``, or ``requires_grad_(False)`` the model, to freeze its parameters;
 TorchDynamo guards on grad mode, so a call under the other mode recompiles); fake tensors;
 tensors with symbolic sizes. Module attributes that are plain numbers and that TorchDynamo
@@ -52,8 +52,8 @@ call of a frozen graph compares the version counters of the frozen tensors the p
 or fused away (:attr:`Freezing.consumed`) with those it froze, and freezes again when one was
 written in place (``p.mul_()``, ``load_state_dict``, an optimizer step), since what was
 computed from them is not recomputed and TorchDynamo does not guard on their values. A write
-that moves no version counter (``p.data = ...``) is not seen: results would be stale. An in-place update of a
-frozen tensor that no pass folded (a linear layer's weight, used as it is) is still seen,
+that moves no version counter (``p.data = ...``) is not seen: results would be stale. An
+in-place update of a frozen tensor that no pass folded (a linear layer's weight, used as it is) is still seen,
 since the graph module holds that very tensor; call ``torch._dynamo.reset()`` after changing
 weights to recompile. Which tensors a frozen graph is called with is checked on every call
 (:class:`_FrozenVariants`): a graph TorchDynamo reuses for another instance of a module class,
@@ -781,26 +781,26 @@ class _FrozenVariants:
     def __init__(self, pristine: torch.fx.GraphModule, compiled: Callable[..., Any], freezing: Any, compile_one: Callable[..., Any]) -> None:
         self.pristine = pristine
         self.compile_one = compile_one
+        # (take the frozen positions' tensors, those tensors, the compiled graph, the tensors
+        # it folded away, their version counters then)
         self.variants: list[
-            tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any], frozenset[Any], tuple[torch.Tensor, ...], tuple[int, ...]]
+            tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any], tuple[torch.Tensor, ...], tuple[int, ...]]
         ] = []
         self.unfrozen: Callable[..., Any] | None = None
         self.refroze = False  # the last call froze again for a folded tensor written since
         self._add(freezing, compiled)
 
     def _add(self, freezing: Any, compiled: Callable[..., Any]) -> None:
-        from .effects import _storage_key
-
         positions = [i for i, _ in freezing.inputs]
         tensors = tuple(t for _, t in freezing.inputs)
         # the tensors at those positions as a tuple, taken in C (one call per call)
         take = operator.itemgetter(*positions) if len(positions) > 1 else (lambda args: (args[positions[0]],))
         watched = tuple(t for t, _ in freezing.consumed)
         versions = tuple(v for _, v in freezing.consumed)
-        self.variants.append((take, tensors, compiled, frozenset(map(_storage_key, tensors)), watched, versions))
+        self.variants.append((take, tensors, compiled, watched, versions))
 
     def __call__(self, *args: Any) -> Any:
-        for k, (take, tensors, compiled, _, watched, versions) in enumerate(self.variants):
+        for k, (take, tensors, compiled, watched, versions) in enumerate(self.variants):
             if all(map(operator.is_, take(args), tensors)):
                 now = tuple(map(_VERSION, watched)) if watched else versions
                 if now == versions:
@@ -830,7 +830,7 @@ class _FrozenVariants:
             return self.unfrozen(*args)
         compiled, freezing = self.compile_one(_copy_dynamo_module(self.pristine), list(args), True)
         if not freezing.frozen:  # nothing could be frozen for these tensors: no check needed
-            self.variants.append(((lambda args: ()), (), compiled, frozenset(), (), ()))
+            self.variants.append(((lambda args: ()), (), compiled, (), ()))
         else:
             self._add(freezing, compiled)
         return compiled(*args)
