@@ -636,8 +636,10 @@ def fxpasses_backend(
                 "or give a backend callable)"
             ) from None
 
-    def compile_one(g: torch.fx.GraphModule, inputs: Sequence[Any], frozen: bool) -> tuple[Callable[..., Any], Any]:
-        return _compile(g, inputs, spec, source, options, then, frozen, reg, project[1] if project else None)
+    def compile_one(
+        g: torch.fx.GraphModule, inputs: Sequence[Any], frozen: bool, eager: bool = False
+    ) -> tuple[Callable[..., Any], Any]:
+        return _compile(g, inputs, spec, source, options, "eager" if eager else then, frozen, reg, project[1] if project else None)
 
     if not freeze:
         return compile_one(gm, example_inputs, False)[0]
@@ -645,7 +647,7 @@ def fxpasses_backend(
     compiled, freezing = compile_one(gm, example_inputs, True)
     if not freezing.frozen:
         return compiled
-    return _FrozenVariants(pristine, compiled, freezing, compile_one)
+    return _FrozenVariants(pristine, compiled, freezing, compile_one, example_inputs)
 
 
 def _compile(
@@ -778,9 +780,36 @@ class _FrozenVariants:
     graph frozen with the first instance's weights would silently compute with them for the
     others. After :data:`MAX_FROZEN_VARIANTS` variants, one unfrozen compile serves the rest."""
 
-    def __init__(self, pristine: torch.fx.GraphModule, compiled: Callable[..., Any], freezing: Any, compile_one: Callable[..., Any]) -> None:
+    def __init__(
+        self,
+        pristine: torch.fx.GraphModule,
+        compiled: Callable[..., Any],
+        freezing: Any,
+        compile_one: Callable[..., Any],
+        example_inputs: Sequence[Any],
+    ) -> None:
         self.pristine = pristine
         self.compile_one = compile_one
+        # what TorchDynamo compiled the graph with (symbolic sizes of a dynamic graph among
+        # them): a graph frozen again is compiled with these, its parameters' and buffers'
+        # positions taken from the call (other tensors of a module instance). Compiling with
+        # the call's own inputs specialised a dynamic graph to the call's sizes, and inductor's
+        # code then failed at the next size ("expected size 5==2": a new-user check)
+        self.example_inputs = list(example_inputs)
+        # A graph with symbolic sizes (dynamic shapes) is compiled by `then` inside
+        # TorchDynamo's tracing context, which a call does not have: compiled from a call,
+        # inductor specialised it to the example's sizes. Frozen again, it runs as the
+        # optimized FX graph (then="eager"), correct for every size, with a warning once
+        self.dynamic = any(isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)) for a in example_inputs) or any(
+            isinstance(v, torch.Tensor) and any(not isinstance(d, int) for d in v.shape)
+            for v in (n.meta.get("example_value") for n in pristine.graph.find_nodes(op="placeholder"))
+        )
+        self.warned_dynamic = False
+        self.state_positions = [
+            i
+            for i, n in enumerate(pristine.graph.find_nodes(op="placeholder"))
+            if _state_name(getattr(n.meta.get("grapharg"), "source", None)) is not None
+        ]
         # (take the frozen positions' tensors, those tensors, the compiled graph, the tensors
         # it folded away, their version counters then)
         self.variants: list[
@@ -798,6 +827,29 @@ class _FrozenVariants:
         watched = tuple(t for t, _ in freezing.consumed)
         versions = tuple(v for _, v in freezing.consumed)
         self.variants.append((take, tensors, compiled, watched, versions))
+
+    def _eager(self) -> bool:
+        """Whether a variant compiled now runs as the FX graph itself (see ``dynamic``)."""
+        if not self.dynamic:
+            return False
+        if not self.warned_dynamic:
+            self.warned_dynamic = True
+            log.warning(
+                "fxpasses backend: freeze: a graph with dynamic shapes was frozen again (a folded weight was "
+                "written, or another module instance called it); it now runs without its `then` backend, which "
+                "compiles only inside TorchDynamo: call torch._dynamo.reset() to compile it again"
+            )
+        return True
+
+    def _inputs_for(self, args: tuple[Any, ...]) -> list[Any]:
+        """The example inputs to compile a variant for ``args`` with: TorchDynamo's, with the
+        call's tensors at the positions of parameters and buffers."""
+        inputs = list(self.example_inputs)
+        if len(inputs) != len(args):  # pragma: no cover - TorchDynamo calls with every input
+            return list(args)
+        for i in self.state_positions:
+            inputs[i] = args[i]
+        return inputs
 
     def __call__(self, *args: Any) -> Any:
         for k, (take, tensors, compiled, watched, versions) in enumerate(self.variants):
@@ -826,9 +878,9 @@ class _FrozenVariants:
                     "the others run a compile without freezing",
                     len(self.variants),
                 )
-                self.unfrozen = self.compile_one(_copy_dynamo_module(self.pristine), list(args), False)[0]
+                self.unfrozen = self.compile_one(_copy_dynamo_module(self.pristine), self._inputs_for(args), False, self._eager())[0]
             return self.unfrozen(*args)
-        compiled, freezing = self.compile_one(_copy_dynamo_module(self.pristine), list(args), True)
+        compiled, freezing = self.compile_one(_copy_dynamo_module(self.pristine), self._inputs_for(args), True, self._eager())
         if not freezing.frozen:  # nothing could be frozen for these tensors: no check needed
             self.variants.append(((lambda args: ()), (), compiled, (), ()))
         else:

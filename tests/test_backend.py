@@ -946,3 +946,25 @@ def test_the_pyproject_option_leaves_the_projects_table_out(tmp_path, monkeypatc
     torch._dynamo.reset()
     with pytest.raises(Exception, match=r"option 'pyproject' must be true or false, got 'no'"):
         torch.compile(m, backend="fxpasses", options={**options, "pyproject": "no"})(x)
+
+
+def test_freeze_of_a_dynamic_shape_graph_frozen_again_keeps_working_at_every_size(caplog):
+    """A dynamic-batch graph frozen again (a folded weight written in place; another module
+    instance) was compiled by inductor outside TorchDynamo's tracing context, from one call's
+    inputs: specialised to that batch size, it failed at the next with "expected size 5==2"
+    (a new-user check). It now runs as the optimized FX graph, with a warning once."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)).eval()
+    with torch.no_grad():
+        m[1].running_mean.normal_()
+    compiled = torch.compile(m, backend="fxpasses", options={"preset": "inference", "freeze": True, "then": "inductor"})
+    with torch.no_grad(), caplog.at_level("WARNING", logger="fxpasses.backend"):
+        for bs in (2, 3):  # the second compiles a dynamic-batch graph
+            x = torch.randn(bs, 3, 8, 8)
+            torch.testing.assert_close(compiled(x), m(x))
+        m[0].weight.mul_(1.5)  # folded into the fused conv: frozen again
+        for bs in (2, 5, 4):
+            x = torch.randn(bs, 3, 8, 8)
+            torch.testing.assert_close(compiled(x), m(x))
+    assert sum("a graph with dynamic shapes was frozen again" in r.message for r in caplog.records) == 1
+    assert backend.reports[-1]["fuse_conv_bn"].counters == {"fused": 1}
