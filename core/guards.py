@@ -2,9 +2,10 @@
 
 The shapes and dtypes in ``node.meta`` are facts about the inputs a graph was captured or
 propagated with. TorchDynamo guards its graphs on every input's shape, stride, dtype and
-device, and ``torch.export``'s module checks the inputs' shapes (its graph is specialised to
-their dtypes): a rewrite that relies on the recorded facts holds for every input such a graph
-accepts. A ``symbolic_trace`` graph takes inputs of any shape and dtype, so the facts recorded
+device, and ``torch.export``'s module checks the inputs' shapes (its graph was traced for
+their dtypes, which the module does not check: an input of another dtype runs, and a rewrite
+that relied on the recorded dtype then differs from the model): a rewrite that relies on the
+recorded facts holds for every input such a graph is meant for. A ``symbolic_trace`` graph takes inputs of any shape and dtype, so the facts recorded
 on it (by ``propagate_shapes``, or torch's ``ShapeProp``) hold only for inputs like the example;
 they hold for every input once each input is checked by :func:`input_guard` at the top of the
 graph. A pass that relies on them calls :func:`unguarded_inputs` (None: some input has no
