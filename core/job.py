@@ -892,7 +892,9 @@ def run_job(
             preset=cfg.preset,
         )
         if save and out_dir is not None:
-            kind = cap.dialect if mc.graph is None else "graph"
+            # (a saved export graph, a reproducer's, is exported again: torch.fx's module writer
+            # cannot write its pytree code generator's input spec)
+            kind = cap.dialect if mc.graph is None or cap.dialect == "export" else "graph"
             result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
             (out_dir / "report.json").write_text(json_dumps(result.as_dict(), indent=2, default=str))
             result.saved.append(out_dir / "report.json")

@@ -284,3 +284,23 @@ def test_a_capture_other_than_a_saved_graphs_own_dialect_is_an_error(tmp_path):
                 "[model] capture: [model] graph graph.py is a saved export graph, used as it is: "
                 "`capture = 'symbolic_trace'` cannot apply to it; remove `capture` (or set it to 'export')"
             ) in r.output, r.output
+
+
+def test_a_replayed_export_reproducer_can_be_saved(planted_site, tmp_path):
+    """`fxpasses run DIR/fxpasses.json -o OUT` of an export capture's reproducer ran its pipeline
+    and then failed to save: torch.fx's module writer cannot write the pytree code generator
+    (`'OptimizedModule' object has no attribute '_in_spec'`), and OUT was left empty (a new-user
+    check). A saved export graph is exported again, as an export capture is."""
+    cfg = model_config(tmp_path, "planted{raise_at=2}", "export")
+    rep = tmp_path / "repro"
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--reproducer", str(rep), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 1, r.output
+    out = tmp_path / "replayed"
+    r = CliRunner().invoke(cli, ["run", str(rep / "fxpasses.json"), "--pipeline", "eliminate_dead_code", "-o", str(out), "--repeat", "1"])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == ["model.pt2", "report.json"]
+    from fxpasses.job import load_program
+    from fxpasses.reproducer import load_example_inputs, load_graph
+
+    args, kwargs = load_example_inputs(rep / "inputs.safetensors")
+    torch.testing.assert_close(load_program(out / "model.pt2")(*args, **kwargs), load_graph(rep / "graph.py")(*args, **kwargs))
