@@ -703,6 +703,19 @@ def no_source_line_reason(node: Node) -> str:
             "its recorded stack trace has only torch's, fxpasses' and the standard library's frames: code "
             "without a source file, such as a model defined in python -c, exec or the REPL, leaves none"
         )
+    if node.op in ("placeholder", "get_attr", "output"):  # (no line of the model's code makes one)
+        return f"{'an' if node.op == 'output' else 'a'} {node.op} node records no stack trace"
+    gm = node.graph.owning_module
+    if gm is not None:
+        from .dialect import detect_dialect
+
+        try:
+            dialect = detect_dialect(gm)
+        except Exception:  # noqa: BLE001 - a graph too broken to tell: the general reason
+            dialect = "symbolic_trace"
+        if dialect != "symbolic_trace":  # (the advice about symbolic_trace does not apply)
+            article = "an" if dialect == "export" else "a"
+            return f"no stack trace recorded on this node of {article} {dialect} graph (a node a pass made without its context carries none)"
     return NO_STACK_TRACE
 
 

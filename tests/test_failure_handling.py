@@ -693,3 +693,22 @@ def test_a_replacement_built_from_the_visited_node_is_named_as_a_cycle_with_the_
     report = Pipeline([WrapAfter], verify="numeric").run(gm, [x])
     assert report["wrap_after"].status == "ok" and sum(n.target is torch.neg for n in gm.graph.nodes) == 2
     torch.testing.assert_close(gm(x), _Model()(x))
+
+
+def test_no_source_line_reason_fits_the_node_and_the_graph():
+    """A node of an export graph without a stack trace was told to record one with
+    symbolic_trace's `record_stack_traces` (a new-user check); placeholders, get_attr and
+    output nodes record none in any capture."""
+    from fxpasses.context import no_source_line_reason
+    from fxpasses.errors import NO_STACK_TRACE
+
+    gm = torch.export.export(_Model(), (torch.randn(3),)).module()
+    made = gm.graph.call_function(torch.ops.aten.neg.default, (next(iter(gm.graph.nodes)),))
+    assert no_source_line_reason(made) == (
+        "no stack trace recorded on this node of an export graph (a node a pass made without its context carries none)"
+    )
+    placeholder = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    assert no_source_line_reason(placeholder) == "a placeholder node records no stack trace"
+    traced = torch.fx.symbolic_trace(_Model())
+    relu = next(n for n in traced.graph.nodes if n.op == "call_function")
+    assert no_source_line_reason(relu) == NO_STACK_TRACE

@@ -412,7 +412,7 @@ def test_a_lint_failure_says_what_and_where_without_the_whole_graph(blocks):
         # the node lint is about, as the pass left it and as the rollback put it back
         f"  at node %output (op=output, target=output, args=(%_0,), kwargs={{}}) (as the pass left it; after the "
         f"rollback: args=(%_{blocks - 1},))",
-        "  user code: unknown (" + fxpasses.errors.NO_STACK_TRACE + ")",
+        "  user code: unknown (an output node records no stack trace)",
         "  the graph was restored to its state before 'foreign_output'",
     ]
     assert "graph():" not in str(info.value.__cause__)
