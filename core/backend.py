@@ -499,17 +499,6 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
     return result
 
 
-def _version(t: torch.Tensor) -> int | None:
-    """``t._version``, or None for a tensor that keeps no version counter (an inference tensor)."""
-    try:
-        return t._version
-    except Exception:  # noqa: BLE001 - inference tensors
-        return None
-
-
-_VERSION = operator.attrgetter("_version")
-
-
 def _sync_param_sources(gm: torch.fx.GraphModule, sources: dict[str, Any]) -> None:
     """Give every parameter and buffer of a TorchDynamo graph module a ``Source`` in
     ``gm._param_name_to_source``, which aot_autograd (inductor) requires of a graph from
@@ -719,9 +708,11 @@ def _compile(
         pipeline = Pipeline(list(spec), source=source, **common)
     report = pipeline.run(gm, inputs)
     if freezing is not None and freezing.frozen:
+        from .snapshot import _versions  # (None for an inference tensor: it keeps no version counter)
+
         read = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
-        for (_, tensor), (_, attr) in zip(freezing.inputs, freezing.frozen):
-            version = _version(tensor)
+        tensors = [t for _, t in freezing.inputs]
+        for tensor, (_, attr), version in zip(tensors, freezing.frozen, _versions(tensors)):
             if attr not in read and version is not None:
                 freezing.consumed.append((tensor, version))
     if freezing is not None:
@@ -817,6 +808,9 @@ class _FrozenVariants:
         ] = []
         self.unfrozen: Callable[..., Any] | None = None
         self.refroze = False  # the last call froze again for a folded tensor written since
+        from .snapshot import _version_of
+
+        self._version_of = _version_of
         self._add(freezing, compiled)
 
     def _add(self, freezing: Any, compiled: Callable[..., Any]) -> None:
@@ -854,7 +848,7 @@ class _FrozenVariants:
     def __call__(self, *args: Any) -> Any:
         for k, (take, tensors, compiled, watched, versions) in enumerate(self.variants):
             if all(map(operator.is_, take(args), tensors)):
-                now = tuple(map(_VERSION, watched)) if watched else versions
+                now = tuple(map(self._version_of, watched)) if watched else versions  # (read in C)
                 if now == versions:
                     self.refroze = False
                     return compiled(*args)

@@ -13,8 +13,9 @@ dialect            recognised by
 
 ATen ``OpOverload`` targets alone do not make a graph ``export``: a symbolic_trace graph may
 call ``torch.ops.aten.relu.default`` or a plugin's custom operator (a pass may insert one),
-and ``export`` means the graph's input shapes and dtypes are checked when it is called, which
-lets passes rely on the example inputs' (``simplify_algebra`` replaced ``y / 1`` by ``y`` in
+and ``export`` means the graph's input shapes are checked when it is called and its dtypes are
+those it was traced for, which lets passes rely on the example inputs' (see
+:mod:`fxpasses.guards`; ``simplify_algebra`` replaced ``y / 1`` by ``y`` in
 such a symbolic_trace graph, and an integer ``y`` then came back as int64 instead of float:
 a new-user check). ``make_fx`` graphs (ATen ops, ``meta["val"]``, no checks) are
 ``symbolic_trace`` for the same reason.

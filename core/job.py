@@ -1005,6 +1005,15 @@ def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | 
             )
 
 
+def _remove_if_emptied(module: Path) -> None:
+    """Remove the ``module/`` folder whose saved files were removed: its ``__pycache__`` (made
+    by loading it back), then the folder itself when nothing else is left in it."""
+    if module.is_dir():
+        shutil.rmtree(module / "__pycache__", ignore_errors=True)
+        with contextlib.suppress(OSError):  # (kept when it holds other files)
+            module.rmdir()
+
+
 def _remove_stale_outputs(out_dir: Path, capture_kind: str) -> None:
     """Remove what an earlier run saved in ``out_dir`` for another capture (its
     ``model.pt2``, or its ``module/`` and ``inputs.pt``), and ``module/``'s files before
@@ -1032,9 +1041,7 @@ def _remove_stale_outputs(out_dir: Path, capture_kind: str) -> None:
                 path.unlink()
                 if "module" not in keep:
                     removed.append(f"module/{path.name}")
-        with contextlib.suppress(OSError):  # (left when it holds other files)
-            shutil.rmtree(module / "__pycache__", ignore_errors=True)
-            module.rmdir()
+        _remove_if_emptied(module)
     if removed:
         warnings.warn(
             ConfigWarning(
@@ -1089,7 +1096,8 @@ def _save(
         folder = out_dir / "module"
         code_globals = gm.graph.python_code("self").globals
         # (raises before anything is written)
-        definitions = [*_op_module_imports(gm), *_global_definitions(code_globals)]
+        # (each line once: both may define the loader of a module from its file)
+        definitions = list(dict.fromkeys([*_op_module_imports(gm), *_global_definitions(code_globals)]))
         with warnings.catch_warnings():
             # submodules without a repr torch can rebuild are pickled instead: expected, and the
             # folder is loaded back and checked below
@@ -1141,11 +1149,7 @@ def _remove_partial_save(out_dir: Path, capture_kind: str, before: set[Path]) ->
     for path in _files_under(out_dir, capture_kind) - before:
         with contextlib.suppress(OSError):
             path.unlink()
-    module = out_dir / "module"
-    if module.is_dir():
-        shutil.rmtree(module / "__pycache__", ignore_errors=True)
-        with contextlib.suppress(OSError):  # (kept when it holds other files)
-            module.rmdir()
+    _remove_if_emptied(out_dir / "module")
     report = out_dir / "report.json"
     saved = _earlier_saved(out_dir)
     if saved and any(not (out_dir / (name if parent != "module" else f"module/{name}")).is_file() for parent, name in saved):
@@ -1330,17 +1334,16 @@ def _op_module_imports(gm: torch.fx.GraphModule) -> list[str]:
 
     from ._custom_ops import graph_op_modules
 
-    lines: list[str] = []
+    imports: list[str] = []
+    loads: list[str] = []  # (after the loader's definition)
     for i, name in enumerate(graph_op_modules(gm)):
         if PathFinder.find_spec(name.split(".")[0]) is not None:
-            lines.append(f"import {name}  # defines custom operators the graph calls")
+            imports.append(f"import {name}  # defines custom operators the graph calls")
             continue
         file = getattr(sys.modules.get(name), "__file__", None)
         if isinstance(file, str) and file.endswith(".py") and os.path.isfile(file):
-            if i == 0 or not any(line.startswith("import importlib.util as _fxpasses") for line in lines):
-                lines.insert(0, _LOAD_FILE)
-            lines.append(f"_fxpasses_op_module_{i} = _fxpasses_load_file({name!r}, {str(Path(file).resolve())!r})")
-    return lines
+            loads.append(f"_fxpasses_op_module_{i} = _fxpasses_load_file({name!r}, {str(Path(file).resolve())!r})")
+    return [*imports, *([_LOAD_FILE, *loads] if loads else [])]
 
 
 def _loaded_from_file(value: Any, module: Any, qualname: Any) -> Path | None:

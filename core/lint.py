@@ -449,15 +449,11 @@ def unspellable_argument(
         op = node.op
         if (op == "call_method" or op == "call_module" or op == "get_attr") and _unwritable_target(node.target):
             return node, node.target, "method"
-        if node.op == "call_function":
-            if type(node.target) is _OpOverload:
-                problem = schema_problem(node.target, args, kwargs)
-                if problem is not None and (accept is None or not accept(node, args)):
-                    return node, problem, "schema"
-            elif kwargs:
-                problem = keyword_problem(node.target, kwargs)
-                if problem is not None and (accept is None or not accept(node, args)):
-                    return node, problem, "schema"
+        if op == "call_function" and (kwargs or type(node.target) is _OpOverload):
+            target = node.target
+            problem = schema_problem(target, args, kwargs) if type(target) is _OpOverload else keyword_problem(target, kwargs)
+            if problem is not None and (accept is None or not accept(node, args)):
+                return node, problem, "schema"
         spelled[node] = (args, kwargs)
     return None
 
@@ -499,8 +495,8 @@ _NUMPY_ALIASES = {"dim": ("axis",), "keepdim": ("keepdims",), "input": ("x", "a"
 
 def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
     """The keyword names ``target`` (a ``call_function`` target other than an ATen operator)
-    takes, with its argument names as a message lists them, or None when any may be right: it takes ``**kwargs``, or its signature is not
-    known. A torch function's are the argument names of all its overloads
+    takes, with its argument names as a message lists them, or None when any may be right: it
+    takes ``**kwargs``, or its signature is not known. A torch function's are the argument names of all its overloads
     (``torch.fx.operator_schemas.get_signature_for_torch_op``) with ``out`` and the numpy
     aliases the argument parser accepts; a Python function's come from ``inspect.signature``."""
     try:

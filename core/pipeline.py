@@ -666,13 +666,8 @@ class Pipeline:
                 distribution (a plugin's ``requires`` misspelt reads otherwise as the user's
                 config error), and does not offer the requiring pass itself as a close name.
         """
-        by = f"pass {needed_by!r}"
-        try:
-            info = self.registry.info(needed_by)
-            if cls is None or info.cls is cls:
-                by += f" ({info.source})"
-        except Exception:  # noqa: BLE001 - a class given directly: no distribution to name
-            pass
+        info = self._registered(needed_by, cls)
+        by = f"pass {needed_by!r}" + (f" ({info.source})" if info is not None else "")
         return self.registry.get(name, source=f"{self.source}: required by {by}", not_suggested=(needed_by,))
 
     def _order(self) -> Plan:
@@ -1576,14 +1571,20 @@ class Pipeline:
         frame = raising_frame(exc)
         if frame is None:
             return None
-        try:
-            info = self.registry.info(name)
-        except Exception:  # noqa: BLE001 - a pass class given directly: no distribution
-            return frame
-        cls = next((s.cls for s in self.plan().steps if s.name == name), None)
-        if info.cls is cls and info.distribution and info.distribution != BUILTIN_DISTRIBUTION:
+        info = self._registered(name, next((s.cls for s in self.plan().steps if s.name == name), None))
+        if info is not None and info.distribution and info.distribution != BUILTIN_DISTRIBUTION:
             return f"{frame} ({info.source})"
         return frame
+
+    def _registered(self, name: str, cls: type | None) -> Any:
+        """The registry's :class:`~fxpasses.registry.PassInfo` of pass ``name`` when it is
+        registered as this very class (``cls`` None: any), else None (a pass class given
+        directly, or another class of that name): for messages naming its distribution."""
+        try:
+            info = self.registry.info(name)
+        except Exception:  # noqa: BLE001 - not registered
+            return None
+        return info if cls is None or info.cls is cls else None
 
 
 # ------------------------------------------------------------------------------------ helpers

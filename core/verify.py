@@ -583,7 +583,7 @@ def compare_facts(actual: OutputFacts, expected: OutputFacts, atol: float, rtol:
         e = torch.zeros_like(ref) if e is None else e
         a = torch.zeros_like(ref) if a is None else a
         label = name + (f" (placeholder %{expected.input_labels[name]})" if name in expected.input_labels else "")
-        cmp = compare_outputs(a, e, atol + rtol * _largest_finite(e), rtol, path=f"gradient of {label}")
+        cmp = compare_outputs(a, e, atol, rtol, path=f"gradient of {label}", normwise=True)
         if cmp.message:
             return (
                 f"{cmp.message} (the outputs match, their gradients do not: the pass changed the "
@@ -591,24 +591,6 @@ def compare_facts(actual: OutputFacts, expected: OutputFacts, atol: float, rtol:
                 "another derivative; gradients are compared within atol + rtol * their largest magnitude)"
             )
     return ""
-
-
-def _largest_finite(t: torch.Tensor) -> float:
-    """The largest finite ``|t|`` (0.0 for an empty, non-float or all non-finite tensor).
-
-    A gradient is a sum over every use of its input (a weight over each batch row and
-    position), and the rounding error of a computed sum is bounded relative to the sum of its
-    terms' magnitudes, not to the sum itself (Higham, *Accuracy and Stability of Numerical
-    Algorithms*, 2nd ed., section 4.2): an entry whose terms cancel is small with an error the
-    size of its neighbours'. So gradients are compared normwise, their ``atol`` raised by
-    ``rtol`` times this (a pass reordering float32 arithmetic, ``x**3`` as ``x*x*x``, moved an
-    entry of a Linear weight's gradient in a TorchDynamo graph by 1.8e-4 where the gradient's
-    largest entry is 982: inside ``1e-5 + 1e-5 * 982``, about 1e-2)."""
-    if t.numel() == 0 or not (t.is_floating_point() or t.is_complex()):
-        return 0.0
-    mag = t.detach().abs().to(torch.float64)
-    mag = mag[torch.isfinite(mag)]
-    return float(mag.max()) if mag.numel() else 0.0
 
 
 def _strides(strides: tuple[int, ...] | None) -> str:
@@ -663,14 +645,24 @@ def compare_results(
     return cmp
 
 
-def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: str = "output") -> Comparison:
+def compare_outputs(
+    actual: Any, expected: Any, atol: float, rtol: float, path: str = "output", *, normwise: bool = False
+) -> Comparison:
     """Compare nested outputs leaf by leaf: structure, dtype, shape, device, NaN positions,
     values.
 
     Float values match when ``|actual - expected| <= atol + rtol * |expected|`` elementwise
     (see :func:`tolerances` for float16/bfloat16); infinities must be equal; other dtypes and
-    Python values must be equal. Returns the first mismatch as a message naming the leaf
-    (``output[0][1]``) and the largest absolute error seen (0 when all match exactly).
+    Python values must be equal. ``normwise``: ``atol`` is raised by ``rtol`` times the
+    leaf's largest finite ``|expected|``, as gradients are compared. A gradient is a sum over
+    every use of its input (a weight over each batch row and position), and the rounding error
+    of a computed sum is bounded relative to the sum of its terms' magnitudes, not to the sum
+    itself (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., section 4.2): an
+    entry whose terms cancel is small with an error the size of its neighbours' (a pass
+    reordering float32 arithmetic, ``x**3`` as ``x*x*x``, moved an entry of a Linear weight's
+    gradient in a TorchDynamo graph by 1.8e-4 where the gradient's largest entry is 982:
+    inside ``1e-5 + 1e-5 * 982``, about 1e-2). Returns the first mismatch as a message naming
+    the leaf (``output[0][1]``) and the largest absolute error seen (0 when all match exactly).
 
     Raises:
         ValueError: ``atol`` or ``rtol`` is negative or not finite.
@@ -707,7 +699,7 @@ def compare_outputs(actual: Any, expected: Any, atol: float, rtol: float, path: 
                 skip = nan_e | inf
                 finite = ea[~skip]
                 scale = float(finite.abs().max()) if finite.numel() else 0.0
-                at, rt = tolerances(e.dtype, atol, rtol, scale)
+                at, rt = tolerances(e.dtype, atol + rtol * scale if normwise else atol, rtol, scale)
                 diff = torch.where(skip, torch.zeros((), dtype=torch.float64), (aa - ea).abs())
                 m = float(diff.max())
                 worst = max(worst, m)

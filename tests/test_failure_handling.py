@@ -3,6 +3,8 @@ says about the node after a rollback, and what is put back besides the graph."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import pytest
 import torch
 
@@ -415,6 +417,21 @@ def test_lint_culprit_finds_what_torchs_lint_names():
     assert lint_culprit(gm) is missing
 
 
+def _replacing_relu(make: Callable[[Any, Any], Any]) -> type[NodePass]:
+    """A journaled pass named ``miscall`` replacing each relu by ``make(node, ctx)``."""
+
+    class Miscall(NodePass):
+        name = "miscall"
+        writes_tensors = False
+        journal_edits = True
+
+        @on("relu")
+        def visit(self, node, ctx):
+            return Replace(make(node, ctx))
+
+    return Miscall
+
+
 @pytest.mark.parametrize(
     "args, kwargs, said",
     [
@@ -427,15 +444,8 @@ def test_lint_culprit_finds_what_torchs_lint_names():
 def test_an_aten_call_its_schema_does_not_take_fails_lint(args, kwargs, said):
     """`aten.add.Tensor(x)` with its second argument missing passed lint; only numeric
     verification (or running the module) caught it (a new-user check)."""
-
-    class Miscall(NodePass):
-        name = "miscall"
-        writes_tensors = False
-        journal_edits = True
-
-        @on("relu")
-        def visit(self, node, ctx):
-            return Replace(ctx.call_function(torch.ops.aten.add.Tensor, tuple(node.args[0] for _ in args), kwargs))
+    # (args and kwargs are read when the hook runs: reassigned below for the call that passes)
+    Miscall = _replacing_relu(lambda node, ctx: ctx.call_function(torch.ops.aten.add.Tensor, tuple(node.args[0] for _ in args), kwargs))
 
     c = capture(_Model(), [torch.randn(3)], "export")
     code = c.gm.code
@@ -468,15 +478,7 @@ def test_a_call_with_a_keyword_its_function_does_not_take_fails_lint(target, kwa
     torch function's overloads (with torch's numpy aliases: `axis`, `keepdims`) or the Python
     function's signature; positional counts are not (torch takes deprecated forms its schemas
     do not list)."""
-
-    class Miscall(NodePass):
-        name = "miscall"
-        writes_tensors = False
-        journal_edits = True
-
-        @on("relu")
-        def visit(self, node, ctx):
-            return Replace(ctx.call_function(target, (node.args[0],), kwargs))
+    Miscall = _replacing_relu(lambda node, ctx: ctx.call_function(target, (node.args[0],), kwargs))
 
     gm = torch.fx.symbolic_trace(_Model())
     code = gm.code
