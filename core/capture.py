@@ -7,7 +7,9 @@ dialect            how
                    ops, submodules as ``call_module``, parameters read through the modules;
                    buffers are read as constants, so an in-place write of one in ``forward``
                    runs once while tracing and is not in the graph: it is put back, with a
-                   :class:`~fxpasses.errors.CaptureWarning` naming the buffer
+                   :class:`~fxpasses.errors.CaptureWarning` naming the buffer; a graph that
+                   does not return what the model does on the example inputs (what tracing
+                   ran once and kept as a constant) is a ``CaptureWarning`` too
 ``dynamo``         ``torch.compile(model, backend=<capture>, fullgraph=True)``: the graph
                    TorchDynamo hands a backend (it runs the model once to capture it; what
                    that writes in buffers and inputs is put back after it); parameters and
@@ -103,6 +105,7 @@ def capture(
         _copy_container_modes(model, gm)
         if written:
             _warn_untraced_buffer_writes(model, written)
+        _check_traced_outputs(model, gm, inputs, kwargs)
         return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "export":
         try:
@@ -218,6 +221,48 @@ def _warn_untraced_buffer_writes(model: torch.nn.Module, written: list[str]) -> 
         ),
         stacklevel=3,
     )
+
+
+def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Warn (:class:`~fxpasses.errors.CaptureWarning`) when the symbolic_trace graph ``gm``
+    does not return what ``model`` returns on the example inputs, or raises where the model
+    does not. symbolic_trace runs what does not depend on the inputs once, while tracing, and
+    keeps its result as a constant: a tensor made in ``forward`` and then written in place
+    with an input (``t = torch.zeros(3); t.add_(x)``) stays the value it had while tracing,
+    and Python values read from tensors are frozen, with no error. Both are called under
+    ``torch.no_grad()`` from the same random seed (the graph calls what the model calls, in
+    order), with what each writes in buffers and inputs put back after it; outputs are
+    compared within ``atol = rtol = 1e-5`` (the same operations, so they agree but for
+    nondeterministic kernels). Nothing is checked when the model itself raises on the inputs
+    (what is wrong with them is reported where they are used)."""
+    import warnings
+
+    from .errors import CaptureWarning
+    from .verify import clone_outputs, compare_outputs
+
+    def call(fn: Any) -> Any:
+        with _state_put_back(model, inputs, kwargs, "symbolic_trace"), torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return clone_outputs(fn(*inputs, **kwargs))
+
+    try:
+        expected = call(model)
+    except Exception:  # noqa: BLE001 - the inputs do not fit the model: reported where they are used
+        return
+    try:
+        problem = compare_outputs(call(gm), expected, 1e-5, 1e-5).message
+    except Exception as exc:  # noqa: BLE001 - the graph raises where the model does not
+        problem = f"the graph raises {_short(exc, 2)}"
+    if problem:
+        warnings.warn(
+            CaptureWarning(
+                f"the symbolic_trace graph of {type(model).__name__} does not compute what the model does on the example "
+                f"inputs ({problem}): symbolic_trace runs what does not depend on the inputs once, while tracing, and keeps "
+                "the result as a constant (a tensor made in forward and then written in place, a Python value read from a "
+                "tensor); passes and verification would work on that graph. The export and dynamo captures trace such code"
+            ),
+            stacklevel=3,
+        )
 
 
 def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Captured:

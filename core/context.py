@@ -182,7 +182,25 @@ class PassContext:
 
         Inside :meth:`inserting_before`/:meth:`inserting_after` it goes where they say;
         outside a hook (no visited node) at the graph's current insertion point.
+
+        Raises:
+            TypeError: ``target`` is not what ``op`` takes: a callable for ``call_function``
+                (a string there is a method's name: :meth:`call_method` takes it), a string
+                for the others.
         """
+        if op == "call_function" and not callable(target):
+            hint = (
+                f" ({target!r} is a method's name, the target of a call_method node: ctx.call_method({target!r}, ...) "
+                "calls it)"
+                if isinstance(target, str)
+                else ""
+            )
+            raise TypeError(f"a call_function node's target must be callable, not the {type(target).__name__} {target!r}{hint}")
+        if op != "call_function" and not isinstance(target, str):
+            raise TypeError(
+                f"a {op} node's target must be a str (a method name or an attribute path), not the "
+                f"{type(target).__name__} {target!r}" + (" (ctx.call_function calls a function)" if callable(target) and op == "call_method" else "")
+            )
         if self._provenance is None and self.node is not None:
             with self.graph.inserting_before(self.node):
                 node = self.graph.create_node(op, target, tuple(args), dict(kwargs or {}), name)

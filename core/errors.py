@@ -76,12 +76,20 @@ def warn(warning: Warning | str, category: type[Warning] | None = None) -> None:
     warnings.warn(warning, category, stacklevel=level)
 
 
+#: the graph torch.fx's ``Node`` constructor prints in its errors ("Node [graph = graph():
+#: ...the whole graph..., name = 'sum'] target sum has type str but a Callable is expected")
+_GRAPH_IN_NODE_ERROR = re.compile(r"Node \[graph = graph\(.*?, name = ", re.DOTALL)
+
+
 def exception_message(exc: BaseException) -> str:
-    """``str(exc)``, for a message that quotes it; never raises: an exception whose ``str()``
+    """``str(exc)``, for a message that quotes it, without the whole graph that torch.fx's
+    ``Node`` errors print; never raises: an exception whose ``str()``
     raises (a user's exception class) is quoted as ``<str() of the BadError raised
     RuntimeError: ...>``, so the error that quotes it still says what was raised."""
     try:
-        return str(exc)
+        text = str(exc)
+        # torch.fx's Node() errors print the whole graph first (megabytes on a big graph)
+        return _GRAPH_IN_NODE_ERROR.sub("Node [name = ", text) if text.startswith("Node [graph = graph(") else text
     except Exception as err:  # noqa: BLE001 - a message only
         try:
             inner = str(err)

@@ -403,9 +403,10 @@ def unspellable_argument(
     Python, with that value and what is wrong with it (``"value"``, ``"keyword"``: a keyword
     argument's name, ``"method"``: a ``call_method``, ``call_module`` or ``get_attr`` target,
     ``"nested"``: a container nested
-    deeper than Python's parser reads; ``"schema"``: an ATen operator called with arguments its
-    schema does not take, the value then the problem in words, :func:`schema_problem`), or
-    None.
+    deeper than Python's parser reads; ``"schema"``: an ATen operator or torch function called
+    with arguments it does not take, the value then the problem in words,
+    :func:`schema_problem`, :func:`call_problem`; ``"self"``: a ``call_method`` called on a
+    constant that has no such method, ``None.cos()``, the value then that constant), or None.
 
     FX writes an argument it does not know (see ``_GLOBAL``/``_PLAIN`` above) as its
     ``repr()``: an object whose ``repr`` is not an expression (``<Foo object at 0x...>``, a
@@ -449,9 +450,13 @@ def unspellable_argument(
         op = node.op
         if (op == "call_method" or op == "call_module" or op == "get_attr") and _unwritable_target(node.target):
             return node, node.target, "method"
-        if op == "call_function" and (kwargs or type(node.target) is _OpOverload):
+        if op == "call_method" and args and type(args[0]) is not _Node and not hasattr(args[0], node.target):
+            # a constant (None, 3.0) put in place of the tensor a method is called on
+            if accept is None or not accept(node, args):
+                return node, args[0], "self"
+        if op == "call_function" and (kwargs or type(node.target) is _OpOverload or _has_none(args)):
             target = node.target
-            problem = schema_problem(target, args, kwargs) if type(target) is _OpOverload else keyword_problem(target, kwargs)
+            problem = schema_problem(target, args, kwargs) if type(target) is _OpOverload else call_problem(target, args, kwargs)
             if problem is not None and (accept is None or not accept(node, args)):
                 return node, problem, "schema"
         spelled[node] = (args, kwargs)
@@ -459,14 +464,53 @@ def unspellable_argument(
 
 
 _OpOverload = torch._ops.OpOverload
+_Node = torch.fx.Node
+
+
+def _has_none(args: tuple) -> bool:
+    for a in args:
+        if a is None:
+            return True
+    return False
+
+
+#: the kinds of schema argument types (``torch._C.Type.kind()``) that do not take None unless
+#: declared optional (``Tensor?``): a None there fails when the module runs ("Expected a proper
+#: Tensor but got None"); other kinds (``Any``, type variables) are not judged
+_NOT_NONE_KINDS = frozenset(
+    {
+        "TensorType", "NumberType", "IntType", "SymIntType", "FloatType", "BoolType", "ComplexType",
+        "ListType", "StringType", "DeviceObjType",
+    }
+)
+
+
+def _none_rejected(argument: Any) -> bool:
+    """Whether the schema argument ``argument`` (``torch._C.Argument``) cannot take None."""
+    return argument.type.kind() in _NOT_NONE_KINDS
+
+
+def _none_argument(schema: Any, args: tuple, kwargs: dict) -> str | None:
+    """The name of the first argument of ``schema`` that ``args``/``kwargs`` give None although
+    its type does not take None, or None."""
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    for param, value in zip(positional, args):
+        if value is None and _none_rejected(param):
+            return param.name
+    for param in schema.arguments:
+        if kwargs.get(param.name, 0) is None and _none_rejected(param):
+            return param.name
+    return None
 
 
 def schema_problem(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> str | None:
     """What is wrong with calling the ATen operator ``op`` with ``args``/``kwargs`` by the
-    count and the names of its schema's arguments (not their types), or None: more positional
-    arguments than it takes, a keyword it has not (or one given positionally too), a required
-    argument left out. Such a call fails only when the module runs (``aten.add.Tensor(x)``
-    passed lint, and numeric verification alone caught it)."""
+    count and the names of its schema's arguments, or None: more positional arguments than it
+    takes, a keyword it has not (or one given positionally too), a required argument left
+    out, None for an argument whose type is not optional (``aten.cos.default(None)``: a hook
+    that returned ``Replace(None)`` for a tensor node). Types are not judged otherwise (ATen
+    takes a Python number for many ``Tensor`` arguments). Such a call fails only when the
+    module runs (``aten.add.Tensor(x)`` passed lint, and numeric verification alone caught it)."""
     schema = op._schema
     params = schema.arguments
     positional = [a for a in params if not a.kwarg_only]
@@ -483,6 +527,9 @@ def schema_problem(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> str 
     ]
     if missing:
         return f"no {', '.join(map(repr, missing))}, which {_schema_text(schema)} requires"
+    name = _none_argument(schema, args, kwargs)
+    if name is not None:
+        return f"None for {name!r}, which {_schema_text(schema)} does not take as None (its type is not optional)"
     return None
 
 
@@ -524,6 +571,54 @@ def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
         names = None
     _KEYWORDS[target] = names
     return names
+
+
+#: the ATen schemas of each torch function's overloads (None: not a torch function), by the function
+_SCHEMAS: dict[Any, list[Any] | None] = {}
+
+
+def _torch_schemas(target: Any) -> list[Any] | None:
+    try:
+        return _SCHEMAS[target]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable target
+        return None
+    schemas = None
+    if isinstance(target, types.BuiltinFunctionType):
+        try:
+            from torch.fx.operator_schemas import get_signature_for_torch_op
+
+            schemas = get_signature_for_torch_op(target, return_schemas=True)[1] or None
+        except Exception:  # noqa: BLE001 - no schema to check against
+            schemas = None
+    _SCHEMAS[target] = schemas
+    return schemas
+
+
+def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong with calling ``target`` (a ``call_function`` target other than an ATen
+    operator) with ``args``/``kwargs``, or None: a keyword it does not take
+    (:func:`keyword_problem`), or, for a torch function, None for an argument that no overload
+    of it takes as None (``torch.cos(None)``). Only overloads that take that many positional
+    arguments count."""
+    problem = keyword_problem(target, kwargs)
+    if problem is not None or not (_has_none(args) or any(v is None for v in kwargs.values())):
+        return problem
+    schemas = _torch_schemas(target)
+    if not schemas:
+        return None
+    names = set()
+    for schema in schemas:
+        if len([a for a in schema.arguments if not a.kwarg_only]) < len(args):
+            continue
+        name = _none_argument(schema, args, kwargs)
+        if name is None:
+            return None  # an overload takes these Nones
+        names.add(name)
+    if not names:
+        return None  # no overload takes this many arguments: left to the call (deprecated forms)
+    return f"None for {', '.join(map(repr, sorted(names)))}, which no overload of it takes as None (the type is not optional)"
 
 
 def keyword_problem(target: Any, kwargs: dict) -> str | None:

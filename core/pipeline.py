@@ -85,7 +85,7 @@ from .lint import (
     unspellable_argument,
 )
 from .ordering import Item, order
-from .passes import Pass, changed_option, options_state, validate_pass_class
+from .passes import NodePass, Pass, changed_option, options_state, validate_pass_class
 from .function_pass import function_pass, is_function_pass
 from .fixpoint import DEFAULT_MAX_ITERATIONS, Fixpoint, FixpointWarning, Group, check_max_iterations
 from .registry import Registry, registry as default_registry
@@ -1233,7 +1233,7 @@ class Pipeline:
                         _put_back_flags(input_flags)
                         _new_epoch(gm, epoch_graphs)
                         raise
-                    failure = self._failure(step.name, exc, snap, on_error, stage)
+                    failure = self._failure(step.name, exc, snap, on_error, stage, hooks=issubclass(step.cls, NodePass))
                     if step.group is not None:  # which run of the step it was
                         failure.notes.append(
                             f"in iteration {round_} of its fixpoint group (at most {step.group.max_iterations})"
@@ -1510,8 +1510,18 @@ class Pipeline:
         return f"{step.name!r} here is the pass of {ran[0].source}, chosen by `prefer` over {others}"
 
     def _failure(
-        self, name: str, exc: BaseException, snap: Snapshot, on_error: str, stage: str = "graph lint"
+        self,
+        name: str,
+        exc: BaseException,
+        snap: Snapshot,
+        on_error: str,
+        stage: str = "graph lint",
+        *,
+        hooks: bool = True,
     ) -> PassFailedError:
+        """The error for pass ``name`` failing with ``exc`` at ``stage``, after putting the
+        graph back from ``snap`` (unless ``on_error`` is ``raise``). ``hooks``: whether the pass
+        is a node pass (whose hooks' answers the notes may blame)."""
         notes: list[str] = []
         rolled_back = False
         where: dict[str, Any] = {}
@@ -1526,14 +1536,18 @@ class Pipeline:
                 cycle = cycle_through(node) if node is not None else None
                 if cycle:
                     chain = " -> ".join(f"%{n.name}" for n in cycle)
-                    notes.append(
-                        f"the nodes use each other in a cycle ({chain}, each using the next): a hook returned "
-                        "Replace(new) where `new` was built from the node it visited, so replacing every use of "
-                        "that node made `new` use itself. To wrap the visited node, build the new nodes after it "
-                        "(`with ctx.graph.inserting_after(node):`), replace its other uses yourself "
-                        "(`node.replace_all_uses_with(new, delete_user_cb=lambda user: user is not first)`, "
-                        "`first` being the new node that takes `node`) and return None"
-                    )
+                    note = f"the nodes use each other in a cycle ({chain}, each using the next)"
+                    if hooks:
+                        note += (
+                            ": this is what a hook returning Replace(new) makes when `new` was built from the node it "
+                            "visited (replacing every use of that node makes `new` use itself). To wrap the visited node, build "
+                            "the new nodes after it (`with ctx.graph.inserting_after(node):`), replace its other uses "
+                            "yourself (`node.replace_all_uses_with(new, delete_user_cb=lambda user: user is not "
+                            "first)`, `first` being the new node that takes `node`) and return None"
+                        )
+                    else:
+                        note += ", which no order of the nodes can define before use: an edit made a node use one of its own users"
+                    notes.append(note)
             where = failure_place(node) if node is not None else {}
         if on_error != "raise":
             snap.restore()
@@ -1832,6 +1846,12 @@ def _lint(
             )
         elif what == "schema":
             text = f"node %{node.name} calls {_target_name(node.target)} with {value}"
+        elif what == "self":
+            text = (
+                f"node %{node.name} calls the method {node.target!r} of {_short_repr(value)} ({type(value).__name__}), "
+                f"which has no such method: the object a call_method node is called on (its first argument) "
+                "must be a node, or a constant that has the method"
+            )
         elif what == "nested":
             text = (
                 f"node %{node.name} has an argument nested more than {_MAX_NESTING} containers deep, "

@@ -439,8 +439,9 @@ def _state_difference(actual: OutputFacts, expected: OutputFacts, atol: float, r
         a, e = actual.writes.get(name), expected.writes.get(name)
         if a is None:
             return (
-                f"{name} is no longer written in place by the call (it was before the pass): the pass dropped a "
-                "write of the caller's input or the module's state (e.g. BatchNorm's running statistics)"
+                f"{name} is no longer changed by the call (it was before the pass): the pass dropped a "
+                "write of the caller's input or the module's state (e.g. BatchNorm's running statistics), or "
+                "made it write the values already there (a BatchNorm's momentum of 0)"
             )
         if e is None:
             return f"{name} is written in place by the call after the pass (it was not before it)"

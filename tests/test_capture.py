@@ -80,3 +80,45 @@ def test_a_buffer_written_while_symbolic_trace_traced_is_put_back_and_warned_abo
         with warnings.catch_warnings():
             warnings.simplefilter("error", CaptureWarning)
             capture(_CountsCalls(), [torch.ones(3)], dialect)
+
+
+class _WritesALocalTensor(nn.Module):
+    def forward(self, x):
+        t = torch.zeros(3)
+        t.add_(x)  # (t does not depend on x: symbolic_trace made it a constant)
+        return t * 2
+
+
+class _RandomButTraced(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+        self.bn = nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        return self.drop(self.bn(x)) + torch.rand_like(x)
+
+
+def test_a_symbolic_trace_graph_that_does_not_compute_what_the_model_does_is_warned_about():
+    """`t = torch.zeros(3); t.add_(x); return t * 2` traced to a graph returning zeros, a
+    constant made while tracing, and nothing said so; passes, verification and `fxpasses run`'s
+    "outputs: match" then worked on that graph (a new-user check). The capture now calls the
+    model and the graph on the example inputs and warns when they differ. A model with random
+    ops, batch norm in training mode and dropout, traced correctly, is not warned about, and
+    what the calls write is put back."""
+    from fxpasses.errors import CaptureWarning
+
+    with pytest.warns(CaptureWarning, match=r"the symbolic_trace graph of _WritesALocalTensor does not compute what the model does on the example inputs \(output: max abs error 2 exceeds"):
+        cap = capture(_WritesALocalTensor(), [torch.ones(3)], "symbolic_trace")
+    torch.testing.assert_close(cap.gm(torch.ones(3)), torch.zeros(3))  # (what the warning is about)
+    model = _RandomButTraced().train()
+    x = torch.randn(4, 3)
+    x0, stats = x.clone(), model.bn.running_mean.clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureWarning)
+        capture(model, [x], "symbolic_trace")
+        capture(_WritesALocalTensor(), [], "symbolic_trace")  # (no inputs: the model raises; nothing checked)
+        for dialect in ("export", "dynamo"):  # these trace the write
+            out = capture(_WritesALocalTensor(), [torch.ones(3)], dialect).gm(torch.ones(3))
+            torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, torch.full((3,), 2.0))
+    assert torch.equal(model.bn.running_mean, stats) and model.bn.num_batches_tracked.item() == 0 and torch.equal(x, x0)

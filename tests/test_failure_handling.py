@@ -3,6 +3,7 @@ says about the node after a rollback, and what is put back besides the graph."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 import pytest
@@ -508,6 +509,108 @@ def test_a_call_with_keywords_its_function_takes_passes_lint(target, kwargs):
     target(x, **kwargs)  # (and torch takes it)
 
 
+class _SinCos(torch.nn.Module):
+    def forward(self, x):
+        return x.sin().cos() + torch.cos(x.relu())
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+@pytest.mark.parametrize("value", [None, 3.0])
+def test_a_constant_put_where_a_call_cannot_take_it_fails_lint(dialect, value):
+    """A hook returning `Replace(None)` (a helper that returned None) or `Replace(3.0)` for
+    `x.sin()` passed lint; the module then failed on its first call: `None.cos()`,
+    `aten.cos.default(None)` (a new-user check). Lint now refuses a method called on a constant
+    that has no such method, and None for an argument whose type is not optional (ATen
+    schemas, and every overload of a torch function). A number for a Tensor argument is left
+    to numeric verification: ATen takes numbers for some (`aten.add.Tensor(x, 2)`)."""
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+
+    class ToConstant(NodePass):
+        name = "to_constant"
+
+        @on("sin")
+        def sin(self, node, ctx):
+            return Replace(value)
+
+    c = capture(_SinCos(), [torch.randn(3)], dialect)
+    code = c.gm.code
+    if dialect == "export" and value == 3.0:  # aten.cos.default(3.0): left to numeric verification
+        assert Pipeline([ToConstant]).run(c.gm, c.inputs)["to_constant"].status == "ok"
+        with pytest.raises(PassFailedError, match="the module no longer runs on the example inputs"):
+            Pipeline([ToConstant], verify="numeric").run(capture(_SinCos(), [torch.randn(3)], dialect).gm, c.inputs)
+        return
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([ToConstant]).run(c.gm, c.inputs)
+    reason = info.value.reason
+    if dialect == "export":
+        assert "calls aten.cos.default with None for 'self', which aten::cos(Tensor self) -> Tensor does not take as None" in reason, reason
+    else:
+        assert f"calls the method 'cos' of {value!r} ({type(value).__name__}), which has no such method" in reason, reason
+    assert info.value.node["name"] == "cos"
+    assert c.gm.code == code
+
+
+def test_none_for_a_torch_function_argument_no_overload_takes_as_none_fails_lint():
+    """`torch.cos(None)` (symbolic_trace, TorchDynamo): every overload of torch.cos types its
+    argument Tensor or a number. None where an overload takes it passes: `F.linear`'s bias,
+    `torch.sum`'s dim, `x[None]`."""
+    from fxpasses.lint import call_problem, schema_problem
+
+    assert call_problem(torch.cos, (None,), {}) == "None for 'a', 'self', which no overload of it takes as None (the type is not optional)"
+    assert call_problem(torch.cat, ([None],), {}) is None  # (only None itself is judged, not inside lists)
+    assert call_problem(torch.cat, (["n"], None), {}) is not None
+    assert call_problem(torch.nn.functional.linear, ("x", "w", None), {}) is None
+    assert call_problem(torch.nn.functional.linear, ("x", "w"), {"bias": None}) is None
+    assert call_problem(torch.sum, ("x", None), {}) is None
+    assert call_problem(operator.getitem, ("x", None), {}) is None  # x[None] adds a dimension
+    assert call_problem(torch.add, ("x", None), {}) is not None
+    assert schema_problem(torch.ops.aten.sum.dim_IntList, ("x", None), {}) is None
+    assert schema_problem(torch.ops.aten.addmm.default, (None, "a", "b"), {}) is not None
+
+    Miscall = _replacing_relu(lambda node, ctx: ctx.call_function(torch.cos, (None,)))
+    gm = torch.fx.symbolic_trace(_Model())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Miscall]).run(gm, [torch.randn(3)])
+    assert "calls torch.cos with None for 'a', 'self', which no overload of it takes as None" in info.value.reason
+    assert gm.code == code
+    x = torch.randn(2, 3)
+    torch.nn.functional.linear(x, torch.randn(4, 3), None), torch.sum(x, None), x[None]  # (torch takes these)
+
+
+def test_a_call_function_node_of_a_method_name_says_to_call_the_method_without_printing_the_graph():
+    """`ctx.call_function(node.target, ...)` with a call_method node's target (a str) failed
+    with torch's `ValueError: Node [graph = graph(): ...the whole graph...] target sum has type
+    str but a Callable is expected` as the reason (a new-user check): megabytes on a big graph.
+    The context says what the target must be and how to call a method; torch's own Node errors
+    reach messages without the graph."""
+    from fxpasses.errors import exception_message
+
+    class Resum(NodePass):
+        name = "resum"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            return Replace(ctx.call_function("sum", (node.args[0],)))
+
+    gm = torch.fx.symbolic_trace(_Model())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Resum]).run(gm, [torch.randn(3)])
+    assert info.value.reason == (
+        "TypeError: a call_function node's target must be callable, not the str 'sum' ('sum' is a method's name, "
+        "the target of a call_method node: ctx.call_method('sum', ...) calls it)"
+    )
+    assert gm.code == code
+    with pytest.raises(ValueError) as torchs:
+        gm.graph.create_node("call_function", "sum", (next(iter(gm.graph.nodes)),), name="resummed")
+    assert exception_message(torchs.value) == "Node [name = 'resummed'] target sum has type str but a Callable is expected"
+    assert "graph():" in str(torchs.value)  # (what torch says)
+    with pytest.raises(TypeError, match=r"a call_method node's target must be a str \(a method name or an attribute path\), not the builtin_function_or_method <built-in method sum"):
+        fxpasses.PassContext(gm, pass_name="resum", dialect="symbolic_trace").call_method(torch.sum, ())
+
+
 class _DictOut(torch.nn.Module):
     def forward(self, x):
         return {"a": torch.relu(x), "b": (x + 1, x * 2)}
@@ -695,6 +798,36 @@ def test_a_replacement_built_from_the_visited_node_is_named_as_a_cycle_with_the_
     report = Pipeline([WrapAfter], verify="numeric").run(gm, [x])
     assert report["wrap_after"].status == "ok" and sum(n.target is torch.neg for n in gm.graph.nodes) == 2
     torch.testing.assert_close(gm(x), _Model()(x))
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_a_cycle_made_by_a_graph_pass_is_named_without_blaming_hooks(dialect):
+    """A whole-graph pass that made a node use its own user was told "a hook returned
+    Replace(new)": it has no hooks and returned no Replace (a new-user check). The cycle is
+    named with what it means for any edit; the hook advice is for node passes only."""
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.relu().sin()
+
+    class Rewire(GraphPass):
+        name = "rewire"
+
+        def run(self, gm, ctx):
+            relu = next(n for n in gm.graph.nodes if n.target in ("relu", torch.ops.aten.relu.default))
+            sin = next(n for n in gm.graph.nodes if n.target in ("sin", torch.ops.aten.sin.default))
+            relu.replace_input_with(relu.args[0], sin)
+            return True
+
+    x = torch.randn(3)
+    gm = torch.fx.symbolic_trace(M()) if dialect == "symbolic_trace" else torch.export.export(M(), (x,)).module()
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Rewire]).run(gm, [x])
+    text = str(info.value)
+    assert "the nodes use each other in a cycle (%relu -> %sin -> %relu, each using the next), which no order" in text
+    assert "Replace" not in text and "hook" not in text
+    assert gm.code == code
 
 
 def test_no_source_line_reason_fits_the_node_and_the_graph():

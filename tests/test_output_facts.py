@@ -550,7 +550,7 @@ class _FreezeWeights(fxpasses.GraphPass):
     ("bad", "model", "message"),
     [
         (_ReluOfInputInPlace, _ReluPlusOne, "input[0] is written in place by the call after the pass (it was not before it)"),
-        (_DropRunningStats, _BNNet, "module tensor 'bn.num_batches_tracked' is no longer written in place by the call (it was before the pass)"),
+        (_DropRunningStats, _BNNet, "module tensor 'bn.num_batches_tracked' is no longer changed by the call (it was before the pass)"),
         (_AddBufferWrite, _BNNet, "module tensor 'bn.running_mean' after the call: max abs error 1 exceeds"),
         (_FreezeWeights, _BNNet, "parameter 'conv.weight' no longer requires grad after the pass (requires_grad=True before it)"),
     ],
