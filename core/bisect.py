@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 import torch.fx
 
-from .errors import PassFailedError, UserError, VerificationError
+from .errors import PassFailedError, UserError
 from .inputs import check_accepted, check_example_inputs
 from .pipeline import Pipeline, Plan, _gc_paused, _run_module
 from .verify import TensorState, compare_results
@@ -228,11 +228,13 @@ def bisect(
     rewrites = f"its rewrites #{result.first}..#{result.last}" if span.count else "it reported no rewrite"
     at = f", fixpoint iteration {span.iteration}" if span.iteration else ""
     say(f"full run: pass {span.name!r} (step {span.step + 1}{at}) fails; {rewrites}")
-    if not isinstance(failure.__cause__, VerificationError):
+    if failure.stage in (None, "the pass"):
         # the pass's own code raised: a hook at that node, or a whole-graph pass's run() (a
         # module that no longer runs names a node too, the node whose code raised, but that
-        # is a verification failure some rewrite before it caused: bisected below). It was
-        # taken for a pass that changed the graph without reporting a rewrite
+        # is a verification failure some rewrite before it caused: bisected below; so is a
+        # graph that fails torch's lint after the pass returned, which was taken for a pass
+        # that raised). It was taken for a pass that changed the graph without reporting a
+        # rewrite
         result.status = "raised"
         return result
     if span.count == 0:

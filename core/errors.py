@@ -568,6 +568,10 @@ class PassFailedError(FxPassesError):
 
     from_journal: bool = False
     report: Any = None
+    #: what was running when the pass failed: ``"the pass"`` (its own code raised, a hook's
+    #: included), ``"checking what the pass changed"``, ``"graph lint"``, ``"recompiling the
+    #: module"`` or ``"numeric verification"`` (the pass returned, and what it left failed)
+    stage: str | None = None
     #: where in the pass's own code the exception was raised (:func:`raising_frame`), with the
     #: distribution of a plugin's pass: ``bad_plugin/passes.py:12, in helper (bad-plugin 0.1)``
     raised_at: str | None = None

@@ -953,8 +953,9 @@ def check_writable(out_dir: Path, what: str = "output directory") -> None:
 
 #: what `fxpasses run` saves for each capture (besides report.json), under the output folder
 _OUTPUTS = {"export": ("model.pt2",), "symbolic_trace": ("module",), "dynamo": ("module", "inputs.pt")}
-#: the files to_folder and the module writer put in module/ (pickled submodules are N.pt)
-_MODULE_FILE = re.compile(r"(module\.py|__init__\.py|state_dict\.pt|[0-9]+\.pt)")
+#: the files to_folder and the module writer put in module/ (a submodule torch cannot write
+#: as code is pickled under its attribute name: 0.pt in a Sequential, lin.pt)
+_MODULE_FILE = re.compile(r"(module\.py|__init__\.py|state_dict\.pt|\w+\.pt)")
 
 
 def _earlier_saved(out_dir: Path) -> set[tuple[str, str]] | None:

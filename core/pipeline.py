@@ -1565,6 +1565,7 @@ class Pipeline:
         if isinstance(exc, HookError):
             failure = hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
             failure.raised_at = self._raised_at(name, exc.cause)
+            failure.stage = stage
             return failure
         if isinstance(exc, VerificationError):
             reason = f"verification failed: {exc}"
@@ -1572,6 +1573,7 @@ class Pipeline:
             reason = f"{stage} failed: {exception_text(exc)}"
         failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes, **where)
         failure.__cause__ = exc
+        failure.stage = stage
         if stage == "the pass":
             failure.raised_at = self._raised_at(name, exc)
         return failure
@@ -1912,13 +1914,13 @@ def _group_item(members: list[PlanStep]) -> Item:
     pulled in before the group)."""
     names = {m.name for m in members}
 
-    def within(cls: type[Pass]) -> _Constraints:
-        return _declared([cls], names.__contains__)
+    def within(m: PlanStep) -> _Constraints:  # (a cycle among members names who declares each arrow)
+        return _declared([m.cls], names.__contains__, {(kind, n): m.name for kind in _ORDERING for n in getattr(m.cls, kind)})
 
     def unreachable(name: str, needed_by: str) -> Any:  # pragma: no cover - requirements are members
         raise AssertionError(name)
 
-    inner = order([Item(m.name, within(m.cls), m) for m in members], unreachable)
+    inner = order([Item(m.name, within(m), m) for m in members], unreachable)
     ordered = []
     for it in inner:
         it.payload.reasons = list(it.reasons)
@@ -1926,18 +1928,20 @@ def _group_item(members: list[PlanStep]) -> Item:
     label = f"fixpoint({','.join(m.name for m in ordered)})"
     by: dict[tuple[str, str], str] = {}
     for m in members:
-        for kind in ("requires", "after", "before"):
+        for kind in _ORDERING:
             for name in getattr(m.cls, kind):
                 by.setdefault((kind, name), f"{m.name} (in {label})")
     outside = _declared([m.cls for m in members], lambda name: name not in names, by)
     return Item(label, outside, ordered, provides=tuple(names))
 
 
+#: the ordering declarations of a pass class
+_ORDERING = ("requires", "after", "before")
+
+
 def _declared(classes: list[type[Pass]], keep: Callable[[str], bool], by: dict[tuple[str, str], str] | None = None) -> _Constraints:
     """The ``requires``/``after``/``before`` names of ``classes`` for which ``keep`` holds."""
-    return _Constraints(
-        *([n for cls in classes for n in getattr(cls, kind) if keep(n)] for kind in ("requires", "after", "before")), by
-    )
+    return _Constraints(*([n for cls in classes for n in getattr(cls, kind) if keep(n)] for kind in _ORDERING), by)
 
 
 def _number_function_passes(steps: list[PlanStep]) -> None:

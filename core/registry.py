@@ -902,7 +902,7 @@ class Registry:
                 shown = name
             if why is not None:
                 self._reject(rec, "preset", shown, why)
-                self._problem(rec.error_for(f"preset {short_repr(name)} skipped: {why}"))
+                self._problem(rec.error_for(f"preset {short_repr(name)} {self._skipped}: {why}"))
                 return
             from .spec import parse_pipeline_string
 
@@ -911,12 +911,12 @@ class Registry:
             except ConfigError as exc:
                 why = f"its pipeline {pipeline!r} is malformed: {exc.detail}"
                 self._reject(rec, "preset", name, why)
-                self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
+                self._problem(rec.error_for(f"preset {name!r} {self._skipped}: {why}"))
                 return
             why = self._taken_by_other_kind(name, "preset")
             if why is not None:  # a pass's name (see _add for a pass named like a preset)
                 if self._reject(rec, "preset", name, why):
-                    self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
+                    self._problem(rec.error_for(f"preset {name!r} {self._skipped}: {why}"))
                 return
             # (no description: "", not the text "None")
             info = PresetInfo(name, pipeline, "" if description is None else str(description), rec.distribution, rec.version)
@@ -1044,6 +1044,11 @@ class Registry:
             err.__cause__ = cause
         self._problem(err)
 
+    @property
+    def _skipped(self) -> str:
+        """What happens to a plugin's malformed or clashing pass or preset, in its message."""
+        return "refused (strict mode)" if self.strict else "skipped"
+
     def _problem(self, err: Exception) -> None:
         if self.strict:
             raise err
@@ -1095,7 +1100,8 @@ class Registry:
                 # not a pass name: never matched when a pipeline names a pass
                 name = what if what.startswith("<") and what.endswith(">") else f"<{what}>"
             self._reject(rec, "pass", name, str(exc))
-            self._problem(rec.error_for(f"{head}; the pass is skipped (not registered){sep}{rest}"))
+            fate = "an error in strict mode" if self.strict else "the pass is skipped (not registered)"
+            self._problem(rec.error_for(f"{head}; {fate}{sep}{rest}"))
             return None
         finally:
             for w in said:
@@ -1108,7 +1114,7 @@ class Registry:
         if why is not None:  # a preset's name: a pass of that name is skipped, as for a built-in pass's
             if self._reject(rec, "pass", name, why):
                 self._problem(
-                    rec.error_for(f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) skipped: {why}")
+                    rec.error_for(f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) {self._skipped}: {why}")
                 )
             return None
         info = PassInfo(name, pass_cls, distribution, version)
@@ -1134,7 +1140,7 @@ class Registry:
             )
             if self._reject(rec, "pass", name, why):
                 self._problem(
-                    rec.error_for(f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) skipped: {why}")
+                    rec.error_for(f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) {self._skipped}: {why}")
                 )
             return None
         wanted = self.prefer.get(name)
@@ -1149,7 +1155,7 @@ class Registry:
             )
             self._reject(rec, "pass", name, why)
             self._problem(
-                rec.error_for(f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) skipped: {why}")
+                rec.error_for(f"pass {name!r} ({pass_cls.__module__}.{pass_cls.__qualname__}) {self._skipped}: {why}")
             )
             return None
         self._conflicts[name] = [existing, info]
@@ -1180,14 +1186,14 @@ class Registry:
         if existing.distribution == info.distribution:  # one plugin, two presets of one name
             why = f"{info.distribution} registers another preset under this name ({existing.pipeline!r}; rename one of them)"
             if self._reject(rec, "preset", name, why):
-                self._problem(rec.error_for(f"preset {name!r} ({info.pipeline!r}) skipped: {why}"))
+                self._problem(rec.error_for(f"preset {name!r} ({info.pipeline!r}) {self._skipped}: {why}"))
             return False
         if _norm(existing.distribution) == BUILTIN_DISTRIBUTION and wanted != _norm(info.distribution):
             why = (
                 f"{_taken_by([existing], 'preset')} (choose the plugin's with {prefer_hint(name, info.distribution)})"
             )
             if self._reject(rec, "preset", name, why):  # in list's rejected table, as a clash of passes
-                self._problem(rec.error_for(f"preset {name!r} skipped: {why}"))
+                self._problem(rec.error_for(f"preset {name!r} {self._skipped}: {why}"))
             return False
         self._preset_conflicts[name] = [existing, info]
         if name not in self.prefer:

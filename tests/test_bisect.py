@@ -565,3 +565,37 @@ def test_a_pass_whose_own_code_raises_is_reported_as_raised(kind):
     assert "FileExistsError: afile" in text and "changed the graph without returning a rewrite" not in text
     said = "the pass raised (in a hook: the node above)" if kind == "hook" else "the pass raised;"
     assert said in text, text
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_a_whole_graph_pass_that_breaks_lint_is_bisected_to_its_run(dialect):
+    """A whole-graph pass that raised nothing but left a graph torch's lint refuses (a node
+    using a later one) was reported as "the pass raised (in a hook: the node above); there is
+    no rewrite to bisect" (a new-user check). It is a rewrite gone wrong: bisect names the
+    pass's run, rewrite #2 after remove_dropout's one."""
+
+    class Corrupt(fxpasses.GraphPass):
+        name = "corrupt"
+
+        def run(self, gm, ctx):
+            calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module") and n.target != "_guards_fn"]
+            calls[0].args = (calls[-1], *calls[0].args[1:])
+            return True
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = torch.nn.Dropout(0.1)
+
+        def forward(self, x):
+            return torch.relu(self.drop(x)) + 1
+
+    x = torch.randn(3)
+    model = M().eval()
+    gm = torch.fx.symbolic_trace(model) if dialect == "symbolic_trace" else torch.export.export(model, (x,)).module()
+    code = gm.code
+    result = bisect(Pipeline(["remove_dropout", Corrupt]), gm, [x])
+    assert (result.status, result.pass_name, result.step) == ("found", "corrupt", 2), result.text(None)
+    assert result.culprit.index == 2 and result.culprit.action == "run"
+    assert "graph lint failed: RuntimeError" in result.error and "there is no rewrite to bisect" not in result.text(None)
+    assert gm.code == code

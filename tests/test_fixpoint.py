@@ -220,6 +220,28 @@ def test_a_group_is_ordered_as_a_unit_and_its_members_among_themselves():
     assert "after_between (in fixpoint(fold_constants,after_between)) declares after = between" in str(info.value)
 
 
+def test_a_cycle_among_the_members_of_a_group_names_who_declares_each_arrow():
+    """A cycle between two members of one group said `because: ? declares after = a_pass;
+    ? declares after = b_pass` (a new-user check); outside a group it named the passes."""
+
+    def declaring(name: str, **ordering: tuple[str, ...]) -> type[GraphPass]:
+        return type(name, (GraphPass,), {"name": name, "run": lambda self, gm, ctx: False, **ordering})
+
+    reg = Registry()
+    for cls in (declaring("a_pass", after=("b_pass",)), declaring("b_pass", after=("a_pass",))):
+        reg.register(cls)
+    for entries in (["a_pass", "b_pass"], [Fixpoint(["a_pass", "b_pass"])]):
+        with pytest.raises(CycleError) as info:
+            Pipeline(entries, registry=reg).plan()
+        assert str(info.value).endswith("because: b_pass declares after = a_pass; a_pass declares after = b_pass"), str(info.value)
+    reg = Registry()
+    for cls in (declaring("req_a", requires=("req_b",)), declaring("req_b", requires=("req_a",))):
+        reg.register(cls)
+    with pytest.raises(CycleError) as info:
+        Pipeline([Fixpoint(["req_a", "req_b"])], registry=reg).plan()
+    assert "?" not in str(info.value) and "req_a requires req_b" in str(info.value), str(info.value)
+
+
 def test_an_analysis_a_member_requires_is_computed_again_in_each_iteration_that_needs_it():
     reg = Registry()
     reg.register(_NeedsShapes)

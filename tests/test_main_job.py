@@ -1084,6 +1084,57 @@ def test_an_output_folder_reused_for_another_capture_loses_the_earlier_runs_file
     assert r.exit_code == 0 and "warning:" not in r.output
 
 
+PICKLED_SUBMODULE_SOURCE = """
+import torch
+from torch import nn
+
+
+class Scale(nn.Module):  # (not a torch.nn class: to_folder pickles it as scale.pt)
+    def __init__(self):
+        super().__init__()
+        self.s = nn.Parameter(torch.full((4,), 2.0))
+
+    def forward(self, x):
+        return x * self.s
+
+
+class WithPickled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.scale = Scale()
+
+    def forward(self, x):
+        return self.scale(self.lin(x))
+
+
+def plain():
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+"""
+
+
+def test_a_pickled_submodule_of_an_earlier_run_is_removed_and_not_listed_as_saved(tmp_path, monkeypatch):
+    """An output folder reused for another model kept the earlier run's pickled submodule
+    (module/lin.pt: only N.pt names were known) and the new run listed it under "saved:" and
+    in report.json although its module.py does not read it (a new-user check)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pickled.py").write_text(PICKLED_SUBMODULE_SOURCE)
+    base = 'pipeline = "eliminate_dead_code"\n[model]\ncapture = "symbolic_trace"\ninputs = [{ shape = [2, 4] }]\nfactory = '
+    (tmp_path / "a.toml").write_text(base + '"pickled:WithPickled"\n')
+    (tmp_path / "b.toml").write_text(base + '"pickled:plain"\n')
+    r = run_cli("run", "a.toml", "-o", "out", "--repeat", "1")
+    assert r.exit_code == 0 and (tmp_path / "out" / "module" / "scale.pt").is_file(), r.output
+    r = run_cli("run", "b.toml", "-o", "out", "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "out" / "module" / "scale.pt").exists() and "scale.pt" not in r.output
+    saved = json.loads((tmp_path / "out" / "report.json").read_text())["saved"]
+    # what module/ holds is what this run saved, and that is what its module.py reads
+    assert sorted(Path(p).name for p in saved if Path(p).parent.name == "module") == sorted(
+        p.name for p in (tmp_path / "out" / "module").iterdir() if p.is_file()
+    )
+    assert "scale.pt" not in str(saved) and "module.py" in str(saved)
+
+
 def test_files_of_the_users_in_the_output_folder_are_neither_removed_nor_overwritten(tmp_path, monkeypatch):
     """The cleanup of an earlier run's outputs removed the user's own inputs.pt (an `inputs`
     file in the output folder), and a `program = "model.pt2"` with `output = "."` was

@@ -896,6 +896,12 @@ def test_a_plugin_pass_with_an_invalid_default_is_reported_and_skipped(site):
     assert lines[i + 1] == " " * column + "  bad_default.n: Input should be a valid integer (default: 'not an int')"
     assert lines[i + 2].startswith("bad-default-dist 0.3  pass      no_hooks")
     forget_modules("fxp_bad_default")
+    # strict mode: an error, not "skipped" (a new-user check); so for a clash with a built-in
+    with pytest.raises(PluginError) as info:
+        Registry(strict=True)
+    assert str(info.value).endswith("invalid default option value(s) in BadDefault.Options; an error in strict mode\n"
+                                    "  bad_default.n: Input should be a valid integer (default: 'not an int')")
+    forget_modules("fxp_bad_default")
 
 
 def test_node_pass_without_hooks_and_hook_with_wrong_signature():
@@ -1034,6 +1040,10 @@ def test_issue5_case19_two_distributions_registering_fuse_conv_bn(site):
     chosen = Registry(prefer={"fuse_conv_bn": "fuse-b"})
     assert chosen.info("fuse_conv_bn").distribution == "fuse-b"
     assert chosen.describe("fuse_conv_bn").summary == "Fuse B."
+    forget_modules("fxp_fuse_a", "fxp_fuse_b")
+    with pytest.raises(PluginError) as info:  # strict: refused, not "skipped"
+        Registry(strict=True)
+    assert "pass 'fuse_conv_bn' (fxp_fuse_a.FuseConvBnPass) refused (strict mode): the name is taken by the built-in pass" in str(info.value)
     forget_modules("fxp_fuse_a", "fxp_fuse_b")
 
 
@@ -1552,7 +1562,7 @@ def fxpasses_register_presets(register):
     forget_modules(*modules)
     with pytest.raises(PluginError) as info:
         Registry(strict=True)
-    assert str(info.value) == said[0]
+    assert str(info.value) == said[0].replace(") skipped:", ") refused (strict mode):")  # (an error, not skipped)
     forget_modules(*modules)
 
 
