@@ -6,11 +6,12 @@ fxpasses is installed. The pipeline is taken from, in order:
 1. ``torch.compile(..., options={"pipeline": "remove_dropout,eliminate_dead_code"})``
    (a pipeline string or a list of entries), or ``options={"preset": "inference"}``;
 2. the ``FXPASSES_PIPELINE`` environment variable (a pipeline string);
-3. ``pipeline`` or ``preset`` in ``[tool.fxpasses]`` of the nearest ``pyproject.toml`` (from
-   the working directory up);
+3. ``pipeline`` or ``preset`` in the nearest project config, from the working directory up: a
+   ``fxpasses.toml``, or the ``[tool.fxpasses]`` table of a ``pyproject.toml``
+   (:func:`fxpasses.config.find_project_config`);
 4. :data:`DEFAULT_BACKEND_PIPELINE`.
 
-Whichever gave the pipeline, that ``[tool.fxpasses]`` table's ``[options.NAME]`` tables,
+Whichever gave the pipeline, that project config's ``[options.NAME]`` tables,
 ``verify``, ``on_error``, ``atol``, ``rtol`` and ``order`` apply, as they do to ``fxpasses run``
 there (with ``--pipeline``: a table for a pass the pipeline does not run is left, one naming no
 registered pass is an error); its ``[model]`` and ``output`` are ``fxpasses run``'s alone and
@@ -22,11 +23,11 @@ After the pipeline the graph goes to the backend named by ``options={"then": ...
 ``verify`` (``none``/``lint``/``numeric``, default ``lint``), ``on_error`` (default
 ``rollback``), ``atol`` and ``rtol`` (the tolerances of numeric verification, as
 :class:`~fxpasses.Pipeline`'s and with its defaults, ``1e-5`` each), ``freeze`` (default
-``False``, below), ``pyproject`` (default ``True``; ``False``: no ``pyproject.toml`` is read,
-so nothing of a project's ``[tool.fxpasses]`` table applies), and ``plugins``: which plugin
+``False``, below), ``pyproject`` (default ``True``; ``False``: no project config is read,
+neither ``fxpasses.toml`` nor ``pyproject.toml``, so nothing of it applies), and ``plugins``: which plugin
 distributions name the passes, a table as a config's ``[plugins]`` section (``{"enable": [...], "disable": [...], "prefer": {pass:
-distribution}, "strict": bool}``). Without it the ``[tool.fxpasses.plugins]`` section of the
-nearest ``pyproject.toml`` applies, as it does to ``fxpasses run`` there, whichever of the
+distribution}, "strict": bool}``). Without it the ``[plugins]`` section of the nearest project
+config applies, as it does to ``fxpasses run`` there, whichever of the
 sources above gave the pipeline.
 
 ``freeze=True`` (for inference; like inductor's ``torch._inductor.config.freezing``):
@@ -84,7 +85,7 @@ import torch.fx
 
 __all__ = ["fxpasses_backend", "reports", "DEFAULT_BACKEND_PIPELINE"]
 
-#: The pipeline used when no option, environment variable or pyproject.toml names one.
+#: The pipeline used when no option, environment variable or project config names one.
 DEFAULT_BACKEND_PIPELINE = "remove_dropout,simplify_algebra,eliminate_common_subexpressions,eliminate_dead_code"
 
 #: Reports of the most recent compiled graphs, newest last.
@@ -97,8 +98,9 @@ _KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "f
 
 def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     """The registry that names the passes: from ``options["plugins"]`` (a ``[plugins]``
-    table), else from the nearest ``pyproject.toml``'s ``[tool.fxpasses.plugins]``, else the
-    default one; and ``(path, Config)`` of that pyproject.toml (:func:`_project_config`:
+    table), else from the nearest project config's ``[plugins]`` (``fxpasses.toml``, or
+    ``pyproject.toml``'s ``[tool.fxpasses.plugins]``), else the default one; and ``(path,
+    Config)`` of that project config (:func:`_project_config`:
     its pipeline, options tables and settings), None without one.
 
     Raises:
@@ -106,7 +108,7 @@ def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     """
     from pydantic import ValidationError
 
-    from .config import Config, PluginsConfig, find_pyproject, validation_problems
+    from .config import Config, PluginsConfig, find_project_config, validation_problems
     from .errors import ConfigError, value_hint
     from .pipeline import registry_for
     from .registry import registry as default_registry
@@ -127,7 +129,7 @@ def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     use_project = options.get("pyproject", True)
     if not isinstance(use_project, bool):
         raise ConfigError(f"torch.compile option 'pyproject' must be true or false, got {use_project!r}")
-    found = find_pyproject() if use_project else None
+    found = find_project_config() if use_project else None
     project = (found, _project_config(found)) if found is not None else None
     if given is not None:
         return given, project
@@ -137,9 +139,9 @@ def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
 
 
 def _project_config(found: Any) -> Any:
-    """The ``[tool.fxpasses]`` table of the pyproject.toml ``found`` as the backend reads it:
-    everything but ``[model]`` and ``output``, which are ``fxpasses run``'s (a ``[model]`` this
-    run never builds does not stop ``torch.compile``).
+    """The project config ``found`` (a ``fxpasses.toml``, or a pyproject.toml's ``[tool.fxpasses]``
+    table) as the backend reads it: everything but ``[model]`` and ``output``, which are
+    ``fxpasses run``'s (a ``[model]`` this run never builds does not stop ``torch.compile``).
 
     Raises:
         ConfigError: the file cannot be read, or the rest of its table does not fit."""
@@ -151,7 +153,7 @@ def _project_config(found: Any) -> Any:
         raise ConfigError("no [tool.fxpasses] table", source=str(found))
     if isinstance(data, dict):
         data = {k: v for k, v in data.items() if k not in ("model", "output")}
-    cfg = parse_config(data, source=f"{found} [tool.fxpasses]")
+    cfg = parse_config(data, source=f"{found} [tool.fxpasses]" if found.name == "pyproject.toml" else str(found))
     cfg._base_dir = found.resolve().parent
     return cfg
 

@@ -562,15 +562,16 @@ def _show_text(d: Any) -> None:
 
 
 def _project_plugins() -> Any:
-    """The ``[plugins]`` section of the nearest pyproject.toml's ``[tool.fxpasses]`` (None
-    without one), which ``fxpasses run`` without CONFIG applies: ``list``, ``show`` and
-    ``schema`` describe the registry it would use (its ``prefer``, ``enable``, ``disable``).
-    A pyproject.toml that does not load is a warning line, and no section."""
-    from .config import find_pyproject, load_config_file
+    """The ``[plugins]`` section of the nearest project config (``fxpasses.toml``, or
+    ``pyproject.toml``'s ``[tool.fxpasses]``; None without one), which ``fxpasses run`` without
+    CONFIG applies: ``list``, ``show`` and ``schema`` describe the registry it would use (its
+    ``prefer``, ``enable``, ``disable``). One that does not load is a warning line, and no
+    section."""
+    from .config import find_project_config, load_config_file
     from .errors import ConfigError
 
     try:  # (a misspelt [tool.fxpass] table is a warning line, as every command's)
-        found = find_pyproject()
+        found = find_project_config()
         return load_config_file(found).plugins if found is not None else None
     except ConfigError as exc:
         click.echo(f"warning: {exc} (its [plugins] section is not applied)", err=True)
@@ -578,8 +579,9 @@ def _project_plugins() -> Any:
 
 
 def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = None) -> Any:
-    """The config from CONFIG (or the nearest pyproject.toml), with --pipeline/--preset applied."""
-    from .config import find_pyproject, load_config_file, parse_config
+    """The config from CONFIG (or the nearest project config: ``fxpasses.toml``, or
+    ``pyproject.toml``'s ``[tool.fxpasses]``), with --pipeline/--preset applied."""
+    from .config import find_project_config, load_config_file, parse_config
     from .errors import ConfigError
 
     if pipeline is not None and preset is not None:
@@ -588,8 +590,10 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
         cfg = load_config_file(config)
     else:  # (a misspelt [tool.fxpass] table is a warning line, as every command's)
         # (--pipeline/--preset replace its pipeline; its model, options and plugins stay, as a CONFIG's)
-        found = find_pyproject()
+        found = find_project_config()
         cfg = load_config_file(found) if found is not None else None
+        if cfg is not None:
+            cfg._found = found
     if pipeline is not None or preset is not None:
         update = {"pipeline": pipeline, "preset": preset}
         if cfg is None:
@@ -616,7 +620,7 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
 
     cfg = _load_cfg(config, pipeline, preset)
     if cfg is None:
-        raise ConfigError("give a CONFIG file, --pipeline or --preset (no pyproject.toml with [tool.fxpasses] found)")
+        raise ConfigError("give a CONFIG file, --pipeline or --preset (no fxpasses.toml, nor pyproject.toml with [tool.fxpasses], found here or above)")
     # the preset `fxpasses run` uses for a config that names no pipeline (without CONFIG,
     # a [tool.fxpasses] without a model runs the bundled example)
     given, cfg = cfg, with_default_preset(cfg, example_model=config is None)
@@ -739,8 +743,9 @@ def run_cmd(
 ) -> None:
     """Capture a model, run the pipeline, verify, time and save it.
 
-    Without CONFIG (and no pyproject.toml with [tool.fxpasses]) it optimizes the bundled
-    example CNN and saves it under fxpasses-out/example.
+    Without CONFIG it reads the nearest fxpasses.toml, or pyproject.toml with [tool.fxpasses],
+    from here upwards; without one it optimizes the bundled example CNN and saves it under
+    fxpasses-out/example.
     """
     from .console import print_table
     from .report import counters_cell, rewrites_cell, rewrites_summary
@@ -760,9 +765,9 @@ def run_cmd(
         if cfg is None:
             cfg = base
         else:
-            if cfg._source and "pyproject.toml" in cfg._source:  # not a bare --pipeline/--preset
+            if cfg._found is not None:  # not a bare --pipeline/--preset
                 stand_in = cfg._source
-            # pyproject.toml's [tool.fxpasses] (or --pipeline/--preset) without a model: all of
+            # the project config (or --pipeline/--preset) without a model: all of
             # its settings, on the bundled example model; errors still name where they came from
             update: dict[str, Any] = {"model": base.model, "output": cfg.output or base.output}
             if cfg.pipeline is None and cfg.preset is None:
@@ -932,12 +937,12 @@ def _same_run(
     """The CONFIG and the options another command (``fxpasses bisect``, ``fxpasses run``) needs
     to run what this one ran: the pipeline given on the command line (``--pipeline``/
     ``--preset``), the same plugins (``-p NAME``, ``-p no:NAME``: without them a plugin's pass
-    was unknown), and the nearest pyproject.toml by name when it was found, not given (so the
-    command runs from anywhere)."""
+    was unknown), and the project config by name when it was found, not given (so the command
+    runs from anywhere)."""
     args = ["--pipeline", pipeline] if pipeline is not None else ["--preset", preset] if preset is not None else []
     args += [a for p in [*state.enable, *(f"no:{d}" for d in state.disable)] for a in ("-p", p)]
-    if config is None and cfg is not None and cfg._base_dir is not None and cfg._source and "pyproject.toml" in cfg._source:
-        config = os.path.relpath(cfg._base_dir / "pyproject.toml")
+    if config is None and cfg is not None and cfg._found is not None:
+        config = os.path.relpath(cfg._found)
     return config, args
 
 
@@ -961,8 +966,8 @@ def _echo_reproducer(writer: Any) -> None:
 def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
     """Find the first pass, then the first rewrite in it, that changes the model's outputs.
 
-    Captures the model of CONFIG (or, without CONFIG, of the nearest pyproject.toml's
-    [tool.fxpasses]: either needs a [model] section) once, runs the pipeline with numeric
+    Captures the model of CONFIG (or, without CONFIG, of the nearest fxpasses.toml or
+    pyproject.toml's [tool.fxpasses]: either needs a [model] section) once, runs the pipeline with numeric
     verification after every pass, then bisects the rewrites of the first failing pass with a global rewrite limit
     (see `fxpasses run --rewrite-limit`). Exit status 1 when a bad rewrite (or pass) is found,
     0 when every pass keeps the outputs.
@@ -974,7 +979,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
 
     cfg = _load_cfg(config, pipeline, preset)
     if cfg is None:
-        raise ConfigError("give a CONFIG file with a [model] section (no pyproject.toml with [tool.fxpasses] found)")
+        raise ConfigError("give a CONFIG file with a [model] section (no fxpasses.toml, nor pyproject.toml with [tool.fxpasses], found here or above)")
     if cfg.model is None:
         raise ConfigError("no [model] section: `fxpasses bisect` needs a model factory (or saved graph) and inputs", source=cfg._source)
     reg = state.registry(cfg.plugins)

@@ -43,6 +43,7 @@ path, or an :class:`~fxpasses.errors.OptionsError` for pass options.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import enum
 import functools
@@ -98,7 +99,8 @@ __all__ = [
     "validation_problems",
     "validate_options",
     "config_values",
-    "find_pyproject",
+    "find_project_config",
+    "PROJECT_CONFIG",
 ]
 
 VerifyMode = Literal["none", "lint", "numeric"]
@@ -493,6 +495,7 @@ class Config(_Strict):
     # where it came from, for messages (not a config key)
     _source: str = "config"
     _base_dir: Path | None = None
+    _found: Path | None = None  # the project config found, not given (find_project_config)
     _pipeline_overridden: bool = False  # --pipeline/--preset replaced the file's pipeline
     _preset_from_cli: bool = False  # the preset came from --preset (errors name the option)
     _pipeline_from_cli: bool = False  # the pipeline came from --pipeline (errors name the option)
@@ -1197,8 +1200,18 @@ def _short(value: Any) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-def find_pyproject(start: str | Path | None = None) -> Path | None:
-    """The nearest ``pyproject.toml`` with a ``[tool.fxpasses]`` table, from ``start`` upwards.
+#: the project's own config file, found as ``pyproject.toml`` is (it comes first in its folder)
+PROJECT_CONFIG = "fxpasses.toml"
+
+
+def find_project_config(start: str | Path | None = None) -> Path | None:
+    """The nearest project config from ``start`` (default: the working directory) upwards: in
+    each folder, a ``fxpasses.toml`` (the whole file is the config), else a ``pyproject.toml``
+    with a ``[tool.fxpasses]`` table; None when no folder up to the root has one. Where a
+    folder has both, ``fxpasses.toml`` is read and a :class:`ConfigWarning` says the table is
+    not (as ruff's ``ruff.toml`` comes before ``pyproject.toml``); a ``fxpasses.toml`` was not
+    looked for at all, so one in the working directory was ignored without a word (a new-user
+    check).
 
     A ``pyproject.toml`` that is not valid TOML and does not mention ``fxpasses`` anywhere
     cannot hold the table: it is skipped with a :class:`ConfigWarning` (another project's
@@ -1211,7 +1224,14 @@ def find_pyproject(start: str | Path | None = None) -> Path | None:
     """
     here = Path(start or Path.cwd()).resolve()
     for d in (here, *here.parents):
+        own = d / PROJECT_CONFIG
         candidate = d / "pyproject.toml"
+        if own.is_file():
+            if candidate.is_file():
+                with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                    if "fxpasses" in (tomllib.loads(candidate.read_text(encoding="utf-8")).get("tool") or {}):
+                        warn(f"{candidate}'s [tool.fxpasses] table is not read: {own} beside it comes first", ConfigWarning)
+            return own
         if candidate.is_file():
             try:
                 text = candidate.read_text(encoding="utf-8")

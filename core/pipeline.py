@@ -40,7 +40,7 @@ from .config import (
     Config,
     FixpointEntryConfig,
     PassEntryConfig,
-    find_pyproject,
+    find_project_config,
     load_config_file,
     normal_option_keys,
     pass_name_as_key,
@@ -770,7 +770,8 @@ class Pipeline:
     ) -> "Pipeline":
         """A pipeline from a config file, a mapping or a :class:`~fxpasses.config.Config`.
 
-        ``config=None`` looks for ``[tool.fxpasses]`` in the nearest ``pyproject.toml``.
+        ``config=None`` reads the nearest project config (a ``fxpasses.toml``, or
+        ``[tool.fxpasses]`` in a ``pyproject.toml``; :func:`~fxpasses.config.find_project_config`).
         The config's ``[plugins]`` section, when present, selects the registry's plugins. A
         config with a ``[model]`` that names no pipeline or preset gets the preset ``fxpasses
         run`` gives it: ``inference``, or ``training`` for ``train = true``.
@@ -1738,9 +1739,9 @@ def _as_config(config: str | Path | Mapping[str, Any] | Config | None) -> Config
     if isinstance(config, Config):
         return config
     if config is None:
-        found = find_pyproject()
+        found = find_project_config()
         if found is None:
-            raise ConfigError("no config given and no pyproject.toml with a [tool.fxpasses] table found")
+            raise ConfigError("no config given, and no fxpasses.toml, nor pyproject.toml with a [tool.fxpasses] table, found here or above")
         return load_config_file(found)
     if isinstance(config, (str, Path)):
         return load_config_file(config)

@@ -524,7 +524,7 @@ def test_json_unknown_pass_in_show_and_list_strict_plugin():
     "args, error_type, fields",
     [
         (["check", "does-not-exist.toml"], "ConfigError", {"message": "config file not found: does-not-exist.toml", "source": None}),
-        (["check"], "ConfigError", {"detail": "give a CONFIG file, --pipeline or --preset (no pyproject.toml with [tool.fxpasses] found)"}),
+        (["check"], "ConfigError", {"detail": "give a CONFIG file, --pipeline or --preset (no fxpasses.toml, nor pyproject.toml with [tool.fxpasses], found here or above)"}),
         (["check", "--pipeline", "count_ops,,"], "ConfigError", {"source": "--pipeline: pipeline string, column 11"}),
         (["check", "--pipeline", "a", "--preset", "inference"], "ConfigError", {"message": "give either --pipeline or --preset, not both"}),
         (["check", "--pipeline", "count_ops{onl=[add]}"], "OptionsError", {"pass_name": "count_ops", "problems": [{"field": "onl", "message": "unknown option; did you mean 'only'? (valid: only)", "given": ["add"]}]}),

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 from dists import installed_dist
 from pydantic import Field
@@ -537,11 +538,11 @@ def test_a_misspelt_tool_table_in_pyproject_is_named(tmp_path, monkeypatch, tabl
     """A [tool.fxpass] table was skipped without a word (the search went on upwards and
     `fxpasses run` ran the bundled example): a ConfigWarning says which table was found, and
     loading that file by name says it in the error."""
-    from fxpasses.config import find_pyproject, load_config_file
+    from fxpasses.config import find_project_config, load_config_file
 
     (tmp_path / "pyproject.toml").write_text(f'[tool.{table}]\npipeline = "eliminate_dead_code"\n')
     with pytest.warns(fxpasses.ConfigWarning) as caught:
-        assert find_pyproject(tmp_path) is None or find_pyproject(tmp_path) != tmp_path / "pyproject.toml"
+        assert find_project_config(tmp_path) is None or find_project_config(tmp_path) != tmp_path / "pyproject.toml"
     assert str(caught[0].message) == (
         f"{tmp_path / 'pyproject.toml'} has a [tool.{table}] table, which is not read: did you mean "
         "[tool.fxpasses]? (looking further up for [tool.fxpasses])"
@@ -582,11 +583,67 @@ def test_a_tool_fxpasses_table_in_a_config_file_of_its_own_says_where_it_is_read
 
 
 def test_an_unrelated_tool_table_in_pyproject_is_not_taken_for_a_misspelling(tmp_path, recwarn):
-    from fxpasses.config import find_pyproject
+    from fxpasses.config import find_project_config
 
     (tmp_path / "pyproject.toml").write_text('[tool.pytest]\nx = 1\n[tool.flake8]\ny = 2\n[tool.fxpasses_extra]\nz = 3\n')
-    find_pyproject(tmp_path)
+    find_project_config(tmp_path)
     assert not [w for w in recwarn if issubclass(w.category, fxpasses.ConfigWarning)]
+
+
+def test_a_fxpasses_toml_is_found_as_a_pyproject_table_is_and_comes_first(tmp_path, monkeypatch):
+    """A `fxpasses.toml` in the working directory was ignored without a word: `fxpasses check`
+    said no config was found, and `fxpasses run` optimized the bundled example instead of its
+    model (a new-user check; the README's config section is headed `# fxpasses.toml`). It is
+    found from the working directory up, before a pyproject.toml of the same folder, whose
+    [tool.fxpasses] table is then named as not read; by the CLI, `Pipeline.from_config()` and
+    the torch.compile backend."""
+    from fxpasses.config import find_project_config
+
+    (tmp_path / "fxpasses.toml").write_text(
+        'pipeline = "eliminate_dead_code"\n[model]\nfactory = "fxpasses._example:convnet"\n'
+        'inputs = [{ shape = [1, 3, 8, 8] }]\n'
+    )
+    sub = tmp_path / "a" / "b"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    assert find_project_config() == tmp_path / "fxpasses.toml"
+    r = CliRunner().invoke(cli, ["check"])
+    assert r.exit_code == 0, r.output
+    assert "eliminate_dead_code" in r.output and "remove_dropout" not in r.output
+    r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert [p["name"] for p in report["report"]["passes"]] == ["eliminate_dead_code"]
+    assert fxpasses.Pipeline.from_config().plan().names() == ["eliminate_dead_code"]
+    # beside a pyproject.toml with the table: fxpasses.toml is read, and the table named as not read
+    (tmp_path / "pyproject.toml").write_text('[tool.fxpasses]\npipeline = "remove_dropout"\n')
+    with pytest.warns(fxpasses.ConfigWarning) as caught:
+        assert find_project_config(sub) == tmp_path / "fxpasses.toml"
+    assert str(caught[0].message) == (
+        f"{tmp_path / 'pyproject.toml'}'s [tool.fxpasses] table is not read: {tmp_path / 'fxpasses.toml'} beside it comes first"
+    )
+    # a nearer pyproject.toml with the table is nearer
+    (sub / "pyproject.toml").write_text('[tool.fxpasses]\npipeline = "remove_dropout"\n')
+    assert find_project_config(sub) == sub / "pyproject.toml"
+
+
+def test_the_backend_reads_a_fxpasses_toml(tmp_path, monkeypatch):
+    import fxpasses.backend
+
+    torch._dynamo.reset()
+    (tmp_path / "fxpasses.toml").write_text('pipeline = "eliminate_dead_code"\nverify = "none"\n')
+    monkeypatch.chdir(tmp_path)
+    fxpasses.backend.reports.clear()
+    x = torch.randn(2, 3)
+    out = torch.compile(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()), backend="fxpasses", options={"then": "eager"})(x)
+    assert out.shape == (2, 3)
+    (report,) = fxpasses.backend.reports
+    assert [p.name for p in report.passes] == ["eliminate_dead_code"]
+    torch._dynamo.reset()
+    fxpasses.backend.reports.clear()
+    torch.compile(torch.nn.ReLU(), backend="fxpasses", options={"then": "eager", "pyproject": False})(x)
+    assert [p.name for p in fxpasses.backend.reports[0].passes] == ["remove_dropout", "simplify_algebra", "eliminate_common_subexpressions", "eliminate_dead_code"]
+    torch._dynamo.reset()
 
 
 def test_fxpasses_run_names_a_misspelt_tool_table_on_a_warning_line(tmp_path, monkeypatch):

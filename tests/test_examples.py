@@ -14,7 +14,7 @@ import torch
 
 from fxpasses import Pipeline
 from fxpasses.capture import capture
-from fxpasses.config import Config, InputSpec, find_pyproject, load_config_file
+from fxpasses.config import Config, InputSpec, find_project_config, load_config_file
 from fxpasses.context import tensor_info
 from fxpasses.builtin_passes import BUILTIN_PRESETS
 from fxpasses.verify import compare_outputs
@@ -103,7 +103,7 @@ def test_real_model_configs():
 
 
 def test_pyproject_example_is_found():
-    found = find_pyproject(EXAMPLES / "pyproject_example")
+    found = find_project_config(EXAMPLES / "pyproject_example")
     assert found == EXAMPLES / "pyproject_example" / "pyproject.toml"
     cfg = load_config_file(found)
     assert cfg.options == {"fold_constants": {"max_numel": 65536}}
