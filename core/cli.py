@@ -717,7 +717,8 @@ def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) ->
     type=click.Choice(["rollback", "skip", "raise"]),
     help="What a failing pass does, for every pass: replaces the config's on_error and each "
     "pipeline entry's own (`fxpasses bisect` suggests `--on-error rollback` to reproduce a "
-    "failure that on_error = \"skip\" would roll back and go past).",
+    "failure that on_error = \"skip\" would roll back and go past). With raise, the graph the "
+    "failing pass left is written to OUT/broken_graph.txt.",
 )
 @_format
 @click.pass_obj

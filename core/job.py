@@ -62,7 +62,7 @@ from ._json import dumps as json_dumps
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
-from .errors import ConfigError, FxPassesError, UserError, VerificationError, exception_line, exception_text, os_reason, require_file
+from .errors import ConfigError, FxPassesError, PassFailedError, UserError, VerificationError, exception_line, exception_text, os_reason, require_file
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
 from .report import RunReport
@@ -799,7 +799,9 @@ def run_job(
 
     Raises:
         ConfigError/UserError: a bad model section, factory or capture.
-        PassFailedError: a pass failed (the graph was rolled back).
+        PassFailedError: a pass failed (the graph was rolled back; under ``on_error =
+            "raise"`` it was not, and with saving on, the graph as the pass left it is written
+            to ``OUT/broken_graph.txt``, which a note names).
         VerificationError: outputs changed beyond ``atol``/``rtol``, or the saved program
             does not reproduce them.
     """
@@ -849,9 +851,16 @@ def run_job(
     state.restore()
     hint = bisect_hint(f"`{bisect_command}`") if bisect_command else BISECT_HINT
     pipeline._bisect_hint = hint  # a pass's numeric verification failure says it too
-    report = pipeline.run(
-        gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
-    )
+    try:
+        report = pipeline.run(
+            gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
+        )
+    except PassFailedError as exc:
+        if not exc.rolled_back and save and out_dir is not None:  # on_error = "raise": keep what it left
+            _write_broken_graph(gm, exc, out_dir)
+        raise
+    if save and out_dir is not None:
+        _remove_broken_graph(out_dir)
     with _reported(report):  # an error after the passes carries the table of what they did
         state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
         # passes that said they change the outputs on purpose (ctx.changes_outputs)
@@ -899,6 +908,47 @@ def run_job(
             (out_dir / "report.json").write_text(json_dumps(result.as_dict(), indent=2, default=str))
             result.saved.append(out_dir / "report.json")
         return result
+
+
+#: what `fxpasses run` writes when a pass fails under on_error = "raise" (the graph it left)
+BROKEN_GRAPH = "broken_graph.txt"
+_BROKEN_HEADER = "# fxpasses: the graph as pass "
+
+
+def _write_broken_graph(gm: torch.fx.GraphModule, failure: PassFailedError, out_dir: Path) -> None:
+    """Write, for a pass that failed under ``on_error = "raise"`` (nothing rolled back), the
+    graph as it left it to ``out_dir/broken_graph.txt``: FX's text of the graph (which any
+    graph has, lint or not) and the code ``recompile()`` would generate when it can; a note
+    on ``failure`` names the file. In Python the module itself is kept; ``fxpasses run``
+    would otherwise end with nothing left to look at. What cannot be written is a note."""
+    path = out_dir / BROKEN_GRAPH
+    parts = [f"{_BROKEN_HEADER}{failure.pass_name!r} left it (on_error = \"raise\"): {failure.reason.splitlines()[0]}\n"]
+    try:
+        parts.append(str(gm.graph))
+    except Exception as exc:  # noqa: BLE001 - a debugging aid: say why it is missing
+        parts.append(f"(the graph cannot be printed: {exception_text(exc)})")
+    try:
+        parts.append("\n# the code recompile() would generate:\n" + gm.graph.python_code("self").src)
+    except Exception as exc:  # noqa: BLE001 - a broken graph may have no code
+        parts.append(f"\n# no code: recompile() would fail: {exception_text(exc)}")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(parts) + "\n")
+    except OSError as exc:
+        failure.notes.append(f"the graph as {failure.pass_name!r} left it was not written to {path}: {os_reason(exc)}")
+        return
+    failure.notes.append(f"the graph as {failure.pass_name!r} left it (on_error = \"raise\"): {path}")
+
+
+def _remove_broken_graph(out_dir: Path) -> None:
+    """Remove the ``broken_graph.txt`` an earlier failed run wrote in ``out_dir`` (told by its
+    first line), now that the pipeline ran through."""
+    path = out_dir / BROKEN_GRAPH
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        with path.open(encoding="utf-8") as f:
+            ours = f.readline().startswith(_BROKEN_HEADER)
+        if ours:
+            path.unlink()
 
 
 @contextlib.contextmanager

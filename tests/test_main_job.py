@@ -12,6 +12,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+import fxpasses
+from fxpasses import Registry
 from fxpasses.cli import cli
 from fxpasses.config import load_config_file
 from fxpasses.errors import UserError
@@ -1133,6 +1135,38 @@ def test_a_pickled_submodule_of_an_earlier_run_is_removed_and_not_listed_as_save
         p.name for p in (tmp_path / "out" / "module").iterdir() if p.is_file()
     )
     assert "scale.pt" not in str(saved) and "module.py" in str(saved)
+
+
+def test_on_error_raise_writes_the_graph_the_failing_pass_left(tmp_path):
+    """`fxpasses run --on-error raise` ("keep the broken graph for debugging") printed the error
+    and left nothing to debug (a new-user check). The graph as the pass left it is written to
+    OUT/broken_graph.txt (FX's text of the graph and the code it would compile to), which a
+    note names; a later run that goes through removes it."""
+    from fxpasses.config import parse_config
+    from fxpasses.job import run_job
+
+    class ToSigmoid(fxpasses.NodePass):
+        name = "to_sigmoid"
+
+        @fxpasses.on("relu")
+        def r(self, node, ctx):
+            return fxpasses.Replace(ctx.call_function(torch.sigmoid, node.args))
+
+    reg = Registry(autoload=False)
+    reg.register(ToSigmoid)
+    model = {"factory": "fxpasses._example:convnet", "inputs": [{"shape": [1, 3, 8, 8]}]}
+    out = tmp_path / "out"
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        run_job(parse_config({"pipeline": "to_sigmoid", "verify": "numeric", "model": model}), registry=reg, output=out, repeat=1, on_error="raise")
+    assert info.value.notes[-1] == f"the graph as 'to_sigmoid' left it (on_error = \"raise\"): {out / 'broken_graph.txt'}"
+    text = (out / "broken_graph.txt").read_text()
+    assert text.startswith("# fxpasses: the graph as pass 'to_sigmoid' left it (on_error = \"raise\"): verification failed: output: max abs error")
+    assert "call_function[target=torch.sigmoid]" in text and "sigmoid = torch.sigmoid(" in text and "relu" not in text.split("graph():")[1]
+    with pytest.raises(fxpasses.PassFailedError) as info:  # rolled back: nothing written
+        run_job(parse_config({"pipeline": "to_sigmoid", "verify": "numeric", "model": model}), registry=reg, output=tmp_path / "o2", repeat=1)
+    assert not (tmp_path / "o2").exists() and "broken_graph" not in str(info.value)
+    run_job(parse_config({"pipeline": "eliminate_dead_code", "model": model}), output=out, repeat=1, on_error="raise")
+    assert not (out / "broken_graph.txt").exists()
 
 
 def test_files_of_the_users_in_the_output_folder_are_neither_removed_nor_overwritten(tmp_path, monkeypatch):
