@@ -71,9 +71,13 @@ def capture(
     example_inputs: Sequence[Any] | None,
     dialect: str,
     example_kwargs: Mapping[str, Any] | None = None,
+    *,
+    check_outputs: bool = True,
 ) -> Captured:
     """Capture ``model`` called as ``model(*example_inputs, **example_kwargs)`` in ``dialect``
-    (see the module doc).
+    (see the module doc). ``check_outputs`` (symbolic_trace only): call the model and the graph
+    once each on the example inputs and warn when they differ (two more forward calls; see
+    :func:`_check_traced_outputs`).
 
     Raises:
         UserError: an unknown dialect, example inputs of the wrong type (see
@@ -105,7 +109,8 @@ def capture(
         _copy_container_modes(model, gm)
         if written:
             _warn_untraced_buffer_writes(model, written)
-        _check_traced_outputs(model, gm, inputs, kwargs)
+        if check_outputs:
+            _check_traced_outputs(model, gm, inputs, kwargs)
         return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "export":
         try:
@@ -153,14 +158,21 @@ def _quiet_fake_tensor_log() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _state_put_back(
-    model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], dialect: str = "TorchDynamo"
+    model: torch.nn.Module,
+    inputs: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dialect: str = "TorchDynamo",
+    *,
+    warn_parameters: bool = True,
 ) -> Iterator[list[str]]:
     """Put back, after the block, the values of ``model``'s buffers and of the tensors among
     ``inputs``/``kwargs`` that it wrote in place (each is copied before: buffers and example
     inputs are small next to the parameters). A parameter written in place cannot be put
     back without a copy of every parameter: it is warned about (a
     :class:`~fxpasses.errors.CaptureWarning` naming it and ``dialect``). The list yielded is
-    filled, after the block, with the names of the buffers that were written and put back."""
+    filled, after the block, with the names of the buffers that were written and put back.
+    ``warn_parameters=False``: no warning about parameters (the forward ran before, and that
+    call warned)."""
     import warnings
 
     from torch.utils._pytree import tree_leaves
@@ -190,7 +202,7 @@ def _state_put_back(
                         written_buffers.append(buffer_names[id(t)])
         now_versions = _versions([p for _, p in params])
         written = [name for (name, _), v, now in zip(params, param_versions, now_versions) if v is not None and now != v]
-        if written:
+        if written and warn_parameters:
             from .errors import CaptureWarning
 
             warnings.warn(
@@ -229,30 +241,60 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
     does not. symbolic_trace runs what does not depend on the inputs once, while tracing, and
     keeps its result as a constant: a tensor made in ``forward`` and then written in place
     with an input (``t = torch.zeros(3); t.add_(x)``) stays the value it had while tracing,
-    and Python values read from tensors are frozen, with no error. Both are called under
-    ``torch.no_grad()`` from the same random seed (the graph calls what the model calls, in
-    order), with what each writes in buffers and inputs put back after it; outputs are
-    compared within ``atol = rtol = 1e-5`` (the same operations, so they agree but for
-    nondeterministic kernels). Nothing is checked when the model itself raises on the inputs
-    (what is wrong with them is reported where they are used)."""
+    and Python values read from tensors are frozen, with no error.
+
+    Both are called under ``torch.no_grad()`` from the same torch and Python ``random`` seeds
+    (the graph calls what the model calls, in order; both generators are put back after),
+    with what each writes in parameters (through a :class:`~fxpasses.write_guard.WriteGuard`),
+    buffers and inputs put back after it and what they print dropped; outputs are compared within ``atol = rtol = 1e-5`` (the same operations, so they
+    agree but for nondeterministic kernels). The calls are seen by what the model does
+    besides (forward hooks run, Python attributes it counts move). Nothing is said when the
+    model itself raises on the inputs (what is wrong with them is reported where they are
+    used), or when the outputs cannot be compared (a dataclass, a sparse tensor)."""
+    import io
+    import random
     import warnings
 
     from .errors import CaptureWarning
     from .verify import clone_outputs, compare_outputs
 
+    from .write_guard import WriteGuard
+
     def call(fn: Any) -> Any:
-        with _state_put_back(model, inputs, kwargs, "symbolic_trace"), torch.no_grad(), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            return clone_outputs(fn(*inputs, **kwargs))
+        state = random.getstate()
+        printed = io.StringIO()
+        # parameters a forward writes in place are put back too (tracing itself reads them as
+        # proxies and writes none); a copy is made of a parameter only when it is written
+        guard = WriteGuard(dict(model.named_parameters(remove_duplicate=False)))
+        try:
+            with (
+                _state_put_back(model, inputs, kwargs, "symbolic_trace", warn_parameters=False),
+                torch.no_grad(),
+                torch.random.fork_rng(devices=[]),
+                contextlib.redirect_stdout(printed),
+                contextlib.redirect_stderr(printed),
+                guard,
+            ):
+                torch.manual_seed(0)
+                random.seed(0)
+                return clone_outputs(fn(*inputs, **kwargs))
+        finally:
+            guard.restore()
+            random.setstate(state)
 
     try:
         expected = call(model)
     except Exception:  # noqa: BLE001 - the inputs do not fit the model: reported where they are used
         return
     try:
-        problem = compare_outputs(call(gm), expected, 1e-5, 1e-5).message
+        actual = call(gm)
     except Exception as exc:  # noqa: BLE001 - the graph raises where the model does not
         problem = f"the graph raises {_short(exc, 2)}"
+    else:
+        try:
+            problem = compare_outputs(actual, expected, 1e-5, 1e-5).message
+        except Exception:  # noqa: BLE001 - outputs compare_outputs cannot compare: nothing to say
+            return
     if problem:
         warnings.warn(
             CaptureWarning(

@@ -1220,12 +1220,16 @@ def find_project_config(start: str | Path | None = None) -> Path | None:
 
     Raises:
         ConfigError: a ``pyproject.toml`` on the way up that mentions ``fxpasses`` cannot be
-            parsed, or one cannot be read (it is not skipped: it may hold the table meant).
+            parsed, or one cannot be read (it is not skipped: it may hold the table meant); a
+            ``fxpasses.toml`` that is not a file (a directory, a broken link).
     """
     here = Path(start or Path.cwd()).resolve()
     for d in (here, *here.parents):
         own = d / PROJECT_CONFIG
         candidate = d / "pyproject.toml"
+        if not own.is_file() and (own.exists() or own.is_symlink()):  # never passed over in silence
+            what = "a directory" if own.is_dir() else "a link to nothing" if own.is_symlink() and not own.exists() else "not a file"
+            raise ConfigError(f"{own} is {what}: the project config must be a TOML file")
         if own.is_file():
             if candidate.is_file():
                 with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

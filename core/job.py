@@ -856,8 +856,12 @@ def run_job(
             gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
         )
     except PassFailedError as exc:
-        if not exc.rolled_back and save and out_dir is not None:  # on_error = "raise": keep what it left
-            _write_broken_graph(gm, exc, out_dir)
+        if not exc.rolled_back:  # on_error = "raise": keep what it left
+            if save and out_dir is not None:
+                _write_broken_graph(gm, exc, out_dir)
+            else:
+                why = "--no-save" if not save else 'no output folder: give -o DIR, or output = "DIR" in the config'
+                exc.notes.append(f"the graph as {exc.pass_name!r} left it (on_error = \"raise\") is not written ({why})")
         raise
     if save and out_dir is not None:
         _remove_broken_graph(out_dir)

@@ -35,6 +35,7 @@ import torch
 import torch.fx
 
 from ._modpath import MISSING, ModulePaths
+from ._torch_signatures import overloads
 from ._order import in_graph_order, precedes
 from .snapshot import _linked, _same_items
 
@@ -405,8 +406,11 @@ def unspellable_argument(
     ``"nested"``: a container nested
     deeper than Python's parser reads; ``"schema"``: an ATen operator or torch function called
     with arguments it does not take, the value then the problem in words,
-    :func:`schema_problem`, :func:`call_problem`; ``"self"``: a ``call_method`` called on a
-    constant that has no such method, ``None.cos()``, the value then that constant), or None.
+    :func:`schema_problem`, :func:`call_problem`; ``"module"``: a ``call_module`` node whose
+    module's ``forward`` does not take its arguments, :func:`module_call_problem`; ``"self"``: a
+    ``call_method`` called on a constant that has no such method, ``None.cos()``, the value then
+    that constant; ``"int-self"``: one called on an int, which FX writes as ``2.__mul__(x)``, a
+    syntax error), or None.
 
     FX writes an argument it does not know (see ``_GLOBAL``/``_PLAIN`` above) as its
     ``repr()``: an object whose ``repr`` is not an expression (``<Foo object at 0x...>``, a
@@ -450,15 +454,21 @@ def unspellable_argument(
         op = node.op
         if (op == "call_method" or op == "call_module" or op == "get_attr") and _unwritable_target(node.target):
             return node, node.target, "method"
-        if op == "call_method" and args and type(args[0]) is not _Node and not hasattr(args[0], node.target):
-            # a constant (None, 3.0) put in place of the tensor a method is called on
-            if accept is None or not accept(node, args):
-                return node, args[0], "self"
-        if op == "call_function" and (kwargs or type(node.target) is _OpOverload or _has_none(args)):
+        if op == "call_method" and args and type(args[0]) is not _Node:
+            # a constant (None, 3.0) put in place of the tensor a method is called on; FX writes
+            # an int's as `2.__mul__(x)`, which Python reads as a float literal
+            what = "self" if not hasattr(args[0], node.target) else "int-self" if type(args[0]) is int else None
+            if what is not None and (accept is None or not accept(node, args)):
+                return node, args[0], what
+        if op == "call_function" and (kwargs or type(node.target) in _CHECKED_CALLS or _has_none(args)):
             target = node.target
             problem = schema_problem(target, args, kwargs) if type(target) is _OpOverload else call_problem(target, args, kwargs)
             if problem is not None and (accept is None or not accept(node, args)):
                 return node, problem, "schema"
+        if op == "call_module":
+            problem = module_call_problem(graph.owning_module, node.target, args, kwargs)
+            if problem is not None and (accept is None or not accept(node, args)):
+                return node, problem, "module"
         spelled[node] = (args, kwargs)
     return None
 
@@ -543,9 +553,11 @@ _NUMPY_ALIASES = {"dim": ("axis",), "keepdim": ("keepdims",), "input": ("x", "a"
 def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
     """The keyword names ``target`` (a ``call_function`` target other than an ATen operator)
     takes, with its argument names as a message lists them, or None when any may be right: it
-    takes ``**kwargs``, or its signature is not known. A torch function's are the argument names of all its overloads
-    (``torch.fx.operator_schemas.get_signature_for_torch_op``) with ``out`` and the numpy
-    aliases the argument parser accepts; a Python function's come from ``inspect.signature``."""
+    takes ``**kwargs``, or its signature is not known. A C-bound torch function's are the
+    parameter names of all its overloads in torch's own type stubs
+    (:mod:`fxpasses._torch_signatures`: the Python interface, with ``requires_grad`` and
+    ``pin_memory`` of factories, which the ATen schemas do not list), with ``out`` and the
+    numpy aliases the argument parser accepts; a Python function's come from ``inspect.signature``."""
     try:
         return _KEYWORDS[target]
     except KeyError:
@@ -555,11 +567,11 @@ def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
     names: tuple[frozenset[str], str] | None = None
     try:
         if isinstance(target, types.BuiltinFunctionType):
-            from torch.fx.operator_schemas import get_signature_for_torch_op
-
-            sigs = get_signature_for_torch_op(target)
-            if sigs:
-                own = {p.name for sig in sigs for p in sig.parameters.values()}
+            found = overloads(target)
+            if found and not any(p.kind is inspect.Parameter.VAR_KEYWORD for o in found for p in o.signature.parameters.values()):
+                own = {
+                    n for o in found for n, p in o.signature.parameters.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL
+                }
                 aliases = {a for n in own for a in _NUMPY_ALIASES.get(n, ())}
                 names = frozenset({"out", *own, *aliases}), ", ".join(sorted(own - {"out"}))
         elif isinstance(target, types.FunctionType):
@@ -573,52 +585,120 @@ def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
     return names
 
 
-#: the ATen schemas of each torch function's overloads (None: not a torch function), by the function
-_SCHEMAS: dict[Any, list[Any] | None] = {}
+#: call_function targets whose every call is checked, keywords or not (ATen operators against
+#: their schema, Python functions against their signature)
+_CHECKED_CALLS = (_OpOverload, types.FunctionType)
+#: the signature of each Python function and module class's forward (None: none known)
+_SIGNATURES: dict[Any, inspect.Signature | None] = {}
 
 
-def _torch_schemas(target: Any) -> list[Any] | None:
+def _signature(fn: Any) -> inspect.Signature | None:
     try:
-        return _SCHEMAS[target]
+        return _SIGNATURES[fn]
     except KeyError:
         pass
-    except TypeError:  # unhashable target
+    except TypeError:  # unhashable
         return None
-    schemas = None
-    if isinstance(target, types.BuiltinFunctionType):
-        try:
-            from torch.fx.operator_schemas import get_signature_for_torch_op
+    try:
+        sig: inspect.Signature | None = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to check against
+        sig = None
+    _SIGNATURES[fn] = sig
+    return sig
 
-            schemas = get_signature_for_torch_op(target, return_schemas=True)[1] or None
-        except Exception:  # noqa: BLE001 - no schema to check against
-            schemas = None
-    _SCHEMAS[target] = schemas
-    return schemas
+
+def _bind_problem(sig: inspect.Signature | None, args: tuple, kwargs: dict, torchs: bool = False) -> str | None:
+    """Why ``sig`` does not bind ``args``/``kwargs`` (Python's own words), or None. ``torchs``:
+    the signature is of torch's own Python code (``torch.nn.functional.relu``, ``nn.Linear.forward``),
+    whose parameters annotated ``Tensor`` without a default take no None (a tensor node
+    replaced by None reached ``F.relu``, and the module failed when it ran); other code's
+    annotations are not relied on."""
+    if sig is None:
+        return None
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        return str(exc)
+    if torchs:
+        for name, value in bound.arguments.items():
+            param = sig.parameters[name]
+            if value is None and param.default is param.empty and param.annotation in _TENSOR_ANNOTATIONS:
+                return f"None for {name!r}, which it takes as a Tensor"
+    return None
+
+
+_TENSOR_ANNOTATIONS = (torch.Tensor, "Tensor", "torch.Tensor")
+#: operator functions that no operand None takes (``x + None``, ``-None``): TypeError in Python
+_NO_NONE_OPERATORS = frozenset(
+    {
+        operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
+        operator.matmul, operator.lshift, operator.rshift, operator.and_, operator.or_, operator.xor, operator.neg,
+        operator.pos, operator.invert, operator.abs, operator.lt, operator.le, operator.gt, operator.ge,
+        operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow,
+    }
+)
+
+
+def _of_torch(obj: Any) -> bool:
+    """Whether ``obj`` (a function or class) is defined in torch's own code."""
+    module = getattr(obj, "__module__", None) or ""
+    return module == "torch" or module.startswith("torch.")
+
+
+def module_call_problem(root: Any, target: Any, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong with calling the submodule ``target`` of ``root`` with ``args``/``kwargs``
+    by its ``forward``'s signature (too many or too few arguments, a keyword it has not), or
+    None; also None when it cannot be told: the path does not resolve (lint says so), the
+    module has forward pre-hooks (they may take other arguments) or its own ``__call__``.
+    A ``call_module`` node rewired with arguments its module does not take passed lint and
+    failed only when the module ran."""
+    if root is None or not isinstance(target, str):
+        return None
+    try:
+        mod = root.get_submodule(target)
+    except AttributeError:
+        return None
+    cls = type(mod)
+    if cls.__call__ is not torch.nn.Module.__call__ or mod._forward_pre_hooks:
+        return None
+    sig = _signature(cls.forward)
+    problem = _bind_problem(sig, (mod, *args), kwargs, torchs=_of_torch(cls))
+    if problem is None:
+        return None
+    shown = str(sig).replace("(self, ", "(", 1).replace("(self)", "()", 1)
+    return f"submodule {target!r} ({cls.__name__}) with arguments that its forward{shown} does not take: {problem}"
 
 
 def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
     """What is wrong with calling ``target`` (a ``call_function`` target other than an ATen
     operator) with ``args``/``kwargs``, or None: a keyword it does not take
-    (:func:`keyword_problem`), or, for a torch function, None for an argument that no overload
-    of it takes as None (``torch.cos(None)``). Only overloads that take that many positional
-    arguments count."""
+    (:func:`keyword_problem`); for a Python function, arguments its signature does not bind
+    (too many, a required one left out); for a torch function, None for an argument that no
+    overload of it takes as None (``torch.cos(None)``), by torch's type stubs (only the
+    overloads these arguments bind to count: torch takes deprecated forms the stubs do not
+    list, so counts are not judged there)."""
     problem = keyword_problem(target, kwargs)
+    if problem is None and type(target) is types.FunctionType:
+        problem = _bind_problem(_signature(target), args, kwargs, torchs=_of_torch(target))
+        if problem is not None:
+            return f"arguments it does not take: {problem} (its signature: {target.__name__}{_signature(target)})"
+    if problem is None and type(target) is types.BuiltinFunctionType and target in _NO_NONE_OPERATORS and _has_none(args):
+        return "None as an operand, which no operand of it takes"
     if problem is not None or not (_has_none(args) or any(v is None for v in kwargs.values())):
         return problem
-    schemas = _torch_schemas(target)
-    if not schemas:
-        return None
-    names = set()
-    for schema in schemas:
-        if len([a for a in schema.arguments if not a.kwarg_only]) < len(args):
+    found = overloads(target) if isinstance(target, types.BuiltinFunctionType) else None
+    refused = set()
+    for overload in found or ():
+        try:
+            name = overload.none_refused(args, kwargs)
+        except TypeError:  # this overload does not take these arguments
             continue
-        name = _none_argument(schema, args, kwargs)
         if name is None:
             return None  # an overload takes these Nones
-        names.add(name)
-    if not names:
-        return None  # no overload takes this many arguments: left to the call (deprecated forms)
-    return f"None for {', '.join(map(repr, sorted(names)))}, which no overload of it takes as None (the type is not optional)"
+        refused.add(name)
+    if not refused:
+        return None  # no overload binds: left to the call (deprecated forms the stubs do not list)
+    return f"None for {', '.join(map(repr, sorted(refused)))}, which no overload of it takes as None (the type is not optional)"
 
 
 def keyword_problem(target: Any, kwargs: dict) -> str | None:

@@ -1849,6 +1849,14 @@ def _lint(
             )
         elif what == "schema":
             text = f"node %{node.name} calls {_target_name(node.target)} with {value}"
+        elif what == "module":
+            text = f"node %{node.name} calls {value}"
+        elif what == "int-self":
+            text = (
+                f"node %{node.name} calls the method {node.target!r} of the int {value!r}, which the generated code "
+                f"cannot write (`{value!r}.{node.target}(...)` reads as a float literal and is a syntax error): call "
+                "the function instead (operator.mul for __mul__)"
+            )
         elif what == "self":
             text = (
                 f"node %{node.name} calls the method {node.target!r} of {_short_repr(value)} ({type(value).__name__}), "

@@ -122,3 +122,53 @@ def test_a_symbolic_trace_graph_that_does_not_compute_what_the_model_does_is_war
             out = capture(_WritesALocalTensor(), [torch.ones(3)], dialect).gm(torch.ones(3))
             torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, torch.full((3,), 2.0))
     assert torch.equal(model.bn.running_mean, stats) and model.bn.num_batches_tracked.item() == 0 and torch.equal(x, x0)
+
+
+def test_the_symbolic_trace_output_check_is_quiet_where_it_cannot_compare_and_keeps_python_state(capsys):
+    """A dataclass or sparse output made the comparison raise, reported as "the graph raises"
+    (a false warning); the check's calls moved Python's `random` state, printed what forward
+    prints a second time, and warned again about a parameter forward writes (a new-user check)."""
+    import dataclasses
+    import random
+
+    from fxpasses.errors import CaptureWarning
+
+    @dataclasses.dataclass
+    class Out:
+        a: torch.Tensor
+        b: int
+
+    class DataclassOut(nn.Module):
+        def forward(self, x):
+            print("forward ran")
+            return Out(x * 2, random.randint(0, 0))
+
+    class SparseOut(nn.Module):
+        def forward(self, x):
+            return (x * 2).to_sparse()
+
+    class ClampsItsWeight(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(3), requires_grad=False)
+
+        def forward(self, x):
+            self.w.clamp_(max=0.5)
+            return x * self.w
+
+    random.seed(5)
+    torch.fx.symbolic_trace(DataclassOut())  # (tracing itself runs forward: what it draws is drawn)
+    expected = random.random()
+    capsys.readouterr()
+    random.seed(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureWarning)
+        capture(DataclassOut(), [torch.randn(2, 3)], "symbolic_trace")
+        capture(SparseOut(), [torch.randn(2, 3)], "symbolic_trace")
+    assert random.random() == expected
+    assert capsys.readouterr().out == "forward ran\n"  # (tracing's call; the check's are not printed)
+    model = ClampsItsWeight()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (tracing writes no parameter: nothing to warn about)
+        capture(model, [torch.ones(3)], "symbolic_trace")
+    assert torch.equal(model.w, torch.ones(3))  # the check's calls wrote it: put back

@@ -625,6 +625,14 @@ def test_a_fxpasses_toml_is_found_as_a_pyproject_table_is_and_comes_first(tmp_pa
     # a nearer pyproject.toml with the table is nearer
     (sub / "pyproject.toml").write_text('[tool.fxpasses]\npipeline = "remove_dropout"\n')
     assert find_project_config(sub) == sub / "pyproject.toml"
+    # one that is not a file is an error, not passed over
+    (sub / "fxpasses.toml").mkdir()
+    with pytest.raises(ConfigError, match=r"fxpasses.toml is a directory: the project config must be a TOML file"):
+        find_project_config(sub)
+    (sub / "fxpasses.toml").rmdir()
+    (sub / "fxpasses.toml").symlink_to(tmp_path / "nowhere.toml")
+    with pytest.raises(ConfigError, match=r"fxpasses.toml is a link to nothing"):
+        find_project_config(sub)
 
 
 def test_the_backend_reads_a_fxpasses_toml(tmp_path, monkeypatch):

@@ -557,7 +557,7 @@ def test_none_for_a_torch_function_argument_no_overload_takes_as_none_fails_lint
     `torch.sum`'s dim, `x[None]`."""
     from fxpasses.lint import call_problem, schema_problem
 
-    assert call_problem(torch.cos, (None,), {}) == "None for 'a', 'self', which no overload of it takes as None (the type is not optional)"
+    assert call_problem(torch.cos, (None,), {}) == "None for 'input', which no overload of it takes as None (the type is not optional)"
     assert call_problem(torch.cat, ([None],), {}) is None  # (only None itself is judged, not inside lists)
     assert call_problem(torch.cat, (["n"], None), {}) is not None
     assert call_problem(torch.nn.functional.linear, ("x", "w", None), {}) is None
@@ -573,7 +573,7 @@ def test_none_for_a_torch_function_argument_no_overload_takes_as_none_fails_lint
     code = gm.code
     with pytest.raises(PassFailedError) as info:
         Pipeline([Miscall]).run(gm, [torch.randn(3)])
-    assert "calls torch.cos with None for 'a', 'self', which no overload of it takes as None" in info.value.reason
+    assert "calls torch.cos with None for 'input', which no overload of it takes as None" in info.value.reason
     assert gm.code == code
     x = torch.randn(2, 3)
     torch.nn.functional.linear(x, torch.randn(4, 3), None), torch.sum(x, None), x[None]  # (torch takes these)
@@ -609,6 +609,181 @@ def test_a_call_function_node_of_a_method_name_says_to_call_the_method_without_p
     assert "graph():" in str(torchs.value)  # (what torch says)
     with pytest.raises(TypeError, match=r"a call_method node's target must be a str \(a method name or an attribute path\), not the builtin_function_or_method <built-in method sum"):
         fxpasses.PassContext(gm, pass_name="resum", dialect="symbolic_trace").call_method(torch.sum, ())
+
+
+class _LinRelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+def _two(a, b):
+    return a + b
+
+
+def test_a_call_its_module_or_python_function_does_not_take_fails_lint():
+    """A call_module node rewired with an argument its module's forward does not take
+    (`self.lin(x, x)`), or a call of a Python function missing a required argument, passed lint
+    and failed when the module ran: the kind of `Replace(None)` (a new-user check). Lint binds
+    the arguments to the forward's, or the function's, signature."""
+    from fxpasses.lint import call_problem, module_call_problem
+
+    class ExtraArgument(NodePass):
+        name = "extra_argument"
+
+        @on("relu")
+        def r(self, node, ctx):
+            lin = node.args[0]
+            lin.args = (lin.args[0], lin.args[0])
+            return None
+
+    class MissingArgument(NodePass):
+        name = "missing_argument"
+
+        @on("relu")
+        def r(self, node, ctx):
+            return Replace(ctx.call_function(_two, (node.args[0],)))
+
+    for bad, said in [
+        (ExtraArgument, "node %lin calls submodule 'lin' (Linear) with arguments that its forward(input: torch.Tensor) -> torch.Tensor does not take: too many positional arguments"),
+        (MissingArgument, "calls tests.test_failure_handling._two with arguments it does not take: missing a required argument: 'b' (its signature: _two(a, b))"),
+    ]:
+        gm = torch.fx.symbolic_trace(_LinRelu())
+        code = gm.code
+        with pytest.raises(PassFailedError) as info:
+            Pipeline([bad]).run(gm, [torch.randn(2, 3)])
+        assert said in info.value.reason, info.value.reason
+        assert gm.code == code
+    root = torch.nn.Module()
+    root.lin, root.seq, root.mha = torch.nn.Linear(3, 3), torch.nn.Sequential(torch.nn.ReLU()), torch.nn.MultiheadAttention(4, 2)
+    assert module_call_problem(root, "lin", ("x",), {}) is None
+    assert module_call_problem(root, "lin", (), {"input": "x"}) is None
+    assert module_call_problem(root, "lin", (), {"inpt": "x"}) == (
+        "submodule 'lin' (Linear) with arguments that its forward(input: torch.Tensor) -> torch.Tensor does not take: "
+        "missing a required argument: 'input'"
+    )
+    assert module_call_problem(root, "seq", ("x",), {}) is None
+    assert module_call_problem(root, "mha", ("q", "k", "v"), {"need_weights": False}) is None
+    assert module_call_problem(root, "missing", ("x",), {}) is None  # (lint names a missing submodule itself)
+    root.lin.register_forward_pre_hook(lambda m, a: a[:1])  # a hook may take other arguments: not judged
+    assert module_call_problem(root, "lin", ("x", "y"), {}) is None
+    assert call_problem(_two, ("x", "y"), {}) is None and call_problem(_two, ("x",), {"b": 1}) is None
+    assert call_problem(torch.nn.functional.linear, ("x", "w"), {}) is None  # (a builtin: counts not judged)
+
+
+class _PoolsWithNoneStride(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        a = torch.zeros((x.size(0), 3, 4, 4), requires_grad=False)  # (requires_grad: Python's, not ATen's)
+        b = torch.ones((x.size(0), 3, 4, 4), requires_grad=False)
+        return torch.nn.functional.avg_pool2d(self.drop(x), 2, None) + a + b + torch.roll(x, 1, dims=None)[..., :4, :4]
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_calls_torch_takes_are_not_refused_by_lint(dialect):
+    """Lint judged torch functions by their ATen schemas, which are not their Python interface,
+    and refused correct models under the inference preset (a new-user check):
+    `F.avg_pool2d(x, 2, None)` and `torch.roll(x, 1, dims=None)` (torch takes None for an int
+    list that has a default) and `torch.zeros(..., requires_grad=False)` (a keyword torch's
+    argument parser adds to factories) once remove_dropout or CSE rewired them. They are judged
+    by torch's own type stubs now."""
+    from fxpasses.lint import call_problem, keyword_problem
+
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    x = torch.randn(2, 3, 8, 8)
+    model = _PoolsWithNoneStride().eval()
+    c = capture(model, [x], dialect)
+    report = fxpasses.Pipeline.from_preset("inference", verify="numeric").run(c.gm, c.inputs)
+    assert all(p.status == "ok" for p in report.passes), [(p.name, p.status) for p in report.passes]
+    torch.testing.assert_close(c.gm(*c.inputs)[0] if dialect == "dynamo" else c.gm(x), model(x))
+    for target, args, kwargs in [
+        (torch.nn.functional.avg_pool2d, ("x", 2, None), {}),
+        (torch.roll, ("x", 1), {"dims": None}),
+        (torch.amax, ("x", None), {}),
+        (torch.zeros, ((2, 4),), {"requires_grad": False}),
+        (torch.tensor, ([1.0],), {"pin_memory": False}),
+        (torch.arange, (5,), {"requires_grad": False, "dtype": None}),
+    ]:
+        assert call_problem(target, args, kwargs) is None, target
+        target(*[torch.randn(1, 2, 4, 4) if a == "x" else a for a in args], **kwargs)  # (torch takes it)
+    assert keyword_problem(torch.zeros, {"requires_gard": False}).startswith("the keyword 'requires_gard', which it does not take")
+    assert call_problem(torch.flip, ("x", None), {}) == "None for 'dims', which no overload of it takes as None (the type is not optional)"
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_replace_none_for_a_tensor_that_a_module_function_or_operator_reads_fails_lint(dialect):
+    """`Replace(None)` for a relu whose users were a Linear module, `F.relu` or `+` passed lint in
+    symbolic_trace graphs and the module failed when it ran (a new-user check). torch's own
+    functions and modules take no None where they annotate a Tensor without a default, and no
+    arithmetic operator takes a None operand."""
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+
+    class Uses(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(torch.relu(x)), torch.nn.functional.gelu(torch.nn.functional.relu(x)), torch.relu(x) + 1
+
+    class ReplaceByNone(NodePass):
+        name = "replace_by_none"
+
+        @on("relu")
+        def visit(self, node, ctx):
+            return Replace(None)
+
+    said = {
+        "symbolic_trace": "node %lin calls submodule 'lin' (Linear) with arguments that its forward(input: torch.Tensor) -> torch.Tensor does not take: None for 'input', which it takes as a Tensor",
+        "dynamo": "calls torch._C._nn.linear with None for 'input', which no overload of it takes as None",
+        "export": "calls aten.linear.default with None for 'input'",
+    }[dialect]
+    c = capture(Uses(), [torch.randn(2, 4)], dialect)
+    code = c.gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([ReplaceByNone]).run(c.gm, c.inputs)
+    assert said in info.value.reason, info.value.reason
+    assert c.gm.code == code
+    from fxpasses.lint import call_problem
+
+    assert call_problem(torch.nn.functional.relu, (None,), {}).endswith("None for 'input', which it takes as a Tensor (its signature: relu(input: torch.Tensor, inplace: bool = False) -> torch.Tensor)")
+    assert call_problem(operator.add, ("x", None), {}) == "None as an operand, which no operand of it takes"
+    assert call_problem(torch.nn.functional.layer_norm, ("x", [4], None, None), {}) is None  # (Optional[Tensor])
+    assert call_problem(operator.getitem, ("x", None), {}) is None and call_problem(operator.eq, ("x", None), {}) is None
+
+
+def test_a_method_called_on_an_int_fails_lint_which_recompile_cannot_write():
+    """`call_method("__mul__", (2, x))`: FX writes `2.__mul__(x)`, which Python reads as a float
+    literal: lint passed it, and the failure came only from the final recompile, after the
+    whole pipeline, which bisect could not bisect (a new-user check)."""
+
+    class IntSelf(GraphPass):
+        name = "int_self"
+
+        def run(self, gm, ctx):
+            relu = next(n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.relu)
+            with gm.graph.inserting_after(relu):
+                mul = gm.graph.call_method("__mul__", (2, relu))
+            relu.replace_all_uses_with(mul, delete_user_cb=lambda user: user is not mul)
+            return True
+
+    gm = torch.fx.symbolic_trace(_Model())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([IntSelf]).run(gm, [torch.randn(3)])
+    assert info.value.reason == (
+        "verification failed: node %mul calls the method '__mul__' of the int 2, which the generated code cannot write "
+        "(`2.__mul__(...)` reads as a float literal and is a syntax error): call the function instead (operator.mul for __mul__)"
+    )
+    assert gm.code == code
 
 
 class _DictOut(torch.nn.Module):

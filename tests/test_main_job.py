@@ -1162,6 +1162,12 @@ def test_on_error_raise_writes_the_graph_the_failing_pass_left(tmp_path):
     text = (out / "broken_graph.txt").read_text()
     assert text.startswith("# fxpasses: the graph as pass 'to_sigmoid' left it (on_error = \"raise\"): verification failed: output: max abs error")
     assert "call_function[target=torch.sigmoid]" in text and "sigmoid = torch.sigmoid(" in text and "relu" not in text.split("graph():")[1]
+    with pytest.raises(fxpasses.PassFailedError) as info:  # no output folder: said
+        run_job(parse_config({"pipeline": "to_sigmoid", "verify": "numeric", "model": model}), registry=reg, repeat=1, on_error="raise")
+    assert info.value.notes[-1] == (
+        "the graph as 'to_sigmoid' left it (on_error = \"raise\") is not written (no output folder: give -o DIR, or "
+        'output = "DIR" in the config)'
+    )
     with pytest.raises(fxpasses.PassFailedError) as info:  # rolled back: nothing written
         run_job(parse_config({"pipeline": "to_sigmoid", "verify": "numeric", "model": model}), registry=reg, output=tmp_path / "o2", repeat=1)
     assert not (tmp_path / "o2").exists() and "broken_graph" not in str(info.value)
