@@ -645,6 +645,10 @@ def _of_torch(obj: Any) -> bool:
     return module == "torch" or module.startswith("torch.")
 
 
+#: module_call_problem's answers, by (class, which positional arguments are None, keywords and which are None)
+_MODULE_CALLS: dict[tuple, str | None] = {}
+
+
 def module_call_problem(root: Any, target: Any, args: tuple, kwargs: dict) -> str | None:
     """What is wrong with calling the submodule ``target`` of ``root`` with ``args``/``kwargs``
     by its ``forward``'s signature (too many or too few arguments, a keyword it has not), or
@@ -654,17 +658,27 @@ def module_call_problem(root: Any, target: Any, args: tuple, kwargs: dict) -> st
     failed only when the module ran."""
     if root is None or not isinstance(target, str):
         return None
-    try:
-        mod = root.get_submodule(target)
-    except AttributeError:
-        return None
+    mod = root
+    try:  # the registries first (get_submodule's hasattr and getattr per part cost more)
+        for part in target.split("."):
+            mod = mod._modules[part]
+    except (KeyError, AttributeError, TypeError):
+        try:
+            mod = root.get_submodule(target)
+        except AttributeError:
+            return None
     cls = type(mod)
     if cls.__call__ is not torch.nn.Module.__call__ or mod._forward_pre_hooks:
         return None
-    sig = _signature(cls.forward)
-    problem = _bind_problem(sig, (mod, *args), kwargs, torchs=_of_torch(cls))
+    # the answer depends on the class, the number of arguments, the keywords and which are None
+    key = (cls, tuple(a is None for a in args), tuple((k, v is None) for k, v in kwargs.items()))
+    try:
+        problem = _MODULE_CALLS[key]
+    except KeyError:
+        problem = _MODULE_CALLS[key] = _bind_problem(_signature(cls.forward), (mod, *args), kwargs, torchs=_of_torch(cls))
     if problem is None:
         return None
+    sig = _signature(cls.forward)
     shown = str(sig).replace("(self, ", "(", 1).replace("(self)", "()", 1)
     return f"submodule {target!r} ({cls.__name__}) with arguments that its forward{shown} does not take: {problem}"
 
