@@ -1061,8 +1061,11 @@ class Pipeline:
                 # what a journal does not record, and journal_edits=True rules out (moved
                 # nodes, assigned node.args or node.target): before a third-party journaled
                 # pass, to check its promise after it and put back what it broke (about 50 ms
-                # at 100k nodes; the built-in passes' journals are checked by the test suite)
-                frame = NodeFrame(gm.graph) if journaled and verify != "none" and not _is_builtin(step.cls) else None
+                # at 100k nodes; the built-in passes' journals are checked by the test suite).
+                # Under verify="none" too: an edit the journal missed left the pass "unchanged",
+                # so the module was not recompiled and ran its old code, and analyses were
+                # served from the cache (a new-user check)
+                frame = NodeFrame(gm.graph) if journaled and not _is_builtin(step.cls) else None
                 input_versions = _tensor_versions(example_inputs, example_kwargs)
                 input_flags = _input_flags(input_versions)
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)

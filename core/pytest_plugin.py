@@ -20,6 +20,8 @@ it imports torch and fxpasses lazily, inside the fixtures.
 
 from __future__ import annotations
 
+import os
+import types
 from typing import Any, Callable
 
 import pytest
@@ -61,6 +63,7 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
     Raises (when called): TypeError when ``gm`` is not a GraphModule; ``Pipeline(...)``'s errors
     (a ConfigError naming an entry that is not a pass, UnknownPassError, ...) for ``pipeline``.
     """
+    from .errors import FxPassesError
     from .pipeline import Pipeline
 
     def run(gm: Any, pipeline: Any, example_inputs: Any = None, *, example_kwargs: Any = None, **options: Any) -> Any:
@@ -83,9 +86,40 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
             # Pipeline's own reading: one pass alone (a class, an instance, a (name, options)
             # pair) is a one-pass pipeline, a list is its entries, anything else a ConfigError
             pipeline = Pipeline(pipeline, registry=fxpasses_registry, **options)
-        return pipeline.run(gm, example_inputs, example_kwargs=example_kwargs)
+        __tracebackhide__ = True
+        try:
+            return pipeline.run(gm, example_inputs, example_kwargs=example_kwargs)
+        except FxPassesError as exc:
+            # the failure's message says what and where; fxpasses' own frames (the pipeline's
+            # long run loop, which pytest printed whole: 790 lines before the message, a
+            # new-user check) are left out of it and of its causes, a pass's own code stays
+            raise _without_own_frames(exc) from exc.__cause__
 
     return run
+
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _without_own_frames(exc: BaseException) -> BaseException:
+    """``exc`` with fxpasses' own frames taken out of its traceback and its causes' (the
+    frames of the code that called fxpasses, and of a pass's code that raised, stay)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        kept = []
+        tb = current.__traceback__
+        while tb is not None:
+            if not tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+                kept.append(tb)
+            tb = tb.tb_next
+        rebuilt = None
+        for entry in reversed(kept):
+            rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+        current.__traceback__ = rebuilt
+        current = current.__cause__
+    return exc
 
 
 #: the settings of a built Pipeline that ``fxpasses_run(..., **options)`` can change

@@ -284,11 +284,14 @@ class Snapshot:
             now, then = set(nodes), set(recorded)
             extra = [n.name for n in nodes if n not in then]
             missing = [n.name for n in recorded if n not in now]
-            out.append(
-                f"node list differs (added: {extra[:5]}, missing: {missing[:5]}"
-                + (", same nodes in another order" if not extra and not missing else "")
-                + ")"
-            )
+            if not extra and not missing:  # the first node out of place names the move
+                i = next(k for k, (a, b) in enumerate(zip(nodes, recorded)) if a is not b)
+                out.append(
+                    f"the same nodes in another order: %{nodes[i].name} now stands where %{recorded[i].name} stood "
+                    "(a node moved, with prepend/append or by hand)"
+                )
+            else:
+                out.append(f"node list differs (added: {extra[:5]}, missing: {missing[:5]})")
         fields = ("name", "op", "target", "args", "kwargs", "type", "_sort_key", "_repr_fn")
         for rec in self.nodes:
             if len(out) >= limit:
@@ -297,7 +300,8 @@ class Snapshot:
             now = (n.name, n.op, n.target, n._args, n._kwargs, n.type, n._sort_key, n._repr_fn)
             for field, a, b in zip(fields, now, rec[1:9]):
                 if a is not b and (field == "_repr_fn" or _differs(a, b)):
-                    out.append(f"%{rec[1]}: {field} {b!r} -> {a!r}")
+                    # (its place: torch.fx's private order key, not worth showing)
+                    out.append(f"%{rec[1]}: moved to another place in the graph" if field == "_sort_key" else f"%{rec[1]}: {field} {b!r} -> {a!r}")
                     break
             else:
                 if n._erased:

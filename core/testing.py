@@ -129,6 +129,9 @@ def assert_preserves_outputs(
                 raise AssertionError(
                     f"{pipeline.plan().as_pipeline_string()} changed the outputs of "
                     f"{type(module).__name__} captured with {dialect} on {label}: {cmp.message}{figure}"
+                    f"\nthe run (status: the pipeline's own verification, verify={pipeline.verify!r}; compared after it; "
+                    "with verify='numeric' the failing pass is rolled back and the nodes it changed named, and "
+                    "fxpasses.bisect.bisect finds the rewrite):"
                     f"\n{report.table()}"
                 )
         results[dialect] = (gm, report)
@@ -268,6 +271,7 @@ def assert_graph_equal(gm: Any, expected: Any) -> None:
     Raises:
         AssertionError: with a unified diff of the expected and actual code.
     """
+    __tracebackhide__ = True  # (pytest shows the test's line, not this function's body)
     got = _without_frees(normalized_code(gm))
     want = expected if isinstance(expected, str) else normalized_code(expected)
     want = _without_frees("\n".join(line.rstrip() for line in want.strip("\n").splitlines() if line.strip()))

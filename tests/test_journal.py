@@ -369,7 +369,9 @@ class LiarNet(nn.Module):
 
 
 @pytest.mark.parametrize("how, said", [
-    ("args", "args"), ("meta", "meta"), ("move", "node list differs"), ("module", "'extra' added"), ("target", "target"),
+    ("args", "args"), ("meta", "meta"), ("module", "'extra' added"), ("target", "target"),
+    # (it said "same nodes in another order" and then torch.fx's private `_sort_key (3,) -> (0, 0)`: a new-user check)
+    ("move", r"the same nodes in another order: %tanh now stands where %sigmoid stood \(a node moved"),
 ])
 def test_check_mode_catches_a_pass_that_edits_where_the_journal_cannot_see(how, said):
     gm = torch.fx.symbolic_trace(LiarNet())
@@ -1001,15 +1003,14 @@ def test_a_journaled_restore_of_a_third_party_pass_says_what_it_cannot_undo(monk
     assert [(n, n.args) for n in gm.graph.nodes] == order
     gm.recompile()
     assert gm.code == code
-    # with verify="none" nothing is checked or recorded beyond the journal: the note says what stays
+    # with verify="none" the record is made too (an edit the journal missed left a pass that
+    # raised nothing "unchanged" and the module's code stale: a new-user check)
     gm = torch.fx.symbolic_trace(_ReluOfAdd())
+    order = [(n, n.args) for n in gm.graph.nodes]
     with pytest.raises(PassFailedError) as info:
         Pipeline([_ArgsAssigner], verify="none").run(gm, [torch.randn(3)])
-    assert info.value.notes == [
-        "'args_assigner' declares journal_edits=True, so the restore undid its edits made through torch.fx's "
-        "editing methods and the PassContext; an edit made any other way (assigning node.args, node.target, ...) "
-        "is not recorded and stays: run with FXPASSES_CHECK_JOURNAL=1 to check the declaration"
-    ]
+    assert info.value.notes[1].endswith("put back from a record made before the pass: %relu's args")
+    assert [(n, n.args) for n in gm.graph.nodes] == order
     # (W3 of a new-user check: the line said the graph was restored, which the edit belied)
     assert info.value.from_journal and (
         "  the graph was restored to its state before 'args_assigner', as far as its journal records (see the note)"
@@ -1020,6 +1021,39 @@ def test_a_journaled_restore_of_a_third_party_pass_says_what_it_cannot_undo(monk
     gm = torch.fx.symbolic_trace(_ReluOfAdd())
     with pytest.raises(JournalMismatch, match="args_assigner"):
         Pipeline([_ArgsAssigner]).run(gm, [torch.randn(3)])
+
+
+class _FoldsReshapesByAssigning(fxpasses.NodePass):
+    """Declares journal_edits but folds reshape(reshape(x)) by assigning node.args, and keeps."""
+
+    name = "folds_by_assigning"
+    journal_edits = True
+    writes_tensors = False
+
+    @fxpasses.on("reshape")
+    def visit(self, node, ctx):
+        inner = node.args[0]
+        if isinstance(inner, torch.fx.Node) and inner.op == "call_method" and inner.target == "reshape":
+            node.args = (inner.args[0], *node.args[1:])
+        return None
+
+
+class _TwoReshapes(nn.Module):
+    def forward(self, x):
+        return x.reshape(2, 2, 4).reshape(4, 4) * 2
+
+
+def test_a_broken_journal_promise_fails_under_verify_none_too(monkeypatch):
+    """Under verify="none" a journaled third-party pass that assigned node.args (and returned
+    keep) was reported "ok, changed: no": the module was not recompiled and ran its old code,
+    and the next analysis was served from the cache (a new-user check)."""
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)  # (as a user runs: that check off)
+    gm = torch.fx.symbolic_trace(_TwoReshapes())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["propagate_shapes", _FoldsReshapesByAssigning, "propagate_shapes"], verify="none").run(gm, [torch.randn(4, 4)])
+    assert "'folds_by_assigning' declares journal_edits=True but edited the graph outside its journal: %reshape_1: args" in info.value.reason
+    assert gm.code == code and [n.args[0].name for n in gm.graph.nodes if n.name == "reshape_1"] == ["reshape"]
 
 
 class _TwoRelus(nn.Module):

@@ -90,6 +90,46 @@ def test_fixture_verifies_numerically_when_given_inputs(pytester):
     result.assert_outcomes(passed=1)
 
 
+def test_a_failure_through_the_fixture_shows_the_message_not_fxpasses_source(pytester):
+    """A failing pass through `fxpasses_run` printed about 790 lines, most of them the
+    pipeline's own source, before the failure's message (a new-user check). fxpasses' frames
+    are left out; the test's line, the message, and a pass's own code that raised stay."""
+    pytester.makepyfile(
+        """
+        import torch, fxpasses
+
+        class DropRelu(fxpasses.NodePass):
+            "Wrong on purpose."
+            name = "drop_relu_fixture"
+            @fxpasses.on("relu")
+            def r(self, node, ctx):
+                return fxpasses.Replace(node.args[0])
+
+        class Raises(fxpasses.NodePass):
+            "Raises in its hook."
+            name = "raises_in_hook"
+            @fxpasses.on("relu")
+            def r(self, node, ctx):
+                raise ValueError("the hook's own error")
+
+        def test_wrong(fxpasses_run):
+            gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+            fxpasses_run(gm, [DropRelu], [torch.tensor([-1.0, 2.0])])
+
+        def test_raises(fxpasses_run):
+            gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+            fxpasses_run(gm, [Raises], [torch.tensor([-1.0, 2.0])])
+        """
+    )
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "pass 'drop_relu_fixture' failed: verification failed: output: max abs error 1" in text
+    assert "raise ValueError(\"the hook's own error\")" in text  # (the pass's code is shown)
+    assert "pipeline.py" not in text and "runner.py" not in text, text
+    assert len(text.splitlines()) < 150, len(text.splitlines())
+
+
 def test_fixture_applies_verify_and_its_default_to_a_built_pipeline_too(pytester):
     """Given a Pipeline object, the fixture dropped both the numeric verification its inputs
     imply and an explicit verify= (a new-user check)."""
