@@ -287,6 +287,17 @@ class _Model(torch.nn.Module):
         return torch.relu(x) + 1
 
 
+def _refused(pass_cls: type, model: torch.nn.Module | None = None) -> PassFailedError:
+    """The failure of ``pass_cls`` alone on the symbolic_trace graph of ``model`` (``_Model``),
+    checked to leave the graph's code as it was."""
+    gm = torch.fx.symbolic_trace(model if model is not None else _Model())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([pass_cls]).run(gm, [torch.randn(3)])
+    assert gm.code == code
+    return info.value
+
+
 @pytest.mark.parametrize("journal_edits", [False, True])
 def test_a_lint_failure_names_the_node_it_is_about_and_its_source_line(journal_edits, tmp_path):
     class Misplaced(NodePass):
@@ -569,12 +580,7 @@ def test_none_for_a_torch_function_argument_no_overload_takes_as_none_fails_lint
     assert schema_problem(torch.ops.aten.addmm.default, (None, "a", "b"), {}) is not None
 
     Miscall = _replacing_relu(lambda node, ctx: ctx.call_function(torch.cos, (None,)))
-    gm = torch.fx.symbolic_trace(_Model())
-    code = gm.code
-    with pytest.raises(PassFailedError) as info:
-        Pipeline([Miscall]).run(gm, [torch.randn(3)])
-    assert "calls torch.cos with None for 'input', which no overload of it takes as None" in info.value.reason
-    assert gm.code == code
+    assert "calls torch.cos with None for 'input', which no overload of it takes as None" in _refused(Miscall).reason
     x = torch.randn(2, 3)
     torch.nn.functional.linear(x, torch.randn(4, 3), None), torch.sum(x, None), x[None]  # (torch takes these)
 
@@ -594,15 +600,11 @@ def test_a_call_function_node_of_a_method_name_says_to_call_the_method_without_p
         def visit(self, node, ctx):
             return Replace(ctx.call_function("sum", (node.args[0],)))
 
-    gm = torch.fx.symbolic_trace(_Model())
-    code = gm.code
-    with pytest.raises(PassFailedError) as info:
-        Pipeline([Resum]).run(gm, [torch.randn(3)])
-    assert info.value.reason == (
+    assert _refused(Resum).reason == (
         "TypeError: a call_function node's target must be callable, not the str 'sum' ('sum' is a method's name, "
         "the target of a call_method node: ctx.call_method('sum', ...) calls it)"
     )
-    assert gm.code == code
+    gm = torch.fx.symbolic_trace(_Model())
     with pytest.raises(ValueError) as torchs:
         gm.graph.create_node("call_function", "sum", (next(iter(gm.graph.nodes)),), name="resummed")
     assert exception_message(torchs.value) == "Node [name = 'resummed'] target sum has type str but a Callable is expected"
@@ -775,15 +777,10 @@ def test_a_method_called_on_an_int_fails_lint_which_recompile_cannot_write():
             relu.replace_all_uses_with(mul, delete_user_cb=lambda user: user is not mul)
             return True
 
-    gm = torch.fx.symbolic_trace(_Model())
-    code = gm.code
-    with pytest.raises(PassFailedError) as info:
-        Pipeline([IntSelf]).run(gm, [torch.randn(3)])
-    assert info.value.reason == (
+    assert _refused(IntSelf).reason == (
         "verification failed: node %mul calls the method '__mul__' of the int 2, which the generated code cannot write "
         "(`2.__mul__(...)` reads as a float literal and is a syntax error): call the function instead (operator.mul for __mul__)"
     )
-    assert gm.code == code
 
 
 class _DictOut(torch.nn.Module):

@@ -68,11 +68,8 @@ def test_assert_preserves_outputs_takes_what_pipeline_takes():
         assert_preserves_outputs(("fold_constants", {"max_numel": "x"}), model, [torch.randn(3, 4)], dialects=("export",))
 
 
-def test_fixture_verifies_numerically_when_given_inputs(pytester):
-    pytester.makepyfile(
-        """
-        import pytest, torch, fxpasses
-
+#: a pass that is wrong on purpose (relu dropped), as the source of a pytester test file
+_DROP_RELU = """
         class DropRelu(fxpasses.NodePass):
             "Wrong on purpose."
             name = "drop_relu_fixture"
@@ -80,6 +77,16 @@ def test_fixture_verifies_numerically_when_given_inputs(pytester):
             def r(self, node, ctx):
                 return fxpasses.Replace(node.args[0])
 
+"""
+
+
+def test_fixture_verifies_numerically_when_given_inputs(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch, fxpasses
+        """
+        + _DROP_RELU
+        + """
         def test_it(fxpasses_run):
             gm = torch.fx.symbolic_trace(torch.nn.ReLU())
             with pytest.raises(fxpasses.PassFailedError, match="verification failed"):
@@ -97,14 +104,9 @@ def test_a_failure_through_the_fixture_shows_the_message_not_fxpasses_source(pyt
     pytester.makepyfile(
         """
         import torch, fxpasses
-
-        class DropRelu(fxpasses.NodePass):
-            "Wrong on purpose."
-            name = "drop_relu_fixture"
-            @fxpasses.on("relu")
-            def r(self, node, ctx):
-                return fxpasses.Replace(node.args[0])
-
+        """
+        + _DROP_RELU
+        + """
         class Raises(fxpasses.NodePass):
             "Raises in its hook."
             name = "raises_in_hook"
