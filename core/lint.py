@@ -35,8 +35,8 @@ import torch
 import torch.fx
 
 from ._modpath import MISSING, ModulePaths
-from ._torch_signatures import overloads
 from ._order import in_graph_order, precedes
+from ._torch_signatures import overloads
 from .snapshot import _linked, _same_items
 
 try:  # torch >= 2.8: objects FX spells through their registered repr
