@@ -246,8 +246,9 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
     Both are called under ``torch.no_grad()`` from the same torch and Python ``random`` seeds
     (the graph calls what the model calls, in order; both generators are put back after),
     with what each writes in parameters (through a :class:`~fxpasses.write_guard.WriteGuard`),
-    buffers and inputs put back after it and what they print dropped; outputs are compared within ``atol = rtol = 1e-5`` (the same operations, so they
-    agree but for nondeterministic kernels). The calls are seen by what the model does
+    buffers and inputs put back after it and what they print dropped; outputs are compared
+    within ``atol = rtol = 1e-5`` (the same operations, so they agree but for nondeterministic
+    kernels). The calls are seen by what the model does
     besides (forward hooks run, Python attributes it counts move). Nothing is said when the
     model itself raises on the inputs (what is wrong with them is reported where they are
     used), or when the outputs cannot be compared (a dataclass, a sparse tensor)."""
@@ -257,7 +258,6 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
 
     from .errors import CaptureWarning
     from .verify import clone_outputs, compare_outputs
-
     from .write_guard import WriteGuard
 
     def call(fn: Any) -> Any:

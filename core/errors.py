@@ -105,6 +105,8 @@ def _sysconfig_folders(*names: str) -> tuple[str, ...]:
     return tuple({os.path.join(os.path.abspath(p), "") for p in map(sysconfig.get_path, names) if p})
 
 
+#: fxpasses' own folder (``core/`` in a checkout), ending in a separator
+CORE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
 #: the standard library's folders, and the installed packages' (inside them outside a venv)
 _STDLIB_DIRS = _sysconfig_folders("stdlib", "platstdlib")
 _PACKAGE_DIRS = _sysconfig_folders("purelib", "platlib")
@@ -122,7 +124,7 @@ def _library_code() -> tuple[tuple[str, ...], frozenset[str]]:
     own: fxpasses' core, torch, pluggy and pydantic (a package is its folder; a one-file module,
     such as ``typing_extensions.py``, its file alone: its folder is site-packages, where the
     plugins are too)."""
-    folders = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "")]
+    folders = [CORE_DIR]
     files = set()
     for name in ("torch", "pluggy", "pydantic", "pydantic_core", "typing_extensions"):
         file = getattr(sys.modules.get(name), "__file__", None)

@@ -183,6 +183,7 @@ def lint_edits(
     nodes: list[torch.fx.Node],
     module_records: list[tuple],
     names_kept: bool = False,
+    paths: ModulePaths | None = None,
 ) -> bool:
     """True when ``gm.graph.lint()`` and the submodule check would succeed, given that they
     succeeded before a pass that changed only ``nodes`` (created or edited, as
@@ -202,7 +203,8 @@ def lint_edits(
     names is resolved again (every target, when a module changed class or ``__dict__``);
     entries only added to ``_parameters``, ``_buffers`` or ``_modules`` cannot change what an
     existing path resolves to (those are ``nn.Module.__getattr__``'s fallback, consulted only
-    where the path failed before).
+    where the path failed before). ``paths``: a :class:`ModulePaths` of ``gm`` made after the
+    pass, to share its resolutions (:func:`unspellable_argument` takes one too).
     """
     graph = gm.graph
     root = graph.owning_module
@@ -210,7 +212,6 @@ def lint_edits(
     if table is None:
         return False
     legal = _LEGAL_OPS
-    paths: ModulePaths | None = None
     get = table.get
     for node in nodes:
         op = node.op
@@ -399,6 +400,7 @@ def unspellable_argument(
     spelled: dict[torch.fx.Node, tuple],
     accept: Callable[[torch.fx.Node, object], bool] | None = None,
     nodes: Iterable[torch.fx.Node] | None = None,
+    paths: ModulePaths | None = None,
 ) -> tuple[torch.fx.Node, object, str] | None:
     """The first node with an argument that ``GraphModule.recompile()`` cannot write as
     Python, with that value and what is wrong with it (``"value"``, ``"keyword"``: a keyword
@@ -430,7 +432,8 @@ def unspellable_argument(
     A node with such an argument ``value`` for which ``accept(node, value)`` is true (e.g. the
     node held that very value before the pass) is recorded as checked and not reported.
     ``nodes``: look only at these (the nodes a journaled pass touched; the others are
-    unchanged), instead of every node of ``graph``.
+    unchanged), instead of every node of ``graph``. ``paths``: a :class:`ModulePaths` of the
+    graph's module to resolve ``call_module`` targets with (else one is made).
     """
     get = spelled.get
     for node in graph.nodes if nodes is None else nodes:
@@ -466,7 +469,9 @@ def unspellable_argument(
             if problem is not None and (accept is None or not accept(node, args)):
                 return node, problem, "schema"
         if op == "call_module":
-            problem = module_call_problem(graph.owning_module, node.target, args, kwargs)
+            if paths is None and graph.owning_module is not None:  # (made at the first call_module node)
+                paths = ModulePaths(graph.owning_module)
+            problem = module_call_problem(graph.owning_module, node.target, args, kwargs, paths)
             if problem is not None and (accept is None or not accept(node, args)):
                 return node, problem, "module"
         spelled[node] = (args, kwargs)
@@ -575,8 +580,9 @@ def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
                 aliases = {a for n in own for a in _NUMPY_ALIASES.get(n, ())}
                 names = frozenset({"out", *own, *aliases}), ", ".join(sorted(own - {"out"}))
         elif isinstance(target, types.FunctionType):
-            params = inspect.signature(target).parameters.values()
-            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            sig = _signature(target)  # (None: no signature to check against)
+            params = () if sig is None else sig.parameters.values()
+            if sig is not None and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
                 own = {p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
                 names = frozenset(own), ", ".join(sorted(own))
     except Exception:  # noqa: BLE001 - no signature to check against
@@ -649,20 +655,18 @@ def _of_torch(obj: Any) -> bool:
 _MODULE_CALLS: dict[tuple, str | None] = {}
 
 
-def module_call_problem(root: Any, target: Any, args: tuple, kwargs: dict) -> str | None:
+def module_call_problem(root: Any, target: Any, args: tuple, kwargs: dict, paths: ModulePaths | None = None) -> str | None:
     """What is wrong with calling the submodule ``target`` of ``root`` with ``args``/``kwargs``
     by its ``forward``'s signature (too many or too few arguments, a keyword it has not), or
     None; also None when it cannot be told: the path does not resolve (lint says so), the
     module has forward pre-hooks (they may take other arguments) or its own ``__call__``.
     A ``call_module`` node rewired with arguments its module does not take passed lint and
-    failed only when the module ran."""
+    failed only when the module ran. ``paths``: a :class:`ModulePaths` of ``root`` to resolve
+    ``target`` with (its memo shared by the targets of one graph)."""
     if root is None or not isinstance(target, str):
         return None
-    mod = root
-    try:  # the registries first (get_submodule's hasattr and getattr per part cost more)
-        for part in target.split("."):
-            mod = mod._modules[part]
-    except (KeyError, AttributeError, TypeError):
+    mod = (paths or ModulePaths(root)).module(target)
+    if mod is MISSING:  # not through the registries: exactly as get_submodule
         try:
             mod = root.get_submodule(target)
         except AttributeError:

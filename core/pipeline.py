@@ -34,6 +34,7 @@ import torch.fx
 from torch.fx.node import Node
 from pydantic import BaseModel, ValidationError
 
+from ._modpath import ModulePaths
 from ._names import normal_keys
 from .analyses import AnalysisCache
 from .config import (
@@ -1569,17 +1570,13 @@ class Pipeline:
         if isinstance(exc, HookError):
             failure = hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
             failure.raised_at = self._raised_at(name, exc.cause)
-            failure.stage = stage
-            return failure
-        if isinstance(exc, VerificationError):
-            reason = f"verification failed: {exc}"
         else:
-            reason = f"{stage} failed: {exception_text(exc)}"
-        failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes, **where)
-        failure.__cause__ = exc
+            reason = f"verification failed: {exc}" if isinstance(exc, VerificationError) else f"{stage} failed: {exception_text(exc)}"
+            failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes, **where)
+            failure.__cause__ = exc
+            if stage == "the pass":
+                failure.raised_at = self._raised_at(name, exc)
         failure.stage = stage
-        if stage == "the pass":
-            failure.raised_at = self._raised_at(name, exc)
         return failure
 
     def _raised_at(self, name: str, exc: BaseException) -> str | None:
@@ -1835,7 +1832,8 @@ def _lint(
     accept = _unchanged_since(before) if before is not None else None
     journal = edits if edits is not None else journal
     touched = journal.touched() if journal is not None else None
-    bad = None if as_given else unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept, touched)
+    paths = ModulePaths(gm)  # (one resolution of module paths for the argument check and lint_edits)
+    bad = None if as_given else unspellable_argument(gm.graph, spelled if spelled is not None else {}, accept, touched, paths)
     if bad is not None:
         node, value, what = bad
         if what == "keyword":
@@ -1879,7 +1877,7 @@ def _lint(
                 "for tensors) or pass plain values"
             )
         raise _NodeProblem(text, node)
-    if edits is not None and lint_edits(gm, touched, edits.module_records(), names_kept):
+    if edits is not None and lint_edits(gm, touched, edits.module_records(), names_kept, paths):
         return False
     if lint_passes(gm):  # the same checks, several times faster; on doubt, torch's own lint
         return True

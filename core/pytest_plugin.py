@@ -20,7 +20,6 @@ it imports torch and fxpasses lazily, inside the fixtures.
 
 from __future__ import annotations
 
-import os
 import types
 from typing import Any, Callable
 
@@ -98,12 +97,11 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
     return run
 
 
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
 def _without_own_frames(exc: BaseException) -> BaseException:
     """``exc`` with fxpasses' own frames taken out of its traceback and its causes' (the
     frames of the code that called fxpasses, and of a pass's code that raised, stay)."""
+    from .errors import CORE_DIR
+
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -111,7 +109,7 @@ def _without_own_frames(exc: BaseException) -> BaseException:
         kept = []
         tb = current.__traceback__
         while tb is not None:
-            if not tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+            if not tb.tb_frame.f_code.co_filename.startswith(CORE_DIR):
                 kept.append(tb)
             tb = tb.tb_next
         rebuilt = None
