@@ -37,17 +37,21 @@ _HEADER_END = re.compile(r"\)\s*->[^:]*:")
 
 @dataclass(frozen=True)
 class Overload:
-    """One ``def`` of a function in a stub: its signature, and the names of the parameters
+    """One ``def`` of a function in a stub: its signature, the names of the parameters
     that take None: their annotation admits it (``_int | _size | None``) or anything
     (``Any``), or an int list defaults to empty (``dims: _int | _size = ()``: the argument
-    parser takes None for it, which torch's docstrings write as ``dims=None``)."""
+    parser takes None for it, which torch's docstrings write as ``dims=None``), and the names
+    of the parameters whose items take no None: a sequence of a type without None
+    (``tensors: tuple[Tensor, ...] | list[Tensor]``; ``indices: list[Tensor | None]`` takes it)."""
 
     signature: inspect.Signature
     takes_none: frozenset[str]
+    items_refuse_none: frozenset[str] = frozenset()
 
     def none_refused(self, args: tuple, kwargs: dict) -> str | None:
         """For a call that binds to this overload: the first parameter given None that does not
-        take it; None when all do. Raises TypeError when the call does not bind."""
+        take it, in words (``'input'``, ``an item of 'tensors'``); None when all do. Raises
+        TypeError when the call does not bind."""
         bound = self.signature.bind(*args, **kwargs)
         for name, value in bound.arguments.items():
             kind = self.signature.parameters[name].kind
@@ -55,7 +59,9 @@ class Overload:
             if kind is inspect.Parameter.VAR_KEYWORD:
                 continue
             if any(v is None for v in values) and name not in self.takes_none:
-                return name
+                return repr(name)
+            if name in self.items_refuse_none and isinstance(value, (list, tuple)) and any(v is None for v in value):
+                return f"an item of {name!r}"
         return None
 
 
@@ -85,6 +91,7 @@ def _overload(header: str) -> Overload | None:
     P = inspect.Parameter
     params: list[inspect.Parameter] = []
     takes_none: set[str] = set()
+    items_refuse_none: set[str] = set()
 
     def add(arg: ast.arg, kind: Any, default: ast.expr | None = None) -> None:
         text = ast.unparse(arg.annotation) if arg.annotation is not None else "Any"
@@ -93,6 +100,8 @@ def _overload(header: str) -> Overload | None:
         empty_list = isinstance(default, (ast.Tuple, ast.List)) and not default.elts
         if "None" in text or "Any" in text or arg.annotation is None or empty_list:
             takes_none.add(arg.arg)
+        elif kind is not P.VAR_POSITIONAL and _sequence_without_none(arg.annotation):
+            items_refuse_none.add(arg.arg)
         params.append(P(arg.arg, kind, default=P.empty if default is None else None))
 
     positional = [*a.posonlyargs, *a.args]
@@ -107,9 +116,34 @@ def _overload(header: str) -> Overload | None:
     if a.kwarg is not None:
         add(a.kwarg, P.VAR_KEYWORD)
     try:
-        return Overload(inspect.Signature(params), frozenset(takes_none))
+        return Overload(inspect.Signature(params), frozenset(takes_none), frozenset(items_refuse_none))
     except ValueError:  # (a stub no Python signature can be: judged by nothing)
         return None
+
+
+#: the sequence types of stub annotations (``tuple[Tensor, ...]``, ``list[Tensor]``, ``Sequence[Tensor]``)
+_SEQUENCES = frozenset({"tuple", "list", "Sequence", "Tuple", "List"})
+
+
+def _sequence_without_none(annotation: ast.expr) -> bool:
+    """Whether every member of the union ``annotation`` is a sequence of items whose type
+    text has neither None nor Any (``tuple[Tensor, ...] | list[Tensor]``); an alias
+    (``_size``) or anything else is not judged."""
+    members: list[ast.expr] = []
+    todo = [annotation]
+    while todo:
+        a = todo.pop()
+        if isinstance(a, ast.BinOp) and isinstance(a.op, ast.BitOr):
+            todo += (a.left, a.right)
+        else:
+            members.append(a)
+    for m in members:
+        if not (isinstance(m, ast.Subscript) and isinstance(m.value, ast.Name) and m.value.id in _SEQUENCES):
+            return False
+        item = ast.unparse(m.slice)
+        if "None" in item or "Any" in item:
+            return False
+    return True
 
 
 def overloads(fn: Any) -> list[Overload] | None:

@@ -24,11 +24,14 @@ faster when the graph is fine.
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import inspect
 import keyword
 import operator
+import re
 import types
+import typing
 from typing import Any, Callable, Iterable
 
 import torch
@@ -482,10 +485,16 @@ _OpOverload = torch._ops.OpOverload
 _Node = torch.fx.Node
 
 
-def _has_none(args: tuple) -> bool:
+def _has_none(args: Iterable[Any]) -> bool:
+    """Whether a value of ``args``, or an item of a list or tuple among them, is None (a tensor
+    node replaced by None inside ``torch.cat([x, y])``)."""
     for a in args:
         if a is None:
             return True
+        if isinstance(a, (list, tuple)):  # (FX's immutable_list too)
+            for item in a:
+                if item is None:
+                    return True
     return False
 
 
@@ -505,16 +514,24 @@ def _none_rejected(argument: Any) -> bool:
     return argument.type.kind() in _NOT_NONE_KINDS
 
 
+def _items_reject_none(argument: Any) -> bool:
+    """Whether the schema argument ``argument`` is a list whose items cannot be None
+    (``Tensor[] tensors``; ``Tensor?[] indices`` takes None items)."""
+    t = argument.type
+    return t.kind() == "ListType" and t.getElementType().kind() in _NOT_NONE_KINDS
+
+
 def _none_argument(schema: Any, args: tuple, kwargs: dict) -> str | None:
-    """The name of the first argument of ``schema`` that ``args``/``kwargs`` give None although
-    its type does not take None, or None."""
+    """The first argument of ``schema`` that ``args``/``kwargs`` give None although its type
+    does not take None, in words (``'self'``; ``an item of 'tensors'``: a None in a list
+    whose item type does not take it), or None."""
     positional = [a for a in schema.arguments if not a.kwarg_only]
-    for param, value in zip(positional, args):
+    given = [*zip(positional, args), *((a, kwargs[a.name]) for a in schema.arguments if a.name in kwargs)]
+    for param, value in given:
         if value is None and _none_rejected(param):
-            return param.name
-    for param in schema.arguments:
-        if kwargs.get(param.name, 0) is None and _none_rejected(param):
-            return param.name
+            return repr(param.name)
+        if isinstance(value, (list, tuple)) and _items_reject_none(param) and any(v is None for v in value):
+            return f"an item of {param.name!r}"
     return None
 
 
@@ -544,7 +561,7 @@ def schema_problem(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> str 
         return f"no {', '.join(map(repr, missing))}, which {_schema_text(schema)} requires"
     name = _none_argument(schema, args, kwargs)
     if name is not None:
-        return f"None for {name!r}, which {_schema_text(schema)} does not take as None (its type is not optional)"
+        return f"None for {name}, which {_schema_text(schema)} does not take as None (its type is not optional)"
     return None
 
 
@@ -592,8 +609,9 @@ def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
 
 
 #: call_function targets whose every call is checked, keywords or not (ATen operators against
-#: their schema, Python functions against their signature)
-_CHECKED_CALLS = (_OpOverload, types.FunctionType)
+#: their schema, Python functions against their signature, a tensor method's descriptor
+#: ``torch.Tensor.cos`` for what it is called on)
+_CHECKED_CALLS = (_OpOverload, types.FunctionType, types.MethodDescriptorType)
 #: the signature of each Python function and module class's forward (None: none known)
 _SIGNATURES: dict[Any, inspect.Signature | None] = {}
 
@@ -628,12 +646,29 @@ def _bind_problem(sig: inspect.Signature | None, args: tuple, kwargs: dict, torc
     if torchs:
         for name, value in bound.arguments.items():
             param = sig.parameters[name]
-            if value is None and param.default is param.empty and param.annotation in _TENSOR_ANNOTATIONS:
+            if param.default is not param.empty:
+                continue
+            if value is None and param.annotation in _TENSOR_ANNOTATIONS:
                 return f"None for {name!r}, which it takes as a Tensor"
+            if isinstance(value, (list, tuple)) and _tensor_sequence(param.annotation) and any(v is None for v in value):
+                return f"None for an item of {name!r}, which it takes as a sequence of Tensors"
     return None
 
 
 _TENSOR_ANNOTATIONS = (torch.Tensor, "Tensor", "torch.Tensor")
+#: a sequence of tensors in a string annotation (``"List[Tensor]"``, ``"tuple[torch.Tensor, ...]"``)
+_TENSOR_SEQUENCE_TEXT = re.compile(r"(?:typing\.)?(?:List|list|Tuple|tuple|Sequence)\[(?:torch\.)?Tensor(?:, \.\.\.)?\]")
+
+
+def _tensor_sequence(annotation: Any) -> bool:
+    """Whether ``annotation`` is a list, tuple or sequence of Tensors (no None among its items)."""
+    if isinstance(annotation, str):
+        return _TENSOR_SEQUENCE_TEXT.fullmatch(annotation) is not None
+    origin = typing.get_origin(annotation)
+    if origin not in (list, tuple, collections.abc.Sequence):
+        return False
+    items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+    return bool(items) and all(a is torch.Tensor for a in items)
 #: operator functions that no operand None takes (``x + None``, ``-None``): TypeError in Python
 _NO_NONE_OPERATORS = frozenset(
     {
@@ -695,6 +730,11 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
     overload of it takes as None (``torch.cos(None)``), by torch's type stubs (only the
     overloads these arguments bind to count: torch takes deprecated forms the stubs do not
     list, so counts are not judged there)."""
+    kind = type(target)
+    if kind is types.MethodDescriptorType:  # torch.Tensor.cos(x): x must be a tensor
+        return _tensor_method_problem(target, args)
+    if kind is _OpOverloadPacket:
+        return _packet_problem(target, args, kwargs) if _has_none(args) or _has_none(kwargs.values()) else None
     problem = keyword_problem(target, kwargs)
     if problem is None and type(target) is types.FunctionType:
         problem = _bind_problem(_signature(target), args, kwargs, torchs=_of_torch(target))
@@ -702,7 +742,7 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
             return f"arguments it does not take: {problem} (its signature: {target.__name__}{_signature(target)})"
     if problem is None and type(target) is types.BuiltinFunctionType and target in _NO_NONE_OPERATORS and _has_none(args):
         return "None as an operand, which no operand of it takes"
-    if problem is not None or not (_has_none(args) or any(v is None for v in kwargs.values())):
+    if problem is not None or not (_has_none(args) or _has_none(kwargs.values())):
         return problem
     found = overloads(target) if isinstance(target, types.BuiltinFunctionType) else None
     refused = set()
@@ -716,7 +756,46 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
         refused.add(name)
     if not refused:
         return None  # no overload binds: left to the call (deprecated forms the stubs do not list)
-    return f"None for {', '.join(map(repr, sorted(refused)))}, which no overload of it takes as None (the type is not optional)"
+    return f"None for {', '.join(sorted(refused))}, which no overload of it takes as None (the type is not optional)"
+
+
+_OpOverloadPacket = torch._ops.OpOverloadPacket
+
+
+def _tensor_method_problem(target: Any, args: tuple) -> str | None:
+    """What is wrong with calling the descriptor of a tensor method (``torch.Tensor.cos``, a
+    ``call_function`` target) with ``args``: nothing to call it on, or a constant that is not a
+    tensor (``torch.Tensor.cos(None)``: Python refuses it, "descriptor 'cos' ... requires a
+    'torch._C.TensorBase' object"); a node is not judged (its value is not known here)."""
+    owner = getattr(target, "__objclass__", None)
+    if not (isinstance(owner, type) and issubclass(owner, torch._C.TensorBase)):
+        return None
+    if not args:
+        return "no arguments: no tensor to call the method on"
+    first = args[0]
+    if type(first) is _Node or isinstance(first, owner):
+        return None
+    return f"{first!r} ({type(first).__name__}) to call it on, which is not a tensor"
+
+
+def _packet_problem(packet: Any, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong with calling the ATen overload packet ``packet`` (``aten.cos``, which picks
+    an overload when called) with ``args``/``kwargs`` that hold a None: None when one of its
+    overloads takes them (:func:`schema_problem`), else the first overload's problem."""
+    problems = []
+    for name in packet.overloads():
+        try:
+            op = getattr(packet, name)
+        except (AttributeError, RuntimeError):
+            return None  # (an overload not known: not judged)
+        problem = schema_problem(op, args, kwargs)
+        if problem is None:
+            return None
+        problems.append(problem)
+    if not problems:
+        return None
+    more = f" (and none of its {len(problems) - 1} other overloads takes these arguments)" if len(problems) > 1 else ""
+    return problems[0] + more
 
 
 def keyword_problem(target: Any, kwargs: dict) -> str | None:

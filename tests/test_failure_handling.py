@@ -569,7 +569,6 @@ def test_none_for_a_torch_function_argument_no_overload_takes_as_none_fails_lint
     from fxpasses.lint import call_problem, schema_problem
 
     assert call_problem(torch.cos, (None,), {}) == "None for 'input', which no overload of it takes as None (the type is not optional)"
-    assert call_problem(torch.cat, ([None],), {}) is None  # (only None itself is judged, not inside lists)
     assert call_problem(torch.cat, (["n"], None), {}) is not None
     assert call_problem(torch.nn.functional.linear, ("x", "w", None), {}) is None
     assert call_problem(torch.nn.functional.linear, ("x", "w"), {"bias": None}) is None
@@ -583,6 +582,72 @@ def test_none_for_a_torch_function_argument_no_overload_takes_as_none_fails_lint
     assert "calls torch.cos with None for 'input', which no overload of it takes as None" in _refused(Miscall).reason
     x = torch.randn(2, 3)
     torch.nn.functional.linear(x, torch.randn(4, 3), None), torch.sum(x, None), x[None]  # (torch takes these)
+
+
+class _CatRelu(torch.nn.Module):
+    def forward(self, x):
+        return torch.cat([torch.relu(x), x.sin()]) * 2
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_none_inside_a_list_of_tensors_fails_lint(dialect):
+    """`Replace(None)` for a relu read inside `torch.cat([relu, sin])` passed lint (only None
+    itself was judged, not the items of a list), and the module failed when it ran (left
+    noticed by the last session). A list whose item type takes no None refuses a None item:
+    ATen's `Tensor[]`, the stubs' `tuple[Tensor, ...] | list[Tensor]`, torch's own Python
+    functions' `List[Tensor]`; `Tensor?[]` (`aten.index.Tensor`'s indices) takes it."""
+    from fxpasses.lint import call_problem, schema_problem
+
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    c = capture(_CatRelu(), [torch.randn(3)], dialect)
+    code = c.gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([_replacing_relu(lambda node, ctx: None)]).run(c.gm, c.inputs)
+    said = {
+        "symbolic_trace": "node %cat calls torch.cat with None for an item of 'tensors', which no overload of it takes as None",
+        "dynamo": "node %cat calls torch.cat with None for an item of 'tensors', which no overload of it takes as None",
+        "export": "calls aten.cat.default with None for an item of 'tensors', which aten::cat(Tensor[] tensors, int dim=0) -> Tensor does not take as None",
+    }[dialect]
+    assert said in info.value.reason, info.value.reason
+    assert c.gm.code == code
+    assert call_problem(torch.stack, (), {"tensors": ("x", None)}) == (
+        "None for an item of 'tensors', which no overload of it takes as None (the type is not optional)"
+    )
+    assert call_problem(torch.cat, (["x", "y"],), {}) is None
+    assert schema_problem(torch.ops.aten.index.Tensor, ("x", [None, "i"]), {}) is None  # (Tensor?[])
+    x = torch.randn(2, 3)
+    torch.ops.aten.index.Tensor(x, [None, torch.tensor([1])])  # (torch takes it)
+    with pytest.raises(TypeError):
+        torch.cat([x, None])
+
+
+def test_none_given_to_an_overload_packet_or_a_tensor_method_descriptor_fails_lint():
+    """`aten.cos` (an overload packet, which picks its overload when called) and
+    `torch.Tensor.cos` (a method descriptor) as `call_function` targets were not judged, so
+    `aten.cos(None)` and `torch.Tensor.cos(None)` passed lint (left noticed by the last
+    session). A packet's call is refused when none of its overloads takes it; a descriptor's
+    when it is called on a constant that is not a tensor."""
+    from fxpasses.lint import call_problem
+
+    assert call_problem(torch.ops.aten.cos, (None,), {}) == (
+        "None for 'self', which aten::cos(Tensor self) -> Tensor does not take as None (its type is not optional)"
+        f" (and none of its {len(torch.ops.aten.cos.overloads()) - 1} other overloads takes these arguments)"
+    )
+    assert call_problem(torch.ops.aten.sum, ("x", None), {}) is None  # (sum.dim_IntList takes dim=None)
+    assert call_problem(torch.Tensor.cos, (None,), {}) == "None (NoneType) to call it on, which is not a tensor"
+    assert call_problem(torch.Tensor.add, (2, "x"), {}) == "2 (int) to call it on, which is not a tensor"
+    assert call_problem(torch.Tensor.cos, (torch.ones(1),), {}) is None
+    for target, said in [
+        (torch.ops.aten.cos, "calls torch.ops.aten.cos with None for 'self', which aten::cos(Tensor self) -> Tensor does not take as None"),
+        (torch.Tensor.cos, "calls torch.Tensor.cos with None (NoneType) to call it on, which is not a tensor"),
+    ]:
+        reason = _refused(_replacing_relu(lambda node, ctx, target=target: ctx.call_function(target, (None,)))).reason
+        assert said in reason, reason
+    with pytest.raises(TypeError):
+        torch.Tensor.cos(None)
+    with pytest.raises(RuntimeError):
+        torch.ops.aten.cos(None)
 
 
 def test_a_call_function_node_of_a_method_name_says_to_call_the_method_without_printing_the_graph():
