@@ -16,7 +16,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_weights
 from fxpasses import ERASE, NodePass, PassContext, PassOptions, Replace, on
 from fxpasses._modpath import MISSING, ModulePaths
 from fxpasses.context import tensor_info
-from fxpasses.effects import EffectAnalysis
+from fxpasses.effects import EffectAnalysis, module_hooks_reason
 from fxpasses.ops import FAMILIES, callable_op_name
 
 from ._facts import arg, erase_dead, is_torch_op
@@ -50,7 +50,7 @@ class FuseConvBN(NodePass):
 
     - ``symbolic_trace``: ``call_module`` ``nn.Conv1d/2d/3d`` -> ``nn.BatchNorm1d/2d/3d``
       (or ``SyncBatchNorm``). The fused conv is a new module (a copy of the conv's
-      configuration and hooks, with the folded weight and bias) added to the graph module,
+      configuration, with the folded weight and bias) added to the graph module,
       which the conv node then calls (``ctx.set_target``; the BN node is erased); the
       original conv and BN modules are never modified, so a conv called from several
       sites keeps working at its other sites, and a module shared with the user's model is
@@ -63,7 +63,11 @@ class FuseConvBN(NodePass):
       subclass whose forward calls ``F.batch_norm`` on its own statistics (``get_attr``
       nodes; timm's ``BatchNormAct2d``) after an ``nn.ConvNd`` module fuses the same way,
       and a conv subclass calling ``F.conv2d`` on its own weight before a BatchNorm module
-      fuses as in ``torch.export`` (new buffers, one functional conv). Users of the conv
+      fuses as in ``torch.export`` (new buffers, one functional conv). A conv or BatchNorm
+      module with hooks (forward, forward pre-, backward or backward pre-hooks, its own or
+      global) is skipped with the reason: the fused call would not run them as they ran
+      (a forward hook would see the fused output, a BN's backward hook would not run).
+      Users of the conv
       output that read only its metadata (``x.ndim``, ``x.shape``, ``x.size()``, as timm
       asserts on) do not stop the fusion of a module conv: the fused output has the same.
     - ``torch.export``: ``aten.conv1d/2d/3d`` or ``aten.convolution`` whose weights are
@@ -210,6 +214,10 @@ class FuseConvBN(NodePass):
         reason = _module_bn_problem(bn)
         if reason is not None:
             return ctx.skip(node, reason)
+        for n, mod in ((conv_node, conv), (node, bn)):  # the fused call would run neither's hooks as they ran
+            hooks = module_hooks_reason(mod)
+            if hooks is not None:
+                return ctx.skip(node, f"{n.target}: {hooks}")
         if _other_users(conv_node, node):
             return ctx.skip(node, f"the output of conv %{conv_node.name} has other users")
         if self._refs(ctx).get(id(bn), 0) > 1:
@@ -261,6 +269,9 @@ class FuseConvBN(NodePass):
         if conv_name in ("convolution", "_convolution") and arg(conv_node, 6, "transposed", True) is not False:
             return ctx.skip(node, "transposed convolution")
         reason = _module_bn_problem(bn)
+        if reason is None:
+            hooks = module_hooks_reason(bn)  # the fused call would not run them
+            reason = None if hooks is None else f"{node.target}: {hooks}"
         if reason is not None:
             return ctx.skip(node, reason)
         if len(conv_node.users) != 1:
@@ -346,6 +357,9 @@ class FuseConvBN(NodePass):
             conv = ctx.module(conv_node)
             if type(conv) not in _CONV_MODULES:
                 return None
+            hooks = module_hooks_reason(conv)  # its hooks would see the fused output
+            if hooks is not None:
+                return ctx.skip(node, f"{conv_node.target}: {hooks}")
             conv_name = None
         elif conv_node.op == "call_function":
             conv_name = _conv_op_name(conv_node)

@@ -14,7 +14,7 @@ from torch.fx.node import Node
 from fxpasses import ERASE, NodePass, PassContext, PassOptions, Replace, on
 from fxpasses.ops import FAMILIES, callable_op_name, is_inplace_name
 
-from fxpasses.effects import EffectAnalysis
+from fxpasses.effects import EffectAnalysis, module_hooks_reason
 
 from ._facts import arg, is_torch_op, substitution_problem
 
@@ -71,7 +71,9 @@ class RemoveDropout(NodePass):
     Recognised forms:
 
     - ``call_module`` ``nn.Dropout``, ``Dropout1d/2d/3d``, ``AlphaDropout``,
-      ``FeatureAlphaDropout`` not in training mode;
+      ``FeatureAlphaDropout`` not in training mode (not a subclass, whose forward may be
+      another, and without hooks: a forward hook may change the output, a backward hook the
+      gradients; :func:`fxpasses.effects.module_hooks_reason`);
     - ``F.dropout``/``dropout1d/2d/3d``/``alpha_dropout``/``feature_alpha_dropout`` and
       ``torch.dropout``/``feature_dropout``/``alpha_dropout``/``feature_alpha_dropout`` with
       ``training=False`` (TorchDynamo and torch-level graphs);
@@ -125,6 +127,16 @@ class RemoveDropout(NodePass):
             mod = ctx.module(node)
             if not isinstance(mod, _DROPOUT_MODULES) or len(node.args) != 1 or node.kwargs:
                 return None
+            if type(mod) not in _DROPOUT_MODULES:  # a leaf subclass: its forward may be another
+                base = next(c for c in _DROPOUT_MODULES if isinstance(mod, c))
+                return ctx.skip(
+                    node,
+                    f"dropout module {node.target!r} is a {type(mod).__qualname__}, a subclass of {base.__name__} "
+                    "called as a leaf: its forward may compute something else",
+                )
+            hooks = module_hooks_reason(mod)
+            if hooks is not None:  # the call runs them: not the identity (outputs or gradients)
+                return ctx.skip(node, f"{node.target}: {hooks}")
             if self.options.keep_module_dropouts and not self.options.inference:
                 ctx.skip(node, "a dropout module follows .train()/.eval() at call time (keep_module_dropouts)")
                 return None

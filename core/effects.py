@@ -62,7 +62,7 @@ kind                 nodes
 ``unknown``          cannot be shown pure, so treated as writing every input: calls of
                      arbitrary Python functions (``torch.fx.wrap``), methods that are not
                      ``torch.Tensor`` methods, unknown higher-order operators, leaf modules
-                     that are not standard ``torch.nn`` modules, modules with forward hooks,
+                     that are not standard ``torch.nn`` modules, modules with hooks,
                      ops tagged ``maybe_aliasing_or_mutating`` that the table of composite
                      ops (below) does not list
 ===================  ==========================================================================
@@ -77,7 +77,9 @@ mode, an ``Embedding`` with ``max_norm`` (writes its own state), or a spectral-n
 parametrization in training mode (one power-iteration step on its vectors a call); its
 children are checked the same way. Any other leaf
 module is ``unknown`` unless registered with :func:`register_pure_module`. Modules marked
-``_is_impure = True`` (torch's own flag) or with forward (pre-)hooks are ``unknown``.
+``_is_impure = True`` (torch's own flag) or with hooks (forward, forward pre-, backward or
+backward pre-hooks, their own or global: a backward hook may change the gradients) are
+``unknown``.
 
 Sources: ``torch.fx.node._side_effectful_functions`` and ``Node.is_impure`` (used as one
 input), ``torch._library.utils.is_impure`` (schema mutability, ``nondeterministic_seeded``),
@@ -135,6 +137,7 @@ __all__ = [
     "register_side_effect",
     "register_pure_function",
     "register_pure_module",
+    "module_hooks_reason",
     "KINDS",
     "NO_SIDE_EFFECT",
     "MUTATION",
@@ -746,13 +749,40 @@ def _module_is_standard(mod: torch.nn.Module) -> bool:
 
 
 
-def _has_forward_hooks(mod: torch.nn.Module) -> bool:
-    return bool(
-        mod._forward_hooks
-        or mod._forward_pre_hooks
-        or getattr(nn_module, "_global_forward_hooks", None)
-        or getattr(nn_module, "_global_forward_pre_hooks", None)
-    )
+def _has_hooks(mod: torch.nn.Module) -> bool:
+    """Whether a call of ``mod`` runs hooks: its own or global (``register_module_*``) forward,
+    forward pre-, backward or backward pre-hooks. A forward hook may change the output, a
+    backward hook the gradients (clipping, scaling): either way the call is not its
+    ``forward``, and neither removing, merging nor folding it keeps what the module computes."""
+    return _hook_kind(mod) is not None
+
+
+def _hook_kind(mod: torch.nn.Module) -> str | None:
+    """The first kind of hook a call of ``mod`` runs (see :func:`_has_hooks`): ``"forward"``,
+    ``"backward"``, ``"global forward"``, ``"global backward"``, or None."""
+    d = mod.__dict__
+    if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
+        return "forward"
+    if d.get("_backward_hooks") or d.get("_backward_pre_hooks"):
+        return "backward"
+    if getattr(nn_module, "_global_forward_hooks", None) or getattr(nn_module, "_global_forward_pre_hooks", None):
+        return "global forward"
+    if getattr(nn_module, "_global_backward_hooks", None) or getattr(nn_module, "_global_backward_pre_hooks", None):
+        return "global backward"
+    return None
+
+
+def module_hooks_reason(mod: torch.nn.Module) -> str | None:
+    """Why a call of ``mod`` is not its ``forward`` alone, in words (``"Dropout has forward
+    hooks"``; ``"Dropout runs the global backward hooks (torch.nn.modules.module.register_module_*)"``:
+    :func:`_has_hooks`), or None: for a pass that replaces the call by what its forward
+    computes (dropout removal, conv-bn fusion)."""
+    kind = _hook_kind(mod)
+    if kind is None:
+        return None
+    if kind.startswith("global"):
+        return f"{type(mod).__name__} runs the {kind} hooks (torch.nn.modules.module.register_module_*)"
+    return f"{type(mod).__name__} has {kind} hooks"
 
 
 _MODULE_GETATTR = torch.nn.Module.__getattr__
@@ -820,7 +850,7 @@ def _pure_leaf(mod: torch.nn.Module) -> bool:
         return False
     d = mod.__dict__
     params, buffers = d.get("_parameters"), d.get("_buffers")
-    if d.get("_modules", True) or params is None or buffers is None or _has_forward_hooks(mod):
+    if d.get("_modules", True) or params is None or buffers is None or _has_hooks(mod):
         return False  # children (or registries missing: the full analysis says what it says)
     if "_is_impure" in d:
         if d["_is_impure"]:
@@ -1495,8 +1525,9 @@ class EffectAnalysis:
             return _effects({ASSERT}, (), "torch.export input guards")
         if _module_attr(mod, "_is_impure", False):
             return _effects({UNKNOWN}, (), f"{cls.__name__} is marked _is_impure", {"input", "*"})
-        if _has_forward_hooks(mod):
-            return _effects({UNKNOWN}, (), f"{cls.__name__} has forward hooks", {"input", "*"})
+        hooks = module_hooks_reason(mod)
+        if hooks is not None:
+            return _effects({UNKNOWN}, (), hooks, {"input", "*"})
         if isinstance(mod, torch.fx.GraphModule):
             sub = self._sub.get(id(mod))
             if sub is None:

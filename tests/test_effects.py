@@ -434,6 +434,10 @@ def test_unknown_leaf_modules_hooks_and_is_impure_flag():
     hooked = nn.Linear(3, 3)
     hooked.register_forward_hook(lambda m, i, o: None)
     assert kinds(*call_module_node(hooked)) == {"unknown"}
+    backward_hooked = nn.Linear(3, 3)  # (a backward hook may change the gradients: was "pure")
+    backward_hooked.register_full_backward_hook(lambda m, gi, go: None)
+    node, gm = call_module_node(backward_hooked)
+    assert kinds(node, gm) == {"unknown"} and node_effects(node, gm).reason == "m: Linear has backward hooks"
     flagged = nn.Linear(3, 3)
     flagged._is_impure = True
     assert kinds(*call_module_node(flagged)) == {"unknown"}
