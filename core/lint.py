@@ -297,6 +297,41 @@ def cycle_through(node: torch.fx.Node, limit: int = 64) -> list[torch.fx.Node] |
     return None
 
 
+def stale_code_problem(gm: torch.fx.GraphModule) -> str | None:
+    """What is wrong when the module ``gm`` does not run its graph: the graph was edited after
+    the last ``recompile()``, so ``gm.code`` is not what ``gm.graph`` generates (the first line
+    that differs, in words), or None. A ``_LazyGraphModule`` waiting to recompile is not
+    stale (it generates its code from the graph when first called). Costs one code
+    generation of the graph (about 0.4x a ``recompile()``): for numeric verification, whose
+    reference outputs come from running the module."""
+    lazy = getattr(gm, "_needs_recompile", None)
+    if callable(lazy) and lazy():
+        return None
+    code = getattr(gm, "_code", None)
+    if not isinstance(code, str):
+        return None
+    try:
+        from torch.fx.experimental import _config as fx_config
+
+        record_func = bool(getattr(fx_config, "enrich_profiler_metadata", False))
+    except ImportError:  # pragma: no cover - older torch
+        record_func = False
+    try:
+        generated = gm.graph.python_code(root_module="self", record_func=record_func).src
+    except Exception:  # noqa: BLE001 - a graph without code: lint says what is wrong
+        return None
+    if generated == code:
+        return None
+    old, new = code.splitlines(), generated.splitlines()
+    i = next((k for k, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    shown = lambda lines: repr(lines[i].strip()) if i < len(lines) else "(no line)"  # noqa: E731
+    return (
+        "the module's code is not its graph's: the graph was edited after the last recompile(), so the "
+        f"module runs code the graph no longer holds (line {i + 1} of gm.code is {shown(old)}, the graph "
+        f"generates {shown(new)}); call gm.recompile() so that it runs its graph"
+    )
+
+
 def lint_culprit(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
     """The node a failed ``gm.graph.lint()`` is about, for the error to name: the first node,
     in graph order, that breaks a rule of lint's first walk (a legal op, this graph's node, in

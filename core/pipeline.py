@@ -81,6 +81,7 @@ from .lint import (
     lint_edits,
     lint_passes,
     names_in_namespace,
+    stale_code_problem,
     structure_problem,
     frame_signature,
     unspellable_argument,
@@ -926,6 +927,12 @@ class Pipeline:
             dialect=dialect, nodes_before=len(gm.graph.nodes), verification=self.verify
         )
         state = TensorState(gm) if needs_numeric else None
+        if state is not None:
+            # the reference comes from running the module: code its graph no longer holds would
+            # make the first pass that recompiles it look wrong (a new-user check)
+            stale = stale_code_problem(gm)
+            if stale is not None:
+                raise InputGraphError(f"numeric verification cannot start: {stale}")
         # the outputs before the pipeline, and what they are besides values (requires_grad,
         # aliases, strides, gradients: fxpasses.verify.OutputFacts)
         reference, reference_facts = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import pytest
@@ -75,6 +76,55 @@ def test_module_that_does_not_run_on_the_inputs_is_a_user_error(reg):
     gm = torch.fx.symbolic_trace(nn.Linear(4, 4))
     with pytest.raises(fxpasses.UserError, match="does not run on the example inputs: RuntimeError"):
         Pipeline(["swap_add"], registry=reg, verify="numeric").run(gm, [torch.ones(2, 5)])
+
+
+class _LinDropTimesOne(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin, self.drop = nn.Linear(3, 3), nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.lin(x)) * 1
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_numeric_verification_refuses_a_module_whose_code_is_not_its_graphs(dialect):
+    """A GraphModule whose graph was edited without `recompile()` runs code its graph no
+    longer holds. Numeric verification took its reference outputs from that code, the first
+    pass that changed anything recompiled the module, and the innocent pass was blamed
+    ("max abs error 1.83", a bisect hint) and rolled back (a new-user check). The run now
+    refuses to start, naming the first line that differs; the graph and the module are left
+    as they were. Freshly captured modules of every dialect are not stale."""
+    from fxpasses.capture import capture
+    from fxpasses.errors import InputGraphError
+    from fxpasses.lint import stale_code_problem
+
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    torch.manual_seed(0)
+    x = torch.randn(2, 3)
+    model = _LinDropTimesOne().eval()
+    c = capture(model, [x], dialect)
+    assert stale_code_problem(c.gm) is None
+    mul = next(n for n in c.gm.graph.nodes if n.args and n.args[-1] == 1)
+    mul.args = (*mul.args[:-1], 3)  # edited, not recompiled
+    code, before = c.gm.code, c.gm(*c.inputs)
+    with pytest.raises(InputGraphError) as info:
+        Pipeline.from_string("remove_dropout", verify="numeric").run(c.gm, c.inputs)
+    said = str(info.value)
+    assert said.startswith(
+        "numeric verification cannot start: the module's code is not its graph's: the graph was edited after the last "
+        "recompile(), so the module runs code the graph no longer holds (line "
+    ), said
+    assert said.endswith("); call gm.recompile() so that it runs its graph"), said
+    old_line, new_line = said.split("the graph generates")  # (`mul = drop * 1;  drop = None`, `mul.Tensor(..., 1)`)
+    assert re.search(r"(\* 1;|, 1\))", old_line) and re.search(r"(\* 3;|, 3\))", new_line), said
+    assert c.gm.code == code
+    torch.testing.assert_close(c.gm(*c.inputs), before)
+    c.gm.recompile()
+    report = Pipeline.from_string("remove_dropout", verify="numeric").run(c.gm, c.inputs)
+    assert report["remove_dropout"].changed
+    torch.testing.assert_close(c.gm(*c.inputs)[0] if dialect == "dynamo" else c.gm(*c.inputs), model(x) * 3)
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, True, "1e-5"])
