@@ -12,6 +12,7 @@ import errno
 import os
 import re
 import sys
+import types
 import warnings
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
@@ -110,6 +111,29 @@ CORE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
 #: the standard library's folders, and the installed packages' (inside them outside a venv)
 _STDLIB_DIRS = _sysconfig_folders("stdlib", "platstdlib")
 _PACKAGE_DIRS = _sysconfig_folders("purelib", "platlib")
+
+
+def without_own_frames(exc: BaseException) -> BaseException:
+    """``exc`` with fxpasses' own frames taken out of its traceback and its causes' (the
+    frames of the code that called fxpasses, and of a pass's code that raised, stay): for the
+    test helpers (the pytest plugin's ``fxpasses_run``, ``fxpasses.testing``), whose failures
+    pytest printed with hundreds of lines of fxpasses' source before the message."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        kept = []
+        tb = current.__traceback__
+        while tb is not None:
+            if not tb.tb_frame.f_code.co_filename.startswith(CORE_DIR):
+                kept.append(tb)
+            tb = tb.tb_next
+        rebuilt = None
+        for entry in reversed(kept):
+            rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+        current.__traceback__ = rebuilt
+        current = current.__cause__
+    return exc
 
 
 def in_stdlib(filename: str) -> bool:

@@ -20,7 +20,6 @@ it imports torch and fxpasses lazily, inside the fixtures.
 
 from __future__ import annotations
 
-import types
 from typing import Any, Callable
 
 import pytest
@@ -62,7 +61,7 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
     Raises (when called): TypeError when ``gm`` is not a GraphModule; ``Pipeline(...)``'s errors
     (a ConfigError naming an entry that is not a pass, UnknownPassError, ...) for ``pipeline``.
     """
-    from .errors import FxPassesError
+    from .errors import FxPassesError, without_own_frames
     from .pipeline import Pipeline
 
     def run(gm: Any, pipeline: Any, example_inputs: Any = None, *, example_kwargs: Any = None, **options: Any) -> Any:
@@ -92,32 +91,9 @@ def fxpasses_run(fxpasses_registry: Any) -> Callable[..., Any]:
             # the failure's message says what and where; fxpasses' own frames (the pipeline's
             # long run loop, which pytest printed whole: 790 lines before the message, a
             # new-user check) are left out of it and of its causes, a pass's own code stays
-            raise _without_own_frames(exc) from exc.__cause__
+            raise without_own_frames(exc) from exc.__cause__
 
     return run
-
-
-def _without_own_frames(exc: BaseException) -> BaseException:
-    """``exc`` with fxpasses' own frames taken out of its traceback and its causes' (the
-    frames of the code that called fxpasses, and of a pass's code that raised, stay)."""
-    from .errors import CORE_DIR
-
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        kept = []
-        tb = current.__traceback__
-        while tb is not None:
-            if not tb.tb_frame.f_code.co_filename.startswith(CORE_DIR):
-                kept.append(tb)
-            tb = tb.tb_next
-        rebuilt = None
-        for entry in reversed(kept):
-            rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
-        current.__traceback__ = rebuilt
-        current = current.__cause__
-    return exc
 
 
 #: the settings of a built Pipeline that ``fxpasses_run(..., **options)`` can change

@@ -15,8 +15,8 @@ import torch
 import torch.fx
 
 from .capture import DIALECTS, capture
-from .errors import PassFailedError, UserError, exception_line
-from .journal import check_journals
+from .errors import FxPassesError, PassFailedError, UserError, exception_line, without_own_frames
+from .journal import JournalMismatch, check_journals
 from .report import RunReport
 
 __all__ = ["assert_preserves_outputs", "assert_graph_equal", "normalized_code"]
@@ -101,40 +101,53 @@ def assert_preserves_outputs(
         _warn_shared_example_tensors(example_inputs, kwargs)
     pipeline = _as_pipeline(pass_or_pipeline, registry)
     results = {}
-    for dialect in dialects:
-        model = copy.deepcopy(module)
-        cap = capture(model, example_inputs, dialect, kwargs)
-        gm = cap.gm
-        extra = [_with_params(cap, dialect, inp, kw, example_inputs, kwargs) for inp, kw in checks]
-        sets = [(cap.inputs, cap.kwargs), *extra]
-        # Each call starts from the same state (fxpasses.verify.call_isolated): fresh copies
-        # of the inputs, the module's tensors as captured, the same RNG seed. So modules that
-        # write their inputs or buffers, or draw random numbers, compare like for like.
-        state = TensorState(gm)
-        before = [_call(gm, inp, state, module, dialect, k, None) for k, inp in enumerate(sets)]
-        with check_journals():  # a pass declaring journal_edits is held to it
+    try:
+        for dialect in dialects:
+            model = copy.deepcopy(module)
             try:
-                report = pipeline.run(gm, cap.inputs, example_kwargs=cap.kwargs or None)
-            except PassFailedError as exc:  # which capture it failed in
-                exc.notes.append(f"in the graph of {type(module).__name__} captured with {dialect}")
-                raise
-        state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
-        after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
-        for k, ((a, a_facts), (b, b_facts)) in enumerate(zip(after, before)):
-            cmp = compare_results(a, a_facts, b, b_facts, atol, rtol)
-            if cmp.message:
-                label = _label(k)
-                # (the figure once: a values mismatch's message gives it already)
-                figure = "" if "max abs error" in cmp.message else f" (max abs error {cmp.max_abs:.3g})"
-                raise AssertionError(
-                    f"{pipeline.plan().as_pipeline_string()} changed the outputs of "
-                    f"{type(module).__name__} captured with {dialect} on {label}: {cmp.message}{figure}"
-                    f"\nthe run (status: the pipeline's own verification, verify={pipeline.verify!r}; compared after it; "
-                    "with verify='numeric' the failing pass is rolled back and the nodes it changed named, and "
-                    "fxpasses.bisect.bisect finds the rewrite):"
-                    f"\n{report.table()}"
-                )
-        results[dialect] = (gm, report)
+                cap = capture(model, example_inputs, dialect, kwargs)
+            except UserError as exc:  # (GPT-2 cannot be traced with symbolic_trace, for one)
+                others = tuple(d for d in dialects if d != dialect) or tuple(d for d in DIALECTS if d != dialect)
+                raise UserError(
+                    f"{exc}\n  note: assert_preserves_outputs captures with each of dialects={dialects!r}; "
+                    f"dialects={others!r} checks the others"
+                ) from exc
+            gm = cap.gm
+            extra = [_with_params(cap, dialect, inp, kw, example_inputs, kwargs) for inp, kw in checks]
+            sets = [(cap.inputs, cap.kwargs), *extra]
+            # Each call starts from the same state (fxpasses.verify.call_isolated): fresh copies
+            # of the inputs, the module's tensors as captured, the same RNG seed. So modules that
+            # write their inputs or buffers, or draw random numbers, compare like for like.
+            state = TensorState(gm)
+            before = [_call(gm, inp, state, module, dialect, k, None) for k, inp in enumerate(sets)]
+            with check_journals():  # a pass declaring journal_edits is held to it
+                try:
+                    report = pipeline.run(gm, cap.inputs, example_kwargs=cap.kwargs or None)
+                except PassFailedError as exc:  # which capture it failed in
+                    exc.notes.append(f"in the graph of {type(module).__name__} captured with {dialect}")
+                    raise
+            state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
+            after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
+            for k, ((a, a_facts), (b, b_facts)) in enumerate(zip(after, before)):
+                cmp = compare_results(a, a_facts, b, b_facts, atol, rtol)
+                if cmp.message:
+                    label = _label(k)
+                    # (the figure once: a values mismatch's message gives it already)
+                    figure = "" if "max abs error" in cmp.message else f" (max abs error {cmp.max_abs:.3g})"
+                    raise AssertionError(
+                        f"{pipeline.plan().as_pipeline_string()} changed the outputs of "
+                        f"{type(module).__name__} captured with {dialect} on {label}: {cmp.message}{figure}"
+                        f"\nthe run (status: the pipeline's own verification, verify={pipeline.verify!r}; compared after it; "
+                        "with verify='numeric' the failing pass is rolled back and the nodes it changed named, and "
+                        "fxpasses.bisect.bisect finds the rewrite):"
+                        f"\n{report.table()}"
+                    )
+            results[dialect] = (gm, report)
+    except (FxPassesError, JournalMismatch) as exc:
+        # the failure's message says what and where; fxpasses' own frames (the pipeline's run
+        # loop: about 480 lines that pytest printed before a raising pass's message, a
+        # new-user check) are left out of it and of its causes, a pass's own code stays
+        raise without_own_frames(exc) from exc.__cause__
     return results
 
 

@@ -132,6 +132,48 @@ def test_a_failure_through_the_fixture_shows_the_message_not_fxpasses_source(pyt
     assert len(text.splitlines()) < 150, len(text.splitlines())
 
 
+def test_a_failure_through_assert_preserves_outputs_shows_the_message_not_fxpasses_source(pytester):
+    """A raising pass checked with `assert_preserves_outputs` printed about 480 lines, nearly all
+    of them the pipeline's and the runner's source, before the failure's message (a new-user
+    check; the fixture `fxpasses_run` had been fixed before). A model that cannot be captured
+    in one of the dialects says how to leave that dialect out (`dialects=`), which the README
+    documents but the error did not say."""
+    pytester.makepyfile(
+        """
+        import torch, fxpasses
+        from fxpasses.testing import assert_preserves_outputs
+
+        class Raises(fxpasses.NodePass):
+            "Raises in its hook."
+            name = "raises_in_hook"
+            @fxpasses.on("relu")
+            def r(self, node, ctx):
+                raise ValueError("the hook's own error")
+
+        class Branchy(torch.nn.Module):
+            def forward(self, x):
+                return x.relu() if x.sum() > 0 else -x
+
+        def test_raises():
+            assert_preserves_outputs(Raises, torch.nn.ReLU(), [torch.tensor([-1.0, 2.0])])
+
+        def test_untraceable():
+            assert_preserves_outputs("remove_dropout", Branchy(), [torch.tensor([-1.0, 2.0])])
+        """
+    )
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "pass 'raises_in_hook' failed: ValueError: the hook's own error" in text, text
+    assert "raise ValueError(\"the hook's own error\")" in text  # (the pass's code is shown)
+    assert "pipeline.py" not in text and "runner.py" not in text, text
+    assert (
+        "note: assert_preserves_outputs captures with each of dialects=('symbolic_trace', 'dynamo', 'export'); "
+        "dialects=('dynamo', 'export') checks the others"
+    ) in text, text
+    assert len(text.splitlines()) < 200, len(text.splitlines())
+
+
 def test_fixture_applies_verify_and_its_default_to_a_built_pipeline_too(pytester):
     """Given a Pipeline object, the fixture dropped both the numeric verification its inputs
     imply and an explicit verify= (a new-user check)."""
