@@ -1151,10 +1151,16 @@ class Pipeline:
                             "(changed), False (unchanged) or None (unknown)"
                         )
                     # a pass the rewrite limit kept from running changed nothing (its probe
-                    # put back what its hooks did, which moved tensor versions)
-                    changed = bool(hint) or (span is None or span.ran) and snap.changed()
-                    if changed and step.cls.kind == "analysis":
-                        if hint and not ((span is None or span.ran) and snap.changed()):
+                    # put back what its hooks did, which moved tensor versions). Without a
+                    # journal, the snapshot sees every change (graph, module tree, tensors
+                    # written, requires_grad): what it sees is what the pass changed, whatever
+                    # it returned (a GraphPass returning True for nothing kept a fixpoint group
+                    # from converging, a new-user check); a journaled pass's True stands (its
+                    # rewrites, which its journal recorded)
+                    observed = (span is None or span.ran) and (not hint or not journaled) and snap.changed()
+                    changed = observed or (bool(hint) and journaled)
+                    if (changed or hint) and step.cls.kind == "analysis":
+                        if hint and not observed:
                             raise VerificationError(
                                 f"analysis pass {step.name!r} returned {_short_repr(hint)}, which says it changed "
                                 "the graph: an analysis leaves the graph as it is and returns False or None "

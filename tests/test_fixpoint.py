@@ -486,3 +486,47 @@ def test_a_fixpoint_of_one_name_options_pair_is_one_entry_and_a_group_is_fixed_o
         group.max_iterations = 0  # (it printed a plan string that did not read back)
     group.entries.append("eliminate_dead_code")  # a copy
     assert Pipeline([group]).plan().names() == ["fold_constants"]
+
+
+def test_a_graph_pass_returning_true_for_nothing_lets_its_group_converge():
+    """A GraphPass whose run() returned True without changing anything was reported changed,
+    and every fixpoint group holding it ran to max_iterations and warned "not converged" (a
+    new-user check), while the same code as a plain FX function pass converged: the pipeline
+    judged one by its return value, the other by what it saw. A pass without a journal is
+    snapshotted, and the snapshot sees every change: that is what counts for both."""
+
+    class Claims(GraphPass):
+        name = "claims_change"
+
+        def run(self, gm, ctx):
+            return True
+
+    class Scales(GraphPass):  # (changes the graph and says so: still changed)
+        name = "scales_once"
+
+        def run(self, gm, ctx):
+            relu = next((n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.relu), None)
+            if relu is None:
+                return False
+            relu.target = torch.sigmoid
+            return True
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FixpointWarning)
+        gm = torch.fx.symbolic_trace(M())
+        report = Pipeline([Fixpoint([Claims, Scales, "eliminate_dead_code"], max_iterations=4)]).run(gm, [torch.randn(3)])
+    assert [(p.label, p.changed) for p in report.passes] == [
+        ("claims_change #1", False),
+        ("scales_once #1", True),
+        ("eliminate_dead_code #1", False),
+        ("claims_change #2", False),
+        ("scales_once #2", False),
+        ("eliminate_dead_code #2", False),
+    ]
+    assert not report.notes
+    x = torch.randn(3)
+    torch.testing.assert_close(gm(x), torch.sigmoid(x) + 1)
