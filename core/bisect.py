@@ -125,8 +125,9 @@ class BisectResult:
             return "\n".join(lines)
         if self.status == "unreported":
             lines.append(
-                f"{self.pass_name!r} changed the graph without returning a rewrite (a hook that "
-                "edits the graph and returns keep): no rewrite to blame inside it"
+                f"{self.pass_name!r} changed the graph or the module's tensors without returning a rewrite "
+                "(a hook that edits the graph, or writes a parameter or buffer in place, and returns keep): "
+                "no rewrite to blame inside it"
             )
             return "\n".join(lines)
         n = (self.last or 0) - (self.first or 0) + 1

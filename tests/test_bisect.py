@@ -281,6 +281,31 @@ def test_bisect_pass_that_reports_no_rewrite(convnet_export):
     assert "no rewrite to blame inside it" in result.text()
 
 
+class ScaleWeight(fxpasses.NodePass):
+    """Doubles each linear weight in place and returns keep: the graph is as it was."""
+
+    name = "scale_weight"
+    writes_tensors = True
+
+    @fxpasses.on("linear")
+    def lin(self, node, ctx):
+        with torch.no_grad():
+            ctx.graph.owning_module.get_submodule(node.target).weight.mul_(2)
+        return None
+
+
+def test_bisect_a_pass_that_writes_a_weight_in_place_is_not_said_to_change_the_graph():
+    """A pass that broke the outputs by writing a parameter in place, graph untouched, was said
+    to have "changed the graph without returning a rewrite" (a new-user check)."""
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(4, 4)))
+    result = bisect(Pipeline([ScaleWeight], verify="numeric"), gm, [torch.randn(2, 4)])
+    assert result.status == "unreported" and result.pass_name == "scale_weight"
+    assert (
+        "'scale_weight' changed the graph or the module's tensors without returning a rewrite (a hook that edits "
+        "the graph, or writes a parameter or buffer in place, and returns keep): no rewrite to blame inside it"
+    ) in result.text(), result.text()
+
+
 class _DropoutThenAlgebra(torch.nn.Module):
     """Two identity dropouts, then x*1 and x-0 (simplified), then x*2 (a node simplify_algebra
     visits and keeps)."""
