@@ -243,7 +243,7 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
     with an input (``t = torch.zeros(3); t.add_(x)``) stays the value it had while tracing,
     and Python values read from tensors are frozen, with no error.
 
-    Both are called under ``torch.no_grad()`` from the same torch and Python ``random`` seeds
+    Both are called in the caller's grad mode from the same torch and Python ``random`` seeds
     (the graph calls what the model calls, in order; both generators are put back after),
     with what each writes in parameters (through a :class:`~fxpasses.write_guard.WriteGuard`),
     buffers and inputs put back after it and what they print dropped; outputs are compared
@@ -260,7 +260,10 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
     from .verify import clone_outputs, compare_outputs
     from .write_guard import WriteGuard
 
-    def call(fn: Any) -> Any:
+    from torch.utils._pytree import tree_leaves
+
+    def call(fn: Any) -> tuple[Any, list[tuple[torch.dtype, bool]]]:
+        """``fn``'s outputs (detached copies) and each output tensor's (dtype, requires_grad)."""
         state = random.getstate()
         printed = io.StringIO()
         # parameters a forward writes in place are put back too (tracing itself reads them as
@@ -269,7 +272,6 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
         try:
             with (
                 _state_put_back(model, inputs, kwargs, "symbolic_trace", warn_parameters=False),
-                torch.no_grad(),
                 torch.random.fork_rng(devices=[]),
                 contextlib.redirect_stdout(printed),
                 contextlib.redirect_stderr(printed),
@@ -277,17 +279,23 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
             ):
                 torch.manual_seed(0)
                 random.seed(0)
-                return clone_outputs(fn(*inputs, **kwargs))
+                # in the caller's grad mode, as the model runs (a no_grad region the trace
+                # dropped shows as requires_grad); the copies are detached at once, which frees
+                # what autograd kept
+                out = fn(*inputs, **kwargs)
+                facts = [(t.dtype, t.requires_grad) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+                return clone_outputs(out), facts
         finally:
             guard.restore()
             random.setstate(state)
 
     try:
-        expected = call(model)
+        expected, expected_facts = call(model)
     except Exception:  # noqa: BLE001 - the inputs do not fit the model: reported where they are used
         return
+    cause = _CONSTANTS_CAUSE
     try:
-        actual = call(gm)
+        actual, actual_facts = call(gm)
     except Exception as exc:  # noqa: BLE001 - the graph raises where the model does not
         problem = f"the graph raises {_short(exc, 2)}"
     else:
@@ -295,16 +303,38 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
             problem = compare_outputs(actual, expected, 1e-5, 1e-5).message
         except Exception:  # noqa: BLE001 - outputs compare_outputs cannot compare: nothing to say
             return
+        if len(actual_facts) == len(expected_facts):
+            grads = [(a[1], e[1]) for a, e in zip(actual_facts, expected_facts) if a[1] != e[1]]
+            if any(a[0] != e[0] for a, e in zip(actual_facts, expected_facts)):
+                cause = _AUTOCAST_CAUSE
+            elif grads:
+                cause = _GRAD_MODE_CAUSE
+                problem = problem or f"an output's requires_grad is {grads[0][0]} where the model's is {grads[0][1]}"
     if problem:
         warnings.warn(
             CaptureWarning(
                 f"the symbolic_trace graph of {type(model).__name__} does not compute what the model does on the example "
-                f"inputs ({problem}): symbolic_trace runs what does not depend on the inputs once, while tracing, and keeps "
-                "the result as a constant (a tensor made in forward and then written in place, a Python value read from a "
-                "tensor); passes and verification would work on that graph. The export and dynamo captures trace such code"
+                f"inputs ({problem}): {cause}; passes and verification would work on that graph. The export and dynamo "
+                "captures trace such code"
             ),
             stacklevel=3,
         )
+
+
+#: why a symbolic_trace graph computes otherwise than its model, by what differs
+_CONSTANTS_CAUSE = (
+    "symbolic_trace runs what does not depend on the inputs once, while tracing, and keeps the result as a "
+    "constant (a tensor made in forward and then written in place, a Python value read from a tensor), and "
+    "records no context manager (torch.autocast, torch.no_grad regions run as plain code)"
+)
+_AUTOCAST_CAUSE = (
+    "symbolic_trace records no context manager, so the code of a torch.autocast region runs in the dtypes of "
+    "its inputs"
+)
+_GRAD_MODE_CAUSE = (
+    "symbolic_trace records no context manager, so the code of a torch.no_grad (enable_grad, set_grad_enabled, "
+    "inference_mode) region runs in the caller's grad mode"
+)
 
 
 def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Captured:

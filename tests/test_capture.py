@@ -124,6 +124,58 @@ def test_a_symbolic_trace_graph_that_does_not_compute_what_the_model_does_is_war
     assert torch.equal(model.bn.running_mean, stats) and model.bn.num_batches_tracked.item() == 0 and torch.equal(x, x0)
 
 
+class _Autocasts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.mm(x, self.w)
+
+
+class _NoGradRegion(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        with torch.no_grad():
+            return torch.mm(x, self.w)
+
+
+def test_the_symbolic_trace_output_check_names_a_dropped_autocast_or_no_grad_region():
+    """symbolic_trace records no context manager. A `torch.autocast` region's code then ran in
+    float32, and the warning blamed constants evaluated while tracing; a `torch.no_grad`
+    region's output required grad in the graph and nothing was said, since the check ran
+    under no_grad (a new-user check). The check runs in the caller's grad mode and names the
+    context manager when an output's dtype or requires_grad differs."""
+    from fxpasses.errors import CaptureWarning
+
+    x = torch.randn(3, 4)
+    with pytest.warns(CaptureWarning) as record:
+        capture(_Autocasts(), [x], "symbolic_trace")
+    (said,) = [str(w.message) for w in record if issubclass(w.category, CaptureWarning)]
+    assert (
+        "(output: dtype changed from torch.bfloat16 to torch.float32): symbolic_trace records no context manager, so "
+        "the code of a torch.autocast region runs in the dtypes of its inputs" in said
+    ), said
+    with pytest.warns(CaptureWarning) as record:
+        cap = capture(_NoGradRegion(), [x], "symbolic_trace")
+    (said,) = [str(w.message) for w in record if issubclass(w.category, CaptureWarning)]
+    assert (
+        "(an output's requires_grad is True where the model's is False): symbolic_trace records no context manager, "
+        "so the code of a torch.no_grad (enable_grad, set_grad_enabled, inference_mode) region runs in the caller's "
+        "grad mode" in said
+    ), said
+    assert cap.gm(x).requires_grad and not _NoGradRegion()(x).requires_grad  # (what the warning is about)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureWarning)
+        for dialect in ("export", "dynamo"):  # these record the regions
+            capture(_Autocasts(), [x], dialect)
+            capture(_NoGradRegion(), [x], dialect)
+
+
 def test_the_symbolic_trace_output_check_is_quiet_where_it_cannot_compare_and_keeps_python_state(capsys):
     """A dataclass or sparse output made the comparison raise, reported as "the graph raises"
     (a false warning); the check's calls moved Python's `random` state, printed what forward
