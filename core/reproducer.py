@@ -37,6 +37,7 @@ import datetime
 import importlib
 import importlib.util
 import math
+import os
 import shlex
 import sys
 import textwrap
@@ -484,8 +485,9 @@ class GraphBuilder:
             return resolve(qualname)
         except Exception as exc:
             raise ConfigError(
-                f"{self.source}: cannot import {qualname!r} ({exception_text(exc)}); install the "
-                "package that defines it"
+                f"{self.source}: cannot import {qualname!r} ({exception_text(exc)}), which the graph calls; "
+                "install the package that defines it, or put the folder of its module on PYTHONPATH (model code: "
+                "the reproducer's README names the file)"
             ) from None
 
     def cls(self, qualname: str) -> type:
@@ -780,14 +782,26 @@ def write_reproducer(
         text = text.replace(hint, bisect_hint(f"`{shlex.join(['fxpasses', 'bisect', str(cfg_path)])}`"))
     (directory / "error.txt").write_text(text + "\n")
     versions = _versions(s.cls for s in steps[failed_step:])
+    model_code = _model_code(gm)
+    folders = sorted({str(Path(f).parent) for f in model_code.values()})
+    replay = shlex.join(["fxpasses", "run", str(cfg_path)])
+    if folders:
+        replay = f"PYTHONPATH={shlex.quote(os.pathsep.join(folders))} {replay}"
+    needs = (
+        "needs fxpasses, the pass packages, and the model code the graph calls: "
+        + ", ".join(f"`{q}` ({f})" for q, f in model_code.items())
+        + "; put its folder on PYTHONPATH, as below, or install its package"
+        if model_code
+        else "needs only fxpasses and the pass packages, not the model's code"
+    )
     (directory / "README.md").write_text(
         f"# fxpasses reproducer\n\n"
         f"Written {datetime.datetime.now().isoformat(timespec='seconds')} by fxpasses "
         f"{_version('fxpasses')}, torch {torch.__version__}, Python {sys.version.split()[0]}.\n\n"
         f"Pass `{failing.name}` (step {failed_step + 1} of {len(steps)}) failed:\n\n"
         + textwrap.indent(text, "    ")
-        + "\n\nReplay it (needs only fxpasses and the pass packages, not the model's code):\n\n"
-        f"    {shlex.join(['fxpasses', 'run', str(cfg_path)])}\n\n"
+        + f"\n\nReplay it ({needs}):\n\n"
+        f"    {replay}\n\n"
         "Files: `fxpasses.json` (the failing pass and the passes after it, in order), "
         f"`graph.py` (the graph before the pass, as code), `{tensor_path.name}` (parameters and "
         f"buffers), `{input_path.name}` (the example inputs: positional ones named 0, 1, ..., "
@@ -795,6 +809,33 @@ def write_reproducer(
         "Pass packages: " + (", ".join(versions) or "(built-in passes only)") + "\n"
     )
     return cfg_path
+
+
+def _model_code(gm: torch.fx.GraphModule) -> dict[str, str]:
+    """``{qualified name: source file}`` of the Python functions the graph calls that are the
+    model's own code (``torch.fx.wrap``'d helpers): neither torch's, the standard library's nor
+    an installed package's. The replay imports them by name, so it needs their module."""
+    import inspect
+    import types
+
+    from .errors import _PACKAGE_DIRS, in_stdlib
+
+    found: dict[str, str] = {}
+    for node in gm.graph.nodes:
+        fn = node.target
+        if node.op != "call_function" or not isinstance(fn, types.FunctionType):
+            continue
+        module = getattr(fn, "__module__", None) or ""
+        if module.partition(".")[0] in ("torch", "fxpasses"):
+            continue
+        try:
+            file = inspect.getsourcefile(fn)
+        except TypeError:
+            continue
+        if not file or in_stdlib(file) or os.path.abspath(file).startswith(_PACKAGE_DIRS) or "site-packages" in file:
+            continue
+        found.setdefault(f"{module}.{fn.__qualname__}", os.path.abspath(file))
+    return found
 
 
 def _with_pass_plugins(plugins: Mapping[str, Any] | None, pipeline: Any, steps: Sequence[Any]) -> dict[str, Any]:

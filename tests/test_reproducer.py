@@ -304,3 +304,63 @@ def test_a_replayed_export_reproducer_can_be_saved(planted_site, tmp_path):
 
     args, kwargs = load_example_inputs(rep / "inputs.safetensors")
     torch.testing.assert_close(load_program(out / "model.pt2")(*args, **kwargs), load_graph(rep / "graph.py")(*args, **kwargs))
+
+
+_WRAPPED_MODELS = '''
+import torch
+
+
+@torch.fx.wrap
+def my_scale(x, s):
+    return x * s
+
+
+class WrapNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(my_scale(self.lin(x), 2.0))
+
+
+def wrapnet():
+    return WrapNet().eval()
+'''
+
+
+def test_a_reproducer_of_a_graph_calling_model_code_names_it_and_replays_with_it(planted_site, tmp_path):
+    """A symbolic_trace graph calling a `torch.fx.wrap` function of the model's own module
+    cannot replay without that module; the README said the replay needs no model code, and
+    the replay's error said to install a package, even in the folder of the model's file (a
+    new-user check). The reproducer's README names the function and its file and gives the
+    replay command with that folder on PYTHONPATH; without it the error says so too."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "wrapped_models.py").write_text(_WRAPPED_MODELS)
+    cfg = project / "fxpasses.toml"
+    cfg.write_text(
+        'pipeline = "planted{raise_at=1},eliminate_dead_code"\n'
+        "[model]\n"
+        'factory = "wrapped_models:wrapnet"\n'
+        'capture = "symbolic_trace"\n'
+        "inputs = [{shape = [2, 4]}]\n"
+    )
+    rep = tmp_path / "repro"
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--reproducer", str(rep), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 1, r.output
+    readme = (rep / "README.md").read_text()
+    assert (
+        "Replay it (needs fxpasses, the pass packages, and the model code the graph calls: "
+        f"`wrapped_models.my_scale` ({project / 'wrapped_models.py'}); put its folder on PYTHONPATH, as below, "
+        "or install its package):"
+    ) in readme, readme
+    assert f"    PYTHONPATH={project} fxpasses run {rep / 'fxpasses.json'}" in readme, readme
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = replay_in_subprocess(rep, planted_site, elsewhere)  # (the model's folder not on the path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "cannot import 'wrapped_models.my_scale'" in out.stderr and "put the folder of its module on PYTHONPATH" in out.stderr
+    out = replay_in_subprocess(rep, Path(f"{planted_site}{os.pathsep}{project}"), elsewhere)
+    assert out.returncode == 1, out.stderr
+    assert failure_lines(out.stderr) == failure_lines(r.output)
