@@ -96,6 +96,13 @@ log = logging.getLogger("fxpasses.backend")
 _KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "freeze", "plugins", "pyproject"}
 
 
+
+#: how to bisect a failure the backend met (the command of :func:`fxpasses.pipeline.bisect_hint`)
+_BISECT_COMMAND = (
+    "in Python: `c = fxpasses.capture.capture(model, example_inputs, \"dynamo\")`, then "
+    "`fxpasses.bisect.bisect(pipeline, c.gm, c.inputs)` (the graph TorchDynamo gives a backend is that capture's)"
+)
+
 def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     """The registry that names the passes: from ``options["plugins"]`` (a ``[plugins]``
     table), else from the nearest project config's ``[plugins]`` (``fxpasses.toml``, or
@@ -656,7 +663,7 @@ def _compile(
     function to call with the graph's inputs (the frozen ones dropped) and the Freezing
     (None without ``freeze``). ``project``: the nearest pyproject.toml's ``Config``, whose
     options tables and settings apply (see the module doc)."""
-    from .pipeline import Pipeline
+    from .pipeline import Pipeline, bisect_hint
     from .spec import parse_pipeline_string
 
     from .config import Config
@@ -708,6 +715,8 @@ def _compile(
         pipeline = Pipeline(parse_pipeline_string(spec, source), source=source, **common)
     else:
         pipeline = Pipeline(list(spec), source=source, **common)
+    # a numeric failure's note: no config names this graph, the model does
+    pipeline._bisect_hint = bisect_hint(_BISECT_COMMAND)
     report = pipeline.run(gm, inputs)
     if freezing is not None and freezing.frozen:
         from .snapshot import _versions  # (None for an inference tensor: it keeps no version counter)

@@ -298,6 +298,23 @@ class Nudge(fxpasses.GraphPass):
         return True
 
 
+def test_a_numeric_failure_under_the_backend_says_how_to_bisect_there():
+    """A numeric failure under `torch.compile` said to run `fxpasses bisect CONFIG` with the
+    run's config, which a backend run has not (a new-user check). It says how to bisect the
+    graph TorchDynamo gave: capture with the dynamo dialect, then `fxpasses.bisect.bisect`."""
+    model = Net().eval()
+    x = torch.randn(4, 8) + 3.0
+    options = {"then": "eager", "pipeline": [(Nudge, {"shift": 1.0})], "verify": "numeric", "on_error": "skip"}
+    torch.compile(model, backend="fxpasses", options=options)(x)
+    (report,) = backend.reports
+    assert report["nudge"].status == "skipped"
+    assert (
+        "to find the rewrite that changed the outputs, run in Python: `c = fxpasses.capture.capture(model, "
+        'example_inputs, "dynamo")`, then `fxpasses.bisect.bisect(pipeline, c.gm, c.inputs)`'
+    ) in report["nudge"].error, report["nudge"].error
+    assert "fxpasses bisect CONFIG" not in report["nudge"].error
+
+
 @pytest.mark.parametrize(
     "nudge, tolerance",
     [({"shift": 1e-3}, {"atol": 1e-2}), ({"scale": 1.001}, {"rtol": 1e-2, "atol": 0.0})],
