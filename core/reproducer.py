@@ -709,10 +709,14 @@ def write_reproducer(
     failed_step: int,
     error: BaseException,
     plugins: dict[str, Any] | None = None,
+    iteration: int = 0,
 ) -> Path:
     """Write a reproducer of ``pipeline``'s failure at plan step ``failed_step`` (0-based).
 
-    ``gm`` must be the graph as it was before that step (after a rollback). Returns the
+    ``gm`` must be the graph as it was before that step (after a rollback). ``iteration``: the
+    fixpoint iteration the failing step ran in (0: not in a group); the replay runs its group
+    from the failing pass on, for the iterations the run had left (``max_iterations`` less
+    the ones before), numbered from 1 again. Returns the
     config's path. The inputs file holds ``example_inputs`` as tensors named ``0``, ``1``, ...
     and ``example_kwargs`` by their keywords; the replay calls the graph with both.
 
@@ -756,7 +760,8 @@ def write_reproducer(
         elif s.group is group:
             entries[-1]["fixpoint"].append(entry)
         else:  # (from the failing pass on: the group's later iterations start there)
-            entries.append({"fixpoint": [entry], "max_iterations": s.group.max_iterations})
+            left = s.group.max_iterations - (iteration - 1 if i == 0 and iteration > 1 else 0)
+            entries.append({"fixpoint": [entry], "max_iterations": max(left, 1)})
         group = s.group
     config: dict[str, Any] = {
         "pipeline": entries,
@@ -798,8 +803,17 @@ def write_reproducer(
         f"# fxpasses reproducer\n\n"
         f"Written {datetime.datetime.now().isoformat(timespec='seconds')} by fxpasses "
         f"{_version('fxpasses')}, torch {torch.__version__}, Python {sys.version.split()[0]}.\n\n"
-        f"Pass `{failing.name}` (step {failed_step + 1} of {len(steps)}) failed:\n\n"
+        f"Pass `{failing.name}` (step {failed_step + 1} of {len(steps)}"
+        + (f", iteration {iteration} of its fixpoint group" if iteration else "")
+        + ") failed:\n\n"
         + textwrap.indent(text, "    ")
+        + (
+            f"\n\nThe replay runs its fixpoint group from `{failing.name}` on, as iteration 1 (`ctx.iteration` "
+            f"counts from there), for the {max(failing.group.max_iterations - iteration + 1, 1)} iteration(s) "
+            "the run had left: a pass that acts on `ctx.iteration` may act otherwise."
+            if iteration > 1 and failing.group is not None
+            else ""
+        )
         + f"\n\nReplay it ({needs}):\n\n"
         f"    {replay}\n\n"
         "Files: `fxpasses.json` (the failing pass and the passes after it, in order), "
@@ -910,6 +924,7 @@ class ReproducerWriter:
         self.pipeline = pipeline
         self.plugins = plugins
         self.step = -1
+        self.iteration = 0
         self.inputs: Sequence[Any] | None = None
         self.kwargs: Mapping[str, Any] | None = None
         self.written: Path | None = None
@@ -921,6 +936,7 @@ class ReproducerWriter:
         # the plan step (counting the passes run miscounted analyses computed on demand and
         # the iterations of fixpoint groups)
         self.step = ctx.step if getattr(ctx, "step", None) is not None else self.step + 1
+        self.iteration = getattr(ctx, "iteration", 0) or 0
         self.inputs = ctx.example_inputs
         self.kwargs = ctx.example_kwargs
 
@@ -942,6 +958,7 @@ class ReproducerWriter:
                 failed_step=self.step,
                 error=error,
                 plugins=self.plugins,
+                iteration=self.iteration,
             )
         except Exception as exc:  # never hide the pass's own failure
             self.error = f"{exception_text(exc)}"

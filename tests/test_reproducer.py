@@ -364,3 +364,46 @@ def test_a_reproducer_of_a_graph_calling_model_code_names_it_and_replays_with_it
     out = replay_in_subprocess(rep, Path(f"{planted_site}{os.pathsep}{project}"), elsewhere)
     assert out.returncode == 1, out.stderr
     assert failure_lines(out.stderr) == failure_lines(r.output)
+
+
+def test_a_reproducer_of_a_failure_in_a_later_fixpoint_iteration_keeps_the_iterations_left(tmp_path):
+    """A failure in iteration 2 of a fixpoint group was written as the group from the failing
+    pass on with the whole `max_iterations` again, and nothing said that the replay counts
+    iterations from 1 (a new-user check: a pass acting on `ctx.iteration` did not fail again).
+    The replay's group gets the iterations the run had left, and its README says how the
+    iterations are numbered."""
+    import fxpasses
+    from fxpasses.reproducer import ReproducerWriter
+
+    class Grows(fxpasses.GraphPass):
+        name = "grows_each_time"
+
+        def run(self, gm, ctx):
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            with gm.graph.inserting_before(out):
+                gm.graph.call_function(torch.add, (out.args[0], 0.0))  # (unused: dead code)
+            return True
+
+    class FailsLater(fxpasses.GraphPass):
+        name = "fails_in_iteration_2"
+
+        def run(self, gm, ctx):
+            if ctx.iteration == 2:
+                raise RuntimeError("iteration 2")
+            return False
+
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()))
+    pipeline = fxpasses.Pipeline([fxpasses.Fixpoint([Grows, FailsLater, "eliminate_dead_code"], max_iterations=5)])
+    writer = ReproducerWriter(tmp_path / "repro", pipeline)
+    with pytest.raises(fxpasses.PassFailedError, match="in iteration 2 of its fixpoint group"):
+        pipeline.run(gm, [torch.randn(2, 3)], instruments=[writer])
+    config = json.loads((tmp_path / "repro" / "fxpasses.json").read_text())
+    (group,) = config["pipeline"]
+    assert [e["name"] for e in group["fixpoint"]] == ["fails_in_iteration_2", "eliminate_dead_code"]
+    assert group["max_iterations"] == 4
+    readme = (tmp_path / "repro" / "README.md").read_text()
+    assert "Pass `fails_in_iteration_2` (step 2 of 3, iteration 2 of its fixpoint group) failed:" in readme, readme
+    assert (
+        "The replay runs its fixpoint group from `fails_in_iteration_2` on, as iteration 1 (`ctx.iteration` counts "
+        "from there), for the 4 iteration(s) the run had left: a pass that acts on `ctx.iteration` may act otherwise."
+    ) in readme, readme
