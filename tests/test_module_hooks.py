@@ -107,6 +107,7 @@ def test_a_call_of_a_module_with_hooks_is_kept_with_outputs_and_gradients(case, 
     model = model_cls().eval()
     x = torch.randn(*shape)
     register, kind = _HOOKS[hook]
+    full_backward = nn_module._global_is_full_backward_hook  # (removing a global hook leaves it set)
     handle = register(getattr(model, where))
     try:
         gm = torch.fx.symbolic_trace(model)
@@ -125,6 +126,7 @@ def test_a_call_of_a_module_with_hooks_is_kept_with_outputs_and_gradients(case, 
             assert module_hooks_reason(getattr(model, where)) == f"{type(getattr(model, where)).__name__} has {kind} hooks"
     finally:
         handle.remove()
+        nn_module._global_is_full_backward_hook = full_backward
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
     # without the hook the same pass does its job (the test would pass on a pass that never acts)
     gm = torch.fx.symbolic_trace(model)
