@@ -1151,15 +1151,18 @@ class Pipeline:
                             "(changed), False (unchanged) or None (unknown)"
                         )
                     # a pass the rewrite limit kept from running changed nothing (its probe
-                    # put back what its hooks did, which moved tensor versions). Without a
-                    # journal, the snapshot sees every change (graph, module tree, tensors
-                    # written, requires_grad): what it sees is what the pass changed, whatever
-                    # it returned (a GraphPass returning True for nothing kept a fixpoint group
-                    # from converging, a new-user check); a journaled pass's True stands (its
-                    # rewrites, which its journal recorded)
+                    # put back what its hooks did, which moved tensor versions). A True
+                    # stands for what is verified (a write through `.data` moves no version
+                    # counter: only the pass can tell of it). What the report says and what a
+                    # fixpoint group's convergence is judged by is what the snapshot of a pass
+                    # without a journal sees (graph, module tree, tensors written,
+                    # requires_grad): a GraphPass returning True for nothing kept its group
+                    # from converging (a new-user check); a journaled pass's True is its
+                    # rewrites, which its journal recorded
                     observed = (span is None or span.ran) and (not hint or not journaled) and snap.changed()
-                    changed = observed or (bool(hint) and journaled)
-                    if (changed or hint) and step.cls.kind == "analysis":
+                    changed = bool(hint) or observed
+                    seen = changed if journaled else observed
+                    if changed and step.cls.kind == "analysis":
                         if hint and not observed:
                             raise VerificationError(
                                 f"analysis pass {step.name!r} returned {_short_repr(hint)}, which says it changed "
@@ -1372,8 +1375,8 @@ class Pipeline:
                     dirty = True
                     raise
                 pr.seconds = time.perf_counter() - t0
-                pr.changed = changed
-                group_step_done(step, changed)  # (before the test of what is left to run)
+                pr.changed = seen
+                group_step_done(step, seen)  # (before the test of what is left to run)
                 # (with no pass left, nothing would read the answers: no need to ask)
                 if changed and not (journaled and queue and snap.module_answers_hold()):
                     _new_epoch(gm, epoch_graphs)
