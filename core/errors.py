@@ -179,6 +179,23 @@ def raising_frame(exc: BaseException) -> str | None:
     return None if found is None else f"{found[0]}:{found[1]}, in {found[2]}"
 
 
+def root_cause_note(exc: BaseException) -> str:
+    """`` (its root cause: TypeName: message)``: the innermost exception ``exc`` was raised
+    from or while handling (``__cause__``, else ``__context__`` unless suppressed), or ``""``
+    when there is none. A model factory's ``ModuleNotFoundError`` from transformers' lazy
+    import hid the real cause (torchvision's ``RuntimeError`` two levels down: a new-user check)."""
+    seen = {id(exc)}
+    current: BaseException | None = exc
+    root = None
+    while current is not None:
+        nxt = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+        if nxt is None or id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        root = current = nxt
+    return "" if root is None else f" (its root cause: {exception_text(root)})"
+
+
 def exception_text(exc: BaseException) -> str:
     """``"TypeName: message"``: an exception as a message quotes it (never raises, see
     :func:`exception_message`); ``SystemExit`` of a bare ``sys.exit()`` as ``SystemExit

@@ -62,7 +62,7 @@ from ._json import dumps as json_dumps
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
-from .errors import ConfigError, FxPassesError, PassFailedError, UserError, VerificationError, exception_line, exception_text, os_reason, require_file
+from .errors import ConfigError, FxPassesError, PassFailedError, UserError, VerificationError, exception_line, exception_text, os_reason, require_file, root_cause_note
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
 from .report import RunReport
@@ -371,7 +371,7 @@ def _build_model(mc: ModelConfig, base_dir: Path | None) -> tuple[torch.nn.Modul
         model = factory(**mc.kwargs)
     except Exception as exc:
         raise ConfigError(
-            f"the model factory {mc.factory} raised {exception_text(exc)}", source="[model] factory"
+            f"the model factory {mc.factory} raised {exception_text(exc)}{root_cause_note(exc)}", source="[model] factory"
         ) from exc
     if isinstance(model, torch.export.ExportedProgram):
         try:

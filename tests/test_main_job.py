@@ -573,11 +573,18 @@ def test_errors_from_the_models_own_code_are_user_errors_naming_it(tmp_path):
         "        raise NotImplementedError('modes are not for me')\n"
         "def no_modes():\n    return NoModes(2, 2)\n"
         "def raises():\n    raise KeyError('weights.bin')\n"
+        "def _lazy():\n    raise RuntimeError('operator torchvision::nms does not exist')\n"
+        "def hides_its_cause():\n"
+        "    try:\n        _lazy()\n"
+        "    except RuntimeError as e:\n        raise ModuleNotFoundError('Could not import module GPT2LMHeadModel') from e\n"
     )
     for factory, fault in [
         ("no_modes", "[model] train: the model odd:no_modes returned cannot be put in eval mode: "
                      "NoModes.train(False) raised NotImplementedError: modes are not for me"),
-        ("raises", "[model] factory: the model factory odd:raises raised KeyError: 'weights.bin'"),
+        ("raises", "[model] factory: the model factory odd:raises raised KeyError: 'weights.bin'\n"),
+        # (transformers' lazy import hid torchvision's error two levels down: a new-user check)
+        ("hides_its_cause", "the model factory odd:hides_its_cause raised ModuleNotFoundError: Could not import module "
+                            "GPT2LMHeadModel (its root cause: RuntimeError: operator torchvision::nms does not exist)"),
     ]:
         cfg = tmp_path / f"{factory}.toml"
         cfg.write_text(f'[model]\nfactory = "odd:{factory}"\ninputs = [{{shape = [2]}}]\n')
