@@ -80,6 +80,18 @@ _DROP_RELU = """
 """
 
 
+#: a pass whose hook raises, as the source of a pytester test file
+_RAISES = """
+        class Raises(fxpasses.NodePass):
+            "Raises in its hook."
+            name = "raises_in_hook"
+            @fxpasses.on("relu")
+            def r(self, node, ctx):
+                raise ValueError("the hook's own error")
+
+"""
+
+
 def test_fixture_verifies_numerically_when_given_inputs(pytester):
     pytester.makepyfile(
         """
@@ -106,14 +118,8 @@ def test_a_failure_through_the_fixture_shows_the_message_not_fxpasses_source(pyt
         import torch, fxpasses
         """
         + _DROP_RELU
+        + _RAISES
         + """
-        class Raises(fxpasses.NodePass):
-            "Raises in its hook."
-            name = "raises_in_hook"
-            @fxpasses.on("relu")
-            def r(self, node, ctx):
-                raise ValueError("the hook's own error")
-
         def test_wrong(fxpasses_run):
             gm = torch.fx.symbolic_trace(torch.nn.ReLU())
             fxpasses_run(gm, [DropRelu], [torch.tensor([-1.0, 2.0])])
@@ -142,14 +148,9 @@ def test_a_failure_through_assert_preserves_outputs_shows_the_message_not_fxpass
         """
         import torch, fxpasses
         from fxpasses.testing import assert_preserves_outputs
-
-        class Raises(fxpasses.NodePass):
-            "Raises in its hook."
-            name = "raises_in_hook"
-            @fxpasses.on("relu")
-            def r(self, node, ctx):
-                raise ValueError("the hook's own error")
-
+        """
+        + _RAISES
+        + """
         class Branchy(torch.nn.Module):
             def forward(self, x):
                 return x.relu() if x.sum() > 0 else -x
