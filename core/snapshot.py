@@ -120,6 +120,7 @@ class Snapshot:
         "unrestorable",
         "subgraphs",
         "_by_node",
+        "containers",
     )
 
     def __init__(self, gm: torch.fx.GraphModule, *, copy_tensors: bool = False) -> None:
@@ -127,6 +128,7 @@ class Snapshot:
         graph = gm.graph
         self.graph = graph
         self.nodes = list(map(node_record, graph.nodes))
+        self.containers = argument_containers(graph)
         self.graph_dict = graph.__dict__.copy()
         self.namespace = record_namespace(graph)
         self.modules, tensors, n_params = _record_modules(gm)
@@ -381,6 +383,7 @@ class Snapshot:
         self._restore_graph()
 
     def _restore_graph(self) -> None:
+        refill_containers(self.containers)  # (before the edges are rebuilt from the arguments)
         restore_graph_records(self.gm, self.graph, self.nodes, self.graph_dict, self.namespace)
         for sub in self.subgraphs:
             sub.restore()
@@ -789,8 +792,61 @@ def _first_difference(live: dict[Any, Any], recorded: dict[Any, Any], module: An
 
 
 def graph_changed(snap: Snapshot) -> bool:
-    """Whether ``snap.graph`` differs from the recorded node list (order, fields, edges)."""
-    return nodes_changed(snap.graph, snap.nodes)
+    """Whether ``snap.graph`` differs from the recorded node list (order, fields, edges), or a
+    list or dict inside a node's arguments from its recorded contents."""
+    return nodes_changed(snap.graph, snap.nodes) or containers_changed(snap.containers)
+
+
+def argument_containers(graph: torch.fx.Graph) -> list[tuple[Any, Any]]:
+    """``(container, its items)`` of every list and dict inside the nodes' arguments (FX's
+    ``immutable_list``/``immutable_dict``, at any depth). FX refuses to change them in place,
+    but ``list.__setitem__`` does not ask: a pass that edited ``torch.cat``'s list so was
+    "rolled back" with the edit kept, since the node's ``args`` tuple was still the recorded
+    one (a new-user check). Only a :class:`Snapshot` records them (a journal trusts its
+    pass's promise to edit through FX)."""
+    found: list[tuple[Any, Any]] = []
+    todo: list[Any] = []
+    for n in graph.nodes:
+        for a in n._args:
+            if type(a) is not torch.fx.Node and isinstance(a, (tuple, list, dict)):
+                todo.append(a)
+        if n._kwargs:
+            todo.extend(v for v in n._kwargs.values() if isinstance(v, (tuple, list, dict)))
+    while todo:
+        a = todo.pop()
+        if isinstance(a, list):
+            found.append((a, tuple(a)))
+            todo.extend(v for v in a if isinstance(v, (tuple, list, dict)))
+        elif isinstance(a, dict):
+            found.append((a, tuple(a.items())))
+            todo.extend(v for v in a.values() if isinstance(v, (tuple, list, dict)))
+        else:
+            todo.extend(v for v in a if isinstance(v, (tuple, list, dict)))
+    return found
+
+
+def _container_differs(live: Any, saved: tuple) -> bool:
+    items = tuple(live.items()) if isinstance(live, dict) else live
+    return len(items) != len(saved) or any(
+        (x[0] is not y[0] or x[1] is not y[1]) if isinstance(live, dict) else x is not y for x, y in zip(items, saved)
+    )
+
+
+def containers_changed(containers: list[tuple[Any, Any]]) -> bool:
+    """Whether a container :func:`argument_containers` recorded holds other items now."""
+    return any(_container_differs(live, saved) for live, saved in containers)
+
+
+def refill_containers(containers: list[tuple[Any, Any]]) -> None:
+    """Put the recorded items back into each container :func:`argument_containers` recorded
+    (past FX's refusal to change them, as they were changed)."""
+    for live, saved in containers:
+        if _container_differs(live, saved):
+            if isinstance(live, dict):
+                dict.clear(live)
+                dict.update(live, saved)
+            else:
+                list.__setitem__(live, slice(None), saved)
 
 
 def nodes_changed(graph: torch.fx.Graph, records: list[tuple[Any, ...]]) -> bool:

@@ -1982,3 +1982,46 @@ def test_options_holding_only_values_a_frozen_model_keeps_are_not_pictured():
     assert changed_option(opts, state) is None
     opts.skip_names[0] = "b"
     assert changed_option(opts, state) == "'skip_names' (now ['b'])"
+
+
+class _CatOfTwo(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.cat([x.relu(), y.sigmoid()], 0)
+
+
+class _SwapsCatItemPastFX(fxpasses.GraphPass):
+    """Wrong: edits torch.cat's list in place with list.__setitem__ (FX's immutable_list
+    refuses `lst[0] = ...`, but not this), and says nothing changed."""
+
+    name = "swaps_cat_item"
+
+    def run(self, gm, ctx):
+        cat = next(n for n in gm.graph.nodes if n.target is torch.cat)
+        list.__setitem__(cat.args[0], 0, cat.args[0][1])  # cat([sigmoid, sigmoid])
+        return False
+
+
+@pytest.mark.parametrize("on_error", ["rollback", "skip"])
+def test_a_list_inside_arguments_edited_in_place_is_seen_and_rolled_back(on_error):
+    """A pass that changed `torch.cat`'s argument list in place, past FX's refusal, failed
+    numeric verification and was reported "restored to its state before", yet the list kept
+    the edit; with on_error="skip" the run finished with the module computing something else
+    (a new-user check). A snapshot records the items of the lists and dicts inside the nodes'
+    arguments: such an edit is a change (verified), and a rollback puts the items back."""
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    gm = torch.fx.symbolic_trace(_CatOfTwo())
+    code, expected = gm.code, gm(x, y)
+    pipeline = Pipeline([_SwapsCatItemPastFX, "eliminate_dead_code"], verify="numeric", on_error=on_error)
+    if on_error == "rollback":
+        with pytest.raises(PassFailedError, match="verification failed: output") as info:
+            pipeline.run(gm, [x, y])
+        assert info.value.rolled_back
+    else:
+        report = pipeline.run(gm, [x, y])
+        assert [(p.name, p.status) for p in report.passes] == [("swaps_cat_item", "skipped"), ("eliminate_dead_code", "ok")]
+    cat = next(n for n in gm.graph.nodes if n.target is torch.cat)
+    assert [a.name for a in cat.args[0]] == ["relu", "sigmoid"]
+    assert [u.name for u in cat.args[0][0].users] == ["cat"]  # (the use edges as they were)
+    gm.recompile()
+    assert gm.code == code
+    torch.testing.assert_close(gm(x, y), expected)
