@@ -758,31 +758,39 @@ def _has_hooks(mod: torch.nn.Module) -> bool:
 
 
 def _hook_kind(mod: torch.nn.Module) -> str | None:
-    """The first kind of hook a call of ``mod`` runs (see :func:`_has_hooks`): ``"forward"``,
-    ``"backward"``, ``"global forward"``, ``"global backward"``, or None."""
+    """The first kind of hook a call of ``mod`` runs (see :func:`_has_hooks`), as the word
+    before ``hooks``: ``"forward "``, ``"forward pre-"``, ``"backward "``, ``"backward pre-"``,
+    or one of these after ``"global "``; None when it runs none."""
     d = mod.__dict__
-    if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
-        return "forward"
-    if d.get("_backward_hooks") or d.get("_backward_pre_hooks"):
-        return "backward"
-    if getattr(nn_module, "_global_forward_hooks", None) or getattr(nn_module, "_global_forward_pre_hooks", None):
-        return "global forward"
-    if getattr(nn_module, "_global_backward_hooks", None) or getattr(nn_module, "_global_backward_pre_hooks", None):
-        return "global backward"
+    for key, kind in _HOOK_KINDS:
+        if d.get(key):
+            return kind
+    for key, kind in _HOOK_KINDS:
+        if getattr(nn_module, f"_global{key}", None):
+            return f"global {kind}"
     return None
+
+
+#: a module's hook dictionaries (``_global`` + the name: torch's global ones) and their kinds
+_HOOK_KINDS = (
+    ("_forward_hooks", "forward "),
+    ("_forward_pre_hooks", "forward pre-"),
+    ("_backward_hooks", "backward "),
+    ("_backward_pre_hooks", "backward pre-"),
+)
 
 
 def module_hooks_reason(mod: torch.nn.Module) -> str | None:
     """Why a call of ``mod`` is not its ``forward`` alone, in words (``"Dropout has forward
-    hooks"``; ``"Dropout runs the global backward hooks (torch.nn.modules.module.register_module_*)"``:
+    pre-hooks"``; ``"Dropout runs the global backward hooks (torch.nn.modules.module.register_module_*)"``:
     :func:`_has_hooks`), or None: for a pass that replaces the call by what its forward
     computes (dropout removal, conv-bn fusion)."""
     kind = _hook_kind(mod)
     if kind is None:
         return None
     if kind.startswith("global"):
-        return f"{type(mod).__name__} runs the {kind} hooks (torch.nn.modules.module.register_module_*)"
-    return f"{type(mod).__name__} has {kind} hooks"
+        return f"{type(mod).__name__} runs the {kind}hooks (torch.nn.modules.module.register_module_*)"
+    return f"{type(mod).__name__} has {kind}hooks"
 
 
 _MODULE_GETATTR = torch.nn.Module.__getattr__

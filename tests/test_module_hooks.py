@@ -40,14 +40,14 @@ def _clip_grad_out(m: nn.Module, go: tuple) -> tuple:
     return (go[0].clamp(-0.01, 0.01),)
 
 
-#: name -> (register on a module, or None: global) ; kind the reason names
+#: name -> (register it on a module, or globally; the kind of hooks the reason names)
 _HOOKS: dict[str, tuple[Callable[[nn.Module], Any], str]] = {
-    "forward": (lambda m: m.register_forward_hook(_scale_output), "forward"),
-    "forward_pre": (lambda m: m.register_forward_pre_hook(_scale_input), "forward"),
-    "backward": (lambda m: m.register_full_backward_hook(_scale_grad_in), "backward"),
-    "backward_pre": (lambda m: m.register_full_backward_pre_hook(_clip_grad_out), "backward"),
-    "global_forward": (lambda m: nn_module.register_module_forward_hook(_scale_output), "forward"),
-    "global_backward": (lambda m: nn_module.register_module_full_backward_hook(_scale_grad_in), "backward"),
+    "forward": (lambda m: m.register_forward_hook(_scale_output), "forward hooks"),
+    "forward_pre": (lambda m: m.register_forward_pre_hook(_scale_input), "forward pre-hooks"),
+    "backward": (lambda m: m.register_full_backward_hook(_scale_grad_in), "backward hooks"),
+    "backward_pre": (lambda m: m.register_full_backward_pre_hook(_clip_grad_out), "backward pre-hooks"),
+    "global_forward": (lambda m: nn_module.register_module_forward_hook(_scale_output), "forward hooks"),
+    "global_backward": (lambda m: nn_module.register_module_full_backward_hook(_scale_grad_in), "backward hooks"),
 }
 
 
@@ -84,9 +84,9 @@ class _TanhTwice(nn.Module):
 
 
 _CASES = {
-    "remove_dropout": (_LinDrop, "drop", (2, 4), "drop: Dropout has {kind} hooks"),
-    "fuse_conv_bn/conv": (_ConvBn, "conv", (1, 3, 6, 6), "conv: Conv2d has {kind} hooks"),
-    "fuse_conv_bn/bn": (_ConvBn, "bn", (1, 3, 6, 6), "bn: BatchNorm2d has {kind} hooks"),
+    "remove_dropout": (_LinDrop, "drop", (2, 4), "drop: Dropout has {kind}"),
+    "fuse_conv_bn/conv": (_ConvBn, "conv", (1, 3, 6, 6), "conv: Conv2d has {kind}"),
+    "fuse_conv_bn/bn": (_ConvBn, "bn", (1, 3, 6, 6), "bn: BatchNorm2d has {kind}"),
     "eliminate_common_subexpressions": (_TanhTwice, "act", (2, 4), None),
 }
 
@@ -118,12 +118,12 @@ def test_a_call_of_a_module_with_hooks_is_kept_with_outputs_and_gradients(case, 
         assert result.status == "ok" and not result.changed, (result.status, result.counters)
         reasons = [why for _, why in result.skipped]
         if hook.startswith("global"):  # (every module runs them: the first one met is named)
-            ran = f"runs the global {kind} hooks (torch.nn.modules.module.register_module_*)"
+            ran = f"runs the global {kind} (torch.nn.modules.module.register_module_*)"
             assert said is None or any(why.endswith(ran) for why in reasons), reasons
             assert module_hooks_reason(getattr(model, where)) == f"{type(getattr(model, where)).__name__} {ran}"
         else:
             assert said is None or said.format(kind=kind) in reasons, reasons
-            assert module_hooks_reason(getattr(model, where)) == f"{type(getattr(model, where)).__name__} has {kind} hooks"
+            assert module_hooks_reason(getattr(model, where)) == f"{type(getattr(model, where)).__name__} has {kind}"
     finally:
         handle.remove()
         nn_module._global_is_full_backward_hook = full_backward
