@@ -646,7 +646,7 @@ def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
 #: call_function targets whose every call is checked, keywords or not (ATen operators against
 #: their schema, Python functions against their signature, a tensor method's descriptor
 #: ``torch.Tensor.cos`` for what it is called on)
-_CHECKED_CALLS = (_OpOverload, types.FunctionType, types.MethodDescriptorType)
+_CHECKED_CALLS = (_OpOverload, types.FunctionType, types.MethodDescriptorType, torch._ops.OpOverloadPacket)
 #: the signature of each Python function and module class's forward (None: none known)
 _SIGNATURES: dict[Any, inspect.Signature | None] = {}
 
@@ -769,7 +769,7 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
     if kind is types.MethodDescriptorType:  # torch.Tensor.cos(x): x must be a tensor
         return _tensor_method_problem(target, args)
     if kind is _OpOverloadPacket:
-        return _packet_problem(target, args, kwargs) if _has_none(args) or _has_none(kwargs.values()) else None
+        return _packet_problem(target, args, kwargs)
     problem = keyword_problem(target, kwargs)
     if problem is None and type(target) is types.FunctionType:
         problem = _bind_problem(_signature(target), args, kwargs, torchs=_of_torch(target))
@@ -777,6 +777,8 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
             return f"arguments it does not take: {problem} (its signature: {target.__name__}{_signature(target)})"
     if problem is None and type(target) is types.BuiltinFunctionType and target in _NO_NONE_OPERATORS and _has_none(args):
         return "None as an operand, which no operand of it takes"
+    if problem is None and target is operator.getitem and args and args[0] is None:
+        return "None to index, which cannot be indexed"  # (`None[0]`: a tensor node replaced by None)
     if problem is not None or not (_has_none(args) or _has_none(kwargs.values())):
         return problem
     found = overloads(target) if isinstance(target, types.BuiltinFunctionType) else None
@@ -815,8 +817,8 @@ def _tensor_method_problem(target: Any, args: tuple) -> str | None:
 
 def _packet_problem(packet: Any, args: tuple, kwargs: dict) -> str | None:
     """What is wrong with calling the ATen overload packet ``packet`` (``aten.cos``, which picks
-    an overload when called) with ``args``/``kwargs`` that hold a None: None when one of its
-    overloads takes them (:func:`schema_problem`), else the first overload's problem."""
+    an overload when called) with ``args``/``kwargs``: None when one of its overloads takes them
+    by :func:`schema_problem` (counts, keywords, None), else the first overload's problem."""
     problems = []
     for name in packet.overloads():
         try:

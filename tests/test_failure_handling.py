@@ -635,6 +635,18 @@ def test_none_given_to_an_overload_packet_or_a_tensor_method_descriptor_fails_li
         f" (and none of its {len(torch.ops.aten.cos.overloads()) - 1} other overloads takes these arguments)"
     )
     assert call_problem(torch.ops.aten.sum, ("x", None), {}) is None  # (sum.dim_IntList takes dim=None)
+    # counts and keywords too (a second new-user check): refused when no overload takes them
+    assert call_problem(torch.ops.aten.cos, ("x", "x"), {}).startswith("2 positional arguments, where aten::cos.default takes at most 1")
+    assert call_problem(torch.ops.aten.add, ("x", "x"), {"alph": 2}).startswith("the keyword 'alph', which aten::add.Tensor(")
+    for target, args, kwargs in [
+        (torch.ops.aten.add, ("x", "x"), {"alpha": 2}),
+        (torch.ops.aten.add, ("x", 2), {}),
+        (torch.ops.aten.add, ("x",), {"other": "y"}),
+        (torch.ops.aten.view, ("x", [2, 3]), {}),
+    ]:
+        assert call_problem(target, args, kwargs) is None, (target, args, kwargs)
+    assert call_problem(operator.getitem, (None, 0), {}) == "None to index, which cannot be indexed"
+    assert call_problem(operator.getitem, ("x", None), {}) is None
     assert call_problem(torch.Tensor.cos, (None,), {}) == "None (NoneType) to call it on, which is not a tensor"
     assert call_problem(torch.Tensor.add, (2, "x"), {}) == "2 (int) to call it on, which is not a tensor"
     assert call_problem(torch.Tensor.cos, (torch.ones(1),), {}) is None
