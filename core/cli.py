@@ -954,6 +954,8 @@ def _echo_reproducer(writer: Any) -> None:
             f"replay it with: {shlex.join(['fxpasses', 'run', str(writer.written)])}",
             err=True,
         )
+        for warning in writer.warnings:
+            click.echo(f"warning: {warning}", err=True)
     elif writer.error is not None:
         click.echo(f"warning: no reproducer written for {writer.failed_pass!r}: {writer.error}", err=True)
 

@@ -792,6 +792,7 @@ def write_reproducer(
     replay = shlex.join(["fxpasses", "run", str(cfg_path)])
     if folders:
         replay = f"PYTHONPATH={shlex.quote(os.pathsep.join(folders))} {replay}"
+    hooks = unsaved_hooks(gm)
     needs = (
         "needs fxpasses, the pass packages, and the model code the graph calls: "
         + ", ".join(f"`{q}` ({f})" for q, f in model_code.items())
@@ -814,6 +815,12 @@ def write_reproducer(
             if iteration > 1 and failing.group is not None
             else ""
         )
+        + (
+            "\n\nNot in the reproducer (the replay runs without them, so a failure that depends on them "
+            "may not show): " + "; ".join(hooks) + "."
+            if hooks
+            else ""
+        )
         + f"\n\nReplay it ({needs}):\n\n"
         f"    {replay}\n\n"
         "Files: `fxpasses.json` (the failing pass and the passes after it, in order), "
@@ -823,6 +830,25 @@ def write_reproducer(
         "Pass packages: " + (", ".join(versions) or "(built-in passes only)") + "\n"
     )
     return cfg_path
+
+
+def unsaved_hooks(gm: torch.fx.GraphModule) -> list[str]:
+    """The hooks of ``gm``'s modules (``path: Class has forward hooks``; global ones once)
+    that a reproducer does not hold: ``graph.py`` has the graph and the tensors, not Python
+    callables. A failure that depends on them (a pass removing a call whose hook changes the
+    output) replays without them, and the replay passed without a word (a new-user check)."""
+    from .effects import module_hooks_reason
+
+    found: list[str] = []
+    for path, m in gm.named_modules(remove_duplicate=True):
+        reason = module_hooks_reason(m)
+        if reason is None:
+            continue
+        if " runs the global " in reason:
+            found.append(reason.split(" runs the ", 1)[1])
+            break
+        found.append(f"{path or '(root)'}: {reason}")
+    return found
 
 
 def _model_code(gm: torch.fx.GraphModule) -> dict[str, str]:
@@ -930,6 +956,8 @@ class ReproducerWriter:
         self.written: Path | None = None
         self.error: str | None = None
         self.failed_pass: str | None = None
+        #: what the reproducer written does not hold (module hooks), for the caller to say
+        self.warnings: list[str] = []
 
     @hookimpl
     def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
@@ -960,5 +988,8 @@ class ReproducerWriter:
                 plugins=self.plugins,
                 iteration=self.iteration,
             )
+            hooks = unsaved_hooks(gm)
+            if hooks:
+                self.warnings.append(f"the reproducer does not hold the modules' hooks, and its replay runs without them: {'; '.join(hooks)}")
         except Exception as exc:  # never hide the pass's own failure
             self.error = f"{exception_text(exc)}"

@@ -407,3 +407,39 @@ def test_a_reproducer_of_a_failure_in_a_later_fixpoint_iteration_keeps_the_itera
         "The replay runs its fixpoint group from `fails_in_iteration_2` on, as iteration 1 (`ctx.iteration` counts "
         "from there), for the 4 iteration(s) the run had left: a pass that acts on `ctx.iteration` may act otherwise."
     ) in readme, readme
+
+
+def test_a_reproducer_says_it_does_not_hold_the_modules_hooks(planted_site, tmp_path):
+    """A reproducer holds the graph and the tensors, not a module's hooks: a failure that
+    depended on one (a pass removing a call whose hook changed the output) replayed as
+    "outputs: match" without a word (a new-user check). The run warns, and the reproducer's
+    README lists the hooks left out."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "hooked_models.py").write_text(
+        "import torch\n"
+        "class Hooked(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(4, 4)\n"
+        "        self.lin.register_forward_hook(lambda m, i, o: o * 2)\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(self.lin(x))\n"
+        "def hooked():\n    return Hooked().eval()\n"
+    )
+    cfg = project / "fxpasses.toml"
+    cfg.write_text(
+        'pipeline = "planted{raise_at=1}"\n[model]\nfactory = "hooked_models:hooked"\ncapture = "symbolic_trace"\n'
+        "inputs = [{shape = [2, 4]}]\n"
+    )
+    rep = tmp_path / "repro"
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--reproducer", str(rep), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 1, r.output
+    assert (
+        "warning: the reproducer does not hold the modules' hooks, and its replay runs without them: "
+        "lin: Linear has forward hooks"
+    ) in r.output, r.output
+    assert (
+        "Not in the reproducer (the replay runs without them, so a failure that depends on them may not show): "
+        "lin: Linear has forward hooks."
+    ) in (rep / "README.md").read_text()
