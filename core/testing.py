@@ -205,6 +205,7 @@ def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, a
     ``(outputs, OutputFacts)``; a failure
     names the input set: before the pass (``after`` None) it is the test's inputs that the
     capture cannot take, after it the pass's doing."""
+    __tracebackhide__ = True
     from .verify import call_isolated
 
     args, kwargs = inputs
@@ -227,11 +228,28 @@ def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, a
                 f"the {dialect} capture of {type(module).__name__} does not run on {_label(k)}, before "
                 f"any pass: {what} ({why})"
             ) from exc
+        from .context import describe_node, user_source_line
+        from .errors import node_text
+        from .pipeline import _running_node
+
         pipeline, report = after
+        node = _running_node(gm, exc)  # the node whose code raised
+        where = ""
+        if node is not None:
+            where = f"\n  at node {node_text(describe_node(node))}"
+            line = user_source_line(node)
+            if line:
+                where += f"\n  user code: {line}"
+        hint = (
+            "" if pipeline.verify == "numeric"
+            else "\n  (verify='numeric' runs the module after each pass: it names the pass that broke it and rolls it back)"
+        )
+        # (the module's own traceback is torch's frames and FX's generated code: the node
+        # and the user's line say where, in a short message; a new-user check)
         raise AssertionError(
             f"{pipeline.plan().as_pipeline_string()} broke {type(module).__name__} captured with "
-            f"{dialect}: it no longer runs on {_label(k)}: {what}\n{report.table()}"
-        ) from exc
+            f"{dialect}: it no longer runs on {_label(k)}: {what}{where}{hint}\n{report.table()}"
+        ) from None
 
 
 def _with_params(

@@ -405,3 +405,36 @@ def test_one_tensor_given_for_two_example_inputs_with_check_sets_is_warned_about
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # two tensors of their own: no warning
         assert_preserves_outputs("eliminate_dead_code", M(), [pos, pos.clone()], check_inputs=[[-pos, pos]], dialects="symbolic_trace")
+
+
+def test_assert_preserves_outputs_names_the_node_where_a_broken_module_raises():
+    """A pass that left a graph which raises when run (a float put in `torch.cat`'s list)
+    failed `assert_preserves_outputs` with about 115 lines, torch's frames and FX's generated
+    code among them, naming neither the node nor the user's line (a new-user check): the
+    failure names both, short."""
+    import fxpasses
+    from fxpasses.testing import assert_preserves_outputs
+
+    class CatTwo(torch.nn.Module):
+        def forward(self, x):
+            return torch.cat([x.relu(), x.sigmoid()], 1)
+
+    class SigmoidToHalf(fxpasses.NodePass):
+        name = "sigmoid_to_half"
+
+        @fxpasses.on("sigmoid")
+        def r(self, node, ctx):
+            return fxpasses.Replace(0.5)
+
+    with pytest.raises(AssertionError) as info:
+        assert_preserves_outputs(SigmoidToHalf, CatTwo(), [torch.randn(2, 4)], dialects=("symbolic_trace",))
+    said = str(info.value)
+    assert said.startswith(
+        "sigmoid_to_half broke CatTwo captured with symbolic_trace: it no longer runs on example_inputs: TypeError: "
+        "expected Tensor as element 1 in argument 0, but got float\n"
+        "  at node %cat (op=call_function, target=torch.cat, args=([%relu, 0.5], 1), kwargs={})\n"
+        '  user code: File "'
+    ), said
+    assert "return torch.cat([x.relu(), x.sigmoid()], 1)" in said.splitlines()[2]
+    assert "(verify='numeric' runs the module after each pass: it names the pass that broke it and rolls it back)" in said
+    assert info.value.__cause__ is None and info.value.__suppress_context__
