@@ -196,7 +196,26 @@ def _qualname(obj: Any) -> str | None:
                 return name
         except Exception:
             continue
-    return None
+    return _file_module_name(obj, mod, qn)
+
+
+def _file_module_name(obj: Any, mod: Any, qn: Any) -> str | None:
+    """``module.function`` for a top-level function of a model file that was loaded by path
+    (``factory = "models.py:net"``: its module ``models`` is not importable by name here), when
+    the file is ``models.py``: with its folder on ``PYTHONPATH`` the replay imports it (the
+    reproducer's README says so, :func:`_model_code`); else None."""
+    import inspect
+    import types
+
+    if not isinstance(obj, types.FunctionType) or not isinstance(mod, str) or not isinstance(qn, str):
+        return None
+    if "." in mod or "." in qn or "<" in qn:
+        return None
+    try:
+        file = inspect.getsourcefile(obj)
+    except TypeError:
+        return None
+    return f"{mod}.{qn}" if file and Path(file).stem == mod else None
 
 
 class _Unsupported(Exception):

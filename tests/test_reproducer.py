@@ -329,12 +329,15 @@ def wrapnet():
 '''
 
 
-def test_a_reproducer_of_a_graph_calling_model_code_names_it_and_replays_with_it(planted_site, tmp_path):
+@pytest.mark.parametrize("factory", ["wrapped_models:wrapnet", "wrapped_models.py:wrapnet"])
+def test_a_reproducer_of_a_graph_calling_model_code_names_it_and_replays_with_it(planted_site, tmp_path, factory):
     """A symbolic_trace graph calling a `torch.fx.wrap` function of the model's own module
     cannot replay without that module; the README said the replay needs no model code, and
     the replay's error said to install a package, even in the folder of the model's file (a
     new-user check). The reproducer's README names the function and its file and gives the
-    replay command with that folder on PYTHONPATH; without it the error says so too."""
+    replay command with that folder on PYTHONPATH; without it the error says so too. A factory
+    given by file path (`models.py:net`, whose module is not importable by name) wrote no
+    reproducer at all (a second new-user check)."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "wrapped_models.py").write_text(_WRAPPED_MODELS)
@@ -342,7 +345,7 @@ def test_a_reproducer_of_a_graph_calling_model_code_names_it_and_replays_with_it
     cfg.write_text(
         'pipeline = "planted{raise_at=1},eliminate_dead_code"\n'
         "[model]\n"
-        'factory = "wrapped_models:wrapnet"\n'
+        f'factory = "{factory}"\n'
         'capture = "symbolic_trace"\n'
         "inputs = [{shape = [2, 4]}]\n"
     )
