@@ -753,21 +753,42 @@ def _has_hooks(mod: torch.nn.Module) -> bool:
     """Whether a call of ``mod`` runs hooks: its own or global (``register_module_*``) forward,
     forward pre-, backward or backward pre-hooks. A forward hook may change the output, a
     backward hook the gradients (clipping, scaling): either way the call is not its
-    ``forward``, and neither removing, merging nor folding it keeps what the module computes."""
-    return _hook_kind(mod) is not None
+    ``forward``, and neither removing, merging nor folding it keeps what the module computes.
+    (Asked of every module a pass looks at: plain lookups, the kind is :func:`_hook_kind`'s.)"""
+    d = mod.__dict__
+    return bool(
+        d.get("_forward_hooks")
+        or d.get("_forward_pre_hooks")
+        or d.get("_backward_hooks")
+        or d.get("_backward_pre_hooks")
+        or _global_hooks()
+    )
+
+
+def _global_hooks() -> bool:
+    """Whether torch's global module hooks (``register_module_forward_hook`` and the like) are set."""
+    m = nn_module
+    return bool(
+        getattr(m, "_global_forward_hooks", None)
+        or getattr(m, "_global_forward_pre_hooks", None)
+        or getattr(m, "_global_backward_hooks", None)
+        or getattr(m, "_global_backward_pre_hooks", None)
+    )
 
 
 def _hook_kind(mod: torch.nn.Module) -> str | None:
     """The first kind of hook a call of ``mod`` runs (see :func:`_has_hooks`), as the word
     before ``hooks``: ``"forward "``, ``"forward pre-"``, ``"backward "``, ``"backward pre-"``,
     or one of these after ``"global "``; None when it runs none."""
+    if not _has_hooks(mod):
+        return None
     d = mod.__dict__
     for key, kind in _HOOK_KINDS:
         if d.get(key):
             return kind
     for key, kind in _HOOK_KINDS:
-        if getattr(nn_module, f"_global{key}", None):
-            return f"global {kind}"
+        if getattr(nn_module, "_global" + key, None):
+            return "global " + kind
     return None
 
 
