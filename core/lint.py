@@ -644,8 +644,8 @@ def _keywords_of(target: Any) -> tuple[frozenset[str], str] | None:
 
 
 #: call_function targets whose every call is checked, keywords or not (ATen operators against
-#: their schema, Python functions against their signature, a tensor method's descriptor
-#: ``torch.Tensor.cos`` for what it is called on)
+#: their schema, overload packets against their overloads' schemas, Python functions against
+#: their signature, a tensor method's descriptor ``torch.Tensor.cos`` for what it is called on)
 _CHECKED_CALLS = (_OpOverload, types.FunctionType, types.MethodDescriptorType, torch._ops.OpOverloadPacket)
 #: the signature of each Python function and module class's forward (None: none known)
 _SIGNATURES: dict[Any, inspect.Signature | None] = {}
