@@ -855,18 +855,25 @@ def unsaved_hooks(gm: torch.fx.GraphModule) -> list[str]:
     """The hooks of ``gm``'s modules (``path: Class has forward hooks``; global ones once)
     that a reproducer does not hold: ``graph.py`` has the graph and the tensors, not Python
     callables. A failure that depends on them (a pass removing a call whose hook changes the
-    output) replays without them, and the replay passed without a word (a new-user check)."""
-    from .effects import module_hooks_reason
+    output) replays without them, and the replay passed without a word (a new-user check).
+    Hooks defined in torch (those ``torch.export``'s ``.module()`` puts on its root to flatten
+    the inputs and check their constraints, which the replay's module gets again) are not
+    named."""
+    from torch.nn.modules import module as nn_module
+
+    from .effects import _HOOK_KINDS
+    from .lint import _of_torch
 
     found: list[str] = []
     for path, m in gm.named_modules(remove_duplicate=True):
-        reason = module_hooks_reason(m)
-        if reason is None:
-            continue
-        if " runs the global " in reason:
-            found.append(reason.split(" runs the ", 1)[1])
-            break
-        found.append(f"{path or '(root)'}: {reason}")
+        d = m.__dict__
+        for key, kind in _HOOK_KINDS:
+            if any(not _of_torch(h) for h in (d.get(key) or {}).values()):
+                found.append(f"{path or '(root)'}: {type(m).__name__} has {kind}hooks")
+                break
+    for key, kind in _HOOK_KINDS:
+        if any(not _of_torch(h) for h in (getattr(nn_module, "_global" + key, None) or {}).values()):
+            found.append(f"global {kind}hooks (torch.nn.modules.module.register_module_*)")
     return found
 
 
