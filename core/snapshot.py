@@ -705,15 +705,32 @@ def _same_contents(live: Any, saved: Any) -> bool:
 def _refill(inner: list[tuple[Any, Any, Any]]) -> None:
     """Put the recorded contents back into each container of a :class:`MetaRecord`."""
     for _, live, saved in inner:
-        if not _same_contents(live, saved):
-            if isinstance(live, list):
-                live[:] = saved
-            elif isinstance(live, collections.deque):
-                live.clear()
-                live.extend(saved)
-            else:
-                live.clear()
-                live.update(saved)
+        _put_back(live, saved)
+
+
+def _put_back(live: Any, saved: Any) -> None:
+    """Give the container ``live`` the recorded contents ``saved`` when it holds others: through
+    its own methods (an ``OrderedDict`` keeps its order bookkeeping), or the base class's for
+    FX's ``immutable_list``/``immutable_dict``, which refuse their own."""
+    if _same_contents(live, saved):
+        return
+    if type(live) is _IMMUTABLE_LIST:
+        list.__setitem__(live, slice(None), saved)
+    elif type(live) is _IMMUTABLE_DICT:
+        dict.clear(live)
+        dict.update(live, saved)
+    elif isinstance(live, list):
+        live[:] = saved
+    elif isinstance(live, collections.deque):
+        live.clear()
+        live.extend(saved)
+    else:
+        live.clear()
+        live.update(saved)
+
+
+_IMMUTABLE_LIST = torch.fx.immutable_collections.immutable_list
+_IMMUTABLE_DICT = torch.fx.immutable_collections.immutable_dict
 
 
 def node_record(n: torch.fx.Node) -> tuple[Any, ...]:
@@ -815,38 +832,26 @@ def argument_containers(graph: torch.fx.Graph) -> list[tuple[Any, Any]]:
     while todo:
         a = todo.pop()
         if isinstance(a, list):
-            found.append((a, tuple(a)))
+            found.append((a, list(a)))
             todo.extend(v for v in a if isinstance(v, (tuple, list, dict)))
         elif isinstance(a, dict):
-            found.append((a, tuple(a.items())))
+            found.append((a, dict(a)))
             todo.extend(v for v in a.values() if isinstance(v, (tuple, list, dict)))
         else:
             todo.extend(v for v in a if isinstance(v, (tuple, list, dict)))
     return found
 
 
-def _container_differs(live: Any, saved: tuple) -> bool:
-    items = tuple(live.items()) if isinstance(live, dict) else live
-    return len(items) != len(saved) or any(
-        (x[0] is not y[0] or x[1] is not y[1]) if isinstance(live, dict) else x is not y for x, y in zip(items, saved)
-    )
-
-
 def containers_changed(containers: list[tuple[Any, Any]]) -> bool:
     """Whether a container :func:`argument_containers` recorded holds other items now."""
-    return any(_container_differs(live, saved) for live, saved in containers)
+    return not all(_same_contents(live, saved) for live, saved in containers)
 
 
 def refill_containers(containers: list[tuple[Any, Any]]) -> None:
     """Put the recorded items back into each container :func:`argument_containers` recorded
     (past FX's refusal to change them, as they were changed)."""
     for live, saved in containers:
-        if _container_differs(live, saved):
-            if isinstance(live, dict):
-                dict.clear(live)
-                dict.update(live, saved)
-            else:
-                list.__setitem__(live, slice(None), saved)
+        _put_back(live, saved)
 
 
 def nodes_changed(graph: torch.fx.Graph, records: list[tuple[Any, ...]]) -> bool:
