@@ -98,6 +98,17 @@ def substitution_problem(old: Node, new: Any, analysis: EffectAnalysis) -> str |
     return None
 
 
+def leaf_subclass_reason(what: str, target: Any, mod: torch.nn.Module, classes: tuple[type, ...]) -> str:
+    """Why a pass keeps a ``call_module`` of ``mod``, an instance of a subclass of one of
+    ``classes`` called as a leaf (a custom tracer's): its forward may compute something else
+    than the class the pass knows (``what``: ``"conv"``, ``"dropout"``)."""
+    base = next(c for c in classes if isinstance(mod, c))
+    return (
+        f"{what} module {target!r} is a {type(mod).__qualname__}, a subclass of {base.__name__} called as a "
+        "leaf: its forward may compute something else"
+    )
+
+
 def _describe(node: Node) -> str:
     if node.op == "placeholder":
         return "a graph input"

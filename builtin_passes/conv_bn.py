@@ -19,7 +19,7 @@ from fxpasses.context import tensor_info
 from fxpasses.effects import EffectAnalysis, module_hooks_reason
 from fxpasses.ops import FAMILIES, callable_op_name
 
-from ._facts import arg, erase_dead, is_torch_op
+from ._facts import arg, erase_dead, is_torch_op, leaf_subclass_reason
 
 __all__ = ["FuseConvBN"]
 
@@ -204,12 +204,7 @@ class FuseConvBN(NodePass):
         conv = ctx.module(conv_node)
         if type(conv) not in _CONV_MODULES and _parametrized_conv(conv) is None:
             if isinstance(conv, _CONV_MODULES):  # a leaf subclass: its forward may be another
-                base = next(c for c in _CONV_MODULES if isinstance(conv, c))
-                return ctx.skip(
-                    node,
-                    f"conv module {conv_node.target!r} is a {type(conv).__qualname__}, a subclass of "
-                    f"{base.__name__} called as a leaf: its forward may compute something else",
-                )
+                return ctx.skip(node, leaf_subclass_reason("conv", conv_node.target, conv, _CONV_MODULES))
             return None
         reason = _module_bn_problem(bn)
         if reason is not None:

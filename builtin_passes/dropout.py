@@ -16,7 +16,7 @@ from fxpasses.ops import FAMILIES, callable_op_name, is_inplace_name
 
 from fxpasses.effects import EffectAnalysis, module_hooks_reason
 
-from ._facts import arg, is_torch_op, substitution_problem
+from ._facts import arg, is_torch_op, leaf_subclass_reason, substitution_problem
 
 __all__ = ["RemoveDropout"]
 
@@ -128,12 +128,7 @@ class RemoveDropout(NodePass):
             if not isinstance(mod, _DROPOUT_MODULES) or len(node.args) != 1 or node.kwargs:
                 return None
             if type(mod) not in _DROPOUT_MODULES:  # a leaf subclass: its forward may be another
-                base = next(c for c in _DROPOUT_MODULES if isinstance(mod, c))
-                return ctx.skip(
-                    node,
-                    f"dropout module {node.target!r} is a {type(mod).__qualname__}, a subclass of {base.__name__} "
-                    "called as a leaf: its forward may compute something else",
-                )
+                return ctx.skip(node, leaf_subclass_reason("dropout", node.target, mod, _DROPOUT_MODULES))
             hooks = module_hooks_reason(mod)
             if hooks is not None:  # the call runs them: not the identity (outputs or gradients)
                 return ctx.skip(node, f"{node.target}: {hooks}")

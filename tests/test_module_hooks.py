@@ -149,3 +149,28 @@ def test_hooks_traced_into_the_graph_keep_their_effect_after_the_pipeline(dialec
     assert report["remove_dropout"].changed
     got = c.gm(*c.inputs)
     torch.testing.assert_close(got[0] if dialect == "dynamo" else got, model(x))
+
+
+def test_a_leaf_subclass_of_a_dropout_class_is_kept_with_the_reason():
+    """A custom tracer may keep a subclass of nn.Dropout as a leaf; its forward may compute
+    something else (here: twice the input), so remove_dropout keeps it and says why."""
+
+    class Doubling(nn.Dropout):
+        def forward(self, x):
+            return super().forward(x) * 2
+
+    class LeafTracer(torch.fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return isinstance(m, Doubling) or super().is_leaf_module(m, qualname)
+
+    model = _LinDrop().eval()
+    model.drop = Doubling(0.1).eval()
+    gm = torch.fx.GraphModule(model, LeafTracer().trace(model))
+    x = torch.randn(2, 4)
+    report = fxpasses.Pipeline(["remove_dropout"]).run(gm, [x])
+    assert not report["remove_dropout"].changed
+    assert report["remove_dropout"].skipped == [
+        ("drop", "dropout module 'drop' is a test_a_leaf_subclass_of_a_dropout_class_is_kept_with_the_reason.<locals>.Doubling, "
+                 "a subclass of Dropout called as a leaf: its forward may compute something else")
+    ]
+    torch.testing.assert_close(gm(x), model(x))
