@@ -40,6 +40,7 @@ import torch.fx
 from ._modpath import MISSING, ModulePaths
 from ._order import in_graph_order, precedes
 from ._torch_signatures import overloads
+from .errors import short_repr
 from .snapshot import _linked, _same_items
 
 try:  # torch >= 2.8: objects FX spells through their registered repr
@@ -68,20 +69,36 @@ def input_signature(graph: torch.fx.Graph) -> tuple[str, ...]:
     return tuple(str(n.target) for n in in_graph_order(graph.find_nodes(op="placeholder")))
 
 
-def frame_signature(graph: torch.fx.Graph) -> tuple[Any, Any]:
+def frame_signature(graph: torch.fx.Graph) -> tuple[Any, Any, tuple]:
     """How the generated ``forward`` packs its inputs and outputs, besides the placeholders
     (:func:`input_signature`): the graph's code generator (``torch.export`` modules'
     ``_PyTreeCodeGen`` flattens ``(args, kwargs)`` by an input spec and rebuilds the outputs by
-    an output spec: its class and specs) and the structure of the output node's argument (a
-    tuple of two values, a dict, ...; the values are leaves)."""
-    from torch.utils._pytree import tree_structure
+    an output spec: its class and specs), the structure of the output node's argument (a
+    tuple of two values, a dict, ...; the values are leaves: torch's pytree counts None as one),
+    and, for each leaf that is a node, its name and whether its value is known to be a tensor
+    (``meta["val"]`` or ``meta["example_value"]`` a tensor, or ``meta["tensor_meta"]`` set), else
+    None (see :func:`structure_problem`)."""
+    from torch.utils._pytree import tree_flatten
 
     codegen = getattr(graph, "_codegen", None)
     info = getattr(codegen, "pytree_info", None)
     specs = (getattr(info, "in_spec", None), getattr(info, "out_spec", None)) if info is not None else None
     outputs = graph.find_nodes(op="output")
-    shape = tree_structure(outputs[0].args[0]) if len(outputs) == 1 and outputs[0].args else None
-    return (type(codegen), specs), shape
+    if len(outputs) == 1 and outputs[0].args:
+        leaves, shape = tree_flatten(outputs[0].args[0])
+        kinds = tuple((leaf.name, _known_tensor(leaf)) if isinstance(leaf, torch.fx.Node) else None for leaf in leaves)
+    else:
+        shape, kinds = None, ()
+    return (type(codegen), specs), shape, kinds
+
+
+def _known_tensor(node: torch.fx.Node) -> bool:
+    """Whether the capture or a shape analysis recorded that ``node``'s value is a tensor."""
+    meta = node.meta
+    for key in ("val", "example_value"):
+        if isinstance(meta.get(key), torch.Tensor):
+            return True
+    return meta.get("tensor_meta") is not None and not isinstance(meta.get("tensor_meta"), (list, tuple, dict))
 
 
 def structure_problem(
@@ -122,6 +139,23 @@ def structure_problem(
                 f"the structure of what the graph returns changed: {now_frame[1]}, {frame[1]} before (the output "
                 "node's argument): the module would return its values packed otherwise"
             )
+        if any(frame[2]):
+            from torch.utils._pytree import tree_leaves
+
+            leaves = tree_leaves(graph.find_nodes(op="output")[0].args[0])
+            for i, (was, leaf) in enumerate(zip(frame[2], leaves)):
+                # a returned node may become another node; a returned tensor cannot become a
+                # constant (the generated code cannot write a tensor), and a returned value
+                # becomes None only when something replaced it by nothing (Replace(None))
+                if was is None or isinstance(leaf, torch.fx.Node) or (leaf is not None and not was[1]):
+                    continue
+                where = f"output {i}" if len(leaves) > 1 else "the output"
+                what = "a tensor" if was[1] else "a value the graph computed"
+                return (
+                    f"{where} of the graph was %{was[0]} ({what}) when the run began, and is now the constant "
+                    f"{short_repr(leaf)}: a pass replaced what the module returns by a constant (a node replaced by "
+                    "None, e.g. Replace(None), while the graph still returned it)"
+                )
     return None
 
 

@@ -839,6 +839,47 @@ def test_replace_none_for_a_tensor_that_a_module_function_or_operator_reads_fail
     assert call_problem(operator.getitem, ("x", None), {}) is None and call_problem(operator.eq, ("x", None), {}) is None
 
 
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_replace_none_for_a_returned_node_fails_lint(dialect):
+    """`Replace(None)` for a relu the graph returned passed lint in every dialect: the pass was
+    "ok" and the module returned None (left noticed by the last session). Lint now refuses a
+    returned node replaced by a constant: None for any node, any constant for one whose value
+    the capture recorded as a tensor. A returned node replaced by another node passes."""
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+
+    class Returns(torch.nn.Module):
+        def forward(self, x):
+            return x.sin(), torch.relu(x)
+
+    class ReplaceBy(NodePass):
+        name = "replace_returned"
+        value: Any = None
+
+        @on("relu")
+        def visit(self, node, ctx):
+            return Replace(node.args[0] if self.value == "input" else self.value)
+
+    c = capture(Returns(), [torch.randn(3)], dialect)
+    code = c.gm.code
+    for value in (None, 2.0):
+        ReplaceBy.value = value
+        if value == 2.0 and dialect == "symbolic_trace":  # (no meta: a number may be what it computed)
+            continue
+        with pytest.raises(PassFailedError) as info:
+            Pipeline([ReplaceBy]).run(c.gm, c.inputs)
+        what = "a value the graph computed" if dialect == "symbolic_trace" else "a tensor"
+        assert info.value.reason.startswith(
+            f"verification failed: output 1 of the graph was %relu ({what}) when the run began, and is now the constant {value!r}: "
+            "a pass replaced what the module returns by a constant"
+        ), info.value.reason
+        assert c.gm.code == code
+    ReplaceBy.value = "input"  # relu(x) -> x: another node, passes lint (numeric verification tells it)
+    assert Pipeline([ReplaceBy]).run(c.gm, c.inputs)["replace_returned"].status == "ok"
+    out = c.gm(*c.inputs)
+    assert torch.equal(out[1], c.inputs[0])
+
+
 def test_a_method_called_on_an_int_fails_lint_which_recompile_cannot_write():
     """`call_method("__mul__", (2, x))`: FX writes `2.__mul__(x)`, which Python reads as a float
     literal: lint passed it, and the failure came only from the final recompile, after the
