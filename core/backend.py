@@ -51,9 +51,11 @@ makes inputs under ``dynamic=True`` (a BatchNorm's ``eps``) are not frozen.
 Inductor's freezing assumes that after compilation the weights are not written; here each
 call of a frozen graph compares the version counters of the frozen tensors the pipeline folded
 or fused away (:attr:`Freezing.consumed`) with those it froze, and freezes again when one was
-written in place (``p.mul_()``, ``load_state_dict``, an optimizer step), since what was
-computed from them is not recomputed and TorchDynamo does not guard on their values. A write
-that moves no version counter (``p.data = ...``) is not seen: results would be stale. An
+written in place (``p.mul_()``, ``load_state_dict``, an optimizer step) or given new data
+(``p.data = t``: its data pointer is compared too), since what was computed from them is not
+recomputed and TorchDynamo does not guard on their values. A write that moves neither
+(``p.data.mul_(2)``: ``.data`` is a tensor with a version counter of its own) is not seen:
+results would be stale. An
 in-place update of a frozen tensor that no pass folded (a linear layer's weight, used as it is) is still seen,
 since the graph module holds that very tensor; call ``torch._dynamo.reset()`` after changing
 weights to recompile. Which tensors a frozen graph is called with is checked on every call
@@ -769,6 +771,7 @@ def _compile(
 #: tensors it is called with) before the others run an unfrozen compile; TorchDynamo's own
 #: default limit of recompilations per frame.
 MAX_FROZEN_VARIANTS = 8
+_DATA_PTR = torch.Tensor.data_ptr
 
 
 class _FrozenVariants:
@@ -816,7 +819,7 @@ class _FrozenVariants:
         # it folded away, their version counters then)
         self.variants: list[
             tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any], tuple[torch.Tensor, ...], tuple[int, ...]]
-        ] = []
+        ] = []  # (... their version counters then, followed by their data pointers)
         self.unfrozen: Callable[..., Any] | None = None
         self.refroze = False  # the last call froze again for a folded tensor written since
         from .snapshot import _version_of
@@ -830,7 +833,9 @@ class _FrozenVariants:
         # the tensors at those positions as a tuple, taken in C (one call per call)
         take = operator.itemgetter(*positions) if len(positions) > 1 else (lambda args: (args[positions[0]],))
         watched = tuple(t for t, _ in freezing.consumed)
-        versions = tuple(v for _, v in freezing.consumed)
+        # the version counters then, and the data pointers (`p.data = new` rebinds a tensor's
+        # data without moving its version counter)
+        versions = tuple(v for _, v in freezing.consumed) + tuple(map(_DATA_PTR, watched))
         self.variants.append((take, tensors, compiled, watched, versions))
 
     def _eager(self) -> bool:
@@ -859,7 +864,7 @@ class _FrozenVariants:
     def __call__(self, *args: Any) -> Any:
         for k, (take, tensors, compiled, watched, versions) in enumerate(self.variants):
             if all(map(operator.is_, take(args), tensors)):
-                now = tuple(map(self._version_of, watched)) if watched else versions  # (read in C)
+                now = tuple(map(self._version_of, watched)) + tuple(map(_DATA_PTR, watched)) if watched else versions  # (read in C)
                 if now == versions:
                     self.refroze = False
                     return compiled(*args)
@@ -867,7 +872,8 @@ class _FrozenVariants:
                 # optimizer step, load_state_dict, another graph of the model): what was
                 # computed from it is stale. Written again right after the last such freeze:
                 # written on every call, so kept an input from now on (_VOLATILE)
-                moved = [t for t, v, v0 in zip(watched, now, versions) if v != v0]
+                n = len(watched)
+                moved = [t for t, v, v0, p, p0 in zip(watched, now, versions, now[n:], versions[n:]) if v != v0 or p != p0]
                 if self.refroze:
                     from .effects import _storage_key
 

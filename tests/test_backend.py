@@ -943,6 +943,28 @@ def test_freeze_sees_an_in_place_update_of_a_folded_weight_and_freezes_again():
         assert len(backend.reports) == 2
 
 
+def test_freeze_sees_new_data_given_to_a_folded_weight_and_freezes_again():
+    """`conv.weight.data = new` moves no version counter: the frozen graph kept the fused
+    weights of the old data, silently (left noticed by an earlier session). A frozen graph now
+    compares the data pointers of the tensors it folded away too. A write through `.data` in
+    place (`p.data.mul_()`) moves neither and is documented as not seen."""
+    torch.manual_seed(0)
+    model = _convnet().eval()
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "verify": "lint", "freeze": True, "then": "eager"})
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.reports) == 1
+        conv = model.features[0][0]
+        version = conv.weight._version
+        conv.weight.data = conv.weight.data * 1.5 + 0.1  # (a weight loader's way)
+        assert conv.weight._version == version
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.reports) == 2  # frozen again, once
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.reports) == 2
+
+
 def test_the_pyproject_option_leaves_the_projects_table_out(tmp_path, monkeypatch):
     """A project's `[options.fold_constants]` table made `options={"pipeline":
     "fold_constants{max_numel=3}"}` an error (set twice), and its `verify` applied to a
