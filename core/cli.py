@@ -210,7 +210,11 @@ def _fail(fmt: str | None, exc: BaseException, status: int, text: str | None = N
     ``--format json``, the failure's JSON object on stdout (so stdout always holds one)."""
     if fmt == "json":
         _echo_json(_error_object(exc, status, **extra))
-    click.echo(text if text is not None else f"error: {exc}", err=True)
+    if text is None:
+        # what fxpasses added on the way out (e.g. an earlier run's files left in the output folder)
+        notes = [str(n).removeprefix("fxpasses: ") for n in getattr(exc, "__notes__", ()) if str(n).startswith("fxpasses: ")]
+        text = f"error: {exc}" + "".join(f"\n  note: {n}" for n in notes)
+    click.echo(text, err=True)
     sys.exit(status)
 
 

@@ -831,87 +831,106 @@ def run_job(
     if save and out_dir is not None:
         check_writable(out_dir)  # before the expensive part, and without writing anything
         _check_not_overwriting_model_files(out_dir, mc, cfg._base_dir)
-    model_in = prepare_model(cfg)
-    cap = model_in.captured
-    gm = cap.gm
-    # Every comparison call starts from the same module state, on input copies, under one
-    # seed (fxpasses.verify), so models that write buffers/inputs or draw random numbers
-    # compare like for like; timing runs in between do not leak into the comparison.
-    state = TensorState(gm)
-    try:
-        expected, expected_facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
-    except Exception as exc:
-        what = "the captured model"
-        if mc.graph is not None or mc.program is not None:
-            what = "[model] graph" if mc.graph is not None else "[model] program"
-        raise ConfigError(
-            f"{what} does not run on the given inputs: {exception_text(exc)}", source=_in_config(cfg, "[model] inputs")
-        ) from exc
-    before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
-    state.restore()
-    hint = bisect_hint(f"`{bisect_command}`") if bisect_command else BISECT_HINT
-    pipeline._bisect_hint = hint  # a pass's numeric verification failure says it too
-    try:
-        report = pipeline.run(
-            gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
-        )
-    except PassFailedError as exc:
-        if not exc.rolled_back:  # on_error = "raise": keep what it left
-            if save and out_dir is not None:
-                _write_broken_graph(gm, exc, out_dir)
-            else:
-                why = "--no-save" if not save else 'no output folder: give -o DIR, or output = "DIR" in the config'
-                exc.notes.append(f"the graph as {exc.pass_name!r} left it (on_error = \"raise\") is not written ({why})")
-        raise
-    if save and out_dir is not None:
-        _remove_broken_graph(out_dir)
-    with _reported(report):  # an error after the passes carries the table of what they did
-        state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
-        # passes that said they change the outputs on purpose (ctx.changes_outputs)
-        notes = "".join(f"\n  note: {n}" for p in report.passes for n in p.notes)
-        if notes:
-            notes += (
-                "\n  note: `fxpasses run` compares the outputs after the pipeline with those before it "
-                "whatever `verify` is, so a pipeline that changes them on purpose cannot pass it"
-            )
+    with _earlier_outputs_noted(out_dir if save else None):
+        model_in = prepare_model(cfg)
+        cap = model_in.captured
+        gm = cap.gm
+        # Every comparison call starts from the same module state, on input copies, under one
+        # seed (fxpasses.verify), so models that write buffers/inputs or draw random numbers
+        # compare like for like; timing runs in between do not leak into the comparison.
+        state = TensorState(gm)
         try:
-            actual, facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
+            expected, expected_facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
         except Exception as exc:
-            changers = [p.label for p in report.passes if p.changed]
-            raise VerificationError(
-                f"the optimized model no longer runs on the inputs: {exception_text(exc)} (passes that "
-                f"changed it: {', '.join(changers) or 'none'}; verify = \"numeric\" checks each pass and rolls "
-                f"back the one that breaks it){notes}"
+            what = "the captured model"
+            if mc.graph is not None or mc.program is not None:
+                what = "[model] graph" if mc.graph is not None else "[model] program"
+            raise ConfigError(
+                f"{what} does not run on the given inputs: {exception_text(exc)}", source=_in_config(cfg, "[model] inputs")
             ) from exc
-        # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
-        cmp = compare_results(actual, facts, expected, expected_facts, cfg.atol, cfg.rtol)
-        message = cmp.message
-        if message:
-            raise VerificationError(
-                f"the optimized model's outputs differ from the original: {message}{notes}\n  note: {hint}"
-            )
-        after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
+        before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
         state.restore()
-        result = JobResult(
-            report=report,
-            max_abs_error=cmp.max_abs,
-            latency_before_ms=before_ms,
-            latency_after_ms=after_ms,
-            latency_note=latency_note(before_ms, after_ms, torch.get_num_threads()),
-            capture_seconds=model_in.seconds,
-            captured=not model_in.loaded,
-            model_name=model_in.name,
-            pipeline=pipeline.plan().as_pipeline_string(),
-            preset=cfg.preset,
-        )
+        hint = bisect_hint(f"`{bisect_command}`") if bisect_command else BISECT_HINT
+        pipeline._bisect_hint = hint  # a pass's numeric verification failure says it too
+        try:
+            report = pipeline.run(
+                gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
+            )
+        except PassFailedError as exc:
+            if not exc.rolled_back:  # on_error = "raise": keep what it left
+                if save and out_dir is not None:
+                    _write_broken_graph(gm, exc, out_dir)
+                else:
+                    why = "--no-save" if not save else 'no output folder: give -o DIR, or output = "DIR" in the config'
+                    exc.notes.append(f"the graph as {exc.pass_name!r} left it (on_error = \"raise\") is not written ({why})")
+            raise
         if save and out_dir is not None:
-            # (a saved export graph, a reproducer's, is exported again: torch.fx's module writer
-            # cannot write its pytree code generator's input spec)
-            kind = cap.dialect if mc.graph is None or cap.dialect == "export" else "graph"
-            result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
-            (out_dir / "report.json").write_text(json_dumps(result.as_dict(), indent=2, default=str))
-            result.saved.append(out_dir / "report.json")
-        return result
+            _remove_broken_graph(out_dir)
+        with _reported(report):  # an error after the passes carries the table of what they did
+            state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
+            # passes that said they change the outputs on purpose (ctx.changes_outputs)
+            notes = "".join(f"\n  note: {n}" for p in report.passes for n in p.notes)
+            if notes:
+                notes += (
+                    "\n  note: `fxpasses run` compares the outputs after the pipeline with those before it "
+                    "whatever `verify` is, so a pipeline that changes them on purpose cannot pass it"
+                )
+            try:
+                actual, facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
+            except Exception as exc:
+                changers = [p.label for p in report.passes if p.changed]
+                raise VerificationError(
+                    f"the optimized model no longer runs on the inputs: {exception_text(exc)} (passes that "
+                    f"changed it: {', '.join(changers) or 'none'}; verify = \"numeric\" checks each pass and rolls "
+                    f"back the one that breaks it){notes}"
+                ) from exc
+            # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
+            cmp = compare_results(actual, facts, expected, expected_facts, cfg.atol, cfg.rtol)
+            message = cmp.message
+            if message:
+                raise VerificationError(
+                    f"the optimized model's outputs differ from the original: {message}{notes}\n  note: {hint}"
+                )
+            after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
+            state.restore()
+            result = JobResult(
+                report=report,
+                max_abs_error=cmp.max_abs,
+                latency_before_ms=before_ms,
+                latency_after_ms=after_ms,
+                latency_note=latency_note(before_ms, after_ms, torch.get_num_threads()),
+                capture_seconds=model_in.seconds,
+                captured=not model_in.loaded,
+                model_name=model_in.name,
+                pipeline=pipeline.plan().as_pipeline_string(),
+                preset=cfg.preset,
+            )
+            if save and out_dir is not None:
+                # (a saved export graph, a reproducer's, is exported again: torch.fx's module writer
+                # cannot write its pytree code generator's input spec)
+                kind = cap.dialect if mc.graph is None or cap.dialect == "export" else "graph"
+                result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
+                (out_dir / "report.json").write_text(json_dumps(result.as_dict(), indent=2, default=str))
+                result.saved.append(out_dir / "report.json")
+            return result
+
+
+@contextlib.contextmanager
+def _earlier_outputs_noted(out_dir: Path | None) -> Iterator[None]:
+    """When the run fails, note on its error the files an earlier run saved in ``out_dir``
+    (those its ``report.json`` there lists, and that file): they are still there, and are not
+    this run's (``fxpasses run`` prints the note)."""
+    try:
+        yield
+    except FxPassesError as exc:
+        saved = _earlier_saved(out_dir) if out_dir is not None else None
+        if saved is not None:
+            left = sorted(f"{parent}/{name}" if parent == "module" else name for parent, name in saved)
+            here = [n for n in left if (out_dir / n).is_file()] + ["report.json"]  # type: ignore[operator]
+            exc.add_note(
+                f"fxpasses: {out_dir} still holds what an earlier run saved ({', '.join(here)}); this run saved nothing"
+            )
+        raise
 
 
 #: what `fxpasses run` writes when a pass fails under on_error = "raise" (the graph it left)
@@ -1175,12 +1194,23 @@ def _save(
 @contextlib.contextmanager
 def _removed_on_failure(out_dir: Path, capture_kind: str) -> Iterator[None]:
     """Remove what a save wrote in the block when the block raises (:func:`_remove_partial_save`)."""
-    before = _files_under(out_dir, capture_kind)
+    before = _stamped(_files_under(out_dir, capture_kind))
     try:
         yield
     except BaseException:
         _remove_partial_save(out_dir, capture_kind, before)
         raise
+
+
+def _stamped(paths: set[Path]) -> dict[Path, tuple[int, int, int]]:
+    """Each file of ``paths`` with its inode, size and modification time (ns), by which a
+    file written over since is told from one left as it was."""
+    stamps = {}
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            stamps[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return stamps
 
 
 def _files_under(out_dir: Path, capture_kind: str) -> set[Path]:
@@ -1195,15 +1225,18 @@ def _files_under(out_dir: Path, capture_kind: str) -> set[Path]:
     return found
 
 
-def _remove_partial_save(out_dir: Path, capture_kind: str, before: set[Path]) -> None:
-    """After a save failed: remove the files it wrote (those not in ``before``), ``module/``'s
-    ``__pycache__`` and the folder itself when nothing else is left in it, and the ``report.json``
-    of an earlier run whose saved files are no longer all there. A half-written ``module/``
-    (a ``module.py`` without its ``state_dict.pt``, or one whose read-back check failed) would
-    otherwise be loaded as the optimized model."""
-    for path in _files_under(out_dir, capture_kind) - before:
-        with contextlib.suppress(OSError):
-            path.unlink()
+def _remove_partial_save(out_dir: Path, capture_kind: str, before: dict[Path, tuple[int, int, int]]) -> None:
+    """After a save failed: remove the files it wrote (those not in ``before``, or written over
+    since: :func:`_stamped`), ``module/``'s ``__pycache__`` and the folder itself when nothing
+    else is left in it, and the ``report.json`` of an earlier run whose saved files are no
+    longer all there. A half-written ``module/`` (a ``module.py`` without its
+    ``state_dict.pt``, or one whose read-back check failed), or a ``model.pt2`` written over
+    an earlier run's and failing its check, would otherwise be loaded as the optimized model."""
+    now = _stamped(_files_under(out_dir, capture_kind))
+    for path, stamp in now.items():
+        if before.get(path) != stamp:
+            with contextlib.suppress(OSError):
+                path.unlink()
     _remove_if_emptied(out_dir / "module")
     report = out_dir / "report.json"
     saved = _earlier_saved(out_dir)

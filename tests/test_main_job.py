@@ -223,19 +223,23 @@ def test_a_saved_module_keeps_frozen_parameters_frozen(tmp_path, monkeypatch, fa
     assert r.exit_code == 1 and "read back gives other outputs than the module saved: output: requires grad" in r.output, r.output
 
 
+@pytest.mark.parametrize("earlier", ["other", "same"])
 @pytest.mark.parametrize("capture", ["symbolic_trace", "dynamo", "export"])
-def test_a_failed_save_leaves_no_partial_model(tmp_path, monkeypatch, capture):
+def test_a_failed_save_leaves_no_partial_model(tmp_path, monkeypatch, capture, earlier):
     """A save that failed (here its read-back check, as when a rebuilt module computes
     otherwise) left `module/module.py` and `state_dict.pt` (or `model.pt2`) behind, which a
     user could load as the optimized model; and the earlier run's report.json, whose saved
     files the failed save had replaced, still listed them. Now the failed save removes what
-    it wrote and the stale report; what the earlier run saved for another capture is gone."""
+    it wrote and the stale report; what the earlier run saved for another capture is gone.
+    `earlier="same"`: an earlier run of the same capture saved there; a `model.pt2` the failed
+    save wrote over it was kept (it was there before), with the earlier report listing it."""
     import fxpasses.job
     from fxpasses.errors import VerificationError
 
     (tmp_path / "fz.py").write_text(FROZEN_SOURCE)
     text = 'pipeline = "eliminate_dead_code"\n[model]\nfactory = "fz:frozen"\ncapture = "CAPTURE"\ninputs = [{shape = [4, 8]}]\n'
-    out = run_config(tmp_path, text.replace("CAPTURE", "export" if capture != "export" else "symbolic_trace"))
+    other = "export" if capture != "export" else "symbolic_trace"
+    out = run_config(tmp_path, text.replace("CAPTURE", other if earlier == "other" else capture))
     assert (out / "report.json").is_file()
     user_file = out / "notes.txt"  # not ours: stays
     user_file.write_text("mine")
@@ -1180,6 +1184,32 @@ def test_on_error_raise_writes_the_graph_the_failing_pass_left(tmp_path):
     assert not (tmp_path / "o2").exists() and "broken_graph" not in str(info.value)
     run_job(parse_config({"pipeline": "eliminate_dead_code", "model": model}), output=out, repeat=1, on_error="raise")
     assert not (out / "broken_graph.txt").exists()
+
+
+def test_a_failed_run_names_the_earlier_runs_files_left_in_the_output_folder(tmp_path, monkeypatch):
+    """A run that failed into a folder an earlier run saved in left that run's model.pt2 and
+    report.json there without a word, to be taken for this run's (left noticed by an earlier
+    session). The error now says they are an earlier run's and this run saved nothing, in
+    text and in `--format json`."""
+    monkeypatch.chdir(tmp_path)
+    model = '[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{shape = [1, 3, 8, 8]}]\n'
+    (tmp_path / "ok.toml").write_text('pipeline = "eliminate_dead_code"\n' + model)
+    r = run_cli("run", "ok.toml", "-o", "out", "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    written = {p: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()}
+    assert sorted(p.name for p in written) == ["model.pt2", "report.json"]
+
+    # a run that fails (a factory that is not there)
+    (tmp_path / "bad.toml").write_text('pipeline = "eliminate_dead_code"\n' + model.replace("convnet", "convnet_nope"))
+    r = run_cli("run", "bad.toml", "-o", "out", "--repeat", "1")
+    assert r.exit_code != 0
+    assert "note: out still holds what an earlier run saved (model.pt2, report.json); this run saved nothing" in r.output, r.output
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()} == written
+    r = run_cli("run", "bad.toml", "-o", "out", "--repeat", "1", "--format", "json")
+    error = json.loads(r.stdout)["error"]
+    assert error["notes"] == ["out still holds what an earlier run saved (model.pt2, report.json); this run saved nothing"]
+    r = run_cli("run", "bad.toml", "-o", "fresh", "--repeat", "1")  # nothing earlier: no note
+    assert r.exit_code != 0 and "earlier run" not in r.output
 
 
 def test_files_of_the_users_in_the_output_folder_are_neither_removed_nor_overwritten(tmp_path, monkeypatch):
