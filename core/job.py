@@ -375,7 +375,7 @@ def _build_model(mc: ModelConfig, base_dir: Path | None) -> tuple[torch.nn.Modul
         ) from exc
     if isinstance(model, torch.export.ExportedProgram):
         try:
-            model = model.module()
+            model = program_module(model)
         except Exception as exc:
             raise ConfigError(
                 f"{mc.factory} returned an ExportedProgram whose .module() raised {exception_text(exc)}",
@@ -458,7 +458,7 @@ def load_program(path: str | os.PathLike[str], base_dir: Path | None = None) -> 
     Raises:
         ConfigError: see :func:`load_exported_program`.
     """
-    return load_exported_program(Path(path), base_dir).module()
+    return program_module(load_exported_program(Path(path), base_dir))
 
 
 #: The extra file of a ``.pt2`` written by ``fxpasses run`` listing the modules that define
@@ -491,6 +491,22 @@ def _recorded_pytree_modules(path: Path) -> list[str]:
     except Exception:  # noqa: BLE001 - no record (or not an archive: torch.export.load says)
         return []
     return [m for m in modules if isinstance(m, str)] if isinstance(modules, list) else []
+
+
+#: the ``GraphModule.meta`` key under which :func:`program_module` keeps the program's
+#: ``range_constraints`` (the sizes its inputs may take), for saving it again
+RANGES_META = "fxpasses_range_constraints"
+
+
+def program_module(program: Any) -> torch.fx.GraphModule:
+    """``program.module()`` of a ``torch.export.ExportedProgram``, with the program's
+    ``range_constraints`` in its ``meta`` (:data:`RANGES_META`): the module does not keep
+    them, and its shape environment's lower bounds are torch's tracing assumptions (2, where
+    the program takes sizes 0 and 1), so a save would export it again with other ranges."""
+    gm = program.module()
+    with contextlib.suppress(Exception):  # (a program without them saves with the traced ranges)
+        gm.meta[RANGES_META] = dict(program.range_constraints)
+    return gm
 
 
 def load_exported_program(path: str | os.PathLike[str], base_dir: Path | None = None) -> Any:
@@ -685,7 +701,7 @@ def _prepare_model(cfg: Config) -> PreparedModel:
             inputs, kwargs = load_model_example_inputs(mc, base_dir)
         # an exported module already: used as it is (the config's validation refused
         # `train = true` and another `capture`)
-        captured = Captured(program.module(), inputs, "export", kwargs)
+        captured = Captured(program_module(program), inputs, "export", kwargs)
         return PreparedModel(captured, str(mc.program), time.perf_counter() - t0, loaded=True)
     model, exported = _build_model(mc, base_dir)
     inputs, kwargs = load_model_example_inputs(mc, base_dir)
@@ -1256,14 +1272,16 @@ def _dynamic_shapes(gm: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dic
     ``torch.export.ShapesCollection`` giving each input tensor (of ``args``/``kwargs``, the
     very objects given to ``torch.export.export``) a ``Dim`` for every size its placeholder
     holds as a symbol (one ``Dim`` per symbol, so sizes that were equal stay equal, with the
-    symbol's range), ``Dim.AUTO`` for a size that is an expression of symbols; None when every
-    size is static. Without it a program exported with ``dynamic_shapes`` was saved for the
-    example's sizes only."""
-    import sympy
+    symbol's range: :func:`_symbol_range`, from the program's ``range_constraints`` when the
+    module was taken from one, :func:`program_module`), a derived ``Dim`` (``2 * d + 1``) for
+    a size that is a linear expression of one symbol, ``Dim.AUTO`` for another expression of
+    symbols; None when every size is static. Without it a program exported with
+    ``dynamic_shapes`` was saved for the example's sizes only."""
     from torch.export import Dim, ShapesCollection
-    from torch.utils._sympy.numbers import int_oo
 
     from .inputs import placeholder_values
+
+    ranges = gm.meta.get(RANGES_META)
 
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     if not any(_symbolic_sizes(p) for p in placeholders):
@@ -1278,17 +1296,75 @@ def _dynamic_shapes(gm: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dic
         spec: dict[int, Any] = {}
         for i, size in sizes:
             expr = size.node.expr
-            if not isinstance(expr, sympy.Symbol):
+            root, scale, offset = _linear_in_one_symbol(expr)
+            if root is None:
                 spec[i] = Dim.AUTO
                 continue
-            if expr not in dims:
-                vr = size.node.shape_env.var_to_range.get(expr)
-                low = int(vr.lower) if vr is not None and vr.lower not in (-int_oo, -sympy.oo) else None
-                high = int(vr.upper) if vr is not None and vr.upper not in (int_oo, sympy.oo) else None
-                dims[expr] = Dim(f"d_{expr}", min=low, max=high)
-            spec[i] = dims[expr]
+            if root not in dims:
+                low, high = _symbol_range(root, size.node.shape_env, ranges)
+                dims[root] = Dim(f"d_{root}", min=low, max=high)
+            # a size derived from another (`y: 2 * d` beside `x: d`) is written so, else
+            # torch refuses the re-export ("Constraints violated")
+            spec[i] = dims[root] if (scale, offset) == (1, 0) else dims[root] * scale + offset
         shapes[value] = spec
     return shapes
+
+
+def _linear_in_one_symbol(expr: Any) -> tuple[Any, int, int]:
+    """``(symbol, a, b)`` when the size expression ``expr`` is ``a * symbol + b`` with
+    integers ``a >= 1`` and ``b`` (what ``torch.export.Dim`` arithmetic writes: a derived
+    dim), else ``(None, 0, 0)``."""
+    import sympy
+
+    if isinstance(expr, sympy.Symbol):
+        return expr, 1, 0
+    free = getattr(expr, "free_symbols", ())
+    if len(free) != 1:
+        return None, 0, 0
+    (symbol,) = free
+    try:
+        poly = sympy.Poly(expr, symbol)
+    except sympy.PolynomialError:
+        return None, 0, 0
+    coeffs = poly.all_coeffs()
+    if poly.degree() != 1 or not all(c.is_Integer for c in coeffs) or coeffs[0] < 1:
+        return None, 0, 0
+    return symbol, int(coeffs[0]), int(coeffs[1])
+
+
+def _symbol_range(symbol: Any, shape_env: Any, ranges: Mapping[Any, Any] | None) -> tuple[int | None, int | None]:
+    """The ``(min, max)`` of a size symbol (None: unbounded), for a ``Dim``: from the
+    program's ``range_constraints`` (``ranges``) when it has the symbol, else from the shape
+    environment, whose lower bound of 2 there is torch's own assumption while tracing (the
+    "0/1 specialization": the program takes sizes 0 and 1) and is not kept."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+
+    def bound(v: Any) -> int | None:
+        return None if v in (int_oo, sympy.oo, -int_oo, -sympy.oo) else int(v)
+
+    if ranges:
+        # the symbol's own range, and those of the sizes derived from it (`s + 1: [1, 41]`
+        # where `s` is never a size itself: torch gives `s` the tracing assumption [2, 40]),
+        # each taken back to the symbol: the loosest, the sizes the program takes
+        found = []
+        for key, vr in ranges.items():
+            root, a, b = _linear_in_one_symbol(key)
+            if root == symbol:
+                low, high = bound(vr.lower), bound(vr.upper)
+                found.append((None if low is None else -((b - low) // a), None if high is None else (high - b) // a))
+        if found:
+            lows, highs = [lo for lo, _ in found], [hi for _, hi in found]
+            return (None if None in lows else max(min(lows), 0)), (None if None in highs else max(highs))
+    vr = shape_env.var_to_range.get(symbol)
+    if vr is None:
+        return None, None
+    low, high = bound(vr.lower), bound(vr.upper)
+    if low == 2:
+        sloc = getattr(shape_env, "var_to_range_sloc", {}).get(symbol)
+        if "0/1 specialization" in str(getattr(getattr(sloc, "lower", None), "framework_loc", "")):
+            low = None
+    return low, high
 
 
 def _symbolic_sizes(node: torch.fx.Node) -> list[tuple[int, Any]]:

@@ -829,6 +829,83 @@ def test_a_program_with_dynamic_shapes_is_saved_with_them(tmp_path):
         ep.module()(x, mask=torch.rand(8, 17, 8))
 
 
+DERIVED_MODELS = """
+import torch
+from torch.export import Dim
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, y, z):
+        return self.lin(torch.cat([x, x])) + y, z * 2
+
+def program(low=None):
+    torch.manual_seed(0)
+    d, e = Dim("d", min=low, max=32), Dim("e", max=40)
+    args = (torch.randn(3, 4), torch.randn(6, 4), torch.randn(5))
+    return torch.export.export(Net().eval(), args, dynamic_shapes=({0: d}, {0: 2 * d}, {0: e + 1}))
+
+def module():
+    return program(1).module()
+"""
+
+
+@pytest.mark.parametrize("low", [None, 1, 3])
+def test_a_program_with_derived_dims_and_small_sizes_is_saved_with_them(tmp_path, low):
+    """A program exported with a derived size (`y: 2 * d` beside `x: d`) could not be saved:
+    the re-export gave that size `Dim.AUTO` and torch refused it ("Constraints violated"), and
+    the error said the optimized graph no longer allows its sizes, for a pipeline that changed
+    nothing (a dynamic-shapes sweep). A size whose range began at 0 or 1 was saved beginning
+    at 2 (torch's tracing assumption in the module's shape environment). The saved program
+    now has the derived sizes and the program's own ranges."""
+    (tmp_path / "derived_models.py").write_text(DERIVED_MODELS)
+    cfg = tmp_path / "d.toml"
+    inputs = "inputs = [{shape = [3, 4]}, {shape = [6, 4]}, {shape = [5]}]\n"
+    cfg.write_text(f'pipeline = "eliminate_dead_code"\n[model]\nfactory = "derived_models:program"\nkwargs = {{low = {low or 0}}}\n' + inputs)
+    out = tmp_path / "out"
+    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    ns: dict = {}
+    exec(DERIVED_MODELS, ns)
+    original = ns["program"](low or 0)
+    ep = torch.export.load(str(out / "model.pt2"))
+    as_ranges = lambda p: sorted((int(v.lower), int(v.upper)) for v in p.range_constraints.values())  # noqa: E731
+    assert as_ranges(ep) == as_ranges(original)
+    assert (low or 0, 32) in as_ranges(ep)
+    n = max(low or 1, 1)
+    x, y = torch.randn(n, 4), torch.randn(2 * n, 4)
+    with torch.no_grad():
+        for size in (1, 2, 41):  # z: e + 1, e in [0, 40]
+            z = torch.randn(size)
+            for a, b in zip(ep.module()(x, y, z), original.module()(x, y, z)):
+                torch.testing.assert_close(a, b)
+    for module in (ep.module(), original.module()):
+        with pytest.raises(Exception, match="Guard failed"):  # y stays twice x
+            module(x, torch.randn(2 * n + 1, 4), torch.randn(1))
+        with pytest.raises(Exception, match="Guard failed"):
+            module(x, y, torch.randn(42))
+
+
+def test_a_module_of_a_program_given_by_a_factory_keeps_the_traced_ranges_less_the_tracing_assumption(tmp_path):
+    """A factory returning `program.module()` (no `range_constraints` to read): the lower
+    bound 2 the shape environment holds from torch's 0/1 specialization is not kept (the
+    program's 1 for `x` cannot be told from 0 there; torch's check takes 0 either way)."""
+    (tmp_path / "derived_models.py").write_text(DERIVED_MODELS)
+    cfg = tmp_path / "d.toml"
+    cfg.write_text('[model]\nfactory = "derived_models:module"\ninputs = [{shape = [3, 4]}, {shape = [6, 4]}, {shape = [5]}]\n')
+    out = tmp_path / "out"
+    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 0, r.output
+    ep = torch.export.load(str(out / "model.pt2"))
+    # x: d and y: 2 * d from 0; z: e + 1 from 1 (torch's own [2, 40] for e, as in the program)
+    assert sorted(int(v.lower) for v in ep.range_constraints.values()) == [0, 0, 1, 2]
+    with torch.no_grad():
+        for n, size in ((1, 1), (2, 2), (5, 41)):
+            ep.module()(torch.randn(n, 4), torch.randn(2 * n, 4), torch.randn(size))
+
+
 def test_a_config_without_output_says_nothing_was_saved(tmp_path, monkeypatch):
     """`fxpasses run` saves only into `output` (or -o): without either it says so, instead of
     ending as if it had saved."""
