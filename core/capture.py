@@ -73,16 +73,20 @@ def capture(
     example_kwargs: Mapping[str, Any] | None = None,
     *,
     check_outputs: bool = True,
+    dynamic_shapes: Any = None,
 ) -> Captured:
     """Capture ``model`` called as ``model(*example_inputs, **example_kwargs)`` in ``dialect``
     (see the module doc). ``check_outputs`` (symbolic_trace only): call the model and the graph
     once each on the example inputs and warn when they differ (two more forward calls; see
-    :func:`_check_traced_outputs`).
+    :func:`_check_traced_outputs`). ``dynamic_shapes``: ``torch.export.export``'s argument of
+    that name (``Dim``s of the inputs' sizes), for the ``export`` capture; a ``symbolic_trace``
+    graph records no sizes and takes any (it is not used there).
 
     Raises:
         UserError: an unknown dialect, example inputs of the wrong type (see
-            :func:`fxpasses.inputs.check_example_inputs`), or the capture failed (the message
-            names the dialect and keeps the original error as ``__cause__``).
+            :func:`fxpasses.inputs.check_example_inputs`), ``dynamic_shapes`` for the dynamo
+            capture, or the capture failed (the message names the dialect and keeps the
+            original error as ``__cause__``).
     """
     from .inputs import check_example_inputs
 
@@ -115,11 +119,16 @@ def capture(
     if dialect == "export":
         try:
             with _quiet_fake_tensor_log():
-                gm = torch.export.export(model, inputs, kwargs or None).module()
+                gm = torch.export.export(model, inputs, kwargs or None, dynamic_shapes=dynamic_shapes).module()
         except Exception as exc:
             raise UserError(f"torch.export could not capture {type(model).__name__}: {_short(exc)}") from exc
         return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "dynamo":
+        if dynamic_shapes is not None:
+            raise UserError(
+                "dynamic_shapes applies to the export capture, not to dynamo (a TorchDynamo graph with dynamic "
+                "sizes takes the sizes as inputs of their own): capture with export, or torch.compile(dynamic=True)"
+            )
         return _capture_dynamo(model, inputs, kwargs)
     raise UserError(f"unknown capture {dialect!r}; expected one of {', '.join(DIALECTS)}")
 

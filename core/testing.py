@@ -46,6 +46,7 @@ def assert_preserves_outputs(
     registry: Any = None,
     check_inputs: Sequence[Sequence[Any]] = (),
     check_kwargs: Sequence[Mapping[str, Any]] = (),
+    dynamic_shapes: Any = None,
 ) -> dict[str, tuple[torch.fx.GraphModule, RunReport]]:
     """Check that a pass (or pipeline) keeps ``module``'s outputs in every dialect.
 
@@ -65,6 +66,14 @@ def assert_preserves_outputs(
     two is given, the other's entries are empty. ``pass_or_pipeline`` is a pass class or
     instance, a pipeline string, a list of entries or a :class:`~fxpasses.Pipeline`.
 
+    The captures are specialised to the example inputs' sizes, but for ``dynamic_shapes``
+    (``torch.export.export``'s argument: ``({0: Dim("batch")},)``), with which the export
+    capture keeps the sizes it names symbolic, so that ``check_inputs`` of other sizes test
+    that a pass did not specialise the graph to the example's; ``symbolic_trace`` graphs hold
+    no sizes and take any; with ``dynamic_shapes`` leave dynamo out of ``dialects``
+    (``dialects=("symbolic_trace", "export")``; a TorchDynamo graph with dynamic sizes takes
+    the sizes as inputs of their own).
+
     The pipeline runs in the journal check mode (:func:`fxpasses.journal.check_journals`): a
     pass that declares ``journal_edits = True`` is rolled back through its journal, compared
     with a snapshot and redone, so that an edit its journal cannot see fails here.
@@ -80,7 +89,8 @@ def assert_preserves_outputs(
             input set after the pass); :class:`fxpasses.journal.JournalMismatch` (an
             ``AssertionError``) naming what a journaled pass edited out of its journal's sight.
         UserError: example inputs of the wrong type (``example_kwargs`` not a mapping with
-            ``str`` keys; see :meth:`fxpasses.Pipeline.run`), ``check_inputs`` and
+            ``str`` keys; see :meth:`fxpasses.Pipeline.run`), ``dynamic_shapes`` with the
+            dynamo dialect, ``check_inputs`` and
             ``check_kwargs`` of different lengths, a keyword in ``check_kwargs`` that
             ``example_kwargs`` lacks (dynamo), a capture that fails, or a captured module
             that does not run on an input set before any pass (e.g. ``check_inputs`` of
@@ -96,6 +106,11 @@ def assert_preserves_outputs(
     if not dialects:
         raise UserError(f"dialects is empty: name at least one of {', '.join(DIALECTS)} (a check of none checks nothing)")
     kwargs = check_example_inputs(None, example_kwargs)[1] or {}
+    if dynamic_shapes is not None and "dynamo" in dialects:
+        raise UserError(
+            "dynamic_shapes is torch.export's (a TorchDynamo graph with dynamic sizes takes the sizes as inputs of "
+            "their own, which check_inputs do not give): pass dialects=('symbolic_trace', 'export')"
+        )
     checks = _check_sets(check_inputs, check_kwargs)
     if checks:
         _warn_shared_example_tensors(example_inputs, kwargs)
@@ -105,7 +120,7 @@ def assert_preserves_outputs(
         for dialect in dialects:
             model = copy.deepcopy(module)
             try:
-                cap = capture(model, example_inputs, dialect, kwargs)
+                cap = capture(model, example_inputs, dialect, kwargs, dynamic_shapes=dynamic_shapes)
             except UserError as exc:  # (GPT-2 cannot be traced with symbolic_trace, for one)
                 others = tuple(d for d in dialects if d != dialect) or tuple(d for d in DIALECTS if d != dialect)
                 raise UserError(
@@ -215,7 +230,10 @@ def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, a
         what = exception_line(exc)
         if after is None:
             if k:  # other inputs than those of the capture
-                why = "captures are specialised to the example inputs' shapes and types; give check inputs like them"
+                why = (
+                    "captures are specialised to the example inputs' shapes and types: give check inputs like them, "
+                    "or the sizes that vary as dynamic_shapes (export)"
+                )
             elif dialect == "symbolic_trace":
                 why = (
                     "the capture was made with these inputs; symbolic_trace records every forward() argument as "

@@ -8,6 +8,8 @@ import sys
 import pytest
 import torch
 
+from fxpasses import NodePass, Replace, on
+
 pytest_plugins = ["pytester"]
 
 
@@ -225,6 +227,51 @@ def test_check_inputs_the_capture_cannot_take_are_named_as_the_tests_inputs():
     msg = str(info.value)
     assert msg.startswith("the export capture of Sequential does not run on check_inputs[0], before any pass")
     assert "specialised to the example inputs' shapes" in msg
+
+
+class _Flatten(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(12, 3)
+
+    def forward(self, x):
+        return self.lin(x.reshape(x.size(0), -1) * 1)
+
+
+def test_dynamic_shapes_let_check_inputs_of_other_sizes_catch_a_pass_that_specialises():
+    """With `dynamic_shapes` the export capture keeps the batch size symbolic, so check inputs
+    of other batch sizes run, and a pass that writes the example's size into the graph (a
+    `sym_size` node replaced by its value) is caught there; the built-in pipeline passes.
+    Before, every capture was specialised to the example's sizes and such check inputs were
+    refused (a dynamic-shapes sweep found no way to test this in the export dialect)."""
+    from torch.export import Dim
+
+    from fxpasses.errors import UserError
+    from fxpasses.pytest_plugin import assert_preserves_outputs
+
+    class Specialise(NodePass):
+        name = "specialise_sizes"
+
+        @on(target=torch.ops.aten.sym_size.int)
+        def size(self, node, ctx):
+            return Replace(int(node.meta["val"]))
+
+    torch.manual_seed(0)
+    model, x = _Flatten().eval(), torch.randn(4, 3, 4)
+    checks = [[torch.randn(1, 3, 4)], [torch.randn(7, 3, 4)]]
+    batch = ({0: Dim("batch", max=64)},)
+    builtin = "simplify_algebra,fold_constants,eliminate_common_subexpressions,eliminate_dead_code"
+    results = assert_preserves_outputs(
+        builtin, model, [x], dialects=("symbolic_trace", "export"), check_inputs=checks, dynamic_shapes=batch
+    )
+    gm, report = results["export"]
+    assert report["simplify_algebra"].counters["simplified"] == 1  # (x * 1, with a symbolic batch)
+    assert any(n.target is torch.ops.aten.sym_size.int for n in gm.graph.nodes)  # still symbolic
+    with pytest.raises(AssertionError) as info:
+        assert_preserves_outputs(Specialise, model, [x], dialects=("export",), check_inputs=checks, dynamic_shapes=batch)
+    assert "specialise_sizes broke _Flatten captured with export: it no longer runs on check_inputs[0]" in str(info.value)
+    with pytest.raises(UserError, match=r"dynamic_shapes is torch.export's .* pass dialects=\('symbolic_trace', 'export'\)"):
+        assert_preserves_outputs(builtin, model, [x], check_inputs=checks, dynamic_shapes=batch)
 
 
 class _OptionalSecond(torch.nn.Module):
