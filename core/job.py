@@ -846,6 +846,7 @@ def run_job(
     out_dir = Path(output) if output is not None else (Path(cfg.output) if cfg.output else None)
     if save and out_dir is not None:
         check_writable(out_dir)  # before the expensive part, and without writing anything
+        _check_output_names(out_dir, mc)
         _check_not_overwriting_model_files(out_dir, mc, cfg._base_dir)
     with _earlier_outputs_noted(out_dir if save else None):
         model_in = prepare_model(cfg)
@@ -925,8 +926,12 @@ def run_job(
                 # (a saved export graph, a reproducer's, is exported again: torch.fx's module writer
                 # cannot write its pytree code generator's input spec)
                 kind = cap.dialect if mc.graph is None or cap.dialect == "export" else "graph"
-                result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
-                (out_dir / "report.json").write_text(json_dumps(result.as_dict(), indent=2, default=str))
+                try:
+                    result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
+                    (out_dir / "report.json").write_text(json_dumps(result.as_dict(), indent=2, default=str))
+                except OSError as exc:  # (the folder changed during the run: a user error, with the run's table)
+                    where = f" ({exc.filename})" if exc.filename else ""
+                    raise UserError(f"cannot save into the output directory {out_dir}{where}: {os_reason(exc)}") from exc
                 result.saved.append(out_dir / "report.json")
             return result
 
@@ -1057,6 +1062,40 @@ def _earlier_saved(out_dir: Path) -> set[tuple[str, str]] | None:
     return {(Path(p).parent.name, Path(p).name) for p in listed if isinstance(p, str)}
 
 
+def _save_names(mc: Any) -> set[str]:
+    """The names a save for ``mc`` (a ``[model]`` section) may write in the output folder:
+    ``report.json`` and what :data:`_OUTPUTS` lists for its capture (a program is exported;
+    a saved graph's dialect is known once it is loaded: any)."""
+    kinds = {"export"} if mc.program is not None else set(_OUTPUTS) if mc.graph is not None else {mc.capture}
+    return {"report.json", *(n for k in kinds for n in _OUTPUTS.get(k, ()))}
+
+
+def _check_output_names(out_dir: Path, mc: Any) -> None:
+    """Refuse, before the run, an output folder where a name the save writes is taken by
+    something it cannot write over: a directory named ``model.pt2``, ``inputs.pt`` or
+    ``report.json``, or a file named ``module`` (the save failed after the whole run, as an
+    internal error that printed none of its results: a new-user check).
+
+    Raises:
+        UserError: naming the path and what is in the way.
+    """
+    if mc is None or not out_dir.is_dir():
+        return
+    for name in sorted(_save_names(mc)):
+        path = out_dir / name
+        if name == "module":
+            if path.exists() and not path.is_dir():
+                raise UserError(
+                    f"cannot save into the output directory {out_dir}: {path} is a file, and the optimized module "
+                    "is saved as a folder of that name: remove it, or give another output folder (-o DIR or `output`)"
+                )
+        elif path.is_dir() or (path.exists() and not path.is_file()):
+            raise UserError(
+                f"cannot save into the output directory {out_dir}: {path} is a {'directory' if path.is_dir() else 'special file'}, "
+                "and the run saves a file of that name: remove it, or give another output folder (-o DIR or `output`)"
+            )
+
+
 def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | None) -> None:
     """Refuse an output folder where saving would overwrite a file of the user's that
     ``[model]`` reads (a ``program = "model.pt2"`` saved by ``torch.export.save``, an
@@ -1070,10 +1109,7 @@ def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | 
     if mc is None:
         return
     ours = {name for parent, name in _earlier_saved(out_dir) or () if parent != "module"}
-    # what the save may write: for the capture given (a program is exported; a saved graph's
-    # dialect is known once it is loaded: any)
-    kinds = {"export"} if mc.program is not None else set(_OUTPUTS) if mc.graph is not None else {mc.capture}
-    names = {"report.json", *(n for k in kinds for n in _OUTPUTS.get(k, ()))}
+    names = _save_names(mc)
     written = {(out_dir / n).resolve() for n in names if n != "module"}
     module = (out_dir / "module").resolve() if "module" in names else None
     for key in ("program", "graph", "inputs", "factory"):

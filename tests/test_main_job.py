@@ -1289,6 +1289,30 @@ def test_a_failed_run_names_the_earlier_runs_files_left_in_the_output_folder(tmp
     assert r.exit_code != 0 and "earlier run" not in r.output
 
 
+@pytest.mark.parametrize(
+    "capture, blocked",
+    [("export", "model.pt2"), ("export", "report.json"), ("symbolic_trace", "module"), ("dynamo", "inputs.pt")],
+)
+def test_a_name_the_save_writes_taken_in_the_output_folder_is_refused_before_the_run(tmp_path, capture, blocked):
+    """A directory named `model.pt2` or `report.json` (or a file named `module`) in the output
+    folder made the save fail after the whole run, as an internal error (exit 3) that printed
+    none of the run's results (a new-user check). It is refused before the run, naming the
+    path (exit 2), and nothing is written."""
+    out = tmp_path / "out"
+    out.mkdir()
+    if blocked == "module":
+        (out / blocked).write_text("mine")
+    else:
+        (out / blocked).mkdir()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[model]\nfactory = "fxpasses._example:convnet"\ncapture = "{capture}"\ninputs = [{{shape = [1, 3, 8, 8]}}]\n')
+    r = run_cli("run", str(cfg), "-o", str(out), "--repeat", "1")
+    assert r.exit_code == 2, r.output
+    kind = "a file, and the optimized module is saved as a folder" if blocked == "module" else "a directory, and the run saves a file"
+    assert f"error: cannot save into the output directory {out}: {out / blocked} is {kind} of that name" in r.output, r.output
+    assert sorted(p.name for p in out.iterdir()) == [blocked]
+
+
 def test_files_of_the_users_in_the_output_folder_are_neither_removed_nor_overwritten(tmp_path, monkeypatch):
     """The cleanup of an earlier run's outputs removed the user's own inputs.pt (an `inputs`
     file in the output folder), and a `program = "model.pt2"` with `output = "."` was
