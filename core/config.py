@@ -43,6 +43,7 @@ path, or an :class:`~fxpasses.errors.OptionsError` for pass options.
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import difflib
 import enum
@@ -730,7 +731,10 @@ def validate_options(
         raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
     if not all(k.isascii() for k in raw if isinstance(k, str)):  # option names as Python's identifiers
         raw, config_keys = normal_option_keys(pass_name, raw, source), {normal_name(k) for k in config_keys}
+    # (a nested plain BaseModel drops a misspelt key: looked for before the values are read)
+    nested_unknown = _unknown_nested_keys(options_cls, raw)
     raw, problems = config_values(options_cls, raw, config_keys)
+    problems += nested_unknown
     python_keys = {str(k) for k in raw if k not in config_keys}  # hints in Python's words for these
     if options_cls.model_config.get("extra") != "forbid":
         # an Options model that is a plain BaseModel ignores unknown keys: a misspelt option
@@ -811,6 +815,64 @@ def _unknown_options(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> li
     fields = list(options_cls.model_fields)
     known = set(fields) | {f.alias for f in options_cls.model_fields.values() if f.alias}
     return [(str(k), _unknown_option_message(k, fields), v) for k, v in raw.items() if k not in known]
+
+
+def _unknown_nested_keys(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+    """``(field path, message, value)`` for each key, inside a value of ``raw`` given as a
+    table for a nested model (through lists, tuples, sets, dicts and optional or one-model
+    unions), that names no field of that model, where the model ignores such keys (a plain
+    ``BaseModel``: pydantic's default ``extra="ignore"``): ``{rng={lo=1.0}}`` for a field
+    ``rng: Range`` was validated as ``Range()``, the misspelt ``lo`` dropped without a word (a
+    new-user check). A model that forbids them reports them itself; one that allows them
+    keeps them."""
+    by_key = {}
+    for name, info in options_cls.model_fields.items():
+        by_key[name] = info.annotation
+        if info.alias:
+            by_key[info.alias] = info.annotation
+    problems: list[tuple[str, str, Any]] = []
+    for key, value in raw.items():
+        if key in by_key:
+            _nested_unknown(by_key[key], value, str(key), problems)
+    return problems
+
+
+def _nested_unknown(ann: Any, data: Any, path: str, problems: list[tuple[str, str, Any]]) -> None:
+    import typing
+
+    ann = _unwrap(ann)
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        if not isinstance(data, Mapping):
+            return
+        fields = list(ann.model_fields)
+        by_key = {}
+        for name, info in ann.model_fields.items():
+            by_key[name] = info.annotation
+            if info.alias:
+                by_key[info.alias] = info.annotation
+        extra = ann.model_config.get("extra")
+        for key, value in data.items():
+            if key in by_key:
+                _nested_unknown(by_key[key], value, f"{path}.{key}", problems)
+            elif extra not in ("allow", "forbid"):
+                problems.append((f"{path}.{key}", _unknown_option_message(key, fields), value))
+        return
+    members = _union_members(ann)
+    if members is not None:
+        models = [m for m in map(_unwrap, members) if isinstance(m, type) and issubclass(m, BaseModel)]
+        if len(models) == 1 and isinstance(data, Mapping):
+            _nested_unknown(models[0], data, path, problems)
+        return
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin in (list, set, frozenset, tuple) and args and isinstance(data, (list, tuple)):
+        fixed = origin is tuple and not (len(args) == 2 and args[1] is Ellipsis)
+        for i, item in enumerate(data):
+            if fixed and i >= len(args):
+                break
+            _nested_unknown(args[i] if fixed else args[0], item, f"{path}.{i}", problems)
+    elif origin in (dict, collections.abc.Mapping) and len(args) == 2 and isinstance(data, Mapping):
+        for key, value in data.items():
+            _nested_unknown(args[1], value, f"{path}.{key}", problems)
 
 
 def _unknown_option_message(key: Any, fields: list[str]) -> str:

@@ -15,7 +15,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 from dists import installed_dist
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 import fxpasses
 from fxpasses import ConfigError, OptionsError, Pipeline, Registry
@@ -690,6 +690,54 @@ def test_a_plain_basemodel_options_rejects_unknown_keys_too():
     with pytest.raises(OptionsError):
         Pipeline([("plain_bm", {"threshold": 2, "other": 1})], registry=reg)
     assert Pipeline.from_string("plain_bm{threshold=5}", registry=reg).plan().steps[0].options.threshold == 5
+
+
+class _Range(BaseModel):
+    low: float = 0.0
+    high: float = 1.0
+
+
+class _NestedOpts(fxpasses.GraphPass):
+    """A pass with nested plain-model options."""
+
+    name = "nested_opts"
+
+    class Options(fxpasses.PassOptions):
+        rng: _Range = _Range()
+        rngs: list[_Range] = []
+        opt: _Range | None = None
+
+    def run(self, gm, ctx):
+        return False
+
+
+def test_a_misspelt_key_of_a_nested_plain_basemodel_option_is_refused(tmp_path):
+    """A nested option whose model is a plain BaseModel (`rng: Range`) dropped a misspelt key
+    without a word: `nested_opts{rng={lo=1.0}}` planned as `nested_opts` and ran with the
+    defaults, and `[options.nested_opts.rng]` with `lo = 5.0` lost `lo` (a new-user check).
+    Such keys are refused at any depth (lists of models, optional models), from text, from a
+    config and from Python; a nested PassOptions refused them already."""
+    reg = Registry(autoload=False)
+    reg.register(_NestedOpts)
+    cases = [
+        ("nested_opts{rng={lo=1.0}}", ("rng.lo", "unknown option; did you mean 'low'? (valid: low, high)", 1.0)),
+        ("nested_opts{rngs=[{low=1.0},{hgh=2.0}]}", ("rngs.1.hgh", "unknown option; did you mean 'high'? (valid: low, high)", 2.0)),
+        ("nested_opts{opt={lo=1.0}}", ("opt.lo", "unknown option; did you mean 'low'? (valid: low, high)", 1.0)),
+    ]
+    for text, problem in cases:
+        with pytest.raises(OptionsError) as info:
+            Pipeline.from_string(text, registry=reg)
+        assert info.value.problems == [problem], text
+    with pytest.raises(OptionsError) as info:
+        Pipeline([("nested_opts", {"rng": {"lo": 2.0, "high": 3.0}})], registry=reg)
+    assert [p[0] for p in info.value.problems] == ["rng.lo"]
+    path = tmp_path / "fxpasses.toml"
+    path.write_text('pipeline = ["nested_opts"]\n[options.nested_opts.rng]\nlo = 5.0\nhigh = 9.0\n')
+    with pytest.raises(OptionsError, match=r"nested_opts.rng.lo.*unknown option; did you mean 'low'"):
+        Pipeline.from_config(path, registry=reg)
+    good = Pipeline.from_string("nested_opts{rng={low=1.0,high=3.0},rngs=[{high=2.0}]}", registry=reg)
+    options = good.plan().steps[0].options
+    assert (options.rng.low, options.rng.high, options.rngs[0].high) == (1.0, 3.0, 2.0)
 
 
 def test_a_duplicate_key_in_a_json_config_names_the_object_where_it_is(tmp_path):
