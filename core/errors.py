@@ -611,8 +611,8 @@ class PassFailedError(FxPassesError):
 
     from_journal: bool = False
     report: Any = None
-    #: what was running when the pass failed: ``"the pass"`` (its own code raised, a hook's
-    #: included), ``"checking what the pass changed"``, ``"graph lint"``, ``"recompiling the
+    #: what was running when the pass failed: ``"creating the pass"`` (its class's constructor
+    #: raised), ``"the pass"`` (its own code raised, a hook's included), ``"checking what the pass changed"``, ``"graph lint"``, ``"recompiling the
     #: module"`` or ``"numeric verification"`` (the pass returned, and what it left failed)
     stage: str | None = None
     #: where in the pass's own code the exception was raised (:func:`raising_frame`), with the

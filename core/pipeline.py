@@ -1033,13 +1033,6 @@ class Pipeline:
                     except Exception as exc:
                         raise _input_graph_error(exc, f"no pass was run ({step.name!r} was next)") from exc
                     names_kept, clean = names_in_namespace(gm.graph), True
-                pass_ = step.instance if step.instance is not None else step.cls(step.options)
-                # options are the pass's configuration, the same for every run: what a run
-                # changes in them in place would carry over to the next run (a frozen model
-                # keeps its fields, not the lists and dicts they hold)
-                options = pass_.options
-                options_before = options_state(options)
-                saved_options = _saved_fields(options, options_before)
                 ctx = PassContext(
                     gm,
                     pass_name=step.name,
@@ -1078,8 +1071,17 @@ class Pipeline:
                 input_flags = _input_flags(input_versions)
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
-                stage = "the pass"  # what was running when an exception came (for its message)
+                stage = "creating the pass"  # what was running when an exception came (for its message)
                 try:
+                    # (its constructor is the pass's code too: a failure there is the pass's)
+                    pass_ = step.instance if step.instance is not None else step.cls(step.options)
+                    # options are the pass's configuration, the same for every run: what a run
+                    # changes in them in place would carry over to the next run (a frozen model
+                    # keeps its fields, not the lists and dicts they hold)
+                    options = pass_.options
+                    options_before = options_state(options)
+                    saved_options = _saved_fields(options, options_before)
+                    stage = "the pass"
                     try:
                         if journaled:
                             snap.attach()
@@ -1590,7 +1592,7 @@ class Pipeline:
             reason = f"verification failed: {exc}" if isinstance(exc, VerificationError) else f"{stage} failed: {exception_text(exc)}"
             failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes, **where)
             failure.__cause__ = exc
-            if stage == "the pass":
+            if stage in ("the pass", "creating the pass"):
                 failure.raised_at = self._raised_at(name, exc)
         failure.stage = stage
         return failure

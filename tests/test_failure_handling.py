@@ -880,6 +880,36 @@ def test_replace_none_for_a_returned_node_fails_lint(dialect):
     assert torch.equal(out[1], c.inputs[0])
 
 
+def test_a_pass_whose_constructor_raises_is_a_failure_of_that_pass():
+    """A pass class whose `__init__` raised ended the run with the bare exception (`fxpasses
+    run`: "unexpected RuntimeError: init broke", exit 3), naming neither the pass nor its
+    plugin (a new-user check). It is that pass's failure: named, with the line of its code,
+    and `on_error="skip"` goes on without it."""
+    class InitRaises(GraphPass):
+        name = "init_raises"
+
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("init broke")
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(InitRaises)
+    reg.register(fxpasses.registry().get("eliminate_dead_code"))
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU()))
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["init_raises", "eliminate_dead_code"], registry=reg).run(gm)
+    failure = info.value
+    assert (failure.pass_name, failure.stage) == ("init_raises", "creating the pass")
+    assert failure.reason == "creating the pass failed: RuntimeError: init broke"
+    assert failure.raised_at.startswith(f"{__file__}:") and ", in __init__ (" in failure.raised_at
+    assert gm.code == code
+    report = Pipeline(["init_raises", "eliminate_dead_code"], registry=reg, on_error="skip").run(gm)
+    assert [(p.name, p.status) for p in report.passes] == [("init_raises", "skipped"), ("eliminate_dead_code", "ok")]
+
+
 def test_a_method_called_on_an_int_fails_lint_which_recompile_cannot_write():
     """`call_method("__mul__", (2, x))`: FX writes `2.__mul__(x)`, which Python reads as a float
     literal: lint passed it, and the failure came only from the final recompile, after the
