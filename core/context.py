@@ -734,6 +734,13 @@ def no_source_line_reason(node: Node) -> str:
         if dialect != "symbolic_trace":  # (the advice about symbolic_trace does not apply)
             article = "an" if dialect == "export" else "a"
             return f"no stack trace recorded on this node of {article} {dialect} graph (a node a pass made without its context carries none)"
+    # a symbolic_trace graph whose traced calls have stack traces was traced recording them:
+    # this node was made afterwards (the advice to record them does not apply)
+    if any(n.meta.get("stack_trace") for n in node.graph.nodes if n.op.startswith("call_")):
+        return (
+            "no stack trace recorded on this node, where the graph's traced nodes have them (a node a pass "
+            "made without its context carries none)"
+        )
     return NO_STACK_TRACE
 
 

@@ -1167,3 +1167,11 @@ def test_no_source_line_reason_fits_the_node_and_the_graph():
     traced = torch.fx.symbolic_trace(_Model())
     relu = next(n for n in traced.graph.nodes if n.op == "call_function")
     assert no_source_line_reason(relu) == NO_STACK_TRACE
+    # a symbolic_trace graph traced recording stack traces (fxpasses.capture.capture): a node
+    # without one was made after; the advice to record them misled (a new-user check)
+    recorded = capture(_Model(), [torch.randn(3)], "symbolic_trace").gm
+    made = recorded.graph.call_function(torch.neg, (next(iter(recorded.graph.nodes)),))
+    assert no_source_line_reason(made) == (
+        "no stack trace recorded on this node, where the graph's traced nodes have them (a node a pass made "
+        "without its context carries none)"
+    )
