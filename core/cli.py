@@ -619,7 +619,7 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
 def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
     """Validate CONFIG (or --pipeline/--preset) and print the ordered plan; no model needed."""
     from .errors import ConfigError, PassDefinitionWarning
-    from .job import with_default_preset
+    from .job import check_model_sources, with_default_preset
     from .pipeline import Pipeline
 
     cfg = _load_cfg(config, pipeline, preset)
@@ -629,6 +629,7 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
     # a [tool.fxpasses] without a model runs the bundled example)
     given, cfg = cfg, with_default_preset(cfg, example_model=config is None)
     default = cfg.preset if cfg is not given else None
+    check_model_sources(cfg)  # the files and module [model] names are there (nothing is built)
     reg = state.registry(cfg.plugins)
     with warnings.catch_warnings():  # (the misspelt after/before names are among the notes below)
         warnings.simplefilter("ignore", PassDefinitionWarning)

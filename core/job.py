@@ -225,7 +225,10 @@ def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ConfigError(f"module {module_name!r} has no attribute {attr!r}", source="[model] factory")
+            from .errors import close_names, did_you_mean
+
+            close = close_names(part, [n for n in dir(obj) if not n.startswith("_")], n=1)
+            raise ConfigError(f"module {module_name!r} has no attribute {attr!r}{did_you_mean(close)}", source="[model] factory")
         obj = getattr(obj, part)
     if not callable(obj):
         raise ConfigError(f"{spec!r} is not callable", source="[model] factory")
@@ -615,6 +618,43 @@ def load_model_inputs(mc: ModelConfig, base_dir: Path | None) -> list[torch.Tens
             f"keyword inputs ({', '.join(sorted(kwargs))}) need load_model_example_inputs", source="[model] inputs"
         )
     return args
+
+
+def check_model_sources(cfg: Config) -> None:
+    """What ``fxpasses check`` can say of ``[model]`` without building the model: each file it
+    names is there (``program``, ``graph``, an ``inputs`` file, a factory's ``path/models.py``),
+    and a factory's module can be found (``importlib.util.find_spec``: its parent packages are
+    imported, the module itself is not). ``fxpasses check`` said OK for a config whose factory
+    module or program file was missing, which ``run`` then refused at once (a new-user check).
+
+    Raises:
+        ConfigError: naming the key and the file or module, as ``fxpasses run`` would.
+    """
+    mc, base_dir = cfg.model, cfg._base_dir
+    if mc is None:
+        return
+    for key, what, expected in (
+        ("program", "program file", "a program saved by torch.export.save, .pt2"),
+        ("graph", "graph file", "a graph.py written by --reproducer"),
+        ("inputs", "tensor file", "a file of named tensors: .safetensors or .pt"),
+    ):
+        value = getattr(mc, key, None)
+        if isinstance(value, str):
+            require_file(_beside_config(value, base_dir), what, expected, source=_in_config(cfg, f"[model] {key}"))
+    if not isinstance(mc.factory, str):
+        return
+    module_name = mc.factory.rpartition(":")[0].strip() if ":" in mc.factory else mc.factory.strip()
+    if module_name.endswith(".py"):
+        require_file(_beside_config(module_name, base_dir), "model factory file", "a Python file defining the factory", source=_in_config(cfg, "[model] factory"))
+        return
+    try:
+        with _on_path(base_dir):
+            found = importlib.util.find_spec(module_name)
+    except Exception as exc:  # a parent package that does not import, or is not a package
+        raise ConfigError(f"cannot import model factory module {module_name!r}: {exception_text(exc)}", source=_in_config(cfg, "[model] factory")) from exc
+    if found is None:
+        where = f" (looked for beside the config, in {base_dir}, and on sys.path)" if base_dir is not None else " (on sys.path)"
+        raise ConfigError(f"cannot find model factory module {module_name!r}{where}", source=_in_config(cfg, "[model] factory"))
 
 
 def load_model_example_inputs(

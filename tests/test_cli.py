@@ -145,6 +145,40 @@ def test_check_user_errors_exit_2(args, text, tmp_path, monkeypatch):
     assert "Traceback" not in r.output
 
 
+@pytest.mark.parametrize(
+    "model, text",
+    [
+        ('factory = "modls:convnet"', "c.toml: [model] factory: cannot find model factory module 'modls' (looked for beside the config, in DIR, and on sys.path)"),
+        ('factory = "models.py:convnet"', "c.toml: [model] factory: model factory file not found: DIR/models.py"),
+        ('program = "nothere.pt2"', "c.toml: [model] program: program file not found: DIR/nothere.pt2"),
+        ('graph = "g.py"', "c.toml: [model] graph: graph file not found: DIR/g.py"),
+        ('factory = "fxpasses._example:convnet"\ninputs = "nothere.pt"', "c.toml: [model] inputs: tensor file not found: DIR/nothere.pt"),
+    ],
+)
+def test_check_refuses_a_model_whose_files_or_factory_module_are_missing(model, text, tmp_path, monkeypatch):
+    """`fxpasses check` said OK for a config whose factory module or program file was missing,
+    which `run` refused at once (a new-user check): it now looks for what `[model]` names
+    (nothing is imported or built), and says what `run` says."""
+    monkeypatch.chdir(tmp_path)
+    inputs = "" if "inputs" in model or "program" in model else "\ninputs = [{shape = [1, 3, 8, 8]}]"
+    (tmp_path / "c.toml").write_text(f"[model]\n{model}{inputs}\n")
+    r = CliRunner().invoke(cli, ["check", "c.toml"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == "error: " + text.replace("DIR", str(tmp_path)), r.output
+    (tmp_path / "ok.toml").write_text('[model]\nfactory = "fxpasses._example:convnet"\ninputs = [{shape = [1, 3, 8, 8]}]\n')
+    assert CliRunner().invoke(cli, ["check", "ok.toml"]).exit_code == 0
+
+
+def test_a_factory_name_not_in_its_module_gets_a_suggestion(tmp_path):
+    """`factory = "models:convnt"`: "module 'models' has no attribute 'convnt'" gave no "did you
+    mean", where other names get one (a new-user check)."""
+    from fxpasses.errors import ConfigError
+    from fxpasses.job import load_factory
+
+    with pytest.raises(ConfigError, match=r"module 'fxpasses._example' has no attribute 'convnt'; did you mean 'convnet'\?"):
+        load_factory("fxpasses._example:convnt")
+
+
 def test_console_script_is_installed():
     script = Path(sys.executable).parent / "fxpasses"
     assert script.is_file()
