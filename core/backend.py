@@ -128,7 +128,7 @@ def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
         except ValidationError as exc:
             problems = "; ".join(
                 f"{path}: {msg} (given: {value!r}{value_hint(value, where, msg, python=python)})"
-                for path, msg, value in validation_problems(exc, PluginsConfig)
+                for path, msg, value in validation_problems(exc, PluginsConfig, unknown="key")
             )
             raise ConfigError(f"{where}: {problems}") from None
         return registry_for(Config(plugins=plugins))

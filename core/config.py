@@ -506,10 +506,14 @@ class Config(_Strict):
 _QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
 
 
-def validation_problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[str, str, Any]]:
+def validation_problems(
+    exc: ValidationError, model: type[BaseModel] | None = None, *, unknown: str = "option"
+) -> list[tuple[str, str, Any]]:
     """``(field path, message, given value)`` for each error of a pydantic ``ValidationError``.
 
-    Unknown keys get a "did you mean" suggestion from the model's field names. For a field that
+    Unknown keys get a "did you mean" suggestion from the model's field names, worded
+    ``unknown <unknown>`` (``"option"`` for a pass's options; ``"key"`` for a config's own
+    tables). For a field that
     takes one of several types (``pipeline``: a string or a list), pydantic reports a failure
     under every alternative; only the alternative that fits the given value is kept (the one
     whose errors reach deepest), and alternatives that all fail at once are merged into one
@@ -530,7 +534,7 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
         for said in ("a valid dictionary or instance of FixpointEntryConfig", "instance of FixpointEntryConfig"):
             msg = msg.replace(said, "a fixpoint group (fixpoint, max_iterations)")
         if err["type"] == "extra_forbidden" and model is not None:
-            msg = _unknown_option_message(it.loc[-1] if it.loc else None, it.parent_fields)
+            msg = _unknown_option_message(it.loc[-1] if it.loc else None, it.parent_fields, unknown)
         elif err["type"] in ("literal_error", "enum"):  # one of some strings: the closest
             msg += did_you_mean_value(it.input, _QUOTED.findall(str(err.get("ctx", {}).get("expected", ""))))
         problems.append((loc, msg, it.input))
@@ -875,10 +879,11 @@ def _nested_unknown(ann: Any, data: Any, path: str, problems: list[tuple[str, st
             _nested_unknown(args[1], value, f"{path}.{key}", problems)
 
 
-def _unknown_option_message(key: Any, fields: list[str]) -> str:
-    """``unknown option; did you mean 'x'? (valid: ...)`` for an option ``key`` no field has."""
+def _unknown_option_message(key: Any, fields: list[str], what: str = "option") -> str:
+    """``unknown option; did you mean 'x'? (valid: ...)`` for an option ``key`` no field has
+    (``what``: ``"key"`` for a config's own tables)."""
     close = close_names(str(key), fields, n=1) if key is not None else []  # case ignored: MAX_NUMEL
-    msg = "unknown option" + did_you_mean(close)
+    msg = f"unknown {what}" + did_you_mean(close)
     return msg + (f" (valid: {', '.join(fields)})" if fields else "")
 
 
@@ -1226,7 +1231,7 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
         yaml = is_yaml_source(source)
         lines = [
             f"  {path}: {msg} (given: {_short(value)}{value_hint(value, source, msg)})"
-            for path, msg, value in validation_problems(exc, Config)
+            for path, msg, value in validation_problems(exc, Config, unknown="key")
         ]
         lines += _entry_spelling_hints(data.get("pipeline"), yaml)
         raise ConfigError("invalid config:\n" + "\n".join(lines), source=source) from None

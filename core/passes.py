@@ -578,6 +578,11 @@ def validate_pass_class(cls: Any) -> None:
     if not issubclass(cls, (NodePass, GraphPass)):
         raise PassDefinitionError(f"{where} must subclass fxpasses.NodePass or fxpasses.GraphPass")
     name = cls.name
+    if name == "" and not any("name" in vars(c) for c in cls.__mro__ if c not in (Pass, NodePass, GraphPass)):
+        raise PassDefinitionError(
+            f"{where} has no `name`: give the class one (`name = \"my_pass\"`, a Python identifier), the name "
+            "pipelines and configs call it by"
+        )
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise PassDefinitionError(f"{where}: `name` must be a Python identifier, got {name!r}")
     if not_normal(name):

@@ -493,7 +493,7 @@ class Pipeline:
         def bad_table(exc: ValidationError, table: Mapping[str, Any]) -> ConfigError:
             problems = "; ".join(
                 f"{path}: {msg} (given: {_short_repr(value)})"
-                for path, msg, value in validation_problems(exc, PassEntryConfig)
+                for path, msg, value in validation_problems(exc, PassEntryConfig, unknown="key")
             )
             key = pass_name_as_key(table)
             hint = (

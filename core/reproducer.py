@@ -112,7 +112,13 @@ def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
     except Exception as exc:
         raise ConfigError(f"cannot read tensor file {path}: {exception_text(exc)}") from None
     if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
-        raise ConfigError(f"{path} does not hold a name -> tensor mapping")
+        held = type(data).__name__ if not isinstance(data, dict) else "a dict with values other than tensors"
+        hint = (
+            ": save the positional inputs by position, torch.save({str(i): t for i, t in enumerate(inputs)}, path)"
+            if isinstance(data, (list, tuple))
+            else ""
+        )
+        raise ConfigError(f"{path} does not hold a name -> tensor mapping (it holds {held}){hint}")
     return data
 
 

@@ -814,7 +814,7 @@ def test_plugin_settings_come_from_the_plugins_option_or_the_pyproject(tmp_path,
     assert passes_run({"pipeline": "remove_identity", "plugins": {"enable": ["fxpasses-example-passes"]}}) == [
         ("remove_identity", "ok")
     ]
-    with pytest.raises(Exception, match="torch.compile option 'plugins': enabel: unknown option; did you mean 'enable'"):
+    with pytest.raises(Exception, match="torch.compile option 'plugins': enabel: unknown key; did you mean 'enable'"):
         passes_run({"pipeline": "remove_identity", "plugins": {"enabel": ["fxpasses-example-passes"]}})
     (tmp_path / "pyproject.toml").write_text(
         '[tool.fxpasses]\npipeline = "remove_identity"\n[tool.fxpasses.plugins]\nenable = ["fxpasses-example-passes"]\n'

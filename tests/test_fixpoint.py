@@ -465,12 +465,12 @@ def test_an_analysis_a_member_requires_is_computed_again_in_every_iteration(orde
         ('{fixpoint = ["simplify_algebra"], max_iterations = 0}', "pipeline.1.max_iterations: Input should be greater than or equal to 1 (given: 0)"),
         ("{fixpoint = []}", "pipeline.1.fixpoint: List should have at least 1 item"),
         ('{fixpoint = ["simplify_algebra", {fixpoint = ["fold_constants"]}]}', "pipeline.1.fixpoint: fixpoint groups do not nest"),
-        ('{fixpoint = ["simplify_algebra"], max_iteration = 3}', "pipeline.1.max_iteration: unknown option; did you mean 'max_iterations'? (valid: fixpoint, max_iterations)"),
+        ('{fixpoint = ["simplify_algebra"], max_iteration = 3}', "pipeline.1.max_iteration: unknown key; did you mean 'max_iterations'? (valid: fixpoint, max_iterations)"),
     ],
 )
 def test_a_malformed_group_in_a_config_file_gets_one_line_about_the_group(tmp_path, entry, said):
     """A group's bad max_iterations in a config file gave four lines, three about a pass table
-    (`name: Field required`, `fixpoint: unknown option`); nesting and empty groups were not
+    (`name: Field required`, `fixpoint: unknown key`); nesting and empty groups were not
     said to be that (a new-user check)."""
     (tmp_path / "c.toml").write_text(f'pipeline = ["remove_dropout", {entry}]\n')
     with pytest.raises(ConfigError) as info:

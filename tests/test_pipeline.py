@@ -851,7 +851,7 @@ def test_pyproject_found_from_cwd(tmp_path, reg, monkeypatch):
         ("bad.toml", "pipeline = [", "invalid TOML"),
         ("bad.yaml", "pipeline: [a, b", "invalid YAML"),
         ("bad.json", "{", "invalid JSON"),
-        ("bad.toml", "pipelin = 'a'", "pipelin: unknown option; did you mean 'pipeline'"),
+        ("bad.toml", "pipelin = 'a'", "pipelin: unknown key; did you mean 'pipeline'"),
         ("bad.toml", "pipeline = 'a'\nverify = 'sometimes'", "verify"),
         ("bad.toml", "pipeline = 'a'\natol = -1", "atol"),
         ("bad.ini", "x", "unsupported config file type"),
@@ -1102,7 +1102,7 @@ def test_a_pipeline_string_of_another_type_is_a_config_error_naming_it(text, fou
     [
         (
             {"name": "fold_constants", "optionz": {}},
-            "optionz: unknown option; did you mean 'options'? (valid: name, options, verify, on_error) (given: {})",
+            "optionz: unknown key; did you mean 'options'? (valid: name, options, verify, on_error) (given: {})",
         ),
         ({"name": "fold_constants", "options": "max_numel=3"}, "options: Input should be a valid dictionary (given: 'max_numel=3')"),
         ({"options": {}}, "name: Field required"),

@@ -1259,12 +1259,14 @@ def test_nameless_registrations_are_in_the_rejected_table_as_what_they_are(site)
     assert [(x.kind, x.name) for x in rec.rejected] == [("pass", "<42>"), ("pass", "<class fxp_nameless.NoName>")]
     assert rec.status == "failed" and rec.error == (
         "expected a pass class (a subclass of fxpasses.NodePass or fxpasses.GraphPass), got 42 (an int, not a "
-        "class); the pass is skipped (not registered); fxp_nameless.NoName: `name` must be a Python identifier, "
-        "got ''; the pass is skipped (not registered)"
+        "class); the pass is skipped (not registered); fxp_nameless.NoName has no `name`: give the class one "
+        "(`name = \"my_pass\"`, a Python identifier), the name pipelines and configs call it by; the pass is "
+        "skipped (not registered)"
     )
     assert [x.reason for x in rec.rejected] == [
         "expected a pass class (a subclass of fxpasses.NodePass or fxpasses.GraphPass), got 42 (an int, not a class)",
-        "fxp_nameless.NoName: `name` must be a Python identifier, got ''",
+        "fxp_nameless.NoName has no `name`: give the class one (`name = \"my_pass\"`, a Python identifier), the "
+        "name pipelines and configs call it by",
     ]
     assert rec.problems == [x.reason + "; the pass is skipped (not registered)" for x in rec.rejected]
     # it imported: not "failed to load" where an unknown name lists what was not loaded

@@ -447,3 +447,22 @@ def test_a_reproducer_says_it_does_not_hold_the_modules_hooks(planted_site, tmp_
         "Not in the reproducer (the replay runs without them, so a failure that depends on them may not show): "
         "lin: Linear has forward hooks."
     ) in (rep / "README.md").read_text()
+
+
+def test_a_tensor_file_holding_a_list_says_how_to_save_it_by_name(tmp_path):
+    """`inputs = "inputs.pt"` holding `torch.save([x], ...)`: "does not hold a name -> tensor
+    mapping" said neither what it held nor how to save it (a new-user check)."""
+    from fxpasses.errors import ConfigError
+    from fxpasses.reproducer import load_tensors
+
+    path = tmp_path / "inputs.pt"
+    torch.save([torch.ones(2)], path)
+    with pytest.raises(ConfigError) as info:
+        load_tensors(path)
+    assert str(info.value) == (
+        f"{path} does not hold a name -> tensor mapping (it holds list): save the positional inputs by position, "
+        "torch.save({str(i): t for i, t in enumerate(inputs)}, path)"
+    )
+    torch.save({"0": torch.ones(2), "mask": [1]}, path)
+    with pytest.raises(ConfigError, match=r"\(it holds a dict with values other than tensors\)$"):
+        load_tensors(path)
