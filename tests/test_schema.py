@@ -92,7 +92,7 @@ def test_pipeline_strings_the_schema_takes_are_those_check_takes(validator, pipe
     assert (checked.exit_code == 0) is valid, checked.output
 
 
-MODEL = {"factory": "models:convnet"}
+MODEL = {"factory": "fxpasses._example:convnet"}  # (check looks for the module)
 
 
 @pytest.mark.parametrize(
@@ -162,6 +162,8 @@ def test_the_schema_and_check_agree_on_inputs_output_and_entry_settings(validato
     validating configs against `fxpasses schema`)."""
     assert (not list(validator.iter_errors(config))) is valid
     (tmp_path / "c.json").write_text(json.dumps(config))
+    for name in ("g.py", "m.pt2"):  # (check looks for the files [model] names; their content is run's)
+        (tmp_path / name).write_text("")
     checked = CliRunner().invoke(cli, ["check", str(tmp_path / "c.json")])
     assert (checked.exit_code == 0) is valid, checked.output
 
