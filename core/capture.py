@@ -79,14 +79,17 @@ def capture(
     (see the module doc). ``check_outputs`` (symbolic_trace only): call the model and the graph
     once each on the example inputs and warn when they differ (two more forward calls; see
     :func:`_check_traced_outputs`). ``dynamic_shapes``: ``torch.export.export``'s argument of
-    that name (``Dim``s of the inputs' sizes), for the ``export`` capture; a ``symbolic_trace``
-    graph records no sizes and takes any (it is not used there).
+    that name (``Dim``s of the inputs' sizes): the export capture keeps those sizes symbolic,
+    and the dynamo capture marks them dynamic (``torch._dynamo.mark_dynamic``, with the
+    ``Dim``'s range; sizes of top-level tensor inputs only): its graph then takes each size
+    symbol as an input of its own (an ``int`` in :attr:`Captured.inputs`); a
+    ``symbolic_trace`` graph records no sizes and takes any (it is not used there).
 
     Raises:
         UserError: an unknown dialect, example inputs of the wrong type (see
-            :func:`fxpasses.inputs.check_example_inputs`), ``dynamic_shapes`` for the dynamo
-            capture, or the capture failed (the message names the dialect and keeps the
-            original error as ``__cause__``).
+            :func:`fxpasses.inputs.check_example_inputs`), ``dynamic_shapes`` the dynamo
+            capture cannot mark (naming the entry), or the capture failed (the message names
+            the dialect and keeps the original error as ``__cause__``).
     """
     from .inputs import check_example_inputs
 
@@ -124,12 +127,7 @@ def capture(
             raise UserError(f"torch.export could not capture {type(model).__name__}: {_short(exc)}") from exc
         return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "dynamo":
-        if dynamic_shapes is not None:
-            raise UserError(
-                "dynamic_shapes applies to the export capture, not to dynamo (a TorchDynamo graph with dynamic "
-                "sizes takes the sizes as inputs of their own): capture with export, or torch.compile(dynamic=True)"
-            )
-        return _capture_dynamo(model, inputs, kwargs)
+        return _capture_dynamo(model, inputs, kwargs, dynamic_shapes)
     raise UserError(f"unknown capture {dialect!r}; expected one of {', '.join(DIALECTS)}")
 
 
@@ -346,7 +344,69 @@ _GRAD_MODE_CAUSE = (
 )
 
 
-def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Captured:
+#: the attributes torch._dynamo.mark_dynamic sets on a tensor
+_DYNAMO_MARKS = ("_dynamo_dynamic_indices", "_dynamo_dynamic_range", "_dynamo_hint_overrides", "_has_dynamo_dim_marking")
+
+
+def _dynamic_marks(
+    model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any
+) -> list[tuple[torch.Tensor, int, int | None, int | None]]:
+    """``(tensor, dim, min, max)`` for each size that ``dynamic_shapes`` (``torch.export``'s
+    argument: a tuple in the order of ``forward``'s parameters, or a dict by their names, of
+    ``{dim: Dim}`` or a list with an entry per dim) makes dynamic, for the dynamo capture.
+
+    Raises:
+        UserError: the inputs do not fit ``forward``, or an entry that is not for a tensor
+            input or not ``{dim: Dim}`` / a list per dim (nested inputs are not marked).
+    """
+    import inspect
+
+    from torch.export import Dim
+    from torch.utils._sympy.numbers import int_oo
+
+    try:
+        arguments = inspect.signature(model.forward).bind(*inputs, **kwargs).arguments
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"dynamic_shapes: the example inputs do not fit {type(model).__name__}.forward: {exc}") from None
+    if isinstance(dynamic_shapes, Mapping):
+        named = dict(dynamic_shapes)
+        unknown = [k for k in named if k not in arguments]
+        if unknown:
+            raise UserError(
+                f"dynamic_shapes names {', '.join(map(repr, unknown))}, which {type(model).__name__}.forward is not "
+                f"given (its inputs: {', '.join(arguments)})"
+            )
+    elif isinstance(dynamic_shapes, (tuple, list)):
+        if len(dynamic_shapes) != len(arguments):
+            raise UserError(
+                f"dynamic_shapes has {len(dynamic_shapes)} entries for the {len(arguments)} inputs of "
+                f"{type(model).__name__}.forward ({', '.join(arguments)})"
+            )
+        named = dict(zip(arguments, dynamic_shapes))
+    else:
+        raise UserError(f"dynamic_shapes must be a tuple or a dict by input name, as torch.export takes it, got {type(dynamic_shapes).__name__}")
+    marks = []
+    for name, spec in named.items():
+        if spec is None:
+            continue
+        value = arguments[name]
+        dims = dict(spec) if isinstance(spec, Mapping) else dict(enumerate(spec)) if isinstance(spec, (tuple, list)) else None
+        if not isinstance(value, torch.Tensor) or dims is None:
+            raise UserError(
+                f"dynamic_shapes[{name!r}]: the dynamo capture marks the sizes of tensor inputs given as "
+                f"{{dim: Dim}} (or a list with an entry per dim); got {spec!r} for {type(value).__name__}"
+            )
+        for d, dim in dims.items():
+            if dim is None or dim is Dim.STATIC:
+                continue
+            low, high = getattr(dim, "min", None), getattr(dim, "max", None)
+            marks.append((value, int(d), low if isinstance(low, int) else None, high if isinstance(high, int) and high is not int_oo else None))
+    return marks
+
+
+def _capture_dynamo(
+    model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any = None
+) -> Captured:
     import torch._dynamo
 
     graphs: list[tuple[torch.fx.GraphModule, list[Any]]] = []
@@ -361,21 +421,40 @@ def _capture_dynamo(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dic
     code = getattr(getattr(type(model), "forward", None), "__code__", None)
     if code is not None and hasattr(torch._dynamo, "reset_code"):
         torch._dynamo.reset_code(code)
-    for attempt in range(2):
-        try:
-            # TorchDynamo runs the model to capture it: what that call writes in place (batch
-            # norm statistics, an input the forward adds to) is put back after it, so the
-            # capture leaves the caller's model and inputs as they were, as the other two do
-            with _quiet_fake_tensor_log(), _state_put_back(model, inputs, kwargs):
-                torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(*inputs, **kwargs)
-        except Exception as exc:
-            raise UserError(
-                f"TorchDynamo could not capture {type(model).__name__} as one graph: {_short(exc)}"
-            ) from exc
-        if graphs:
-            break
-        torch._dynamo.reset()  # a cached compilation for another backend answered the call
+    marks = _dynamic_marks(model, inputs, kwargs, dynamic_shapes) if dynamic_shapes is not None else []
+    # (the caller's tensors are marked: TorchDynamo reads the marks off them; put back after)
+    held = [(t, {a: t.__dict__[a] for a in _DYNAMO_MARKS if a in t.__dict__}) for t in dict.fromkeys(t for t, *_ in marks)]
+    try:
+        for tensor, dim, low, high in marks:
+            torch._dynamo.mark_dynamic(tensor, dim, min=low, max=high)
+        for attempt in range(2):
+            try:
+                # TorchDynamo runs the model to capture it: what that call writes in place (batch
+                # norm statistics, an input the forward adds to) is put back after it, so the
+                # capture leaves the caller's model and inputs as they were, as the other two do
+                with _quiet_fake_tensor_log(), _state_put_back(model, inputs, kwargs):
+                    torch.compile(model, backend=backend, fullgraph=True, dynamic=None if marks else False)(*inputs, **kwargs)
+            except Exception as exc:
+                raise UserError(
+                    f"TorchDynamo could not capture {type(model).__name__} as one graph: {_short(exc)}"
+                ) from exc
+            if graphs:
+                break
+            torch._dynamo.reset()  # a cached compilation for another backend answered the call
+    finally:
+        for tensor, before in held:
+            for attr in _DYNAMO_MARKS:
+                tensor.__dict__.pop(attr, None)
+            tensor.__dict__.update(before)
     if not graphs:  # pragma: no cover
         raise UserError(f"TorchDynamo produced no graph for {type(model).__name__}")
     gm, real_inputs = graphs[-1]
+    # a dynamic size is an input of its own, handed to the backend as a SymInt: its value
+    real_inputs = [_concrete(v) if isinstance(v, torch.SymInt) else v for v in real_inputs]
     return Captured(gm, real_inputs, "dynamo")
+
+
+def _concrete(size: torch.SymInt) -> int:
+    """The value of a size TorchDynamo handed its backend as a ``SymInt``."""
+    hint = getattr(size.node, "hint", None)
+    return int(hint) if hint is not None else int(size)

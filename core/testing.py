@@ -68,11 +68,11 @@ def assert_preserves_outputs(
 
     The captures are specialised to the example inputs' sizes, but for ``dynamic_shapes``
     (``torch.export.export``'s argument: ``({0: Dim("batch")},)``), with which the export
-    capture keeps the sizes it names symbolic, so that ``check_inputs`` of other sizes test
-    that a pass did not specialise the graph to the example's; ``symbolic_trace`` graphs hold
-    no sizes and take any; with ``dynamic_shapes`` leave dynamo out of ``dialects``
-    (``dialects=("symbolic_trace", "export")``; a TorchDynamo graph with dynamic sizes takes
-    the sizes as inputs of their own).
+    capture keeps the sizes it names symbolic and the dynamo capture marks them dynamic (see
+    :func:`fxpasses.capture.capture`; its graph takes each size as an input, which the check
+    input sets' tensors give), so that ``check_inputs`` of other sizes test that a pass did
+    not specialise the graph to the example's; ``symbolic_trace`` graphs hold no sizes and
+    take any.
 
     The pipeline runs in the journal check mode (:func:`fxpasses.journal.check_journals`): a
     pass that declares ``journal_edits = True`` is rolled back through its journal, compared
@@ -89,8 +89,8 @@ def assert_preserves_outputs(
             input set after the pass); :class:`fxpasses.journal.JournalMismatch` (an
             ``AssertionError``) naming what a journaled pass edited out of its journal's sight.
         UserError: example inputs of the wrong type (``example_kwargs`` not a mapping with
-            ``str`` keys; see :meth:`fxpasses.Pipeline.run`), ``dynamic_shapes`` with the
-            dynamo dialect, ``check_inputs`` and
+            ``str`` keys; see :meth:`fxpasses.Pipeline.run`), ``dynamic_shapes`` a capture
+            cannot take, ``check_inputs`` and
             ``check_kwargs`` of different lengths, a keyword in ``check_kwargs`` that
             ``example_kwargs`` lacks (dynamo), a capture that fails, or a captured module
             that does not run on an input set before any pass (e.g. ``check_inputs`` of
@@ -106,11 +106,6 @@ def assert_preserves_outputs(
     if not dialects:
         raise UserError(f"dialects is empty: name at least one of {', '.join(DIALECTS)} (a check of none checks nothing)")
     kwargs = check_example_inputs(None, example_kwargs)[1] or {}
-    if dynamic_shapes is not None and "dynamo" in dialects:
-        raise UserError(
-            "dynamic_shapes is torch.export's (a TorchDynamo graph with dynamic sizes takes the sizes as inputs of "
-            "their own, which check_inputs do not give): pass dialects=('symbolic_trace', 'export')"
-        )
     checks = _check_sets(check_inputs, check_kwargs)
     if checks:
         _warn_shared_example_tensors(example_inputs, kwargs)
@@ -297,6 +292,25 @@ def _with_params(
         for i, captured in enumerate(cap.inputs):
             if captured is example:
                 out[i] = value
+    # a graph captured with dynamic sizes takes each size symbol as an input: the size of
+    # the new tensor that holds it
+    placeholders = list(cap.gm.graph.find_nodes(op="placeholder"))
+    for i, node in enumerate(placeholders):
+        size = node.meta.get("example_value")
+        if not isinstance(size, torch.SymInt):
+            continue
+        found = next(
+            (
+                out[j].shape[d]
+                for j, other in enumerate(placeholders)
+                if isinstance(other.meta.get("example_value"), torch.Tensor) and isinstance(out[j], torch.Tensor)
+                for d, s in enumerate(other.meta["example_value"].shape)
+                if isinstance(s, torch.SymInt) and s.node.expr == size.node.expr and d < out[j].dim()
+            ),
+            None,
+        )
+        if found is not None:
+            out[i] = found
     return out, {}
 
 

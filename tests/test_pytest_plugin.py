@@ -243,7 +243,9 @@ def test_dynamic_shapes_let_check_inputs_of_other_sizes_catch_a_pass_that_specia
     of other batch sizes run, and a pass that writes the example's size into the graph (a
     `sym_size` node replaced by its value) is caught there; the built-in pipeline passes.
     Before, every capture was specialised to the example's sizes and such check inputs were
-    refused (a dynamic-shapes sweep found no way to test this in the export dialect)."""
+    refused (a dynamic-shapes sweep found no way to test this in the export and dynamo
+    dialects). The dynamo capture marks the sizes dynamic; its graph takes the batch size as
+    an input, which the check sets' tensors give."""
     from torch.export import Dim
 
     from fxpasses.errors import UserError
@@ -261,17 +263,20 @@ def test_dynamic_shapes_let_check_inputs_of_other_sizes_catch_a_pass_that_specia
     checks = [[torch.randn(1, 3, 4)], [torch.randn(7, 3, 4)]]
     batch = ({0: Dim("batch", max=64)},)
     builtin = "simplify_algebra,fold_constants,eliminate_common_subexpressions,eliminate_dead_code"
-    results = assert_preserves_outputs(
-        builtin, model, [x], dialects=("symbolic_trace", "export"), check_inputs=checks, dynamic_shapes=batch
-    )
+    results = assert_preserves_outputs(builtin, model, [x], check_inputs=checks, dynamic_shapes=batch)
     gm, report = results["export"]
     assert report["simplify_algebra"].counters["simplified"] == 1  # (x * 1, with a symbolic batch)
     assert any(n.target is torch.ops.aten.sym_size.int for n in gm.graph.nodes)  # still symbolic
+    gm, report = results["dynamo"]  # the batch size is an input of the graph
+    assert report["simplify_algebra"].counters["simplified"] == 1
+    assert [type(n.meta["example_value"]).__name__ for n in gm.graph.find_nodes(op="placeholder")][0] == "SymInt"
     with pytest.raises(AssertionError) as info:
         assert_preserves_outputs(Specialise, model, [x], dialects=("export",), check_inputs=checks, dynamic_shapes=batch)
     assert "specialise_sizes broke _Flatten captured with export: it no longer runs on check_inputs[0]" in str(info.value)
-    with pytest.raises(UserError, match=r"dynamic_shapes is torch.export's .* pass dialects=\('symbolic_trace', 'export'\)"):
-        assert_preserves_outputs(builtin, model, [x], check_inputs=checks, dynamic_shapes=batch)
+    # the example's tensors are left unmarked by the dynamo capture
+    assert not any(a in x.__dict__ for a in ("_dynamo_dynamic_indices", "_dynamo_dynamic_range"))
+    with pytest.raises(UserError, match=r"dynamic_shapes names 'y', which _Flatten.forward is not given \(its inputs: x\)"):
+        assert_preserves_outputs(builtin, model, [x], dialects=("dynamo",), dynamic_shapes={"y": {0: Dim("b")}})
 
 
 class _OptionalSecond(torch.nn.Module):
