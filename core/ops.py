@@ -175,9 +175,10 @@ FAMILIES: dict[str, frozenset[str]] = {
     ),
     "div": frozenset({"div", "true_divide", "divide"}),
     "mul": frozenset({"mul", "multiply"}),
-    "sub": frozenset({"sub", "subtract", "rsub"}),
+    # (not rsub, `rsub(x, c)` is `c - x`; not addmm, `addmm(bias, x, w)` takes w transposed
+    # and its operands in another order: a hook for sub or linear would misread them)
+    "sub": frozenset({"sub", "subtract"}),
     "neg": frozenset({"neg", "negative"}),
-    "linear": frozenset({"linear", "addmm"}),
     # relu6 is hardtanh(0, 6): see _BOUNDED_NAMES for which calls are named "relu6"
     "hardtanh": frozenset({"hardtanh", "relu6"}),
     # torch's other aliases of one op (the alias map of torch/csrc/jit/passes/normalize_ops.cpp,

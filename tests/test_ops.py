@@ -299,3 +299,42 @@ def test_a_subscription_to_an_op_matches_torchs_aliases_of_it_in_every_dialect()
     want = {"clamp": 4, "abs": 1, "acos": 1, "trunc": 1, "transpose": 1, "cat": 1, "gt": 1, "le": 1, "ne": 1, "sigmoid": 1, "erf": 1, "matmul": 1}
     for dialect, (_, report) in results.items():
         assert report["count_aliases"].counters == want, dialect
+
+
+class _RsubAddmm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w, self.b = torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        return torch.rsub(x, 1.0) * 2, torch.addmm(self.b, x, self.w), x - 1.0, torch.nn.functional.linear(x, self.w.t(), self.b)
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_sub_and_linear_do_not_match_rsub_and_addmm(dialect):
+    """`@on("sub")` matched `rsub` (`rsub(x, c)` is `c - x`) and `@on("linear")` matched
+    `addmm(bias, x, w)` (another operand order, `w` transposed): a textbook `x - c -> x + (-c)`
+    pass changed `1.0 - x` into `x - 1.0` under torch.export, and a linear rewrite broke
+    GPT-2's `Conv1D` (a pass-author check). They are not aliases; each has its own name."""
+    from fxpasses.capture import capture
+    from fxpasses.ops import family_members, op_name
+
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    assert "rsub" not in family_members("sub") and "addmm" not in family_members("linear")
+    gm = capture(_RsubAddmm(), [torch.randn(2, 4)], dialect).gm
+    seen = {"sub": [], "linear": []}
+
+    class Watch(NodePass):
+        name = "watch"
+
+        @on("sub")
+        def sub(self, node, ctx):
+            seen["sub"].append(op_name(node, gm))
+
+        @on("linear")
+        def linear(self, node, ctx):
+            seen["linear"].append(op_name(node, gm))
+
+    fxpasses.Pipeline([Watch]).run(gm)
+    assert seen == {"sub": ["sub"], "linear": ["linear"]}, seen
