@@ -973,7 +973,10 @@ class Pipeline:
             )
             report.notes.append(note)
             warn(FixpointWarning(note))
-        on_demand: set[tuple[int, int, str]] = set()  # (id of the step, iteration, analysis) computed for it
+        # (id of the step, iteration, analysis) computed for it -> that step: held, so that no
+        # later step (an on-demand one, made anew each time) gets its id, and compared by
+        # identity (an analysis computed on demand once went without its own requirements)
+        on_demand: dict[tuple[int, int, str], PlanStep] = {}
         dirty = False  # graph differs from the compiled code
         clean = False  # the graph passed a lint since it last changed (incremental lint may start from it)
         unverified: list[str] = []  # passes that changed the graph since its last lint, without one
@@ -1010,12 +1013,12 @@ class Pipeline:
                 needed = [
                     r
                     for r in step.cls.requires
-                    if (id(step), round_, r) not in on_demand and not cache.is_current(r) and self._is_analysis(r)
+                    if on_demand.get((id(step), round_, r)) is not step and not cache.is_current(r) and self._is_analysis(r)
                 ]
                 if needed:
                     queue.appendleft(step)
                     for r in reversed(needed):
-                        on_demand.add((id(step), round_, r))
+                        on_demand[(id(step), round_, r)] = step
                         rcls = self._class_of(r)
                         queue.appendleft(
                             PlanStep(r, rcls, self._table_options(r, rcls), None, reasons=[f"on demand: required by {step.name}"])

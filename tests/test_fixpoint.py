@@ -530,3 +530,66 @@ def test_a_graph_pass_returning_true_for_nothing_lets_its_group_converge():
     assert not report.notes
     x = torch.randn(3)
     torch.testing.assert_close(gm(x), torch.sigmoid(x) + 1)
+
+
+def test_an_analysis_computed_on_demand_in_each_iteration_gets_its_own_requirements_first(monkeypatch):
+    """In a fixpoint group, an analysis computed on demand (for a transform that requires it)
+    in iteration 2 ran without the analysis it requires itself, on the metadata of the graph
+    before iteration 1's change (a pass-author check, seen once): the run remembered what each
+    on-demand step had been given by the step object's id(), and a later on-demand step could
+    get a freed one's id. Every on-demand analysis now gets its requirements, every time."""
+    order = []
+
+    class Base(GraphPass):
+        name = "base_facts"
+        kind = "analysis"
+
+        def run(self, gm, ctx):
+            order.append(("base", len(gm.graph.nodes)))
+            ctx.analyses["base_facts"] = len(gm.graph.nodes)
+            return False
+
+    class Derived(GraphPass):
+        name = "derived_facts"
+        kind = "analysis"
+        requires = ("base_facts",)
+
+        def run(self, gm, ctx):
+            order.append(("derived", ctx.analyses["base_facts"], len(gm.graph.nodes)))
+            return False
+
+    class Shrink(GraphPass):
+        name = "shrink_once_per_iteration"
+        requires = ("derived_facts",)
+
+        def run(self, gm, ctx):
+            order.append(("shrink",))
+            relu = next((n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.relu), None)
+            if relu is None:
+                return False
+            relu.replace_all_uses_with(relu.args[0])
+            gm.graph.erase_node(relu)
+            return True
+
+    class Chain(torch.nn.Module):
+        def forward(self, x):
+            for _ in range(6):
+                x = torch.relu(x) + 1
+            return x
+
+    reg = Registry(autoload=False)
+    for cls in (Base, Derived, Shrink):
+        reg.register(cls)
+    gm = torch.fx.symbolic_trace(Chain())
+    # every on-demand step of derived_facts gets one id, as a freed one's id is given again
+    import fxpasses.pipeline
+
+    def reused_id(obj, _id=id):
+        return -1 if getattr(obj, "name", None) == "derived_facts" and type(obj).__name__ == "PlanStep" else _id(obj)
+
+    monkeypatch.setattr(fxpasses.pipeline, "id", reused_id, raising=False)
+    Pipeline.from_string("fixpoint{max_iterations=10}(shrink_once_per_iteration)", registry=reg).run(gm)
+    derived = [o for o in order if o[0] == "derived"]
+    assert len(derived) == 7  # once per iteration: 6 shrink, 1 that finds nothing
+    # each one computed from base facts of the graph as it then was
+    assert all(base_nodes == nodes for _, base_nodes, nodes in derived), order
