@@ -302,6 +302,11 @@ class PassContext:
     def add_submodule(self, module: torch.nn.Module, hint: str) -> str:
         """Attach ``module`` to ``gm`` under a free name derived from ``hint``; return the name.
 
+        The module is attached as it is, in its own mode: a module made anew is in training
+        mode (a fresh ``BatchNorm2d`` then normalizes with the batch's statistics in an
+        eval-mode model). Give it the mode of the module it stands for (``new.train(old.training)``)
+        before attaching it.
+
         Raises:
             TypeError: ``module`` is not a ``torch.nn.Module`` or ``hint`` not a ``str``
                 (naming the argument and the type given).

@@ -1429,6 +1429,7 @@ class Pipeline:
                             "graph holds what the passes did; its code is still what it was before the pipeline"
                         ) from exc
             report.nodes_after = len(gm.graph.nodes)
+            report.analyses = dict(analyses)  # (those still current: stale ones were dropped)
             report.seconds = time.perf_counter() - t_start
             if limit is not None:
                 report.rewrites = limit.count

@@ -114,6 +114,12 @@ class RunReport:
             ``max_iterations`` unconverged; from whoever ran it, e.g. the ``torch.compile``
             backend's ``freeze`` (what it made constants of the graph, what it left an input
             and why); printed after the table.
+        analyses: the results of the analyses still current when the run ended (valid for
+            the graph as the run left it), by name: what each handed over in
+            ``ctx.analyses[name]`` (``propagate_shapes``: its mode and the nodes it annotated,
+            its results being in ``node.meta``; ``True`` for one that handed over nothing); an
+            analysis a later transform invalidated is not there. :meth:`as_dict` gives their
+            names only.
     """
 
     passes: list[PassReport] = field(default_factory=list)
@@ -126,6 +132,7 @@ class RunReport:
     rewrites: int | None = None
     rewrite_limit: int | None = None
     notes: list[str] = field(default_factory=list)
+    analyses: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -150,7 +157,11 @@ class RunReport:
         return len(self.passes)
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The report as plain data; ``analyses`` as the names of the results (their values are
+        whatever the analyses handed over, not data to copy or print)."""
+        out = dataclasses.asdict(dataclasses.replace(self, analyses={}))
+        out["analyses"] = sorted(self.analyses)
+        return out
 
     def table(self, *, failures: bool = True) -> str:
         """A plain-text table: pass, status, changed, nodes before/after, ms, counters; under a

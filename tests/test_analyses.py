@@ -143,3 +143,39 @@ def test_a_requirement_no_pass_has_is_an_error_in_the_as_given_order_too():
     for order in ("dependencies", "as-given"):
         with pytest.raises(UnknownPassError, match=r"required by pass 'typo': unknown pass 'propagate_shapez'.*did you mean 'propagate_shapes'"):
             Pipeline([Typo], order=order).plan()
+
+
+def test_the_run_report_hands_over_the_analyses_still_current():
+    """An analysis hands its result over in `ctx.analyses[name]`, but nothing gave it to the
+    caller after the run: a FLOPs count had to be fished out with an instrument (a pass-author
+    check). `RunReport.analyses` holds the results still current when the run ended; one a
+    later transform invalidated is not there (it no longer describes the graph)."""
+    import json
+
+    from fxpasses import GraphPass
+
+    class CountCalls(GraphPass):
+        name = "count_calls"
+        kind = "analysis"
+
+        def run(self, gm, ctx):
+            ctx.analyses["count_calls"] = {"calls": sum(n.op.startswith("call_") for n in gm.graph.nodes)}
+            return False
+
+    class DropRelu(NodePass):
+        name = "drop_relu"
+
+        @on("relu")
+        def relu(self, node, ctx):
+            return Replace(node.args[0])
+
+    reg = Registry()
+    reg.register(CountCalls)
+    reg.register(DropRelu)
+    gm = capture(convnet().eval(), [torch.randn(1, 3, 8, 8)], "symbolic_trace").gm
+    calls = sum(n.op.startswith("call_") for n in gm.graph.nodes)
+    report = Pipeline(["propagate_shapes", "count_calls"], registry=reg).run(gm, [torch.randn(1, 3, 8, 8)])
+    assert report.analyses == {"propagate_shapes": {"mode": "fake", "nodes_annotated": 15}, "count_calls": {"calls": calls}}
+    assert json.loads(json.dumps(report.as_dict()))["analyses"] == ["count_calls", "propagate_shapes"]
+    report = Pipeline(["count_calls", "drop_relu"], registry=reg, order="as-given").run(gm)
+    assert report["drop_relu"].changed and report.analyses == {}  # invalidated by drop_relu
