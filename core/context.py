@@ -446,7 +446,13 @@ class PassContext:
     # ------------------------------------------------------------------ analysis helpers
 
     def tensor_info(self, node: Node) -> tuple[torch.Size, torch.dtype] | None:
-        """``(shape, dtype)`` of a node's tensor value from its metadata, if recorded."""
+        """``(shape, dtype)`` of a node's tensor value from its metadata, if recorded.
+
+        In a graph with dynamic shapes (``torch.export`` with ``dynamic_shapes``,
+        ``torch.compile(dynamic=True)``) a size may be a ``torch.SymInt``: ``int(size)`` or a
+        comparison of it with a number specialises the graph to the example's size (under
+        ``torch.compile``, a guard and a recompilation for each other size). Keep such sizes
+        symbolic (arithmetic on them stays symbolic), or test ``isinstance(size, int)``."""
         return tensor_info(node)
 
 

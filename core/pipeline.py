@@ -58,6 +58,7 @@ from .errors import (
     OptionsError,
     PassDefinitionWarning,
     PassFailedError,
+    UnknownPassError,
     UserError,
     VerificationError,
     close_names,
@@ -670,7 +671,18 @@ class Pipeline:
         """
         info = self._registered(needed_by, cls)
         by = f"pass {needed_by!r}" + (f" ({info.source})" if info is not None else "")
-        return self.registry.get(name, source=f"{self.source}: required by {by}", not_suggested=(needed_by,))
+        try:
+            return self.registry.get(name, source=f"{self.source}: required by {by}", not_suggested=(needed_by,))
+        except UnknownPassError as exc:
+            if exc.suggestions or info is not None:  # (a misspelt name, or a plugin's requires)
+                raise
+            # a pass class of one's own requiring another of one's own (a pass-author check)
+            raise UnknownPassError(
+                name, [], exc.plugins, source=f"{self.source}: required by {by}",
+                hint="a required pass is looked up by name: register its class (fxpasses.registry().register(cls), "
+                "or a plugin's fxpasses_register_passes), or give the class in the pipeline too",
+                not_loaded=exc.not_loaded,
+            ) from None
 
     def _order(self) -> Plan:
         """The plan: the entries in dependency order with the passes they require pulled in,

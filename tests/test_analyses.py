@@ -179,3 +179,35 @@ def test_the_run_report_hands_over_the_analyses_still_current():
     assert json.loads(json.dumps(report.as_dict()))["analyses"] == ["count_calls", "propagate_shapes"]
     report = Pipeline(["count_calls", "drop_relu"], registry=reg, order="as-given").run(gm)
     assert report["drop_relu"].changed and report.analyses == {}  # invalidated by drop_relu
+
+
+def test_a_required_pass_class_not_registered_is_named_with_how_to_make_it_found():
+    """A pass class requiring another of one's own classes, unregistered, failed with "unknown
+    pass 'my_an'" and nothing on how a requirement is found (a pass-author check)."""
+    import pytest
+
+    from fxpasses import GraphPass
+    from fxpasses.errors import UnknownPassError
+
+    class MyAn(GraphPass):
+        name = "my_an"
+        kind = "analysis"
+
+        def run(self, gm, ctx):
+            return False
+
+    class MyTr(GraphPass):
+        name = "my_tr"
+        requires = ("my_an",)
+
+        def run(self, gm, ctx):
+            return False
+
+    with pytest.raises(UnknownPassError) as info:
+        Pipeline([MyTr])
+    assert str(info.value).splitlines()[:2] == [
+        "pipeline: required by pass 'my_tr': unknown pass 'my_an'",
+        "(a required pass is looked up by name: register its class (fxpasses.registry().register(cls), or a "
+        "plugin's fxpasses_register_passes), or give the class in the pipeline too)",
+    ]
+    Pipeline([MyAn, MyTr]).run(torch.fx.symbolic_trace(torch.nn.ReLU()))  # given as a class: found
