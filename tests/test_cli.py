@@ -1209,3 +1209,40 @@ def test_plugin_problems_from_a_projects_plugins_section_name_its_file(tmp_path,
     r = CliRunner().invoke(cli, ["list"])
     assert r.exit_code == 0
     assert f"warning: {tmp_path / 'pyproject.toml'} [tool.fxpasses]: [plugins]: prefer = {{remove_dropout = 'nope'}}" in r.output
+
+
+INIT_RAISES_SOURCE = '''
+import fxpasses
+from fxpasses import GraphPass
+
+class InitRaises(GraphPass):
+    """Raises when made."""
+    name = "init_raises"
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("init broke")
+
+    def run(self, gm, ctx):
+        return False
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(InitRaises)
+'''
+
+
+def test_check_and_run_name_a_pass_whose_constructor_raises(tmp_path, monkeypatch):
+    """A plugin's pass whose constructor raised passed `fxpasses check` ("OK, 1 pass"), and
+    `fxpasses run` ended with "unexpected RuntimeError: init broke", exit 3, naming neither the
+    pass nor its plugin (a new-user check). Both now fail naming the pass, its line and its
+    distribution (exit 1, a failed pass)."""
+    with installed_dist(monkeypatch, tmp_path / "site", "init-passes", "0.3", "fxp_init", INIT_RAISES_SOURCE):
+        r = CliRunner().invoke(cli, ["check", "--pipeline", "init_raises"])
+        assert r.exit_code == 1, r.output
+        lines = r.output.strip().splitlines()
+        assert lines[0] == "error: pass 'init_raises' failed: creating the pass failed: RuntimeError: init broke"
+        assert lines[1].startswith("  raised in the pass's code at ") and lines[1].endswith(", in __init__ (init-passes 0.3)")
+        r = CliRunner().invoke(cli, ["run", "--pipeline", "init_raises", "--no-save", "--repeat", "1"])
+        assert r.exit_code == 1, r.output
+        assert "error: pass 'init_raises' failed: creating the pass failed: RuntimeError: init broke" in r.output
+        assert "(init-passes 0.3)" in r.output and "unexpected" not in r.output
