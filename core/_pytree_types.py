@@ -53,6 +53,38 @@ def spec_modules(specs: Iterable[Any]) -> list[str]:
     return sorted(found)
 
 
+def unserializable_types(specs: Iterable[Any]) -> list[type]:
+    """The node types of the pytree ``specs`` that ``torch.export.save`` cannot write: those
+    registered without a ``serialized_type_name`` (``torch.export.register_dataclass(Out)``
+    with none: torch's ``treespec_dumps`` raises ``NotImplementedError``), in the order found."""
+    from torch.utils import _pytree
+
+    found: list[type] = []
+    todo = [s for s in specs if s is not None]
+    while todo:
+        spec = todo.pop(0)
+        if spec.is_leaf():
+            continue
+        entry = _pytree.SUPPORTED_SERIALIZED_TYPES.get(spec.type)
+        name = getattr(entry, "serialized_type_name", None)
+        if entry is not None and name in (None, _pytree.NO_SERIALIZED_TYPE_NAME_FOUND) and spec.type not in found:
+            found.append(spec.type)
+        todo.extend(spec.children())
+    return found
+
+
+def unserializable_note(types: list[type]) -> str:
+    """What to do about :func:`unserializable_types`: register each with a serialized name."""
+    named = ", ".join(f"{t.__module__}.{t.__qualname__}" for t in types)
+    first = types[0]
+    return (
+        f"the model takes or returns {named}, registered as a pytree node without a serialized_type_name, "
+        "which torch.export.save needs to write the program: register it with "
+        f"torch.export.register_dataclass({first.__qualname__}, serialized_type_name=\"{first.__module__}.{first.__qualname__}\") "
+        "(or run with --no-save)"
+    )
+
+
 def program_specs(ep: Any) -> list[Any]:
     """The input and output specs of an ``ExportedProgram``: its call spec and the signature of
     every entry of its module call graph (submodules kept with ``preserve_module_call_signature``)."""

@@ -469,6 +469,24 @@ def load_program(path: str | os.PathLike[str], base_dir: Path | None = None) -> 
 PYTREE_MODULES_FILE = "fxpasses/pytree_modules.json"
 
 
+def _check_program_savable(gm: torch.fx.GraphModule, cfg: Config) -> None:
+    """Refuse, before the run, an exported module whose input or output pytree types
+    ``torch.export.save`` cannot write (:func:`fxpasses._pytree_types.unserializable_types`):
+    the save failed after the whole run as an internal error that printed none of its results
+    (a new-user check).
+
+    Raises:
+        ConfigError: naming the types and how to register them.
+    """
+    from ._pytree_types import unserializable_note, unserializable_types
+
+    info = getattr(getattr(gm.graph, "_codegen", None), "pytree_info", None)
+    specs = [getattr(info, "in_spec", None), getattr(info, "out_spec", None)] if info is not None else []
+    types = unserializable_types(specs)
+    if types:
+        raise ConfigError(f"cannot save the optimized program: {unserializable_note(types)}", source=_in_config(cfg, "[model]"))
+
+
 def save_program(ep: Any, path: Path) -> None:
     """``torch.export.save(ep, path)``, recording the modules that define the pytree types of
     its inputs and outputs (a Hugging Face ``ModelOutput``, a registered dataclass) and the
@@ -479,7 +497,15 @@ def save_program(ep: Any, path: Path) -> None:
     from ._pytree_types import program_specs, spec_modules
 
     modules = sorted({*spec_modules(program_specs(ep)), *graph_op_modules(ep.graph_module)})
-    torch.export.save(ep, str(path), extra_files={PYTREE_MODULES_FILE: json.dumps(modules)})
+    try:
+        torch.export.save(ep, str(path), extra_files={PYTREE_MODULES_FILE: json.dumps(modules)})
+    except NotImplementedError:
+        from ._pytree_types import unserializable_note, unserializable_types
+
+        types = unserializable_types(program_specs(ep))
+        if not types:
+            raise
+        raise UserError(f"cannot save the program to {path}: {unserializable_note(types)}") from None
 
 
 def _recorded_pytree_modules(path: Path) -> list[str]:
@@ -892,6 +918,8 @@ def run_job(
         model_in = prepare_model(cfg)
         cap = model_in.captured
         gm = cap.gm
+        if save and out_dir is not None and cap.dialect == "export":
+            _check_program_savable(gm, cfg)  # (before the run: its save would fail after it)
         # Every comparison call starts from the same module state, on input copies, under one
         # seed (fxpasses.verify), so models that write buffers/inputs or draw random numbers
         # compare like for like; timing runs in between do not leak into the comparison.

@@ -294,3 +294,62 @@ def test_graph_file_type_whose_import_does_not_register_it(tmp_path, type_name, 
         f"{type_name}, which is not registered in this process{says}"
     )
     sys.modules.pop("broken_outputs", None)
+
+
+UNNAMED_DATACLASS = '''
+import dataclasses, torch
+
+@dataclasses.dataclass
+class Out:
+    logits: torch.Tensor
+    hidden: torch.Tensor
+
+torch.export.register_dataclass(Out)  # (no serialized_type_name)
+
+class DC(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return Out(logits=self.lin(x * 1), hidden=x)
+
+def dc():
+    torch.manual_seed(0)
+    return DC().eval()
+'''
+
+
+def test_a_program_returning_a_dataclass_without_a_serialized_name_is_refused_before_the_run(tmp_path, monkeypatch):
+    """A model returning a dataclass registered with `register_dataclass(Out)` alone: the
+    `-o` run went through the whole pipeline, then `torch.export.save` raised
+    NotImplementedError ("No registered serialization name") as an internal error (exit 3),
+    printing none of the results and saving nothing (a new-user check). It is refused before
+    the run (exit 2), naming the type and the registration to make; saving a program of such
+    a type from Python is the same user error."""
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+    from fxpasses.errors import UserError
+    from fxpasses.job import save_program
+
+    (tmp_path / "dcmodels_x.py").write_text(UNNAMED_DATACLASS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('pipeline = "simplify_algebra"\n[model]\nfactory = "dcmodels_x:dc"\ncapture = "export"\ninputs = [{shape = [2, 8]}]\n')
+    said = (
+        "cannot save the optimized program: the model takes or returns dcmodels_x.Out, registered as a pytree node "
+        "without a serialized_type_name, which torch.export.save needs to write the program: register it with "
+        'torch.export.register_dataclass(Out, serialized_type_name="dcmodels_x.Out") (or run with --no-save)'
+    )
+    r = CliRunner().invoke(cli, ["run", str(cfg), "-o", str(tmp_path / "out"), "--repeat", "1"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == f"error: {cfg}: [model]: {said}", r.output
+    assert not (tmp_path / "out").exists()
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--no-save", "--repeat", "1"])
+    assert r.exit_code == 0, r.output
+    import dcmodels_x
+
+    ep = torch.export.export(dcmodels_x.dc(), (torch.randn(2, 8),))
+    with pytest.raises(UserError, match="dcmodels_x.Out, registered as a pytree node without a serialized_type_name"):
+        save_program(ep, tmp_path / "m.pt2")
