@@ -461,7 +461,13 @@ def load_program(path: str | os.PathLike[str], base_dir: Path | None = None) -> 
     Raises:
         ConfigError: see :func:`load_exported_program`.
     """
-    return program_module(load_exported_program(Path(path), base_dir))
+    try:
+        return program_module(load_exported_program(Path(path), base_dir))
+    except ConfigError as exc:
+        if exc.source != "[model] program":
+            raise
+        # (called from Python, not for a config: its messages name no config key)
+        raise ConfigError(exc.detail) from exc.__cause__
 
 
 #: The extra file of a ``.pt2`` written by ``fxpasses run`` listing the modules that define

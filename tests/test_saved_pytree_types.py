@@ -353,3 +353,20 @@ def test_a_program_returning_a_dataclass_without_a_serialized_name_is_refused_be
     ep = torch.export.export(dcmodels_x.dc(), (torch.randn(2, 8),))
     with pytest.raises(UserError, match="dcmodels_x.Out, registered as a pytree node without a serialized_type_name"):
         save_program(ep, tmp_path / "m.pt2")
+
+
+def test_load_program_from_python_names_no_config_key(tmp_path):
+    """`fxpasses.job.load_program(path)` from Python prefixed its errors with "[model] program:",
+    a config key no config gave (a new-user check); a config's run still names it."""
+    from fxpasses.errors import ConfigError
+    from fxpasses.job import load_program
+
+    bad = tmp_path / "not_a_program.pt2"
+    torch.save({"x": torch.ones(1)}, bad)
+    with pytest.raises(ConfigError) as info:
+        load_program(bad)
+    assert info.value.source is None
+    assert str(info.value).startswith(f"cannot load {bad} with torch.export.load:"), str(info.value)
+    with pytest.raises(ConfigError) as info:
+        load_program(tmp_path / "missing.pt2")
+    assert str(info.value) == f"program file not found: {tmp_path / 'missing.pt2'}"
