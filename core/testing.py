@@ -227,7 +227,7 @@ def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, a
             if k:  # other inputs than those of the capture
                 why = (
                     "captures are specialised to the example inputs' shapes and types: give check inputs like them, "
-                    "or the sizes that vary as dynamic_shapes (export)"
+                    "or the sizes that vary as dynamic_shapes"
                 )
             elif dialect == "symbolic_trace":
                 why = (
@@ -295,22 +295,17 @@ def _with_params(
     # a graph captured with dynamic sizes takes each size symbol as an input: the size of
     # the new tensor that holds it
     placeholders = list(cap.gm.graph.find_nodes(op="placeholder"))
+    sizes: dict[Any, int] = {}  # size symbol -> its size in the first new tensor that holds it
+    for j, node in enumerate(placeholders):
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.Tensor) and isinstance(out[j], torch.Tensor):
+            for d, s in enumerate(value.shape[: out[j].dim()]):
+                if isinstance(s, torch.SymInt):
+                    sizes.setdefault(s.node.expr, out[j].shape[d])
     for i, node in enumerate(placeholders):
         size = node.meta.get("example_value")
-        if not isinstance(size, torch.SymInt):
-            continue
-        found = next(
-            (
-                out[j].shape[d]
-                for j, other in enumerate(placeholders)
-                if isinstance(other.meta.get("example_value"), torch.Tensor) and isinstance(out[j], torch.Tensor)
-                for d, s in enumerate(other.meta["example_value"].shape)
-                if isinstance(s, torch.SymInt) and s.node.expr == size.node.expr and d < out[j].dim()
-            ),
-            None,
-        )
-        if found is not None:
-            out[i] = found
+        if isinstance(size, torch.SymInt) and size.node.expr in sizes:
+            out[i] = sizes[size.node.expr]
     return out, {}
 
 
