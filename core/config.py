@@ -816,8 +816,8 @@ def _unknown_options(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> li
     """``(key, message, value)`` for each key of ``raw`` that names no field of ``options_cls``
     (by name or alias), worded as :func:`validation_problems` words pydantic's
     ``extra_forbidden``."""
+    known = _field_by_key(options_cls)
     fields = list(options_cls.model_fields)
-    known = set(fields) | {f.alias for f in options_cls.model_fields.values() if f.alias}
     return [(str(k), _unknown_option_message(k, fields), v) for k, v in raw.items() if k not in known]
 
 
@@ -828,16 +828,12 @@ def _unknown_nested_keys(options_cls: type[BaseModel], raw: Mapping[str, Any]) -
     ``BaseModel``: pydantic's default ``extra="ignore"``): ``{rng={lo=1.0}}`` for a field
     ``rng: Range`` was validated as ``Range()``, the misspelt ``lo`` dropped without a word (a
     new-user check). A model that forbids them reports them itself; one that allows them
-    keeps them."""
-    by_key = {}
-    for name, info in options_cls.model_fields.items():
-        by_key[name] = info.annotation
-        if info.alias:
-            by_key[info.alias] = info.annotation
+    keeps them. (The top-level keys are :func:`_unknown_options`'.)"""
+    fields = _field_by_key(options_cls)
     problems: list[tuple[str, str, Any]] = []
     for key, value in raw.items():
-        if key in by_key:
-            _nested_unknown(by_key[key], value, str(key), problems)
+        if key in fields:
+            _nested_unknown(options_cls.model_fields[fields[key]].annotation, value, str(key), problems)
     return problems
 
 
@@ -848,18 +844,13 @@ def _nested_unknown(ann: Any, data: Any, path: str, problems: list[tuple[str, st
     if isinstance(ann, type) and issubclass(ann, BaseModel):
         if not isinstance(data, Mapping):
             return
-        fields = list(ann.model_fields)
-        by_key = {}
-        for name, info in ann.model_fields.items():
-            by_key[name] = info.annotation
-            if info.alias:
-                by_key[info.alias] = info.annotation
-        extra = ann.model_config.get("extra")
+        fields = _field_by_key(ann)
+        ignored = ann.model_config.get("extra") not in ("allow", "forbid")
         for key, value in data.items():
-            if key in by_key:
-                _nested_unknown(by_key[key], value, f"{path}.{key}", problems)
-            elif extra not in ("allow", "forbid"):
-                problems.append((f"{path}.{key}", _unknown_option_message(key, fields), value))
+            if key in fields:
+                _nested_unknown(ann.model_fields[fields[key]].annotation, value, f"{path}.{key}", problems)
+            elif ignored:
+                problems.append((f"{path}.{key}", _unknown_option_message(key, list(ann.model_fields)), value))
         return
     members = _union_members(ann)
     if members is not None:
