@@ -635,17 +635,7 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
         warnings.simplefilter("ignore", PassDefinitionWarning)
         pipe = Pipeline._from_config_obj(cfg, registry=reg)
     plan = pipe.plan()
-    for step in plan.steps:  # each pass made as a run makes it: a constructor that raises fails here too
-        if step.instance is None:
-            try:
-                step.cls(step.options)
-            except Exception as exc:
-                from .errors import PassFailedError, exception_text
-
-                failure = PassFailedError(step.name, f"creating the pass failed: {exception_text(exc)}")
-                failure.stage = "creating the pass"
-                failure.raised_at = pipe._raised_at(step.name, exc)
-                raise failure from exc
+    pipe._make_passes()  # a constructor that raises fails here as it fails a run
     # ordering constraints naming no registered pass (a misspelling orders nothing)
     notes = list(dict.fromkeys(n for s in plan.steps for n in reg.order_notes(s.cls)))
     if fmt == "json":

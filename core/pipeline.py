@@ -1548,18 +1548,34 @@ class Pipeline:
         others = " and ".join(c.source for c in candidates if c is not ran[0])
         return f"{step.name!r} here is the pass of {ran[0].source}, chosen by `prefer` over {others}"
 
+    def _make_passes(self) -> None:
+        """Make each pass of the plan as a run makes it (its class with its options), for
+        ``fxpasses check``: a constructor that raises fails here as it fails a run.
+
+        Raises:
+            PassFailedError: at stage ``"creating the pass"``, naming the pass and where in its
+                code the constructor raised.
+        """
+        for step in self.plan().steps:
+            if step.instance is None:
+                try:
+                    step.cls(step.options)
+                except Exception as exc:
+                    raise self._failure(step.name, exc, None, "raise", "creating the pass", hooks=False) from exc
+
     def _failure(
         self,
         name: str,
         exc: BaseException,
-        snap: Snapshot,
+        snap: Snapshot | None,
         on_error: str,
         stage: str = "graph lint",
         *,
         hooks: bool = True,
     ) -> PassFailedError:
         """The error for pass ``name`` failing with ``exc`` at ``stage``, after putting the
-        graph back from ``snap`` (unless ``on_error`` is ``raise``). ``hooks``: whether the pass
+        graph back from ``snap`` (unless ``on_error`` is ``raise``; None: nothing ran to put
+        back, ``on_error`` is ``raise``). ``hooks``: whether the pass
         is a node pass (whose hooks' answers the notes may blame)."""
         notes: list[str] = []
         rolled_back = False
