@@ -189,15 +189,21 @@ def _beside_config(value: str | os.PathLike[str], base_dir: Path | None) -> Path
     return base_dir / path if not path.is_absolute() and base_dir is not None else path
 
 
+def _factory_parts(spec: str) -> tuple[str, str]:
+    """``(module, callable)`` of a factory ``module:callable``, the module stripped of white
+    space; a path may hold colons itself (``C:/models/m.py:build``): the callable follows the
+    last one. Without a colon, ``(spec, "")``."""
+    module, _, attr = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    return module.strip(), attr
+
+
 def load_factory(spec: str, base_dir: Path | None = None) -> Callable[..., Any]:
     """Import ``module:callable`` (``module`` may also be a ``.py`` path, relative to ``base_dir``).
 
     Raises:
         ConfigError: the module cannot be imported or has no such callable; names both.
     """
-    # a path may hold colons itself (C:/models/m.py:build): the callable follows the last one
-    module_name, _, attr = spec.rpartition(":") if ":" in spec else (spec, "", "")
-    module_name = module_name.strip()
+    module_name, attr = _factory_parts(spec)
     try:
         if module_name.endswith(".py"):
             path = _beside_config(module_name, base_dir)
@@ -675,7 +681,7 @@ def check_model_sources(cfg: Config) -> None:
             require_file(_beside_config(value, base_dir), what, expected, source=_in_config(cfg, f"[model] {key}"))
     if not isinstance(mc.factory, str):
         return
-    module_name = mc.factory.rpartition(":")[0].strip() if ":" in mc.factory else mc.factory.strip()
+    module_name = _factory_parts(mc.factory)[0]
     if module_name.endswith(".py"):
         require_file(_beside_config(module_name, base_dir), "model factory file", "a Python file defining the factory", source=_in_config(cfg, "[model] factory"))
         return
@@ -1191,7 +1197,7 @@ def _check_not_overwriting_model_files(out_dir: Path, mc: Any, base_dir: Path | 
         if not isinstance(value, str):
             continue
         if key == "factory":
-            value = value.rpartition(":")[0]
+            value = _factory_parts(value)[0]
             if not value.endswith(".py"):
                 continue
         path = _beside_config(value, base_dir)
