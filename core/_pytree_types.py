@@ -22,7 +22,7 @@ import importlib
 import importlib.util
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from .errors import ConfigError, exception_text
 
@@ -41,16 +41,22 @@ def spec_modules(specs: Iterable[Any]) -> list[str]:
     objects; None and leaves are skipped), other than the ones torch always registers
     (``builtins``, ``collections``)."""
     found: set[str] = set()
-    todo = [s for s in specs if s is not None]
-    while todo:
-        spec = todo.pop()
-        if spec.is_leaf():
-            continue
-        module = getattr(spec.type, "__module__", None)
+    for typ in _node_types(specs):
+        module = getattr(typ, "__module__", None)
         if isinstance(module, str) and module not in _ALWAYS_REGISTERED:
             found.add(module)
-        todo.extend(spec.children())
     return sorted(found)
+
+
+def _node_types(specs: Iterable[Any]) -> Iterator[type]:
+    """The type of each node (not leaf) of the pytree ``specs`` (``TreeSpec`` objects; None
+    skipped), outer nodes first, repeats included."""
+    todo = [s for s in specs if s is not None]
+    while todo:
+        spec = todo.pop(0)
+        if not spec.is_leaf():
+            yield spec.type
+            todo.extend(spec.children())
 
 
 def unserializable_types(specs: Iterable[Any]) -> list[type]:
@@ -60,16 +66,11 @@ def unserializable_types(specs: Iterable[Any]) -> list[type]:
     from torch.utils import _pytree
 
     found: list[type] = []
-    todo = [s for s in specs if s is not None]
-    while todo:
-        spec = todo.pop(0)
-        if spec.is_leaf():
-            continue
-        entry = _pytree.SUPPORTED_SERIALIZED_TYPES.get(spec.type)
+    for typ in _node_types(specs):
+        entry = _pytree.SUPPORTED_SERIALIZED_TYPES.get(typ)
         name = getattr(entry, "serialized_type_name", None)
-        if entry is not None and name in (None, _pytree.NO_SERIALIZED_TYPE_NAME_FOUND) and spec.type not in found:
-            found.append(spec.type)
-        todo.extend(spec.children())
+        if entry is not None and name in (None, _pytree.NO_SERIALIZED_TYPE_NAME_FOUND) and typ not in found:
+            found.append(typ)
     return found
 
 
