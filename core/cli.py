@@ -982,7 +982,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     0 when every pass keeps the outputs.
     """
     from .bisect import bisect
-    from .errors import ConfigError
+    from .errors import ConfigError, model_table
     from .job import prepare_model, with_default_preset
     from .pipeline import Pipeline
 
@@ -990,7 +990,7 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     if cfg is None:
         raise ConfigError("give a CONFIG file with a [model] section (no fxpasses.toml, nor pyproject.toml with [tool.fxpasses], found here or above)")
     if cfg.model is None:
-        raise ConfigError("no [model] section: `fxpasses bisect` needs a model factory (or saved graph) and inputs", source=cfg._source)
+        raise ConfigError(f"no {model_table(cfg._source)}: `fxpasses bisect` needs a model factory (or saved graph) and inputs", source=cfg._source)
     reg = state.registry(cfg.plugins)
     cfg = with_default_preset(cfg)  # the pipeline `fxpasses run` would run
     pipe = Pipeline._from_config_obj(cfg, registry=reg)

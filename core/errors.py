@@ -395,6 +395,20 @@ def is_yaml_source(source: str | None) -> bool:
     return bool(source) and (".yaml" in source.lower() or ".yml" in source.lower())  # type: ignore[union-attr]
 
 
+def model_table(source: str | None) -> str:
+    """How the config file at ``source`` writes its model table, for messages: ``[model]
+    section`` (TOML), ``[tool.fxpasses.model] section`` (``pyproject.toml``), ``model:``
+    mapping (YAML), ``"model" object`` (JSON)."""
+    src = (source or "").lower()
+    if is_yaml_source(src):
+        return "`model:` mapping"
+    if ".json" in src:
+        return '"model" object'
+    if "pyproject.toml" in src:
+        return "[tool.fxpasses.model] section"
+    return "[model] section"
+
+
 #: a number as YAML 1.1 reads one only with a dot (PyYAML): 1e3 without one is a string
 _YAML11_FLOAT = re.compile(r"[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+][0-9]+)?")
 #: a decimal int or float, as config files write them

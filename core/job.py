@@ -62,7 +62,7 @@ from ._json import dumps as json_dumps
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
-from .errors import ConfigError, FxPassesError, PassFailedError, UserError, VerificationError, exception_line, exception_text, os_reason, require_file, root_cause_note
+from .errors import ConfigError, FxPassesError, model_table, PassFailedError, UserError, VerificationError, exception_line, exception_text, os_reason, require_file, root_cause_note
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
 from .report import RunReport
@@ -748,7 +748,7 @@ def _prepare_model(cfg: Config) -> PreparedModel:
     """:func:`prepare_model`'s work."""
     mc = cfg.model
     if mc is None:
-        raise ConfigError("no [model] section: a model factory (or saved graph) and inputs are needed", source=cfg._source)
+        raise ConfigError(f"no {model_table(cfg._source)}: a model factory (or saved graph) and inputs are needed", source=cfg._source)
     base_dir = cfg._base_dir
     torch.manual_seed(mc.seed)
     if mc.graph is not None:
@@ -900,7 +900,7 @@ def run_job(
             does not reproduce them.
     """
     if cfg.model is None:
-        raise ConfigError("no [model] section: `fxpasses run` needs a model factory and inputs", source=cfg._source)
+        raise ConfigError(f"no {model_table(cfg._source)}: `fxpasses run` needs a model factory and inputs", source=cfg._source)
     cfg = with_default_preset(cfg)
     pipeline = Pipeline._from_config_obj(cfg, registry=registry)
     if on_error is not None:

@@ -66,6 +66,7 @@ from .errors import (
     did_you_mean_value,
     exception_line,
     is_yaml_source,
+    model_table,
     not_one_of,
     value_hint,
     warn,
@@ -817,15 +818,15 @@ class Pipeline:
         if cfg.pipeline is None:
             src = (cfg._source or "").lower()
             if ".json" in src:  # written in the file's own syntax
-                keys = ('`"pipeline": "pass1,pass2"`', '`"preset": "inference"`')
+                keys = ('`"pipeline": "pass1,pass2"`', '`"preset": "inference"`', '`"train": true`')
             elif is_yaml_source(src):
-                keys = ("`pipeline: pass1,pass2`", "`preset: inference`")
+                keys = ("`pipeline: pass1,pass2`", "`preset: inference`", "`train: true`")
             else:
-                keys = ('`pipeline = "pass1,pass2"`', '`preset = "inference"`')
+                keys = ('`pipeline = "pass1,pass2"`', '`preset = "inference"`', "`train = true`")
             # (a config with a [model] gets `fxpasses run`'s preset first: this one has none)
             raise ConfigError(
-                f"no pipeline given: set {keys[0]} (or a list) or {keys[1]}; only a config with a [model] "
-                "section runs a preset by default (`inference`, or `training` with train = true)",
+                f"no pipeline given: set {keys[0]} (or a list) or {keys[1]}; only a config with "
+                f"a {model_table(src)} runs a preset by default (`inference`, or `training` with {keys[2]})",
                 source=cfg._source,
             )
         common = dict(

@@ -1281,6 +1281,17 @@ class Registry:
                 f"choose one with {prefer_hint(name)}, then give it as `preset = \"{name}\"` in a config, "
                 f"`--preset {name}` on the command line or Pipeline.from_preset({name!r}) in Python"
             )
+        elif " - " in name and not hints:  # YAML folds a list item indented deeper into the one above
+            hints.append(
+                "one name holding ' - ': in YAML, a list item indented deeper than the one above it is read "
+                "as more of that item's text; line up the dashes"
+            )
+        elif name == "fixpoint" and not hints:  # a group's word without its passes in (...)
+            hints.append(
+                "a fixpoint group is written with its passes in parentheses: "
+                "fixpoint(simplify_algebra,fold_constants) or fixpoint{max_iterations=5}(...) in a pipeline "
+                "string, a {fixpoint = [...], max_iterations = 5} entry in a config, fxpasses.Fixpoint([...]) in Python"
+            )
         elif not hints:  # (a plugin that registered it, rejected, is where it comes from)
             hints.extend(filter(None, [self._not_loaded_hint(name, "pass")]))
         raise UnknownPassError(

@@ -92,6 +92,8 @@ _WHITE_SPACE = " \t\r\n"
 #: (``str.isidentifier``: letters of any script, ``Ünïcode_pass``)
 _NAME = re.compile(r"[^\W\d]\w*")
 _NAME_CONTINUE = re.compile(r"\w")
+#: a name with hyphens inside (``remove-dropout``): an error, with the name with '_' suggested
+_HYPHENATED = re.compile(r"[^\W\d]\w*(?:-\w+)+")
 _BARE = re.compile(r"[^,{}\[\]=\"'\s]+")
 #: a quoted string; a backslash-escaped quote does not end it
 _STRING = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -179,6 +181,17 @@ class _Parser:
         raw = text[m.start() : end]
         if not raw.isidentifier():  # \w takes a few characters no identifier has (x²)
             raise self.error(f"expected {what}, found {raw!r}, which is not a Python identifier", m.start())
+        hyphenated = _HYPHENATED.match(text, m.start())
+        if hyphenated and hyphenated.end() > end:
+            # a name never holds '-' (nothing may follow a name with one), but distribution
+            # names and command-line flags do: remove-dropout for remove_dropout
+            typed = hyphenated.group()
+            meant = typed.replace("-", "_")
+            raise self.error(
+                f"expected {what}, found {typed!r}: names are Python identifiers, written with '_' where "
+                f"a distribution name or a command-line flag has '-' (did you mean {meant!r}?)",
+                m.start(),
+            )
         self.pos = end
         return normal_name(raw), m.start()
 
