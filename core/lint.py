@@ -58,6 +58,7 @@ __all__ = [
     "structure_problem",
     "input_signature",
     "frame_signature",
+    "describe_structure",
 ]
 
 _LEGAL_OPS = frozenset(("call_function", "call_method", "get_attr", "call_module", "placeholder", "output"))
@@ -90,6 +91,42 @@ def frame_signature(graph: torch.fx.Graph) -> tuple[Any, Any, tuple]:
     else:
         shape, kinds = None, ()
     return (type(codegen), specs), shape, kinds
+
+
+def describe_structure(spec: Any, limit: int = 160) -> str:
+    """A pytree structure (``TreeSpec``, as :func:`frame_signature` records the output node's
+    argument) in words: ``a single value``, ``a 1-tuple``, ``a tuple of 2 values``, ``a dict
+    with keys 'logits', 'loss'``, ``a tuple of (a value, a list of 2 values)``; cut to about
+    ``limit`` characters."""
+    if spec is None:
+        return "nothing"
+    if spec.is_leaf():
+        return "a single value (in no tuple or other container)"
+    text = _described(spec)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _described(spec: Any) -> str:
+    """:func:`describe_structure` of a node of the structure, not cut."""
+    if spec.is_leaf():
+        return "a value"
+    typ, context, kids = spec.type, spec.context, spec.children()
+    if isinstance(context, type) and not isinstance(typ, type):  # a namedtuple: its class
+        typ = context
+    name = getattr(typ, "__name__", str(typ))
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    if issubclass(typ, dict) if isinstance(typ, type) else False:
+        keys = list(context or ())
+        if all(k.is_leaf() for k in kids):
+            return f"{article} {name} with keys " + ", ".join(map(repr, keys)) if keys else f"an empty {name}"
+        return f"{article} {name} of (" + ", ".join(f"{k!r}: {_described(c)}" for k, c in zip(keys, kids)) + ")"
+    if not kids:
+        return f"an empty {name}"
+    if all(k.is_leaf() for k in kids):
+        if len(kids) == 1 and typ is tuple:
+            return "a 1-tuple"
+        return f"{article} {name} of {len(kids)} value{'s' if len(kids) != 1 else ''}"
+    return f"{article} {name} of (" + ", ".join(_described(k) for k in kids) + ")"
 
 
 def _known_tensor(node: torch.fx.Node) -> bool:
@@ -136,8 +173,9 @@ def structure_problem(
             )
         if now_frame[1] != frame[1]:
             return (
-                f"the structure of what the graph returns changed: {now_frame[1]}, {frame[1]} before (the output "
-                "node's argument): the module would return its values packed otherwise"
+                f"the structure of what the graph returns changed: {describe_structure(now_frame[1])} now, "
+                f"{describe_structure(frame[1])} before (the output node's argument): the module would return "
+                "its values packed otherwise"
             )
         if any(frame[2]):
             from torch.utils._pytree import tree_leaves
@@ -151,10 +189,15 @@ def structure_problem(
                     continue
                 where = f"output {i}" if len(leaves) > 1 else "the output"
                 what = "a tensor" if was[1] else "a value the graph computed"
+                how = (
+                    "a node replaced by None, e.g. Replace(None), while the graph still returned it"
+                    if leaf is None
+                    else f"e.g. Replace({short_repr(leaf)}) of the returned node; a tensor the module returns "
+                    "stays a node: make the constant a tensor attribute (PassContext.add_constant) and return that"
+                )
                 return (
                     f"{where} of the graph was %{was[0]} ({what}) when the run began, and is now the constant "
-                    f"{short_repr(leaf)}: a pass replaced what the module returns by a constant (a node replaced by "
-                    "None, e.g. Replace(None), while the graph still returned it)"
+                    f"{short_repr(leaf)}: a pass replaced what the module returns by a constant ({how})"
                 )
     return None
 

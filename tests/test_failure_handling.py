@@ -873,6 +873,9 @@ def test_replace_none_for_a_returned_node_fails_lint(dialect):
             f"verification failed: output 1 of the graph was %relu ({what}) when the run began, and is now the constant {value!r}: "
             "a pass replaced what the module returns by a constant"
         ), info.value.reason
+        # what it says of how it came about fits the constant given (it said Replace(None) of 2.0)
+        how = "(a node replaced by None, e.g. Replace(None)" if value is None else "(e.g. Replace(2.0) of the returned node; a tensor"
+        assert how in info.value.reason and ("Replace(None)" in info.value.reason) == (value is None), info.value.reason
         assert c.gm.code == code
     ReplaceBy.value = "input"  # relu(x) -> x: another node, passes lint (numeric verification tells it)
     assert Pipeline([ReplaceBy]).run(c.gm, c.inputs)["replace_returned"].status == "ok"
@@ -963,7 +966,8 @@ def test_a_pass_changing_how_the_module_packs_its_outputs_fails_lint():
 
     for cls, said in (
         (Rebuild, "the graph's code generator is now CodeGen, _PyTreeCodeGen before"),
-        (Repack, "the structure of what the graph returns changed"),
+        # in words (it printed torch's TreeSpec reprs: `TreeSpec(tuple, None, [*, ...])`)
+        (Repack, "the structure of what the graph returns changed: a tuple of (a tuple of 3 values) now, a tuple of 3 values before"),
     ):
         c = capture(_DictOut(), [torch.randn(3)], "export")
         x = torch.randn(3)
@@ -1175,3 +1179,50 @@ def test_no_source_line_reason_fits_the_node_and_the_graph():
         "no stack trace recorded on this node, where the graph's traced nodes have them (a node a pass made "
         "without its context carries none)"
     )
+
+
+def test_describe_structure_says_a_pytree_structure_in_words():
+    """The output-structure lint failure printed torch's `TreeSpec` reprs (`*, TreeSpec(tuple,
+    None, [*]) before`), which a new user could not read; it now says it in words."""
+    import collections
+
+    from torch.utils._pytree import tree_flatten
+
+    from fxpasses.lint import describe_structure
+
+    Pair = collections.namedtuple("Pair", "a b")
+    cases = [
+        (1, "a single value (in no tuple or other container)"),
+        ((1,), "a 1-tuple"),
+        ((1, 2), "a tuple of 2 values"),
+        ((1, (2, 3)), "a tuple of (a value, a tuple of 2 values)"),
+        ({"a": 1, "b": 2}, "a dict with keys 'a', 'b'"),
+        ({"a": 1, "b": (2,)}, "a dict of ('a': a value, 'b': a 1-tuple)"),
+        ([1], "a list of 1 value"),
+        ((), "an empty tuple"),
+        (Pair(1, 2), "a Pair of 2 values"),
+    ]
+    for value, words in cases:
+        assert describe_structure(tree_flatten(value)[1]) == words, value
+    long = describe_structure(tree_flatten(tuple((i, i) for i in range(50)))[1])
+    assert len(long) == 160 and long.endswith("...")
+    assert describe_structure(None) == "nothing"
+
+
+def test_a_pass_unwrapping_a_returned_tuple_is_told_in_words():
+    """The new-user check's case: a dynamo graph returning a 1-tuple, a pass returning the
+    value bare."""
+    torch._dynamo.reset()
+
+    class Unwrap(GraphPass):
+        name = "unwrap"
+
+        def run(self, gm, ctx):
+            (out,) = gm.graph.find_nodes(op="output")
+            out.args = (out.args[0][0],)
+            return True
+
+    c = capture(torch.nn.ReLU(), [torch.randn(3)], "dynamo")
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Unwrap]).run(c.gm, c.inputs)
+    assert "changed: a single value (in no tuple or other container) now, a 1-tuple before" in info.value.reason, info.value.reason
