@@ -52,13 +52,15 @@ BUILTIN_PRESETS: dict[str, tuple[str, str]] = {
     ),
     "training": (
         "remove_dropout{keep_module_dropouts=true},simplify_algebra,"
-        "fold_constants{fold_parameters=false,remove_unused_state=false},"
-        "eliminate_common_subexpressions,eliminate_dead_code{remove_unused_state=false}",
+        "fold_constants{fold_parameters=false,remove_unused_state=false,modules_may_train=true},"
+        "eliminate_common_subexpressions{modules_may_train=true},"
+        "eliminate_dead_code{remove_unused_state=false,modules_may_train=true}",
         "The inference passes that keep a model trainable as it is: no conv-bn fusion and no "
         "folding of parameters (the optimizer keeps updating the very tensors the graph "
-        "reads), active dropout (and a dropout module, which follows .train() later) and "
-        "training-mode batch norm left alone, and no parameter, "
-        "buffer or submodule removed or added: the state-dict names stay.",
+        "reads), active dropout and training-mode batch norm left alone, and so every dropout "
+        "or batch-norm module call (a module called by the graph follows .train() later: none "
+        "is removed, merged or taken for pure), and no parameter, buffer or submodule removed "
+        "or added: the state-dict names stay.",
     ),
 }
 

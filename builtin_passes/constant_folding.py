@@ -77,6 +77,15 @@ class FoldConstantsOptions(PassOptions):
             "`inference` preset sets it to true."
         ),
     )
+    modules_may_train: bool = Field(
+        default=False,
+        description=(
+            "Judge call_module nodes as if each module were in training mode: a symbolic_trace "
+            "graph calls its modules, which follow .train()/.eval() at call time, so in an "
+            "eval-mode capture trained later a dropout or batch-norm call on constants is random "
+            "or updates running statistics, and is not folded (the training preset sets it)."
+        ),
+    )
 
 
 class FoldConstants(GraphPass):
@@ -130,7 +139,10 @@ class FoldConstants(GraphPass):
 
     Options (see :class:`FoldConstantsOptions`): ``max_numel`` (default 2**20 elements),
     ``max_growth_bytes`` (default 0), ``remove_unused_state`` (default true),
-    ``fold_parameters`` (default: parameters that may be trained are left alone).
+    ``fold_parameters`` (default: parameters that may be trained are left alone),
+    ``modules_may_train`` (default false: a ``call_module`` node is judged by its module's mode
+    now; true: as in training mode, for a graph whose modules are switched to ``.train()``
+    later).
 
     Caveats: the values are computed once, with the global state at folding time (default
     dtype, autocast off, grad off unless a constant requires grad); a folded parameter's
@@ -158,7 +170,7 @@ class FoldConstants(GraphPass):
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
         opts: FoldConstantsOptions = self.options  # type: ignore[assignment]
-        analysis = EffectAnalysis(gm)
+        analysis = EffectAnalysis(gm, modules_may_train=opts.modules_may_train)
         values = self._evaluate(gm, ctx, analysis, opts)
         if not values:
             return False

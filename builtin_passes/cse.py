@@ -26,6 +26,16 @@ class CSEOptions(PassOptions):
             "exists to say so and accepts only true."
         ),
     )
+    modules_may_train: bool = Field(
+        default=False,
+        description=(
+            "Judge call_module nodes as if each module were in training mode: a symbolic_trace "
+            "graph calls its modules, which follow .train()/.eval() at call time, so in an "
+            "eval-mode capture trained later each dropout call is random and each batch-norm "
+            "call updates its running statistics, and none may be merged with another (the training preset "
+            "sets it)."
+        ),
+    )
 
 
 class _Unkeyable(Exception):
@@ -58,7 +68,9 @@ class EliminateCommonSubexpressions(GraphPass):
     ``a``, then ``c`` is kept).
 
     Options: ``skip_random_ops`` (default true, and only true is accepted: merging two draws
-    would change results, so no option allows it).
+    would change results, so no option allows it); ``modules_may_train`` (default false: a
+    ``call_module`` node is judged by its module's mode now; true: as in training mode, for a
+    graph whose modules are switched to ``.train()`` later).
 
     Counters: ``merged``, ``kept_distinct_outputs``.
 
@@ -75,7 +87,8 @@ class EliminateCommonSubexpressions(GraphPass):
     Options = CSEOptions
 
     def run(self, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
-        analysis = EffectAnalysis(gm)
+        opts: CSEOptions = self.options  # type: ignore[assignment]
+        analysis = EffectAnalysis(gm, modules_may_train=opts.modules_may_train)
         clock = WriteClock(analysis)
         graph = gm.graph
         state = 0  # global state changes so far (grad mode, autocast, ...): regions differ

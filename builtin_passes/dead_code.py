@@ -41,6 +41,26 @@ class DeadCodeOptions(PassOptions):
             "constants that no get_attr/call_module node references any more."
         ),
     )
+    modules_may_train: bool = Field(
+        default=False,
+        description=(
+            "Judge call_module nodes as if each module were in training mode: a symbolic_trace "
+            "graph calls its modules, which follow .train()/.eval() at call time, so in an "
+            "eval-mode capture trained later each dropout call is random and each batch-norm "
+            "call updates its running statistics, and none may be removed as pure (the training preset "
+            "sets it)."
+        ),
+    )
+
+
+# What the pass tells numeric verification (``ctx.changes_outputs``) when ``remove_random`` removed
+# a random op: a failure then comes of the option, not of a wrong rewrite.
+_SHIFTS_RNG = (
+    "eliminate_dead_code{remove_random=true} removed unused random ops, and each removed draw shifts the "
+    "global RNG stream: random ops that run after them (in this module, or in code after it) draw other "
+    "numbers than before, by design; where the module draws again, numeric verification cannot pass: "
+    'verify this pass with verify="lint", or keep remove_random off'
+)
 
 
 class EliminateDeadCode(GraphPass):
@@ -63,7 +83,10 @@ class EliminateDeadCode(GraphPass):
     :func:`prune_unused_state`). Subgraphs of submodules are not swept.
 
     Options (see :class:`DeadCodeOptions`): ``remove_random`` (default false),
-    ``strip_asserts`` (default false), ``remove_unused_state`` (default true).
+    ``strip_asserts`` (default false), ``remove_unused_state`` (default true),
+    ``modules_may_train`` (default false: a ``call_module`` node is judged by its module's mode
+    now; true: as in training mode, for a graph whose modules are switched to ``.train()``
+    later).
 
     Counters: ``removed_nodes`` (of which ``removed_random``, ``removed_asserts``),
     ``kept_impure`` (unused nodes kept for their effects), ``removed_submodules``,
@@ -95,9 +118,10 @@ class EliminateDeadCode(GraphPass):
             removable.add(RANDOM)
         if opts.strip_asserts:
             removable.add(ASSERT)
-        analysis = EffectAnalysis(gm)
+        analysis = EffectAnalysis(gm, modules_may_train=opts.modules_may_train)
         graph = gm.graph
         removed = 0
+        random = False  # a random op removed
         for node in reversed(graph.nodes):
             if node.users or node.op in ("placeholder", "output"):
                 continue
@@ -107,12 +131,15 @@ class EliminateDeadCode(GraphPass):
                 continue
             if RANDOM in kinds:
                 ctx.count("removed_random")
+                random = True
             if ASSERT in kinds:
                 ctx.count("removed_asserts")
             graph.erase_node(node)
             removed += 1
         if removed:
             ctx.count("removed_nodes", removed)
+        if random:
+            ctx.changes_outputs(_SHIFTS_RNG)
         pruned = 0
         if opts.remove_unused_state:
             for key, n in prune_unused_state(gm, before_edit=ctx.before_module_edit).items():

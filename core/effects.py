@@ -867,10 +867,10 @@ def _pure_leaf_kind(cls: type) -> int:
     return hit[1]
 
 
-def _pure_leaf(mod: torch.nn.Module) -> bool:
+def _pure_leaf(mod: torch.nn.Module, may_train: bool = False) -> bool:
     """True when :meth:`EffectAnalysis._module_effects` would answer pure for ``mod`` from its
     class alone (see :func:`_pure_leaf_kind`; its training flag for the training-dependent
-    ones): a leaf without hooks whose ``_is_impure`` and ``inplace``, read as
+    ones, which ``may_train`` takes as set): a leaf without hooks whose ``_is_impure`` and ``inplace``, read as
     :func:`_module_attr` reads them, are unset or false. False means "look at it": the full
     analysis decides. (Most modules of a traced model are such leaves: Conv, Linear,
     activations, eval-mode norms and dropout; the full path costs several times more.)"""
@@ -886,7 +886,7 @@ def _pure_leaf(mod: torch.nn.Module) -> bool:
             return False
     elif "_is_impure" in params or "_is_impure" in buffers:
         return False
-    if kind == _IN_EVAL and d.get("training", True) is not False:
+    if kind == _IN_EVAL and (may_train or d.get("training", True) is not False):
         return False
     return d.get("inplace", False) is not True
 
@@ -1149,6 +1149,12 @@ class EffectAnalysis:
 
     Args:
         gm: the ``GraphModule`` whose graph is analysed (submodules are looked up in it).
+        modules_may_train: judge ``call_module`` nodes as if each module were in training
+            mode, whatever its flag says now: a ``symbolic_trace`` graph calls its modules,
+            which follow ``.train()``/``.eval()`` at call time, so an eval-mode dropout or
+            batch norm module of a graph trained later is random or writes its running
+            statistics (the ``training`` preset's CSE and DCE ask so). Such answers are not
+            shared with other analyses of the graph.
 
     Per-node answers (:meth:`effects`, :meth:`aliased_inputs`) are computed on demand and
     cached. Graph-level answers (:meth:`alias_roots`, :meth:`is_written`,
@@ -1157,8 +1163,9 @@ class EffectAnalysis:
     add writes, and call :meth:`mark_reaches_output` when rewiring uses of a returned value.
     """
 
-    def __init__(self, gm: torch.nn.Module) -> None:
+    def __init__(self, gm: torch.nn.Module, *, modules_may_train: bool = False) -> None:
         self.gm = gm
+        self._may_train = modules_may_train
         self._token = _registry_token()
         self._table_graph: Any = None
         self._table: dict[Node, list[Any]] = {}
@@ -1221,7 +1228,8 @@ class EffectAnalysis:
         if table is None:
             table = d[_SHARED_ATTR] = {}
         self._table_graph, self._table = graph, table
-        self._epoch = d.get(_EPOCH_ATTR)
+        # (answers judged as in training mode are this analysis' own: no epoch, no sharing)
+        self._epoch = None if self._may_train else d.get(_EPOCH_ATTR)
         return table
 
     def _entry(self, node: Node) -> list[Any] | None:
@@ -1532,7 +1540,7 @@ class EffectAnalysis:
         me = self._module.get(key)
         if me is not None:
             return me
-        if _pure_leaf(mod):
+        if _pure_leaf(mod, self._may_train):
             self._module[key] = _PURE
             return _PURE
         if key in self._in_progress:
@@ -1560,7 +1568,7 @@ class EffectAnalysis:
         if isinstance(mod, torch.fx.GraphModule):
             sub = self._sub.get(id(mod))
             if sub is None:
-                sub = self._sub[id(mod)] = EffectAnalysis(mod)
+                sub = self._sub[id(mod)] = EffectAnalysis(mod, modules_may_train=self._may_train)
             return sub._summary()
         standard = _module_is_standard(mod)
         anything = {"input", "*"}  # may write its inputs and all of its state
@@ -1578,7 +1586,8 @@ class EffectAnalysis:
             state.add("input")
             reasons.append(f"{cls.__name__}(inplace=True) writes its input")
         nn = torch.nn
-        if standard and mod.training:
+        training = mod.training or self._may_train
+        if standard and training:
             if isinstance(mod, (nn.modules.dropout._DropoutNd, nn.RReLU)):
                 kinds.add(RANDOM)
                 reasons.append(f"{cls.__name__} in training mode is random")
@@ -1594,7 +1603,7 @@ class EffectAnalysis:
                 kinds.add(MUTATION)
                 state |= {n for n, _ in mod.named_buffers(recurse=False)}
                 reasons.append(f"{cls.__name__} in training mode updates its running statistics")
-        if standard and mod.training and cls.__name__ == "_SpectralNorm" and cls.__module__ == "torch.nn.utils.parametrizations":
+        if standard and training and cls.__name__ == "_SpectralNorm" and cls.__module__ == "torch.nn.utils.parametrizations":
             kinds.add(MUTATION)  # one power-iteration step a call, in place (torch's parametrizations.py)
             state |= {n for n, _ in mod.named_buffers(recurse=False)}
             reasons.append("spectral_norm in training mode updates its power-iteration vectors")

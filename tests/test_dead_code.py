@@ -26,6 +26,14 @@ def _fresh_dynamo():
     torch._dynamo.reset()
 
 
+_SHIFTS_RNG = (
+    "eliminate_dead_code{remove_random=true} removed unused random ops, and each removed draw shifts the "
+    "global RNG stream: random ops that run after them (in this module, or in code after it) draw other "
+    "numbers than before, by design; where the module draws again, numeric verification cannot pass: "
+    'verify this pass with verify="lint", or keep remove_random off'
+)
+
+
 def dce(gm, text="eliminate_dead_code", inputs=None):
     return fxpasses.Pipeline.from_string(text).run(gm, inputs)["eliminate_dead_code"]
 
@@ -273,6 +281,18 @@ def test_case3_dead_random_op_is_kept_by_default_and_dropped_on_request(dialect)
     assert report.counters["removed_nodes"] == 1
     assert sum("rand" in t for t in targets(gm)) == 1
     assert not torch.equal(out(gm), eager)  # the documented cost: the RNG stream shifts
+    assert report.notes == [_SHIFTS_RNG] and dce(graph()).notes == []  # (and said so)
+
+    # numeric verification fails on it (the later rand draws other numbers), and the failure
+    # says that is the option's doing: it said only "max abs error" and pointed to bisect (a
+    # new-user check)
+    gm = graph()
+    code = gm.code
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline.from_string("eliminate_dead_code{remove_random=true}", verify="numeric").run(gm, [y])
+    assert "max abs error" in str(info.value) and info.value.notes[0] == _SHIFTS_RNG
+    assert "eliminate_dead_code{remove_random=true} removed unused random ops" in str(info.value)
+    assert "bisect" not in str(info.value) and gm.code == code
 
 
 # ------------------------------------------------------------------------------ issue 5, case 4

@@ -29,8 +29,10 @@ def test_builtin_presets():
     # for a model still to be trained: no conv-bn fusion, no parameter folded, no state
     # removed or added (a new-user check found fusion and folding broke both)
     assert presets["training"].pipeline.split(",") == [
-        "remove_dropout{keep_module_dropouts=true}", "simplify_algebra", "fold_constants{fold_parameters=false", "remove_unused_state=false}",
-        "eliminate_common_subexpressions", "eliminate_dead_code{remove_unused_state=false}",
+        "remove_dropout{keep_module_dropouts=true}", "simplify_algebra",
+        "fold_constants{fold_parameters=false", "remove_unused_state=false", "modules_may_train=true}",
+        "eliminate_common_subexpressions{modules_may_train=true}",
+        "eliminate_dead_code{remove_unused_state=false", "modules_may_train=true}",
     ]
     assert presets["inference"].source == "fxpasses 0.1.0"
 
@@ -63,6 +65,63 @@ def test_training_preset_keeps_the_dropout_of_an_eval_mode_symbolic_trace_captur
     # the inference preset still removes it (eval mode is what inference means)
     gm = torch.fx.symbolic_trace(Net().eval())
     assert Pipeline.from_preset("inference").run(gm, [x])["remove_dropout"].counters == {"removed": 1}
+
+
+class _TwiceCalled(torch.nn.Module):
+    """Each dropout and batch-norm module called twice on one value, once more unused, and once
+    on a buffer: in eval mode every such call is pure, in training mode none is."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.drop = torch.nn.Dropout(0.5)
+        self.bn = torch.nn.BatchNorm1d(8)
+        self.bn_plain = torch.nn.BatchNorm1d(8, affine=False)  # no parameters: fold_constants may look at it
+        self.register_buffer("c", torch.randn(4, 8))
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.bn(h)  # unused: in training mode it still updates the statistics
+        return self.drop(h) + self.drop(h) + self.bn(h) + self.bn(h) + self.drop(self.bn_plain(self.c)).sum(0)
+
+
+def test_training_preset_merges_removes_and_folds_no_dropout_or_batch_norm_call_of_an_eval_mode_capture():
+    """A symbolic_trace graph calls its modules, which follow .train() at call time. The
+    training preset kept an eval-mode capture's dropout module but CSE then merged its two
+    calls (one mask for both: outputs off by 2.9 once trained), and two calls of one batch
+    norm (its statistics updated once a step, num_batches_tracked 1 for 2); DCE removed an
+    unused batch-norm call and fold_constants folded a batch norm of a buffer, both pure in
+    eval mode only (a real-model sweep). The preset's passes now judge module calls as in
+    training mode (`modules_may_train`); by default they judge the module's mode now."""
+    torch.manual_seed(0)
+    eager = _TwiceCalled().eval()
+    x = torch.randn(4, 8)
+    gm = torch.fx.symbolic_trace(copy.deepcopy(eager))
+    calls = [n.target for n in gm.graph.nodes if n.op == "call_module"]
+    report = Pipeline.from_preset("training", verify="numeric").run(gm, [x])
+    assert [n.target for n in gm.graph.nodes if n.op == "call_module"] == calls  # every call kept
+    assert not report["eliminate_common_subexpressions"].counters.get("merged")
+    assert not report["fold_constants"].counters.get("folded")
+    gm.train()
+    eager.train()
+    for step in range(2):
+        torch.manual_seed(step)
+        want = eager(x)
+        torch.manual_seed(step)
+        got = gm(x)
+        assert torch.equal(got, want)
+    for name in ("bn", "bn_plain"):
+        assert torch.equal(gm.get_submodule(name).running_mean, eager.get_submodule(name).running_mean)
+    assert gm.bn.num_batches_tracked.item() == eager.bn.num_batches_tracked.item() == 6
+
+    # the passes alone, by default, judge the modules' mode now: in eval mode all merge, go
+    # or fold (what the inference preset wants)
+    gm = torch.fx.symbolic_trace(copy.deepcopy(eager).eval())
+    report = Pipeline.from_string("fold_constants,eliminate_dead_code,eliminate_common_subexpressions").run(gm, [x])
+    assert report["fold_constants"].counters["folded"] == 1
+    assert report["eliminate_dead_code"].counters["removed_nodes"] == 1  # the unused bn(h)
+    assert report["eliminate_common_subexpressions"].counters["merged"] == 2
+    assert len([n for n in gm.graph.nodes if n.op == "call_module"]) == 3  # lin, one drop, one bn
 
 
 def test_training_preset_keeps_every_state_dict_name_and_gradient():
