@@ -350,7 +350,7 @@ _DYNAMO_MARKS = ("_dynamo_dynamic_indices", "_dynamo_dynamic_range", "_dynamo_hi
 
 def _dynamic_marks(
     model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any
-) -> list[tuple[torch.Tensor, int, int | None, int | None]]:
+) -> list[tuple[torch.Tensor, int, Any, Any]]:
     """``(tensor, dim, min, max)`` for each size that ``dynamic_shapes`` (``torch.export``'s
     argument: a tuple in the order of ``forward``'s parameters, or a dict by their names, of
     ``{dim: Dim}`` or a list with an entry per dim) makes dynamic, for the dynamo capture.
@@ -400,7 +400,11 @@ def _dynamic_marks(
             if dim is None or dim is Dim.STATIC:
                 continue
             low, high = getattr(dim, "min", None), getattr(dim, "max", None)
-            marks.append((value, int(d), low if isinstance(low, int) else None, high if isinstance(high, int) and high is not int_oo else None))
+            low = low if isinstance(low, int) else None
+            high = high if isinstance(high, int) and high is not int_oo else None
+            if low is not None or high is not None:  # mark_dynamic takes both bounds or neither
+                low, high = (0 if low is None else low), (int_oo if high is None else high)
+            marks.append((value, int(d), low, high))
     return marks
 
 

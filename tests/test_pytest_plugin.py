@@ -279,6 +279,29 @@ def test_dynamic_shapes_let_check_inputs_of_other_sizes_catch_a_pass_that_specia
         assert_preserves_outputs(builtin, model, [x], dialects=("dynamo",), dynamic_shapes={"y": {0: Dim("b")}})
 
 
+@pytest.mark.parametrize("bounds", [{}, {"min": 2}, {"max": 64}, {"min": 1, "max": 64}, "DYNAMIC"])
+def test_the_dynamo_capture_takes_a_dim_with_either_bound_or_none(bounds):
+    """The README's `dynamic_shapes=({0: Dim("batch")},)` failed the dynamo capture ("not
+    simple sympy type <class 'NoneType'>"): a Dim without `max` reached `mark_dynamic` with one
+    bound, which torch takes both of or neither (a real-model sweep); only `Dim(..., max=N)`
+    worked. The missing bound is now 0 or unbounded."""
+    from torch.export import Dim
+
+    from fxpasses.capture import capture
+
+    torch._dynamo.reset()
+    dim = Dim.DYNAMIC if bounds == "DYNAMIC" else Dim("batch", **bounds)
+    model, x = _Flatten().eval(), torch.randn(4, 3, 4)
+    c = capture(model, [x], "dynamo", dynamic_shapes=({0: dim},))
+    sizes = [n for n in c.gm.graph.find_nodes(op="placeholder") if type(n.meta["example_value"]).__name__ == "SymInt"]
+    assert len(sizes) == 1  # the batch size is an input of the graph
+    y = torch.randn(9, 3, 4)
+    placeholders = c.gm.graph.find_nodes(op="placeholder")
+    given = [9 if p in sizes else y if v is x else v for p, v in zip(placeholders, c.inputs)]
+    assert sum(v is y for v in given) == 1
+    assert torch.equal(c.gm(*given)[0], model(y))
+
+
 class _OptionalSecond(torch.nn.Module):
     def forward(self, x, y=None):
         if y is not None:
