@@ -336,7 +336,31 @@ _PLUGINS_HELP = (
 _STRICT_HELP = "A broken plugin is an error, not a warning."
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: command names users reach for, from the Python API or other tools, and the command meant
+_SYNONYMS = {
+    "describe": "show (the Python API's Registry.describe)",
+    "info": "show",
+    "ls": "list",
+    "validate": "check",
+    "lint": "check",
+    "optimize": "run",
+}
+
+
+class _Group(click.Group):
+    """The command group; an unknown command that is another tool's or the Python API's name
+    for one of ours says which (click suggests only close spellings)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError:
+            if args and args[0] in _SYNONYMS:
+                raise click.UsageError(f"No such command {args[0]!r}: the command is {_SYNONYMS[args[0]]}", ctx) from None
+            raise
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--traceback", is_flag=True, help=_TRACEBACK_HELP)
 @click.option("-p", "plugins", multiple=True, metavar="NAME", help=_PLUGINS_HELP)
 @click.option("--strict-plugins", is_flag=True, help=_STRICT_HELP)

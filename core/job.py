@@ -62,7 +62,7 @@ from ._json import dumps as json_dumps
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
-from .errors import ConfigError, FxPassesError, model_table, PassFailedError, UserError, VerificationError, exception_line, exception_text, os_reason, require_file, root_cause_note
+from .errors import ConfigError, FxPassesError, PassFailedError, close_names, model_table, UserError, VerificationError, exception_line, exception_text, os_reason, require_file, root_cause_note
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
 from .report import RunReport
@@ -789,8 +789,25 @@ def _prepare_model(cfg: Config) -> PreparedModel:
         assert isinstance(model, torch.fx.GraphModule)
         cap = Captured(model, list(inputs), "export", dict(kwargs))
     else:
-        cap = capture(model, inputs, mc.capture, kwargs)
+        try:
+            cap = capture(model, inputs, mc.capture, kwargs)
+        except UserError as exc:  # (the inputs fit forward's signature; their shapes may not fit the model)
+            exc.add_note(f"fxpasses: the example inputs were {_input_summary(inputs, kwargs)} ({_in_config(cfg, '[model] inputs')})")
+            raise
     return PreparedModel(cap, str(mc.factory), time.perf_counter() - t0, loaded=exported)
+
+
+def _input_summary(inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """The example inputs in a few words: each tensor's shape and dtype (``(2, 3) float32``),
+    keywords by name."""
+
+    def one(v: Any) -> str:
+        if isinstance(v, torch.Tensor):
+            return f"{tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}"
+        return type(v).__name__
+
+    parts = [one(v) for v in inputs] + [f"{k}={one(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts) if parts else "none"
 
 
 def _check_inputs_fit(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any], mc: ModelConfig) -> None:
@@ -808,8 +825,17 @@ def _check_inputs_fit(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Map
     except TypeError as exc:
         given = f"{len(inputs)} positional" + (f" and keyword {', '.join(map(repr, kwargs))}" if kwargs else "")
         where = f" (read from {mc.inputs})" if isinstance(mc.inputs, str) else ""
+        params = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        hints = []
+        for key in kwargs:
+            if key not in params and not takes_any:
+                close = close_names(key, params)
+                if close:
+                    hints.append(f"{key!r}: did you mean {close[0]!r}?")
+        hint = f" ({'; '.join(hints)})" if hints else ""
         raise ConfigError(
-            f"{given} input(s){where} do not fit {type(model).__name__}.forward{sig}: {exc}",
+            f"{given} input(s){where} do not fit {type(model).__name__}.forward{sig}: {exc}{hint}",
             source="[model] inputs",
         ) from None
 

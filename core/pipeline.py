@@ -909,7 +909,17 @@ class Pipeline:
                 with numeric verification, the module does not run on the example inputs.
         """
         if not isinstance(gm, torch.fx.GraphModule):
-            raise UserError(f"Pipeline.run takes a torch.fx.GraphModule, got {type(gm).__name__}")
+            from torch.export import ExportedProgram
+
+            hint = ""
+            if isinstance(gm, ExportedProgram):
+                hint = ": run it on the program's module, ep.module() (an ExportedProgram is not a module)"
+            elif isinstance(gm, torch.nn.Module):
+                hint = (
+                    ": capture the model as a graph first (torch.export.export(model, args).module(), "
+                    "torch.fx.symbolic_trace(model), or fxpasses.capture.capture(model, inputs, dialect))"
+                )
+            raise UserError(f"Pipeline.run takes a torch.fx.GraphModule, got {type(gm).__name__}{hint}")
         steps = self._plan.steps
         needs_numeric = any((s.verify or self.verify) == "numeric" for s in steps)
         example_inputs, example_kwargs = check_example_inputs(example_inputs, example_kwargs)

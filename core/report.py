@@ -143,11 +143,21 @@ class RunReport:
         return [p for p in self.passes if p.status in ("failed", "skipped")]
 
     def __getitem__(self, name: str) -> PassReport:
-        """The (last) report of the pass called ``name``; KeyError when it did not run."""
+        """The (last) report of the pass called ``name``.
+
+        Raises:
+            KeyError: no pass of that name ran; the message names those that did (with a
+                close name first, when there is one).
+        """
         for p in reversed(self.passes):
             if p.name == name:
                 return p
-        raise KeyError(name)
+        from .errors import close_names, did_you_mean
+
+        ran = list(dict.fromkeys(p.name for p in self.passes))
+        close = close_names(name, ran) if isinstance(name, str) else []
+        holds = ", ".join(map(repr, ran)) if ran else "no pass"
+        raise KeyError(f"no pass named {name!r} ran (the report holds {holds}){did_you_mean(close)}")
 
     def __iter__(self) -> Iterator[PassReport]:
         """The pass reports, in the order the passes ran (``report.passes``)."""

@@ -1246,3 +1246,16 @@ def test_check_and_run_name_a_pass_whose_constructor_raises(tmp_path, monkeypatc
         assert r.exit_code == 1, r.output
         assert "error: pass 'init_raises' failed: creating the pass failed: RuntimeError: init broke" in r.output
         assert "(init-passes 0.3)" in r.output and "unexpected" not in r.output
+
+
+def test_another_tools_name_for_a_command_says_which_command_is_meant():
+    """`fxpasses describe NAME` (the Python API's Registry.describe) was click's bare "No such
+    command 'describe'" (a new-user check); close spellings keep click's own suggestion."""
+    r = CliRunner().invoke(cli, ["describe", "fold_constants"])
+    assert r.exit_code == 2
+    assert "Error: No such command 'describe': the command is show (the Python API's Registry.describe)" in r.output
+    r = CliRunner().invoke(cli, ["ls"])
+    assert r.exit_code == 2 and "No such command 'ls': the command is list" in r.output
+    r = CliRunner().invoke(cli, ["shwo", "x"])
+    assert r.exit_code == 2 and "No such command 'shwo'. Did you mean 'show'?" in r.output
+    assert CliRunner().invoke(cli, ["show", "fold_constants"]).exit_code == 0

@@ -600,3 +600,25 @@ def test_inputs_that_do_not_fit_forward_name_the_config_the_signature_and_the_in
     cfg.write_text(cfg.read_text().replace("0 = {shape = [2, 5, 3]}\n", "").replace("bogus = {shape = [2]}\n", ""))
     r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
     assert r.exit_code == 2 and "do not fit Masked.forward(x, *, mask=None): missing a required argument: 'x'" in r.stderr
+    # a misspelt keyword gets the name forward takes (a new-user check: none was suggested)
+    cfg.write_text(cfg.read_text().replace("mask = {", "0 = {shape = [2, 5, 3]}\nmaks = {"))
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 2 and r.stderr.strip().endswith(
+        "do not fit Masked.forward(x, *, mask=None): got an unexpected keyword argument 'maks' ('maks': did you mean 'mask'?)"
+    ), r.stderr
+
+
+def test_a_capture_that_fails_on_the_configs_inputs_names_them(tmp_path):
+    """Inputs of shapes the model cannot take (4 channels into a 3-channel layer) were
+    "torch.export could not capture M: RuntimeError: ..." and nothing on where the inputs came
+    from (a new-user check): a note now gives their shapes and the config key."""
+    d = tmp_path / "p"
+    d.mkdir()
+    (d / "m.py").write_text("import torch\ndef make():\n    return torch.nn.Linear(3, 2)\n")
+    cfg = d / "c.toml"
+    cfg.write_text('[model]\nfactory = "m:make"\ninputs = [{shape = [2, 4]}]\n')
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert lines[0].startswith("error: torch.export could not capture Linear: RuntimeError")
+    assert lines[-1] == f"  note: the example inputs were (2, 4) float32 ({cfg}: [model] inputs)"

@@ -1468,3 +1468,38 @@ def test_a_pass_report_is_truthy_and_a_run_report_iterates_over_its_passes():
     with pytest.raises(TypeError):
         len(PassReport("a"))
     assert PassReport("a", iteration=2).label == "a #2" and PassReport("a").label == "a"
+
+
+def test_a_report_asked_for_a_pass_that_did_not_run_names_those_that_did():
+    """`report["nonexistent"]` was a bare KeyError of the name (a new-user check)."""
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * 1
+
+    report = fxpasses.Pipeline(["simplify_algebra", "eliminate_dead_code"]).run(torch.fx.symbolic_trace(M()), [torch.randn(3)])
+    with pytest.raises(KeyError) as info:
+        report["eliminate_dead_cod"]
+    assert info.value.args[0] == (
+        "no pass named 'eliminate_dead_cod' ran (the report holds 'simplify_algebra', 'eliminate_dead_code'); "
+        "did you mean 'eliminate_dead_code'?"
+    )
+    with pytest.raises(KeyError, match=r"^\"no pass named 'fold_constants' ran \(the report holds 'simplify_algebra', 'eliminate_dead_code'\)\"$"):
+        report["fold_constants"]
+
+
+def test_running_a_pipeline_on_a_program_or_a_plain_module_says_what_to_give():
+    """`Pipeline.run(ep)` said "takes a torch.fx.GraphModule, got ExportedProgram" and no
+    more (a new-user check): it now points at `ep.module()`, and for a plain module at the
+    captures."""
+    model = torch.nn.Linear(2, 2)
+    ep = torch.export.export(model, (torch.randn(1, 2),))
+    with pytest.raises(fxpasses.UserError) as info:
+        fxpasses.Pipeline("eliminate_dead_code").run(ep)
+    assert str(info.value) == (
+        "Pipeline.run takes a torch.fx.GraphModule, got ExportedProgram: run it on the program's module, "
+        "ep.module() (an ExportedProgram is not a module)"
+    )
+    with pytest.raises(fxpasses.UserError, match=r"got Linear: capture the model as a graph first \(torch.export.export"):
+        fxpasses.Pipeline("eliminate_dead_code").run(model)
+    assert fxpasses.Pipeline("eliminate_dead_code").run(ep.module())["eliminate_dead_code"].status == "ok"
