@@ -47,8 +47,8 @@ class DeadCodeOptions(PassOptions):
             "Judge call_module nodes as if each module were in training mode: a symbolic_trace "
             "graph calls its modules, which follow .train()/.eval() at call time, so in an "
             "eval-mode capture trained later each dropout call is random and each batch-norm "
-            "call updates its running statistics, and none may be removed as pure (the training preset "
-            "sets it)."
+            "call updates its running statistics, and none may be removed as pure "
+            "(the training preset sets it)."
         ),
     )
 
