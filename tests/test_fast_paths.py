@@ -880,12 +880,23 @@ def test_the_pure_leaf_shortcut_answers_as_the_full_module_analysis(monkeypatch,
     node = next(iter(gm.graph.find_nodes(op="call_module")))
     fast = effects.EffectAnalysis(gm).effects(node)
     full = effects.EffectAnalysis(gm)._module_effects(mod)
-    monkeypatch.setattr(effects, "_pure_leaf", lambda m: False)
+    # judged as in training mode (modules_may_train): the shortcut answers as the full analysis too
+    fast_t = effects.EffectAnalysis(gm, modules_may_train=True).effects(node)
+    full_t = effects.EffectAnalysis(gm, modules_may_train=True)._module_effects(mod)
+    monkeypatch.setattr(effects, "_pure_leaf", lambda m, may_train=False: False)
     slow = effects.EffectAnalysis(gm).effects(node)
+    slow_t = effects.EffectAnalysis(gm, modules_may_train=True).effects(node)
     assert (fast.kinds, fast.state_writes, fast.writes) == (slow.kinds, slow.state_writes, slow.writes)
+    assert (fast_t.kinds, fast_t.state_writes, fast_t.writes) == (slow_t.kinds, slow_t.state_writes, slow_t.writes)
     monkeypatch.undo()
     if effects._pure_leaf(mod):
         assert not full.kinds, label
+    if effects._pure_leaf(mod, True):
+        assert not full_t.kinds, label
+    # an eval-mode dropout or batch norm is pure now, not once trained
+    assert effects._pure_leaf(mod, True) is (label in ("linear", "conv", "relu", "_is_impure=False", "buffer named inplace"))
+    if label in ("dropout eval", "batchnorm eval"):
+        assert full_t.kinds and not full.kinds
     shortcut = (
         *("linear", "conv", "relu", "_is_impure=False", "buffer named inplace"),
         *("dropout eval", "batchnorm eval", "lstm eval", "instancenorm eval"),
