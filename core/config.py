@@ -789,16 +789,22 @@ def _text_read_as_other(problems: list[tuple[str, str, Any]], string_keys: Colle
     out = []
     for path, msg, given in problems:
         top = path.split(".")[0]
-        if top in string_keys and msg == "Input should be a valid string":
-            # the innermost key holding it: an option (names), a table's key (thresholds.tag),
-            # or a list's element (names.0: that list's key)
-            parts = path.split(".")
-            last = parts[-1]
-            if last.isdigit():
-                key = next((p for p in reversed(parts) if not p.isdigit()), top)
-                quoted = f'{key}=[..., "...", ...]'
-            else:
-                quoted = f'{last}="..."'
+        # the innermost key holding it: an option (names), a table's key (thresholds.tag),
+        # or a list's element (names.0: that list's key)
+        parts = path.split(".")
+        last = parts[-1]
+        if last.isdigit():
+            key = next((p for p in reversed(parts) if not p.isdigit()), top)
+            quoted = f'{key}=[..., "...", ...]'
+        else:
+            quoted = f'{last}="..."'
+        choice = _choice_typed(msg, given) if top in string_keys else None
+        if choice is not None:  # a Literal's or Enum's text, read as None, a boolean or a number
+            what = "None" if given is None else "a boolean" if isinstance(given, bool) else "a number"
+            typed = "none or null" if given is None else choice
+            written = quoted.replace('"..."', f'"{choice}"')
+            msg += f" (an unquoted {typed} in a pipeline string is {what}: quote the text, {written})"
+        elif top in string_keys and msg == "Input should be a valid string":
             if isinstance(given, (list, tuple)):
                 quoted = quoted.replace('"..."', '"[...]"')
                 msg += f" (an unquoted [...] in a pipeline string is a list: quote the text, {quoted})"
@@ -810,6 +816,32 @@ def _text_read_as_other(problems: list[tuple[str, str, Any]], string_keys: Colle
                 msg += f" (an unquoted number in a pipeline string is a number: quote the text, {quoted})"
         out.append((path, msg, given))
     return out
+
+
+def _choice_typed(msg: str, given: Any) -> str | None:
+    """The choice of a Literal's or Enum's error (``Input should be 'none' or 'tanh'``) that
+    ``given`` is what a pipeline string reads as when typed unquoted (``none`` as None, ``true``
+    as True, ``2`` as 2), else None."""
+    if not msg.startswith("Input should be ") or not (given is None or isinstance(given, (bool, int, float))):
+        return None
+    for choice in re.findall(r"'([^']*)'", msg):
+        low = choice.lower()
+        if given is None and low in ("none", "null"):
+            return choice
+        if isinstance(given, bool):
+            if low == str(given).lower():
+                return choice
+        elif given is not None and _reads_as(choice, given):
+            return choice
+    return None
+
+
+def _reads_as(text: str, number: Any) -> bool:
+    """Whether ``text`` is a number equal to ``number`` (``"2"`` for 2, ``"0.5"`` for 0.5)."""
+    try:
+        return float(text.replace("_", "")) == number
+    except ValueError:
+        return False
 
 
 def _unknown_options(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> list[tuple[str, str, Any]]:

@@ -50,6 +50,12 @@ _DTYPE_FLOORS = {
 }
 
 
+#: significant digits that print every value of each dtype so that it reads back exactly, and
+#: two values apart: 1 + ceil(p * log10(2)) for p bits of significand (IEEE 754-2008, section
+#: 5.12.2): float16 5, bfloat16 4, float32 9, float64 17
+_DIGITS = {torch.float16: 5, torch.bfloat16: 4, torch.float32: 9, torch.float64: 17}
+
+
 def tolerances(dtype: torch.dtype, atol: float, rtol: float, scale: float = 0.0) -> tuple[float, float]:
     """``(atol, rtol)`` for outputs of ``dtype``: the given ones, raised for float16/bfloat16.
 
@@ -713,7 +719,8 @@ def compare_outputs(
                     return (
                         f"{p}: max abs error {m:.3g} exceeds atol={at:g}, rtol={rt:g} (max rel error "
                         f"{rel:.3g}; {int(bad.sum())} of {bad.numel()} elements out of tolerance, the first at "
-                        f"index {idx}: {aa[idx].item():.6g} vs expected {ea[idx].item():.6g})"
+                        f"index {idx}: {aa[idx].item():.{_DIGITS.get(e.dtype, 6)}g} vs expected "
+                        f"{ea[idx].item():.{_DIGITS.get(e.dtype, 6)}g})"
                     )
                 return ""
             if not torch.equal(a, e):

@@ -1503,3 +1503,38 @@ def test_running_a_pipeline_on_a_program_or_a_plain_module_says_what_to_give():
     with pytest.raises(fxpasses.UserError, match=r"got Linear: capture the model as a graph first \(torch.export.export"):
         fxpasses.Pipeline("eliminate_dead_code").run(model)
     assert fxpasses.Pipeline("eliminate_dead_code").run(ep.module())["eliminate_dead_code"].status == "ok"
+
+
+def test_a_choice_of_a_literal_or_enum_read_as_none_a_boolean_or_a_number_says_to_quote_it():
+    """`approx=none` for `approx: Literal["none", "tanh"]` (torch's own gelu spelling) read the
+    bare word as None: "Input should be 'none' or 'tanh' (given: None)", without the quoting
+    hint a text option gets (a pass-author check). The same for an Enum, a boolean's and a
+    number's spelling, and a list's element."""
+    import enum
+    from typing import Literal
+
+    class Approx(enum.Enum):
+        NONE = "none"
+        TANH = "tanh"
+
+    class Choices(fxpasses.PassOptions):
+        approx: Literal["none", "tanh"] = "tanh"
+        mode: Approx = Approx.TANH
+        level: Literal["1", "2"] = "1"
+        flag: Literal["true", "auto"] = "auto"
+        many: list[Literal["none", "tanh"]] = []
+
+    reg = Registry(autoload=False)
+    reg.register(make_pass("choices", options=Choices))
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("choices{approx=none, mode=null, level=2, flag=true, many=[tanh, none]}", registry=reg)
+    lines = str(info.value).splitlines()[1:]
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "Input should be 'none' or 'tanh' (an unquoted none or null in a pipeline string is None: quote the text, approx=\"none\") (given: None)",
+        "Input should be 'none' or 'tanh' (an unquoted none or null in a pipeline string is None: quote the text, mode=\"none\") (given: None)",
+        "Input should be '1' or '2' (an unquoted 2 in a pipeline string is a number: quote the text, level=\"2\") (given: 2)",
+        "Input should be 'true' or 'auto' (an unquoted true in a pipeline string is a boolean: quote the text, flag=\"true\") (given: True)",
+        "Input should be 'none' or 'tanh' (an unquoted none or null in a pipeline string is None: quote the text, many=[..., \"none\", ...]) (given: None)",
+    ]
+    options = Pipeline.from_string('choices{approx="none", mode="none", many=[tanh, "none"]}', registry=reg).plan().steps[0].options
+    assert (options.approx, options.mode, options.many) == ("none", Approx.NONE, ["tanh", "none"])

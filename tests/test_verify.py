@@ -723,3 +723,23 @@ def test_clone_outputs_keeps_dict_subclasses_and_copies_their_tensors():
     assert torch.equal(dd["a"], t) and dd["a"].data_ptr() != t.data_ptr()
     plain = clone_outputs({"a": t})
     assert type(plain) is dict and plain["a"].data_ptr() != t.data_ptr()
+
+
+def test_a_mismatch_prints_its_values_with_the_digits_that_tell_them_apart():
+    """`0.235238 vs expected 0.235238`: six digits hid a float32 difference over the tolerance
+    (a pass-author check). Each dtype's values print with the digits that read them back
+    exactly: 9 for float32, 17 for float64, 5 for float16, 4 for bfloat16."""
+    from fxpasses.verify import compare_outputs
+
+    e = torch.tensor([0.2352380007505417], dtype=torch.float32)
+    a = torch.nextafter(e, torch.tensor(1.0))
+    msg = compare_outputs(a, e, 0.0, 0.0).message
+    assert msg.endswith(f"the first at index (0,): {a.item():.9g} vs expected {e.item():.9g})"), msg
+    assert f"{a.item():.9g}" != f"{e.item():.9g}" and f"{a.item():.6g}" == f"{e.item():.6g}"
+    for dtype, digits in ((torch.float64, 17), (torch.float16, 5), (torch.bfloat16, 4)):
+        e = torch.tensor([1.0 / 3.0], dtype=dtype)
+        a = e * 1.1 if dtype != torch.float64 else torch.nextafter(e, torch.tensor(1.0, dtype=dtype))  # (over the float16/bfloat16 floors)
+        msg = compare_outputs(a, e, 0.0, 0.0).message
+        shown = f"{a.item():.{digits}g} vs expected {e.item():.{digits}g})"
+        assert msg.endswith(shown), msg
+        assert torch.equal(torch.tensor([float(shown.split(" ")[0])], dtype=dtype), a)  # reads back exactly
