@@ -1339,7 +1339,7 @@ def test_unknown_option_suggestions_ignore_case(text, suggestion):
     with pytest.raises(OptionsError) as info:
         Pipeline.from_string(text)
     line = next(ln for ln in str(info.value).splitlines() if "unknown option" in ln)
-    valid = "(valid: max_numel, max_growth_bytes, remove_unused_state, fold_parameters)"
+    valid = "(valid: max_numel, max_growth_bytes, remove_unused_state, fold_parameters, modules_may_train)"
     expected = f"unknown option; {suggestion} {valid}" if suggestion else f"unknown option {valid}"
     assert expected in line
 
