@@ -91,7 +91,7 @@ def capture(
             capture cannot mark (naming the entry), or the capture failed (the message names
             the dialect and keeps the original error as ``__cause__``).
     """
-    from .inputs import check_example_inputs
+    from .inputs import check_example_inputs, in_spec_order
 
     if isinstance(example_inputs, (Mapping, str, bytes, torch.Tensor)):
         # refused: a dict pointing at example_kwargs, a tensor at [x]
@@ -122,7 +122,8 @@ def capture(
     if dialect == "export":
         try:
             with _quiet_fake_tensor_log():
-                gm = torch.export.export(model, inputs, kwargs or None, dynamic_shapes=dynamic_shapes).module()
+                # (an exported module given again: its keywords in its spec's order, see in_spec_order)
+                gm = torch.export.export(model, inputs, in_spec_order(model, kwargs) or None, dynamic_shapes=dynamic_shapes).module()
         except Exception as exc:
             raise UserError(f"torch.export could not capture {type(model).__name__}: {_short(exc)}") from exc
         return Captured(gm, list(inputs), dialect, dict(kwargs))

@@ -23,7 +23,7 @@ import torch.fx
 
 from .errors import UserError
 
-__all__ = ["check_example_inputs", "check_accepted", "placeholder_values", "keyword_spec"]
+__all__ = ["check_example_inputs", "check_accepted", "placeholder_values", "keyword_spec", "in_spec_order"]
 
 
 def check_example_inputs(
@@ -93,6 +93,23 @@ def keyword_spec(gm: torch.nn.Module) -> tuple[int, list[str]] | None:
         return spec.child(0).num_children, [str(k) for k in spec.child(1).context]
     except Exception:  # noqa: BLE001 - another kind of spec: not one to check against
         return None
+
+
+def in_spec_order(gm: torch.nn.Module, kwargs: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``kwargs`` in the order of ``gm``'s keyword input spec (:func:`keyword_spec`: an exported
+    module's), the others after them in their own order; as given for other modules.
+
+    ``torch.export.export`` of an exported module binds its keyword inputs by position: given
+    in another order than the spec's (``attention_mask`` before ``input_ids``), the program it
+    makes feeds each into the other's place (torch 2.13). Calling the module is not affected."""
+    if kwargs is None:
+        return None
+    spec = keyword_spec(gm)
+    if spec is None:
+        return dict(kwargs)
+    ordered = {k: kwargs[k] for k in spec[1] if k in kwargs}
+    ordered.update((k, v) for k, v in kwargs.items() if k not in ordered)
+    return ordered
 
 
 def _names(keys: Sequence[str]) -> str:

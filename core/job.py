@@ -62,6 +62,7 @@ from ._json import dumps as json_dumps
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
+from .inputs import in_spec_order
 from .errors import ConfigError, FxPassesError, PassFailedError, close_names, model_table, UserError, VerificationError, exception_line, exception_text, os_reason, require_file, root_cause_note
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
@@ -1306,7 +1307,8 @@ def _save(
         if capture_kind == "export":
             path = out_dir / "model.pt2"
             state.restore()
-            args, kw = tuple(clone_outputs(inputs)), clone_outputs(dict(kwargs)) if kwargs else None
+            # (the keywords in the module's spec order: see fxpasses.inputs.in_spec_order)
+            args, kw = tuple(clone_outputs(inputs)), clone_outputs(in_spec_order(gm, kwargs)) if kwargs else None
             dynamic = _dynamic_shapes(gm, args, kw)
             try:
                 ep = torch.export.export(gm, args, kw, dynamic_shapes=dynamic)
