@@ -682,3 +682,54 @@ def test_the_command_line_prints_a_raising_plugin_instrument_as_a_warning_line(t
     lines = [line for line in r.stderr.splitlines() if "instrument hook boom" in line]
     assert len(lines) == 1 and lines[0].startswith("warning: plugin raising-instrument 0.1"), r.stderr
     assert "decorators.py" not in r.stderr and "PluginWarning" not in r.stderr
+
+
+@pytest.mark.parametrize("edit", ["target", "kwargs", "args", "move"])
+def test_an_instrument_assigning_a_nodes_fields_is_a_broken_plugin_and_is_put_back(edit):
+    """An instrument setting `relu.target = "sigmoid"` or a dropout's `kwargs` (no torch.fx
+    hook reports either) went unseen: the pipeline's graph computed sigmoid while the module
+    ran its old code, which a later `recompile()` changed (a less-traveled features check). It
+    is now told, as a rename or an erase was, and put back."""
+    import warnings
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.dropout((x * 2) + 1, 0.1, training=False).relu()
+
+    class Edits:
+        @fxpasses.hookimpl
+        def fxpasses_before_pass(self, pass_name, gm):
+            if pass_name != "remove_dropout":
+                return
+            nodes = {n.name: n for n in gm.graph.nodes}
+            if edit == "target":
+                nodes["relu"].target = "sigmoid"
+            elif edit == "kwargs":
+                nodes["dropout"].kwargs = {**nodes["dropout"].kwargs, "training": True}
+            elif edit == "args":
+                nodes["add"].args = (nodes["mul"], 5)
+            else:
+                nodes["add"].prepend(nodes["relu"])  # (a move: no hook tells of it either)
+
+    gm = torch.fx.symbolic_trace(M())
+    code, x = gm.code, torch.randn(2, 3)
+    def fields(gm):
+        return [(n.name, n.op, str(n.target), str(n.args), str(n.kwargs)) for n in gm.graph.nodes]
+
+    before = fields(gm)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = Pipeline(["eliminate_dead_code", "remove_dropout"], verify="numeric").run(gm, [x], instruments=[Edits()])
+    said = [str(w.message) for w in caught if isinstance(w.message, fxpasses.errors.PluginWarning)]
+    assert len(said) == 1 and "its fxpasses_before_pass hook changed the graph (before pass 'remove_dropout')" in said[0], said
+    assert "the graph was put back as it was before the hook ran" in said[0]
+    assert report["remove_dropout"].counters == {"removed": 1}
+    assert all(str(n.target) in [b[2] for b in before] for n in gm.graph.nodes)  # no sigmoid
+    assert torch.allclose(gm(x), M()(x)) and gm.code != code
+    gm.recompile()
+    assert torch.allclose(gm(x), M()(x))  # the graph is the code
+    # and with a strict registry, the error
+    gm = torch.fx.symbolic_trace(M())
+    with pytest.raises(fxpasses.errors.PluginError, match="changed the graph"):
+        Pipeline(["remove_dropout"], registry=fxpasses.Registry(strict=True)).run(gm, [x], instruments=[Edits()])
+    assert fields(gm) == before
