@@ -110,8 +110,8 @@ class BisectResult:
         :attr:`reproduce_args`, such as the ``--pipeline`` bisect was given)."""
         if self.status == "clean":
             return (
-                f"no failure: each of the {self.steps} passes keeps the outputs "
-                f"({self.total_rewrites} rewrites); nothing to bisect"
+                f"no failure: {'the pass keeps' if self.steps == 1 else f'each of the {self.steps} passes keeps'} the outputs "
+                f"({_rewrites(self.total_rewrites)}); nothing to bisect"
             )
         at = f", fixpoint iteration {self.iteration}" if self.iteration else ""
         lines = [f"first bad pass: {self.pass_name!r} (step {self.step} of {self.steps}{at})"]
@@ -215,8 +215,9 @@ def bisect(
         restore()
     result.total_rewrites = counter.count
     if failure is None:
-        say(f"full run: every pass keeps the outputs ({counter.count} rewrites)")
-        result.trials.append(Trial(None, False, f"every pass keeps the outputs ({counter.count} rewrites)"))
+        said = f"every pass keeps the outputs ({_rewrites(counter.count)})"
+        say(f"full run: {said}")
+        result.trials.append(Trial(None, False, said))
         return result
     span = counter.spans[-1]
     result.pass_name, result.step, result.iteration = span.name, span.step + 1, span.iteration
@@ -225,7 +226,7 @@ def bisect(
     result.error = str(failure).split("\n  the graph was restored")[0].split("\n  note: ")[0]
     result.error += "".join(f"\n  note: {n}" for n in failure.notes)
     result.first, result.last = span.first, span.first + span.count - 1
-    result.trials.append(Trial(None, True, f"{result.error.splitlines()[0]} (after {counter.count} rewrites)"))
+    result.trials.append(Trial(None, True, f"{result.error.splitlines()[0]} (after {_rewrites(counter.count)})"))
     rewrites = f"its rewrites #{result.first}..#{result.last}" if span.count else "it reported no rewrite"
     at = f", fixpoint iteration {span.iteration}" if span.iteration else ""
     say(f"full run: pass {span.name!r} (step {span.step + 1}{at}) fails; {rewrites}")
@@ -264,7 +265,8 @@ def bisect(
             restore()
         records[n] = limit.last
         result.trials.append(t)
-        say(f"rewrites #1..#{n}: {'bad' if t.bad else 'good'} ({t.message})")
+        applied = f"rewrites #1..#{n}" if n > 1 else "rewrite #1" if n == 1 else "no rewrite"
+        say(f"{applied}: {'bad' if t.bad else 'good'} ({t.message})")
         return t
 
     lo, hi = result.first - 1, result.last
@@ -293,3 +295,8 @@ def bisect(
         result.reproduce_args += ["--on-error", "rollback"]
     result.good, result.bad = good, bad
     return result
+
+
+def _rewrites(n: int) -> str:
+    """``n`` rewrites in words: ``1 rewrite``, ``3 rewrites``."""
+    return f"{n} rewrite" + ("" if n == 1 else "s")

@@ -82,7 +82,7 @@ class Fixpoint:
 
         # one entry (a name, a (name, options) pair, a pass, a pass function) or a list of them,
         # read as Pipeline reads its argument
-        self._entries = tuple(_as_entries(entries))
+        self._entries = tuple(_as_entries(entries, "Fixpoint"))
         if not self._entries:
             raise ConfigError("a fixpoint group is empty: name at least one pass in it")
         if any(isinstance(e, Fixpoint) for e in self._entries):

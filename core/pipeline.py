@@ -261,9 +261,10 @@ def _put_back_flags(flags: list[tuple[str, Any, bool, Any]]) -> None:
             t.grad = grad
 
 
-def _as_entries(passes: Any) -> list[EntryLike]:
-    """``Pipeline``'s ``passes`` as a list of entries: one pass (a class, an instance, a name,
-    a table or a parsed entry) is a one-element pipeline.
+def _as_entries(passes: Any, who: str = "Pipeline") -> list[EntryLike]:
+    """``Pipeline``'s ``passes`` (``who``: ``"Fixpoint"`` for a group's entries) as a list of
+    entries: one pass (a class, an instance, a name, a table or a parsed entry) is a
+    one-element pipeline.
 
     Raises:
         ConfigError: a pipeline string (it points at ``from_string``), or something that is
@@ -274,10 +275,17 @@ def _as_entries(passes: Any) -> list[EntryLike]:
             return []  # "the pipeline is empty", as for []
         if _STRING_SYNTAX.isdisjoint(passes):
             return [passes]
-        raise ConfigError(
-            f"Pipeline() takes a list of entries or one pass, got the pipeline string {passes!r}; "
-            "use Pipeline.from_string for a pipeline string"
-        )
+        if who == "Fixpoint":
+            names = [n.strip() for n in passes.split(",")]
+            how = (
+                f"give the passes as a list, Fixpoint({names!r}), or write the group in a pipeline string, "
+                f"Pipeline.from_string(\"fixpoint({passes})\")"
+                if all(n.isidentifier() for n in names)
+                else "give the passes as a list, or write the group in a pipeline string, Pipeline.from_string(\"fixpoint(...)\")"
+            )
+        else:
+            how = "use Pipeline.from_string for a pipeline string"
+        raise ConfigError(f"{who}() takes a list of entries or one pass, got the pipeline string {passes!r}; {how}")
     if isinstance(passes, (type, Pass, SpecEntry, SpecGroup, PassEntryConfig, FixpointEntryConfig, Fixpoint, Mapping)):
         return [passes]
     if (

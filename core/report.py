@@ -143,7 +143,9 @@ class RunReport:
         return [p for p in self.passes if p.status in ("failed", "skipped")]
 
     def __getitem__(self, name: str) -> PassReport:
-        """The (last) report of the pass called ``name``.
+        """The (last) report of the pass called ``name``, or the report labelled ``name`` as
+        the table labels it (``"simplify_algebra #2"``: its second iteration in a fixpoint
+        group).
 
         Raises:
             KeyError: no pass of that name ran; the message names those that did (with a
@@ -151,6 +153,9 @@ class RunReport:
         """
         for p in reversed(self.passes):
             if p.name == name:
+                return p
+        for p in self.passes:
+            if p.label == name:
                 return p
         from .errors import close_names, did_you_mean
 

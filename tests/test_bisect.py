@@ -624,3 +624,32 @@ def test_a_whole_graph_pass_that_breaks_lint_is_bisected_to_its_run(dialect):
     assert result.culprit.index == 2 and result.culprit.action == "run"
     assert "graph lint failed: RuntimeError" in result.error and "there is no rewrite to bisect" not in result.text(None)
     assert gm.code == code
+
+
+def test_bisect_progress_says_no_rewrite_and_one_rewrite_in_words():
+    """A trial with no rewrite applied was logged `rewrites #1..#0: good`, one rewrite as
+    `(1 rewrites)` (a less-traveled features check)."""
+
+    class FirstBad(fxpasses.NodePass):  # rewrite #1 of 2 changes the outputs (relu(x) -> x)
+        name = "first_bad"
+
+        @fxpasses.on("relu")
+        def r(self, node, ctx):
+            if node.name == "relu":
+                return fxpasses.Replace(node.args[0])
+            if node.name == "relu_1":  # (rewrite #2: the same relu again, harmless)
+                with ctx.inserting_before(node):
+                    return fxpasses.Replace(ctx.call_function(torch.relu, node.args))
+            return None
+
+    lines: list[str] = []
+    x = torch.tensor([-1.0, 0.5, 2.0])
+    result = bisect(Pipeline([FirstBad]), torch.fx.symbolic_trace(_FourRelus()), [x], log=lines.append)
+    assert result.status == "found" and result.culprit.index == 1, lines
+    assert lines[0] == "full run: pass 'first_bad' (step 1) fails; its rewrites #1..#2"
+    assert lines[1].startswith("rewrites #1..#2: bad (output: max abs error")
+    assert lines[2].startswith("rewrite #1: bad (output: max abs error")  # (was "rewrites #1..#1")
+    assert lines[3:] == ["no rewrite: good (outputs match (max abs error 0))"]  # (was "rewrites #1..#0")
+    clean = bisect(Pipeline([FirstBad]), torch.fx.symbolic_trace(_FourRelus()), [x.abs()], log=lines.append)
+    assert lines[-1] == "full run: every pass keeps the outputs (2 rewrites)"
+    assert clean.text() == "no failure: the pass keeps the outputs (2 rewrites); nothing to bisect"  # (was "each of the 1 passes")

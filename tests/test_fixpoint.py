@@ -61,6 +61,13 @@ def test_a_group_runs_until_an_iteration_changes_nothing():
     torch.testing.assert_close(gm(x), torch.relu(x) + 1)
     assert report.notes == []
     assert "peel #3" in report.table() and "remove_dropout #" not in report.table()
+    # a pass by name is its last iteration; by the table's label, that iteration (the label
+    # was a KeyError: a less-traveled features check)
+    assert report["peel"].iteration == 3 and report["peel"].counters == {}
+    assert report["peel #1"].iteration == 1 and report["peel #1"].counters == {"peeled": 1}
+    assert report["remove_dropout"].iteration == 0
+    with pytest.raises(KeyError, match="no pass named 'peel #4' ran"):
+        report["peel #4"]
 
 
 def test_a_group_that_does_not_converge_in_max_iterations_says_so():
