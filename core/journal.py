@@ -575,18 +575,22 @@ class GraphWatch:
     :meth:`change` compares each node exactly and :meth:`restore` puts the graph back exactly,
     assignments to ``node.args`` made after it included.
 
-    Without any node hook, a :class:`NodeFrame` of the nodes (their order, ``op``, ``target``,
-    ``args`` and ``kwargs`` objects: about 25 ms to take and 30 ms to check at 100k nodes) tells
-    assignments to those fields and moves, and puts them back. What it cannot see: in-place
-    ``meta`` edits, and edits inside an argument container (a list a node holds); nodes
-    inserted or taken out without a node hook are seen but cannot be put back; modules and
-    tensors are not watched.
+    Without any node hook, the last node (the output) is compared with its record (O(1)), so
+    an assignment to ``output.args`` is seen and undone too. What it cannot see: other edits
+    without a node hook (assigning ``node.args``/``kwargs``/``target`` of other existing nodes
+    only, in-place ``meta`` edits, moving nodes inside the graph) are caught only when they
+    change the node count or the last node, and then cannot be undone; modules and tensors are
+    not watched. (A :class:`NodeFrame` would see those assignments and moves, at about 55 ms a
+    hook call on a 100k-node graph: a second per pipeline of six passes with one instrument,
+    measured; instruments such as ``--time-passes`` must stay cheap.) A GraphModule without
+    torch.fx's hook lists (:func:`supports_journal`) is watched through the node count and the
+    last node alone.
 
     Use: ``watch = GraphWatch(gm)``, run the code, :meth:`change` (None or what changed),
     :meth:`restore` when it did, :meth:`close` at the end (removes the hooks).
     """
 
-    __slots__ = ("gm", "graph", "graph_dict", "namespace", "count", "last", "frame", "records", "created", "_hooks")
+    __slots__ = ("gm", "graph", "graph_dict", "namespace", "count", "last", "records", "created", "_hooks")
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         self.gm = gm
@@ -596,7 +600,6 @@ class GraphWatch:
         self.namespace = record_namespace(graph)
         self.count = len(graph.nodes)
         self.last = node_record(graph._root._prev)  # (the root itself in an empty graph)
-        self.frame = NodeFrame(graph)  # assignments no node hook reports (node.target = ...)
         self.records: list[tuple[Any, ...]] | None = None  # every node, at the first node event
         self.created: list[Node] = []
         self._hooks: tuple[Any, ...] = ()
@@ -636,9 +639,6 @@ class GraphWatch:
             return "its node count or last node changed, by edits no torch.fx hook reports"
         if last.op != "root" and record_differs(last, self.last):
             return f"its last node %{last.name} changed (arguments, target or name)"
-        assigned = self.frame.unrecorded((), ())
-        if assigned:
-            return "; ".join(assigned[:5]) + ("; ..." if len(assigned) > 5 else "")
         return None
 
     def restore(self) -> bool:
@@ -651,7 +651,6 @@ class GraphWatch:
             restore_graph_records(gm, self.graph, self.records, self.graph_dict, self.namespace)
         elif len(self.graph.nodes) == self.count and self.graph._root._prev is self.last[0]:
             reset_nodes([self.last], every_args=False)
-            self.frame.put_back()  # (None: nodes taken out or put in without hooks; change() says so)
         return self.change() is None
 
     def close(self) -> None:

@@ -1282,3 +1282,35 @@ def test_a_node_unlinked_by_hand_stops_the_run_even_under_skip(monkeypatch):
         "declaration)"
     ]
     assert not any(line.startswith("  the graph was restored") for line in str(err).splitlines())
+
+
+def test_a_journaled_pass_moving_and_assigning_outside_its_journal_is_put_back_exactly(monkeypatch):
+    """A third-party pass declaring `journal_edits` that moved a node and assigned another's
+    `args` without the journal, then failed, was put back in order, but with new sort keys
+    for every node and copies of the argument containers: not the graph exactly as it was.
+    The node frame now restores the very keys and objects."""
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return ((x * 2) + 1).relu().sin()
+
+    class MoveThenFail(fxpasses.GraphPass):
+        name = "move_then_fail"
+        journal_edits = True
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            nodes = {n.name: n for n in gm.graph.nodes}
+            nodes["add"].prepend(nodes["relu"])  # a move no journal records
+            nodes["sin"].args = (nodes["add"],)  # an assignment no journal records
+            raise RuntimeError("boom")
+
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")  # (the check would fail the declaration instead)
+    gm = torch.fx.symbolic_trace(M())
+    before = [(n, n._sort_key, n._args, n._kwargs) for n in gm.graph.nodes]
+    with pytest.raises(fxpasses.PassFailedError, match="boom"):
+        fxpasses.Pipeline([MoveThenFail]).run(gm, [torch.randn(3)])
+    after = [(n, n._sort_key, n._args, n._kwargs) for n in gm.graph.nodes]
+    assert len(after) == len(before)
+    for (n, key, args, kwargs), (m, key2, args2, kwargs2) in zip(before, after):
+        assert n is m and key == key2 and args is args2 and kwargs is kwargs2, n.name
