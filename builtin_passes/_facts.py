@@ -1,4 +1,5 @@
-"""Helpers several built-in passes share: argument access, op identity, substitution, cleanup.
+"""Helpers several built-in passes share: argument access, op identity, substitution, cleanup,
+and the ``modules_may_train`` option.
 
 What a node does besides computing its result (writes, aliasing, what reaches the output) is
 :mod:`fxpasses.effects`' business; this module only holds pass-local policy built on it.
@@ -135,3 +136,19 @@ def erase_dead(graph: torch.fx.Graph, nodes: Iterable[Node], *, inputs: bool = T
         if inputs:
             work.extend(i for i in ins if i.op == "get_attr")
     return count
+
+
+def modules_may_train_field(consequence: str) -> Any:
+    """The ``modules_may_train`` option of a pass that asks :class:`~fxpasses.effects.EffectAnalysis`
+    about module calls (``EffectAnalysis(gm, modules_may_train=...)``); ``consequence`` says
+    what the pass then leaves alone."""
+    from pydantic import Field
+
+    return Field(
+        default=False,
+        description=(
+            "Judge call_module nodes as if each module were in training mode: a symbolic_trace "
+            "graph calls its modules, which follow .train()/.eval() at call time, so in an "
+            f"eval-mode capture trained later {consequence} (the training preset sets it)."
+        ),
+    )

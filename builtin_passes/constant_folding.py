@@ -15,6 +15,7 @@ from fxpasses.effects import GLOBAL_STATE, EffectAnalysis
 from fxpasses.effects import _storage_key
 from fxpasses.errors import exception_text
 
+from ._facts import modules_may_train_field
 from .dead_code import prune_unused_state
 
 __all__ = ["FoldConstants", "FoldConstantsOptions"]
@@ -77,14 +78,8 @@ class FoldConstantsOptions(PassOptions):
             "`inference` preset sets it to true."
         ),
     )
-    modules_may_train: bool = Field(
-        default=False,
-        description=(
-            "Judge call_module nodes as if each module were in training mode: a symbolic_trace "
-            "graph calls its modules, which follow .train()/.eval() at call time, so in an "
-            "eval-mode capture trained later a dropout or batch-norm call on constants is random "
-            "or updates running statistics, and is not folded (the training preset sets it)."
-        ),
+    modules_may_train: bool = modules_may_train_field(
+        "a dropout or batch-norm call on constants is random or updates running statistics, and is not folded"
     )
 
 

@@ -13,6 +13,8 @@ from torch.fx.node import Node
 from fxpasses import GraphPass, PassContext, PassOptions
 from fxpasses.effects import GLOBAL_STATE, EffectAnalysis, WriteClock
 
+from ._facts import modules_may_train_field
+
 __all__ = ["EliminateCommonSubexpressions", "CSEOptions"]
 
 
@@ -26,15 +28,8 @@ class CSEOptions(PassOptions):
             "exists to say so and accepts only true."
         ),
     )
-    modules_may_train: bool = Field(
-        default=False,
-        description=(
-            "Judge call_module nodes as if each module were in training mode: a symbolic_trace "
-            "graph calls its modules, which follow .train()/.eval() at call time, so in an "
-            "eval-mode capture trained later each dropout call is random and each batch-norm "
-            "call updates its running statistics, and none may be merged with another "
-            "(the training preset sets it)."
-        ),
+    modules_may_train: bool = modules_may_train_field(
+        "each dropout call is random and each batch-norm call updates its running statistics, and none may be merged with another"
     )
 
 

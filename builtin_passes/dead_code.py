@@ -12,6 +12,8 @@ from pydantic import Field
 from fxpasses import GraphPass, PassContext, PassOptions
 from fxpasses.effects import ASSERT, NO_SIDE_EFFECT, RANDOM, EffectAnalysis
 
+from ._facts import modules_may_train_field
+
 __all__ = ["EliminateDeadCode", "DeadCodeOptions", "prune_unused_state"]
 
 
@@ -41,15 +43,8 @@ class DeadCodeOptions(PassOptions):
             "constants that no get_attr/call_module node references any more."
         ),
     )
-    modules_may_train: bool = Field(
-        default=False,
-        description=(
-            "Judge call_module nodes as if each module were in training mode: a symbolic_trace "
-            "graph calls its modules, which follow .train()/.eval() at call time, so in an "
-            "eval-mode capture trained later each dropout call is random and each batch-norm "
-            "call updates its running statistics, and none may be removed as pure "
-            "(the training preset sets it)."
-        ),
+    modules_may_train: bool = modules_may_train_field(
+        "each dropout call is random and each batch-norm call updates its running statistics, and none may be removed as pure"
     )
 
 
