@@ -62,8 +62,8 @@ from ._json import dumps as json_dumps
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
+from .errors import ConfigError, FxPassesError, PassFailedError, UserError, VerificationError, close_names, exception_line, exception_text, model_table, os_reason, require_file, root_cause_note
 from .inputs import in_spec_order
-from .errors import ConfigError, FxPassesError, PassFailedError, close_names, model_table, UserError, VerificationError, exception_line, exception_text, os_reason, require_file, root_cause_note
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
 from .report import RunReport

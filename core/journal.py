@@ -461,11 +461,7 @@ class NodeFrame:
         """The edits of the pass that ``journal`` did not record, one description each (for
         order, the first node out of place only: one move shifts every node after it); []
         when none."""
-        return self.unrecorded(journal.records, journal.created)
-
-    def unrecorded(self, recorded: Any, created: Any) -> list[str]:
-        """:meth:`unjournaled` for the recorded nodes ``recorded`` and the nodes ``created``
-        (containers; empty: every edit since the frame was taken)."""
+        recorded, created = journal.records, journal.created
         out = []
         for i in self._changed():
             n = self.nodes[i]
