@@ -801,7 +801,7 @@ def _text_read_as_other(problems: list[tuple[str, str, Any]], string_keys: Colle
         choice = _choice_typed(msg, given) if top in string_keys else None
         if choice is not None:  # a Literal's or Enum's text, read as None, a boolean or a number
             what = "None" if given is None else "a boolean" if isinstance(given, bool) else "a number"
-            typed = "none or null" if given is None else choice
+            typed = "none or null" if given is None else choice if isinstance(given, bool) else str(given)
             written = quoted.replace('"..."', f'"{choice}"')
             msg += f" (an unquoted {typed} in a pipeline string is {what}: quote the text, {written})"
         elif top in string_keys and msg == "Input should be a valid string":
@@ -907,6 +907,12 @@ def _unknown_option_message(key: Any, fields: list[str], what: str = "option") -
     (``what``: ``"key"`` for a config's own tables)."""
     close = close_names(str(key), fields, n=1) if key is not None else []  # case ignored: MAX_NUMEL
     msg = f"unknown {what}" + did_you_mean(close)
+    if what == "option" and key in ("verify", "on_error") and not close:
+        msg += (
+            f"; {key} is a setting of the entry, not an option of the pass: in a pipeline string it goes in "
+            f"brackets after the options (name{{...}}[{key}=...]), in a config's table or a Python dict it is "
+            "the entry's own key"
+        )
     return msg + (f" (valid: {', '.join(fields)})" if fields else "")
 
 

@@ -161,8 +161,16 @@ class RunReport:
 
         ran = list(dict.fromkeys(p.name for p in self.passes))
         close = close_names(name, ran) if isinstance(name, str) else []
+        labels = [p.label for p in self.passes if p.iteration]  # (a fixpoint group's, as the table shows them)
         holds = ", ".join(map(repr, ran)) if ran else "no pass"
+        if labels:
+            holds += f"; by iteration: {', '.join(map(repr, labels))}"
         raise KeyError(f"no pass named {name!r} ran (the report holds {holds}){did_you_mean(close)}")
+
+    def __contains__(self, name: object) -> bool:
+        """Whether ``report[name]`` finds a report: a pass of that name ran, or one labelled so
+        (``"simplify_algebra #2"``)."""
+        return any(p.name == name or p.label == name for p in self.passes)
 
     def __iter__(self) -> Iterator[PassReport]:
         """The pass reports, in the order the passes ran (``report.passes``)."""

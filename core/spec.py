@@ -300,6 +300,11 @@ class _Parser:
                 out.append(self.group(start))
             else:
                 out.append(self.entry(name, start, len(out) + 1, group))
+                if name == "fixpoint" and self.peek() == "(":  # fixpoint{...}[...](...)
+                    raise self.error(
+                        "a fixpoint group takes no settings in [...]: give each pass in it its own "
+                        "(fixpoint(fold_constants[on_error=skip],eliminate_dead_code))"
+                    )
             ch = self.peek()
             if group is not None and ch == ")":
                 self.pos += 1

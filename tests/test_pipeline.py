@@ -1538,3 +1538,39 @@ def test_a_choice_of_a_literal_or_enum_read_as_none_a_boolean_or_a_number_says_t
     ]
     options = Pipeline.from_string('choices{approx="none", mode="none", many=[tanh, "none"]}', registry=reg).plan().steps[0].options
     assert (options.approx, options.mode, options.many) == ("none", Approx.NONE, ["tanh", "none"])
+
+
+def test_a_setting_given_as_an_option_and_settings_on_a_group_say_where_settings_go():
+    """`fold_constants{on_error=skip}` (what the hyphen hint for `on-error` in braces led to)
+    was "unknown option (valid: ...)"; `fixpoint{...}[on_error=skip](...)` was "expected ','
+    between passes, found '('" (a check of this session's changes)."""
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_string("fold_constants{on_error=skip}")
+    assert (
+        "unknown option; on_error is a setting of the entry, not an option of the pass: in a pipeline string it "
+        "goes in brackets after the options (name{...}[on_error=...])"
+    ) in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string("fixpoint{max_iterations=3}[on_error=skip](fold_constants)")
+    assert str(info.value).startswith(
+        "pipeline string, column 42: a fixpoint group takes no settings in [...]: give each pass in it its own"
+    )
+    assert Pipeline.from_string("fixpoint{max_iterations=3}(fold_constants[on_error=skip])").plan().steps
+
+
+def test_in_tells_whether_a_report_finds_a_name_or_a_label():
+    """`"simplify_algebra" in report` was False for a pass that ran (the report iterates over
+    pass reports); a missing label's KeyError now lists the labels there are."""
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            x.sin()  # dead: the first iteration removes it, the second changes nothing
+            return x.relu()
+
+    report = Pipeline.from_string("fixpoint(simplify_algebra,eliminate_dead_code)").run(torch.fx.symbolic_trace(M()), [torch.randn(2)])
+    assert [p.label for p in report] == ["simplify_algebra #1", "eliminate_dead_code #1", "simplify_algebra #2", "eliminate_dead_code #2"]
+    assert "simplify_algebra" in report and "simplify_algebra #1" in report and "eliminate_dead_code #2" in report
+    assert "simplify_algebra #3" not in report and "fold_constants" not in report and 3 not in report
+    with pytest.raises(KeyError) as info:
+        report["simplify_algebra #3"]
+    assert "by iteration: 'simplify_algebra #1', 'eliminate_dead_code #1', 'simplify_algebra #2', 'eliminate_dead_code #2')" in info.value.args[0]
