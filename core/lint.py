@@ -115,7 +115,7 @@ def _described(spec: Any) -> str:
         typ = context
     name = getattr(typ, "__name__", str(typ))
     article = "an" if name[:1].lower() in "aeiou" else "a"
-    if issubclass(typ, dict) if isinstance(typ, type) else False:
+    if isinstance(typ, type) and issubclass(typ, dict):
         keys = list(context or ())
         if all(k.is_leaf() for k in kids):
             return f"{article} {name} with keys " + ", ".join(map(repr, keys)) if keys else f"an empty {name}"

@@ -9,6 +9,16 @@ from fxpasses._example import convnet
 from fxpasses.capture import capture
 
 
+class DropRelu(NodePass):
+    """relu(x) -> x: a transform that changes the graph (and invalidates analyses)."""
+
+    name = "drop_relu"
+
+    @on("relu")
+    def relu(self, node, ctx):
+        return Replace(node.args[0])
+
+
 def statuses(report):
     return [(p.name, p.status) for p in report.passes]
 
@@ -104,13 +114,6 @@ def test_an_unregistered_analysis_class_of_the_pipeline_is_computed_again_on_dem
             seen.append(ctx.analyses["fanout"])
             return False
 
-    class DropRelu(NodePass):
-        name = "drop_relu"
-
-        @on("relu")
-        def relu(self, node, ctx):
-            return Replace(node.args[0])
-
     class M(torch.nn.Module):
         def forward(self, x):
             return torch.relu(x) + 1
@@ -161,13 +164,6 @@ def test_the_run_report_hands_over_the_analyses_still_current():
         def run(self, gm, ctx):
             ctx.analyses["count_calls"] = {"calls": sum(n.op.startswith("call_") for n in gm.graph.nodes)}
             return False
-
-    class DropRelu(NodePass):
-        name = "drop_relu"
-
-        @on("relu")
-        def relu(self, node, ctx):
-            return Replace(node.args[0])
 
     reg = Registry()
     reg.register(CountCalls)
