@@ -155,7 +155,8 @@ class BisectResult:
 
 
 def _variant(pipeline: Pipeline, verify: str, on_error: str) -> Pipeline:
-    """A copy of ``pipeline`` with one verify/on_error for every step (per-entry ones dropped)."""
+    """A copy of ``pipeline`` with one verify/on_error for every step (per-entry ones dropped;
+    per-entry tolerances kept)."""
     p = copy.copy(pipeline)
     p.verify = verify
     p.on_error = on_error
@@ -176,7 +177,8 @@ def bisect(
     """Find the first pass, then the first rewrite in it, after which ``gm``'s outputs change.
 
     ``gm`` is left as it was (restored from a snapshot). ``atol``/``rtol`` default to the
-    pipeline's. ``log`` receives one line per run. ``example_inputs``/``example_kwargs``: the
+    pipeline's; an entry's own tolerances (``[atol=...]``) apply as in a run (from that pass
+    on: see :class:`~fxpasses.Pipeline`). ``log`` receives one line per run. ``example_inputs``/``example_kwargs``: the
     positional and keyword inputs ``gm`` is called with (see :meth:`Pipeline.run`).
 
     Raises:
@@ -245,16 +247,18 @@ def bisect(
 
     # 2. binary search over that pass's rewrites
     trial_pipeline = _variant(pipeline, "lint", "rollback")
+    trial_pipeline.atol, trial_pipeline.rtol = atol, rtol
     records: dict[int, RewriteRecord | None] = {}
 
     def trial(n: int) -> Trial:
         limit = RewriteLimit(n, probe=False)  # cut_off is not read here
         try:
-            trial_pipeline.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=limit)
+            ran = trial_pipeline.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=limit)
             with _gc_paused():
                 actual, facts = _run_module(gm, example_inputs, TensorState(gm), example_kwargs, facts=True)
-                # requires_grad, aliases, strides and gradients too, as numeric verification
-                cmp = compare_results(actual, facts, reference, reference_facts, atol, rtol)
+                # requires_grad, aliases, strides and gradients too, as numeric verification,
+                # within what the passes run were allowed (entries' own tolerances)
+                cmp = compare_results(actual, facts, reference, reference_facts, ran.atol, ran.rtol)
                 message = cmp.message
             t = Trial(n, bool(message), message or f"outputs match (max abs error {cmp.max_abs:.3g})")
         except PassFailedError as exc:

@@ -4,6 +4,7 @@ A config is a mapping with these keys (all optional except where a command needs
 
     pipeline = "remove_dropout,fold_constants{max_numel=4096},eliminate_dead_code"
     # or a list: ["remove_dropout", {name = "fold_constants", options = {max_numel = 4096}}]
+    # an entry's own verify, on_error, atol, rtol: {name = "fuse_conv_bn", rtol = 1e-2}
     verify = "lint"            # none | lint | numeric
     on_error = "rollback"      # rollback | raise | skip
     order = "dependencies"     # or "as-given": run the entries as listed, pull nothing in
@@ -153,6 +154,9 @@ class PassEntryConfig(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
     verify: VerifyMode | None = None
     on_error: OnError | None = None
+    #: the tolerances of numeric verification from this entry on (see :class:`fxpasses.Pipeline`)
+    atol: float | None = Field(default=None, ge=0, allow_inf_nan=False, strict=True)
+    rtol: float | None = Field(default=None, ge=0, allow_inf_nan=False, strict=True)
 
 
 class FixpointEntryConfig(_Strict):
@@ -195,7 +199,7 @@ _PipelineItem = Annotated[
         _item_kind,
         custom_error_type="pipeline_entry",
         custom_error_message=(
-            "Input should be a valid string or a table (name, options, verify, on_error) or a fixpoint group "
+            "Input should be a valid string or a table (name, options, verify, on_error, atol, rtol) or a fixpoint group "
             "(fixpoint, max_iterations)"
         ),
     ),
@@ -530,7 +534,7 @@ def validation_problems(
             msg = msg[len("Value error, "):]
         # a pipeline list entry: a pass name or a table, not our model's class name
         for said in ("a valid dictionary or instance of PassEntryConfig", "instance of PassEntryConfig"):
-            msg = msg.replace(said, "a table (name, options, verify, on_error)")
+            msg = msg.replace(said, "a table (name, options, verify, on_error, atol, rtol)")
         for said in ("a valid dictionary or instance of FixpointEntryConfig", "instance of FixpointEntryConfig"):
             msg = msg.replace(said, "a fixpoint group (fixpoint, max_iterations)")
         if err["type"] == "extra_forbidden" and model is not None:
@@ -907,7 +911,7 @@ def _unknown_option_message(key: Any, fields: list[str], what: str = "option") -
     (``what``: ``"key"`` for a config's own tables)."""
     close = close_names(str(key), fields, n=1) if key is not None else []  # case ignored: MAX_NUMEL
     msg = f"unknown {what}" + did_you_mean(close)
-    if what == "option" and key in ("verify", "on_error") and not close:
+    if what == "option" and key in ("verify", "on_error", "atol", "rtol") and not close:
         msg += (
             f"; {key} is a setting of the entry, not an option of the pass: in a pipeline string it goes in "
             f"brackets after the options (name{{...}}[{key}=...]), in a config's table or a Python dict it is "

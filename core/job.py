@@ -1009,7 +1009,9 @@ def run_job(
                     f"back the one that breaks it){notes}"
                 ) from exc
             # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
-            cmp = compare_results(actual, facts, expected, expected_facts, cfg.atol, cfg.rtol)
+            # the config's tolerances, or larger ones a pass entry of the run has (report.atol)
+            tolerances = (report.atol, report.rtol) if report.atol is not None else (cfg.atol, cfg.rtol)
+            cmp = compare_results(actual, facts, expected, expected_facts, *tolerances)
             message = cmp.message
             if message:
                 raise VerificationError(
@@ -1034,7 +1036,7 @@ def run_job(
                 # cannot write its pytree code generator's input spec)
                 kind = cap.dialect if mc.graph is None or cap.dialect == "export" else "graph"
                 try:
-                    result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), cfg, state, cap.kwargs)
+                    result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), tolerances, state, cap.kwargs)
                     (out_dir / "report.json").write_text(json_dumps(result.as_dict(), indent=2, default=str))
                 except OSError as exc:  # (the folder changed during the run: a user error, with the run's table)
                     where = f" ({exc.filename})" if exc.filename else ""
@@ -1291,12 +1293,13 @@ def _save(
     capture_kind: str,
     out_dir: Path,
     expected: tuple[Any, Any],
-    cfg: Config,
+    tolerances: tuple[float, float],
     state: TensorState,
     kwargs: dict[str, Any] | None = None,
 ) -> list[Path]:
     """Write the optimized model (see the module doc); check that what is written reads back
-    as ``expected`` (the original's outputs and their facts, :func:`_check_read_back`).
+    as ``expected`` (the original's outputs and their facts, :func:`_check_read_back`), within
+    ``tolerances`` (``(atol, rtol)``).
     ``kwargs``: the keyword inputs the model is called with (re-exported with them)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -1323,7 +1326,7 @@ def _save(
                 state.restore()
             save_program(ep, path)
             loaded = torch.export.load(str(path)).module()
-            _check_read_back(loaded, inputs, expected, cfg, f"{path} read back with torch.export.load", kwargs)
+            _check_read_back(loaded, inputs, expected, tolerances, f"{path} read back with torch.export.load", kwargs)
             return [path]
         # torch.fx's own writer: a module.py with imports and a class, plus state_dict.pt;
         # `import <out_dir>.module` (or run module.py's class) gives the module back.
@@ -1347,7 +1350,7 @@ def _save(
             # (parameters among them keep requires_grad: a model saved for training stays trainable)
             torch.save([_detached(t) if isinstance(t, torch.Tensor) else t for t in inputs], path)
             saved.append(path)
-        _check_read_back(load_folder(folder), inputs, expected, cfg, f"{folder / 'module.py'} read back", kwargs)
+        _check_read_back(load_folder(folder), inputs, expected, tolerances, f"{folder / 'module.py'} read back", kwargs)
         return saved
 
 
@@ -1529,7 +1532,7 @@ def _check_read_back(
     loaded: torch.nn.Module,
     inputs: list[Any],
     expected: tuple[Any, Any],
-    cfg: Config,
+    tolerances: tuple[float, float],
     what: str,
     kwargs: dict[str, Any] | None = None,
 ) -> None:
@@ -1541,7 +1544,7 @@ def _check_read_back(
         outputs, facts = call_isolated(loaded, inputs, TensorState(loaded), kwargs, facts=True)
     except Exception as exc:  # the save's fault, not an internal error (exit status 3)
         raise VerificationError(f"{what} does not run on the inputs: {exception_text(exc)}") from exc
-    cmp = compare_results(outputs, facts, expected[0], expected[1], cfg.atol, cfg.rtol)
+    cmp = compare_results(outputs, facts, expected[0], expected[1], *tolerances)
     if cmp.message:
         # (compare_results words a difference as a pass's: here the save made it)
         raise VerificationError(f"{what} gives other outputs than the module saved: {cmp.message.replace(' before the pass', ' before saving')}")

@@ -117,6 +117,10 @@ class PlanStep:
     verify: str | None = None
     on_error: str | None = None
     reasons: list[str] = field(default_factory=list)
+    #: the entry's own tolerances of numeric verification (None: the pipeline's); see
+    #: :class:`Pipeline` for how they apply to the passes after it
+    atol: float | None = None
+    rtol: float | None = None
     #: the pass instance the pipeline was given for this step (run as it is), or None (a new
     #: instance of ``cls`` with ``options`` runs)
     instance: Pass | None = field(default=None, repr=False, compare=False)
@@ -134,6 +138,7 @@ class PlanStep:
         if opts:
             text += "{" + ",".join(f"{k}={format_value(v)}" for k, v in opts.items()) + "}"
         settings = [f"{k}={v}" for k, v in (("verify", self.verify), ("on_error", self.on_error)) if v]
+        settings += [f"{k}={format_value(v)}" for k, v in (("atol", self.atol), ("rtol", self.rtol)) if v is not None]
         if settings:
             text += "[" + ",".join(settings) + "]"
         return text
@@ -321,6 +326,13 @@ class Pipeline:
         verify: ``"none"``, ``"lint"`` (default) or ``"numeric"``.
         on_error: ``"rollback"`` (default), ``"raise"`` or ``"skip"``.
         atol, rtol: tolerances of numeric verification (``|a - b| <= atol + rtol * |b|``).
+            An entry may carry its own (``"fuse_conv_bn[rtol=1e-2]"``, ``{"name": ...,
+            "atol": 1e-3}``): they replace these for that pass's check, and since every check
+            compares with the module before the pipeline, the difference a pass that changed
+            the graph was allowed stays allowed: each check uses, elementwise, the larger of
+            its own tolerances (the entry's, else these) and those of every earlier pass that
+            changed the graph and was kept. :attr:`RunReport.atol` / ``rtol`` give what the
+            run's outputs are held to at its end.
         snapshot_tensors: copy every parameter and buffer before each pass (doubles their
             memory during the run). Without it, rollback still restores tensors written in
             place: each is cloned just before the pass first writes it
@@ -492,12 +504,12 @@ class Pipeline:
         self, e: EntryLike, index: int, extra: dict[str, dict[str, Any]], member: int | None = None
     ) -> PlanStep:
         where = f"{self.source}, entry {index + 1}" + (f", pass {member + 1} of its fixpoint group" if member is not None else "")
-        verify = on_error = None
+        verify = on_error = atol = rtol = None
         instance: Pass | None = None
         entry = e
         if isinstance(e, SpecEntry):
             where = f"{self.source}: {e.source}" if self.source != "pipeline string" else e.source
-            verify, on_error = e.verify, e.on_error
+            verify, on_error, atol, rtol = e.verify, e.on_error, e.atol, e.rtol
             e = (e.name, e.options)
 
         def bad_table(exc: ValidationError, table: Mapping[str, Any]) -> ConfigError:
@@ -531,7 +543,7 @@ class Pipeline:
                 )
             except ValidationError as exc:
                 raise bad_table(exc, {"name": target, **rest}) from None
-            verify, on_error = ec.verify, ec.on_error
+            verify, on_error, atol, rtol = ec.verify, ec.on_error, ec.atol, ec.rtol
             if isinstance(target, Pass):
                 if "options" in rest:
                     cls_name = type(target).__name__
@@ -568,13 +580,13 @@ class Pipeline:
             if isinstance(e, str):
                 name, raw = e, {}
             elif isinstance(e, PassEntryConfig):
-                name, raw, verify, on_error = e.name, e.options, e.verify, e.on_error
+                name, raw, verify, on_error, atol, rtol = e.name, e.options, e.verify, e.on_error, e.atol, e.rtol
             elif isinstance(e, Mapping):
                 try:
                     ec = PassEntryConfig.model_validate(dict(e))
                 except ValidationError as exc:  # one line per problem, as a config file's
                     raise bad_table(exc, e) from None
-                name, raw, verify, on_error = ec.name, ec.options, ec.verify, ec.on_error
+                name, raw, verify, on_error, atol, rtol = ec.name, ec.options, ec.verify, ec.on_error, ec.atol, ec.rtol
             elif isinstance(e, (tuple, list)) and len(e) == 2 and isinstance(e[0], str):
                 name, raw = e[0], e[1]
             else:
@@ -625,7 +637,7 @@ class Pipeline:
             raise
         if instance is not None and options != instance.options:
             instance.options = options  # the options table changed some of them
-        return PlanStep(name, cls, options, where, verify, on_error, instance=instance)
+        return PlanStep(name, cls, options, where, verify, on_error, instance=instance, atol=atol, rtol=rtol)
 
     @staticmethod
     def _options_tables(options: Mapping[str, Any], source: str | None) -> dict[str, dict[str, Any]]:
@@ -955,8 +967,11 @@ class Pipeline:
         t_start = time.perf_counter()
         dialect = detect_dialect(gm)
         report = RunReport(
-            dialect=dialect, nodes_before=len(gm.graph.nodes), verification=self.verify
+            dialect=dialect, nodes_before=len(gm.graph.nodes), verification=self.verify, atol=self.atol, rtol=self.rtol
         )
+        # the tolerances of the passes that changed the graph and were kept: the difference
+        # each was allowed stays allowed to the checks after it (see the class doc)
+        allowed = (0.0, 0.0)
         state = TensorState(gm) if needs_numeric else None
         if state is not None:
             # the reference comes from running the module: code its graph no longer holds would
@@ -1058,6 +1073,11 @@ class Pipeline:
                 index += 1
                 verify = step.verify or self.verify
                 on_error = step.on_error or self.on_error
+                own = (
+                    self.atol if step.atol is None else step.atol,
+                    self.rtol if step.rtol is None else step.rtol,
+                )
+                atol, rtol = max(own[0], allowed[0]), max(own[1], allowed[1])
                 if on_error == "raise" and verify != "none" and pristine and not clean:
                     # nothing is rolled back then, so a failed lint after the pass could not
                     # tell a graph broken as given from one the pass broke: lint it as given
@@ -1256,7 +1276,7 @@ class Pipeline:
                             ) from exc
                         try:
                             # requires_grad, aliasing, strides, input gradients too
-                            err = compare_results(actual, facts, reference, reference_facts, self.atol, self.rtol)
+                            err = compare_results(actual, facts, reference, reference_facts, atol, rtol)
                         except Exception as exc:  # not a mismatch: the outputs cannot be compared
                             raise UserError(
                                 f"numeric verification cannot compare the module's outputs: "
@@ -1350,7 +1370,13 @@ class Pipeline:
                     if isinstance(exc, _OutputsDiffer) and unchecked:
                         failure.notes.append(
                             self._earlier_blame(
-                                gm, example_inputs, example_kwargs, (reference, reference_facts), unchecked, failure.rolled_back
+                                gm,
+                                example_inputs,
+                                example_kwargs,
+                                (reference, reference_facts),
+                                unchecked,
+                                failure.rolled_back,
+                                (report.atol, report.rtol),
                             )
                         )
                     if isinstance(exc, _OutputsDiffer) and limit is None and not ctx.output_changes:
@@ -1416,6 +1442,9 @@ class Pipeline:
                 # (with no pass left, nothing would read the answers: no need to ask)
                 if changed and not (journaled and queue and snap.module_answers_hold()):
                     _new_epoch(gm, epoch_graphs)
+                if changed:
+                    allowed = (max(allowed[0], own[0]), max(allowed[1], own[1]))
+                    report.atol, report.rtol = max(self.atol, allowed[0]), max(self.rtol, allowed[1])
                 if verify == "numeric" and changed:
                     unchecked.clear()  # the outputs match the reference again
                 elif changed:
@@ -1493,10 +1522,12 @@ class Pipeline:
         reference: tuple[Any, Any],
         unchecked: list[str],
         rolled_back: bool,
+        tolerances: tuple[float, float],
     ) -> str:
         """A note for a numeric mismatch after passes that changed the graph unverified: did
         the outputs (or their facts, ``reference``: ``(outputs, OutputFacts)``) differ from the
-        reference already before the failing pass?"""
+        reference already before the failing pass, beyond ``tolerances`` (``(atol, rtol)``: what
+        the outputs were held to before it)?"""
         names = ", ".join(unchecked)
         if rolled_back:
             gm.recompile()  # the module as it was before the failing pass
@@ -1505,7 +1536,7 @@ class Pipeline:
             except Exception:  # noqa: BLE001 - a note only
                 before = facts = None
             if facts is not None:
-                err = compare_results(before, facts, reference[0], reference[1], self.atol, self.rtol)
+                err = compare_results(before, facts, reference[0], reference[1], *tolerances)
                 if err.message:
                     return (
                         f"the outputs already differed from the module before the pipeline before "

@@ -109,6 +109,10 @@ class RunReport:
         seconds: wall time of the whole run, including the final ``recompile()``.
         verification: ``"none"``, ``"lint"`` or ``"numeric"``; ``max_abs_error`` is the largest
             absolute output difference seen by numeric verification (None otherwise).
+        atol / rtol: the tolerances the outputs after the run are held to against those
+            before it: the pipeline's, raised where a pass that changed the graph (and was
+            kept) has larger ones of its own (an entry's ``[atol=...]``; see
+            :class:`fxpasses.Pipeline`). ``fxpasses run`` compares the outputs with these.
         rewrites / rewrite_limit: under a rewrite limit, the rewrites applied and the limit.
         notes: remarks on the run as a whole: a fixpoint group that stopped at its
             ``max_iterations`` unconverged; from whoever ran it, e.g. the ``torch.compile``
@@ -129,6 +133,8 @@ class RunReport:
     seconds: float = 0.0
     verification: str = "lint"
     max_abs_error: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
     rewrites: int | None = None
     rewrite_limit: int | None = None
     notes: list[str] = field(default_factory=list)

@@ -721,6 +721,9 @@ def _entry(step: Any, verify: str, on_error: str) -> dict[str, Any]:
         entry["options"] = opts
     entry["verify"] = verify
     entry["on_error"] = on_error
+    for key in ("atol", "rtol"):  # the entry's own tolerances, where it has them
+        if getattr(step, key) is not None:
+            entry[key] = getattr(step, key)
     return entry
 
 

@@ -114,7 +114,7 @@ def _renamed_refs(node: Any, text_refs: dict[str, str]) -> Any:
 def _pipeline_string_pattern(names: list[str]) -> str:
     """A pipeline string of the passes ``names`` (:mod:`fxpasses.spec`): each entry a known
     name, its options in braces (quoted values may hold braces and quotes of the other kind)
-    and its settings in brackets (``[verify=numeric,on_error=skip]``). Option names and values
+    and its settings in brackets (``[verify=numeric,on_error=skip,atol=1e-3]``). Option names and values
     are left to the per-pass schemas of list entries; ``fxpasses check`` reads the string.
     Fixpoint groups, ``fixpoint{max_iterations=N}(entry,...)``, hold such entries."""
     alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
@@ -122,7 +122,10 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     options = r"\{(?:" + quoted + r"""|[^{}'"])*\}"""
     word = r"(?:none|lint|numeric|rollback|raise|skip)"  # a setting's value (verify's or on_error's)
     value = rf"""(?:{word}|'{word}'|"{word}")"""  # bare or quoted
-    setting = r"(?:verify|on_error)\s*=\s*" + value
+    # a tolerance: a number >= 0 as the pipeline string reads one (``1e-3``, ``.5``, ``2``,
+    # ``1_000``; no leading zero, as in Python); inf and nan refused
+    number = r"(?:\+?(?:(?:0|[1-9](?:_?[0-9])*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|-(?:0(?:\.0*)?|\.0+)(?:[eE][+-]?[0-9]+)?)"
+    setting = r"(?:(?:verify|on_error)\s*=\s*" + value + r"|[ar]tol\s*=\s*" + number + ")"
     settings = r"\[\s*" + setting + r"\s*(?:,\s*" + setting + r"\s*)*\]"
     entry = rf"\s*(?:{alt})\s*(?:{options})?\s*(?:{settings})?\s*"
     # a fixpoint group: fixpoint{max_iterations=N}(entry,...) (groups do not nest)
@@ -215,6 +218,9 @@ def config_schema(registry: Registry) -> dict[str, Any]:
                 # (null: the pipeline's own setting, as a config's list entry takes it)
                 "verify": {"enum": ["none", "lint", "numeric", None]},
                 "on_error": {"enum": ["rollback", "raise", "skip", None]},
+                # the entry's own tolerances of numeric verification (finite, >= 0)
+                "atol": {"type": ["number", "null"], "minimum": 0, "maximum": sys.float_info.max},
+                "rtol": {"type": ["number", "null"], "minimum": 0, "maximum": sys.float_info.max},
             },
             "required": ["name"],
             "additionalProperties": False,

@@ -1,4 +1,4 @@
-r"""The one-line pipeline syntax: ``name{key=value,...}[verify=...,on_error=...],name2``.
+r"""The one-line pipeline syntax: ``name{key=value,...}[verify=...,on_error=...,atol=...],name2``.
 
 Grammar (white space between tokens is ignored: spaces, tabs and line breaks; other Unicode
 white space, such as a no-break space, is an error outside quotes)::
@@ -11,6 +11,7 @@ white space, such as a no-break space, is an error outside quotes)::
     option   := KEY "=" value
     setting  := "verify" "=" (none | lint | numeric)
               | "on_error" "=" (rollback | raise | skip)
+              | ("atol" | "rtol") "=" a finite number >= 0
     value    := "[" [value ("," value)*] "]" | table | string | bare
     table    := "{" [key "=" value ("," key "=" value)*] "}"   (a dict: a nested options
                 model's fields, or a mapping option's items)
@@ -25,7 +26,8 @@ white space, such as a no-break space, is an error outside quotes)::
 
 Options (in braces) go to the pass; settings (in brackets) say how the pipeline runs this entry,
 overriding the pipeline's ``verify`` / ``on_error`` for it alone, as ``verify`` and ``on_error``
-keys of a list entry in a config file do.
+keys of a list entry in a config file do; ``atol`` / ``rtol`` are the tolerances of numeric
+verification from this entry on (see :class:`fxpasses.Pipeline`).
 
 Examples: ``remove_dropout,fold_constants{max_numel=4096},eliminate_dead_code``,
 ``print_graph{format=code}``, ``my_pass{names=[a, b],scale=0.5,verbose=true}``,
@@ -68,6 +70,8 @@ class SpecEntry:
     source: str
     verify: str | None = None
     on_error: str | None = None
+    atol: float | None = None
+    rtol: float | None = None
     #: where each option's key stands in the pipeline string (``"column 16"``; ``"line 2,
     #: column 5"`` in a string of several lines)
     option_places: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -85,6 +89,10 @@ class SpecGroup:
 
 #: entry settings and the values each takes (the same as Pipeline's verify / on_error)
 SETTINGS = {"verify": ("none", "lint", "numeric"), "on_error": ("rollback", "raise", "skip")}
+#: entry settings that take a number: the tolerances of numeric verification (finite, >= 0)
+TOLERANCES = ("atol", "rtol")
+#: every setting of an entry, in the order messages list them
+SETTING_NAMES = (*SETTINGS, *TOLERANCES)
 
 #: the white space allowed between tokens (other Unicode white space is an error)
 _WHITE_SPACE = " \t\r\n"
@@ -410,20 +418,21 @@ class _Parser:
                 f"a value holding , {{ }} [ ] = quotes or spaces is quoted ({key}=\"...\", or '...')"
             )
 
-    def settings(self, name: str) -> dict[str, str]:
-        """``[verify=...,on_error=...]`` after an entry (the ``[`` is next)."""
+    def settings(self, name: str) -> dict[str, Any]:
+        """``[verify=...,on_error=...,atol=...,rtol=...]`` after an entry (the ``[`` is next)."""
         self.pos += 1
-        out: dict[str, str] = {}
+        out: dict[str, Any] = {}
         self.sequence("]", f"in the settings of {name!r}", lambda: self.setting(name, out))
         return out
 
-    def setting(self, name: str, out: dict[str, str]) -> None:
-        """``verify=...`` or ``on_error=...`` inside the brackets of pass ``name``."""
-        key, kpos = self.name(f"a setting of {name!r} ({' or '.join(SETTINGS)})")
-        if key not in SETTINGS:
+    def setting(self, name: str, out: dict[str, Any]) -> None:
+        """``verify=...``, ``on_error=...``, ``atol=...`` or ``rtol=...`` inside the brackets of
+        pass ``name``."""
+        key, kpos = self.name(f"a setting of {name!r} ({', '.join(SETTING_NAMES)})")
+        if key not in SETTING_NAMES:
             raise self.error(
                 f"unknown setting {key!r} for {name!r}: settings in [...] are "
-                f"{' and '.join(SETTINGS)} (pass options go in {{...}})",
+                f"{', '.join(SETTING_NAMES[:-1])} and {SETTING_NAMES[-1]} (pass options go in {{...}})",
                 kpos,
             )
         if key in out:
@@ -431,6 +440,12 @@ class _Parser:
         self.expect("=", f"after setting {key!r} of {name!r}")
         self.ws()
         vpos = self.pos
+        if key in TOLERANCES:
+            value = self.value()
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise self.error(f"{key} of {name!r} must be a finite number >= 0, such as 1e-3, got {value!r}", vpos)
+            out[key] = float(value)
+            return
         if self.peek() in ("'", '"'):
             value = self.value()  # a quoted string, as option values may be
         else:

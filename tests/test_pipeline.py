@@ -1102,7 +1102,7 @@ def test_a_pipeline_string_of_another_type_is_a_config_error_naming_it(text, fou
     [
         (
             {"name": "fold_constants", "optionz": {}},
-            "optionz: unknown key; did you mean 'options'? (valid: name, options, verify, on_error) (given: {})",
+            "optionz: unknown key; did you mean 'options'? (valid: name, options, verify, on_error, atol, rtol) (given: {})",
         ),
         ({"name": "fold_constants", "options": "max_numel=3"}, "options: Input should be a valid dictionary (given: 'max_numel=3')"),
         ({"options": {}}, "name: Field required"),
@@ -1125,7 +1125,7 @@ def test_a_list_entry_of_the_wrong_type_in_a_config_names_the_kinds_an_entry_can
     with pytest.raises(fxpasses.ConfigError) as info:
         parse_config({"pipeline": ["fold_constants", 3]}, source="x.toml")
     assert (
-        "pipeline.1: Input should be a valid string or a table (name, options, verify, on_error) or a fixpoint "
+        "pipeline.1: Input should be a valid string or a table (name, options, verify, on_error, atol, rtol) or a fixpoint "
         "group (fixpoint, max_iterations) (given: 3)"
     ) in str(info.value)
     assert "PassEntryConfig" not in str(info.value)

@@ -466,3 +466,20 @@ def test_a_tensor_file_holding_a_list_says_how_to_save_it_by_name(tmp_path):
     torch.save({"0": torch.ones(2), "mask": [1]}, path)
     with pytest.raises(ConfigError, match=r"\(it holds a dict with values other than tensors\)$"):
         load_tensors(path)
+
+
+def test_a_reproducer_keeps_the_entries_own_tolerances(planted_site, tmp_path):
+    """The replayed entries are written with their settings: an entry's `atol`/`rtol` too."""
+    cfg = model_config(tmp_path, "planted{wrong_at=3}[rtol=0.5]", extra='verify = "numeric"\n')
+    text = cfg.read_text().replace(',fold_constants,', ',fold_constants[atol=1e-3],')
+    assert text != cfg.read_text()
+    cfg.write_text(text)
+    rep = tmp_path / "repro"
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--reproducer", str(rep), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 1, r.output
+    assert "pass 'planted' failed" in r.output and "rtol=0.5" in r.output
+    config = json.loads((rep / "fxpasses.json").read_text())
+    entries = {e["name"]: e for e in config["pipeline"]}
+    assert (entries["planted"]["rtol"], "atol" in entries["planted"]) == (0.5, False)
+    assert (entries["fold_constants"]["atol"], "rtol" in entries["fold_constants"]) == (1e-3, False)
+    assert "atol" not in entries["eliminate_dead_code"]

@@ -80,6 +80,12 @@ def test_broken_configs_are_rejected(validator, config):
         ("remove_dropout , eliminate_dead_code", True),
         ("eliminate_dead_cod", False),
         ("eliminate_dead_code[bogus=1]", False),
+        # an entry's own tolerances: numbers as the pipeline string reads them
+        ("eliminate_dead_code[atol=1e-3,rtol=0],remove_dropout[rtol=.5,verify=numeric]", True),
+        ("eliminate_dead_code[atol=-1]", False),
+        ("eliminate_dead_code[atol=017]", False),
+        ("eliminate_dead_code[atol=inf]", False),
+        ("eliminate_dead_code[atol='1e-3']", False),
         ('rename_nodes{pattern="a}', False),
         ("remove_dropout,,eliminate_dead_code", False),
     ],
@@ -108,6 +114,9 @@ MODEL = {"factory": "fxpasses._example:convnet"}  # (check looks for the module)
         ({"pipeline": "remove_dropout", "output": "  "}, False),
         ({"pipeline": "remove_dropout", "output": "out"}, True),
         ({"pipeline": [{"name": "eliminate_dead_code", "verify": None, "on_error": None}]}, True),
+        ({"pipeline": [{"name": "eliminate_dead_code", "atol": 1e-3, "rtol": 0}]}, True),
+        ({"pipeline": [{"name": "eliminate_dead_code", "atol": -1}]}, False),
+        ({"pipeline": [{"name": "eliminate_dead_code", "rtol": "1e-3"}]}, False),
         # cross-field rules (a second new-user check)
         ({"pipeline": "remove_dropout", "preset": "cleanup"}, False),
         ({"preset": "cleanup"}, True),
