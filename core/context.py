@@ -443,6 +443,27 @@ class PassContext:
             self._journal.edit(node)
         node.target = target  # (FX moves the node to its new target's bucket of the index)
 
+    def infer_meta(self, node: Node) -> Any:
+        """Compute and record the value metadata of ``node`` (a node the pass made, or whose
+        arguments it changed) from its inputs': ``meta["val"]`` (a ``FakeTensor``; also
+        ``meta["example_value"]`` in a TorchDynamo graph) and ``meta["tensor_meta"]``, as
+        ``torch.export`` and TorchDynamo record them for every node
+        (:func:`fxpasses.node_meta.infer_meta`), so that the pass's later hooks and the passes
+        after it see its shape (:meth:`tensor_info`). Rollback puts back the node's ``meta``
+        as it was. Returns the value, or None (nothing recorded) where the inputs have no
+        recorded fake value (a ``symbolic_trace`` graph before ``propagate_shapes``) or the
+        op needs real data.
+
+        Raises:
+            Exception: what the op raises on its inputs' values (a shape mismatch: the node is
+                not a call its inputs take), noted with the node's name.
+        """
+        from .node_meta import infer_meta
+
+        if self._journal is not None:
+            self._journal.node(node)  # (its meta changes: recorded first; not one made now)
+        return infer_meta(self.gm, node)
+
     # ------------------------------------------------------------------ analysis helpers
 
     def tensor_info(self, node: Node) -> tuple[torch.Size, torch.dtype] | None:

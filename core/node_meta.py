@@ -1,0 +1,169 @@
+"""A new node's value metadata, from its inputs': what ``torch.export`` and TorchDynamo record
+for every node they make (``meta["val"]`` / ``meta["example_value"]``: a ``FakeTensor`` with
+the node's sizes, strides, dtype and device, symbolic where the graph's shapes are dynamic;
+``meta["tensor_meta"]``), computed for a node a pass made, so that the pass's later hooks
+and the passes after it see its shape (``PassContext.tensor_info``).
+
+The node's op runs on its inputs' recorded fake values in the fake tensor mode they belong
+to, as ``torch.fx.passes.fake_tensor_prop.FakeTensorProp`` runs every node, with the mode's
+guards suppressed (an analysis adds no guards to the ShapeEnv TorchDynamo compiles, as
+``propagate_shapes`` does not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Iterator
+
+import torch
+from torch.fx import Node
+from torch.fx.node import map_aggregate, map_arg
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
+from torch.utils import _pytree as pytree
+
+__all__ = ["InferMetaError", "infer_meta", "recorded_value"]
+
+
+class InferMetaError(RuntimeError):
+    """A node's op raised on its inputs' recorded values (:func:`infer_meta`): the node is not
+    a call its inputs take (``node %mm (call_function aten.mm.default) raises on its inputs'
+    values (sizes (3, 5), (3, 5)): RuntimeError: a and b must have same reduction dim ...``).
+    The op's exception is its ``__cause__``."""
+
+#: where a graph records a node's value: ``val`` (torch.export, propagate_shapes),
+#: ``example_value`` (TorchDynamo)
+VALUE_KEYS = ("val", "example_value")
+
+
+def recorded_value(node: Node) -> Any:
+    """``node.meta["val"]``, else ``["example_value"]``, else None."""
+    meta = node.meta
+    for key in VALUE_KEYS:
+        v = meta.get(key)
+        if v is not None:
+            return v
+    return None
+
+
+def _fake_mode_of(values: Any) -> Any:
+    """The one fake tensor mode the fake tensors among ``values`` belong to; None when there
+    are none, or they belong to several."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    modes = {id(v.fake_mode): v.fake_mode for v in pytree.tree_leaves(values) if isinstance(v, FakeTensor)}
+    return next(iter(modes.values())) if len(modes) == 1 else None
+
+
+def _graph_fake_mode(graph: torch.fx.Graph) -> Any:
+    """The fake tensor mode of the graph's recorded placeholder values (for a node without
+    inputs: a ``get_attr``)."""
+    return _fake_mode_of([recorded_value(n) for n in graph.find_nodes(op="placeholder")])
+
+
+#: what a fake tensor mode raises for an op it cannot run without real data (not a fault of
+#: the node): the node is left without a value
+def _cannot_run() -> tuple[type[BaseException], ...]:
+    from torch._subclasses import fake_tensor as ft
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    kinds = [GuardOnDataDependentSymNode]
+    for name in ("UnsupportedFakeTensorException", "DataDependentOutputException", "DynamicOutputShapeException", "UnsupportedOperatorException"):
+        kind = getattr(ft, name, None)
+        if isinstance(kind, type):
+            kinds.append(kind)
+    return tuple(kinds)
+
+
+@contextlib.contextmanager
+def _fake_tensor_log_quiet() -> Iterator[None]:
+    """Without torch's ``failed while attempting to run meta for ...`` error log (with a
+    traceback, on stderr): the exception reaches the caller, as :class:`InferMetaError`."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    was = log.disabled
+    log.disabled = True
+    try:
+        yield
+    finally:
+        log.disabled = was
+
+
+def _sizes(value: Any) -> str:
+    return "(" + ", ".join(str(tuple(v.shape)) if isinstance(v, torch.Tensor) else repr(v) for v in value) + ")"
+
+
+def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
+    """Compute and record ``node``'s value metadata from its inputs' (see the module doc):
+    ``meta["val"]`` (and ``meta["example_value"]`` where the inputs have that key, a
+    TorchDynamo graph's) and ``meta["tensor_meta"]``. Returns the value: a ``FakeTensor``, a
+    tuple of them, a SymInt, ... .
+
+    Returns None and records nothing when the value cannot be computed: an input node has no
+    recorded fake value (a ``symbolic_trace`` graph before ``propagate_shapes``; a
+    placeholder or output ``node``), or the op needs real data (a data-dependent output
+    size, an op without a fake implementation).
+
+    Raises:
+        InferMetaError: the op raises on those values (``a and b must have same reduction
+            dim``): the node is not a call its inputs take; the message names the node, its
+            target and its inputs' sizes.
+    """
+    op = node.op
+    if op in ("placeholder", "output"):
+        return None
+    inputs = node.all_input_nodes
+    values = {n: recorded_value(n) for n in inputs}
+    if any(v is None for v in values.values()):
+        return None
+    mode = _fake_mode_of(list(values.values())) if inputs else _graph_fake_mode(node.graph)
+    if mode is None:
+        return None
+    args, kwargs = map_arg((node.args, node.kwargs), values.__getitem__)
+    shape_env = mode.shape_env
+    no_guards = shape_env.suppress_guards() if shape_env is not None else contextlib.nullcontext()
+    allowed = mode.allow_non_fake_inputs
+    try:
+        with mode, no_guards, _fake_tensor_log_quiet():
+            if op == "call_function":
+                value = node.target(*args, **kwargs)  # type: ignore[operator]
+            elif op == "call_method":
+                value = getattr(args[0], node.target)(*args[1:], **kwargs)  # type: ignore[arg-type]
+            elif op == "get_attr":
+                value = gm
+                for part in str(node.target).split("."):
+                    value = getattr(value, part)
+                if isinstance(value, torch.Tensor):
+                    value = mode.from_tensor(value, static_shapes=True)
+            else:  # call_module: its parameters are real tensors, made fake as the op reads them
+                mode.allow_non_fake_inputs = True
+                value = gm.get_submodule(str(node.target))(*args, **kwargs)
+    except _cannot_run():
+        return None
+    except Exception as exc:
+        target = torch.fx.node._get_qualified_name(node.target) if op == "call_function" and not isinstance(
+            node.target, torch._ops.OpOverload
+        ) else str(node.target)
+        raise InferMetaError(
+            f"node %{node.name} ({op} {target}) raises on its inputs' values "
+            f"{_sizes(pytree.tree_leaves((args, kwargs)))}: {type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        mode.allow_non_fake_inputs = allowed
+    keys = [k for k in VALUE_KEYS if any(k in n.meta for n in inputs)] or ["val"]
+    for key in keys:
+        node.meta[key] = value
+    found = False
+
+    def extract(v: Any) -> Any:
+        nonlocal found
+        if isinstance(v, torch.Tensor):
+            found = True
+            return _extract_tensor_metadata(v)
+        return v
+
+    tensor_meta = map_aggregate(value, extract)
+    if found:
+        node.meta["tensor_meta"] = tensor_meta
+    else:
+        node.meta.pop("tensor_meta", None)
+    return value
