@@ -30,6 +30,7 @@ from .errors import PassFailedError, UserError
 from .inputs import check_accepted, check_example_inputs
 from .pipeline import Pipeline, Plan, _gc_paused, _run_module
 from .verify import TensorState, compare_results
+from .reference64 import float64_reference
 from .rewrites import RewriteLimit, RewriteRecord
 from .snapshot import Snapshot
 
@@ -198,6 +199,7 @@ def bisect(
     with _gc_paused():
         state = TensorState(gm)
         reference, reference_facts = _run_module(gm, example_inputs, state, example_kwargs, facts=True)
+        reference64 = float64_reference(gm, example_inputs, example_kwargs, reference, reference_facts, state)
         snap = Snapshot(gm, copy_tensors=True)
 
     def restore() -> None:
@@ -258,7 +260,7 @@ def bisect(
                 actual, facts = _run_module(gm, example_inputs, TensorState(gm), example_kwargs, facts=True)
                 # requires_grad, aliases, strides and gradients too, as numeric verification,
                 # within what the passes run were allowed (entries' own tolerances)
-                cmp = compare_results(actual, facts, reference, reference_facts, ran.atol, ran.rtol)
+                cmp = compare_results(actual, facts, reference, reference_facts, ran.atol, ran.rtol, reference64)
                 message = cmp.message
             t = Trial(n, bool(message), message or f"outputs match (max abs error {cmp.max_abs:.3g})")
         except PassFailedError as exc:

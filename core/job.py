@@ -67,6 +67,7 @@ from .inputs import in_spec_order
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
 from .report import RunReport
+from .reference64 import float64_reference
 from .verify import TensorState, call_isolated, clone_outputs, compare_results, global_modes_kept
 
 __all__ = [
@@ -972,6 +973,8 @@ def run_job(
             raise ConfigError(
                 f"{what} does not run on the given inputs: {exception_text(exc)}", source=_in_config(cfg, "[model] inputs")
             ) from exc
+        # float16/bfloat16 results outside the tolerances: judged against a float64 run
+        reference64 = float64_reference(gm, cap.inputs, cap.kwargs, expected, expected_facts, state)
         before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
         state.restore()
         hint = bisect_hint(f"`{bisect_command}`") if bisect_command else BISECT_HINT
@@ -1011,7 +1014,7 @@ def run_job(
             # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
             # the config's tolerances, or larger ones a pass entry of the run has (report.atol)
             tolerances = (report.atol, report.rtol) if report.atol is not None else (cfg.atol, cfg.rtol)
-            cmp = compare_results(actual, facts, expected, expected_facts, *tolerances)
+            cmp = compare_results(actual, facts, expected, expected_facts, *tolerances, reference64)
             message = cmp.message
             if message:
                 raise VerificationError(
@@ -1036,7 +1039,7 @@ def run_job(
                 # cannot write its pytree code generator's input spec)
                 kind = cap.dialect if mc.graph is None or cap.dialect == "export" else "graph"
                 try:
-                    result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts), tolerances, state, cap.kwargs)
+                    result.saved = _save(gm, cap.inputs, kind, out_dir, (expected, expected_facts, reference64), tolerances, state, cap.kwargs)
                     (out_dir / "report.json").write_text(json_dumps(result.as_dict(), indent=2, default=str))
                 except OSError as exc:  # (the folder changed during the run: a user error, with the run's table)
                     where = f" ({exc.filename})" if exc.filename else ""
@@ -1292,13 +1295,14 @@ def _save(
     inputs: list[Any],
     capture_kind: str,
     out_dir: Path,
-    expected: tuple[Any, Any],
+    expected: tuple[Any, Any, Any],
     tolerances: tuple[float, float],
     state: TensorState,
     kwargs: dict[str, Any] | None = None,
 ) -> list[Path]:
     """Write the optimized model (see the module doc); check that what is written reads back
-    as ``expected`` (the original's outputs and their facts, :func:`_check_read_back`), within
+    as ``expected`` (the original's outputs, their facts and its float64 reference or None:
+    :func:`_check_read_back`), within
     ``tolerances`` (``(atol, rtol)``).
     ``kwargs``: the keyword inputs the model is called with (re-exported with them)."""
     try:
@@ -1531,7 +1535,7 @@ def _describe_dynamic(gm: torch.fx.GraphModule) -> str:
 def _check_read_back(
     loaded: torch.nn.Module,
     inputs: list[Any],
-    expected: tuple[Any, Any],
+    expected: tuple[Any, Any, Any],
     tolerances: tuple[float, float],
     what: str,
     kwargs: dict[str, Any] | None = None,
@@ -1544,7 +1548,7 @@ def _check_read_back(
         outputs, facts = call_isolated(loaded, inputs, TensorState(loaded), kwargs, facts=True)
     except Exception as exc:  # the save's fault, not an internal error (exit status 3)
         raise VerificationError(f"{what} does not run on the inputs: {exception_text(exc)}") from exc
-    cmp = compare_results(outputs, facts, expected[0], expected[1], *tolerances)
+    cmp = compare_results(outputs, facts, expected[0], expected[1], *tolerances, expected[2])
     if cmp.message:
         # (compare_results words a difference as a pass's: here the save made it)
         raise VerificationError(f"{what} gives other outputs than the module saved: {cmp.message.replace(' before the pass', ' before saving')}")

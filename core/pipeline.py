@@ -97,6 +97,7 @@ from .report import PassReport, RunReport
 from .rewrites import RewriteLimit, run_pass_limited
 from .runner import HookError, hook_failure, run_pass
 from .snapshot import Snapshot, graph_changed
+from .reference64 import float64_reference
 from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
 from .spec import SpecEntry, SpecGroup, format_value, parse_pipeline_string
 
@@ -984,6 +985,13 @@ class Pipeline:
         reference, reference_facts = (
             _run_module(gm, example_inputs, state, example_kwargs, facts=True) if state is not None else (None, None)
         )
+        # a module computing in float16/bfloat16: a float64 run, which low-precision results
+        # outside the tolerances are judged against (fxpasses.reference64)
+        reference64 = (
+            float64_reference(gm, example_inputs, example_kwargs, reference, reference_facts, state)
+            if state is not None
+            else None
+        )
         notify = self.registry.call_instruments
         spelled: dict[Any, Any] = {}  # nodes whose arguments were found spellable (see _lint)
         analyses: dict[str, Any] = {}
@@ -1276,7 +1284,7 @@ class Pipeline:
                             ) from exc
                         try:
                             # requires_grad, aliasing, strides, input gradients too
-                            err = compare_results(actual, facts, reference, reference_facts, atol, rtol)
+                            err = compare_results(actual, facts, reference, reference_facts, atol, rtol, reference64)
                         except Exception as exc:  # not a mismatch: the outputs cannot be compared
                             raise UserError(
                                 f"numeric verification cannot compare the module's outputs: "
@@ -1373,7 +1381,7 @@ class Pipeline:
                                 gm,
                                 example_inputs,
                                 example_kwargs,
-                                (reference, reference_facts),
+                                (reference, reference_facts, reference64),
                                 unchecked,
                                 failure.rolled_back,
                                 (report.atol, report.rtol),
@@ -1519,13 +1527,14 @@ class Pipeline:
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any] | None,
         example_kwargs: Mapping[str, Any] | None,
-        reference: tuple[Any, Any],
+        reference: tuple[Any, Any, Any],
         unchecked: list[str],
         rolled_back: bool,
         tolerances: tuple[float, float],
     ) -> str:
         """A note for a numeric mismatch after passes that changed the graph unverified: did
-        the outputs (or their facts, ``reference``: ``(outputs, OutputFacts)``) differ from the
+        the outputs (or their facts, ``reference``: ``(outputs, OutputFacts, Float64Reference or
+        None)``) differ from the
         reference already before the failing pass, beyond ``tolerances`` (``(atol, rtol)``: what
         the outputs were held to before it)?"""
         names = ", ".join(unchecked)
@@ -1536,7 +1545,7 @@ class Pipeline:
             except Exception:  # noqa: BLE001 - a note only
                 before = facts = None
             if facts is not None:
-                err = compare_results(before, facts, reference[0], reference[1], *tolerances)
+                err = compare_results(before, facts, reference[0], reference[1], *tolerances, reference[2])
                 if err.message:
                     return (
                         f"the outputs already differed from the module before the pipeline before "

@@ -98,6 +98,7 @@ def assert_preserves_outputs(
     """
     __tracebackhide__ = True  # (pytest shows the test's line, not this function's body)
     from .inputs import check_example_inputs
+    from .reference64 import float64_reference
     from .verify import TensorState, compare_results
 
     if isinstance(dialects, str):  # one dialect: not its letters
@@ -130,6 +131,9 @@ def assert_preserves_outputs(
             # write their inputs or buffers, or draw random numbers, compare like for like.
             state = TensorState(gm)
             before = [_call(gm, inp, state, module, dialect, k, None) for k, inp in enumerate(sets)]
+            # float16/bfloat16 results outside the tolerances are judged against float64 runs
+            # (fxpasses.reference64): one per input set, of the module before the pipeline
+            refs64 = [float64_reference(gm, inp[0], inp[1], b[0], b[1], state) for inp, b in zip(sets, before)]
             with check_journals():  # a pass declaring journal_edits is held to it
                 try:
                     report = pipeline.run(gm, cap.inputs, example_kwargs=cap.kwargs or None)
@@ -138,8 +142,8 @@ def assert_preserves_outputs(
                     raise
             state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
             after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
-            for k, ((a, a_facts), (b, b_facts)) in enumerate(zip(after, before)):
-                cmp = compare_results(a, a_facts, b, b_facts, atol, rtol)
+            for k, ((a, a_facts), (b, b_facts), ref64) in enumerate(zip(after, before, refs64)):
+                cmp = compare_results(a, a_facts, b, b_facts, atol, rtol, ref64)
                 if cmp.message:
                     label = _label(k)
                     # (the figure once: a values mismatch's message gives it already)

@@ -1017,7 +1017,7 @@ def test_a_graph_calling_an_object_that_cannot_be_imported_is_not_saved_as_code(
     x = torch.randn(3)
     cfg = load_config_file_from_text(tmp_path, 'pipeline = "eliminate_dead_code"\n')
     with pytest.raises(UserError) as info:
-        _save(gm, [x], "symbolic_trace", tmp_path / "out", gm(x), (cfg.atol, cfg.rtol), TensorState(gm))
+        _save(gm, [x], "symbolic_trace", tmp_path / "out", (gm(x), None, None), (cfg.atol, cfg.rtol), TensorState(gm))
     message = str(info.value)
     assert message.startswith("cannot save the optimized graph as Python code: it calls <function ")
     assert "which cannot be imported by name (define it at the top level of an importable module)" in message

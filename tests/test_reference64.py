@@ -1,0 +1,209 @@
+"""Low-precision numeric verification against a float64 run of the module
+(:mod:`fxpasses.reference64`), from a pass author's check: an ``atol`` scaled by the output's
+largest magnitude let a wrong rewrite through in float16/bfloat16 where one element was a
+mask's ``finfo(dtype).min``, while correct conv-BN fusions were refused on a float32 output
+of a half-precision model and on bfloat16 input gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import fxpasses
+from fxpasses import NodePass, PassFailedError, Pipeline, Registry, Replace, on
+from fxpasses.capture import capture
+from fxpasses.reference64 import computes_in_low_precision, float64_reference
+from fxpasses.verify import TensorState, call_isolated, compare_outputs
+
+REG = Registry(autoload=False)
+LOW = [torch.float16, torch.bfloat16]
+
+
+class WrongSigmoid(NodePass):
+    """Wrong on purpose: sigmoid(x) -> x * 0."""
+
+    name = "wrong_sigmoid"
+
+    @on("sigmoid")
+    def rewrite(self, node, ctx):
+        return Replace(ctx.call_function(torch.mul, (node.args[0], 0.0)))
+
+
+class Masked(nn.Module):
+    def __init__(self, dtype):
+        super().__init__()
+        self.fill = torch.finfo(dtype).min
+
+    def forward(self, x, mask):
+        return (torch.sigmoid(x) * 4).masked_fill(mask, self.fill)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_a_wrong_rewrite_beside_a_masked_element_is_refused(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, dtype=dtype)
+    mask = torch.zeros(4, 8, dtype=torch.bool)
+    mask[:, -1] = True
+    gm = torch.fx.symbolic_trace(Masked(dtype))
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([WrongSigmoid], verify="numeric", registry=REG).run(gm, [x, mask])
+    text = str(info.value)
+    assert "verification failed: output: max abs error" in text
+    assert "against a float64 run of the module" in text
+    assert gm.code == code
+
+
+class CNN(nn.Module):
+    def __init__(self, upcast=False):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.b2 = nn.BatchNorm2d(32)
+        self.fc = nn.Linear(32, 10)
+        self.upcast = upcast
+
+    def forward(self, x):
+        x = self.b1(self.c1(x)).relu()
+        x = self.b2(self.c2(x)).relu()
+        out = self.fc(x.mean((2, 3)))
+        return out.float() if self.upcast else out
+
+
+def cnn(dtype, upcast=False):
+    torch.manual_seed(0)
+    m = CNN(upcast)
+    with torch.no_grad():
+        for bn in (m.b1, m.b2):
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+            bn.weight.uniform_(0.5, 2)
+            bn.bias.uniform_(-1, 1)
+    return m.eval().to(dtype)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_a_half_precision_model_with_a_float32_output_fuses_under_numeric_verification(dtype, dialect):
+    x = torch.randn(2, 3, 16, 16).to(dtype)
+    cap = capture(cnn(dtype, upcast=True), [x], dialect)
+    report = Pipeline.from_string("fuse_conv_bn", verify="numeric").run(cap.gm, cap.inputs)
+    assert report["fuse_conv_bn"].counters["fused"] == 2
+    # the fused module is as close to float64 as the unfused one
+    truth = cnn(torch.float64)(x.double())
+    unfused = cnn(dtype, upcast=True)(x)
+    fused = cap.gm(*cap.inputs)
+    assert fused.dtype == torch.float32
+    assert (fused.double() - truth).abs().max() <= 3 * (unfused.double() - truth).abs().max()
+
+
+def test_a_bfloat16_fusion_keeps_input_gradients_within_rounding():
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, 16, 16).to(torch.bfloat16).requires_grad_()
+    gm = torch.fx.symbolic_trace(cnn(torch.bfloat16))
+    report = Pipeline.from_string("fuse_conv_bn", verify="numeric").run(gm, [x])
+    assert report["fuse_conv_bn"].counters["fused"] == 2
+
+
+def test_gradients_are_judged_against_float64_with_the_same_rounded_weights():
+    """The float64 run differentiates the function the low-precision run did: the weights of
+    the fixed function are rounded through the output's dtype, so that an exact module's
+    low-precision gradient is within rounding of the float64 one."""
+    model = nn.Linear(8, 4).to(torch.bfloat16)
+    gm = torch.fx.symbolic_trace(model)
+    x = torch.randn(3, 8).to(torch.bfloat16).requires_grad_()
+    out, facts = call_isolated(gm, [x], TensorState(gm), facts=True)
+    ref = float64_reference(gm, [x], None, out, facts)
+    assert ref is not None and ref.why_not == ""
+    g64 = ref.facts.grads["input[0]"]
+    assert g64.dtype == torch.float64
+    weights = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    exact = weights.to(torch.bfloat16).double() @ model.weight.double()
+    torch.testing.assert_close(g64, exact, rtol=1e-12, atol=1e-12)
+    assert (facts.grads["input[0]"].double() - exact).abs().max() > 0  # (the bfloat16 one is rounded)
+
+
+def test_no_float64_run_for_a_float32_module():
+    gm = torch.fx.symbolic_trace(nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    out, facts = call_isolated(gm, [x], TensorState(gm), facts=True)
+    assert not computes_in_low_precision(gm, [x], None, out)
+    assert float64_reference(gm, [x], None, out, facts) is None
+    # a float16 input, a float16 buffer, autocast: low precision
+    assert computes_in_low_precision(gm, [x.half()], None)
+    gm.register_buffer("scale", torch.ones(1, dtype=torch.bfloat16))
+    assert computes_in_low_precision(gm, [x], None)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert computes_in_low_precision(torch.fx.symbolic_trace(nn.Linear(4, 2)), [x], None)
+
+
+@torch.fx.wrap
+def _half_only(x):
+    if x.dtype == torch.float64:
+        raise TypeError("this kernel has no float64 version")
+    return x * 3
+
+
+class HalfOnly(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(_half_only(x))
+
+
+def test_a_module_that_does_not_run_in_float64_says_so_in_the_failure():
+    x = torch.randn(4, 4, dtype=torch.float16)
+    gm = torch.fx.symbolic_trace(HalfOnly())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([WrongSigmoid], verify="numeric", registry=REG).run(gm, [x])
+    text = str(info.value)
+    assert "no float64 run of it could be made to tell rounding from a wrong result" in text
+    assert "TypeError: this kernel has no float64 version" in text
+
+
+def test_compare_outputs_with_a_float64_reference():
+    big = torch.tensor([4.0, 0.01], dtype=torch.float16)
+    moved = big + torch.tensor([0.0, 0.007], dtype=torch.float16)
+    # without a reference, the error near zero is out of tolerance (no bound scaled by 4.0)
+    assert compare_outputs(moved, big, 1e-5, 1e-5).message
+    # the module itself was 0.004 off float64 there: 0.007 is rounding of that order
+    truth = torch.tensor([4.0, 0.014], dtype=torch.float64)
+    assert compare_outputs(moved, big, 1e-5, 1e-5, reference=truth).message == ""
+    # where the module was exact, it is not
+    exact = big.double()
+    message = compare_outputs(moved, big, 1e-5, 1e-5, reference=exact).message
+    assert "against a float64 run of the module, max abs error 0.007 and RMS error 0.00495 after the pass, 0 and 0 before it" in message
+    assert "more than the 3x that low-precision rounding is allowed" in message
+
+
+def test_run_compares_a_half_precision_model_against_float64(tmp_path):
+    """`fxpasses run`'s own before/after comparison judges low-precision results so too."""
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    (tmp_path / "halfmodels.py").write_text(
+        "import torch\nfrom torch import nn\n"
+        "class CNN(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.c = nn.Conv2d(3, 16, 3, padding=1)\n"
+        "        self.b = nn.BatchNorm2d(16)\n"
+        "    def forward(self, x):\n"
+        "        return self.b(self.c(x)).relu().mean((2, 3)).float()\n"
+        "def make():\n"
+        "    torch.manual_seed(0)\n"
+        "    m = CNN()\n"
+        "    with torch.no_grad():\n"
+        "        m.b.running_mean.uniform_(-1, 1); m.b.running_var.uniform_(0.5, 2)\n"
+        "        m.b.weight.uniform_(0.5, 2); m.b.bias.uniform_(-1, 1)\n"
+        "    return m.eval().to(torch.bfloat16)\n"
+    )
+    cfg = tmp_path / "fxpasses.toml"
+    cfg.write_text(
+        'pipeline = "fuse_conv_bn"\n[model]\nfactory = "halfmodels:make"\n'
+        'inputs = [{shape = [2, 3, 16, 16], dtype = "bfloat16"}]\n'
+    )
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
+    assert r.exit_code == 0, r.output
+    assert "fused=1" in r.output and "outputs: match" in r.output
