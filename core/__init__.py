@@ -92,9 +92,23 @@ if TYPE_CHECKING:  # pragma: no cover
 _LAZY = {"Pipeline": "pipeline", "run": "pipeline", "PassContext": "context"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+def _submodules() -> list[str]:
+    """The public submodules (``fxpasses.bisect``, ``fxpasses.testing``, ...)."""
+    import pkgutil
 
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module 'fxpasses' has no attribute {name!r}")
+    if not name.startswith("_") and name in _submodules():
+        # `fxpasses.bisect.bisect(...)` after a plain `import fxpasses`, as the README writes
+        # it (a submodule is otherwise an attribute only once something imported it)
+        return importlib.import_module(f".{name}", __name__)
+    from .errors import close_names, did_you_mean
+
+    close = close_names(name, [*__all__, *_submodules()], n=1) if not name.startswith("_") else []
+    raise AttributeError(f"module 'fxpasses' has no attribute {name!r}{did_you_mean(close)}")

@@ -66,6 +66,18 @@ def _short(exc: BaseException, max_lines: int = 6) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _cache_hint(model: torch.nn.Module, exc: BaseException) -> str:
+    """For a Hugging Face model whose output holds its key/value cache (``use_cache=True``, the
+    default of GPT-2 and other decoders), which torch.export cannot return: how to turn it off."""
+    config = getattr(model, "config", None)
+    if not getattr(config, "use_cache", False) or "Cache" not in exception_message(exc):
+        return ""
+    return (
+        f" ({type(model).__name__} returns its key/value cache, config.use_cache=True: build it with "
+        "use_cache=False, or set model.config.use_cache = False, to capture the forward without it)"
+    )
+
+
 def capture(
     model: torch.nn.Module,
     example_inputs: Sequence[Any] | None,
@@ -125,7 +137,7 @@ def capture(
                 # (an exported module given again: its keywords in its spec's order, see in_spec_order)
                 gm = torch.export.export(model, inputs, in_spec_order(model, kwargs) or None, dynamic_shapes=dynamic_shapes).module()
         except Exception as exc:
-            raise UserError(f"torch.export could not capture {type(model).__name__}: {_short(exc)}") from exc
+            raise UserError(f"torch.export could not capture {type(model).__name__}: {_short(exc)}{_cache_hint(model, exc)}") from exc
         return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "dynamo":
         return _capture_dynamo(model, inputs, kwargs, dynamic_shapes)

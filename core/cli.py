@@ -641,14 +641,15 @@ def _load_cfg(config: str | None, pipeline: str | None, preset: str | None = Non
 @_handle_errors
 @_global_options
 def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: str | None, fmt: str) -> None:
-    """Validate CONFIG (or --pipeline/--preset) and print the ordered plan; no model needed."""
-    from .errors import ConfigError, PassDefinitionWarning
-    from .job import check_model_sources, with_default_preset
+    """Validate CONFIG (or --pipeline/--preset; with none found, the bundled example run uses) and print the ordered plan; no model needed."""
+    from .errors import PassDefinitionWarning
+    from .job import check_model_sources, default_config, with_default_preset
     from .pipeline import Pipeline
 
     cfg = _load_cfg(config, pipeline, preset)
-    if cfg is None:
-        raise ConfigError("give a CONFIG file, --pipeline or --preset (no fxpasses.toml, nor pyproject.toml with [tool.fxpasses], found here or above)")
+    bundled = cfg is None
+    if bundled:  # what `fxpasses run` runs then: the bundled example and its preset
+        cfg = default_config()
     # the preset `fxpasses run` uses for a config that names no pipeline (without CONFIG,
     # a [tool.fxpasses] without a model runs the bundled example)
     given, cfg = cfg, with_default_preset(cfg, example_model=config is None)
@@ -694,6 +695,11 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
         )
         return
     n = len(plan.steps)
+    if bundled:
+        click.echo(
+            "no config found (no fxpasses.toml, nor pyproject.toml with [tool.fxpasses], here or above): "
+            f"the bundled example with preset {cfg.preset!r}, as `fxpasses run` uses"
+        )
     click.echo(f"{cfg._source}: OK, {n} pass{'' if n == 1 else 'es'} (verify={pipe.verify}, on_error={pipe.on_error})")
     if default is not None:
         click.echo(f"no pipeline or preset given: preset {default!r}, as `fxpasses run` uses")

@@ -264,7 +264,11 @@ def close_names(name: str, names: Iterable[str], *, n: int = 3, cutoff: float = 
     for known in names:
         spellings.setdefault(known.lower(), []).append(known)
     close = difflib.get_close_matches(name.lower(), list(spellings), n=n, cutoff=cutoff)
-    return [known for lowered in close for known in spellings[lowered]][:n]
+
+    def as_typed(known: str) -> float:  # of names alike but for case, the one closest as typed first
+        return -difflib.SequenceMatcher(None, name, known).ratio()
+
+    return [known for lowered in close for known in sorted(spellings[lowered], key=as_typed)][:n]
 
 
 def did_you_mean(names: Sequence[str]) -> str:

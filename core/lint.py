@@ -802,6 +802,24 @@ def _of_torch(obj: Any) -> bool:
 _MODULE_CALLS: dict[tuple, str | None] = {}
 
 
+def _guards_call_problem(root: Any, target: str, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong with the call of an exported module's input checks (``_guards_fn``, a
+    ``GuardsFn`` whose forward takes ``*args``, so its signature tells nothing): torch.export
+    calls it with the graph's inputs, every placeholder in order, and it checks each by its
+    position (a call without them failed only when the module ran: ``IndexError``)."""
+    graph = getattr(root, "graph", None)
+    if not isinstance(graph, torch.fx.Graph):
+        return None
+    inputs = tuple(graph.find_nodes(op="placeholder"))
+    if not kwargs and len(args) == len(inputs) and all(a is b for a, b in zip(args, inputs)):
+        return None
+    wanted = ", ".join(f"%{n.name}" for n in inputs) or "none"
+    return (
+        f"submodule {target!r} (GuardsFn, torch.export's checks of the inputs) with arguments other than the "
+        f"graph's inputs in order ({wanted}): it checks each input by its position"
+    )
+
+
 def module_call_problem(root: Any, target: Any, args: tuple, kwargs: dict, paths: ModulePaths | None = None) -> str | None:
     """What is wrong with calling the submodule ``target`` of ``root`` with ``args``/``kwargs``
     by its ``forward``'s signature (too many or too few arguments, a keyword it has not), or
@@ -819,6 +837,8 @@ def module_call_problem(root: Any, target: Any, args: tuple, kwargs: dict, paths
         except AttributeError:
             return None
     cls = type(mod)
+    if cls.__name__ == "GuardsFn" and cls.__module__.startswith("torch.export"):
+        return _guards_call_problem(root, target, args, kwargs)
     if cls.__call__ is not torch.nn.Module.__call__ or mod._forward_pre_hooks:
         return None
     # the answer depends on the class, the number of arguments, the keywords and which are None

@@ -387,6 +387,16 @@ class GraphPass(Pass):
         raise NotImplementedError(f"{type(self).__name__}.run")
 
 
+def _is_torch_pass_base(cls: type) -> bool:
+    """Whether ``cls`` subclasses torch's ``torch.fx.passes.infra.pass_base.PassBase`` (looked
+    up only where torch's pass infrastructure is imported: no import of torch here)."""
+    import sys
+
+    infra = sys.modules.get("torch.fx.passes.infra.pass_base")
+    base = getattr(infra, "PassBase", None)
+    return isinstance(base, type) and issubclass(cls, base)
+
+
 def _warn_misspelled_names(cls: type, name: str, where: str) -> None:
     """Warn about ``@on`` names that no op has but that are close to one (a typo such as
     ``"mull"`` would make the hook never run, silently)."""
@@ -573,6 +583,11 @@ def validate_pass_class(cls: Any) -> None:
             f"({what}, not a class){advice}"
         )
     where = f"{cls.__module__}.{cls.__qualname__}"
+    if not issubclass(cls, Pass) and _is_torch_pass_base(cls):
+        raise PassDefinitionError(
+            f"{where} is a torch PassBase class: give an instance, {cls.__name__}(...), which the pipeline "
+            "runs as a pass function (or subclass fxpasses.NodePass or GraphPass)"
+        )
     if not issubclass(cls, Pass) or cls in (Pass, NodePass, GraphPass):
         raise PassDefinitionError(f"{where} is not a subclass of fxpasses.NodePass or GraphPass")
     if not issubclass(cls, (NodePass, GraphPass)):

@@ -2094,14 +2094,30 @@ def _check_one_class_per_name(steps: list[PlanStep], source: str) -> None:
         seen = first.setdefault(step.name, step)
         if seen.cls is step.cls:
             continue
-        a, b = (f"{c.__module__}.{c.__qualname__}" for c in (seen.cls, step.cls))
-        inherited = "name" not in vars(step.cls) or "name" not in vars(seen.cls)
+        a, b = (_pass_class_label(c) for c in (seen.cls, step.cls))
+        functions = [c for c in (seen.cls, step.cls) if getattr(c, "function", None) is not None]
+        if functions:
+            advice = (
+                "; give the pass function another name: fxpasses.function_pass.function_pass(fn, name=...)"
+            )
+        else:
+            inherited = "name" not in vars(step.cls) or "name" not in vars(seen.cls)
+            advice = "; give each pass class its own `name`" + (" (a subclass inherits its base class's)" if inherited else "")
         raise ConfigError(
             f"two different passes are named {step.name!r} in this pipeline: {a} ({seen.source or 'given'}) and "
-            f"{b} ({step.source or 'given'}); give each pass class its own `name`"
-            + (" (a subclass inherits its base class's)" if inherited else ""),
+            f"{b} ({step.source or 'given'}){advice}",
             source=source,
         )
+
+
+def _pass_class_label(cls: type) -> str:
+    """``module.Class``; for a pass function's class, ``the pass function module.fn``."""
+    fn = getattr(cls, "function", None)
+    if fn is not None:
+        inner = getattr(fn, "func", fn)  # (a functools.partial: its function)
+        name = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+        return f"the pass function {getattr(inner, '__module__', None) or type(inner).__module__}.{name}"
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _unchanged_since(before: Snapshot | Journal) -> Any:

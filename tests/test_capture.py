@@ -224,3 +224,19 @@ def test_the_symbolic_trace_output_check_is_quiet_where_it_cannot_compare_and_ke
         warnings.simplefilter("error")  # (tracing writes no parameter: nothing to warn about)
         capture(model, [torch.ones(3)], "symbolic_trace")
     assert torch.equal(model.w, torch.ones(3))  # the check's calls wrote it: put back
+
+
+def test_an_export_failing_on_a_returned_key_value_cache_says_to_turn_it_off():
+    """GPT-2 built with its default use_cache=True returns a DynamicCache, which torch.export
+    cannot return: the error said so in torch's words only (a new-user check)."""
+    import transformers
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2)).eval()
+    ids = torch.randint(0, 100, (1, 8))
+    with pytest.raises(Exception) as info:
+        capture(model, [ids], "export")
+    assert str(info.value).endswith(
+        "(GPT2LMHeadModel returns its key/value cache, config.use_cache=True: build it with use_cache=False, "
+        "or set model.config.use_cache = False, to capture the forward without it)"
+    )
+    model.config.use_cache = False
+    assert capture(model, [ids], "export").gm is not None

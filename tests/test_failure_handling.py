@@ -1226,3 +1226,40 @@ def test_a_pass_unwrapping_a_returned_tuple_is_told_in_words():
     with pytest.raises(PassFailedError) as info:
         Pipeline([Unwrap]).run(c.gm, c.inputs)
     assert "changed: a single value (in no tuple or other container) now, a 1-tuple before" in info.value.reason, info.value.reason
+
+
+def test_lint_checks_the_call_of_an_exported_modules_input_checks():
+    """torch.export's `_guards_fn` takes *args, so its signature told lint nothing: a pass that
+    dropped its arguments passed `verify="lint"` and the module then failed with IndexError
+    (a new-user check)."""
+    from fxpasses import GraphPass
+
+    class DropGuardArgs(GraphPass):
+        name = "drop_guard_args"
+
+        def run(self, gm, ctx):
+            guards = next(n for n in gm.graph.nodes if n.op == "call_module" and n.target == "_guards_fn")
+            guards.args = ()
+            return True
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = torch.nn.Linear(4, 4)
+
+        def forward(self, x, y):
+            return self.l(x).relu() + y
+
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    gm = torch.export.export(M(), (x, y)).module()
+    code, expected = gm.code, gm(x, y)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline([DropGuardArgs], verify="lint").run(gm, [x, y])
+    assert (
+        "node %_guards_fn calls submodule '_guards_fn' (GuardsFn, torch.export's checks of the inputs) with "
+        "arguments other than the graph's inputs in order (%x, %y): it checks each input by its position"
+    ) in str(info.value)
+    assert gm.code == code
+    torch.testing.assert_close(gm(x, y), expected)
+    # the export graphs of the built-in pipeline pass the check (their inputs in order)
+    fxpasses.Pipeline.from_preset("inference", verify="lint").run(gm, [x, y])

@@ -137,3 +137,34 @@ def test_what_a_pass_function_says_it_did_is_not_taken_for_what_it_did():
         ("says_changed #2", False), ("says_unchanged #2", False), ("eliminate_dead_code #2", False),
     ]
     assert report.notes == []
+
+
+def test_a_passbase_class_given_for_an_instance_says_to_give_an_instance():
+    """A new-user check gave `Pipeline([DoubleNeg])`, the class: the error said it was no
+    subclass of NodePass or GraphPass, not that an instance is what the pipeline takes."""
+    with pytest.raises(fxpasses.PassDefinitionError) as info:
+        Pipeline([DoubleNeg])
+    assert str(info.value) == (
+        f"{__name__}.DoubleNeg is a torch PassBase class: give an instance, DoubleNeg(...), which the "
+        "pipeline runs as a pass function (or subclass fxpasses.NodePass or GraphPass)"
+    )
+
+
+def test_a_pass_function_named_like_another_pass_is_told_to_take_another_name():
+    from fxpasses.function_pass import function_pass
+
+    def cleanup(gm):
+        return None
+
+    with pytest.raises(fxpasses.ConfigError) as info:
+        Pipeline([function_pass(cleanup, name="eliminate_dead_code"), "eliminate_dead_code"])
+    message = str(info.value)
+    assert (
+        f"two different passes are named 'eliminate_dead_code' in this pipeline: the pass function "
+        f"{__name__}.test_a_pass_function_named_like_another_pass_is_told_to_take_another_name.<locals>.cleanup"
+    ) in message
+    assert "fxpasses.builtin_passes.dead_code.EliminateDeadCode" in message
+    assert message.endswith(
+        "give the pass function another name: fxpasses.function_pass.function_pass(fn, name=...)"
+    )
+    assert "FunctionPass_" not in message
