@@ -247,9 +247,11 @@ def bisect(
         result.status = "unreported"
         return result
 
-    # 2. binary search over that pass's rewrites
+    # 2. binary search over that pass's rewrites, each trial judged as the failing check was
+    # (its tolerances: the entry's own, raised to what the passes before it were allowed)
     trial_pipeline = _variant(pipeline, "lint", "rollback")
     trial_pipeline.atol, trial_pipeline.rtol = atol, rtol
+    checked = failure.tolerances
     records: dict[int, RewriteRecord | None] = {}
 
     def trial(n: int) -> Trial:
@@ -260,7 +262,8 @@ def bisect(
                 actual, facts = _run_module(gm, example_inputs, TensorState(gm), example_kwargs, facts=True)
                 # requires_grad, aliases, strides and gradients too, as numeric verification,
                 # within what the passes run were allowed (entries' own tolerances)
-                cmp = compare_results(actual, facts, reference, reference_facts, ran.atol, ran.rtol, reference64)
+                tol = checked if checked is not None else (ran.atol, ran.rtol)
+                cmp = compare_results(actual, facts, reference, reference_facts, *tol, reference64)
                 message = cmp.message
             t = Trial(n, bool(message), message or f"outputs match (max abs error {cmp.max_abs:.3g})")
         except PassFailedError as exc:

@@ -636,6 +636,9 @@ class PassFailedError(FxPassesError):
     #: where in the pass's own code the exception was raised (:func:`raising_frame`), with the
     #: distribution of a plugin's pass: ``bad_plugin/passes.py:12, in helper (bad-plugin 0.1)``
     raised_at: str | None = None
+    #: for a numeric verification failure, the ``(atol, rtol)`` the check used (the entry's
+    #: own or the pipeline's, raised to what earlier passes were allowed); None otherwise
+    tolerances: tuple[float, float] | None = None
 
     def __init__(
         self,

@@ -92,6 +92,28 @@ def _sizes(value: Any) -> str:
     return "(" + ", ".join(str(tuple(v.shape)) if isinstance(v, torch.Tensor) else repr(v) for v in value) + ")"
 
 
+def _symbolic_call(node: Node, values: dict[Node, Any]) -> Any:
+    """``node``'s value from inputs that are sizes only (SymInts, numbers), computed on them
+    with the guards of their ShapeEnv suppressed; recorded as :func:`infer_meta` records; None
+    when it cannot be computed."""
+    syms = [v for v in pytree.tree_leaves(list(values.values())) if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool))]
+    shape_env = syms[0].node.shape_env if syms else None
+    no_guards = shape_env.suppress_guards() if shape_env is not None else contextlib.nullcontext()
+    args, kwargs = map_arg((node.args, node.kwargs), values.__getitem__)
+    try:
+        with no_guards:
+            value = node.target(*args, **kwargs)  # type: ignore[operator]
+    except _cannot_run():
+        return None
+    except Exception:  # noqa: BLE001 - not computable from sizes alone: no value, as for no fake mode
+        return None
+    keys = [k for k in VALUE_KEYS if any(k in n.meta for n in node.all_input_nodes)] or ["val"]
+    for key in keys:
+        node.meta[key] = value
+    node.meta.pop("tensor_meta", None)
+    return value
+
+
 def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
     """Compute and record ``node``'s value metadata from its inputs' (see the module doc):
     ``meta["val"]`` (and ``meta["example_value"]`` where the inputs have that key, a
@@ -100,8 +122,19 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
 
     Returns None and records nothing when the value cannot be computed: an input node has no
     recorded fake value (a ``symbolic_trace`` graph before ``propagate_shapes``; a
-    placeholder or output ``node``), or the op needs real data (a data-dependent output
-    size, an op without a fake implementation).
+    placeholder or output ``node``), the op needs real data (a data-dependent output size, an
+    op without a fake implementation), or a ``get_attr`` reads no tensor or number (a
+    submodule).
+
+    Nothing but ``node.meta`` is written: the op runs on copies of its inputs' values (an
+    in-place op, ``x.t_()``, would rewrite the input's recorded value), and a ``call_module``
+    on fake copies of the submodule's parameters and buffers (``torch.func.functional_call``:
+    a training-mode BatchNorm would update its real statistics). The mode's guards are
+    suppressed, as ``propagate_shapes``'s are (no guard is added to the graph TorchDynamo
+    compiles): in a graph with dynamic sizes, a call valid at the example's sizes only
+    (``x.view(32)`` of an ``x`` of ``(s0, 4)`` with ``s0 = 8``) gets a value, not an error;
+    numeric verification runs the example's sizes, and ``torch.export`` or TorchDynamo refuse
+    such a graph when they trace it again.
 
     Raises:
         InferMetaError: the op raises on those values (``a and b must have same reduction
@@ -117,13 +150,16 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
         return None
     mode = _fake_mode_of(list(values.values())) if inputs else _graph_fake_mode(node.graph)
     if mode is None:
-        return None
+        if op != "call_function" or not inputs or any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(list(values.values()))):
+            return None
+        return _symbolic_call(node, values)  # sizes only (``x.size(0) * 2``): no fake mode needed
     args, kwargs = map_arg((node.args, node.kwargs), values.__getitem__)
     shape_env = mode.shape_env
     no_guards = shape_env.suppress_guards() if shape_env is not None else contextlib.nullcontext()
-    allowed = mode.allow_non_fake_inputs
     try:
         with mode, no_guards, _fake_tensor_log_quiet():
+            # copies: an in-place op must not rewrite the inputs' recorded values
+            args, kwargs = pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, (args, kwargs))
             if op == "call_function":
                 value = node.target(*args, **kwargs)  # type: ignore[operator]
             elif op == "call_method":
@@ -134,9 +170,15 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
                     value = getattr(value, part)
                 if isinstance(value, torch.Tensor):
                     value = mode.from_tensor(value, static_shapes=True)
-            else:  # call_module: its parameters are real tensors, made fake as the op reads them
-                mode.allow_non_fake_inputs = True
-                value = gm.get_submodule(str(node.target))(*args, **kwargs)
+                elif not isinstance(value, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    return None  # a submodule, or another object: no value to record
+            else:  # call_module: on fake copies of its parameters and buffers (written, if at all, there)
+                sub = gm.get_submodule(str(node.target))
+                state = {
+                    name: mode.from_tensor(t, static_shapes=True)
+                    for name, t in [*sub.named_parameters(remove_duplicate=False), *sub.named_buffers(remove_duplicate=False)]
+                }
+                value = torch.func.functional_call(sub, state, tuple(args), dict(kwargs), tie_weights=False, strict=False)
     except _cannot_run():
         return None
     except Exception as exc:
@@ -147,8 +189,6 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
             f"node %{node.name} ({op} {target}) raises on its inputs' values "
             f"{_sizes(pytree.tree_leaves((args, kwargs)))}: {type(exc).__name__}: {exc}"
         ) from exc
-    finally:
-        mode.allow_non_fake_inputs = allowed
     keys = [k for k in VALUE_KEYS if any(k in n.meta for n in inputs)] or ["val"]
     for key in keys:
         node.meta[key] = value

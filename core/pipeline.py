@@ -1371,6 +1371,7 @@ class Pipeline:
                         # graph) on a graph no lint has passed: was it broken before this pass?
                         self._blame_before(gm, step.name, failure, pristine, unverified, exc, stage)
                     if isinstance(exc, _OutputsDiffer):
+                        failure.tolerances = (atol, rtol)  # (bisection judges its trials by them)
                         # the pass said it changes the outputs on purpose (ctx.changes_outputs)
                         failure.notes.extend(ctx.output_changes)
                         if exc.changes:

@@ -18,9 +18,11 @@ tensor attributes) in float64 (complex ones in complex128), called once, on floa
 the inputs, with autocast off: memory for the copy (four times the parameters of a bfloat16
 model) while it runs, and one more forward (and backward, when gradients are compared) at the
 start of a verified run. Nothing is made for a module that holds no float16/bfloat16 tensor,
-takes none and returns none, outside autocast. Ops that fix their dtype in the graph
-(``x.to(torch.bfloat16)``, an export graph's ``_to_copy``) still round there: the reference is
-as precise as the graph lets it be.
+takes none, returns none and whose graph casts to none, outside autocast. Where the graph itself names a low-precision
+dtype (a cast, ``x.to(torch.bfloat16)`` or an export graph's ``_to_copy``; a factory's
+``dtype``; an autocast region) the copy's graph computes in float64 instead; a module that is
+not an FX graph and casts in its Python code may not run in float64, and is then compared by
+the tolerances alone.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from torch.utils import _pytree as pytree
 from .errors import exception_message
 from .verify import OutputFacts, TensorState, _module_tensors, _tensor_leaves, call_isolated
 
-__all__ = ["Float64Reference", "LOW_PRECISION", "computes_in_low_precision", "float64_reference"]
+__all__ = ["Float64Reference", "LOW_PRECISION", "computes_in_low_precision", "float64_reference", "low_precision_dtype"]
 
 #: the dtypes whose results are judged against a float64 run
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -51,10 +53,45 @@ class Float64Reference:
     outputs: Any
     facts: OutputFacts | None
     why_not: str = ""
+    #: the precision the module computes in: bfloat16 where it holds, takes or returns any (or
+    #: autocasts to it), else float16
+    dtype: torch.dtype = torch.float16
 
 
-def _autocast_on() -> bool:
-    return any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda") if d == "cpu" or torch.cuda.is_available())
+def low_precision_dtype(
+    gm: torch.nn.Module,
+    inputs: Sequence[Any] | None,
+    kwargs: Mapping[str, Any] | None,
+    outputs: Any = None,
+    state: TensorState | None = None,
+) -> torch.dtype | None:
+    """The coarsest float16/bfloat16 dtype ``gm`` holds, takes or returns a tensor of, casts to
+    in its graph, or autocasts to; None for none. ``state``: a :class:`~fxpasses.verify.TensorState` of ``gm``
+    recorded now, whose list of the module's tensors is read instead of walking the module."""
+    found = {torch.get_autocast_dtype(d) for d in ("cpu", "cuda") if (d == "cpu" or torch.cuda.is_available()) and torch.is_autocast_enabled(d)}
+    held = [t for t, _ in state.saved] if state is not None else _module_tensors(gm)
+    leaves = [*held, *pytree.tree_leaves([list(inputs or ()), dict(kwargs or {}), outputs])]
+    found.update(t.dtype for t in leaves if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION)
+    for sub in gm.modules():  # a float32 model casting inside its graph (x.to(torch.bfloat16))
+        if torch.bfloat16 not in found and isinstance(sub, torch.fx.GraphModule):
+            found.update(_graph_dtypes(sub.graph))
+    found &= set(LOW_PRECISION)
+    return max(found, key=lambda d: torch.finfo(d).eps) if found else None
+
+
+def _graph_dtypes(graph: torch.fx.Graph) -> set[torch.dtype]:
+    """The low-precision dtypes ``graph`` names in its calls' arguments (casts, factories,
+    autocast regions) or by a cast method (``x.half()``)."""
+    low = set(LOW_PRECISION)
+    found: set[torch.dtype] = set()
+    methods = {"half": torch.float16, "bfloat16": torch.bfloat16}
+    dtype = torch.dtype
+    for n in graph.nodes:  # (top-level arguments only: where casts and factories take a dtype)
+        if n.op == "call_method" and n.target in methods:
+            found.add(methods[n.target])
+        elif n.op in ("call_function", "call_method"):
+            found.update(v for v in (*n.args, *n.kwargs.values()) if isinstance(v, dtype) and v in low)
+    return found
 
 
 def computes_in_low_precision(
@@ -64,14 +101,9 @@ def computes_in_low_precision(
     outputs: Any = None,
     state: TensorState | None = None,
 ) -> bool:
-    """Whether ``gm`` holds, takes or returns a float16/bfloat16 tensor, or runs under autocast.
-    ``state``: a :class:`~fxpasses.verify.TensorState` of ``gm`` recorded now, whose list of
-    the module's tensors is read instead of walking the module again."""
-    if _autocast_on():
-        return True
-    held = [t for t, _ in state.saved] if state is not None else _module_tensors(gm)
-    leaves = [*held, *pytree.tree_leaves([list(inputs or ()), dict(kwargs or {}), outputs])]
-    return any(isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION for t in leaves)
+    """Whether ``gm`` holds, takes or returns a float16/bfloat16 tensor, or runs under autocast
+    (:func:`low_precision_dtype`)."""
+    return low_precision_dtype(gm, inputs, kwargs, outputs, state) is not None
 
 
 def _wide(t: Any) -> Any:
@@ -88,19 +120,12 @@ def _wide(t: Any) -> Any:
 def _float64_copy(gm: torch.nn.Module) -> torch.nn.Module:
     """A deep copy of ``gm`` with every floating (complex) tensor it holds in float64
     (complex128): parameters and buffers through ``Module._apply`` (a tied parameter stays one
-    object), tensor attributes in each module's ``__dict__``; without the dtype assertions of
-    an export graph (``aten._assert_tensor_metadata``)."""
+    object), tensor attributes in each module's ``__dict__``; its graphs computing in float64
+    where they name a low-precision dtype (:func:`_widen_graph`)."""
     wide = copy.deepcopy(gm)
-    if isinstance(wide, torch.fx.GraphModule):
-        # an export graph asserts the dtype of what it casts (``x.float()``): the float64 run
-        # gives it float64 on purpose
-        meta_assert = getattr(torch.ops.aten, "_assert_tensor_metadata", None)
-        asserts = [] if meta_assert is None else wide.graph.find_nodes(op="call_function", target=meta_assert.default)
-        for n in asserts:
-            if not n.users:
-                wide.graph.erase_node(n)
-        if asserts:
-            wide.recompile()
+    for sub in wide.modules():
+        if isinstance(sub, torch.fx.GraphModule) and _widen_graph(sub.graph):
+            sub.recompile()
     wide._apply(lambda t: t.to(torch.complex128 if t.is_complex() else torch.float64) if t.is_floating_point() or t.is_complex() else t)
     for m in wide.modules():
         attrs = vars(m)
@@ -108,6 +133,53 @@ def _float64_copy(gm: torch.nn.Module) -> torch.nn.Module:
             if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
                 attrs[k] = _wide(v)
     return wide
+
+
+#: the methods that cast to a narrower float dtype, and what they cast to in the float64 run
+_NARROWING_METHODS = {"half": "double", "bfloat16": "double", "float": "double"}
+
+
+def _widen_graph(graph: torch.fx.Graph) -> bool:
+    """Make the float64 copy's graph compute in float64 where the graph itself names a float
+    dtype: a cast (``x.to(torch.bfloat16)``, ``x.type(v.dtype)`` as an export graph's
+    ``_to_copy(dtype=torch.bfloat16)``, ``x.half()``, ``x.float()``: a cast back to float32
+    would meet float64 values) or a factory's ``dtype`` casts to or makes float64 (complex128)
+    instead (a reference rounding there is no reference: GPT-2's eager
+    attention casts its weights to the value's dtype, and float64 values then met bfloat16
+    weights); autocast regions entered in the graph are entered disabled; export's dtype
+    assertions (``aten._assert_tensor_metadata``) go. Returns whether anything changed."""
+    from torch.fx.node import map_aggregate
+
+    def widen(v: Any) -> Any:
+        if isinstance(v, torch.dtype) and v.is_complex:
+            return torch.complex128
+        return torch.float64 if isinstance(v, torch.dtype) and v.is_floating_point else v
+
+    meta_assert = getattr(getattr(torch.ops.aten, "_assert_tensor_metadata", None), "default", None)
+    enter_autocast = getattr(torch.amp.autocast_mode, "_enter_autocast", None)
+    changed = False
+    for n in list(graph.nodes):
+        if n.op == "call_function" and meta_assert is not None and n.target is meta_assert and not n.users:
+            graph.erase_node(n)
+            changed = True
+            continue
+        if n.op == "call_function" and enter_autocast is not None and n.target is enter_autocast:
+            args = list(n.args)
+            if len(args) > 2 and args[2] is not False:
+                args[2] = False
+                n.args = tuple(args)
+                changed = True
+            continue
+        if n.op not in ("call_function", "call_method"):
+            continue
+        if n.op == "call_method" and n.target in _NARROWING_METHODS:
+            n.target = _NARROWING_METHODS[n.target]
+            changed = True
+        args, kwargs = map_aggregate(n.args, widen), map_aggregate(n.kwargs, widen)
+        if args != n.args or kwargs != n.kwargs:
+            n.args, n.kwargs = args, kwargs
+            changed = True
+    return changed
 
 
 @contextlib.contextmanager
@@ -134,7 +206,8 @@ def float64_reference(
     differentiates the same function. A module that cannot be copied or does not run in
     float64 gives a reference without outputs, saying why (the comparison then has none).
     ``state``: see :func:`computes_in_low_precision`."""
-    if not computes_in_low_precision(gm, inputs, kwargs, expected, state):
+    dtype = low_precision_dtype(gm, inputs, kwargs, expected, state)
+    if dtype is None:
         return None
     weight_dtypes = [
         t.dtype
@@ -144,7 +217,7 @@ def float64_reference(
     try:
         wide = _float64_copy(gm)
     except Exception as exc:  # noqa: BLE001 - a module deepcopy refuses: no reference
-        return Float64Reference(None, None, f"copying the module failed: {type(exc).__name__}: {exception_message(exc)[:200]}")
+        return Float64Reference(None, None, f"copying the module failed: {type(exc).__name__}: {exception_message(exc)[:200]}", dtype)
     try:
         with _no_autocast():
             out, facts = call_isolated(
@@ -156,7 +229,7 @@ def float64_reference(
                 weight_dtypes=weight_dtypes,
             )
     except Exception as exc:  # noqa: BLE001 - an op without a float64 kernel, a dtype check
-        return Float64Reference(None, None, f"it does not run in float64: {type(exc).__name__}: {exception_message(exc)[:200]}")
+        return Float64Reference(None, None, f"it does not run in float64: {type(exc).__name__}: {exception_message(exc)[:200]}", dtype)
     finally:
         del wide
-    return Float64Reference(out, facts)
+    return Float64Reference(out, facts, "", dtype)

@@ -177,3 +177,104 @@ def test_module_calls_and_attributes_get_values_in_a_symbolic_trace_graph_after_
     Pipeline(["propagate_shapes", Rebuild], registry=registry()).run(gm, (torch.randn(2, 4),))
     assert shapes == [(2, 6), (6,), (2, 6)]
     assert all(n.meta["tensor_meta"] is not None for n in gm.graph.nodes if n.op != "output")
+
+
+def _probe_pass(probe):
+    class Probe(NodePass):
+        name = "probe"
+
+        @on("mul")
+        def rewrite(self, node, ctx):
+            probe(node, ctx)
+            return None
+
+    return Probe
+
+
+def test_an_in_place_op_does_not_rewrite_its_inputs_recorded_value():
+    """infer_meta ran the op on the input node's own fake value: `t_` of a new node turned
+    the input's recorded (3, 5) into (5, 3), and no rollback put it back (a check of the
+    session's own features)."""
+    cap = capture(M(), (X, Y), "export")
+    mms = (torch.ops.aten.mm.default, torch.ops.aten.matmul.default)
+    mm = next(n for n in cap.gm.graph.nodes if n.op == "call_function" and n.target in mms)
+    before = (tuple(mm.meta["val"].shape), mm.meta["val"].stride())
+    seen = []
+
+    def probe(node, ctx):
+        new = ctx.call_function(torch.ops.aten.t_.default, (mm,))
+        seen.append(tuple(ctx.infer_meta(new).shape))
+        ctx.graph.erase_node(new)
+
+    Pipeline([_probe_pass(probe)], registry=REG).run(cap.gm, cap.inputs)
+    assert seen == [(5, 3)]
+    assert (tuple(mm.meta["val"].shape), mm.meta["val"].stride()) == before == ((3, 5), (5, 1))
+
+
+def test_a_module_call_writes_no_real_tensor():
+    """A training-mode BatchNorm called by infer_meta updated its real num_batches_tracked."""
+
+    class B(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            return self.bn(x) * 2
+
+    from fxpasses import registry
+
+    gm = torch.fx.symbolic_trace(B().train())
+    state = {k: v.clone() for k, v in gm.state_dict().items()}
+    shapes = []
+
+    def probe(node, ctx):
+        call = ctx.call_module("bn", (next(iter(ctx.graph.nodes)),))
+        shapes.append(tuple(ctx.infer_meta(call).shape))
+        ctx.graph.erase_node(call)
+
+    report = Pipeline(["propagate_shapes", _probe_pass(probe)], registry=registry()).run(gm, (torch.randn(8, 4),))
+    assert shapes == [(8, 4)]
+    assert not report["probe"].changed
+    for k, v in gm.state_dict().items():
+        assert torch.equal(v, state[k]), k
+
+
+def test_a_submodule_read_and_a_size_computation():
+    from fxpasses import registry
+
+    class L(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x) * 2
+
+    gm = torch.fx.symbolic_trace(L())
+    got = []
+
+    def probe(node, ctx):
+        attr = ctx.get_attr("lin")
+        got.append(ctx.infer_meta(attr))
+        assert "val" not in attr.meta
+        ctx.graph.erase_node(attr)
+
+    Pipeline(["propagate_shapes", _probe_pass(probe)], registry=registry()).run(gm, (torch.randn(3, 4),))
+    assert got == [None]  # a module is no value
+    # sizes only: x.size(0) * 2 of a dynamic export graph stays symbolic
+    batch = torch.export.Dim("batch", min=2, max=64)
+    cap = capture(M(), (X, Y), "export", dynamic_shapes=({0: batch}, None))
+    sizes = []
+
+    def size_probe(node, ctx):
+        x = next(iter(ctx.graph.find_nodes(op="placeholder")))
+        size = ctx.call_function(torch.ops.aten.sym_size.int, (x, 0))
+        twice = ctx.call_function(operator.mul, (size, 2))
+        ctx.infer_meta(size)
+        sizes.append(str(ctx.infer_meta(twice)))
+        ctx.graph.erase_node(twice)
+        ctx.graph.erase_node(size)
+
+    Pipeline([_probe_pass(size_probe)], registry=REG).run(cap.gm, cap.inputs)
+    assert len(sizes) == 1 and sizes[0].startswith("2*s")

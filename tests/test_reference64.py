@@ -207,3 +207,132 @@ def test_run_compares_a_half_precision_model_against_float64(tmp_path):
     r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
     assert r.exit_code == 0, r.output
     assert "fused=1" in r.output and "outputs: match" in r.output
+
+
+class SigmoidToHalf(NodePass):
+    """Wrong on purpose: sigmoid(x) -> x * 0 + 0.5."""
+
+    name = "sigmoid_to_half"
+
+    @on("sigmoid")
+    def rewrite(self, node, ctx):
+        zero = ctx.call_function(torch.mul, (node.args[0], 0.0))
+        return Replace(ctx.call_function(torch.add, (zero, 0.5)))
+
+
+class Concat(nn.Module):
+    """Boxes in pixels beside scores in [0, 1], in one output (detection heads do so)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(64, 8)
+
+    def forward(self, x, g):
+        return torch.cat([self.lin(x) * 1000, torch.sigmoid(g)], dim=1)
+
+
+class AdditiveMask(nn.Module):
+    """A Hugging Face style additive mask: scores + (1 - mask) * finfo.min."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.fill = torch.finfo(dtype).min
+
+    def forward(self, s, mask):
+        return torch.sigmoid(s) * 4 + (1.0 - mask) * self.fill
+
+
+class RandomNoise(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x) + torch.randn_like(x)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("case", ["concat", "additive_mask", "random"])
+def test_wrong_rewrites_the_float64_run_must_not_admit(dtype, case):
+    """A check of the session's own feature found these admitted: small elements beside large
+    ones judged by the leaf's largest error; an additive mask's elements; a module drawing
+    random numbers that the float64 run draws otherwise (its own error then about 140%)."""
+    torch.manual_seed(0)
+    if case == "concat":
+        gm, inputs, wrong = torch.fx.symbolic_trace(Concat().to(dtype)), [torch.randn(16, 64, dtype=dtype), torch.randn(16, 8, dtype=dtype)], SigmoidToHalf
+    elif case == "additive_mask":
+        mask = torch.tril(torch.ones(8, 8, dtype=dtype)).expand(4, 8, 8)
+        gm, inputs, wrong = torch.fx.symbolic_trace(AdditiveMask(dtype)), [torch.randn(4, 8, 8, dtype=dtype) * 8, mask], WrongSigmoid
+    else:
+        gm, inputs, wrong = torch.fx.symbolic_trace(RandomNoise()), [torch.randn(4, 8, dtype=dtype)], WrongSigmoid
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([wrong], verify="numeric", registry=REG).run(gm, inputs)
+    text = str(info.value)
+    if case == "random":
+        assert "no float64 judgement: the module's own result is off its float64 run by an RMS error" in text
+        assert "random numbers drawn otherwise in float64?" in text
+    else:
+        assert "more than the 3x that low-precision rounding is allowed" in text
+    assert gm.code == code
+
+
+class CastsInside(nn.Module):
+    """A float32 model computing its attention in bfloat16 (a cast in the graph)."""
+
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.q(x).to(torch.bfloat16)
+        return (torch.softmax(h @ h.transpose(-1, -2), -1).to(torch.float32) @ x) * 1
+
+
+class RoundOnce(NodePass):
+    """``x * 1`` -> ``x`` rounded to bfloat16 and back: the value, with one more rounding of the
+    dtype the module computes in."""
+
+    name = "mul_one_in_bf16"
+
+    @on("mul")
+    def rewrite(self, node, ctx):
+        x = node.args[0]
+        narrowed = ctx.call_method("to", (x, torch.bfloat16))
+        return Replace(ctx.call_method("to", (narrowed, torch.float32)))
+
+
+def test_a_cast_inside_the_graph_runs_in_float64_in_the_reference():
+    """GPT-2's eager attention casts to the value's dtype in its graph: the float64 run failed
+    there ("expected scalar type Double but found BFloat16") and correct rewrites were refused.
+    A float32 model casting to bfloat16 inside is a low-precision one too."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 16)
+    cap = capture(CastsInside(), [x], "export")
+    out, facts = call_isolated(cap.gm, [x], TensorState(cap.gm), facts=True)
+    ref = float64_reference(cap.gm, [x], None, out, facts)
+    assert ref is not None and ref.why_not == "" and ref.dtype == torch.bfloat16
+    assert ref.outputs.dtype == torch.float64  # (its casts, to bfloat16 and back, made float64 too)
+    # a pass adding one more bfloat16 rounding of the output: within rounding of the module's
+    report = Pipeline([RoundOnce], verify="numeric", registry=REG).run(cap.gm, [x])
+    assert report["mul_one_in_bf16"].changed
+
+
+def test_bisect_of_an_entry_stricter_than_the_pipeline_finds_its_rewrite():
+    """The verified run refused an entry by its own atol=0; the bisect trials used the run's end
+    tolerances (the pipeline's, larger) and called the failure not reproducible."""
+    from fxpasses.bisect import bisect
+
+    class Tiny(NodePass):
+        name = "tiny"
+
+        @on("relu")
+        def rewrite(self, node, ctx):
+            return Replace(node.args[0])  # wrong at the one negative element, by 0.5
+
+    class R(nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + 1
+
+    x = torch.rand(4, 4) + 0.1
+    x[0, 0] = -0.5
+    gm = torch.fx.symbolic_trace(R())
+    pipeline = Pipeline([{"name": Tiny, "atol": 0, "rtol": 0}], verify="numeric", atol=1.0, registry=REG)
+    result = bisect(pipeline, gm, [x])
+    assert result.status == "found" and result.culprit.pass_name == "tiny"
