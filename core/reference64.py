@@ -18,11 +18,11 @@ tensor attributes) in float64 (complex ones in complex128), called once, on floa
 the inputs, with autocast off: memory for the copy (four times the parameters of a bfloat16
 model) while it runs, and one more forward (and backward, when gradients are compared) at the
 start of a verified run. Nothing is made for a module that holds no float16/bfloat16 tensor,
-takes none, returns none and whose graph casts to none, outside autocast. Where the graph itself names a low-precision
-dtype (a cast, ``x.to(torch.bfloat16)`` or an export graph's ``_to_copy``; a factory's
-``dtype``; an autocast region) the copy's graph computes in float64 instead; a module that is
-not an FX graph and casts in its Python code may not run in float64, and is then compared by
-the tolerances alone.
+takes none, returns none and whose graph casts to none, outside autocast. Where the graph
+names a float dtype (a cast, ``x.to(torch.bfloat16)``, ``x.float()`` or an export graph's
+``_to_copy``; a factory's ``dtype``) the copy's graph computes in float64 instead, and an
+autocast region it enters is entered disabled; a module that is not an FX graph and casts in
+its Python code may not run in float64, and is then compared by the tolerances alone.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ class Float64Reference:
     outputs: Any
     facts: OutputFacts | None
     why_not: str = ""
-    #: the precision the module computes in: bfloat16 where it holds, takes or returns any (or
-    #: autocasts to it), else float16
+    #: the precision the module computes in: bfloat16 where it holds, takes, returns or casts
+    #: to any (or autocasts to it), else float16
     dtype: torch.dtype = torch.float16
 
 
