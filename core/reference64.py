@@ -106,6 +106,22 @@ def computes_in_low_precision(
     return low_precision_dtype(gm, inputs, kwargs, outputs, state) is not None
 
 
+def _random_op(gm: torch.nn.Module) -> str | None:
+    """The first node of ``gm``'s graphs that draws random numbers (``%randn_like``), or None:
+    a float64 run draws other numbers (``randn`` in float64 is not the bfloat16 draw rounded),
+    and judged against it, a module's own error is the noise, within which a pass removing the
+    sampling passed."""
+    from .effects import EffectAnalysis
+
+    for sub in gm.modules():
+        if isinstance(sub, torch.fx.GraphModule):
+            effects = EffectAnalysis(sub)
+            for n in sub.graph.nodes:
+                if n.op in ("call_function", "call_method", "call_module") and effects.is_random(n):
+                    return f"%{n.name}"
+    return None
+
+
 def _wide(t: Any) -> Any:
     """``t`` in float64 (complex128), a float input keeping ``requires_grad``; else as it is."""
     if not isinstance(t, torch.Tensor):
@@ -117,14 +133,14 @@ def _wide(t: Any) -> Any:
     return t
 
 
-def _float64_copy(gm: torch.nn.Module) -> torch.nn.Module:
+def _float64_copy(gm: torch.nn.Module, widened: set[torch.dtype]) -> torch.nn.Module:
     """A deep copy of ``gm`` with every floating (complex) tensor it holds in float64
     (complex128): parameters and buffers through ``Module._apply`` (a tied parameter stays one
     object), tensor attributes in each module's ``__dict__``; its graphs computing in float64
-    where they name a low-precision dtype (:func:`_widen_graph`)."""
+    where they name a dtype of ``widened`` (:func:`_widen_graph`)."""
     wide = copy.deepcopy(gm)
     for sub in wide.modules():
-        if isinstance(sub, torch.fx.GraphModule) and _widen_graph(sub.graph):
+        if isinstance(sub, torch.fx.GraphModule) and _widen_graph(sub.graph, widened):
             sub.recompile()
     wide._apply(lambda t: t.to(torch.complex128 if t.is_complex() else torch.float64) if t.is_floating_point() or t.is_complex() else t)
     for m in wide.modules():
@@ -135,45 +151,39 @@ def _float64_copy(gm: torch.nn.Module) -> torch.nn.Module:
     return wide
 
 
-#: the methods that cast to a narrower float dtype, and what they cast to in the float64 run
-_NARROWING_METHODS = {"half": "double", "bfloat16": "double", "float": "double"}
+#: the methods that cast to a float dtype: the dtype, and the method casting to float64
+_CAST_METHODS = {"half": torch.float16, "bfloat16": torch.bfloat16, "float": torch.float32}
 
 
-def _widen_graph(graph: torch.fx.Graph) -> bool:
-    """Make the float64 copy's graph compute in float64 where the graph itself names a float
-    dtype: a cast (``x.to(torch.bfloat16)``, ``x.type(v.dtype)`` as an export graph's
-    ``_to_copy(dtype=torch.bfloat16)``, ``x.half()``, ``x.float()``: a cast back to float32
-    would meet float64 values) or a factory's ``dtype`` casts to or makes float64 (complex128)
-    instead (a reference rounding there is no reference: GPT-2's eager
-    attention casts its weights to the value's dtype, and float64 values then met bfloat16
-    weights); autocast regions entered in the graph are entered disabled; export's dtype
-    assertions (``aten._assert_tensor_metadata``) go. Returns whether anything changed."""
+def _widen_graph(graph: torch.fx.Graph, widened: set[torch.dtype]) -> bool:
+    """Make the float64 copy's graph compute in float64 where it names a dtype of ``widened``
+    (the module's own low-precision dtype and float32): a cast (``x.type(v.dtype)``, as an
+    export graph's ``_to_copy(dtype=torch.bfloat16)``, ``x.half()``, ``x.float()``) or a
+    factory's ``dtype`` casts to or makes float64 instead (GPT-2's eager attention casts its
+    weights to the value's dtype, and float64 values then met bfloat16 weights; a cast back to
+    float32 would meet float64 values). A dtype the module does not hold is the graph's own
+    choice, kept: a float8 quantize-dequantize, or a float32 model rounding an activation
+    through bfloat16 on purpose, rounds in the float64 run too, so a pass that removes it is
+    seen (widened, such a removal looked like a correction). Export's dtype assertions
+    (``aten._assert_tensor_metadata``) go. Returns whether anything changed."""
     from torch.fx.node import map_aggregate
 
     def widen(v: Any) -> Any:
-        if isinstance(v, torch.dtype) and v.is_complex:
-            return torch.complex128
-        return torch.float64 if isinstance(v, torch.dtype) and v.is_floating_point else v
+        if isinstance(v, torch.dtype) and v in widened:
+            return torch.complex128 if v.is_complex else torch.float64
+        return v
 
     meta_assert = getattr(getattr(torch.ops.aten, "_assert_tensor_metadata", None), "default", None)
-    enter_autocast = getattr(torch.amp.autocast_mode, "_enter_autocast", None)
     changed = False
     for n in list(graph.nodes):
         if n.op == "call_function" and meta_assert is not None and n.target is meta_assert and not n.users:
             graph.erase_node(n)
             changed = True
             continue
-        if n.op == "call_function" and enter_autocast is not None and n.target is enter_autocast:
-            args = list(n.args)
-            if len(args) > 2 and args[2] is not False:
-                args[2] = False
-                n.args = tuple(args)
-                changed = True
-            continue
         if n.op not in ("call_function", "call_method"):
             continue
-        if n.op == "call_method" and n.target in _NARROWING_METHODS:
-            n.target = _NARROWING_METHODS[n.target]
+        if n.op == "call_method" and _CAST_METHODS.get(n.target) in widened:
+            n.target = "double"
             changed = True
         args, kwargs = map_aggregate(n.args, widen), map_aggregate(n.kwargs, widen)
         if args != n.args or kwargs != n.kwargs:
@@ -209,13 +219,24 @@ def float64_reference(
     dtype = low_precision_dtype(gm, inputs, kwargs, expected, state)
     if dtype is None:
         return None
+    random = _random_op(gm)
+    if random is not None:
+        return Float64Reference(
+            None, None, f"it draws random numbers ({random}), which a float64 run draws otherwise", dtype
+        )
+    held = [t for t, _ in state.saved] if state is not None else _module_tensors(gm)
+    own = {
+        t.dtype
+        for t in [*held, *pytree.tree_leaves([list(inputs or ()), dict(kwargs or {}), expected])]
+        if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION
+    }
     weight_dtypes = [
         t.dtype
         for path, t in _tensor_leaves(expected, "output")
         if t.is_floating_point() and expected_facts is not None and getattr(expected_facts.leaves.get(path), "requires_grad", False)
     ]
     try:
-        wide = _float64_copy(gm)
+        wide = _float64_copy(gm, own | {torch.float32, torch.complex64})
     except Exception as exc:  # noqa: BLE001 - a module deepcopy refuses: no reference
         return Float64Reference(None, None, f"copying the module failed: {type(exc).__name__}: {exception_message(exc)[:200]}", dtype)
     try:
