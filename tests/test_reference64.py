@@ -404,3 +404,37 @@ def test_bisect_of_an_entry_stricter_than_the_pipeline_finds_its_rewrite():
     pipeline = Pipeline([{"name": Tiny, "atol": 0, "rtol": 0}], verify="numeric", atol=1.0, registry=REG)
     result = bisect(pipeline, gm, [x])
     assert result.status == "found" and result.culprit.pass_name == "tiny"
+
+
+class FakeQuant(nn.Module):
+    """A bfloat16 layer whose input goes through a float8 quantize-dequantize (its semantics)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(32, 32)
+
+    def forward(self, x):
+        return self.lin(x.to(torch.float8_e4m3fn).to(torch.bfloat16))
+
+
+class DropFakeQuant(NodePass):
+    """Wrong on purpose: removes the float8 round trip."""
+
+    name = "drop_fake_quant"
+
+    @on("to")
+    def rewrite(self, node, ctx):
+        inner = node.args[0]
+        narrowed = isinstance(inner, torch.fx.Node) and inner.op == "call_method" and inner.args[1:] == (torch.float8_e4m3fn,)
+        return Replace(inner.args[0]) if narrowed and node.args[1:] == (torch.bfloat16,) else None
+
+
+def test_a_float8_quantize_dequantize_is_the_models_and_removing_it_is_refused():
+    """Widening every float dtype in the float64 run took the float8 rounding out of the
+    reference, and a pass removing the quantization looked like a correction (accepted)."""
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(FakeQuant().to(torch.bfloat16))
+    x = torch.randn(16, 32, dtype=torch.bfloat16)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([DropFakeQuant], verify="numeric", registry=REG).run(gm, [x])
+    assert "against a float64 run of the module" in str(info.value)
