@@ -111,13 +111,13 @@ from pydantic import Field, model_validator
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.node import map_aggregate
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-from torch.fx.passes.shape_prop import TensorMetadata, _extract_tensor_metadata
 
 from fxpasses import GraphPass, PassContext, PassOptions, UserError
 from fxpasses.errors import exception_line
 from fxpasses.effects import ASSERT, EffectAnalysis
 from fxpasses._layout import LayoutCopies
 from fxpasses.inputs import placeholder_values
+from fxpasses.node_meta import tensor_metadata as _tensor_meta
 from fxpasses.verify import global_modes_kept
 
 __all__ = ["PropagateShapes", "MissingExampleInputsError"]
@@ -253,54 +253,6 @@ def _is_symbolic(value: Any) -> bool:
         except Exception:  # a tensor kind without sizes (sparse, nested): not symbolic here
             return False
     return False
-
-
-def _tensor_meta(value: Any, formats: dict[Any, Any] | None = None) -> Any:
-    """``TensorMetadata`` for each tensor of ``value`` (None when it holds no tensor), as
-    ``torch.fx.passes.shape_prop._extract_tensor_metadata`` makes it.
-
-    ``formats``: a memo of the memory format by ``(sizes, strides)`` for one propagation
-    (:func:`_metadata`)."""
-    if isinstance(value, torch.Tensor):  # the usual value, without map_aggregate (~10 us a call)
-        return _metadata(value, formats)
-    found = False
-
-    def extract(v: Any) -> Any:
-        nonlocal found
-        if isinstance(v, torch.Tensor):
-            found = True
-            return _metadata(v, formats)
-        return v
-
-    meta = map_aggregate(value, extract)
-    return meta if found else None
-
-
-def _metadata(t: torch.Tensor, formats: dict[Any, Any] | None) -> TensorMetadata:
-    """``_extract_tensor_metadata(t)``, with the memory format taken from ``formats`` when a
-    tensor of the same sizes and strides had it computed before.
-
-    The memory format is the first of contiguous, channels-last, channels-last-3d whose
-    layout ``t`` has (``is_contiguous_for_memory_format_or_false``): a function of the
-    sizes and strides alone, and most of the 10 us the extraction takes (four layout tests
-    in Python). A dense, non-quantized tensor with concrete sizes gets a new
-    ``TensorMetadata`` of its own sizes, dtype, ``requires_grad``, strides and the memoized
-    format; any other tensor (sparse, quantized, symbolic sizes: not hashable) is extracted
-    by torch.
-    """
-    if formats is None or t.layout is not torch.strided or t.is_quantized:
-        return _extract_tensor_metadata(t)
-    shape, stride = t.shape, t.stride()
-    key = (shape, stride)
-    try:
-        fmt = formats[key]
-    except KeyError:
-        tm = _extract_tensor_metadata(t)
-        formats[key] = tm.memory_format
-        return tm
-    except TypeError:  # a SymInt size or stride
-        return _extract_tensor_metadata(t)
-    return TensorMetadata(shape, t.dtype, t.requires_grad, stride, fmt, False, {})
 
 
 @contextlib.contextmanager
@@ -458,7 +410,7 @@ class _RealProp(torch.fx.Interpreter):
                 meta["val"] = val
             else:  # none of an earlier run, or of a failed fake attempt, either
                 meta.pop("val", None)
-            meta["tensor_meta"] = _metadata(result, self._formats)
+            meta["tensor_meta"] = _tensor_meta(result, self._formats)
             self.annotated += 1
             return result
         old = _placeholder_value(n)  # meta["val"], or TorchDynamo's meta["example_value"]

@@ -104,11 +104,14 @@ def __getattr__(name: str) -> Any:
 
     if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    if not name.startswith("_") and name in _submodules():
+    if name.startswith("_"):
+        raise AttributeError(f"module 'fxpasses' has no attribute {name!r}")
+    submodules = _submodules()
+    if name in submodules:
         # `fxpasses.bisect.bisect(...)` after a plain `import fxpasses`, as the README writes
         # it (a submodule is otherwise an attribute only once something imported it)
         return importlib.import_module(f".{name}", __name__)
     from .errors import close_names, did_you_mean
 
-    close = close_names(name, [*__all__, *_submodules()], n=1) if not name.startswith("_") else []
+    close = close_names(name, [*__all__, *submodules], n=1)
     raise AttributeError(f"module 'fxpasses' has no attribute {name!r}{did_you_mean(close)}")

@@ -70,6 +70,7 @@ from pydantic import (
 )
 
 from ._names import normal_keys, normal_name
+from .spec import SETTING_NAMES
 from .errors import (
     exception_text,
     ConfigError,
@@ -159,6 +160,10 @@ class PassEntryConfig(_Strict):
     rtol: float | None = Field(default=None, ge=0, allow_inf_nan=False, strict=True)
 
 
+#: a pipeline list entry's keys, as messages list them ("name, options, verify, ...")
+_ENTRY_KEYS = ", ".join(PassEntryConfig.model_fields)
+
+
 class FixpointEntryConfig(_Strict):
     """A fixpoint group written as a table: ``{fixpoint = ["pass", {name = "pass2", ...}],
     max_iterations = 10}``: its passes run in order, repeatedly, until an iteration changes
@@ -199,7 +204,7 @@ _PipelineItem = Annotated[
         _item_kind,
         custom_error_type="pipeline_entry",
         custom_error_message=(
-            "Input should be a valid string or a table (name, options, verify, on_error, atol, rtol) or a fixpoint group "
+            f"Input should be a valid string or a table ({_ENTRY_KEYS}) or a fixpoint group "
             "(fixpoint, max_iterations)"
         ),
     ),
@@ -534,7 +539,7 @@ def validation_problems(
             msg = msg[len("Value error, "):]
         # a pipeline list entry: a pass name or a table, not our model's class name
         for said in ("a valid dictionary or instance of PassEntryConfig", "instance of PassEntryConfig"):
-            msg = msg.replace(said, "a table (name, options, verify, on_error, atol, rtol)")
+            msg = msg.replace(said, f"a table ({_ENTRY_KEYS})")
         for said in ("a valid dictionary or instance of FixpointEntryConfig", "instance of FixpointEntryConfig"):
             msg = msg.replace(said, "a fixpoint group (fixpoint, max_iterations)")
         if err["type"] == "extra_forbidden" and model is not None:
@@ -911,7 +916,7 @@ def _unknown_option_message(key: Any, fields: list[str], what: str = "option") -
     (``what``: ``"key"`` for a config's own tables)."""
     close = close_names(str(key), fields, n=1) if key is not None else []  # case ignored: MAX_NUMEL
     msg = f"unknown {what}" + did_you_mean(close)
-    if what == "option" and key in ("verify", "on_error", "atol", "rtol") and not close:
+    if what == "option" and key in SETTING_NAMES and not close:
         msg += (
             f"; {key} is a setting of the entry, not an option of the pass: in a pipeline string it goes in "
             f"brackets after the options (name{{...}}[{key}=...]), in a config's table or a Python dict it is "

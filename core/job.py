@@ -1013,7 +1013,7 @@ def run_job(
                 ) from exc
             # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
             # the config's tolerances, or larger ones a pass entry of the run has (report.atol)
-            tolerances = (report.atol, report.rtol) if report.atol is not None else (cfg.atol, cfg.rtol)
+            tolerances = (report.atol, report.rtol)
             cmp = compare_results(actual, facts, expected, expected_facts, *tolerances, reference64)
             message = cmp.message
             if message:

@@ -13,16 +13,15 @@ guards suppressed (an analysis adds no guards to the ShapeEnv TorchDynamo compil
 from __future__ import annotations
 
 import contextlib
-import logging
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch.fx import Node
 from torch.fx.node import map_aggregate, map_arg
-from torch.fx.passes.shape_prop import _extract_tensor_metadata
+from torch.fx.passes.shape_prop import TensorMetadata, _extract_tensor_metadata
 from torch.utils import _pytree as pytree
 
-__all__ = ["InferMetaError", "infer_meta", "recorded_value"]
+__all__ = ["InferMetaError", "infer_meta", "recorded_value", "tensor_metadata"]
 
 
 class InferMetaError(RuntimeError):
@@ -75,19 +74,6 @@ def _cannot_run() -> tuple[type[BaseException], ...]:
     return tuple(kinds)
 
 
-@contextlib.contextmanager
-def _fake_tensor_log_quiet() -> Iterator[None]:
-    """Without torch's ``failed while attempting to run meta for ...`` error log (with a
-    traceback, on stderr): the exception reaches the caller, as :class:`InferMetaError`."""
-    log = logging.getLogger("torch._subclasses.fake_tensor")
-    was = log.disabled
-    log.disabled = True
-    try:
-        yield
-    finally:
-        log.disabled = was
-
-
 def _sizes(value: Any) -> str:
     return "(" + ", ".join(str(tuple(v.shape)) if isinstance(v, torch.Tensor) else repr(v) for v in value) + ")"
 
@@ -103,15 +89,72 @@ def _symbolic_call(node: Node, values: dict[Node, Any]) -> Any:
     try:
         with no_guards:
             value = node.target(*args, **kwargs)  # type: ignore[operator]
-    except _cannot_run():
-        return None
     except Exception:  # noqa: BLE001 - not computable from sizes alone: no value, as for no fake mode
         return None
-    keys = [k for k in VALUE_KEYS if any(k in n.meta for n in node.all_input_nodes)] or ["val"]
-    for key in keys:
+    return _record(node, value)
+
+
+def _record(node: Node, value: Any) -> Any:
+    """Record ``value`` as ``node``'s: under each key of :data:`VALUE_KEYS` its inputs record
+    theirs under (``val`` when none do), with its ``tensor_meta`` (dropped when it holds no
+    tensor). Returns ``value``."""
+    for key in [k for k in VALUE_KEYS if any(k in n.meta for n in node.all_input_nodes)] or ["val"]:
         node.meta[key] = value
-    node.meta.pop("tensor_meta", None)
+    tensor_meta = tensor_metadata(value)
+    if tensor_meta is not None:
+        node.meta["tensor_meta"] = tensor_meta
+    else:
+        node.meta.pop("tensor_meta", None)
     return value
+
+
+def tensor_metadata(value: Any, formats: dict[Any, Any] | None = None) -> Any:
+    """``TensorMetadata`` for each tensor of ``value`` (None when it holds no tensor), as
+    ``torch.fx.passes.shape_prop._extract_tensor_metadata`` makes it.
+
+    ``formats``: a memo of the memory format by ``(sizes, strides)`` for one propagation
+    (:func:`_metadata`)."""
+    if isinstance(value, torch.Tensor):  # the usual value, without map_aggregate (~10 us a call)
+        return _metadata(value, formats)
+    found = False
+
+    def extract(v: Any) -> Any:
+        nonlocal found
+        if isinstance(v, torch.Tensor):
+            found = True
+            return _metadata(v, formats)
+        return v
+
+    meta = map_aggregate(value, extract)
+    return meta if found else None
+
+
+def _metadata(t: torch.Tensor, formats: dict[Any, Any] | None) -> TensorMetadata:
+    """``_extract_tensor_metadata(t)``, with the memory format taken from ``formats`` when a
+    tensor of the same sizes and strides had it computed before.
+
+    The memory format is the first of contiguous, channels-last, channels-last-3d whose
+    layout ``t`` has (``is_contiguous_for_memory_format_or_false``): a function of the
+    sizes and strides alone, and most of the 10 us the extraction takes (four layout tests
+    in Python). A dense, non-quantized tensor with concrete sizes gets a new
+    ``TensorMetadata`` of its own sizes, dtype, ``requires_grad``, strides and the memoized
+    format; any other tensor (sparse, quantized, symbolic sizes: not hashable) is extracted
+    by torch.
+    """
+    if formats is None or t.layout is not torch.strided or t.is_quantized:
+        return _extract_tensor_metadata(t)
+    shape, stride = t.shape, t.stride()
+    key = (shape, stride)
+    try:
+        fmt = formats[key]
+    except KeyError:
+        tm = _extract_tensor_metadata(t)
+        formats[key] = tm.memory_format
+        return tm
+    except TypeError:  # a SymInt size or stride
+        return _extract_tensor_metadata(t)
+    return TensorMetadata(shape, t.dtype, t.requires_grad, stride, fmt, False, {})
+
 
 
 def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
@@ -141,6 +184,8 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
             dim``): the node is not a call its inputs take; the message names the node, its
             target and its inputs' sizes.
     """
+    from .capture import _quiet_fake_tensor_log
+
     op = node.op
     if op in ("placeholder", "output"):
         return None
@@ -157,7 +202,8 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
     shape_env = mode.shape_env
     no_guards = shape_env.suppress_guards() if shape_env is not None else contextlib.nullcontext()
     try:
-        with mode, no_guards, _fake_tensor_log_quiet():
+        # (without torch's error log and traceback for an op that fails: InferMetaError says it)
+        with mode, no_guards, _quiet_fake_tensor_log():
             # copies: an in-place op must not rewrite the inputs' recorded values
             args, kwargs = pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, (args, kwargs))
             if op == "call_function":
@@ -189,21 +235,4 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
             f"node %{node.name} ({op} {target}) raises on its inputs' values "
             f"{_sizes(pytree.tree_leaves((args, kwargs)))}: {type(exc).__name__}: {exc}"
         ) from exc
-    keys = [k for k in VALUE_KEYS if any(k in n.meta for n in inputs)] or ["val"]
-    for key in keys:
-        node.meta[key] = value
-    found = False
-
-    def extract(v: Any) -> Any:
-        nonlocal found
-        if isinstance(v, torch.Tensor):
-            found = True
-            return _extract_tensor_metadata(v)
-        return v
-
-    tensor_meta = map_aggregate(value, extract)
-    if found:
-        node.meta["tensor_meta"] = tensor_meta
-    else:
-        node.meta.pop("tensor_meta", None)
-    return value
+    return _record(node, value)

@@ -68,10 +68,27 @@ def low_precision_dtype(
     """The coarsest float16/bfloat16 dtype ``gm`` holds, takes or returns a tensor of, casts to
     in its graph, or autocasts to; None for none. ``state``: a :class:`~fxpasses.verify.TensorState` of ``gm``
     recorded now, whose list of the module's tensors is read instead of walking the module."""
-    found = {torch.get_autocast_dtype(d) for d in ("cpu", "cuda") if (d == "cpu" or torch.cuda.is_available()) and torch.is_autocast_enabled(d)}
+    return _coarsest(gm, _held_dtypes(gm, inputs, kwargs, outputs, state))
+
+
+def _held_dtypes(
+    gm: torch.nn.Module,
+    inputs: Sequence[Any] | None,
+    kwargs: Mapping[str, Any] | None,
+    outputs: Any,
+    state: TensorState | None,
+) -> set[torch.dtype]:
+    """The float16/bfloat16 dtypes of the tensors ``gm`` holds, takes or returns (see
+    :func:`low_precision_dtype`)."""
     held = [t for t, _ in state.saved] if state is not None else _module_tensors(gm)
     leaves = [*held, *pytree.tree_leaves([list(inputs or ()), dict(kwargs or {}), outputs])]
-    found.update(t.dtype for t in leaves if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION)
+    return {t.dtype for t in leaves if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION}
+
+
+def _coarsest(gm: torch.nn.Module, held: set[torch.dtype]) -> torch.dtype | None:
+    """The coarsest of ``held``, the dtypes ``gm``'s graphs cast to and the autocast dtypes."""
+    found = {torch.get_autocast_dtype(d) for d in ("cpu", "cuda") if (d == "cpu" or torch.cuda.is_available()) and torch.is_autocast_enabled(d)}
+    found |= held
     for sub in gm.modules():  # a float32 model casting inside its graph (x.to(torch.bfloat16))
         if torch.bfloat16 not in found and isinstance(sub, torch.fx.GraphModule):
             found.update(_graph_dtypes(sub.graph))
@@ -84,11 +101,10 @@ def _graph_dtypes(graph: torch.fx.Graph) -> set[torch.dtype]:
     autocast regions) or by a cast method (``x.half()``)."""
     low = set(LOW_PRECISION)
     found: set[torch.dtype] = set()
-    methods = {"half": torch.float16, "bfloat16": torch.bfloat16}
     dtype = torch.dtype
     for n in graph.nodes:  # (top-level arguments only: where casts and factories take a dtype)
-        if n.op == "call_method" and n.target in methods:
-            found.add(methods[n.target])
+        if n.op == "call_method" and _CAST_METHODS.get(n.target) in low:
+            found.add(_CAST_METHODS[n.target])
         elif n.op in ("call_function", "call_method"):
             found.update(v for v in (*n.args, *n.kwargs.values()) if isinstance(v, dtype) and v in low)
     return found
@@ -216,7 +232,8 @@ def float64_reference(
     differentiates the same function. A module that cannot be copied or does not run in
     float64 gives a reference without outputs, saying why (the comparison then has none).
     ``state``: see :func:`computes_in_low_precision`."""
-    dtype = low_precision_dtype(gm, inputs, kwargs, expected, state)
+    own = _held_dtypes(gm, inputs, kwargs, expected, state)
+    dtype = _coarsest(gm, own)
     if dtype is None:
         return None
     random = _random_op(gm)
@@ -224,12 +241,6 @@ def float64_reference(
         return Float64Reference(
             None, None, f"it draws random numbers ({random}), which a float64 run draws otherwise", dtype
         )
-    held = [t for t, _ in state.saved] if state is not None else _module_tensors(gm)
-    own = {
-        t.dtype
-        for t in [*held, *pytree.tree_leaves([list(inputs or ()), dict(kwargs or {}), expected])]
-        if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION
-    }
     weight_dtypes = [
         t.dtype
         for path, t in _tensor_leaves(expected, "output")

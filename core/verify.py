@@ -548,9 +548,8 @@ def compare_facts(
     expected: OutputFacts,
     atol: float,
     rtol: float,
-    reference_grads: Mapping[str, torch.Tensor | None] | None = None,
-    reference_dtype: torch.dtype | None = None,
     reference_facts: OutputFacts | None = None,
+    reference_dtype: torch.dtype | None = None,
 ) -> str:
     """The first difference between the facts of the outputs after a pass (``actual``) and
     before it (``expected``), as a message naming the output path and what changed, or ``""``.
@@ -563,11 +562,10 @@ def compare_facts(
     the outputs not depending on that input, counts as zeros).
 
     Call it after :func:`compare_outputs` found the values equal (it assumes the same output
-    structure and shapes). ``reference_grads``: the gradients of a float64 run of the module
-    (:mod:`fxpasses.reference64`), by input name, which a low-precision gradient outside
-    ``atol``/``rtol`` is judged against (see :func:`compare_outputs`); ``reference_facts``:
-    that run's facts, whose in-place writes (BatchNorm's running statistics) written values are
-    judged against so; ``reference_dtype``: the precision the module computes in.
+    structure and shapes). ``reference_facts``: the facts of a float64 run of the module
+    (:mod:`fxpasses.reference64`), whose gradients and in-place writes (BatchNorm's running
+    statistics) low-precision ones outside ``atol``/``rtol`` are judged against (see
+    :func:`compare_outputs`); ``reference_dtype``: the precision the module computes in.
 
     Raises:
         ValueError: ``atol`` or ``rtol`` is negative or not finite.
@@ -623,7 +621,7 @@ def compare_facts(
         e = torch.zeros_like(ref) if e is None else e
         a = torch.zeros_like(ref) if a is None else a
         label = name + (f" (placeholder %{expected.input_labels[name]})" if name in expected.input_labels else "")
-        r = (reference_grads or {}).get(name)
+        r = (reference_facts.grads or {}).get(name) if reference_facts is not None else None
         cmp = compare_outputs(
             a, e, atol, rtol, path=f"gradient of {label}", normwise=True, reference=r, reference_dtype=reference_dtype
         )
@@ -693,15 +691,12 @@ def compare_results(
     Raises:
         ValueError: ``atol`` or ``rtol`` is negative or not finite.
     """
-    outputs = reference64.outputs if reference64 is not None else None
-    grads = reference64.facts.grads if reference64 is not None and reference64.facts is not None else None
-    unit = reference64.dtype if reference64 is not None else None
+    outputs, facts64, unit = (
+        (reference64.outputs, reference64.facts, reference64.dtype) if reference64 is not None else (None, None, None)
+    )
     cmp = compare_outputs(actual, expected, atol, rtol, reference=outputs, reference_dtype=unit)
     if not cmp.message:
-        facts64 = reference64.facts if reference64 is not None else None
-        cmp.message = compare_facts(
-            actual_facts, expected_facts, atol, rtol, reference_grads=grads, reference_dtype=unit, reference_facts=facts64
-        )
+        cmp.message = compare_facts(actual_facts, expected_facts, atol, rtol, reference_facts=facts64, reference_dtype=unit)
     if cmp.message and reference64 is not None and reference64.outputs is None and reference64.why_not:
         cmp.message += (
             f" (the module computes in low precision, and no float64 run of it could be made to tell "
@@ -832,18 +827,17 @@ def compare_outputs(
     inside ``1e-5 + 1e-5 * 982``, about 1e-2). Returns the first mismatch as a message naming
     the leaf (``output[0][1]``) and the largest absolute error seen (0 when all match exactly).
 
-    ``reference_dtype``: the precision the module computes in (float16 or bfloat16: the
-    rounding unit a float32 output of a half-precision module is judged by). ``reference``: the same outputs from a float64 run of the module (its float leaves in
+    ``reference``: the same outputs from a float64 run of the module (its float leaves in
     float64; :mod:`fxpasses.reference64`), for a module that computes in float16/bfloat16,
     where reordered arithmetic (a fused conv) moves results by rounding errors that no
     elementwise bound separates from a wrong result. A float leaf outside the tolerances then
     matches when its error against the float64 leaf is at most 3 times (torch's own accuracy
     check's multiplier for these dtypes, ``torch._dynamo.utils.same``) what the expected
-    leaf's is, element by element (a gradient, ``normwise``: in its largest error) and in the
-    root-mean-square error (plus ``atol`` and two units of rounding of each element); the
-    message of a mismatch gives both errors. A leaf whose expected values are too far from the
-    float64 run for it to judge by (random numbers the float64 run draws otherwise) is not
-    judged so.
+    leaf's is, element by element and in the root-mean-square error (see
+    :func:`_float64_judgement`); the message of a mismatch gives both errors. A leaf whose
+    expected values are too far from the float64 run for it to judge by is not judged so.
+    ``reference_dtype``: the precision the module computes in (float16 or bfloat16: the
+    rounding unit a float32 output of a half-precision module is judged by).
 
     Raises:
         ValueError: ``atol`` or ``rtol`` is negative or not finite.
