@@ -45,8 +45,11 @@ that share storage with one it writes; tensors written in place before every cal
 require grad while grad mode is on at compile time (training: gradients must reach them; compile under ``torch.no_grad()`` or
 ``torch.inference_mode()``, or ``requires_grad_(False)`` the model, to freeze its parameters;
 TorchDynamo guards on grad mode, so a call under the other mode recompiles); fake tensors;
-tensors with symbolic sizes. Module attributes that are plain numbers and that TorchDynamo
-makes inputs under ``dynamic=True`` (a BatchNorm's ``eps``) are not frozen.
+tensors with symbolic sizes. Module attributes that are plain numbers, which TorchDynamo
+makes inputs under ``dynamic=True`` (a BatchNorm's ``eps``: a 0-dim tensor the graph reads
+with ``.item()``), become literals of the graph (:attr:`Freezing.numbers`); each call compares
+the values it is called with, and freezes again when one changed. One the graph uses as a
+tensor stays an input.
 
 Inductor's freezing assumes that after compilation the weights are not written; here each
 call of a frozen graph compares the version counters of the frozen tensors the pipeline folded
@@ -270,6 +273,18 @@ class Freezing:
     #: other constants), with their version counters then: written in place after that (an
     #: optimizer step, load_state_dict), what was computed from them is stale
     consumed: list[tuple[torch.Tensor, int]] = dataclasses.field(default_factory=list, repr=False)
+    #: ``(qualified name, position, value)`` of each number attribute of a module (a
+    #: BatchNorm's ``eps``) that TorchDynamo made a graph input (``dynamic=True`` does not
+    #: specialise floats: it passes each as a 0-dim tensor the graph reads with ``.item()``),
+    #: made a constant of the graph; each call checks the value it is called with
+    numbers: list[tuple[str, int, Any]] = dataclasses.field(default_factory=list)
+    #: qualified names of such numbers left graph inputs (the graph uses them as tensors)
+    numbers_kept: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was frozen (a tensor or a number): the graph lost inputs."""
+        return bool(self.frozen or self.numbers)
 
     def notes(self) -> list[str]:
         """One note for the count of frozen placeholders, one per reason for those kept."""
@@ -284,6 +299,17 @@ class Freezing:
             by_reason.setdefault(reason, []).append(name)
         for reason, names in by_reason.items():
             out.append(f"freeze: kept as graph inputs, {_KEPT_REASONS[reason]}: {', '.join(names)}")
+        if self.numbers:
+            out.append(
+                f"freeze: {len(self.numbers)} module attribute number{'' if len(self.numbers) == 1 else 's'} "
+                "TorchDynamo made graph inputs frozen as constants (each call checks the value): "
+                + ", ".join(f"{name} = {value!r}" for name, _, value in self.numbers)
+            )
+        if self.numbers_kept:
+            out.append(
+                "freeze: kept as graph inputs, module attribute numbers the graph uses as tensors: "
+                + ", ".join(self.numbers_kept)
+            )
         return out
 
 
@@ -309,6 +335,29 @@ def _state_name(source: Any) -> str | None:
         s = source.base
     else:
         return _state_name_from_string(source)
+    return ".".join(reversed(parts + _module_path(s)))
+
+
+def _number_name(source: Any) -> str | None:
+    """The qualified name (``features.1.eps``) of the module attribute that a TorchDynamo graph
+    input comes from when it is a plain attribute of a module (``AttrSource`` on a module
+    source), not a parameter, buffer or submodule; None otherwise (a user's argument, a
+    global)."""
+    from torch._dynamo import source as S
+
+    if type(source) is not S.AttrSource or source.member in ("_parameters", "_buffers", "_modules"):
+        return None
+    if not isinstance(source.base, S.NNModuleSource):
+        return None
+    return ".".join(reversed([source.member, *_module_path(source.base)]))
+
+
+def _module_path(s: Any) -> list[str]:
+    """The names, innermost first, of the module path of the module source ``s``
+    (``L['self']._modules['features']._modules['0']``: ``["0", "features"]``)."""
+    from torch._dynamo import source as S
+
+    parts: list[str] = []
     while s is not None:
         if isinstance(s, S.NNModuleSource):  # (Unspecialized[Builtin])NNModuleSource: a marker
             s = s.base
@@ -331,7 +380,7 @@ def _state_name(source: Any) -> str | None:
             break
         else:  # a local (an argument of the compiled function: self, fn) or anything else
             break
-    return ".".join(reversed(parts))
+    return parts
 
 
 _STATE_NAME = re.compile(r"\._(?:parameters|buffers)\[(['\"])(?P<name>[^'\"]+)\1\]$")
@@ -454,10 +503,26 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
                 written_storage.add(_storage_key(t))
     grad = torch.is_grad_enabled()
     chosen: list[tuple[int, torch.fx.Node, torch.Tensor, str]] = []
+    numbers: list[tuple[int, torch.fx.Node, Any, str]] = []
     volatile = _volatile_storages()
     for i, (node, value) in enumerate(zip(placeholders, example_inputs)):
-        name = _state_name(getattr(node.meta.get("grapharg"), "source", None))
-        if name is None or not isinstance(value, torch.Tensor):
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        name = _state_name(source)
+        if name is None:
+            number = _number_name(source)
+            if (
+                number is not None
+                and type(value) is torch.Tensor
+                and value.dim() == 0
+                and value.dtype in (torch.float64, torch.int64, torch.bool)
+                and not written[i]
+            ):
+                if all(u.op == "call_method" and u.target == "item" and len(u.args) == 1 and not u.kwargs for u in node.users):
+                    numbers.append((i, node, value.item(), number))
+                else:
+                    result.numbers_kept.append(number)
+            continue
+        if not isinstance(value, torch.Tensor):
             continue
         fake = node.meta.get("example_value", node.meta.get("val"))
         if isinstance(value, FakeTensor):
@@ -476,7 +541,7 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
             chosen.append((i, node, value, name))
             continue
         result.not_frozen.append((name, reason))
-    if not chosen:
+    if not chosen and not numbers:
         return result
     # Edit a copy: TorchDynamo generates the call of the compiled function from the
     # placeholders of its own graph (the one ``gm`` came with), so that graph keeps them all and
@@ -504,7 +569,17 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
         graph.erase_node(node)
         result.frozen.append((name, attr))
         result.inputs.append((i, value))
-    frozen_positions = {i for i, *_ in chosen}
+    for i, original, number, name in numbers:
+        # the graph reads the number as `placeholder.item()`: each such call becomes the literal
+        node = copies[original]
+        for item in list(node.users):
+            for user in list(item.users):
+                user.args = torch.fx.node.map_arg(user.args, lambda a, item=item: number if a is item else a)
+                user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda a, item=item: number if a is item else a)
+            graph.erase_node(item)
+        graph.erase_node(node)
+        result.numbers.append((name, i, number))
+    frozen_positions = {i for i, *_ in chosen} | {i for i, *_ in numbers}
     result.kept = [i for i in result.kept if i not in frozen_positions]
     gm.graph = graph  # (recompiles)
     return result
@@ -645,7 +720,7 @@ def fxpasses_backend(
         return compile_one(gm, example_inputs, False)[0]
     pristine = _copy_dynamo_module(gm)  # before freezing: the graph again, for other tensors
     compiled, freezing = compile_one(gm, example_inputs, True)
-    if not freezing.frozen:
+    if not freezing.changed:
         return compiled
     return _FrozenVariants(pristine, compiled, freezing, compile_one, example_inputs)
 
@@ -677,7 +752,7 @@ def _compile(
     else:
         verify = options.get("verify", project.verify if project is not None else "lint")
     freezing = _freeze(gm, example_inputs) if freeze else None
-    if freezing is not None and freezing.frozen:
+    if freezing is not None and freezing.changed:
         example_inputs = [example_inputs[i] for i in freezing.kept]
     inputs = _concrete(example_inputs)
     if inputs is None:
@@ -756,7 +831,7 @@ def _compile(
                 compiled = compile_fx(gm, example_inputs, config_patches=dict(patches))
             else:
                 compiled = lookup_backend(then)(gm, example_inputs)
-    if freezing is None or not freezing.frozen:
+    if freezing is None or not freezing.changed:
         return compiled, freezing
     kept = tuple(freezing.kept)
 
@@ -813,13 +888,21 @@ class _FrozenVariants:
         self.state_positions = [
             i
             for i, n in enumerate(pristine.graph.find_nodes(op="placeholder"))
-            if _state_name(getattr(n.meta.get("grapharg"), "source", None)) is not None
+            if _state_name(source := getattr(n.meta.get("grapharg"), "source", None)) is not None
+            or _number_name(source) is not None
         ]
         # (take the frozen positions' tensors, those tensors, the compiled graph, the tensors
         # it folded away, their version counters then)
         self.variants: list[
-            tuple[Callable[[tuple[Any, ...]], Any], tuple[torch.Tensor, ...], Callable[..., Any], tuple[torch.Tensor, ...], tuple[int, ...]]
-        ] = []  # (... their version counters then, followed by their data pointers)
+            tuple[
+                Callable[[tuple[Any, ...]], Any],
+                tuple[torch.Tensor, ...],
+                tuple[tuple[int, Any], ...],
+                Callable[..., Any],
+                tuple[torch.Tensor, ...],
+                tuple[int, ...],
+            ]
+        ] = []  # (... the frozen numbers' positions and values, ..., their version counters then, followed by their data pointers)
         self.unfrozen: Callable[..., Any] | None = None
         self.refroze = False  # the last call froze again for a folded tensor written since
         from .snapshot import _version_of
@@ -831,12 +914,18 @@ class _FrozenVariants:
         positions = [i for i, _ in freezing.inputs]
         tensors = tuple(t for _, t in freezing.inputs)
         # the tensors at those positions as a tuple, taken in C (one call per call)
-        take = operator.itemgetter(*positions) if len(positions) > 1 else (lambda args: (args[positions[0]],))
+        if len(positions) > 1:
+            take = operator.itemgetter(*positions)
+        elif positions:
+            take = lambda args: (args[positions[0]],)  # noqa: E731
+        else:  # only numbers were frozen
+            take = lambda args: ()  # noqa: E731
         watched = tuple(t for t, _ in freezing.consumed)
         # the version counters then, and the data pointers (`p.data = new` rebinds a tensor's
         # data without moving its version counter)
         versions = tuple(v for _, v in freezing.consumed) + tuple(map(_DATA_PTR, watched))
-        self.variants.append((take, tensors, compiled, watched, versions))
+        numbers = tuple((i, v) for _, i, v in freezing.numbers)
+        self.variants.append((take, tensors, numbers, compiled, watched, versions))
 
     def _eager(self) -> bool:
         """Whether a variant compiled now runs as the FX graph itself (see ``dynamic``)."""
@@ -862,8 +951,8 @@ class _FrozenVariants:
         return inputs
 
     def __call__(self, *args: Any) -> Any:
-        for k, (take, tensors, compiled, watched, versions) in enumerate(self.variants):
-            if all(map(operator.is_, take(args), tensors)):
+        for k, (take, tensors, numbers, compiled, watched, versions) in enumerate(self.variants):
+            if all(map(operator.is_, take(args), tensors)) and (not numbers or _same_numbers(args, numbers)):
                 now = tuple(map(self._version_of, watched)) + tuple(map(_DATA_PTR, watched)) if watched else versions  # (read in C)
                 if now == versions:
                     self.refroze = False
@@ -892,11 +981,22 @@ class _FrozenVariants:
                 self.unfrozen = self.compile_one(_copy_dynamo_module(self.pristine), self._inputs_for(args), False, self._eager())[0]
             return self.unfrozen(*args)
         compiled, freezing = self.compile_one(_copy_dynamo_module(self.pristine), self._inputs_for(args), True, self._eager())
-        if not freezing.frozen:  # nothing could be frozen for these tensors: no check needed
-            self.variants.append(((lambda args: ()), (), compiled, (), ()))
+        if not freezing.changed:  # nothing could be frozen for these tensors: no check needed
+            self.variants.append(((lambda args: ()), (), (), compiled, (), ()))
         else:
             self._add(freezing, compiled)
         return compiled(*args)
+
+
+def _same_numbers(args: tuple[Any, ...], numbers: tuple[tuple[int, Any], ...]) -> bool:
+    """Whether the call ``args`` holds the frozen ``numbers`` (``(position, value)``; TorchDynamo
+    passes each as a 0-dim tensor) at their positions (NaN equal to NaN)."""
+    for i, value in numbers:
+        a = args[i]
+        now = a.item() if isinstance(a, torch.Tensor) else a
+        if now != value and not (now != now and value != value):
+            return False
+    return True
 
 
 def _copy_dynamo_graph(graph: torch.fx.Graph) -> torch.fx.Graph:

@@ -1007,3 +1007,64 @@ def test_freeze_of_a_dynamic_shape_graph_frozen_again_keeps_working_at_every_siz
             torch.testing.assert_close(compiled(x), m(x))
     assert sum("a graph with dynamic shapes was frozen again" in r.message for r in caplog.records) == 1
     assert backend.reports[-1]["fuse_conv_bn"].counters == {"fused": 1}
+
+
+def _eps_net() -> nn.Module:
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    with torch.no_grad():
+        m[1].running_mean.normal_()
+        m[1].running_var.uniform_(0.5, 2.0)
+    return m
+
+
+def test_freeze_with_dynamic_true_freezes_batch_norm_eps_and_fuses():
+    """``torch.compile(dynamic=True)`` does not specialise floats: a BatchNorm's ``eps`` (and
+    ``momentum``) reach the backend as 0-dim tensor inputs read with ``.item()``, so
+    ``fuse_conv_bn`` skipped every pair ("eps is not a constant number") even with ``freeze``.
+    Freezing makes them literals; each call checks their values, and a changed ``eps``
+    freezes the graph again with the new value."""
+    m = _eps_net()
+    compiled = torch.compile(m, backend="fxpasses", dynamic=True, options={"preset": "inference", "freeze": True, "then": "eager"})
+    with torch.no_grad():
+        for bs in (2, 3, 5):
+            x = torch.randn(bs, 3, 10, 10)
+            torch.testing.assert_close(compiled(x), m(x))
+        (report,) = backend.reports
+        assert report["fuse_conv_bn"].counters == {"fused": 1}
+        assert report.notes[1] == (
+            "freeze: 2 module attribute numbers TorchDynamo made graph inputs frozen as constants (each call "
+            "checks the value): 1.momentum = 0.1, 1.eps = 1e-05"
+        )
+        m[1].eps = 0.5  # read at every call: the frozen graph would still divide by sqrt(var + 1e-5)
+        x = torch.randn(4, 3, 10, 10)
+        out = compiled(x)
+        torch.testing.assert_close(out, m(x))
+    assert len(backend.reports) == 2
+    assert backend.reports[-1].notes[1].endswith("1.momentum = 0.1, 1.eps = 0.5")
+    assert backend.reports[-1]["fuse_conv_bn"].counters == {"fused": 1}
+
+
+def test_freeze_leaves_a_module_number_the_graph_uses_as_a_tensor_an_input():
+    """A module's number that TorchDynamo passed as a 0-dim tensor and the graph uses other
+    than through ``.item()`` stays an input, and the report says which."""
+    m = _eps_net()
+    seen = []
+
+    def grab(gm, example_inputs):
+        # (inside the backend call: TorchDynamo removes the placeholders' sources afterwards)
+        (eps,) = [n for n in gm.graph.find_nodes(op="placeholder") if n.name.endswith("eps")]
+        (out,) = gm.graph.find_nodes(op="output")
+        out.args = ((*out.args[0], eps),)  # now also returned: a use as a tensor
+        freezing = backend._freeze(gm, example_inputs)
+        seen.append((freezing, [n.name for n in gm.graph.find_nodes(op="placeholder")]))
+        return lambda *args: (torch.zeros(2, 8, 8, 8),)  # (what TorchDynamo's graph returns: one tensor)
+
+    with torch.no_grad():
+        torch.compile(m, backend=grab, dynamic=True)(torch.randn(2, 3, 10, 10))
+    ((freezing, placeholders),) = seen
+    assert [name for name, *_ in freezing.numbers] == ["1.momentum"]
+    assert freezing.numbers_kept == ["1.eps"]
+    assert freezing.notes()[-1] == "freeze: kept as graph inputs, module attribute numbers the graph uses as tensors: 1.eps"
+    assert any(p.endswith("eps") for p in placeholders) and not any(p.endswith("momentum") for p in placeholders)
+    assert len(placeholders) == len(freezing.kept)
