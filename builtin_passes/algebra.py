@@ -155,7 +155,7 @@ class SimplifyAlgebra(NodePass):
         if isinstance(spent, Node) and self._effects.is_written(spent):
             # the filled tensor (or the inner neg) may hold other values by the time it is read
             return ctx.skip(node, f"{what} kept: %{spent.name} may be written in place")
-        if self.options.keep_signed_zeros and _may_flip_zero_sign(node, spent, what):
+        if self.options.keep_signed_zeros and _may_flip_zero_sign(node, spent, what, self._names):
             facts = _tensor_facts(x)
             if facts is None or facts[1].is_floating_point:
                 return ctx.skip(node, f"{what} kept (keep_signed_zeros): it turns -0.0 into +0.0")
@@ -287,11 +287,26 @@ def _tensor_facts(node: Node) -> tuple[tuple[str, ...], torch.dtype, Any, Any] |
     return None
 
 
-def _may_flip_zero_sign(node: Node, zero: Any, what: str) -> bool:
-    """``x + 0`` and ``x - (-0.0)`` give ``+0.0`` for ``x = -0.0``; ``x + (-0.0)``, ``x - 0`` do not."""
-    negative_zero = isinstance(zero, float) and math.copysign(1.0, zero) < 0
-    return (what == "x + 0" and not negative_zero) or (what == "x - 0" and negative_zero)
+def _may_flip_zero_sign(node: Node, zero: Any, what: str, names: dict[Any, str | None] | None = None) -> bool:
+    """Whether ``x + 0`` or ``x - 0`` (``node``; ``zero`` the zero operand: a number or a node
+    filling a tensor with one) gives ``+0.0`` for ``x = -0.0``.
 
+    IEEE 754 (section 6.3): a sum of two zeros of opposite sign is ``+0.0``, so the result
+    keeps ``x``'s ``-0.0`` only when the zero actually added is ``-0.0``. That zero is
+    ``alpha * zero`` for ``add`` and ``-(alpha * zero)`` for ``sub`` (torch computes
+    ``input + alpha * other``), with the zero's own sign: a float literal's, a fill value's
+    (``full_like(x, -0.0)``), ``+0.0`` for an integer zero or ``zeros_like``. ``x - 0`` with
+    ``alpha=-1`` adds ``+0.0`` and flips, as ``x + 0`` does; ``x - (-0.0)`` flips too."""
+    if what not in ("x + 0", "x - 0"):
+        return False
+    value = _fill(zero, names)
+    if not isinstance(value, (bool, int, float)):
+        return True  # (not known: the safe answer)
+    alpha = node.kwargs.get("alpha", 1) if node.kwargs else 1
+    added = float(alpha) * float(value)  # a signed zero by IEEE rules (0.0 * -1 is -0.0)
+    if what == "x - 0":
+        added = -added
+    return math.copysign(1.0, added) > 0
 
 def _type_problem(node: Node, x: Node, *, allow_unknown: bool = False) -> str | None:
     """Why the node's value may differ from ``x`` in dtype, shape, device or strides.

@@ -299,6 +299,43 @@ def test_keep_signed_zeros_option():
             assert pr.skipped == [("add", "x + 0 kept (keep_signed_zeros): it turns -0.0 into +0.0")]
 
 
+class ZeroForms(nn.Module):
+    """Zeros added through a filled tensor or with ``alpha``: the first three add ``+0.0``
+    (they turn ``-0.0`` into ``+0.0``), the last three add ``-0.0`` (exact identities)."""
+
+    def forward(self, x):
+        y = x * 2
+        flips = (
+            y - torch.full_like(y, -0.0),  # y + 0.0
+            torch.sub(y, 0.0, alpha=-1),  # y - (-1 * 0.0) = y + 0.0
+            torch.add(y, -0.0, alpha=-1),  # y + (-1 * -0.0) = y + 0.0
+        )
+        keeps = (
+            y - torch.full_like(y, 0.0),  # y - 0.0
+            torch.add(y, 0.0, alpha=-1),  # y + (-0.0)
+            torch.add(y, torch.full_like(y, -0.0)),  # y + (-0.0)
+        )
+        return tuple(1 / t for t in (*flips, *keeps))
+
+
+@pytest.mark.parametrize("dialect", ["dynamo", "export"])
+def test_signed_zeros_of_filled_tensors_and_alpha_are_kept(dialect):
+    """``_may_flip_zero_sign`` read the zero's sign only from a float literal and ignored
+    ``alpha``: ``y - full_like(y, -0.0)``, ``sub(y, 0.0, alpha=-1)`` and ``add(y, -0.0,
+    alpha=-1)`` were simplified to ``y`` by default, and ``1 / out`` became ``-inf`` where it
+    was ``+inf`` (an adversarial check). The zero actually added decides."""
+    x = torch.tensor([-0.0, 1.0, -3.0])
+    cap = capture(ZeroForms(), [x], dialect)
+    want = cap.gm(*cap.inputs)
+    assert [t[0].item() for t in want] == [float("inf")] * 3 + [float("-inf")] * 3
+    pr = simplify(cap.gm, cap.inputs, "simplify_algebra")
+    got = cap.gm(*cap.inputs)
+    assert [t.tolist() for t in got] == [t.tolist() for t in want]  # inf and -inf, exactly
+    kept = [reason for _, reason in pr.skipped if "keep_signed_zeros" in reason]
+    assert len(kept) == 3, pr.skipped
+    assert pr.counters["simplified"] >= 3  # the three exact identities
+
+
 def test_options_are_validated():
     with pytest.raises(fxpasses.OptionsError, match="keep_signed_zero"):
         fxpasses.Pipeline.from_string("simplify_algebra{keep_signed_zero=true}")
