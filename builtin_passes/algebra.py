@@ -15,7 +15,7 @@ from fxpasses.ops import callable_op_name
 
 from fxpasses.dialect import detect_dialect
 from fxpasses.effects import EffectAnalysis
-from fxpasses.guards import guard_inputs, unguarded_inputs
+from fxpasses.guards import guard_inputs, unguardable_input, unguarded_inputs
 
 from ._facts import arg, erase_dead, is_torch_op, substitution_problem
 
@@ -129,10 +129,9 @@ class SimplifyAlgebra(NodePass):
         if self._unguarded == []:
             return None
         if self._unguarded is None:
-            return (
-                "a symbolic_trace graph takes inputs of any shape and dtype, and an input has no recorded "
-                "shape and dtype to check (run propagate_shapes first)"
-            )
+            found = unguardable_input(ctx.graph)
+            why = found[1] if found is not None else "an input has no recorded shape and dtype to check"
+            return f"a symbolic_trace graph takes inputs of any shape and dtype, and {why}"
         if self.options.specialize:
             return None  # the caller asks for the guards once the rewrite is made
         return (

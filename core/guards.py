@@ -20,7 +20,14 @@ import torch
 import torch.fx
 from torch.fx.node import Node
 
-__all__ = ["input_guard", "input_facts", "unguarded_inputs", "guard_inputs", "facts_hold_for_every_input"]
+__all__ = [
+    "input_guard",
+    "input_facts",
+    "unguarded_inputs",
+    "unguardable_input",
+    "guard_inputs",
+    "facts_hold_for_every_input",
+]
 
 
 def facts_hold_for_every_input(gm: torch.fx.GraphModule) -> bool:
@@ -121,10 +128,39 @@ def unguarded_inputs(graph: torch.fx.Graph) -> list[Node] | None:
         if facts is False:
             continue
         if facts is None:
+            if not p.users:  # an unused input: no recorded fact comes from it
+                continue
             return None
         if not any(u.op == "call_function" and u.target is input_guard and tuple(u.args[2:6]) == facts for u in p.users):
             out.append(p)
     return out
+
+
+def unguardable_input(graph: torch.fx.Graph) -> tuple[Node, str] | None:
+    """The first placeholder with no facts an input guard can check (what makes
+    :func:`unguarded_inputs` None) and why, in words naming the input; None when every
+    placeholder has usable facts or is a number."""
+    for p in graph.find_nodes(op="placeholder"):
+        if input_facts(p) is not None or not p.users:
+            continue
+        name = repr(str(p.target).lstrip("*"))
+        v = p.meta.get("val", p.meta.get("example_value"))
+        if isinstance(v, (list, tuple, dict)):
+            kind = "dict" if isinstance(v, dict) else "tuple" if isinstance(v, tuple) else "list"
+            return p, (
+                f"input {name} is a {kind} in the example inputs, and input guards check tensors and numbers only "
+                "(pass its tensors as separate inputs to specialise the graph)"
+            )
+        if isinstance(v, torch.Tensor):
+            return p, f"input {name} has symbolic sizes, which input guards cannot check"
+        if "val" in p.meta or "example_value" in p.meta or "tensor_meta" in p.meta:
+            what = "None" if v is None else f"a {type(v).__name__}"
+            return p, f"input {name} is {what} in the example inputs, which input guards cannot check"
+        return p, (
+            f"input {name} has no recorded shape and dtype to check (run propagate_shapes first, with example "
+            "inputs; an input that is None in them records none)"
+        )
+    return None
 
 
 def guard_inputs(ctx: Any, placeholders: list[Node], by: str) -> int:

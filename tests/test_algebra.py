@@ -581,8 +581,9 @@ def test_a_check_for_other_facts_or_an_input_without_facts_does_not_count_as_gua
     pr = simplify(gm, [torch.randn(4, 5), torch.randn(3)], "simplify_algebra{specialize=true}")
     assert pr.counters == {"skipped": 1}, pr.counters
     assert pr.skipped[0][1] == (
-        "x * 1 kept: a symbolic_trace graph takes inputs of any shape and dtype, and an input has no recorded "
-        "shape and dtype to check (run propagate_shapes first)"
+        "x * 1 kept: a symbolic_trace graph takes inputs of any shape and dtype, and input 'y' has no recorded "
+        "shape and dtype to check (run propagate_shapes first, with example inputs; an input that is None in them "
+        "records none)"
     )
 
 

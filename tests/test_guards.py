@@ -9,7 +9,7 @@ import torch.nn as nn
 import fxpasses
 from fxpasses.capture import capture
 from fxpasses.effects import EffectAnalysis
-from fxpasses.guards import facts_hold_for_every_input, input_facts, input_guard, unguarded_inputs
+from fxpasses.guards import facts_hold_for_every_input, input_facts, input_guard, unguardable_input, unguarded_inputs
 
 
 class Two(nn.Module):
@@ -56,3 +56,39 @@ def test_no_facts_means_nothing_can_be_checked_and_guarded_captures_hold():
         torch._dynamo.reset()
         cap = capture(nn.ReLU(), [torch.randn(2, 3)], dialect)
         assert facts_hold_for_every_input(cap.gm), dialect
+
+
+class ListInput(nn.Module):
+    def forward(self, x, extra, unused):
+        return (x * 1).relu() + extra[0]
+
+
+def test_an_input_guards_cannot_check_is_named_with_why():
+    """``simplify_algebra{specialize=true}`` after ``propagate_shapes`` kept every ``x * 1`` of a
+    graph taking a list "as an input has no recorded shape and dtype (run propagate_shapes
+    first)", naming neither the input nor the cause (an adversarial check). An unused input
+    (None in the example) records nothing and needs no guard."""
+    x, extra = torch.randn(2, 4), [torch.randn(2, 4)]
+    gm = torch.fx.symbolic_trace(ListInput())
+    assert unguardable_input(gm.graph)[1].startswith("input 'x' has no recorded shape and dtype")
+    report = fxpasses.Pipeline.from_string("propagate_shapes,simplify_algebra{specialize=true}").run(gm, [x, extra, None])
+    node, text = unguardable_input(gm.graph)
+    assert node.name == "extra" and unguarded_inputs(gm.graph) is None
+    assert report["simplify_algebra"].skipped == [
+        (
+            "mul",
+            "x * 1 kept: a symbolic_trace graph takes inputs of any shape and dtype, and input 'extra' is a list in "
+            "the example inputs, and input guards check tensors and numbers only (pass its tensors as separate "
+            "inputs to specialise the graph)",
+        )
+    ]
+
+    class NoList(nn.Module):
+        def forward(self, x, unused):
+            return (x * 1).relu()
+
+    gm = torch.fx.symbolic_trace(NoList())
+    report = fxpasses.Pipeline.from_string("propagate_shapes,simplify_algebra{specialize=true}").run(gm, [x, None])
+    assert report["simplify_algebra"].counters == {"simplified": 1, "input_guards": 1}
+    assert unguardable_input(gm.graph) is None and unguarded_inputs(gm.graph) == []
+    assert torch.equal(gm(x, None), x.relu())
