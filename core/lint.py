@@ -572,13 +572,21 @@ def unspellable_argument(
         op = node.op
         if (op == "call_method" or op == "call_module" or op == "get_attr") and _unwritable_target(node.target):
             return node, node.target, "method"
+        if op == "call_method" and not args and (accept is None or not accept(node, args)):
+            # FX writes `args[0].name(...)`: recompile() raised IndexError
+            return node, "no arguments: a call_method node's first argument is the object it is called on", "schema"
         if op == "call_method" and args and type(args[0]) is not _Node:
             # a constant (None, 3.0) put in place of the tensor a method is called on; FX writes
             # an int's as `2.__mul__(x)`, which Python reads as a float literal
             what = "self" if not hasattr(args[0], node.target) else "int-self" if type(args[0]) is int else None
             if what is not None and (accept is None or not accept(node, args)):
                 return node, args[0], what
-        if op == "call_function" and (kwargs or type(node.target) in _CHECKED_CALLS or _has_none(args)):
+        if op == "call_function" and (
+            kwargs
+            or type(node.target) in _CHECKED_CALLS
+            or _has_none(args)
+            or (type(node.target) is _Builtin and not _arity_holds(node.target, args))
+        ):
             target = node.target
             problem = schema_problem(target, args, kwargs) if type(target) is _OpOverload else call_problem(target, args, kwargs)
             if problem is not None and (accept is None or not accept(node, args)):
@@ -863,6 +871,13 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
     overloads these arguments bind to count: torch takes deprecated forms the stubs do not
     list, so counts are not judged there)."""
     kind = type(target)
+    if kind is _Builtin and target in _ARITY:
+        least, most = _ARITY[target]
+        if kwargs:
+            return f"keyword arguments ({', '.join(map(str, kwargs))}), which it does not take (it takes positional arguments only)"
+        if not least <= len(args) <= most:
+            took = str(least) if least == most else f"{least} to {most}"
+            return f"{len(args)} argument{'' if len(args) == 1 else 's'}, where it takes {took}"
     if kind is types.MethodDescriptorType:  # torch.Tensor.cos(x): x must be a tensor
         return _tensor_method_problem(target, args)
     if kind is _OpOverloadPacket:
@@ -894,6 +909,38 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
 
 
 _OpOverloadPacket = torch._ops.OpOverloadPacket
+_Builtin = types.BuiltinFunctionType
+
+
+def _operator_arity() -> dict[Any, tuple[int, int]]:
+    """``(least, most)`` positional arguments of each function of :mod:`operator` (all take
+    positional arguments only) and of ``getattr``: FX writes ``operator.add(a, b)`` as
+    ``a + b``, filling the operator's format with the arguments, so one argument too few made
+    ``recompile()`` raise IndexError, and one too many (or a keyword) was dropped unseen."""
+    out: dict[Any, tuple[int, int]] = {getattr: (2, 3)}
+    for f in vars(operator).values():
+        if type(f) is not _Builtin:
+            continue
+        try:
+            params = list(inspect.signature(f).parameters.values())
+        except (TypeError, ValueError):  # pragma: no cover - a function without a text signature
+            continue
+        if any(p.kind is not p.POSITIONAL_ONLY for p in params):
+            continue
+        out[f] = (sum(p.default is p.empty for p in params), len(params))
+    return out
+
+
+#: see :func:`_operator_arity`
+_ARITY = _operator_arity()
+_NO_ARITY = (0, 1 << 30)
+
+
+def _arity_holds(target: Any, args: tuple) -> bool:
+    """Whether ``args`` has as many values as the builtin ``target`` takes (:data:`_ARITY`;
+    any count for a builtin not in it)."""
+    least, most = _ARITY.get(target, _NO_ARITY)
+    return least <= len(args) <= most
 
 
 def _tensor_method_problem(target: Any, args: tuple) -> str | None:

@@ -1884,9 +1884,10 @@ def registry_for(cfg: Config) -> Registry:
 def _target_name(target: Any) -> str:
     """``torch.relu``, ``aten.add.Tensor``: a call_function target as FX prints it."""
     try:
-        return torch.fx.node._get_qualified_name(target) if callable(target) and not isinstance(target, torch._ops.OpOverload) else str(target)
+        name = torch.fx.node._get_qualified_name(target) if callable(target) and not isinstance(target, torch._ops.OpOverload) else str(target)
     except Exception:  # noqa: BLE001 - no qualified name
         return repr(target)
+    return "operator." + name[len("_operator.") :] if name.startswith("_operator.") else name  # (as FX prints it)
 
 
 def _input_graph_error(lint_error: BaseException, what_ran: str) -> InputGraphError:

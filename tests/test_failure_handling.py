@@ -753,6 +753,42 @@ def test_a_call_its_module_or_python_function_does_not_take_fails_lint():
     assert call_problem(torch.nn.functional.linear, ("x", "w"), {}) is None  # (a builtin: counts not judged)
 
 
+class _AddRelu(torch.nn.Module):
+    def forward(self, x):
+        return getattr(x.relu() + 1, "shape"), x.cos()
+
+
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        # FX writes operator.add(a, b) as `a + b` from a format: one argument made recompile()
+        # raise IndexError after the pipeline, with the graph left broken (an adversarial check)
+        (lambda n: n.target is operator.add and setattr(n, "args", n.args[:1]), "node %add calls operator.add with 1 argument, where it takes 2"),
+        # a third one, or a keyword, was dropped from `a + b` unseen
+        (lambda n: n.target is operator.add and setattr(n, "args", (*n.args, 2)), "node %add calls operator.add with 3 arguments, where it takes 2"),
+        (lambda n: n.target is operator.add and setattr(n, "kwargs", {"alpha": 2}), "calls operator.add with keyword arguments (alpha), which it does not take"),
+        (lambda n: n.target is getattr and setattr(n, "args", n.args[:1]), "calls getattr with 1 argument, where it takes 2 to 3"),
+        (lambda n: n.op == "call_method" and n.target == "cos" and setattr(n, "args", ()), "node %cos calls cos with no arguments"),
+    ],
+)
+def test_a_call_the_generated_code_cannot_write_fails_lint_and_is_rolled_back(edit, said):
+    class Edit(GraphPass):
+        name = "edit"
+
+        def run(self, gm, ctx):
+            return any([edit(n) is None and False for n in list(gm.graph.nodes)]) or True
+
+    gm = torch.fx.symbolic_trace(_AddRelu())
+    code = gm.code
+    nodes = [n.format_node() for n in gm.graph.nodes]
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Edit]).run(gm, [torch.randn(3)])
+    assert said in info.value.reason, info.value.reason
+    assert gm.code == code and [n.format_node() for n in gm.graph.nodes] == nodes
+    gm.recompile()
+    torch.testing.assert_close(gm(torch.ones(3)), _AddRelu()(torch.ones(3)))
+
+
 class _PoolsWithNoneStride(torch.nn.Module):
     def __init__(self):
         super().__init__()
