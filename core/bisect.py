@@ -174,6 +174,7 @@ def bisect(
     atol: float | None = None,
     rtol: float | None = None,
     log: Callable[[str], None] | None = None,
+    reference_module: torch.fx.GraphModule | None = None,
 ) -> BisectResult:
     """Find the first pass, then the first rewrite in it, after which ``gm``'s outputs change.
 
@@ -181,6 +182,8 @@ def bisect(
     pipeline's; an entry's own tolerances (``[atol=...]``) apply as in a run (from that pass
     on: see :class:`~fxpasses.Pipeline`). ``log`` receives one line per run. ``example_inputs``/``example_kwargs``: the
     positional and keyword inputs ``gm`` is called with (see :meth:`Pipeline.run`).
+    ``reference_module``: the module the outputs are held to instead of ``gm`` (a
+    reproducer's ``reference.py``; see :meth:`Pipeline.run`).
 
     Raises:
         UserError: no example inputs (neither positional nor keyword), inputs of the wrong
@@ -197,9 +200,10 @@ def bisect(
     steps = pipeline.plan().steps
     result = BisectResult("clean", steps=len(steps))
     with _gc_paused():
-        state = TensorState(gm)
-        reference, reference_facts = _run_module(gm, example_inputs, state, example_kwargs, facts=True)
-        reference64 = float64_reference(gm, example_inputs, example_kwargs, reference, reference_facts, state)
+        ref_gm = reference_module if reference_module is not None else gm
+        state = TensorState(ref_gm)
+        reference, reference_facts = _run_module(ref_gm, example_inputs, state, example_kwargs, facts=True)
+        reference64 = float64_reference(ref_gm, example_inputs, example_kwargs, reference, reference_facts, state)
         snap = Snapshot(gm, copy_tensors=True)
 
     def restore() -> None:
@@ -211,7 +215,7 @@ def bisect(
     verified.atol, verified.rtol = atol, rtol
     counter = RewriteLimit(None)
     try:
-        verified.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=counter)
+        verified.run(gm, example_inputs, example_kwargs=example_kwargs, rewrite_limit=counter, reference_module=reference_module)
         failure: PassFailedError | None = None
     except PassFailedError as exc:
         failure = exc

@@ -1039,8 +1039,12 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
                 console.print(f"  {line}")
                 status.update(f"bisect: after {line}")
 
+        from .job import _reference_module
+
+        ref = _reference_module(cfg) if cfg.model.reference is not None else None  # (a reproducer's)
         result = bisect(
-            pipe, cap.gm, cap.inputs, example_kwargs=cap.kwargs or None, atol=cfg.atol, rtol=cfg.rtol, log=log
+            pipe, cap.gm, cap.inputs, example_kwargs=cap.kwargs or None, atol=cfg.atol, rtol=cfg.rtol, log=log,
+            reference_module=ref,
         )
     config, run_args = _same_run(state, cfg, config, pipeline, preset)
     text = result.text(config, run_args=run_args)

@@ -397,12 +397,17 @@ class ModelConfig(_Strict):
     named the same way (tensors ``0``, ``1``, ... positional, others keyword inputs). A saved
     ``program`` without ``inputs`` is run on the example inputs ``torch.export`` saved with it
     (``ExportedProgram.example_inputs``). Paths are relative to the config file.
+    ``reference`` (with ``graph`` only) names a second graph file whose outputs numeric
+    verification and the before/after comparison are held to instead of ``graph``'s: a
+    reproducer writes it, the module before the whole pipeline, where passes before the
+    failing one changed the outputs (within their tolerances).
     """
 
     # the pattern stays in the JSON Schema for editors; the validator below explains a mismatch
     factory: str | None = Field(default=None, json_schema_extra={"pattern": _FACTORY.pattern})
     graph: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
     program: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
+    reference: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
     kwargs: dict[str, Any] = Field(default_factory=dict)
     capture: Capture = "export"
     inputs: Union[list[InputSpec], dict[str, InputSpec], str, None] = Field(
@@ -412,7 +417,7 @@ class ModelConfig(_Strict):
     seed: int = Field(default=0, ge=-(2**63), le=2**64 - 1)
     train: bool = False
 
-    @field_validator("graph", "program", "inputs", mode="before")
+    @field_validator("graph", "program", "reference", "inputs", mode="before")
     @classmethod
     def _path_not_blank(cls, value: Any) -> Any:
         return _blank_path(value, "a file")  # ("" was pydantic's "at least 1 item")
@@ -445,6 +450,8 @@ class ModelConfig(_Strict):
                 "`inputs` is required: the example inputs to run the model on (a list or table of "
                 "input specs, or a tensor file); only a saved `program` brings its own"
             )
+        if self.reference is not None and self.graph is None:
+            raise ValueError("`reference` (a graph file the outputs are compared with) goes with a saved `graph` only")
         if self.factory is None and self.kwargs:
             what = "a saved `graph`" if self.graph is not None else "a saved `program`"
             raise ValueError(f"`kwargs` are for a factory; {what} takes none")

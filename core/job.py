@@ -746,6 +746,16 @@ def _in_config(cfg: Config, where: str) -> str:
     return f"{cfg._source}: {where}" if cfg._source and cfg._source != "config" else where
 
 
+def _reference_module(cfg: Config) -> torch.fx.GraphModule:
+    """The ``[model] reference`` graph file, loaded (see :class:`~fxpasses.config.ModelConfig`)."""
+    from .reproducer import load_graph
+
+    try:
+        return load_graph(_beside_config(cfg.model.reference, cfg._base_dir))
+    except FxPassesError as exc:
+        raise ConfigError(f"[model] reference: {exc}", source=_in_config(cfg, "[model] reference")) from exc
+
+
 def _prepare_model(cfg: Config) -> PreparedModel:
     """:func:`prepare_model`'s work."""
     mc = cfg.model
@@ -964,24 +974,40 @@ def run_job(
         # seed (fxpasses.verify), so models that write buffers/inputs or draw random numbers
         # compare like for like; timing runs in between do not leak into the comparison.
         state = TensorState(gm)
+        # a reproducer's module before the whole pipeline: what the outputs are held to
+        ref = _reference_module(cfg) if mc.reference is not None else None
         try:
-            expected, expected_facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
+            if ref is not None:
+                ref_state = TensorState(ref)
+                expected, expected_facts = call_isolated(ref, cap.inputs, ref_state, cap.kwargs, facts=True)
+            else:
+                expected, expected_facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
         except Exception as exc:
             what = "the captured model"
             if mc.graph is not None or mc.program is not None:
                 what = "[model] graph" if mc.graph is not None else "[model] program"
+            if ref is not None:
+                what = "[model] reference"
             raise ConfigError(
                 f"{what} does not run on the given inputs: {exception_text(exc)}", source=_in_config(cfg, "[model] inputs")
             ) from exc
         # float16/bfloat16 results outside the tolerances: judged against a float64 run
-        reference64 = float64_reference(gm, cap.inputs, cap.kwargs, expected, expected_facts, state)
+        if ref is not None:
+            reference64 = float64_reference(ref, cap.inputs, cap.kwargs, expected, expected_facts, ref_state)
+        else:
+            reference64 = float64_reference(gm, cap.inputs, cap.kwargs, expected, expected_facts, state)
         before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
         state.restore()
         hint = bisect_hint(f"`{bisect_command}`") if bisect_command else BISECT_HINT
         pipeline._bisect_hint = hint  # a pass's numeric verification failure says it too
         try:
             report = pipeline.run(
-                gm, cap.inputs, example_kwargs=cap.kwargs or None, instruments=instruments, rewrite_limit=rewrite_limit
+                gm,
+                cap.inputs,
+                example_kwargs=cap.kwargs or None,
+                instruments=instruments,
+                rewrite_limit=rewrite_limit,
+                reference_module=ref,
             )
         except PassFailedError as exc:
             if not exc.rolled_back:  # on_error = "raise": keep what it left

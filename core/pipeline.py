@@ -891,6 +891,7 @@ class Pipeline:
         example_kwargs: Mapping[str, Any] | None = None,
         instruments: Sequence[Any] = (),
         rewrite_limit: "int | RewriteLimit | None" = None,
+        reference_module: torch.fx.GraphModule | None = None,
     ) -> RunReport:
         """Run the pipeline over ``gm`` in place and return the report.
 
@@ -912,6 +913,11 @@ class Pipeline:
         :mod:`fxpasses.rewrites`); each pass report then gives its ``rewrites`` and whether
         the limit ``cut_off`` the pass. A :class:`~fxpasses.rewrites.RewriteLimit` object
         (``limit=None`` to count only) is filled in with every step's range of rewrites.
+        ``reference_module``: the module whose outputs numeric verification compares with,
+        instead of ``gm`` as given: a GraphModule taking the same inputs, such as the module
+        before earlier passes that ran outside this call (a reproducer's ``reference.py``:
+        the replay of a failure then holds the failing pass to the difference from the module
+        before the whole pipeline, earlier passes' included). It is run, never changed.
 
         Raises:
             PassFailedError: a pass failed and ``on_error`` is ``rollback`` or ``raise``; with
@@ -948,13 +954,15 @@ class Pipeline:
             raise UserError("numeric verification needs example_inputs (positional) or example_kwargs (keyword)")
         if example_inputs is not None:
             check_accepted(gm, example_inputs, example_kwargs)
+        if reference_module is not None and not isinstance(reference_module, torch.fx.GraphModule):
+            raise UserError(f"reference_module must be a torch.fx.GraphModule, got {type(reference_module).__name__}")
         limit = rewrite_limit
         if limit is not None and not isinstance(limit, RewriteLimit):
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise UserError(f"rewrite_limit must be an int >= 0, got {limit!r}")
             limit = RewriteLimit(limit)
         with self.registry.instrumented(instruments), _gc_paused():
-            return self._run(gm, example_inputs, example_kwargs, steps, needs_numeric, limit)
+            return self._run(gm, example_inputs, example_kwargs, steps, needs_numeric, limit, reference_module)
 
     def _run(
         self,
@@ -964,6 +972,7 @@ class Pipeline:
         steps: list[PlanStep],
         needs_numeric: bool,
         limit: RewriteLimit | None = None,
+        reference_module: torch.fx.GraphModule | None = None,
     ) -> RunReport:
         t_start = time.perf_counter()
         dialect = detect_dialect(gm)
@@ -982,16 +991,26 @@ class Pipeline:
                 raise InputGraphError(f"numeric verification cannot start: {stale}")
         # the outputs before the pipeline, and what they are besides values (requires_grad,
         # aliases, strides, gradients: fxpasses.verify.OutputFacts)
-        reference, reference_facts = (
-            _run_module(gm, example_inputs, state, example_kwargs, facts=True) if state is not None else (None, None)
-        )
+        # (or of the reference module given: a reproducer's module before the whole pipeline)
+        ref_gm, ref_state = gm, state
+        if reference_module is not None and state is not None:
+            ref_gm, ref_state = reference_module, TensorState(reference_module)
+        try:
+            reference, reference_facts = (
+                _run_module(ref_gm, example_inputs, ref_state, example_kwargs, facts=True) if state is not None else (None, None)
+            )
+        except UserError as exc:
+            if ref_gm is gm:
+                raise
+            raise UserError(f"the reference module does not run on the example inputs: {exc}") from exc
         # a module computing in float16/bfloat16: a float64 run, which low-precision results
         # outside the tolerances are judged against (fxpasses.reference64)
         reference64 = (
-            float64_reference(gm, example_inputs, example_kwargs, reference, reference_facts, state)
+            float64_reference(ref_gm, example_inputs, example_kwargs, reference, reference_facts, ref_state)
             if state is not None
             else None
         )
+        del ref_gm, ref_state
         notify = self.registry.call_instruments
         spelled: dict[Any, Any] = {}  # nodes whose arguments were found spellable (see _lint)
         analyses: dict[str, Any] = {}

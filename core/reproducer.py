@@ -67,6 +67,7 @@ __all__ = [
 
 CONFIG_NAME = "fxpasses.json"
 GRAPH_NAME = "graph.py"
+REFERENCE_NAME = "reference.py"
 
 
 class ReproducerError(FxPassesError):
@@ -738,8 +739,17 @@ def write_reproducer(
     error: BaseException,
     plugins: dict[str, Any] | None = None,
     iteration: int = 0,
+    original: tuple[str, dict[str, torch.Tensor]] | None = None,
 ) -> Path:
     """Write a reproducer of ``pipeline``'s failure at plan step ``failed_step`` (0-based).
+
+    ``original``: :func:`graph_source` of the module before the pipeline, for a numeric
+    failure after earlier passes changed the graph: written as ``reference.py`` (with its
+    tensors), the module the replay holds the outputs to (``[model] reference``), and the
+    failing entry gets the tolerances its check used (``PassFailedError.tolerances``: its own
+    raised to what the earlier passes were allowed). The replay's checks then compare with the
+    module before the whole pipeline, as the run's did, so a failure that needed the earlier
+    passes' difference shows again.
 
     ``gm`` must be the graph as it was before that step (after a rollback). ``iteration``: the
     fixpoint iteration the failing step ran in (0: not in a group); the replay runs its group
@@ -777,12 +787,15 @@ def write_reproducer(
     input_path = save_tensors(directory / "inputs", {**{str(i): x for i, x in enumerate(inputs)}, **keywords})
     entries: list[dict[str, Any]] = []
     group = None  # the fixpoint group being written: its steps go in one table
+    tolerances = getattr(error, "tolerances", None) if original is not None else None
     for i, s in enumerate(steps[failed_step:]):
         verify = s.verify or pipeline.verify
         on_error = s.on_error or pipeline.on_error
         if i == 0 and on_error == "skip":
             on_error = "rollback"  # the failure must show
         entry = _entry(s, verify, on_error)
+        if i == 0 and tolerances is not None:
+            entry["atol"], entry["rtol"] = tolerances
         if s.group is None:
             entries.append(entry)
         elif s.group is group:
@@ -791,6 +804,13 @@ def write_reproducer(
             left = s.group.max_iterations - (iteration - 1 if i == 0 and iteration > 1 else 0)
             entries.append({"fixpoint": [entry], "max_iterations": max(left, 1)})
         group = s.group
+    model: dict[str, Any] = {"graph": GRAPH_NAME, "inputs": input_path.name}
+    if original is not None:
+        ref_src, ref_tensors = original
+        ref_path = save_tensors(directory / "reference_tensors", ref_tensors)
+        ref_src = ref_src.replace("TENSORS = 'tensors.safetensors'", f"TENSORS = {ref_path.name!r}")
+        (directory / REFERENCE_NAME).write_text(ref_src)
+        model["reference"] = REFERENCE_NAME
     config: dict[str, Any] = {
         "pipeline": entries,
         "order": "as-given",
@@ -798,7 +818,7 @@ def write_reproducer(
         "on_error": "rollback",
         "atol": pipeline.atol,
         "rtol": pipeline.rtol,
-        "model": {"graph": GRAPH_NAME, "inputs": input_path.name},
+        "model": model,
     }
     plugins = _with_pass_plugins(plugins, pipeline, steps[failed_step:])
     if plugins:
@@ -854,10 +874,28 @@ def write_reproducer(
         "Files: `fxpasses.json` (the failing pass and the passes after it, in order), "
         f"`graph.py` (the graph before the pass, as code), `{tensor_path.name}` (parameters and "
         f"buffers), `{input_path.name}` (the example inputs: positional ones named 0, 1, ..., "
-        "keyword ones by their keyword), `error.txt`.\n\n"
+        "keyword ones by their keyword), "
+        + (
+            f"`{REFERENCE_NAME}` and its tensors (the module before the whole pipeline: the passes before "
+            "this one changed the graph, and the replay holds the outputs to this module, as the run did), "
+            if original is not None
+            else ""
+        )
+        + "`error.txt`.\n\n"
         "Pass packages: " + (", ".join(versions) or "(built-in passes only)") + "\n"
     )
     return cfg_path
+
+
+def _tensor_versions(tensors: Iterable[torch.Tensor]) -> list[Any]:
+    """The version counters of ``tensors`` (None for an inference tensor, which has none)."""
+    out = []
+    for t in tensors:
+        try:
+            out.append(t._version)
+        except Exception:  # noqa: BLE001 - an inference tensor
+            out.append(None)
+    return out
 
 
 def unsaved_hooks(gm: torch.fx.GraphModule) -> list[str]:
@@ -993,6 +1031,12 @@ class ReproducerWriter:
         self.failed_pass: str | None = None
         #: what the reproducer written does not hold (module hooks), for the caller to say
         self.warnings: list[str] = []
+        #: the module before the pipeline (graph_source), taken at its first pass when a step
+        #: verifies numerically, with its tensors' version counters then
+        self.original: tuple[str, dict[str, torch.Tensor]] | None = None
+        self.original_versions: list[Any] = []
+        self.taken = False
+        self.changed = False  # a pass before the failing one changed the graph and was kept
 
     @hookimpl
     def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
@@ -1002,6 +1046,21 @@ class ReproducerWriter:
         self.iteration = getattr(ctx, "iteration", 0) or 0
         self.inputs = ctx.example_inputs
         self.kwargs = ctx.example_kwargs
+        if not self.taken:
+            self.taken = True
+            pipeline = self.pipeline
+            if any((s.verify or pipeline.verify) == "numeric" for s in pipeline.plan().steps):
+                try:
+                    self.original = graph_source(gm, title="The module before the pipeline")
+                except ReproducerError:
+                    self.original = None  # (the failing graph's own error is said when it is written)
+                else:
+                    self.original_versions = _tensor_versions(self.original[1].values())
+
+    @hookimpl
+    def fxpasses_after_pass(self, pass_name: str, gm: Any, ctx: Any, report: Any) -> None:
+        if getattr(report, "changed", False):
+            self.changed = True
 
     @hookimpl
     def fxpasses_pass_failed(self, pass_name: str, gm: Any, error: Any) -> None:
@@ -1011,6 +1070,16 @@ class ReproducerWriter:
         if isinstance(error, PassFailedError) and not error.rolled_back:
             self.error = "the graph was not rolled back (on_error = raise), so the graph before the pass is gone"
             return
+        original = None
+        if self.changed and self.original is not None and getattr(error, "tolerances", None) is not None:
+            if _tensor_versions(self.original[1].values()) == self.original_versions:
+                original = self.original
+            else:
+                self.warnings.append(
+                    "a pass before the failing one wrote the module's tensors in place, so the module before the "
+                    "pipeline is not at hand: the replay compares with the graph before the failing pass, and a "
+                    "failure that needed the earlier passes' difference may not show"
+                )
         try:
             self.written = write_reproducer(
                 self.directory,
@@ -1022,6 +1091,7 @@ class ReproducerWriter:
                 error=error,
                 plugins=self.plugins,
                 iteration=self.iteration,
+                original=original,
             )
             hooks = unsaved_hooks(gm)
             if hooks:

@@ -135,14 +135,22 @@ def test_reproducer_replays_the_same_failure_without_the_model(planted_site, tmp
         assert original[2].startswith('user code: File "') and "repro_models.py" in original[2]
 
     # what was written
-    assert sorted(p.name for p in rep.iterdir()) == [
-        "README.md", "error.txt", "fxpasses.json", "graph.py", "inputs.safetensors", "tensors.safetensors"
-    ]
+    # a numeric failure after passes that changed the graph: the module before the pipeline too,
+    # which the replay's outputs are held to
+    numeric = "wrong_at" in planted
+    reference = ["reference.py", "reference_tensors.safetensors"] if numeric else []
+    assert sorted(p.name for p in rep.iterdir()) == sorted(
+        ["README.md", "error.txt", "fxpasses.json", "graph.py", "inputs.safetensors", "tensors.safetensors", *reference]
+    )
     config = json.loads((rep / "fxpasses.json").read_text())
     assert [e["name"] for e in config["pipeline"]] == [
         "planted", "fold_constants", "eliminate_common_subexpressions", "eliminate_dead_code"
     ]
-    assert config["order"] == "as-given" and config["model"] == {"graph": "graph.py", "inputs": "inputs.safetensors"}
+    model = {"graph": "graph.py", "inputs": "inputs.safetensors", **({"reference": "reference.py"} if numeric else {})}
+    assert config["order"] == "as-given" and config["model"] == model
+    if numeric:  # bisect of the reproducer holds the outputs to its reference as well
+        b = CliRunner().invoke(cli, ["bisect", str(rep / "fxpasses.json")])
+        assert b.exit_code == 1 and "pass 'planted'" in b.output, b.output
     # the plugin whose pass failed is named, so a replay without it says which package it needs
     assert config["plugins"] == {"enable": ["planted-passes"]}
     assert "def forward(self" in (rep / "graph.py").read_text()
@@ -483,3 +491,69 @@ def test_a_reproducer_keeps_the_entries_own_tolerances(planted_site, tmp_path):
     assert (entries["planted"]["rtol"], "atol" in entries["planted"]) == (0.5, False)
     assert (entries["fold_constants"]["atol"], "rtol" in entries["fold_constants"]) == (1e-3, False)
     assert "atol" not in entries["eliminate_dead_code"]
+
+
+def test_a_reproducer_of_a_failure_that_needs_earlier_passes_difference_fails_again(tmp_path):
+    """Each check compares with the module before the pipeline, so a pass can fail by adding its
+    difference to what earlier kept passes were allowed. The replay compared with the graph
+    before the failing pass, and at the pipeline's tolerances: it passed, exit 0 (an
+    adversarial check). The reproducer now holds the module before the pipeline
+    (`reference.py`, `[model] reference`) and the failing check's tolerances."""
+    import fxpasses
+    from fxpasses.config import load_config_file as load_config
+    from fxpasses.job import run_job
+    from fxpasses.reproducer import ReproducerWriter
+
+    class Perturb(fxpasses.GraphPass):
+        """Add eps to the output."""
+
+        name = "perturb"
+        writes_tensors = False
+
+        class Options(fxpasses.PassOptions):
+            eps: float = 0.0
+
+        def run(self, gm, ctx):
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            with gm.graph.inserting_before(out):
+                new = gm.graph.call_function(torch.add, (out.args[0], self.options.eps))
+            out.args = (new,)
+            return True
+
+    registry = fxpasses.Registry(autoload=False)
+    registry.register(Perturb)
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+    x = torch.randn(2, 4)
+    pipeline = fxpasses.Pipeline.from_string(
+        "perturb{eps=0.005}[atol=1e-2],perturb{eps=0.008}[atol=1e-2]", registry=registry, verify="numeric", atol=0, rtol=0
+    )
+    writer = ReproducerWriter(tmp_path / "repro", pipeline)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        pipeline.run(gm, [x], instruments=[writer])
+    assert info.value.pass_name == "perturb" and info.value.tolerances == (1e-2, 0.0)
+    assert "max abs error 0.013" in str(info.value), str(info.value)
+    rep = tmp_path / "repro"
+    config = json.loads((rep / "fxpasses.json").read_text())
+    assert config["model"] == {"graph": "graph.py", "inputs": "inputs.safetensors", "reference": "reference.py"}
+    (entry,) = config["pipeline"]
+    assert (entry["atol"], entry["rtol"]) == (1e-2, 0.0)
+    # the reference is the module before the pipeline: no add
+    assert [n.target for n in load_graph(rep / "reference.py").graph.nodes if n.op == "call_function"] == []
+    with pytest.raises(fxpasses.PassFailedError) as again:
+        run_job(load_config(rep / "fxpasses.json"), registry=registry, repeat=1, save=False)
+    assert "max abs error 0.013" in str(again.value), str(again.value)
+    # bisect reads it too: the failure is found again
+    from fxpasses.bisect import bisect
+
+    cfg = load_config(rep / "fxpasses.json")
+    replay = load_graph(rep / "graph.py")
+    found = bisect(
+        fxpasses.Pipeline._from_config_obj(cfg, registry=registry), replay, [load_tensors(rep / "inputs.safetensors")["0"]],
+        reference_module=load_graph(rep / "reference.py"),
+    )
+    assert found.pass_name == "perturb" and "max abs error 0.013" in found.error, found.error
+    # without the reference (as before), the replay passed: the second pass alone is 0.008 off
+    config["model"].pop("reference")
+    (rep / "fxpasses.json").write_text(json.dumps(config))
+    result = run_job(load_config(rep / "fxpasses.json"), registry=registry, repeat=1, save=False)
+    assert abs(result.max_abs_error - 0.008) < 1e-6
