@@ -1098,6 +1098,47 @@ def test_a_skipped_pass_that_wrote_what_no_rollback_undoes_is_warned_about():
         assert Pipeline([Raises], on_error="skip").run(torch.fx.symbolic_trace(_Model()), [torch.ones(3)])["raises"].status == "skipped"
 
 
+def test_after_a_skipped_pass_changed_what_no_rollback_undoes_later_passes_are_judged_on_their_own():
+    """Under on_error="skip" with numeric verification, a pass that rebinds a weight's `.data`
+    (not restorable) and fails verification was skipped, and every correct pass after it then
+    failed too, "max abs error 0.595", and was skipped: the reference was still the module
+    before the pipeline, which no longer exists (an adversarial check). The passes after it
+    are checked against the module as it left it, and the report says so; the warning names
+    the failure without fxpasses' internal class."""
+    from fxpasses.errors import SkippedPassWarning
+
+    class DataAssign(GraphPass):
+        name = "data_assign"
+
+        def run(self, gm, ctx):
+            gm.lin.weight.data = gm.lin.weight.data * 2
+            return False
+
+    class Clones(GraphPass):
+        name = "clones_output"
+
+        def run(self, gm, ctx):
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            with gm.graph.inserting_before(out):
+                c = gm.graph.call_method("clone", (out.args[0],))
+            out.args = (c,)
+            return True
+
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(_LinRelu().eval())
+    x = torch.randn(2, 3)
+    with pytest.warns(SkippedPassWarning) as said:
+        report = Pipeline([DataAssign, Clones], verify="numeric", on_error="skip").run(gm, [x])
+    (w,) = said
+    assert "lin.weight: verification failed: output: max abs error" in str(w.message) and "_OutputsDiffer" not in str(w.message)
+    assert [p.status for p in report.passes] == ["skipped", "ok"]
+    assert report.notes == [
+        "'data_assign' changed tensors no rollback could restore: lin.weight before it failed and was skipped: the "
+        "passes after it were checked against the module as it left it, not the module before the pipeline"
+    ]
+    assert gm.graph.find_nodes(op="call_method", target="clone")
+
+
 def test_the_raising_frame_of_a_plugin_installed_in_site_packages_is_named():
     """With the plugin installed (not editable) its frames are in site-packages, the folder of
     the one-file module typing_extensions.py, which was taken for library code: `raised_at`
