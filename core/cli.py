@@ -672,7 +672,7 @@ def check_cmd(state: _State, config: str | None, pipeline: str | None, preset: s
                 "steps": [
                     {
                         "name": s.name,
-                        "options": s.options.model_dump(mode="json"),
+                        "options": s.options.model_dump(mode="json", by_alias=True),
                         "reasons": s.reasons,
                         # the fixpoint group it belongs to (an index into "fixpoint_groups"), or null
                         "fixpoint_group": groups.get(id(s.group)) if s.group is not None else None,

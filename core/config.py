@@ -579,11 +579,11 @@ class _Problem:
                     cur = chosen
                     continue
             if i == len(raw) - 1 and isinstance(cur, type) and issubclass(cur, BaseModel):
-                self.parent_fields = list(cur.model_fields)
+                self.parent_fields = _given_names(cur)
             self.loc += (part,)
             cur = _child(cur, part)
         if not raw and isinstance(cur, type) and issubclass(cur, BaseModel):
-            self.parent_fields = list(cur.model_fields)
+            self.parent_fields = _given_names(cur)
 
 
 _NO_BRANCH = object()
@@ -865,7 +865,7 @@ def _unknown_options(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> li
     (by name or alias), worded as :func:`validation_problems` words pydantic's
     ``extra_forbidden``."""
     known = _field_by_key(options_cls)
-    fields = list(options_cls.model_fields)
+    fields = _given_names(options_cls)
     return [(str(k), _unknown_option_message(k, fields), v) for k, v in raw.items() if k not in known]
 
 
@@ -898,7 +898,7 @@ def _nested_unknown(ann: Any, data: Any, path: str, problems: list[tuple[str, st
             if key in fields:
                 _nested_unknown(ann.model_fields[fields[key]].annotation, value, f"{path}.{key}", problems)
             elif ignored:
-                problems.append((f"{path}.{key}", _unknown_option_message(key, list(ann.model_fields)), value))
+                problems.append((f"{path}.{key}", _unknown_option_message(key, _given_names(ann)), value))
         return
     members = _union_members(ann)
     if members is not None:
@@ -1014,6 +1014,12 @@ def _field_by_key(options_cls: type[BaseModel]) -> dict[str, str]:
     out = {name: name for name in options_cls.model_fields}
     out.update({f.alias: name for name, f in options_cls.model_fields.items() if f.alias})
     return out
+
+
+def _given_names(options_cls: type[BaseModel]) -> list[str]:
+    """The names the fields of ``options_cls`` are given by, as plans print them: the alias
+    of a field that has one (``from`` for ``from_: int = Field(alias="from")``), else its name."""
+    return [f.alias or name for name, f in options_cls.model_fields.items()]
 
 
 @functools.lru_cache(maxsize=None)

@@ -64,11 +64,16 @@ class PassOptions(BaseModel):
     ``float``). Values from config files and pipeline strings are read as pydantic reads JSON
     (:func:`fxpasses.config.validate_options`): a string is an ``Enum`` member (by value), a
     ``Path``, a ``date``, and a list a ``tuple``; Python values are taken as they are (an
-    ``Enum`` member, a ``Path``), except that a list is accepted for a ``tuple`` field too.
+    ``Enum`` member, a ``Path``), except that a list is accepted for a ``tuple``, ``set`` or
+    ``frozenset`` field too.
     Defaults are validated too (pydantic ``validate_default``): registering a pass whose
     ``Options`` has a default that does not fit its own field is an error."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
+    # (an option with an alias, `from_: int = Field(alias="from")`, is printed by its alias and
+    # read by either name: plans, reports and reproducers read back)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, validate_default=True, validate_by_alias=True, validate_by_name=True
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -76,20 +81,27 @@ class PassOptions(BaseModel):
         if not isinstance(data, dict):
             return data
         out = dict(data)
+        fields = cls.model_fields
         for name, value in data.items():
-            f = cls.model_fields.get(name)
-            if isinstance(value, list) and f is not None and _is_tuple_type(f.annotation):
-                out[name] = tuple(value)
+            if not isinstance(value, list):
+                continue
+            f = fields.get(name) or next((f for f in fields.values() if f.alias == name), None)
+            kind = _sequence_type(f.annotation) if f is not None else None
+            if kind is not None:
+                out[name] = kind(value)
         return out
 
 
-def _is_tuple_type(annotation: Any) -> bool:
-    origin = typing.get_origin(annotation)
-    if origin is tuple:
-        return True
+def _sequence_type(annotation: Any) -> type | None:
+    """``tuple``, ``set`` or ``frozenset`` when ``annotation`` is one of them (or a union
+    holding one): a list given for such a field is converted (JSON, and so a config file,
+    a report or a reproducer, writes each as a list)."""
+    origin = typing.get_origin(annotation) or annotation
+    if origin in (tuple, set, frozenset):
+        return origin
     if origin in (typing.Union, types.UnionType):
-        return any(_is_tuple_type(a) for a in typing.get_args(annotation))
-    return False
+        return next(filter(None, map(_sequence_type, typing.get_args(annotation))), None)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -137,7 +137,7 @@ class PlanStep:
                 del opts[k]
         text = self.name
         if opts:
-            text += "{" + ",".join(f"{k}={format_value(v)}" for k, v in opts.items()) + "}"
+            text += "{" + ",".join(f"{(fields[k].alias if k in fields else None) or k}={format_value(v)}" for k, v in opts.items()) + "}"
         settings = [f"{k}={v}" for k, v in (("verify", self.verify), ("on_error", self.on_error)) if v]
         settings += [f"{k}={format_value(v)}" for k, v in (("atol", self.atol), ("rtol", self.rtol)) if v is not None]
         if settings:

@@ -1466,7 +1466,7 @@ class Registry:
             default = None if required else f.get_default(call_default_factory=True)
             options.append(
                 OptionInfo(
-                    name=fname,
+                    name=f.alias or fname,  # (the name the option is given by)
                     type=_type_str(f.annotation),
                     default=default,
                     required=required,

@@ -717,7 +717,7 @@ def load_graph(path: str | Path) -> torch.fx.GraphModule:
 
 def _entry(step: Any, verify: str, on_error: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": step.name}
-    opts = step.options.model_dump(mode="json", exclude_defaults=True)
+    opts = step.options.model_dump(mode="json", exclude_defaults=True, by_alias=True)
     if opts:
         entry["options"] = opts
     entry["verify"] = verify

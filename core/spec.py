@@ -476,7 +476,8 @@ def _scalar(token: str) -> Any:
 def format_value(value: Any) -> str:
     """``value`` as a pipeline-string option value that :func:`parse_pipeline_string` reads back
     as an equal value: a string bare when it would read back as itself, else as a Python string
-    literal (``repr``); ``true``/``false``/``none``; numbers; lists (tuples too) in brackets;
+    literal (``repr``); ``true``/``false``/``none``; numbers; lists (tuples too) in brackets,
+    and sets as lists, their items in sorted order of their text;
     an enum member as its value and a path as its string (what an option of that type reads
     from text: ``Mode.slow`` would not read back); a mapping (a nested options model, dumped)
     as a table, ``{key=value,...}``, a key that is not a string as its text.
@@ -491,6 +492,9 @@ def format_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, (set, frozenset)):  # a list, which a set field reads; in a stable order
+        items = [format_value(v) for v in value]
+        return "[" + ",".join(sorted(items)) + "]"
     if isinstance(value, Mapping):
         return "{" + ",".join(f"{_format_key(k)}={format_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, str):

@@ -814,3 +814,42 @@ def test_values_nested_hundreds_deep_are_config_errors_naming_the_format(tmp_pat
     for name, kind in (("deep.toml", "TOML"), ("deep.json", "JSON")):
         with pytest.raises(fxpasses.errors.ConfigError, match=rf"invalid {kind}: values nested too deep for the parser"):
             fxpasses.Pipeline.from_config(tmp_path / name)
+
+
+class AliasSetPass(fxpasses.GraphPass):
+    """Options with an alias and of set types."""
+
+    name = "alias_set"
+
+    class Options(fxpasses.PassOptions):
+        from_: int = Field(default=0, alias="from")
+        names: set[str] = set()
+        ids: frozenset[int] = frozenset()
+
+    def run(self, gm, ctx):
+        return False
+
+
+def test_options_with_an_alias_or_a_set_type_print_as_they_read_back():
+    """A plan printed an aliased option by its field name (`from_=3`), which only the alias
+    read, and a set as Python's repr (`{'b', 'a'}`, `frozenset({1, 2})`), which the pipeline
+    syntax reads as a table or refuses: plans, `report.json` and reproducers did not read back
+    (an adversarial check). An option prints by its alias and reads by either name; a set
+    prints as a sorted list."""
+    from fxpasses.reproducer import _entry
+
+    r = Registry(autoload=False)
+    r.register(AliasSetPass)
+    p = Pipeline.from_string("alias_set{from=3,names=[b,a],ids=[2,1]}", registry=r)
+    (printed,) = [s.describe() for s in p.plan().steps]
+    assert printed == "alias_set{from=3,names=[a,b],ids=[1,2]}"
+    again = Pipeline.from_string(printed, registry=r).plan().steps[0].options
+    assert again == p.plan().steps[0].options and again.from_ == 3 and again.names == {"a", "b"}
+    assert Pipeline.from_string("alias_set{from_=3}", registry=r).plan().steps[0].options.from_ == 3
+    with pytest.raises(OptionsError, match=r"unknown option; did you mean 'from'\? \(valid: from, names, ids\)"):
+        Pipeline.from_string("alias_set{frm=3}", registry=r)
+    entry = _entry(p.plan().steps[0], "lint", "rollback")
+    assert sorted(entry["options"]) == ["from", "ids", "names"] and entry["options"]["from"] == 3
+    assert sorted(entry["options"]["names"]) == ["a", "b"] and sorted(entry["options"]["ids"]) == [1, 2]
+    assert Pipeline([{"name": "alias_set", "options": entry["options"]}], registry=r).plan().steps[0].options == again
+    assert [o.name for o in r.describe("alias_set").options] == ["from", "names", "ids"]
