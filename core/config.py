@@ -1126,7 +1126,9 @@ def _load_json(text: str) -> Any:
 
 
 def _load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` that refuses a mapping key given twice (PyYAML keeps the last one)."""
+    """``yaml.safe_load`` that refuses a mapping key given twice (PyYAML keeps the last one).
+    Merge keys (``<<: *anchor``, YAML 1.1) work as in ``yaml.safe_load``: the mapping's own
+    keys override the merged ones, and only its own keys given twice are refused."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -1135,6 +1137,8 @@ def _load_yaml(text: str) -> Any:
     def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # (merged by construct_mapping)
+                continue
             key = loader.construct_object(key_node, deep=deep)
             try:
                 dup = key in seen

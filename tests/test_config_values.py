@@ -750,6 +750,31 @@ def test_a_duplicate_key_in_a_json_config_names_the_object_where_it_is(tmp_path)
     assert "invalid JSON: duplicate key 'max_numel' in the object at line 4, column 6" in str(info.value)
 
 
+def test_yaml_merge_keys_work_as_in_yaml_safe_load(tmp_path):
+    """A YAML 1.1 merge key (`<<: *checked`) was refused: "could not determine a constructor for
+    the tag 'tag:yaml.org,2002:merge'" (the duplicate-key check constructed every key; an
+    adversarial check). The mapping's own keys override merged ones; its own key given twice
+    is still refused."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "pipeline:\n"
+        "  - &checked {name: fuse_conv_bn, verify: numeric, atol: 1.0e-4}\n"
+        "  - {<<: *checked, name: fold_constants}\n"
+        "  - eliminate_dead_code\n"
+    )
+    described = [s.describe() for s in Pipeline.from_config(path).plan().steps]
+    assert described == [
+        "fuse_conv_bn[verify=numeric,atol=0.0001]",
+        "fold_constants[verify=numeric,atol=0.0001]",
+        "eliminate_dead_code",
+    ]
+    path.write_text(
+        "pipeline:\n  - &checked {name: fuse_conv_bn, verify: numeric}\n  - {<<: *checked, name: a, name: b}\n"
+    )
+    with pytest.raises(ConfigError, match=r"duplicate key 'name' \(line 3, column 29\)"):
+        Pipeline.from_config(path)
+
+
 @pytest.mark.parametrize(
     "model, key",
     [
