@@ -95,6 +95,12 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], sour
         defs[prefix + k] = _renamed_refs(v, text_refs)
     schema = _renamed_refs(schema, text_refs)
     schema.setdefault("additionalProperties", False)
+    # an entry's options and the [options.NAME] table are merged before they are validated, so
+    # either may give a required option: neither alone requires it (check says what is missing)
+    required = schema.pop("required", None)
+    if required:
+        note = f"required, from the entry or the [options.{name}] table: {', '.join(required)}"
+        schema["description"] = f"{schema['description']} ({note})" if schema.get("description") else note
     schema["title"] = f"options of {name}"
     if options_cls is PassOptions:  # the base class's docstring is about writing options
         schema["description"] = f"{name} takes no options"
@@ -124,9 +130,16 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     value = rf"""(?:{word}|'{word}'|"{word}")"""  # bare or quoted
     # a tolerance: a number >= 0 as the pipeline string reads one (``1e-3``, ``.5``, ``2``,
     # ``1_000``; no leading zero, as in Python); inf and nan refused
-    number = r"(?:\+?(?:(?:0|[1-9](?:_?[0-9])*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|-(?:0(?:\.0*)?|\.0+)(?:[eE][+-]?[0-9]+)?)"
+    # (a positive exponent up to 307: 1e400 is inf, which the parser refuses)
+    exponent = r"(?:[eE](?:-[0-9]+|\+?0*(?:[0-9]{1,2}|[12][0-9]{2}|30[0-7])))"
+    number = (
+        r"(?:\+?(?:(?:0|[1-9](?:_?[0-9])*)(?:\.[0-9]*)?|\.[0-9]+)" + exponent + r"?|-(?:0(?:\.0*)?|\.0+)"
+        + r"(?:[eE][+-]?[0-9]+)?)"
+    )
     setting = r"(?:(?:verify|on_error)\s*=\s*" + value + r"|[ar]tol\s*=\s*" + number + ")"
-    settings = r"\[\s*" + setting + r"\s*(?:,\s*" + setting + r"\s*)*\]"
+    # each setting once (the parser refuses one given twice)
+    once = "".join(rf"(?![^\]]*\b{k}\s*=[^\]]*\b{k}\s*=)" for k in ("verify", "on_error", "atol", "rtol"))
+    settings = r"\[" + once + r"\s*" + setting + r"\s*(?:,\s*" + setting + r"\s*)*\]"
     entry = rf"\s*(?:{alt})\s*(?:{options})?\s*(?:{settings})?\s*"
     # a fixpoint group: fixpoint{max_iterations=N}(entry,...) (groups do not nest)
     n = r"(?:1000|[1-9][0-9]{0,2})"  # max_iterations: 1 to 1000

@@ -88,6 +88,11 @@ def test_broken_configs_are_rejected(validator, config):
         ("eliminate_dead_code[atol='1e-3']", False),
         ('rename_nodes{pattern="a}', False),
         ("remove_dropout,,eliminate_dead_code", False),
+        # what the parser refuses (an adversarial check): inf written as 1e400, a setting twice
+        ("eliminate_dead_code[atol=1e400]", False),
+        ("eliminate_dead_code[atol=1e307,rtol=1e-400]", True),
+        ("eliminate_dead_code[atol=1e-3,atol=1e-4]", False),
+        ("eliminate_dead_code[verify=lint,rtol=0,verify=numeric]", False),
     ],
 )
 def test_pipeline_strings_the_schema_takes_are_those_check_takes(validator, pipeline, valid):
@@ -321,3 +326,35 @@ def test_non_finite_defaults_inside_lists_and_dicts_keep_their_values():
     assert props["table"]["default"] == {"a": "-inf"}
     assert props["plain"]["default"] == [1, 2]
     assert json.loads(json.dumps(schema))["properties"]["seq"]["default"] == ["inf", "nan"]
+
+
+def test_a_required_option_may_come_from_the_entry_or_the_options_table(tmp_path):
+    """The loader merges an entry's options with the `[options.NAME]` table before validating
+    them, but the schema required a required option in each: `pipeline = "needs{n=3}"` with an
+    empty `[options.needs]`, which `fxpasses check` takes, failed the schema (an adversarial
+    check). Neither requires it alone; the description names it."""
+    class Needs(fxpasses.GraphPass):
+        """Needs n."""
+
+        name = "needs"
+
+        class Options(fxpasses.PassOptions):
+            n: int
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(Needs)
+    schema = config_schema(reg)
+    v = jsonschema.Draft202012Validator(schema)
+    for cfg in (
+        {"pipeline": "needs{n=3}", "options": {"needs": {}}},
+        {"pipeline": [{"name": "needs", "options": {}}], "options": {"needs": {"n": 3}}},
+    ):
+        assert list(v.iter_errors(cfg)) == []
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps(cfg))
+        assert fxpasses.Pipeline.from_config(path, registry=reg).plan().steps[0].options.n == 3
+    assert "required, from the entry or the [options.needs] table: n" in schema["$defs"]["options_needs"]["description"]
+    assert list(v.iter_errors({"pipeline": "needs", "options": {"needs": {"n": "3"}}}))  # (types still checked)
