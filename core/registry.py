@@ -976,7 +976,9 @@ class Registry:
             self._problem(rec.error_for("misspelled hook: " + "; ".join(misspelled)))
         n_problems = len(self.problems) - problems_before
         if n_problems:
-            rec.status = "partial" if added or presets else "failed"
+            # (instrument hooks that are marked run whatever else is wrong: partial, not failed)
+            instruments = any(h.name in hookspecs.INSTRUMENT_HOOKS for h in self.pm.get_hookcallers(obj) or ())
+            rec.status = "partial" if added or presets or instruments else "failed"
             # the problems themselves (list --format json shows them), without the plugin's
             # name that each warning starts with
             label = str(rec.error_for(""))

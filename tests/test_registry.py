@@ -1600,6 +1600,39 @@ def register_passes(register):  # the plugin's own helper
     forget_modules("fxp_typo_hook")
 
 
+def test_an_instrument_plugin_with_a_misspelled_helper_is_partial_not_failed(site):
+    """A plugin of instrument hooks only, beside a misspelled one, was listed "failed" and said
+    to have failed to load, while its marked hooks ran on every pass (an adversarial check)."""
+    make_dist(
+        site,
+        "instr-typo",
+        "0.1",
+        "fxp_instr_typo",
+        """
+import fxpasses
+
+SEEN = []
+
+@fxpasses.hookimpl
+def fxpasses_before_pass(pass_name, gm, ctx):
+    SEEN.append(pass_name)
+
+def fxpasses_pass_faild(pass_name, error):  # misspelled, not marked
+    pass
+""",
+    )
+    forget_modules("fxp_instr_typo")
+    with pytest.warns(fxpasses.PluginWarning, match="misspelled hook: fxpasses_pass_faild"):
+        reg = Registry()
+    (rec,) = [r for r in reg.plugins if r.distribution == "instr-typo"]
+    assert rec.status == "partial"
+    import fxp_instr_typo
+
+    fxpasses.Pipeline(["eliminate_dead_code"], registry=reg).run(torch.fx.symbolic_trace(torch.nn.ReLU()))
+    assert fxp_instr_typo.SEEN == ["eliminate_dead_code"]
+    forget_modules("fxp_instr_typo")
+
+
 def test_an_unmarked_hook_beside_a_marked_one_is_reported(site):
     """An unmarked function named after a hook is never called, whether or not the plugin's
     other hooks are marked: reported then too (not only when it is the plugin's only one)."""
