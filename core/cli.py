@@ -557,7 +557,7 @@ def _show_text(d: Any) -> None:
     from .registry import config_value
     from .spec import format_value
 
-    click.echo(f"{d.name} ({d.kind}) — {d.summary}")
+    click.echo(f"{d.name} ({d.kind})" + (f" — {d.summary}" if d.summary else ""))
     click.echo(f"source:   {d.distribution} {d.version} ({d.module})".rstrip())
     click.echo(f"requires: {', '.join(d.requires) or '-'}")
     click.echo(f"after:    {', '.join(d.after) or '-'}")

@@ -392,6 +392,7 @@ class Registry:
         self.enable = {_norm(n) for n in enable}
         self.disable = {_norm(n) for n in disable}
         self.prefer = {k: _norm(v) for k, v in (prefer or {}).items()}
+        self._prefer_given = dict(prefer or {})  # (as typed, for messages)
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.plugins: list[PluginRecord] = []
@@ -791,6 +792,7 @@ class Registry:
         """Report ``prefer`` entries that choose nothing (a typo would otherwise pass silently)."""
         installed = sorted({_norm(r.distribution) for r in self.plugins})
         for name, dist in self.prefer.items():
+            typed = self._prefer_given.get(name, dist)
             registering = sorted(
                 {
                     _norm(c.distribution)
@@ -803,15 +805,27 @@ class Registry:
                     if c.distribution
                 }
             )
+            records = [r for r in self.plugins if _norm(r.distribution) == dist]
             if dist not in installed:
-                problem = f"prefer = {{{name} = {dist!r}}}: no distribution {dist!r} is installed" + did_you_mean(
+                problem = f"prefer = {{{name} = {typed!r}}}: no distribution {typed!r} is installed" + did_you_mean(
                     difflib.get_close_matches(dist, installed, n=2, cutoff=0.6)
+                )
+            elif dist not in registering and all(r.status == "disabled" for r in records):
+                why = records[0].off or "disabled"
+                how = (
+                    f'give enable = ["{typed}"] in [plugins], or -p {typed}'
+                    if why == "autoload off"
+                    else f"it is disabled ([plugins] disable or -p no:{typed})"
+                )
+                problem = (
+                    f"prefer = {{{name} = {typed!r}}}: {typed!r} is installed but not loaded ({why}), so it "
+                    f"registers nothing here: {how}"
                 )
             elif dist not in registering:
                 # the names that distribution registers (its entry points' records): a misspelt
                 # key is one of them
                 own = sorted({n for r in self.plugins if _norm(r.distribution) == dist for n in (*r.passes, *r.presets)})
-                problem = f"prefer = {{{name} = {dist!r}}}: {dist!r} registers no pass or preset {name!r}" + (
+                problem = f"prefer = {{{name} = {typed!r}}}: {typed!r} registers no pass or preset {name!r}" + (
                     f" (registered by {', '.join(map(repr, registering))})" if registering else " (no plugin registers it)"
                 ) + did_you_mean(close_names(name, own))
             else:

@@ -922,7 +922,7 @@ def test_node_pass_without_hooks_and_hook_with_wrong_signature():
         Registry(autoload=False).register(WrongSig)
 
 
-def test_plugin_statuses_empty_partial_failed_and_prefer_typos(site):
+def test_plugin_statuses_empty_partial_failed_and_prefer_typos(site, monkeypatch):
     make_dist(site, "empty-dist", "1.0", "fxp_empty", "X = 1\n")
     bad_pass = '''
         class Bad(fxpasses.GraphPass):
@@ -973,6 +973,17 @@ def test_plugin_statuses_empty_partial_failed_and_prefer_typos(site):
         reg.get("partial_gooood")
     assert any(p.startswith("partial-dist") for p in info.value.plugins)
     assert not any(p.startswith("allbad-dist") for p in info.value.plugins)
+    # with autoloading off, a distribution that does register the name is not loaded: said so,
+    # with the name as typed (it was "registers no pass", and 'Partial_Dist' became 'partial-dist')
+    monkeypatch.setenv("FXPASSES_DISABLE_PLUGIN_AUTOLOAD", "1")
+    forget_modules("fxp_empty", "fxp_partial", "fxp_allbad")
+    off = Registry(prefer={"partial_good": "Partial_Dist", "x": "Partial_Dsit"})
+    assert [str(p) for p in off.problems if "prefer" in str(p)] == [
+        "[plugins]: prefer = {partial_good = 'Partial_Dist'}: 'Partial_Dist' is installed but not loaded (autoload "
+        "off), so it registers nothing here: give enable = [\"Partial_Dist\"] in [plugins], or -p Partial_Dist",
+        "[plugins]: prefer = {x = 'Partial_Dsit'}: no distribution 'Partial_Dsit' is installed; did you mean "
+        "'partial-dist'?",
+    ]
     forget_modules("fxp_empty", "fxp_partial", "fxp_allbad")
 
 
