@@ -383,7 +383,8 @@ def test_a_reproducer_of_a_failure_in_a_later_fixpoint_iteration_keeps_the_itera
     pass on with the whole `max_iterations` again, and nothing said that the replay counts
     iterations from 1 (a new-user check: a pass acting on `ctx.iteration` did not fail again).
     The replay's group gets the iterations the run had left, and its README says how the
-    iterations are numbered."""
+    iterations are numbered. A failure after the group's first member replays the rest of its
+    iteration once, then the whole group: the members before it were dropped."""
     import fxpasses
     from fxpasses.reproducer import ReproducerWriter
 
@@ -410,15 +411,28 @@ def test_a_reproducer_of_a_failure_in_a_later_fixpoint_iteration_keeps_the_itera
     with pytest.raises(fxpasses.PassFailedError, match="in iteration 2 of its fixpoint group"):
         pipeline.run(gm, [torch.randn(2, 3)], instruments=[writer])
     config = json.loads((tmp_path / "repro" / "fxpasses.json").read_text())
-    (group,) = config["pipeline"]
-    assert [e["name"] for e in group["fixpoint"]] == ["fails_in_iteration_2", "eliminate_dead_code"]
-    assert group["max_iterations"] == 4
+    # the rest of iteration 2 once, then the whole group (grows_each_time too, which the
+    # replay dropped) for the 3 iterations the run had left
+    rest, whole = config["pipeline"]
+    assert [e["name"] for e in rest["fixpoint"]] == ["fails_in_iteration_2", "eliminate_dead_code"]
+    assert rest["max_iterations"] == 1
+    assert [e["name"] for e in whole["fixpoint"]] == ["grows_each_time", "fails_in_iteration_2", "eliminate_dead_code"]
+    assert whole["max_iterations"] == 3
     readme = (tmp_path / "repro" / "README.md").read_text()
     assert "Pass `fails_in_iteration_2` (step 2 of 3, iteration 2 of its fixpoint group) failed:" in readme, readme
     assert (
-        "The replay runs its fixpoint group from `fails_in_iteration_2` on, as iteration 1 (`ctx.iteration` counts "
-        "from there), for the 4 iteration(s) the run had left: a pass that acts on `ctx.iteration` may act otherwise."
+        "The replay runs the rest of iteration 2 of its fixpoint group, from `fails_in_iteration_2` on, once, then "
+        "the whole group for the 3 iteration(s) the run had left, numbered from 1 again (`ctx.iteration`): a pass "
+        "that acts on `ctx.iteration` may act otherwise."
     ) in readme, readme
+    # a failure at the group's first member: the group from there, for the iterations left
+    pipeline = fxpasses.Pipeline([fxpasses.Fixpoint([FailsLater, Grows, "eliminate_dead_code"], max_iterations=5)])
+    writer = ReproducerWriter(tmp_path / "repro2", pipeline)
+    with pytest.raises(fxpasses.PassFailedError):
+        pipeline.run(torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(3, 3))), [torch.randn(2, 3)], instruments=[writer])
+    (group,) = json.loads((tmp_path / "repro2" / "fxpasses.json").read_text())["pipeline"]
+    assert [e["name"] for e in group["fixpoint"]] == ["fails_in_iteration_2", "grows_each_time", "eliminate_dead_code"]
+    assert group["max_iterations"] == 4
 
 
 def test_a_reproducer_says_it_does_not_hold_the_modules_hooks(planted_site, tmp_path):
