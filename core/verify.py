@@ -745,17 +745,15 @@ def _float64_judgement(
     root-mean-square error. Magnitudes beyond a quarter of ``dtype``'s largest value (a mask's
     ``finfo.min``) are left out of the median and the RMS figures. Gradients are judged so too
     (judged as a whole, a rewrite detaching a few input features passed). An element whose
-    ReLU gate flipped (or another discontinuity) moves by all of its size: elements beyond
-    their bounds pass where the module has such outliers of its own (its elements beyond the
-    bounds drawn the same way from the errors after the pass), when they are at most the
-    multiplier times as many and as large.
+    ReLU gate flipped moves by all of its size, and such elements are refused, whatever the
+    module's own: letting as many pass as the module has of its own (tried) admitted a
+    rewrite cutting the gradient at one pixel of a conv network in 1 to 3 seeds of 10.
 
     Measured (``fuse_conv_bn``, inputs requiring grad): a two-conv BatchNorm network, 25 seeds
-    in each dtype and dialect (symbolic_trace, export), grad in every other one, 3 correct
-    fusions refused in float16 and 3 in bfloat16 (4 and 12 before outliers were weighed
-    against the module's own); ``examples/models.py``'s convnet, 10 seeds, 1 in each (9 and
-    10 before). Those left are fused convs flipping gates where the module flips none
-    (``/tmp`` sweep script). The floor at the median magnitude is what a leaf mixing scales pays: small
+    in each dtype and dialect (symbolic_trace, export), grad in every other one, 4 correct
+    fusions refused in float16 and 12 in bfloat16, for their input gradients;
+    ``examples/models.py``'s convnet at batch 4, 32x32, 10 seeds, 9 in float16 and 10 in
+    bfloat16 (``/tmp`` sweep script). The floor at the median magnitude is what a leaf mixing scales pays: small
     elements that are fewer than half of it (a score beside four box coordinates in pixels)
     are judged at the large ones' rounding (without the floor, 15 of the 25 correct bfloat16
     fusions were refused). No verdict but False, with the reason, when the module's own result
@@ -781,29 +779,13 @@ def _float64_judgement(
     magnitudes = mag[plain]
     median = float(torch.kthvalue(magnitudes.cpu(), max(1, (magnitudes.numel() + 1) // 2)).values)
     allowed = _element_bounds(err_e, mag, m, atol, 2 * info.eps * mag.clamp(min=median))
-    beyond = err_a > allowed
-    within = not bool(beyond.any())
-    outliers = ""
-    if not within:
-        # a discontinuity (a ReLU gate, a comparison) that rounding flips moves an element by
-        # all of its size: where the module has such outliers of its own (its elements beyond
-        # the same bounds drawn from the errors after the pass), as many again, up to the
-        # multiplier, of no greater size, are its rounding too, at other elements
-        own = err_e > _element_bounds(err_a, mag, m, atol, 2 * info.eps * mag.clamp(min=median))
-        n_after, n_before = int(beyond.sum()), int(own.sum())
-        largest_after = float(err_a[beyond].max())
-        largest_before = float(err_e[own].max()) if n_before else 0.0
-        within = n_before > 0 and n_after <= m * n_before and largest_after <= m * largest_before
-        outliers = (
-            f"; {n_after} element(s) beyond their bounds after the pass, up to {largest_after:.3g}, against "
-            f"{n_before} of the module's own, up to {largest_before:.3g}"
-        )
+    within = bool((err_a <= allowed).all())
     ok = within and rms_a <= m * rms_e + atol
     worst = int((err_a - allowed).argmax())
     said = (
         f"against a float64 run of the module, max abs error {float(err_a.max()):.3g} and RMS error {rms_a:.3g} "
         f"after the pass, {float(err_e.max()):.3g} and {rms_e:.3g} before it"
-        + f" (the element furthest beyond its bound off by {float(err_a[worst]):.3g}, before the pass by {float(err_e[worst]):.3g}{outliers})"
+        + f" (the element furthest beyond its bound off by {float(err_a[worst]):.3g}, before the pass by {float(err_e[worst]):.3g})"
         + f": more than the {m:g}x that low-precision rounding is allowed (a pass that rounds otherwise by "
         "design, an intermediate rounded to the dtype, takes a tolerance of its own: name[atol=...])"
     )

@@ -101,33 +101,20 @@ def test_a_half_precision_model_with_a_float32_output_fuses_under_numeric_verifi
     assert (fused.double() - truth).abs().max() <= 3 * (unfused.double() - truth).abs().max()
 
 
-def test_relu_gates_a_fusion_flips_are_rounding_where_the_module_flips_as_many_itself():
-    """Gradients are judged element by element: an element whose ReLU gate flips moves by all
-    of its size. Such outliers were refused whatever the module's own were: the example CNN's
-    correct fusions were refused in 9 of 10 seeds in float16 and 10 of 10 in bfloat16 (an
-    adversarial check). Outliers are now the module's rounding where it has its own, as many
-    up to the multiplier, of no greater size."""
+def test_a_bfloat16_fusion_whose_relu_gates_flip_is_refused_with_its_figures_and_an_entry_atol_admits_it():
+    """Gradients are judged element by element too: the fused conv rounds near-zero
+    pre-activations by the size of their terms, more ReLU gates flip, and their entries move by
+    all of their size (a whole-gradient judgement had admitted a rewrite detaching a few input
+    features). The message says so with the float64 figures, and the entry's atol admits it."""
     torch.manual_seed(1)
     x = torch.randn(2, 3, 16, 16).to(torch.bfloat16).requires_grad_()
     gm = torch.fx.symbolic_trace(cnn(torch.bfloat16))
-    report = Pipeline.from_string("fuse_conv_bn", verify="numeric").run(gm, [x])
-    assert report["fuse_conv_bn"].counters["fused"] == 2
-
-
-def test_a_fusion_flipping_gates_the_module_does_not_is_refused_with_its_figures_and_an_entry_atol_admits_it():
-    """Where the module flips no gate of its own and the fused conv, rounding near-zero
-    pre-activations by the size of their terms, flips some, the failure says so with the
-    float64 figures, and the entry's atol admits it."""
-    torch.manual_seed(9)
-    x = torch.randn(2, 3, 16, 16).to(torch.bfloat16).requires_grad_()
-    cap = capture(cnn(torch.bfloat16), [x], "export")
     with pytest.raises(PassFailedError) as info:
-        Pipeline.from_string("fuse_conv_bn", verify="numeric").run(cap.gm, cap.inputs)
+        Pipeline.from_string("fuse_conv_bn", verify="numeric").run(gm, [x])
     text = str(info.value)
     assert "gradient of input[0]" in text and "against a float64 run of the module" in text
-    assert "element(s) beyond their bounds after the pass, up to 0.000393, against 0 of the module's own" in text, text
     assert "takes a tolerance of its own: name[atol=...]" in text
-    report = Pipeline.from_string("fuse_conv_bn[atol=1e-2]", verify="numeric").run(cap.gm, cap.inputs)
+    report = Pipeline.from_string("fuse_conv_bn[atol=1e-2]", verify="numeric").run(gm, [x])
     assert report["fuse_conv_bn"].counters["fused"] == 2
 
 
@@ -451,3 +438,42 @@ def test_a_float8_quantize_dequantize_is_the_models_and_removing_it_is_refused()
     with pytest.raises(PassFailedError) as info:
         Pipeline([DropFakeQuant], verify="numeric", registry=REG).run(gm, [x])
     assert "against a float64 run of the module" in str(info.value)
+
+
+class CutPixelGrad(fxpasses.GraphPass):
+    """Wrong on purpose: x -> where(mask, x.detach(), x), the same forward with the gradient of
+    one pixel of sample 0 (its 3 channels) cut."""
+
+    name = "cut_pixel_grad"
+
+    def run(self, gm, ctx):
+        x = next(n for n in gm.graph.nodes if n.op == "placeholder")
+        users = list(x.users)
+        mask = torch.zeros(1, 1, 16, 16, dtype=torch.bool)
+        mask[0, 0, 0, 0] = True
+        gm.register_buffer("wrong_mask", mask)
+        with gm.graph.inserting_after(x):
+            m = gm.graph.get_attr("wrong_mask")
+        with gm.graph.inserting_after(m):
+            d = gm.graph.call_method("detach", (x,))
+        with gm.graph.inserting_after(d):
+            w = gm.graph.call_function(torch.where, (m, d, x))
+        for u in users:
+            u.replace_input_with(x, w)
+        return True
+
+
+def test_a_gradient_cut_at_one_pixel_after_a_fusion_is_refused():
+    """Letting elements beyond their bounds pass where the module has as many outliers (flipped
+    ReLU gates) of its own admitted this wrong pass after `fuse_conv_bn` in 3 seeds of 10 in
+    bfloat16 (an adversarial check of that rule, which was dropped): 3 wrong elements hide
+    among flips. It is refused in every seed."""
+    kept = []
+    for seed in range(10):
+        torch.manual_seed(seed)
+        x = torch.randn(2, 3, 16, 16).to(torch.bfloat16).requires_grad_()
+        gm = torch.fx.symbolic_trace(cnn(torch.bfloat16))
+        report = Pipeline(["fuse_conv_bn", CutPixelGrad], verify="numeric", on_error="skip").run(gm, [x])
+        if report["cut_pixel_grad"].status != "skipped":
+            kept.append(seed)
+    assert kept == []
