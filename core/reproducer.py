@@ -914,17 +914,6 @@ def write_reproducer(
     return cfg_path
 
 
-def _tensor_versions(tensors: Iterable[torch.Tensor]) -> list[Any]:
-    """The version counters of ``tensors`` (None for an inference tensor, which has none)."""
-    out = []
-    for t in tensors:
-        try:
-            out.append(t._version)
-        except Exception:  # noqa: BLE001 - an inference tensor
-            out.append(None)
-    return out
-
-
 def unsaved_hooks(gm: torch.fx.GraphModule) -> list[str]:
     """The hooks of ``gm``'s modules (``path: Class has forward hooks``; global ones once)
     that a reproducer does not hold: ``graph.py`` has the graph and the tensors, not Python
@@ -1058,10 +1047,9 @@ class ReproducerWriter:
         self.failed_pass: str | None = None
         #: what the reproducer written does not hold (module hooks), for the caller to say
         self.warnings: list[str] = []
-        #: the module before the pipeline (graph_source), taken at its first pass when a step
-        #: verifies numerically, with its tensors' version counters then
+        #: the module before the pipeline (graph_source, its tensors copied), taken at its
+        #: first pass when a step verifies numerically
         self.original: tuple[str, dict[str, torch.Tensor]] | None = None
-        self.original_versions: list[Any] = []
         self.taken = False
         self.changed = False  # a pass before the failing one changed the graph and was kept
 
@@ -1078,11 +1066,13 @@ class ReproducerWriter:
             pipeline = self.pipeline
             if any((s.verify or pipeline.verify) == "numeric" for s in pipeline.plan().steps):
                 try:
-                    self.original = graph_source(gm, title="The module before the pipeline")
+                    src, tensors = graph_source(gm, title="The module before the pipeline")
                 except ReproducerError:
                     self.original = None  # (the failing graph's own error is said when it is written)
                 else:
-                    self.original_versions = _tensor_versions(self.original[1].values())
+                    # copies: rollback and numeric verification restore tensors in place, and a
+                    # kept pass may write them (version counters cannot tell these apart)
+                    self.original = (src, {k: t.detach().clone() for k, t in tensors.items()})
 
     @hookimpl
     def fxpasses_after_pass(self, pass_name: str, gm: Any, ctx: Any, report: Any) -> None:
@@ -1099,14 +1089,7 @@ class ReproducerWriter:
             return
         original = None
         if self.changed and self.original is not None and getattr(error, "tolerances", None) is not None:
-            if _tensor_versions(self.original[1].values()) == self.original_versions:
-                original = self.original
-            else:
-                self.warnings.append(
-                    "a pass before the failing one wrote the module's tensors in place, so the module before the "
-                    "pipeline is not at hand: the replay compares with the graph before the failing pass, and a "
-                    "failure that needed the earlier passes' difference may not show"
-                )
+            original = self.original
         try:
             self.written = write_reproducer(
                 self.directory,

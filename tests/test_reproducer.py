@@ -507,12 +507,29 @@ def test_a_reproducer_keeps_the_entries_own_tolerances(planted_site, tmp_path):
     assert "atol" not in entries["eliminate_dead_code"]
 
 
-def test_a_reproducer_of_a_failure_that_needs_earlier_passes_difference_fails_again(tmp_path):
+class _Counting(torch.nn.Module):
+    """Writes a buffer in its forward (numeric verification restores it after each call)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x):
+        self.count.add_(1)
+        return self.lin(x).relu()
+
+
+@pytest.mark.parametrize("snapshot, model", [(False, "plain"), (True, "plain"), (False, "counting")])
+def test_a_reproducer_of_a_failure_that_needs_earlier_passes_difference_fails_again(tmp_path, snapshot, model):
     """Each check compares with the module before the pipeline, so a pass can fail by adding its
     difference to what earlier kept passes were allowed. The replay compared with the graph
     before the failing pass, and at the pipeline's tolerances: it passed, exit 0 (an
     adversarial check). The reproducer now holds the module before the pipeline
-    (`reference.py`, `[model] reference`) and the failing check's tolerances."""
+    (`reference.py`, `[model] reference`) and the failing check's tolerances. With
+    `snapshot_tensors` (what `--reproducer` turns on) or a buffer the forward writes, the
+    restores moved the tensors' version counters, taken for an earlier pass's write: no
+    reference was written (a second check); the module's tensors are copied instead."""
     import fxpasses
     from fxpasses.config import load_config_file as load_config
     from fxpasses.job import run_job
@@ -536,11 +553,14 @@ def test_a_reproducer_of_a_failure_that_needs_earlier_passes_difference_fails_ag
 
     registry = fxpasses.Registry(autoload=False)
     registry.register(Perturb)
-    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()) if model == "plain" else _Counting()
+    gm = torch.fx.symbolic_trace(net)
     x = torch.randn(2, 4)
     pipeline = fxpasses.Pipeline.from_string(
         "perturb{eps=0.005}[atol=1e-2],perturb{eps=0.008}[atol=1e-2]", registry=registry, verify="numeric", atol=0, rtol=0
     )
+    pipeline.snapshot_tensors = snapshot
     writer = ReproducerWriter(tmp_path / "repro", pipeline)
     with pytest.raises(fxpasses.PassFailedError) as info:
         pipeline.run(gm, [x], instruments=[writer])
@@ -552,7 +572,7 @@ def test_a_reproducer_of_a_failure_that_needs_earlier_passes_difference_fails_ag
     (entry,) = config["pipeline"]
     assert (entry["atol"], entry["rtol"]) == (1e-2, 0.0)
     # the reference is the module before the pipeline: no add
-    assert [n.target for n in load_graph(rep / "reference.py").graph.nodes if n.op == "call_function"] == []
+    assert [n.target for n in load_graph(rep / "reference.py").graph.nodes if n.target is torch.add] == []
     with pytest.raises(fxpasses.PassFailedError) as again:
         run_job(load_config(rep / "fxpasses.json"), registry=registry, repeat=1, save=False)
     assert "max abs error 0.013" in str(again.value), str(again.value)
