@@ -878,6 +878,12 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
         if not least <= len(args) <= most:
             took = str(least) if least == most else f"{least} to {most}"
             return f"{len(args)} argument{'' if len(args) == 1 else 's'}, where it takes {took}"
+        if args and target in _INPLACE_OPERATORS and type(args[0]) is not _Node:
+            return (
+                f"the constant {short_repr(args[0])} to update in place: FX writes it as a statement "
+                f"(`{torch.fx.graph.inplace_methods[target.__name__].format(short_repr(args[0]), *['...'] * (len(args) - 1))}`), "
+                "whose target must be a node"
+            )
     if kind is types.MethodDescriptorType:  # torch.Tensor.cos(x): x must be a tensor
         return _tensor_method_problem(target, args)
     if kind is _OpOverloadPacket:
@@ -936,11 +942,17 @@ _ARITY = _operator_arity()
 _NO_ARITY = (0, 1 << 30)
 
 
+#: in-place operators, which FX writes as a statement, ``a += b``: ``a`` must be a name
+_INPLACE_OPERATORS = frozenset(getattr(operator, name) for name in torch.fx.graph.inplace_methods)
+
+
 def _arity_holds(target: Any, args: tuple) -> bool:
     """Whether ``args`` has as many values as the builtin ``target`` takes (:data:`_ARITY`;
-    any count for a builtin not in it)."""
+    any count for a builtin not in it), and, for an in-place operator, a node first."""
     least, most = _ARITY.get(target, _NO_ARITY)
-    return least <= len(args) <= most
+    if not least <= len(args) <= most:
+        return False
+    return not (args and target in _INPLACE_OPERATORS and type(args[0]) is not _Node)
 
 
 def _tensor_method_problem(target: Any, args: tuple) -> str | None:

@@ -753,6 +753,10 @@ def test_a_call_its_module_or_python_function_does_not_take_fails_lint():
     assert call_problem(torch.nn.functional.linear, ("x", "w"), {}) is None  # (a builtin: counts not judged)
 
 
+def _retarget(node, target, args):
+    node.target, node.args = target, args
+
+
 class _AddRelu(torch.nn.Module):
     def forward(self, x):
         return getattr(x.relu() + 1, "shape"), x.cos()
@@ -769,6 +773,11 @@ class _AddRelu(torch.nn.Module):
         (lambda n: n.target is operator.add and setattr(n, "kwargs", {"alpha": 2}), "calls operator.add with keyword arguments (alpha), which it does not take"),
         (lambda n: n.target is getattr and setattr(n, "args", n.args[:1]), "calls getattr with 1 argument, where it takes 2 to 3"),
         (lambda n: n.op == "call_method" and n.target == "cos" and setattr(n, "args", ()), "node %cos calls cos with no arguments"),
+        # an in-place operator on a constant: FX writes `3 += x`, a syntax error (a second check)
+        (
+            lambda n: n.target is operator.add and _retarget(n, operator.iadd, (3, n.args[0])),
+            "node %add calls operator.iadd with the constant 3 to update in place: FX writes it as a statement (`3 += ...`)",
+        ),
     ],
 )
 def test_a_call_the_generated_code_cannot_write_fails_lint_and_is_rolled_back(edit, said):
