@@ -447,7 +447,8 @@ def _check_option_defaults(opts: type[BaseModel], name: str, where: str) -> None
             "__qualname__": opts.__qualname__,
             "model_config": ConfigDict(validate_default=True),
         })
-    required = {f for f, info in opts.model_fields.items() if info.is_required()}
+    # (by name and by alias: pydantic names a missing field by its alias)
+    required = {k for f, info in opts.model_fields.items() if info.is_required() for k in (f, info.alias) if k}
 
     def invalid(bad: list[tuple[str, str, Any]]) -> PassDefinitionError:
         lines = [f"pass {name!r} ({where}): invalid default option value(s) in {opts.__qualname__}"]

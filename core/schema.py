@@ -92,9 +92,16 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], sour
     prefix = f"{name}__"
     text_refs = {f"#/$defs/{k}": f"#/$defs/{prefix}{k}" for k in local}
     for k, v in local.items():
-        defs[prefix + k] = _renamed_refs(v, text_refs)
+        defs[prefix + k] = _without_unique_items(_renamed_refs(v, text_refs))
     schema = _renamed_refs(schema, text_refs)
     schema.setdefault("additionalProperties", False)
+    # an option with an alias is read by its name too (fxpasses.PassOptions)
+    props = schema.get("properties", {})
+    for field, info in options_cls.model_fields.items():
+        if info.alias and info.alias in props and field not in props:
+            props[field] = props[info.alias]
+    # a set option reads a list with repeated items (as a set, once each): no uniqueItems
+    schema = _without_unique_items(schema)
     # an entry's options and the [options.NAME] table are merged before they are validated, so
     # either may give a required option: neither alone requires it (check says what is missing)
     required = schema.pop("required", None)
@@ -105,6 +112,15 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], sour
     if options_cls is PassOptions:  # the base class's docstring is about writing options
         schema["description"] = f"{name} takes no options"
     return schema
+
+
+def _without_unique_items(node: Any) -> Any:
+    """``node`` (JSON schema) without ``uniqueItems``, which pydantic gives set types."""
+    if isinstance(node, dict):
+        return {k: _without_unique_items(v) for k, v in node.items() if k != "uniqueItems"}
+    if isinstance(node, list):
+        return [_without_unique_items(v) for v in node]
+    return node
 
 
 def _renamed_refs(node: Any, text_refs: dict[str, str]) -> Any:

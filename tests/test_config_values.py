@@ -878,3 +878,27 @@ def test_options_with_an_alias_or_a_set_type_print_as_they_read_back():
     assert sorted(entry["options"]["names"]) == ["a", "b"] and sorted(entry["options"]["ids"]) == [1, 2]
     assert Pipeline([{"name": "alias_set", "options": entry["options"]}], registry=r).plan().steps[0].options == again
     assert [o.name for o in r.describe("alias_set").options] == ["from", "names", "ids"]
+
+
+def test_a_required_option_with_an_alias_registers_and_is_required_by_either_name():
+    """A required option declared with an alias made registration fail, "invalid default option
+    value(s) ... from: Field required": the required-field check compared field names with the
+    alias pydantic names a missing field by (a second check)."""
+
+    class NeedsFrom(fxpasses.GraphPass):
+        """Needs from."""
+
+        name = "needs_from"
+
+        class Options(fxpasses.PassOptions):
+            from_: int = Field(alias="from")
+
+        def run(self, gm, ctx):
+            return False
+
+    r = Registry(autoload=False)
+    r.register(NeedsFrom)
+    assert Pipeline.from_string("needs_from{from=3}", registry=r).plan().steps[0].options.from_ == 3
+    assert Pipeline.from_string("needs_from{from_=4}", registry=r).plan().steps[0].options.from_ == 4
+    with pytest.raises(OptionsError, match=r"needs_from.from: Field required"):
+        Pipeline.from_string("needs_from", registry=r)

@@ -358,3 +358,32 @@ def test_a_required_option_may_come_from_the_entry_or_the_options_table(tmp_path
         assert fxpasses.Pipeline.from_config(path, registry=reg).plan().steps[0].options.n == 3
     assert "required, from the entry or the [options.needs] table: n" in schema["$defs"]["options_needs"]["description"]
     assert list(v.iter_errors({"pipeline": "needs", "options": {"needs": {"n": "3"}}}))  # (types still checked)
+
+
+def test_the_schema_takes_an_aliased_option_by_either_name_and_a_set_with_repeats():
+    """`fxpasses check` reads an option with an alias by either name, and a list with repeated
+    items into a set option; the schema refused both (`uniqueItems`; the alias only): a
+    second check."""
+    from pydantic import Field
+
+    class Aliased(fxpasses.GraphPass):
+        """Aliased and set options."""
+
+        name = "aliased_set"
+
+        class Options(fxpasses.PassOptions):
+            from_: int = Field(default=0, alias="from")
+            names: set[str] = set()
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(Aliased)
+    v = jsonschema.Draft202012Validator(config_schema(reg))
+    for cfg in (
+        {"pipeline": [{"name": "aliased_set", "options": {"from_": 1}}]},
+        {"pipeline": "aliased_set", "options": {"aliased_set": {"from": 2, "names": ["relu", "relu"]}}},
+    ):
+        assert list(v.iter_errors(cfg)) == [], cfg
+    assert list(v.iter_errors({"pipeline": "aliased_set", "options": {"aliased_set": {"frm": 2}}}))
