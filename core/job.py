@@ -750,10 +750,7 @@ def _reference_module(cfg: Config) -> torch.fx.GraphModule:
     """The ``[model] reference`` graph file, loaded (see :class:`~fxpasses.config.ModelConfig`)."""
     from .reproducer import load_graph
 
-    try:
-        return load_graph(_beside_config(cfg.model.reference, cfg._base_dir))
-    except FxPassesError as exc:
-        raise ConfigError(f"[model] reference: {exc}", source=_in_config(cfg, "[model] reference")) from exc
+    return load_graph(_beside_config(cfg.model.reference, cfg._base_dir), source=_in_config(cfg, "[model] reference"))
 
 
 def _prepare_model(cfg: Config) -> PreparedModel:

@@ -917,7 +917,8 @@ class Pipeline:
         instead of ``gm`` as given: a GraphModule taking the same inputs, such as the module
         before earlier passes that ran outside this call (a reproducer's ``reference.py``:
         the replay of a failure then holds the failing pass to the difference from the module
-        before the whole pipeline, earlier passes' included). It is run, never changed.
+        before the whole pipeline, earlier passes' included). It is run, never changed; it
+        must return what ``gm`` returns, of the same shapes and dtypes (``UserError`` else).
 
         Raises:
             PassFailedError: a pass failed and ``on_error`` is ``rollback`` or ``raise``; with
@@ -1003,6 +1004,11 @@ class Pipeline:
             if ref_gm is gm:
                 raise
             raise UserError(f"the reference module does not run on the example inputs: {exc}") from exc
+        if ref_gm is not gm:  # another module: it must return what the graph returns (a check finding
+            # otherwise blamed the first pass, "output: shape changed")
+            unlike = _unlike_outputs(_run_module(gm, example_inputs, state, example_kwargs), reference)
+            if unlike is not None:
+                raise UserError(f"the reference module does not return what the graph returns: {unlike}")
         # a module computing in float16/bfloat16: a float64 run, which low-precision results
         # outside the tolerances are judged against (fxpasses.reference64)
         reference64 = (
@@ -1921,6 +1927,27 @@ def registry_for(cfg: Config) -> Registry:
     if not (p.enable or p.disable or p.strict or p.prefer):
         return default_registry()
     return Registry(enable=p.enable, disable=p.disable, strict=p.strict, prefer=p.prefer)
+
+
+def _unlike_outputs(mine: Any, theirs: Any) -> str | None:
+    """How the outputs ``mine`` differ from ``theirs`` in structure, or in a tensor's shape or
+    dtype, in words; None when they are alike."""
+    from torch.utils import _pytree as pytree
+
+    a, spec_a = pytree.tree_flatten(mine)
+    b, spec_b = pytree.tree_flatten(theirs)
+    if spec_a != spec_b:
+        return f"its outputs are {spec_b}, the graph's {spec_a}"
+    for i, (x, y) in enumerate(zip(a, b)):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return (
+                    f"output {i} is {y.dtype} of shape {tuple(y.shape)} there, {x.dtype} of shape {tuple(x.shape)} "
+                    "in the graph"
+                )
+        elif isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return f"output {i} is a {type(y).__name__} there, a {type(x).__name__} in the graph"
+    return None
 
 
 def _target_name(target: Any) -> str:

@@ -680,27 +680,29 @@ class GraphBuilder:
         return self.gm
 
 
-def load_graph(path: str | Path) -> torch.fx.GraphModule:
+def load_graph(path: str | Path, source: str = "[model] graph") -> torch.fx.GraphModule:
     """The GraphModule a ``graph.py`` written by :func:`graph_source` describes.
+
+    ``source``: the config key that named it, for error messages.
 
     Raises:
         ConfigError: the file is missing or does not build (naming what is wrong).
     """
     path = Path(path)
-    require_file(path, "graph file", "a graph.py written by --reproducer", source="[model] graph")
+    require_file(path, "graph file", "a graph.py written by --reproducer", source=source)
     name = f"_fxpasses_graph_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ConfigError(f"cannot load {path} as Python", source="[model] graph")
+        raise ConfigError(f"cannot load {path} as Python", source=source)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise ConfigError(f"cannot load {path}: {exception_text(exc)}", source="[model] graph") from None
+        raise ConfigError(f"cannot load {path}: {exception_text(exc)}", source=source) from None
     build = getattr(module, "build", None)
     tensor_file = getattr(module, "TENSORS", None)
     if not callable(build) or not isinstance(tensor_file, str):
-        raise ConfigError(f"{path} is not a graph file: it needs `TENSORS = \"...\"` and `def build(b)`", source="[model] graph")
+        raise ConfigError(f"{path} is not a graph file: it needs `TENSORS = \"...\"` and `def build(b)`", source=source)
     tensors = load_tensors(path.parent / tensor_file)
     b = GraphBuilder(tensors, str(path))
     try:
@@ -709,7 +711,7 @@ def load_graph(path: str | Path) -> torch.fx.GraphModule:
     except ConfigError:
         raise
     except Exception as exc:
-        raise ConfigError(f"{path} does not build: {exception_text(exc)}", source="[model] graph") from None
+        raise ConfigError(f"{path} does not build: {exception_text(exc)}", source=source) from None
 
 
 # ------------------------------------------------------------------------------ the directory

@@ -591,3 +591,37 @@ def test_a_reproducer_of_a_failure_that_needs_earlier_passes_difference_fails_ag
     (rep / "fxpasses.json").write_text(json.dumps(config))
     result = run_job(load_config(rep / "fxpasses.json"), registry=registry, repeat=1, save=False)
     assert abs(result.max_abs_error - 0.008) < 1e-6
+
+
+def test_a_bad_reference_is_named_as_such(tmp_path):
+    """A missing `[model] reference` said "[model] reference: [model] reference: [model] graph:
+    graph file not found"; a reference returning other shapes than the graph was not checked,
+    and the first, correct, pass was blamed ("output: shape changed") (a second check)."""
+    import fxpasses
+    from fxpasses.config import load_config_file
+    from fxpasses.job import run_job
+
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()))
+    x = torch.randn(2, 4)
+    (tmp_path / "graph.py").write_text(graph_source(gm)[0])
+    save_tensors(tmp_path / "tensors", graph_source(gm)[1])
+    save_tensors(tmp_path / "inputs", {"0": x})
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({
+        "pipeline": "eliminate_dead_code", "verify": "numeric",
+        "model": {"graph": "graph.py", "inputs": "inputs.safetensors", "reference": "missing.py"},
+    }))
+    with pytest.raises(fxpasses.ConfigError) as info:
+        run_job(load_config_file(cfg), repeat=1, save=False)
+    text = str(info.value)
+    assert text.count("[model] reference") == 1 and "[model] graph" not in text and "not found" in text, text
+
+    class Other(torch.nn.Module):
+        def forward(self, x):
+            return x[:, :3]
+
+    with pytest.raises(fxpasses.UserError, match=r"the reference module does not return what the graph returns: output 0 is "
+                       r"torch.float32 of shape \(2, 3\) there, torch.float32 of shape \(2, 8\) in the graph"):
+        fxpasses.Pipeline.from_string("eliminate_dead_code", verify="numeric").run(
+            gm, [x], reference_module=torch.fx.symbolic_trace(Other())
+        )
