@@ -457,9 +457,17 @@ class Pipeline:
                 self.registry.get(name, source=self._table_source(name))
         elif unused:
             names = [s.name for s in self._plan.steps]
+            registered = self.registry.names()
+
+            def said(n: str) -> str:
+                near = _close_step(n, names)
+                if near or n in registered:
+                    return near
+                close = close_names(n, registered, n=2)  # a misspelt name of a pass not in it
+                return f" (no pass is named so; {did_you_mean(close)[2:]})" if close else " (no pass is named so)"
+
             raise ConfigError(
-                "options given for pass(es) not in the pipeline: "
-                + ", ".join(f"{n}{_close_step(n, names)}" for n in sorted(unused)),
+                "options given for pass(es) not in the pipeline: " + ", ".join(f"{n}{said(n)}" for n in sorted(unused)),
                 source=source,
             )
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import contextlib
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -154,7 +155,11 @@ def _float64_copy(gm: torch.nn.Module, widened: set[torch.dtype]) -> torch.nn.Mo
     (complex128): parameters and buffers through ``Module._apply`` (a tied parameter stays one
     object), tensor attributes in each module's ``__dict__``; its graphs computing in float64
     where they name a dtype of ``widened`` (:func:`_widen_graph`)."""
-    wide = copy.deepcopy(gm)
+    with warnings.catch_warnings():
+        # torch's own deprecation of its pytree LeafSpec, raised by copying an exported
+        # module's specs (copyreg): a FutureWarning on every low-precision run (a new-user check)
+        warnings.filterwarnings("ignore", category=FutureWarning, message=".*LeafSpec")
+        wide = copy.deepcopy(gm)
     for sub in wide.modules():
         if isinstance(sub, torch.fx.GraphModule) and _widen_graph(sub.graph, widened):
             sub.recompile()

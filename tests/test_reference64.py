@@ -477,3 +477,17 @@ def test_a_gradient_cut_at_one_pixel_after_a_fusion_is_refused():
         if report["cut_pixel_grad"].status != "skipped":
             kept.append(seed)
     assert kept == []
+
+
+def test_a_low_precision_exported_module_runs_without_torchs_pytree_future_warning():
+    """The float64 copy of an exported module copied its pytree specs, and torch warned
+    "`isinstance(treespec, LeafSpec)` is deprecated" on every low-precision run (a new-user
+    check; the suite's filter hid it)."""
+    import warnings
+
+    x = torch.randn(2, 3, 16, 16).to(torch.bfloat16)
+    cap = capture(cnn(torch.bfloat16), [x], "export")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        Pipeline.from_string("fuse_conv_bn[atol=1e-2]", verify="numeric").run(cap.gm, cap.inputs)
+    assert [str(w.message) for w in said if "LeafSpec" in str(w.message)] == []
