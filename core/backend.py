@@ -935,7 +935,8 @@ class _FrozenVariants:
             self.warned_dynamic = True
             log.warning(
                 "fxpasses backend: freeze: a graph with dynamic shapes was frozen again (a folded weight was "
-                "written, or another module instance called it); it now runs without its `then` backend, which "
+                "written, a frozen module number such as a BatchNorm's eps changed, or another module instance "
+                "called it); it now runs without its `then` backend, which "
                 "compiles only inside TorchDynamo: call torch._dynamo.reset() to compile it again"
             )
         return True
