@@ -708,6 +708,35 @@ def normal_option_keys(pass_name: str, raw: Mapping[Any, Any], source: str | Non
     return normal_keys(raw, clash)
 
 
+def same_field_twice(pass_name: str, options_cls: type[BaseModel], raw: Mapping[Any, Any], source: str | None) -> None:
+    """Raise :class:`OptionsError` when two keys of ``raw`` set one field of ``options_cls``:
+    its name and its alias (``from_`` and ``from``)."""
+    fields = _field_by_key(options_cls)
+    seen: dict[str, Any] = {}
+    for key in raw:
+        field = fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            continue
+        if field in seen:
+            given = options_cls.model_fields[field].alias or field
+            why = f"given twice, as {seen[field]!r} and as {key!r} (its name and its alias)"
+            raise OptionsError(pass_name, [(given, why, raw[key])], source=source)
+        seen[field] = key
+
+
+def canonical_option_keys(options_cls: type[BaseModel], raw: Mapping[Any, Any]) -> dict[Any, Any]:
+    """``raw`` with each key that sets a field of ``options_cls`` by its name or alias written
+    as the option is given (its alias if it has one, :func:`_given_names`); other keys as they
+    are. Two keys for one field are :func:`same_field_twice`'s to refuse."""
+    fields = _field_by_key(options_cls)
+    out: dict[Any, Any] = {}
+    for key, value in raw.items():
+        field = fields.get(key) if isinstance(key, str) else None
+        name = (options_cls.model_fields[field].alias or field) if field is not None else key
+        out[name if name not in out else key] = value
+    return out
+
+
 def validate_options(
     pass_name: str,
     options_cls: type[BaseModel],
@@ -751,6 +780,7 @@ def validate_options(
         raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
     if not all(k.isascii() for k in raw if isinstance(k, str)):  # option names as Python's identifiers
         raw, config_keys = normal_option_keys(pass_name, raw, source), {normal_name(k) for k in config_keys}
+    same_field_twice(pass_name, options_cls, raw, source)
     # (a nested plain BaseModel drops a misspelt key: looked for before the values are read)
     nested_unknown = _unknown_nested_keys(options_cls, raw)
     raw, problems = config_values(options_cls, raw, config_keys)

@@ -43,7 +43,9 @@ from .config import (
     PassEntryConfig,
     find_project_config,
     load_config_file,
+    canonical_option_keys,
     normal_option_keys,
+    same_field_twice,
     pass_name_as_key,
     parse_config,
     validate_options,
@@ -612,6 +614,10 @@ class Pipeline:
             own = raw.model_dump(exclude_unset=True) if isinstance(raw, BaseModel) else dict(raw or {})
             own = normal_option_keys(name, own, where)  # (the table's are: one option typed two ways is one)
             table = extra[name]
+            # an option given by its name here and by its alias there is one option
+            same_field_twice(name, cls.Options, own, where)
+            same_field_twice(name, cls.Options, table, self._table_source(name))
+            own, table = canonical_option_keys(cls.Options, own), canonical_option_keys(cls.Options, table)
             both = sorted(set(own) & set(table))
             if both and not self._from_preset:
                 raise ConfigError(

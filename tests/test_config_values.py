@@ -878,6 +878,12 @@ def test_options_with_an_alias_or_a_set_type_print_as_they_read_back():
     assert sorted(entry["options"]["names"]) == ["a", "b"] and sorted(entry["options"]["ids"]) == [1, 2]
     assert Pipeline([{"name": "alias_set", "options": entry["options"]}], registry=r).plan().steps[0].options == again
     assert [o.name for o in r.describe("alias_set").options] == ["from", "names", "ids"]
+    # one option by its name and its alias is one option given twice, not an unknown one (it
+    # said "from_: unknown option; did you mean 'from'?": a second check)
+    with pytest.raises(OptionsError, match=r"alias_set.from \(column \d+\): given twice, as 'from_' and as 'from'"):
+        Pipeline.from_string("alias_set{from_=1,from=2}", registry=r)
+    with pytest.raises(ConfigError, match=r"set twice, here and in options\['alias_set'\]: from=2 here, from=5 there"):
+        Pipeline.from_string("alias_set{from=2}", registry=r, options={"alias_set": {"from_": 5}})
 
 
 def test_a_required_option_with_an_alias_registers_and_is_required_by_either_name():
