@@ -401,6 +401,9 @@ class ModelConfig(_Strict):
     verification and the before/after comparison are held to instead of ``graph``'s: a
     reproducer writes it, the module before the whole pipeline, where passes before the
     failing one changed the outputs (within their tolerances).
+    ``requires_grad`` names the inputs (``"0"``, ``"1"``, ... positional, others by keyword)
+    to make require grad, as the run the reproducer replays had them (an inputs file holds
+    values only): numeric verification then compares their gradients too.
     """
 
     # the pattern stays in the JSON Schema for editors; the validator below explains a mismatch
@@ -408,6 +411,8 @@ class ModelConfig(_Strict):
     graph: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
     program: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
     reference: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
+    # names of inputs (0, 1, ... positional; keywords) that require grad (a file stores none)
+    requires_grad: list[str] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     capture: Capture = "export"
     inputs: Union[list[InputSpec], dict[str, InputSpec], str, None] = Field(

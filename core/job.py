@@ -716,10 +716,23 @@ def load_model_example_inputs(
 
         path = _beside_config(mc.inputs, base_dir)
         try:
-            return load_example_inputs(path)
+            args, kwargs = load_example_inputs(path)
         except ConfigError as exc:
             raise ConfigError(str(exc), source="[model] inputs") from None
-    return make_example_inputs(mc.inputs, mc.seed)
+    else:
+        args, kwargs = make_example_inputs(mc.inputs, mc.seed)
+    named = {**{str(i): a for i, a in enumerate(args)}, **kwargs}
+    for name in mc.requires_grad:
+        if name not in named:
+            raise ConfigError(
+                f"[model] requires_grad names {name!r}, which is not an input (inputs: {', '.join(named) or 'none'})",
+                source="[model] requires_grad",
+            )
+        t = named[name]
+        if not (t.is_floating_point() or t.is_complex()):
+            raise ConfigError(f"[model] requires_grad: input {name!r} is {t.dtype}, which cannot require grad", source="[model] requires_grad")
+        t.requires_grad_(True)
+    return args, kwargs
 
 
 def prepare_model(cfg: Config) -> PreparedModel:

@@ -827,6 +827,9 @@ def write_reproducer(
     if partial and rest >= 1:  # (the failing group was the plan's last)
         entries.append(whole_group())
     model: dict[str, Any] = {"graph": GRAPH_NAME, "inputs": input_path.name}
+    grad = [str(i) for i, x in enumerate(inputs) if x.requires_grad] + [k for k, v in keywords.items() if v.requires_grad]
+    if grad:  # (an inputs file holds values only: the replay makes them require grad again)
+        model["requires_grad"] = grad
     if original is not None:
         ref_src, ref_tensors = original
         ref_path = save_tensors(directory / "reference_tensors", ref_tensors)

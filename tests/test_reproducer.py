@@ -625,3 +625,46 @@ def test_a_bad_reference_is_named_as_such(tmp_path):
         fxpasses.Pipeline.from_string("eliminate_dead_code", verify="numeric").run(
             gm, [x], reference_module=torch.fx.symbolic_trace(Other())
         )
+
+
+def test_a_reproducer_keeps_which_inputs_require_grad(tmp_path):
+    """A TorchDynamo graph takes the model's parameters as inputs, which require grad; the
+    inputs file held their values only, so the replay ran no backward, and a pass breaking
+    the gradients replayed as "outputs: match", exit 0 (a second check). `[model]
+    requires_grad` names them."""
+    import fxpasses
+    from fxpasses.config import load_config_file
+    from fxpasses.job import run_job
+    from fxpasses.reproducer import ReproducerWriter
+
+    class DetachRelu(fxpasses.NodePass):
+        """relu(x) -> relu(x.detach()): the same forward, no gradient through it."""
+
+        name = "detach_relu"
+        writes_tensors = False
+
+        @fxpasses.on("relu")
+        def rewrite(self, node, ctx):
+            if node.args[0].op == "call_method" and node.args[0].target == "detach":
+                return None
+            d = ctx.call_method("detach", (node.args[0],))
+            return fxpasses.Replace(ctx.call_function(torch.relu, (d,)))
+
+    registry = fxpasses.Registry(autoload=False)
+    registry.register(DetachRelu)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    cap = capture(model, [torch.randn(3, 4)], "dynamo")
+    assert any(t.requires_grad for t in cap.inputs)
+    pipeline = fxpasses.Pipeline(["detach_relu"], registry=registry, verify="numeric")
+    writer = ReproducerWriter(tmp_path / "repro", pipeline)
+    with pytest.raises(fxpasses.PassFailedError, match="gradient"):
+        pipeline.run(cap.gm, cap.inputs, instruments=[writer])
+    config = json.loads((tmp_path / "repro" / "fxpasses.json").read_text())
+    assert config["model"]["requires_grad"] == [str(i) for i, t in enumerate(cap.inputs) if t.requires_grad]
+    with pytest.raises(fxpasses.PassFailedError, match="gradient"):
+        run_job(load_config_file(tmp_path / "repro" / "fxpasses.json"), registry=registry, repeat=1, save=False)
+    config["model"]["requires_grad"] = ["9"]
+    (tmp_path / "repro" / "bad.json").write_text(json.dumps(config))
+    with pytest.raises(fxpasses.ConfigError, match=r"\[model\] requires_grad names '9', which is not an input"):
+        run_job(load_config_file(tmp_path / "repro" / "bad.json"), registry=registry, repeat=1, save=False)
