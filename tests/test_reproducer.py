@@ -147,6 +147,8 @@ def test_reproducer_replays_the_same_failure_without_the_model(planted_site, tmp
         "planted", "fold_constants", "eliminate_common_subexpressions", "eliminate_dead_code"
     ]
     model = {"graph": "graph.py", "inputs": "inputs.safetensors", **({"reference": "reference.py"} if numeric else {})}
+    grad = config["model"].pop("requires_grad", [])  # (TorchDynamo's parameter inputs require grad)
+    assert bool(grad) is (capture_kind == "dynamo")
     assert config["order"] == "as-given" and config["model"] == model
     if numeric:  # bisect of the reproducer holds the outputs to its reference as well
         b = CliRunner().invoke(cli, ["bisect", str(rep / "fxpasses.json")])
@@ -502,7 +504,10 @@ def test_a_reproducer_keeps_the_entries_own_tolerances(planted_site, tmp_path):
     assert "pass 'planted' failed" in r.output and "rtol=0.5" in r.output
     config = json.loads((rep / "fxpasses.json").read_text())
     entries = {e["name"]: e for e in config["pipeline"]}
-    assert (entries["planted"]["rtol"], "atol" in entries["planted"]) == (0.5, False)
+    # the failing entry: its check's tolerances (its own rtol; the pipeline's atol, which the
+    # passes before it did not raise), with the module before the pipeline to replay against
+    assert (entries["planted"]["rtol"], entries["planted"]["atol"]) == (0.5, config["atol"])
+    assert config["model"]["reference"] == "reference.py"
     assert (entries["fold_constants"]["atol"], "rtol" in entries["fold_constants"]) == (1e-3, False)
     assert "atol" not in entries["eliminate_dead_code"]
 
