@@ -36,7 +36,9 @@ def print_table(
     title: str | None = None,
     file: TextIO | None = None,
 ) -> None:
-    """Print a table: a ``rich`` table when ``file`` is a terminal, else :func:`plain_table`."""
+    """Print a table: a ``rich`` table when ``file`` is a terminal, else :func:`plain_table`,
+    its last column wrapped to fit ``COLUMNS`` when that is set (as ``COLUMNS=100 fxpasses
+    show NAME | less`` asks; unset, lines stay whole, for ``grep``)."""
     out = file or sys.stdout
     if out.isatty():
         from rich.console import Console
@@ -51,4 +53,37 @@ def print_table(
         return
     if title:
         print(title, file=out)
+    width = _columns()
+    if width and rows:
+        rows = _last_column_wrapped(headers, rows, width)
     print(plain_table(headers, rows), file=out)
+
+
+def _columns() -> int | None:
+    """``COLUMNS`` as a number of terminal cells, or None when unset or not a number."""
+    import os
+
+    try:
+        value = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def _last_column_wrapped(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[list[str]]:
+    """``rows`` with each last cell wrapped (:func:`textwrap.fill`) to what ``width`` leaves
+    it after the other columns, at least 20 characters."""
+    import textwrap
+
+    from rich.cells import cell_len
+
+    n = len(headers)
+    others = [
+        max(cell_len(line) for cell in [headers[i], *(r[i] for r in rows)] for line in (str(cell).splitlines() or [""]))
+        for i in range(n - 1)
+    ]
+    room = max(20, width - sum(others) - 2 * (n - 1))
+    return [
+        [*map(str, r[:-1]), "\n".join(textwrap.fill(line, room) if line else "" for line in str(r[-1]).splitlines())]
+        for r in rows
+    ]

@@ -23,6 +23,13 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch) -> None:
+    """Plain tables wrap their last column to ``COLUMNS`` when it is set (a shell or CI may
+    export it): the tests read whole lines."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 #: the fxpasses plugins of this project (the built-in one and the bundled example); a test
 #: installs others in a site folder of its own (tests/dists.py)
 OWN_PLUGINS = {"fxpasses", "fxpasses-example-passes"}

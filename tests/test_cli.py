@@ -1273,3 +1273,17 @@ def test_check_without_any_config_checks_what_run_runs(tmp_path, monkeypatch):
     assert lines[1] == "embedded default config: OK, 6 passes (verify=lint, on_error=rollback)"
     out = json.loads(CliRunner().invoke(cli, ["check", "--format", "json"]).stdout)
     assert out["steps"][0]["name"] == "remove_dropout" and len(out["steps"]) == 6
+
+
+def test_plain_tables_wrap_their_last_column_to_columns_when_it_is_set(monkeypatch):
+    """`fxpasses show fold_constants | less` printed option descriptions as one cell of up to
+    599 columns, even with COLUMNS=100 (a new-user check). With COLUMNS set, a plain table's
+    last column wraps to fit; unset, lines stay whole (for grep)."""
+    whole = CliRunner().invoke(cli, ["show", "fold_constants"])
+    table = whole.output.split("\n\n")[1]
+    assert max(map(len, table.splitlines())) > 300
+    monkeypatch.setenv("COLUMNS", "100")
+    wrapped = CliRunner().invoke(cli, ["show", "fold_constants"])
+    table = wrapped.output.split("\n\n")[1]
+    assert max(map(len, table.splitlines())) <= 100
+    assert " ".join(table.split()).count("Never store a folded tensor with more elements than this") == 1
