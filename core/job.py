@@ -725,12 +725,12 @@ def load_model_example_inputs(
     for name in mc.requires_grad:
         if name not in named:
             raise ConfigError(
-                f"[model] requires_grad names {name!r}, which is not an input (inputs: {', '.join(named) or 'none'})",
+                f"{name!r} is not an input (inputs: {', '.join(named) or 'none'})",
                 source="[model] requires_grad",
             )
         t = named[name]
         if not (t.is_floating_point() or t.is_complex()):
-            raise ConfigError(f"[model] requires_grad: input {name!r} is {t.dtype}, which cannot require grad", source="[model] requires_grad")
+            raise ConfigError(f"input {name!r} is {t.dtype}, which cannot require grad", source="[model] requires_grad")
         t.requires_grad_(True)
     return args, kwargs
 

@@ -97,9 +97,13 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], sour
     schema.setdefault("additionalProperties", False)
     # an option with an alias is read by its name too (fxpasses.PassOptions)
     props = schema.get("properties", {})
+    both = []
     for field, info in options_cls.model_fields.items():
         if info.alias and info.alias in props and field not in props:
             props[field] = props[info.alias]
+            both.append({"required": [info.alias, field]})  # (not both: "given twice")
+    if both:
+        schema["not"] = {"anyOf": both}
     # a set option reads a list with repeated items (as a set, once each): no uniqueItems
     schema = _without_unique_items(schema)
     # an entry's options and the [options.NAME] table are merged before they are validated, so

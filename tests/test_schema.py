@@ -387,3 +387,6 @@ def test_the_schema_takes_an_aliased_option_by_either_name_and_a_set_with_repeat
     ):
         assert list(v.iter_errors(cfg)) == [], cfg
     assert list(v.iter_errors({"pipeline": "aliased_set", "options": {"aliased_set": {"frm": 2}}}))
+    # both names in one table: check refuses it, "given twice" (a third check)
+    assert list(v.iter_errors({"pipeline": "aliased_set", "options": {"aliased_set": {"from": 2, "from_": 3}}}))
+    assert list(v.iter_errors({"pipeline": [{"name": "aliased_set", "options": {"from": 2, "from_": 3}}]}))
