@@ -794,8 +794,9 @@ def write_reproducer(
     # then the whole group for the iterations the run had left (the members before the
     # failing one run in those too)
     fgroup = failing.group
-    partial = fgroup is not None and failed_step > 0 and steps[failed_step - 1].group is fgroup
-    rest = fgroup.max_iterations - max(iteration, 1) if partial else 0
+    mid_group = fgroup is not None and failed_step > 0 and steps[failed_step - 1].group is fgroup
+    rest = fgroup.max_iterations - max(iteration, 1) if mid_group else 0
+    whole_pending = mid_group and rest >= 1  # the whole group, once the rest of the iteration is written
 
     def whole_group() -> dict[str, Any]:
         members = [
@@ -804,9 +805,9 @@ def write_reproducer(
         return {"fixpoint": members, "max_iterations": rest}
 
     for i, s in enumerate(steps[failed_step:]):
-        if partial and rest >= 1 and group is fgroup and s.group is not fgroup:
+        if whole_pending and group is fgroup and s.group is not fgroup:
             entries.append(whole_group())  # (after the rest of the failing iteration)
-            partial = False
+            whole_pending = False
         verify = s.verify or pipeline.verify
         on_error = s.on_error or pipeline.on_error
         if i == 0 and on_error == "skip":
@@ -818,13 +819,13 @@ def write_reproducer(
             entries.append(entry)
         elif s.group is group:
             entries[-1]["fixpoint"].append(entry)
-        elif partial:  # the rest of the failing iteration: once
+        elif i == 0 and mid_group:  # the rest of the failing iteration: once
             entries.append({"fixpoint": [entry], "max_iterations": 1})
         else:  # (from the failing pass, the group's first: the group's later iterations start there)
             left = s.group.max_iterations - (iteration - 1 if i == 0 and iteration > 1 else 0)
             entries.append({"fixpoint": [entry], "max_iterations": max(left, 1)})
         group = s.group
-    if partial and rest >= 1:  # (the failing group was the plan's last)
+    if whole_pending:  # (the failing group was the plan's last)
         entries.append(whole_group())
     model: dict[str, Any] = {"graph": GRAPH_NAME, "inputs": input_path.name}
     grad = [str(i) for i, x in enumerate(inputs) if x.requires_grad] + [k for k, v in keywords.items() if v.requires_grad]
@@ -885,10 +886,10 @@ def write_reproducer(
             f"\n\nThe replay runs the rest of iteration {max(iteration, 1)} of its fixpoint group, from "
             f"`{failing.name}` on, once, then the whole group for the {rest} iteration(s) the run had left, "
             "numbered from 1 again (`ctx.iteration`): a pass that acts on `ctx.iteration` may act otherwise."
-            if fgroup is not None and failed_step > 0 and steps[failed_step - 1].group is fgroup and rest >= 1
+            if mid_group and rest >= 1
             else f"\n\nThe replay runs the rest of iteration {max(iteration, 1)} of its fixpoint group, from "
             f"`{failing.name}` on, once: it was the group's last."
-            if fgroup is not None and failed_step > 0 and steps[failed_step - 1].group is fgroup
+            if mid_group
             else f"\n\nThe replay runs its fixpoint group from `{failing.name}` on, as iteration 1 (`ctx.iteration` "
             f"counts from there), for the {max(failing.group.max_iterations - iteration + 1, 1)} iteration(s) "
             "the run had left: a pass that acts on `ctx.iteration` may act otherwise."

@@ -435,6 +435,18 @@ def test_a_reproducer_of_a_failure_in_a_later_fixpoint_iteration_keeps_the_itera
     (group,) = json.loads((tmp_path / "repro2" / "fxpasses.json").read_text())["pipeline"]
     assert [e["name"] for e in group["fixpoint"]] == ["fails_in_iteration_2", "grows_each_time", "eliminate_dead_code"]
     assert group["max_iterations"] == 4
+    # a failure in the group's last iteration, with another group after it: that group keeps
+    # its own max_iterations (it was written with the failing iteration's 1)
+    pipeline = fxpasses.Pipeline([
+        fxpasses.Fixpoint([Grows, FailsLater], max_iterations=2),
+        fxpasses.Fixpoint(["eliminate_dead_code"], max_iterations=5),
+    ])
+    writer = ReproducerWriter(tmp_path / "repro3", pipeline)
+    with pytest.raises(fxpasses.PassFailedError):
+        pipeline.run(torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(3, 3))), [torch.randn(2, 3)], instruments=[writer])
+    rest, after = json.loads((tmp_path / "repro3" / "fxpasses.json").read_text())["pipeline"]
+    assert ([e["name"] for e in rest["fixpoint"]], rest["max_iterations"]) == (["fails_in_iteration_2"], 1)
+    assert ([e["name"] for e in after["fixpoint"]], after["max_iterations"]) == (["eliminate_dead_code"], 5)
 
 
 def test_a_reproducer_says_it_does_not_hold_the_modules_hooks(planted_site, tmp_path):
