@@ -986,12 +986,9 @@ def run_job(
         state = TensorState(gm)
         # a reproducer's module before the whole pipeline: what the outputs are held to
         ref = _reference_module(cfg) if mc.reference is not None else None
+        base, base_state = (ref, TensorState(ref)) if ref is not None else (gm, state)
         try:
-            if ref is not None:
-                ref_state = TensorState(ref)
-                expected, expected_facts = call_isolated(ref, cap.inputs, ref_state, cap.kwargs, facts=True)
-            else:
-                expected, expected_facts = call_isolated(gm, cap.inputs, state, cap.kwargs, facts=True)
+            expected, expected_facts = call_isolated(base, cap.inputs, base_state, cap.kwargs, facts=True)
         except Exception as exc:
             what = "the captured model"
             if mc.graph is not None or mc.program is not None:
@@ -1002,10 +999,7 @@ def run_job(
                 f"{what} does not run on the given inputs: {exception_text(exc)}", source=_in_config(cfg, "[model] inputs")
             ) from exc
         # float16/bfloat16 results outside the tolerances: judged against a float64 run
-        if ref is not None:
-            reference64 = float64_reference(ref, cap.inputs, cap.kwargs, expected, expected_facts, ref_state)
-        else:
-            reference64 = float64_reference(gm, cap.inputs, cap.kwargs, expected, expected_facts, state)
+        reference64 = float64_reference(base, cap.inputs, cap.kwargs, expected, expected_facts, base_state)
         before_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
         state.restore()
         hint = bisect_hint(f"`{bisect_command}`") if bisect_command else BISECT_HINT

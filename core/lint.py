@@ -585,7 +585,7 @@ def unspellable_argument(
             kwargs
             or type(node.target) in _CHECKED_CALLS
             or _has_none(args)
-            or (type(node.target) is _Builtin and not _arity_holds(node.target, args))
+            or (type(node.target) is _Builtin and _operator_problem(node.target, args, kwargs) is not None)
         ):
             target = node.target
             problem = schema_problem(target, args, kwargs) if type(target) is _OpOverload else call_problem(target, args, kwargs)
@@ -871,19 +871,10 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
     overloads these arguments bind to count: torch takes deprecated forms the stubs do not
     list, so counts are not judged there)."""
     kind = type(target)
-    if kind is _Builtin and target in _ARITY:
-        least, most = _ARITY[target]
-        if kwargs:
-            return f"keyword arguments ({', '.join(map(str, kwargs))}), which it does not take (it takes positional arguments only)"
-        if not least <= len(args) <= most:
-            took = str(least) if least == most else f"{least} to {most}"
-            return f"{len(args)} argument{'' if len(args) == 1 else 's'}, where it takes {took}"
-        if args and target in _INPLACE_OPERATORS and type(args[0]) is not _Node:
-            return (
-                f"the constant {short_repr(args[0])} to update in place: FX writes it as a statement "
-                f"(`{torch.fx.graph.inplace_methods[target.__name__].format(short_repr(args[0]), *['...'] * (len(args) - 1))}`), "
-                "whose target must be a node"
-            )
+    if kind is _Builtin:
+        problem = _operator_problem(target, args, kwargs)
+        if problem is not None:
+            return problem
     if kind is types.MethodDescriptorType:  # torch.Tensor.cos(x): x must be a tensor
         return _tensor_method_problem(target, args)
     if kind is _OpOverloadPacket:
@@ -939,20 +930,32 @@ def _operator_arity() -> dict[Any, tuple[int, int]]:
 
 #: see :func:`_operator_arity`
 _ARITY = _operator_arity()
-_NO_ARITY = (0, 1 << 30)
-
-
 #: in-place operators, which FX writes as a statement, ``a += b``: ``a`` must be a name
 _INPLACE_OPERATORS = frozenset(getattr(operator, name) for name in torch.fx.graph.inplace_methods)
 
 
-def _arity_holds(target: Any, args: tuple) -> bool:
-    """Whether ``args`` has as many values as the builtin ``target`` takes (:data:`_ARITY`;
-    any count for a builtin not in it), and, for an in-place operator, a node first."""
-    least, most = _ARITY.get(target, _NO_ARITY)
+def _operator_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
+    """What is wrong, in words, with a call of the builtin ``target`` when it is an
+    :mod:`operator` function or ``getattr`` (:data:`_ARITY`): keywords, a count of arguments
+    it does not take, an in-place operator updating a constant; None when nothing is (or
+    ``target`` is another builtin). Lint asks it of every builtin call node it looks at, so
+    the answer for a good call is a dictionary lookup and two comparisons."""
+    arity = _ARITY.get(target)
+    if arity is None:
+        return None
+    if kwargs:
+        return f"keyword arguments ({', '.join(map(str, kwargs))}), which it does not take (it takes positional arguments only)"
+    least, most = arity
     if not least <= len(args) <= most:
-        return False
-    return not (args and target in _INPLACE_OPERATORS and type(args[0]) is not _Node)
+        took = str(least) if least == most else f"{least} to {most}"
+        return f"{len(args)} argument{'' if len(args) == 1 else 's'}, where it takes {took}"
+    if args and target in _INPLACE_OPERATORS and type(args[0]) is not _Node:
+        written = torch.fx.graph.inplace_methods[target.__name__].format(short_repr(args[0]), *["..."] * (len(args) - 1))
+        return (
+            f"the constant {short_repr(args[0])} to update in place: FX writes it as a statement (`{written}`), "
+            "whose target must be a node"
+        )
+    return None
 
 
 def _tensor_method_problem(target: Any, args: tuple) -> str | None:
