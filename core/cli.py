@@ -569,17 +569,21 @@ def _show_text(d: Any) -> None:
     click.echo(f"tensors:  {writes if d.writes_tensors else 'writes none in place (writes_tensors = False)'}")
     click.echo()
     if d.options:
-        rows = [
-            (
-                o.name,
-                o.type + (f" ({o.constraints})" if o.constraints else ""),
-                # as a pipeline string writes it (--pipeline takes it as shown; a nested
-                # model's default is a table)
-                "(required)" if o.required else format_value(config_value(o.default)),
-                o.description,
+        rows = []
+        stack = list(reversed(d.options))
+        while stack:  # each option, then the fields of the models it holds (tiling.size)
+            o = stack.pop()
+            rows.append(
+                (
+                    o.name,
+                    o.type + (f" ({o.constraints})" if o.constraints else ""),
+                    # as a pipeline string writes it (--pipeline takes it as shown; a nested
+                    # model's default is a table)
+                    "(required)" if o.required else format_value(config_value(o.default)),
+                    o.description,
+                )
             )
-            for o in d.options
-        ]
+            stack.extend(reversed(o.fields))
         print_table(("option", "type", "default", "description"), rows)
     else:
         click.echo("options:  none")

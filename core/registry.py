@@ -18,6 +18,7 @@ imported to look (that is what disabling a plugin, or autoload, is for).
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import dataclasses
 import difflib
@@ -28,6 +29,7 @@ import importlib.metadata as md
 import inspect
 import keyword
 import os
+import re
 import traceback
 import typing
 import warnings
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 
 import pluggy
+from pydantic import BaseModel
 
 from . import hookspecs
 from ._names import normal_name, not_normal
@@ -201,6 +204,19 @@ class OptionInfo:
     required: bool
     description: str
     constraints: str = ""  # pydantic field constraints, e.g. ">= 1, <= 8"
+    #: the fields of an options model this option holds (its type, inside ``Optional``, a
+    #: list, tuple, set or dict value), named by their path: ``tiling.size``, ``tiles[].size``
+    #: (each item of a list), ``by_name.<key>.size`` (each value of a dict)
+    fields: tuple[OptionInfo, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """As ``fxpasses show --format json`` gives it: the default as a config file writes
+        it, nested fields too."""
+        return {
+            **{k: getattr(self, k) for k in ("name", "type", "required", "description", "constraints")},
+            "default": config_value(self.default),
+            "fields": [f.as_dict() for f in self.fields],
+        }
 
 
 _CONSTRAINT_SYMBOLS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "multiple_of": "multiple of"}
@@ -244,7 +260,7 @@ class PassDescription:
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         # defaults as a config file writes them (an Enum member as its value, a Path as text)
-        d["options"] = [{**dataclasses.asdict(o), "default": config_value(o.default)} for o in self.options]
+        d["options"] = [o.as_dict() for o in self.options]
         return d
 
 
@@ -1476,26 +1492,12 @@ class Registry:
         else:
             info = self.info(name)
         cls = info.cls
-        options = []
-        for fname, f in cls.Options.model_fields.items():
-            required = f.is_required()
-            default = None if required else f.get_default(call_default_factory=True)
-            options.append(
-                OptionInfo(
-                    name=f.alias or fname,  # (the name the option is given by)
-                    type=_type_str(f.annotation),
-                    default=default,
-                    required=required,
-                    description=f.description or "",
-                    constraints=", ".join(filter(None, (_constraints(f), _choices(f.annotation)))),
-                )
-            )
         return PassDescription(
             name=name,
             summary=cls.summary(),
             doc=inspect.cleandoc(cls.__doc__ or ""),
             kind=cls.kind,
-            options=tuple(options),
+            options=_option_infos(cls.Options, _OWN_DEFAULTS, "", ()),
             requires=tuple(cls.requires),
             after=tuple(cls.after),
             before=tuple(cls.before),
@@ -1536,13 +1538,78 @@ class Registry:
         return f"<Registry {len(self._passes)} passes from {len(self.plugins)} plugins>"
 
 
+_OWN_DEFAULTS: Any = object()  # _option_infos: each field's own default
+
+
+def _option_infos(model: type[BaseModel], defaults: Any, prefix: str, outer: tuple[type, ...]) -> tuple[OptionInfo, ...]:
+    """An :class:`OptionInfo` per field of the options model ``model``, named ``prefix`` + the
+    name it is given by (its alias, else the field's name), with the fields of the models a
+    field holds (:func:`_held_models`) below it. ``defaults``: the model instance the fields'
+    defaults come from (a nested model's default, ``tiling: Tiling = Tiling(size=8)``), or
+    :data:`_OWN_DEFAULTS` (each field's own default; "required" where it has none). ``outer``: the
+    models around this one, whose fields a model held inside itself does not list again."""
+    infos = []
+    for fname, f in model.model_fields.items():
+        if defaults is not _OWN_DEFAULTS and fname in getattr(defaults, "__dict__", {}):
+            required, default = False, defaults.__dict__[fname]
+        else:
+            required = f.is_required()
+            default = None if required else f.get_default(call_default_factory=True)
+        name = prefix + (f.alias or fname)  # (the name the option is given by)
+        fields: list[OptionInfo] = []
+        for held, path in _held_models(f.annotation):
+            if held in outer or held is model:  # a model inside itself: listed once, above
+                continue
+            fields.extend(_option_infos(held, default if not path and isinstance(default, held) else _OWN_DEFAULTS, name + path + ".", (*outer, model)))
+        infos.append(
+            OptionInfo(
+                name=name,
+                type=_type_str(f.annotation),
+                default=default,
+                required=required,
+                description=f.description or "",
+                constraints=", ".join(filter(None, (_constraints(f), _choices(f.annotation)))),
+                fields=tuple(fields),
+            )
+        )
+    return tuple(infos)
+
+
+def _held_models(annotation: Any) -> list[tuple[type[BaseModel], str]]:
+    """The pydantic models an option's type holds, each once, with the path from the option
+    to one of them: ``""`` (the type itself, also inside ``Optional``/``Union``), ``"[]"``
+    (an item of a list, tuple or set), ``".<key>"`` (a value of a dict)."""
+    found: dict[type, str] = {}
+    stack: list[tuple[Any, str]] = [(annotation, "")]
+    while stack:
+        a, path = stack.pop()
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            found.setdefault(a, path)
+            continue
+        origin = typing.get_origin(a)
+        args = [x for x in typing.get_args(a) if x is not Ellipsis]
+        if origin in (list, tuple, set, frozenset) or (isinstance(origin, type) and issubclass(origin, (Sequence, collections.abc.Set))):
+            stack.extend((x, path + "[]") for x in reversed(args))
+        elif origin is dict or (isinstance(origin, type) and issubclass(origin, Mapping)):
+            stack.extend((x, path + ".<key>") for x in reversed(args[1:]))
+        else:  # Optional, Union, Annotated: the same place
+            stack.extend((x, path) for x in reversed(args))
+    return list(found.items())
+
+
+#: a quoted string (left as it is) or a dotted name (``pathlib.Path``: given by its last part)
+_QUALIFIED = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)""")
+
+
 def _type_str(annotation: Any) -> str:
+    """An option's type as ``fxpasses show`` prints it: ``int``, ``Optional[Tiling]``,
+    ``list[Path]`` (classes by their names, without their modules)."""
     if annotation is None:
         return "None"
     if isinstance(annotation, type) and not typing.get_args(annotation):
         return annotation.__name__
-    text = repr(annotation)
-    return text.replace("typing.", "").replace("<class '", "").replace("'>", "")
+    text = repr(annotation).replace("<class '", "").replace("'>", "")
+    return _QUALIFIED.sub(lambda m: m.group(1) or m.group(2), text)
 
 
 def config_value(value: Any) -> Any:

@@ -6,7 +6,7 @@ import enum
 import importlib
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import pydantic
 import re
@@ -1894,6 +1894,69 @@ def test_show_gives_a_nested_models_default_as_a_table_that_reads_back(capsys):
     shown = row.split()[2]
     assert shown == "{low=-1.0,tag=none}"
     assert fxpasses.Pipeline.from_string(f"nested_show{{inner={shown}}}", registry=reg).plan().steps[0].options == Options()
+
+
+class _ShownTiling(fxpasses.PassOptions):
+    """A nested options model (for the `show` tests below)."""
+
+    size: int = pydantic.Field(16, ge=1, description="tile edge in elements")
+    order: Literal["row.major", "col.major"] = "row.major"
+
+
+class _ShownItem(fxpasses.PassOptions):
+    low: float = -1.0
+    need: int
+
+
+class _ShownTree(fxpasses.PassOptions):
+    child: Optional["_ShownTree"] = None
+    v: int = 1
+
+
+def test_show_lists_the_fields_of_nested_options_models_by_their_paths(capsys):
+    """`fxpasses show` printed a nested model option as one row (`tiling  Tiling
+    {size=16,...}`): its fields' types, constraints, defaults and descriptions were nowhere to
+    be read (noticed in an earlier session)."""
+    from fxpasses.cli import _show_text
+
+    class Options(fxpasses.PassOptions):
+        tiling: _ShownTiling = _ShownTiling(size=8)
+        alt: Optional[_ShownTiling] = None
+        many: list[_ShownItem] = []
+        by_name: dict[str, _ShownItem] = {}
+        tree: _ShownTree = _ShownTree()
+
+    reg = Registry(autoload=False)
+    reg.register(type("NestedRows", (fxpasses.GraphPass,), {"__doc__": "x", "name": "nested_rows", "Options": Options, "run": lambda self, gm, ctx: False}))
+    _show_text(reg.describe("nested_rows"))
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("option "))
+    rows = [" ".join(line.split()) for line in lines[start + 2 :] if line.strip()]
+    assert rows == [
+        "tiling _ShownTiling {size=8,order=row.major}",
+        # the default of a field inside a nested default is that default's (8, not 16)
+        "tiling.size int (>= 1) 8 tile edge in elements",
+        "tiling.order Literal['row.major', 'col.major'] row.major",
+        "alt Optional[_ShownTiling] none",
+        "alt.size int (>= 1) 16 tile edge in elements",
+        "alt.order Literal['row.major', 'col.major'] row.major",
+        "many list[_ShownItem] []",
+        "many[].low float -1.0",
+        "many[].need int (required)",
+        "by_name dict[str, _ShownItem] {}",
+        "by_name.<key>.low float -1.0",
+        "by_name.<key>.need int (required)",
+        "tree _ShownTree {child=none,v=1}",
+        # a model inside itself is listed once
+        "tree.child Optional[_ShownTree] none",
+        "tree.v int 1",
+    ]
+    shown = reg.describe("nested_rows").as_dict()["options"][0]
+    assert shown["default"] == {"size": 8, "order": "row.major"}
+    assert [(f["name"], f["default"], f["constraints"]) for f in shown["fields"]] == [
+        ("tiling.size", 8, ">= 1"),
+        ("tiling.order", "row.major", ""),
+    ]
 
 
 def test_enabling_a_missing_plugin_does_not_suggest_the_built_in_passes_distribution():
