@@ -886,8 +886,6 @@ def call_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
             return f"arguments it does not take: {problem} (its signature: {target.__name__}{_signature(target)})"
     if problem is None and type(target) is types.BuiltinFunctionType and target in _NO_NONE_OPERATORS and _has_none(args):
         return "None as an operand, which no operand of it takes"
-    if problem is None and target is operator.getitem and args and args[0] is None:
-        return "None to index, which cannot be indexed"  # (`None[0]`: a tensor node replaced by None)
     if problem is not None or not (_has_none(args) or _has_none(kwargs.values())):
         return problem
     found = overloads(target) if isinstance(target, types.BuiltinFunctionType) else None
@@ -932,13 +930,17 @@ def _operator_arity() -> dict[Any, tuple[int, int]]:
 _ARITY = _operator_arity()
 #: in-place operators, which FX writes as a statement, ``a += b``: ``a`` must be a name
 _INPLACE_OPERATORS = frozenset(getattr(operator, name) for name in torch.fx.graph.inplace_methods)
+#: the subscript operators and the method the object they are called on must have (setitem
+#: is an in-place operator: a constant to update is refused as such)
+_ITEM_PROTOCOLS = {operator.getitem: "__getitem__", operator.delitem: "__delitem__"}
 
 
 def _operator_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
     """What is wrong, in words, with a call of the builtin ``target`` when it is an
     :mod:`operator` function or ``getattr`` (:data:`_ARITY`): keywords, a count of arguments
-    it does not take, an in-place operator updating a constant; None when nothing is (or
-    ``target`` is another builtin). Lint asks it of every builtin call node it looks at, so
+    it does not take, an in-place operator updating a constant, a constant attribute name that
+    is not a str, a constant subscripted that has no ``__getitem__`` (``__delitem__``:
+    ``None[0]``, ``del 3[x]``); None when nothing is (or ``target`` is another builtin). Lint asks it of every builtin call node it looks at, so
     the answer for a good call is a dictionary lookup and two comparisons."""
     arity = _ARITY.get(target)
     if arity is None:
@@ -949,12 +951,21 @@ def _operator_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
     if not least <= len(args) <= most:
         took = str(least) if least == most else f"{least} to {most}"
         return f"{len(args)} argument{'' if len(args) == 1 else 's'}, where it takes {took}"
-    if args and target in _INPLACE_OPERATORS and type(args[0]) is not _Node:
+    if target is getattr and type(args[1]) is not _Node and not isinstance(args[1], str):
+        return f"the attribute name {short_repr(args[1])} ({type(args[1]).__name__}), which is not a str"
+    if not args or type(args[0]) is _Node:
+        return None
+    if target in _INPLACE_OPERATORS:
         written = torch.fx.graph.inplace_methods[target.__name__].format(short_repr(args[0]), *["..."] * (len(args) - 1))
         return (
             f"the constant {short_repr(args[0])} to update in place: FX writes it as a statement (`{written}`), "
             "whose target must be a node"
         )
+    protocol = _ITEM_PROTOCOLS.get(target)
+    if protocol is not None and not hasattr(type(args[0]), protocol) and not isinstance(args[0], type):
+        # (`None[0]`: a tensor node replaced by None; a class subscripted, list[int], takes
+        # __class_getitem__: not judged)
+        return f"the constant {short_repr(args[0])} ({type(args[0]).__name__}) to index, which has no {protocol}"
     return None
 
 

@@ -645,7 +645,8 @@ def test_none_given_to_an_overload_packet_or_a_tensor_method_descriptor_fails_li
         (torch.ops.aten.view, ("x", [2, 3]), {}),
     ]:
         assert call_problem(target, args, kwargs) is None, (target, args, kwargs)
-    assert call_problem(operator.getitem, (None, 0), {}) == "None to index, which cannot be indexed"
+    assert call_problem(operator.getitem, (None, 0), {}) == "the constant None (NoneType) to index, which has no __getitem__"
+    assert call_problem(operator.getitem, ((1, 2), 0), {}) is None and call_problem(operator.getitem, (list, int), {}) is None
     assert call_problem(operator.getitem, ("x", None), {}) is None
     assert call_problem(torch.Tensor.cos, (None,), {}) == "None (NoneType) to call it on, which is not a tensor"
     assert call_problem(torch.Tensor.add, (2, "x"), {}) == "2 (int) to call it on, which is not a tensor"
@@ -777,6 +778,16 @@ class _AddRelu(torch.nn.Module):
         (
             lambda n: n.target is operator.add and _retarget(n, operator.iadd, (3, n.args[0])),
             "node %add calls operator.iadd with the constant 3 to update in place: FX writes it as a statement (`3 += ...`)",
+        ),
+        # calls that recompile and fail only when run (noticed in an earlier session)
+        (lambda n: n.target is getattr and setattr(n, "args", (n.args[0], 3)), "node %getattr_1 calls getattr with the attribute name 3 (int), which is not a str"),
+        (
+            lambda n: n.target is getattr and _retarget(n, operator.getitem, (None, 0)),
+            "calls operator.getitem with the constant None (NoneType) to index, which has no __getitem__",
+        ),
+        (
+            lambda n: n.target is getattr and _retarget(n, operator.delitem, (3, n.args[0])),
+            "calls operator.delitem with the constant 3 (int) to index, which has no __delitem__",
         ),
     ],
 )
