@@ -15,7 +15,7 @@ from fxpasses.ops import callable_op_name
 
 from fxpasses.dialect import detect_dialect
 from fxpasses.effects import EffectAnalysis
-from fxpasses.guards import guard_inputs, unguardable_input, unguarded_inputs
+from fxpasses.guards import guard_inputs, inputs_reaching, unguardable_inputs, unguarded_inputs
 
 from ._facts import arg, erase_dead, is_torch_op, substitution_problem
 
@@ -112,7 +112,8 @@ class SimplifyAlgebra(NodePass):
         self._effects = EffectAnalysis(gm)  # swept on first use
         self._orphans: list[Node] = []
         self._names: dict[Any, str | None] = {}  # call_function target -> _name, for this run
-        self._unguarded: list[Node] | None | bool = True  # (unknown yet) see _facts_problem
+        self._unguarded: list[Node] | bool = True  # (unknown yet) see _facts_problem
+        self._unguardable: dict[Node, str] = {}  # node -> why no guard makes its facts hold
         self._guard = False  # a rewrite relied on facts that input guards must make hold
 
     def finish(self, gm: torch.fx.GraphModule, ctx: PassContext) -> None:
@@ -120,20 +121,24 @@ class SimplifyAlgebra(NodePass):
         if self._guard and self._unguarded:
             ctx.count("input_guards", guard_inputs(ctx, self._unguarded, "simplify_algebra{specialize=true}"))
 
-    def _facts_problem(self, ctx: PassContext) -> str | None:
-        """Why the graph's recorded shapes and dtypes may not hold for its other inputs (a
-        ``symbolic_trace`` graph without input guards), or None; with ``specialize``, None
-        and the guards are added at the end of the run."""
+    def _facts_problem(self, ctx: PassContext, node: Node) -> str | None:
+        """Why the recorded shapes and dtypes of ``node`` and its inputs may not hold for the
+        graph's other inputs (a ``symbolic_trace`` graph without input guards), or None; with
+        ``specialize``, None and the guards are added at the end of the run. A node whose
+        value depends on an input no guard can check (a list, None, symbolic sizes) is kept;
+        the others do not depend on it and are simplified under the other inputs' guards."""
         if self._unguarded is True:
-            self._unguarded = [] if detect_dialect(ctx.gm) != "symbolic_trace" else unguarded_inputs(ctx.graph)
-        if self._unguarded == []:
-            return None
-        if self._unguarded is None:
-            found = unguardable_input(ctx.graph)
-            why = found[1] if found is not None else "an input has no recorded shape and dtype to check"
+            self._unguarded = []
+            if detect_dialect(ctx.gm) == "symbolic_trace":
+                self._unguarded = unguarded_inputs(ctx.graph, guardable_only=True) or []
+                found = unguardable_inputs(ctx.graph)
+                why = dict(found)
+                self._unguardable = {n: why[p] for n, p in inputs_reaching([p for p, _ in found]).items()}
+        why = self._unguardable.get(node)
+        if why is not None:
             return f"a symbolic_trace graph takes inputs of any shape and dtype, and {why}"
-        if self.options.specialize:
-            return None  # the caller asks for the guards once the rewrite is made
+        if not self._unguarded or self.options.specialize:
+            return None  # (specialize: the caller asks for the guards once the rewrite is made)
         return (
             "the shapes and dtypes in node.meta are the example inputs', and a symbolic_trace graph takes "
             "inputs of any shape and dtype (option specialize=true simplifies and adds a check of each input)"
@@ -148,7 +153,7 @@ class SimplifyAlgebra(NodePass):
         problem = _type_problem(node, x, allow_unknown=what == "neg(neg(x))")
         relies_on_facts = what != "neg(neg(x))"
         if problem is None and relies_on_facts:
-            problem = self._facts_problem(ctx)
+            problem = self._facts_problem(ctx, node)
         if problem is not None:
             return ctx.skip(node, f"{what} kept: {problem}")
         if isinstance(spent, Node) and self._effects.is_written(spent):

@@ -9,7 +9,10 @@ recorded facts holds for every input such a graph is meant for. A ``symbolic_tra
 on it (by ``propagate_shapes``, or torch's ``ShapeProp``) hold only for inputs like the example;
 they hold for every input once each input is checked by :func:`input_guard` at the top of the
 graph. A pass that relies on them calls :func:`unguarded_inputs` (None: some input has no
-facts, nothing can be checked) and, to specialise the graph, :func:`guard_inputs`.
+facts, nothing can be checked) and, to specialise the graph, :func:`guard_inputs`; where some
+inputs have no facts a guard can check (:func:`unguardable_inputs`: a list, None, symbolic
+sizes), the facts of the nodes that do not depend on them (:func:`inputs_reaching`) still hold
+once the other inputs are guarded.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ __all__ = [
     "input_facts",
     "unguarded_inputs",
     "unguardable_input",
+    "unguardable_inputs",
+    "inputs_reaching",
     "guard_inputs",
     "facts_hold_for_every_input",
 ]
@@ -118,17 +123,18 @@ def input_facts(placeholder: Node) -> tuple[tuple[int, ...], tuple[int, ...] | N
     return None
 
 
-def unguarded_inputs(graph: torch.fx.Graph) -> list[Node] | None:
+def unguarded_inputs(graph: torch.fx.Graph, *, guardable_only: bool = False) -> list[Node] | None:
     """The tensor placeholders of a ``symbolic_trace`` graph whose recorded facts (see
-    :func:`input_facts`) no input guard checks yet; None when a placeholder has no usable
-    facts (then no guard can make the recorded facts hold for every input)."""
+    :func:`input_facts`) no input guard checks yet; None when a used placeholder has no usable
+    facts (then no guard can make the recorded facts hold for every input), unless
+    ``guardable_only``: those are then left out (see :func:`inputs_reaching`)."""
     out = []
     for p in graph.find_nodes(op="placeholder"):
         facts = input_facts(p)
         if facts is False:
             continue
         if facts is None:
-            if not p.users:  # an unused input: no recorded fact comes from it
+            if not p.users or guardable_only:  # an unused input: no recorded fact comes from it
                 continue
             return None
         if not any(u.op == "call_function" and u.target is input_guard and tuple(u.args[2:6]) == facts for u in p.users):
@@ -136,31 +142,59 @@ def unguarded_inputs(graph: torch.fx.Graph) -> list[Node] | None:
     return out
 
 
+def unguardable_inputs(graph: torch.fx.Graph) -> list[tuple[Node, str]]:
+    """The used placeholders with no facts an input guard can check (what makes
+    :func:`unguarded_inputs` None), each with why, in words naming the input."""
+    return [(p, why) for p in graph.find_nodes(op="placeholder") if (why := _unguardable_reason(p)) is not None]
+
+
 def unguardable_input(graph: torch.fx.Graph) -> tuple[Node, str] | None:
-    """The first placeholder with no facts an input guard can check (what makes
-    :func:`unguarded_inputs` None) and why, in words naming the input; None when every
-    placeholder has usable facts or is a number."""
-    for p in graph.find_nodes(op="placeholder"):
-        if input_facts(p) is not None or not p.users:
-            continue
-        name = repr(str(p.target).lstrip("*"))
-        v = p.meta.get("val", p.meta.get("example_value"))
-        if isinstance(v, (list, tuple, dict)):
-            kind = "dict" if isinstance(v, dict) else "tuple" if isinstance(v, tuple) else "list"
-            return p, (
-                f"input {name} is a {kind} in the example inputs, and input guards check tensors and numbers only "
-                "(pass its tensors as separate inputs to specialise the graph)"
-            )
-        if isinstance(v, torch.Tensor):
-            return p, f"input {name} has symbolic sizes, which input guards cannot check"
-        if "val" in p.meta or "example_value" in p.meta or "tensor_meta" in p.meta:
-            what = "None" if v is None else f"a {type(v).__name__}"
-            return p, f"input {name} is {what} in the example inputs, which input guards cannot check"
-        return p, (
-            f"input {name} has no recorded shape and dtype to check (run propagate_shapes first, with example "
-            "inputs; an input that is None in them records none)"
+    """The first of :func:`unguardable_inputs`, or None when every placeholder has usable
+    facts, is a number or is unused."""
+    found = unguardable_inputs(graph)
+    return found[0] if found else None
+
+
+def inputs_reaching(placeholders: list[Node]) -> dict[Node, Node]:
+    """Each node whose value depends on one of ``placeholders`` (they included), mapped to the
+    first of them (in the list's order) it depends on: the nodes whose recorded facts no
+    input guard can make hold when those are :func:`unguardable_inputs`; the facts of every
+    other node depend only on the other inputs (and the module's state). One walk of the
+    nodes reached (their users, transitively)."""
+    reached: dict[Node, Node] = {}
+    for p in placeholders:
+        stack = [p]
+        while stack:
+            n = stack.pop()
+            if n in reached:
+                continue
+            reached[n] = p
+            stack.extend(n.users)
+    return reached
+
+
+def _unguardable_reason(p: Node) -> str | None:
+    """Why no input guard can check placeholder ``p``'s facts, naming it; None when one can,
+    or it is a number, or unused."""
+    if input_facts(p) is not None or not p.users:
+        return None
+    name = repr(str(p.target).lstrip("*"))
+    v = p.meta.get("val", p.meta.get("example_value"))
+    if isinstance(v, (list, tuple, dict)):
+        kind = "dict" if isinstance(v, dict) else "tuple" if isinstance(v, tuple) else "list"
+        return (
+            f"input {name} is a {kind} in the example inputs, and input guards check tensors and numbers only "
+            "(pass its tensors as separate inputs to specialise the graph)"
         )
-    return None
+    if isinstance(v, torch.Tensor):
+        return f"input {name} has symbolic sizes, which input guards cannot check"
+    if "val" in p.meta or "example_value" in p.meta or "tensor_meta" in p.meta:
+        what = "None" if v is None else f"a {type(v).__name__}"
+        return f"input {name} is {what} in the example inputs, which input guards cannot check"
+    return (
+        f"input {name} has no recorded shape and dtype to check (run propagate_shapes first, with example "
+        "inputs; an input that is None in them records none)"
+    )
 
 
 def guard_inputs(ctx: Any, placeholders: list[Node], by: str) -> int:

@@ -574,17 +574,39 @@ def test_a_check_for_other_facts_or_an_input_without_facts_does_not_count_as_gua
     gm = torch.fx.GraphModule(nn.Module(), g)
     pr = simplify(gm, [torch.randn(4, 5), torch.randn(3)], "propagate_shapes,simplify_algebra")
     assert pr.counters == {"skipped": 1} and "specialize=true" in pr.skipped[0][1], pr.skipped
-    # y has no recorded facts (cleared after the propagation): nothing can check it
-    gm = torch.fx.symbolic_trace(Two())
-    fxpasses.Pipeline.from_string("propagate_shapes").run(gm, [torch.randn(4, 5), torch.randn(3)])
+    # y has no recorded facts (cleared after the propagation): nothing can check it, and what
+    # depends on y is kept; x * 1 does not, and is simplified under a guard of x (before, one
+    # input without facts kept every rewrite: noticed in an earlier session)
+    class TwoScaled(nn.Module):
+        def forward(self, x, y):
+            return (x * 1.0).relu(), (y.relu() * 1).cos() + (x * 1)
+
+    gm = torch.fx.symbolic_trace(TwoScaled())
+    fxpasses.Pipeline.from_string("propagate_shapes").run(gm, [torch.randn(4, 5), torch.randn(5)])
     list(gm.graph.nodes)[1].meta.clear()
-    pr = simplify(gm, [torch.randn(4, 5), torch.randn(3)], "simplify_algebra{specialize=true}")
-    assert pr.counters == {"skipped": 1}, pr.counters
-    assert pr.skipped[0][1] == (
-        "x * 1 kept: a symbolic_trace graph takes inputs of any shape and dtype, and input 'y' has no recorded "
-        "shape and dtype to check (run propagate_shapes first, with example inputs; an input that is None in them "
-        "records none)"
-    )
+    pr = simplify(gm, [torch.randn(4, 5), torch.randn(5)], "simplify_algebra{specialize=true}")
+    assert pr.counters == {"simplified": 2, "input_guards": 1, "skipped": 1}, pr.counters
+    assert pr.skipped == [
+        (
+            "mul_1",
+            "x * 1 kept: a symbolic_trace graph takes inputs of any shape and dtype, and input 'y' has no recorded "
+            "shape and dtype to check (run propagate_shapes first, with example inputs; an input that is None in them "
+            "records none)",
+        )
+    ]
+    (guard,) = [n for n in gm.graph.nodes if n.target is input_guard]
+    assert guard.args[:3] == (list(gm.graph.nodes)[0], "x", (4, 5))
+    x, y = torch.randn(4, 5), torch.randn(5)
+    outputs = gm(x, y)
+    torch.testing.assert_close(outputs, TwoScaled()(x, y), atol=0, rtol=0)
+    with pytest.raises(Exception, match="x"):
+        gm(torch.randn(3, 5), y)  # x * 1 -> x relied on x's recorded facts: the guard checks them
+    # without specialize, the message for the guardable input is unchanged
+    gm = torch.fx.symbolic_trace(TwoScaled())
+    fxpasses.Pipeline.from_string("propagate_shapes").run(gm, [torch.randn(4, 5), torch.randn(5)])
+    list(gm.graph.nodes)[1].meta.clear()
+    pr = simplify(gm, [torch.randn(4, 5), torch.randn(5)], "simplify_algebra")
+    assert pr.counters == {"skipped": 3} and sum("specialize=true" in why for _, why in pr.skipped) == 2, pr.skipped
 
 
 @pytest.mark.parametrize("dialect", ["dynamo", "export"])

@@ -9,7 +9,7 @@ import torch.nn as nn
 import fxpasses
 from fxpasses.capture import capture
 from fxpasses.effects import EffectAnalysis
-from fxpasses.guards import facts_hold_for_every_input, input_facts, input_guard, unguardable_input, unguarded_inputs
+from fxpasses.guards import facts_hold_for_every_input, input_facts, input_guard, inputs_reaching, unguardable_input, unguarded_inputs
 
 
 class Two(nn.Module):
@@ -60,7 +60,7 @@ def test_no_facts_means_nothing_can_be_checked_and_guarded_captures_hold():
 
 class ListInput(nn.Module):
     def forward(self, x, extra, unused):
-        return (x * 1).relu() + extra[0]
+        return (x * 1).relu() + extra[0] * 1
 
 
 def test_an_input_guards_cannot_check_is_named_with_why():
@@ -76,12 +76,17 @@ def test_an_input_guards_cannot_check_is_named_with_why():
     assert node.name == "extra" and unguarded_inputs(gm.graph) is None
     assert report["simplify_algebra"].skipped == [
         (
-            "mul",
+            "mul_1",
             "x * 1 kept: a symbolic_trace graph takes inputs of any shape and dtype, and input 'extra' is a list in "
             "the example inputs, and input guards check tensors and numbers only (pass its tensors as separate "
             "inputs to specialise the graph)",
         )
     ]
+    # what does not depend on the list is simplified under a guard of x (before, nothing was)
+    assert report["simplify_algebra"].counters == {"simplified": 1, "input_guards": 1, "skipped": 1}
+    assert unguarded_inputs(gm.graph, guardable_only=True) == []
+    assert sorted(n.name for n in inputs_reaching([node])) == ["add", "extra", "getitem", "mul_1", "output"]
+    torch.testing.assert_close(gm(x, extra, None), ListInput()(x, extra, None), atol=0, rtol=0)
 
     class NoList(nn.Module):
         def forward(self, x, unused):
