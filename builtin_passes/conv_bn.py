@@ -110,8 +110,11 @@ class FuseConvBN(NodePass):
     statistics; BNs that merely share a tensor, such as a tied weight, are separate and fuse),
     transposed convolutions, conv weights or BN parameters/statistics that are
     not constants (graph inputs such as TorchDynamo's parameters, or values computed in the
-    graph; torch-level graphs fold them in graph code with ``fold_in_graph=true``), and batch
-    norms whose saved mean/invstd outputs are used.
+    graph; torch-level graphs fold them in graph code with ``fold_in_graph=true``), batch
+    norms whose saved mean/invstd outputs are used, and a BN whose ``eps`` is 0 (below the
+    smallest normal float32) with a channel whose ``running_var + eps`` is 0, or whose
+    statistics are known only when the graph runs (the fused weight would be infinite, and
+    the conv would sum infinities into NaN where the BN gives each element +-inf).
 
     Counters: ``fused``; ``not_constant`` (pairs left unfused because their weights or
     statistics are not constants, each also a ``skipped`` entry). The orphaned original
@@ -219,7 +222,7 @@ class FuseConvBN(NodePass):
             return ctx.skip(node, f"BatchNorm module {node.target!r} is used at more than one site")
         if conv.out_channels != bn.num_features:
             return ctx.skip(node, f"conv has {conv.out_channels} output channels, BatchNorm {bn.num_features}")
-        problem = self._write_problem(conv_node, node, [conv_node, node])
+        problem = self._write_problem(conv_node, node, [conv_node, node]) or _zero_variance_problem(bn.running_var, bn.eps)
         if problem is not None:
             return ctx.skip(node, problem)
         stats = (bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)
@@ -285,6 +288,9 @@ class FuseConvBN(NodePass):
             return ctx.skip(node, problem)
         values = {"w": ctx.attr(w.target), "b": ctx.attr(b.target) if b is not None else None}
         values.update(weight=bn.weight, bias=bn.bias, running_mean=bn.running_mean, running_var=bn.running_var)
+        problem = _zero_variance_problem(bn.running_var, bn.eps)
+        if problem is not None:
+            return ctx.skip(node, problem)
         new_w, new_b = self._store_fold(values, bn.eps, w.target, ctx)
         if new_w is None:
             return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
@@ -426,6 +432,9 @@ class FuseConvBN(NodePass):
             return ctx.skip(
                 node, f"conv has {conv.out_channels} output channels, BatchNorm statistics of shape {tuple(mean.shape)}"
             )
+        problem = _zero_variance_problem(var, eps)
+        if problem is not None:
+            return ctx.skip(node, problem)
         self._dead.extend(frozen)
         self._into_conv_module(node, conv_node, conv, (mean, var, eps, gamma, beta), ctx)
         return conv_node
@@ -444,6 +453,9 @@ class FuseConvBN(NodePass):
             return ctx.skip(node, problem)
         if constant:
             values = {k: (ctx.attr(v.target) if isinstance(v, Node) else None) for k, v in params.items()}
+            problem = _zero_variance_problem(values["running_var"], eps)
+            if problem is not None:
+                return ctx.skip(node, problem)
             new_w, new_b = self._store_fold(values, eps, w.target, ctx)
             if new_w is None:
                 return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
@@ -471,6 +483,9 @@ class FuseConvBN(NodePass):
             ndim = _weight_ndim(conv_name, w)
             if ndim is None:
                 return ctx.skip(node, "the rank of the conv weight is unknown")
+            problem = _zero_variance_problem(None, eps)  # (the statistics are known when the graph runs)
+            if problem is not None:
+                return ctx.skip(node, problem)
             w_info, mean_info = (tensor_info(v) if isinstance(v, Node) else None for v in (w, bn["running_mean"]))
             if w_info and mean_info and tuple(mean_info[0]) != (w_info[0][0],):
                 return ctx.skip(node, "conv weight and BatchNorm statistics do not have matching shapes")
@@ -800,6 +815,42 @@ def _shared_with(bn_node: Node, bn: dict[str, Any], ctx: PassContext) -> Node | 
             if other is not None and _state_key(other) == key:
                 return user
     return None
+
+
+#: the smallest normal float32: an ``eps`` at least this keeps ``running_var + eps`` above 0,
+#: and its ``rsqrt`` finite, for every variance (>= 0) in float32 or wider (float16/bfloat16
+#: statistics are folded in float32)
+_SAFE_EPS = 2.0**-126
+
+
+def _zero_variance_problem(var: Any, eps: Any) -> str | None:
+    """Why folding a batch norm of running variance ``var`` (a tensor; None: known only when
+    the graph runs) and ``eps`` is not exact, or None: a channel whose ``var + eps`` is 0 makes
+    the fused weight infinite (``gamma / sqrt(0)``), and the conv then sums infinities of both
+    signs into NaN where the batch norm after it gave each element its own +-inf. Only an
+    ``eps`` below :data:`_SAFE_EPS` (0 included) can make it 0 for a variance, which is
+    never negative (an adversarial check found ``eps=0`` with a zero variance fused into
+    NaN outputs)."""
+    if not isinstance(eps, (int, float)) or eps >= _SAFE_EPS:
+        return None
+    if var is None:
+        return (
+            f"BatchNorm eps={eps}: a channel whose running variance is 0 would make the fused weight infinite "
+            "(the conv would sum infinities into NaN where the batch norm gives +-inf), and the statistics are "
+            "known only when the graph runs"
+        )
+    if not isinstance(var, torch.Tensor):
+        return None
+    with torch.no_grad():
+        zero = (_up(var) + eps == 0).nonzero().flatten().tolist()
+    if not zero:
+        return None
+    channels = ", ".join(map(str, zero[:5])) + (f" and {len(zero) - 5} more" if len(zero) > 5 else "")
+    return (
+        f"BatchNorm eps={eps} and running_var + eps is 0 in channel{'s' if len(zero) > 1 else ''} {channels}: "
+        "the fused weight would be infinite, and the conv would sum infinities into NaN where the batch norm "
+        "gives +-inf"
+    )
 
 
 def _weight_ndim(conv_name: str, w: Any) -> int | None:

@@ -927,3 +927,63 @@ def test_conv_subclass_called_as_a_leaf_is_skipped_with_reason():
     ((where, why),) = pr.skipped
     assert where == "_1" and "'0' is a " in why and "ScaledConv, a subclass of Conv2d called as a leaf" in why, why
     torch.testing.assert_close(gm(x), model(x))
+
+
+def _zero_variance(*bns: nn.Module) -> None:
+    """eps=0 and a channel of zero running variance (its mean not 0): eager gives +-inf there."""
+    for bn in bns:
+        bn.eps = 0.0
+        with torch.no_grad():
+            bn.running_var[1] = 0.0
+            bn.running_mean[1] = 0.5
+
+
+class _Pair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)
+        randomize_bn(self.bn)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export"])
+def test_a_zero_variance_with_eps_zero_is_not_fused(dialect):
+    """fuse_conv_bn turned eager's -inf into NaN: with eps=0, a channel of zero running variance
+    made the fused weight infinite (gamma / sqrt(0)) and the conv summed infinities of both
+    signs, where the batch norm after the conv divides each element by 0 (an adversarial
+    check; verify="lint" passed it). Each kind of pair is checked: module pair, conv module +
+    traced-through batch norm (bn1 of TracedThrough), traced-through conv + BatchNorm module
+    (bn2), functional constants (export)."""
+    pair, last, first = _Pair().eval(), TracedThrough().eval(), TracedThrough().eval()
+    _zero_variance(pair.bn, last.bn2, first.bn1)
+    zero = "BatchNorm eps=0.0 and running_var + eps is 0 in channel 1: the fused weight would be infinite"
+    for model in (pair, last, first):
+        x = torch.randn(2, 3, 9, 9)
+        expected = model(x)
+        # +-inf reach the output (through bn1, the next conv makes them NaN in eager too)
+        assert torch.isinf(expected).any() if model is not first else torch.isnan(expected).any()
+        gm = capture(model, [x], dialect).gm
+        pr = run(gm, inputs=[x])
+        assert [why[: len(zero)] for _, why in pr.skipped] == [zero], pr.skipped
+        assert pr.counters == {"skipped": 1, **({} if model is pair else {"fused": 1})}, pr.counters
+        torch.testing.assert_close(gm(x), expected, atol=1e-5, rtol=1e-5, equal_nan=True)
+    # eps=0 with every variance above 0 fuses: the rule reads the statistics
+    model = _Pair().eval()
+    model.bn.eps = 0.0
+    x = torch.randn(2, 3, 9, 9)
+    gm = capture(model, [x], dialect).gm
+    assert run(gm, inputs=[x]).counters == {"fused": 1}
+    torch.testing.assert_close(gm(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_eps_zero_is_not_folded_in_the_graph_where_the_statistics_are_unknown():
+    model = ConvNet(2).eval()
+    model.bn1.eps = 0.0  # (every variance above 0 now, but the graph may be given others)
+    x = torch.randn(2, 3, 6, 6)
+    cap = capture(model, [x], "dynamo")
+    pr = run(cap.gm, "fuse_conv_bn{fold_in_graph=true}", cap.inputs)
+    assert pr.counters == {"fused": 1, "skipped": 1}, pr.counters
+    assert pr.skipped[0][1].startswith("BatchNorm eps=0.0: a channel whose running variance is 0 would make the fused weight infinite")
+    torch.testing.assert_close(_first(cap.gm(*cap.inputs)), model(x), atol=1e-5, rtol=1e-5)
