@@ -71,8 +71,10 @@ class RenameNodes(GraphPass):
 
     Result: the old-to-new mapping of the renamed nodes, in graph order, in
     ``ctx.analyses["rename_nodes"]`` (for later passes of the same run) and in
-    ``gm.meta["rename_nodes"]`` (for the caller). Counters: ``renamed``, and ``suffixed``
-    for names that got a suffix because the requested one was taken.
+    ``gm.meta["rename_nodes"]`` (for the caller). Counters: ``renamed``; ``made_identifier``
+    for requested names that were not identifiers and were changed to be (``"1 bad"`` ->
+    ``_1_bad``, ``""`` -> ``_``); ``suffixed`` for names that got a suffix because the
+    requested one was taken.
 
     Options: ``pattern`` (required), ``replacement`` (required),
     ``on_conflict: "suffix" | "error" = "suffix"``, ``ops`` (node kinds, default all but
@@ -105,7 +107,10 @@ class RenameNodes(GraphPass):
                 continue
             mapping[old] = got
             ctx.count("renamed")
-            if got != _as_identifier(wanted):
+            asked = _as_identifier(wanted)
+            if asked != wanted:
+                ctx.count("made_identifier")
+            if got != asked:
                 ctx.count("suffixed")
         ctx.analyses[self.name] = dict(mapping)
         gm.meta[self.name] = dict(mapping)

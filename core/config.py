@@ -1077,6 +1077,14 @@ def _read(path: Path) -> Any:
         raise ConfigError(f"{path} is a directory, expected a file (a config file: .toml, .yaml, .yml or .json)") from None
     except UnicodeDecodeError:
         hint = "a config file is UTF-8 text: .toml, .yaml, .yml or .json"
+        try:
+            head = path.read_bytes()[:4]
+        except OSError:
+            head = b""
+        for bom, encoding in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
+            if head.startswith(bom):  # (UTF-32 first: its little-endian mark starts as UTF-16's)
+                hint = f"its byte order mark says {encoding}; save it as UTF-8"
+                break
         if path.suffix.lower() in (".pt2", ".pt", ".pth", ".zip", ".safetensors"):
             hint = (
                 f"a saved model or tensor file is named in a config: [model] program = {str(path)!r} for a saved "

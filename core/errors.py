@@ -363,6 +363,10 @@ class UnknownPassError(UserError):
         self.not_loaded = list(not_loaded)
         self.source = source
         self.kind = kind
+        if isinstance(name, str) and not name.strip():  # nothing to look up: no close names, no plugin to blame
+            msg = f"empty {kind} name {name!r}: give the name of one (`fxpasses list` shows them)"
+            super().__init__(f"{source}: {msg}" if source else msg)
+            return
         msg = f"unknown {kind} {name!r}"
         if source:
             msg = f"{source}: {msg}"
@@ -486,7 +490,9 @@ class OptionsError(UserError):
     ``others``: the errors of the pipeline's later entries with invalid options (a pipeline
     reports every such entry at once, first this one); their messages follow this one's.
     ``python_keys``: the options given as Python values (not read from a config file or a
-    pipeline string), whose hints are worded in Python (``True``, not ``true``).
+    pipeline string), whose hints are worded in Python (``True``, not ``true``). ``note``: a
+    line on the pass itself, e.g. that ``prefer`` chose another distribution's pass of this
+    name than the one the options were written for.
     """
 
     def __init__(
@@ -498,8 +504,10 @@ class OptionsError(UserError):
         places: Mapping[str, str] | None = None,
         others: Sequence[OptionsError] = (),
         python_keys: Collection[str] = (),
+        note: str | None = None,
     ) -> None:
         self.pass_name = pass_name
+        self.note = note
         self.problems = list(problems)
         self.source = source
         self.places = dict(places or {})
@@ -513,6 +521,8 @@ class OptionsError(UserError):
             python = str(path).split(".")[0] in self.python_keys
             hint = value_hint(value, source, message, python=python)
             lines.append(f"  {pass_name}.{path}{at}: {message} (given: {value!r}{hint})")
+        if note:
+            lines.append(f"  ({note})")
         lines += (str(o) for o in self.others)
         super().__init__("\n".join(lines))
 

@@ -601,7 +601,12 @@ def validate_pass_class(cls: Any) -> None:
             f"{where} is a torch PassBase class: give an instance, {cls.__name__}(...), which the pipeline "
             "runs as a pass function (or subclass fxpasses.NodePass or GraphPass)"
         )
-    if not issubclass(cls, Pass) or cls in (Pass, NodePass, GraphPass):
+    if cls in (Pass, NodePass, GraphPass):
+        raise PassDefinitionError(
+            f"{where} is fxpasses' own base class, not a pass: register a subclass of it that defines the pass "
+            "(its name, and hooks or run())"
+        )
+    if not issubclass(cls, Pass):
         raise PassDefinitionError(f"{where} is not a subclass of fxpasses.NodePass or GraphPass")
     if not issubclass(cls, (NodePass, GraphPass)):
         raise PassDefinitionError(f"{where} must subclass fxpasses.NodePass or fxpasses.GraphPass")

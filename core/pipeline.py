@@ -640,15 +640,18 @@ class Pipeline:
             options = validate_options(name, cls.Options, raw, where, config_keys, string_keys=string_keys)
         except OptionsError as err:
             fields = {str(path).split(".")[0] for path, _, _ in err.problems}
+            note = self._chosen_note(name, cls)
             if from_table and fields <= from_table:
                 # every bad value came from the options table: say so, not the entry
                 where_table = self._table_source(name) if self._from_config is not None else f"options={{{name!r}: ...}}"
-                raise OptionsError(name, err.problems, source=where_table, python_keys=err.python_keys) from None
+                raise OptionsError(name, err.problems, source=where_table, python_keys=err.python_keys, note=note) from None
             if isinstance(entry, SpecEntry) and entry.option_places:  # where each bad option stands
                 places = {k: c for k, c in entry.option_places.items() if k not in from_table}
                 raise OptionsError(
-                    name, err.problems, source=err.source, places=places, python_keys=err.python_keys
+                    name, err.problems, source=err.source, places=places, python_keys=err.python_keys, note=note
                 ) from None
+            if note is not None:
+                raise OptionsError(name, err.problems, source=err.source, python_keys=err.python_keys, note=note) from None
             raise
         if instance is not None and options != instance.options:
             instance.options = options  # the options table changed some of them
@@ -1379,7 +1382,7 @@ class Pipeline:
                         failure.notes.append(
                             f"in iteration {round_} of its fixpoint group (at most {step.group.max_iterations})"
                         )
-                    chosen = self._chosen_note(step)
+                    chosen = self._chosen_note(step.name, step.cls)
                     if chosen:
                         failure.notes.append(chosen)
                     _new_epoch(gm, epoch_graphs)
@@ -1681,18 +1684,19 @@ class Pipeline:
                 "its last lint it was changed, without one, by: " + ", ".join(repr(n) for n in unverified)
             )
 
-    def _chosen_note(self, step: PlanStep) -> str | None:
-        """For a pass whose name several plugins register, where ``prefer`` chose the one that
-        ran: which one it was (the user may expect another, e.g. the built-in pass)."""
+    def _chosen_note(self, name: str, cls: type) -> str | None:
+        """For a pass whose name several plugins register, where ``prefer`` chose ``cls``:
+        which one it is (the user may expect another, e.g. the built-in pass, whose options a
+        preset of the built-in passes gives it)."""
         try:
-            candidates = self.registry.candidates(step.name)
+            candidates = self.registry.candidates(name)
         except Exception:
             return None
-        ran = [c for c in candidates if c.cls is step.cls]
+        ran = [c for c in candidates if c.cls is cls]
         if len(candidates) < 2 or not ran:
             return None
         others = " and ".join(c.source for c in candidates if c is not ran[0])
-        return f"{step.name!r} here is the pass of {ran[0].source}, chosen by `prefer` over {others}"
+        return f"{name!r} here is the pass of {ran[0].source}, chosen by `prefer` over {others}"
 
     def _make_passes(self) -> None:
         """Make each pass of the plan as a run makes it (its class with its options), for

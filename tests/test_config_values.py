@@ -486,9 +486,19 @@ def test_a_binary_file_given_as_config_says_what_to_write_instead(tmp_path):
         "tensor file)"
     )
     other = tmp_path / "conf.toml"
-    other.write_bytes(b"\xff\xfe p")
+    other.write_bytes(b"\x80 p")
     with pytest.raises(ConfigError, match=r"it is not UTF-8 text \(a config file is UTF-8 text: .toml, .yaml, .yml or .json\)"):
         load_config_file(other)
+    # a byte order mark names the encoding an editor saved it in (a new-user check: a UTF-16
+    # file was "not UTF-8 text" only)
+    for encoding, named in (("utf-16", "UTF-16"), ("utf-16-be", None), ("utf-32", "UTF-32")):
+        text = 'pipeline = "remove_dropout"\n'
+        other.write_bytes(("\ufeff" if encoding == "utf-16-be" else "") .encode(encoding) + text.encode(encoding))
+        with pytest.raises(ConfigError) as info:
+            load_config_file(other)
+        assert str(info.value) == (
+            f"cannot read config file {other}: it is not UTF-8 text (its byte order mark says {named or 'UTF-16'}; save it as UTF-8)"
+        )
 
 
 @pytest.mark.parametrize(

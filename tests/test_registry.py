@@ -153,6 +153,15 @@ def test_a_failing_pass_chosen_by_prefer_over_another_says_whose_it_is(site):
     assert (
         "'eliminate_dead_code' here is the pass of dce-override 1.0, chosen by `prefer` over fxpasses "
     ) in str(info.value)
+    # a preset of the built-in passes gives it the built-in pass's options: the error said
+    # only "unknown option", as if the built-in pass refused its own (a new-user check)
+    with pytest.raises(fxpasses.errors.OptionsError) as info:
+        fxpasses.Pipeline.from_preset("training", registry=reg).plan()
+    lines = str(info.value).splitlines()
+    assert lines[1].startswith("  eliminate_dead_code.remove_unused_state (column ") and "unknown option" in lines[1]
+    assert lines[-1].startswith(
+        "  ('eliminate_dead_code' here is the pass of dce-override 1.0, chosen by `prefer` over fxpasses "
+    ), lines
     forget_modules("fxp_dce_override")
 
 
@@ -1339,6 +1348,33 @@ def test_a_registration_hook_calling_sys_exit_is_a_broken_plugin_not_the_end_of_
         reg = Registry()
     assert "exiting_pass" not in reg and "eliminate_dead_code" in reg
     forget_modules("fxp_exiting")
+
+
+def test_an_empty_name_is_called_empty():
+    """`fxpasses show ""` said "unknown pass or preset ''" with a hint that a plugin not loaded
+    may have it (a new-user check)."""
+    from click.testing import CliRunner
+
+    from fxpasses.cli import cli
+
+    r = CliRunner().invoke(cli, ["show", ""], catch_exceptions=False)
+    assert r.exit_code == 2
+    assert r.output == "error: empty pass or preset name '': give the name of one (`fxpasses list` shows them)\n"
+    with pytest.raises(fxpasses.errors.UnknownPassError) as info:
+        fxpasses.Pipeline(["remove_dropout", " "]).plan()
+    assert str(info.value) == "pipeline, entry 2: empty pass name ' ': give the name of one (`fxpasses list` shows them)"
+
+
+@pytest.mark.parametrize("base", [fxpasses.NodePass, fxpasses.GraphPass, fxpasses.passes.Pass])
+def test_registering_a_base_class_says_it_is_the_base_class(base):
+    """register(fxpasses.NodePass) said "fxpasses.passes.NodePass is not a subclass of
+    fxpasses.NodePass or GraphPass", which is false as written (a new-user check)."""
+    with pytest.raises(PassDefinitionError) as info:
+        Registry(autoload=False).register(base)
+    assert str(info.value) == (
+        f"fxpasses.passes.{base.__name__} is fxpasses' own base class, not a pass: register a subclass of it that "
+        "defines the pass (its name, and hooks or run())"
+    )
 
 
 @pytest.mark.parametrize(

@@ -135,11 +135,17 @@ def test_reserved_names(wanted, suffixed, why):
 
 
 def test_invalid_characters_are_replaced_not_counted_as_conflicts():
+    """...and counted as made_identifier: the report said only renamed=1 where the name asked
+    for was changed (a new-user check)."""
     gm = traced()
     pr = rename(gm, "pattern='^add$', replacement='plus.one'")
-    assert gm.meta["rename_nodes"] == {"add": "plus_one"} and pr.counters == {"renamed": 1}
+    assert gm.meta["rename_nodes"] == {"add": "plus_one"} and pr.counters == {"renamed": 1, "made_identifier": 1}
     pr = rename(gm, "pattern='^mul$', replacement='2x'")
-    assert gm.meta["rename_nodes"] == {"mul": "_2x"} and pr.counters == {"renamed": 1}
+    assert gm.meta["rename_nodes"] == {"mul": "_2x"} and pr.counters == {"renamed": 1, "made_identifier": 1}
+    pr = rename(gm, "pattern='^relu$', replacement=''")
+    assert gm.meta["rename_nodes"] == {"relu": "_"} and pr.counters == {"renamed": 1, "made_identifier": 1}
+    pr = rename(gm, "pattern='^lin$', replacement='linear'")
+    assert gm.meta["rename_nodes"] == {"lin": "linear"} and pr.counters == {"renamed": 1}
 
 
 def test_placeholders_keep_the_forward_signature():
