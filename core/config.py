@@ -1081,8 +1081,10 @@ def _read(path: Path) -> Any:
             head = path.read_bytes()[:4]
         except OSError:
             head = b""
-        for bom, encoding in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
-            if head.startswith(bom):  # (UTF-32 first: its little-endian mark starts as UTF-16's)
+        # (UTF-32 first: its little-endian mark starts as UTF-16's does)
+        marks = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+        for bom, encoding in marks:
+            if head.startswith(bom):
                 hint = f"its byte order mark says {encoding}; save it as UTF-8"
                 break
         if path.suffix.lower() in (".pt2", ".pt", ".pth", ".zip", ".safetensors"):

@@ -134,7 +134,9 @@ def unguarded_inputs(graph: torch.fx.Graph, *, guardable_only: bool = False) -> 
         if facts is False:
             continue
         if facts is None:
-            if not p.users or guardable_only:  # an unused input: no recorded fact comes from it
+            # an unused input: no recorded fact comes from it (guardable_only: nor is one
+            # asked of it; the caller keeps what depends on it)
+            if not p.users or guardable_only:
                 continue
             return None
         if not any(u.op == "call_function" and u.target is input_guard and tuple(u.args[2:6]) == facts for u in p.users):

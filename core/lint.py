@@ -940,8 +940,9 @@ def _operator_problem(target: Any, args: tuple, kwargs: dict) -> str | None:
     :mod:`operator` function or ``getattr`` (:data:`_ARITY`): keywords, a count of arguments
     it does not take, an in-place operator updating a constant, a constant attribute name that
     is not a str, a constant subscripted that has no ``__getitem__`` (``__delitem__``:
-    ``None[0]``, ``del 3[x]``); None when nothing is (or ``target`` is another builtin). Lint asks it of every builtin call node it looks at, so
-    the answer for a good call is a dictionary lookup and two comparisons."""
+    ``None[0]``, ``del 3[x]``); None when nothing is (or ``target`` is another builtin).
+    Lint asks it of every builtin call node it looks at, so the answer for a good call is a
+    dictionary lookup and a few comparisons."""
     arity = _ARITY.get(target)
     if arity is None:
         return None

@@ -1560,7 +1560,9 @@ def _option_infos(model: type[BaseModel], defaults: Any, prefix: str, outer: tup
         for held, path in _held_models(f.annotation):
             if held in outer or held is model:  # a model inside itself: listed once, above
                 continue
-            fields.extend(_option_infos(held, default if not path and isinstance(default, held) else _OWN_DEFAULTS, name + path + ".", (*outer, model)))
+            # (a nested default gives its fields' defaults; an item of a list or dict has none)
+            inner = default if not path and isinstance(default, held) else _OWN_DEFAULTS
+            fields.extend(_option_infos(held, inner, name + path + ".", (*outer, model)))
         infos.append(
             OptionInfo(
                 name=name,
@@ -1588,9 +1590,10 @@ def _held_models(annotation: Any) -> list[tuple[type[BaseModel], str]]:
             continue
         origin = typing.get_origin(a)
         args = [x for x in typing.get_args(a) if x is not Ellipsis]
-        if origin in (list, tuple, set, frozenset) or (isinstance(origin, type) and issubclass(origin, (Sequence, collections.abc.Set))):
+        sequence = isinstance(origin, type) and issubclass(origin, (collections.abc.Sequence, collections.abc.Set))
+        if sequence and not issubclass(origin, (str, bytes)):
             stack.extend((x, path + "[]") for x in reversed(args))
-        elif origin is dict or (isinstance(origin, type) and issubclass(origin, Mapping)):
+        elif isinstance(origin, type) and issubclass(origin, collections.abc.Mapping):
             stack.extend((x, path + ".<key>") for x in reversed(args[1:]))
         else:  # Optional, Union, Annotated: the same place
             stack.extend((x, path) for x in reversed(args))
