@@ -585,6 +585,11 @@ def _show_text(d: Any) -> None:
             )
             stack.extend(reversed(o.fields))
         print_table(("option", "type", "default", "description"), rows)
+        if any(o.fields for o in d.options):
+            click.echo(
+                "(a table given for an option holding a model replaces the option's default as a whole: the fields "
+                "it leaves out take the defaults listed for them)"
+            )
     else:
         click.echo("options:  none")
     body = d.doc.split("\n", 1)[1].strip() if "\n" in d.doc else ""

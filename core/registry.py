@@ -206,7 +206,8 @@ class OptionInfo:
     constraints: str = ""  # pydantic field constraints, e.g. ">= 1, <= 8"
     #: the fields of an options model this option holds (its type, inside ``Optional``, a
     #: list, tuple, set or dict value), named by their path: ``tiling.size``, ``tiles[].size``
-    #: (each item of a list), ``by_name.<key>.size`` (each value of a dict)
+    #: (each item of a list), ``by_name.<key>.size`` (each value of a dict), with the model's
+    #: own defaults (what a table given for the option leaves out takes)
     fields: tuple[OptionInfo, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
@@ -1497,7 +1498,7 @@ class Registry:
             summary=cls.summary(),
             doc=inspect.cleandoc(cls.__doc__ or ""),
             kind=cls.kind,
-            options=_option_infos(cls.Options, _OWN_DEFAULTS, "", ()),
+            options=_option_infos(cls.Options, "", ()),
             requires=tuple(cls.requires),
             after=tuple(cls.after),
             before=tuple(cls.before),
@@ -1538,31 +1539,22 @@ class Registry:
         return f"<Registry {len(self._passes)} passes from {len(self.plugins)} plugins>"
 
 
-_OWN_DEFAULTS: Any = object()  # _option_infos: each field's own default
-
-
-def _option_infos(model: type[BaseModel], defaults: Any, prefix: str, outer: tuple[type, ...]) -> tuple[OptionInfo, ...]:
+def _option_infos(model: type[BaseModel], prefix: str, outer: tuple[type, ...]) -> tuple[OptionInfo, ...]:
     """An :class:`OptionInfo` per field of the options model ``model``, named ``prefix`` + the
     name it is given by (its alias, else the field's name), with the fields of the models a
-    field holds (:func:`_held_models`) below it. ``defaults``: the model instance the fields'
-    defaults come from (a nested model's default, ``tiling: Tiling = Tiling(size=8)``), or
-    :data:`_OWN_DEFAULTS` (each field's own default; "required" where it has none). ``outer``: the
-    models around this one, whose fields a model held inside itself does not list again."""
+    field holds (:func:`_held_models`) below it, each with its own default: what a field left
+    out of a table given for the option takes (pydantic validates the table as a whole, not
+    merged into the option's default). ``outer``: the models around this one, whose fields a
+    model held inside itself does not list again."""
     infos = []
     for fname, f in model.model_fields.items():
-        if defaults is not _OWN_DEFAULTS and fname in getattr(defaults, "__dict__", {}):
-            required, default = False, defaults.__dict__[fname]
-        else:
-            required = f.is_required()
-            default = None if required else f.get_default(call_default_factory=True)
+        required = f.is_required()
+        default = None if required else f.get_default(call_default_factory=True)
         name = prefix + (f.alias or fname)  # (the name the option is given by)
         fields: list[OptionInfo] = []
         for held, path in _held_models(f.annotation):
-            if held in outer or held is model:  # a model inside itself: listed once, above
-                continue
-            # (a nested default gives its fields' defaults; an item of a list or dict has none)
-            inner = default if not path and isinstance(default, held) else _OWN_DEFAULTS
-            fields.extend(_option_infos(held, inner, name + path + ".", (*outer, model)))
+            if held not in outer and held is not model:  # a model inside itself: listed once, above
+                fields.extend(_option_infos(held, name + path + ".", (*outer, model)))
         infos.append(
             OptionInfo(
                 name=name,

@@ -1970,8 +1970,9 @@ def test_show_lists_the_fields_of_nested_options_models_by_their_paths(capsys):
     rows = [" ".join(line.split()) for line in lines[start + 2 :] if line.strip()]
     assert rows == [
         "tiling _ShownTiling {size=8,order=row.major}",
-        # the default of a field inside a nested default is that default's (8, not 16)
-        "tiling.size int (>= 1) 8 tile edge in elements",
+        # a field's own default: what a table given for `tiling` leaves out takes (the
+        # loader validates the table as a whole), said in the line under the table
+        "tiling.size int (>= 1) 16 tile edge in elements",
         "tiling.order Literal['row.major', 'col.major'] row.major",
         "alt Optional[_ShownTiling] none",
         "alt.size int (>= 1) 16 tile edge in elements",
@@ -1986,11 +1987,16 @@ def test_show_lists_the_fields_of_nested_options_models_by_their_paths(capsys):
         # a model inside itself is listed once
         "tree.child Optional[_ShownTree] none",
         "tree.v int 1",
+        "(a table given for an option holding a model replaces the option's default as a whole: the fields it "
+        "leaves out take the defaults listed for them)",
     ]
+    # which is what the loader does
+    steps = fxpasses.Pipeline.from_string("nested_rows{tiling={order=col.major}}", registry=reg).plan().steps
+    assert steps[0].options.tiling == _ShownTiling(size=16, order="col.major")
     shown = reg.describe("nested_rows").as_dict()["options"][0]
     assert shown["default"] == {"size": 8, "order": "row.major"}
     assert [(f["name"], f["default"], f["constraints"]) for f in shown["fields"]] == [
-        ("tiling.size", 8, ">= 1"),
+        ("tiling.size", 16, ">= 1"),
         ("tiling.order", "row.major", ""),
     ]
 
