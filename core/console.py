@@ -17,9 +17,8 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     continued in its own column, so no line of it starts at the left margin where a row would."""
     from rich.cells import cell_len
 
-    cells = [list(map(str, headers))] + [[str(c) for c in r] for r in rows]
-    split = [[c.splitlines() or [""] for c in r] for r in cells]
-    widths = [max(cell_len(line) for r in split for line in r[i]) for i in range(len(headers))]
+    split = _split_cells(headers, rows)
+    widths = _widths(split, len(headers))
     lines = []
     for parts in split:
         for k in range(max(map(len, parts))):
@@ -27,6 +26,19 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
             lines.append("  ".join(t + " " * (w - cell_len(t)) for t, w in zip(texts, widths)).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _split_cells(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[list[list[str]]]:
+    """The header and each row, each cell as its lines (an empty cell as one empty line)."""
+    return [[str(c).splitlines() or [""] for c in r] for r in [headers, *rows]]
+
+
+def _widths(split: list[list[list[str]]], n: int) -> list[int]:
+    """The width in terminal cells (``rich.cells.cell_len``) of each of the first ``n``
+    columns of :func:`_split_cells`' cells: their widest line."""
+    from rich.cells import cell_len
+
+    return [max(cell_len(line) for r in split for line in r[i]) for i in range(n)]
 
 
 def print_table(
@@ -75,13 +87,8 @@ def _last_column_wrapped(headers: Sequence[str], rows: Sequence[Sequence[str]], 
     it after the other columns, at least 20 characters."""
     import textwrap
 
-    from rich.cells import cell_len
-
     n = len(headers)
-    others = [
-        max(cell_len(line) for cell in [headers[i], *(r[i] for r in rows)] for line in (str(cell).splitlines() or [""]))
-        for i in range(n - 1)
-    ]
+    others = _widths(_split_cells(headers, rows), n - 1)
     room = max(20, width - sum(others) - 2 * (n - 1))
     return [
         [*map(str, r[:-1]), "\n".join(textwrap.fill(line, room) if line else "" for line in str(r[-1]).splitlines())]
