@@ -92,8 +92,9 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], sour
     prefix = f"{name}__"
     text_refs = {f"#/$defs/{k}": f"#/$defs/{prefix}{k}" for k in local}
     for k, v in local.items():
-        defs[prefix + k] = _without_unique_items(_renamed_refs(v, text_refs))
-    schema = _renamed_refs(schema, text_refs)
+        defs[prefix + k] = _rewritten(v, text_refs)
+    # a set option reads a list with repeated items (as a set, once each): no uniqueItems
+    schema = _rewritten(schema, text_refs)
     schema.setdefault("additionalProperties", False)
     # an option with an alias is read by its name too (fxpasses.PassOptions)
     props = schema.get("properties", {})
@@ -104,8 +105,6 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], sour
             both.append({"required": [info.alias, field]})  # (not both: "given twice")
     if both:
         schema["not"] = {"anyOf": both}
-    # a set option reads a list with repeated items (as a set, once each): no uniqueItems
-    schema = _without_unique_items(schema)
     # an entry's options and the [options.NAME] table are merged before they are validated, so
     # either may give a required option: neither alone requires it (check says what is missing)
     required = schema.pop("required", None)
@@ -118,22 +117,16 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], sour
     return schema
 
 
-def _without_unique_items(node: Any) -> Any:
-    """``node`` (JSON schema) without ``uniqueItems``, which pydantic gives set types."""
+def _rewritten(node: Any, text_refs: dict[str, str]) -> Any:
+    """``node`` (JSON schema) with each ``$ref`` found in ``text_refs`` replaced by its value,
+    and without ``uniqueItems`` (which pydantic gives set types; a module function, not a
+    recursive closure: that would be a reference cycle)."""
     if isinstance(node, dict):
-        return {k: _without_unique_items(v) for k, v in node.items() if k != "uniqueItems"}
+        return {
+            k: (text_refs.get(v, v) if k == "$ref" else _rewritten(v, text_refs)) for k, v in node.items() if k != "uniqueItems"
+        }
     if isinstance(node, list):
-        return [_without_unique_items(v) for v in node]
-    return node
-
-
-def _renamed_refs(node: Any, text_refs: dict[str, str]) -> Any:
-    """``node`` (JSON schema) with each ``$ref`` found in ``text_refs`` replaced by its value
-    (a module function, not a recursive closure: that would be a reference cycle)."""
-    if isinstance(node, dict):
-        return {k: (text_refs.get(v, v) if k == "$ref" else _renamed_refs(v, text_refs)) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_renamed_refs(v, text_refs) for v in node]
+        return [_rewritten(v, text_refs) for v in node]
     return node
 
 
