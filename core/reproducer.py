@@ -15,9 +15,11 @@
                               it first imports the modules that define (and register) the
                               specs' pytree types, a ``ModelOutput``'s among them, and the
                               custom operators a pass inserted (a plugin's module)
-``DIR/tensors.safetensors``   parameters, buffers and tensor attributes (``.pt`` written with
-                              ``torch.save`` when safetensors is not installed or cannot hold
-                              one of them; read back with ``weights_only=True``)
+``DIR/tensors.safetensors``   parameters, buffers and tensor attributes, as laid out (strides,
+                              offsets, views sharing a storage: see :func:`save_tensors`;
+                              ``.pt`` written with ``torch.save`` when safetensors is not
+                              installed or cannot hold one of them; read back with
+                              ``weights_only=True``)
 ``DIR/inputs.safetensors``    the example inputs, exactly (``.pt`` likewise): positional ones
                               named ``0``, ``1``, ..., keyword ones by their keyword
 ``DIR/error.txt``             the failure as reported
@@ -36,6 +38,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import importlib.util
+import json
 import math
 import os
 import shlex
@@ -77,19 +80,83 @@ class ReproducerError(FxPassesError):
 # ------------------------------------------------------------------------------------ tensors
 
 
+#: the safetensors metadata key under which :func:`save_tensors` records each tensor's layout
+_LAYOUT_KEY = "fxpasses.layout"
+
+
 def save_tensors(stem: Path, tensors: dict[str, torch.Tensor]) -> Path:
-    """Write ``tensors`` to ``stem.safetensors`` (or ``stem.pt`` when safetensors cannot)."""
-    plain = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+    """Write ``tensors`` to ``stem.safetensors`` (or ``stem.pt`` with ``torch.save`` when
+    safetensors cannot), each exactly as it is laid out: its dtype, sizes, strides and storage
+    offset, and tensors that share a storage (views of one buffer, tied weights) sharing it
+    again when :func:`load_tensors` reads them. safetensors holds contiguous tensors only, so
+    each storage is written once as its bytes and each tensor's place in it goes in the file's
+    metadata (a reproducer replayed with a parameter made contiguous, or with a view turned
+    into a copy, ran other kernels or other aliasing and passed where the run failed: an
+    adversarial check). A tensor on another device is stored from a CPU copy of its storage;
+    one without a strided storage (sparse, quantized) contiguous, as a copy."""
+    plain: dict[str, torch.Tensor] = {}
+    layout: dict[str, list[Any]] = {}
+    storages: dict[tuple[Any, ...], str] = {}  # (device, address) -> the name its bytes are written under
+    for k, v in tensors.items():
+        v = v.detach()
+        place = _storage_place(v)
+        if place is None:
+            plain[k] = v.to("cpu").resolve_conj().resolve_neg().contiguous().clone()
+            continue
+        key, storage = place
+        base = storages.get(key)
+        if base is None:
+            base = storages[key] = f"__storage_{len(storages)}"
+            plain[base] = torch.empty(0, dtype=torch.uint8, device=v.device).set_(storage).to("cpu").clone()
+        layout[k] = [base, str(v.dtype).removeprefix("torch."), list(v.shape), list(v.stride()), v.storage_offset()]
     try:
         from safetensors.torch import save_file
 
         path = stem.with_suffix(".safetensors")
-        save_file(plain, str(path))
+        recorded = {"order": list(tensors), "layout": layout}
+        save_file(plain, str(path), metadata={_LAYOUT_KEY: json.dumps(recorded)} if layout else None)
         return path
-    except Exception:  # not installed, or a dtype it does not hold
+    except Exception:  # not installed, or a dtype it does not hold: torch.save keeps layouts itself
         path = stem.with_suffix(".pt")
-        torch.save(plain, path)
+        torch.save({k: v.detach().to("cpu") for k, v in tensors.items()}, path)
         return path
+
+
+def _storage_place(t: torch.Tensor) -> tuple[tuple[Any, ...], Any] | None:
+    """``((device, storage address), untyped storage)`` of a strided tensor with real storage,
+    None for one without (sparse, quantized, meta, fake)."""
+    if (
+        type(t) not in (torch.Tensor, torch.nn.Parameter)
+        or t.layout != torch.strided
+        or t.is_quantized
+        or t.device.type == "meta"
+        or t.is_conj()  # (a conjugate or negative view: its bytes are not its values)
+        or t.is_neg()
+    ):
+        return None
+    try:
+        storage = t.untyped_storage()
+        return (str(t.device), storage.data_ptr(), storage.nbytes()), storage
+    except Exception:  # noqa: BLE001 - a tensor subclass or functional wrapper without one
+        return None
+
+
+def _with_layouts(data: dict[str, torch.Tensor], metadata: dict[str, str] | None) -> dict[str, torch.Tensor]:
+    """The tensors :func:`save_tensors` wrote, rebuilt from the storages' bytes and the
+    recorded layouts (a file written without them is read as it is)."""
+    recorded = json.loads((metadata or {}).get(_LAYOUT_KEY, "{}"))
+    if not recorded:
+        return data
+    out = {}
+    for name in recorded["order"]:
+        place = recorded["layout"].get(name)
+        if place is None:
+            out[name] = data[name]
+            continue
+        base, dtype, size, stride, offset = place
+        storage = data[base].untyped_storage()
+        out[name] = torch.empty(0, dtype=getattr(torch, dtype)).set_(storage, offset, size, stride)
+    return out
 
 
 def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
@@ -106,7 +173,11 @@ def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
                 from safetensors.torch import load_file
             except ImportError:
                 raise ConfigError(f"{path} needs the safetensors package: pip install safetensors") from None
-            return dict(load_file(str(path)))
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as f:
+                metadata = f.metadata()
+            return _with_layouts(dict(load_file(str(path))), metadata)
         data = torch.load(path, weights_only=True, map_location="cpu")
     except ConfigError:
         raise

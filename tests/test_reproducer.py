@@ -686,3 +686,67 @@ def test_a_reproducer_keeps_which_inputs_require_grad(tmp_path):
     with pytest.raises(fxpasses.ConfigError) as info:
         run_job(load_config_file(tmp_path / "repro" / "bad.json"), registry=registry, repeat=1, save=False)
     assert str(info.value).endswith("bad.json: [model] requires_grad: '9' is not an input (inputs: 0, 1, 2, 3, 4)"), str(info.value)
+
+
+class _Transposed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.randn(8, 6).t())  # strides (1, 6)
+        self.register_buffer("v", self.p.detach()[1:3])  # a view of p's storage
+
+    def forward(self, x):
+        return self.p * x, self.v + x.sum()
+
+
+@pytest.mark.parametrize("where", ["parameter", "input"])
+def test_a_reproducer_keeps_strides_and_views_so_a_layout_failure_replays(tmp_path, where):
+    """The reproducer stored every tensor contiguous (safetensors holds only those) and each
+    view as a copy of its own: a pass that changed an output's strides failed the run (numeric
+    verification compares strides) and passed the replay, exit 0 (an adversarial check). The
+    storages are stored once, with each tensor's dtype, sizes, strides and offset."""
+    import fxpasses
+    from fxpasses.config import load_config_file as load_config
+    from fxpasses.job import run_job
+    from fxpasses.reproducer import ReproducerWriter
+
+    class Contiguous(fxpasses.GraphPass):
+        """Make the first output contiguous."""
+
+        name = "make_contiguous"
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            first = out.args[0][0]
+            with gm.graph.inserting_before(out):
+                new = gm.graph.call_method("contiguous", (first,))
+            out.args = ((new, *out.args[0][1:]),)
+            return True
+
+    registry = fxpasses.Registry(autoload=False)
+    registry.register(Contiguous)
+    torch.manual_seed(0)
+    net = _Transposed()
+    if where == "parameter":
+        x = torch.randn(1)
+    else:  # a channels_last input: p * x broadcast keeps x's layout
+        net.p = torch.nn.Parameter(torch.randn(1))
+        x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    gm = torch.fx.symbolic_trace(net)
+    pipeline = fxpasses.Pipeline(["make_contiguous"], registry=registry, verify="numeric")
+    writer = ReproducerWriter(tmp_path / "repro", pipeline)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        pipeline.run(gm, [x], instruments=[writer])
+    assert "output[0]: strides" in str(info.value), str(info.value)
+    rep = tmp_path / "repro"
+    tensors, inputs = load_tensors(rep / "tensors.safetensors"), load_tensors(rep / "inputs.safetensors")
+    if where == "parameter":
+        assert tensors["p"].stride() == (1, 6) and torch.equal(tensors["p"], net.p.detach())
+        # the view shares the parameter's storage again, at its offset
+        assert tensors["v"].untyped_storage().data_ptr() == tensors["p"].untyped_storage().data_ptr()
+        assert tensors["v"].storage_offset() == 1 and torch.equal(tensors["v"], net.v)
+    else:
+        assert inputs["0"].stride() == x.stride() and torch.equal(inputs["0"], x)
+    with pytest.raises(fxpasses.PassFailedError) as again:
+        run_job(load_config(rep / "fxpasses.json"), registry=registry, repeat=1, save=False)
+    assert "output[0]: strides" in str(again.value), str(again.value)
