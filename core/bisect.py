@@ -143,7 +143,7 @@ class BisectResult:
         lines.append("first bad " + self.culprit.describe())
         for t in (self.good, self.bad):
             if t is not None:
-                applied = f"rewrites #1..#{t.limit}" if t.limit else "no rewrite"
+                applied = _applied(t.limit)
                 lines.append(f"  with {applied}: {t.message}")
         lines.append(f"reproduce with: {shlex.join(self.reproduce_command(config, run_args=run_args))}")
         if "--on-error" in self.reproduce_args:
@@ -278,8 +278,7 @@ def bisect(
             restore()
         records[n] = limit.last
         result.trials.append(t)
-        applied = f"rewrites #1..#{n}" if n > 1 else "rewrite #1" if n == 1 else "no rewrite"
-        say(f"{applied}: {'bad' if t.bad else 'good'} ({t.message})")
+        say(f"{_applied(n)}: {'bad' if t.bad else 'good'} ({t.message})")
         return t
 
     lo, hi = result.first - 1, result.last
@@ -313,3 +312,8 @@ def bisect(
 def _rewrites(n: int) -> str:
     """``n`` rewrites in words: ``1 rewrite``, ``3 rewrites``."""
     return f"{n} rewrite" + ("" if n == 1 else "s")
+
+
+def _applied(n: int | None) -> str:
+    """The first ``n`` rewrites in words: ``rewrites #1..#5``, ``rewrite #1``, ``no rewrite``."""
+    return f"rewrites #1..#{n}" if n and n > 1 else "rewrite #1" if n == 1 else "no rewrite"

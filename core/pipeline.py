@@ -394,8 +394,10 @@ class Pipeline:
         self.registry = registry if registry is not None else default_registry()
         self.verify = verify
         self.on_error = on_error
-        self.atol = tolerance("atol", atol, source=source)
-        self.rtol = tolerance("rtol", rtol, source=source)
+        # (a config's tolerances are its own; from_string's and from_preset's are keyword
+        # arguments, not part of the string or preset that `source` names)
+        self.atol = tolerance("atol", atol, source=_from_config)
+        self.rtol = tolerance("rtol", rtol, source=_from_config)
         self.snapshot_tensors = snapshot_tensors
         self.source = source or "pipeline"
         self._from_config = _from_config  # where the config is: entries and options are its data (JSON-like)

@@ -34,7 +34,7 @@ def rewrites_summary(rep: "RunReport") -> str:
     rolled back (they count towards the limit, as bisection numbers them, but are not in the
     graph)."""
     undone = [(p.name, p.rewrites) for p in rep.passes if p.rolled_back and p.rewrites]
-    text = f"{rep.rewrites} rewrites counted"
+    text = f"{rep.rewrites} rewrite{'' if rep.rewrites == 1 else 's'} counted"
     if undone:
         n = sum(k for _, k in undone)
         text += f" ({n} rolled back with {', '.join(name for name, _ in undone)}, not in the graph)"

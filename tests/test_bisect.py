@@ -419,6 +419,8 @@ def test_cli_run_with_a_rewrite_limit_shows_rewrites_and_cut_off(tmp_path):
     r = CliRunner().invoke(cli, ["run", str(cfg), "--rewrite-limit", "5", "--repeat", "1", "--no-save"])
     assert r.exit_code == 0, r.output
     assert "rewrite limit 5: 5 rewrites counted; no pass was cut off" in r.output
+    r = CliRunner().invoke(cli, ["run", str(cfg), "--rewrite-limit", "1", "--repeat", "1", "--no-save"])
+    assert "rewrite limit 1: 1 rewrite counted; cut off" in r.output, r.output  # (was "1 rewrites")
     r = CliRunner().invoke(cli, ["run", str(cfg), "--repeat", "1", "--no-save"])
     assert "rewrites" not in r.output.splitlines()[2] and "rewrite limit" not in r.output
 
@@ -653,3 +655,11 @@ def test_bisect_progress_says_no_rewrite_and_one_rewrite_in_words():
     clean = bisect(Pipeline([FirstBad]), torch.fx.symbolic_trace(_FourRelus()), [x.abs()], log=lines.append)
     assert lines[-1] == "full run: every pass keeps the outputs (2 rewrites)"
     assert clean.text() == "no failure: the pass keeps the outputs (2 rewrites); nothing to bisect"  # (was "each of the 1 passes")
+
+
+def test_the_first_rewrites_are_named_in_the_singular_for_one():
+    """The bisect text said "with rewrites #1..#1" where its progress log said "rewrite #1"
+    (an adversarial check): one helper words both."""
+    from fxpasses.bisect import _applied
+
+    assert [_applied(n) for n in (None, 0, 1, 2, 7)] == ["no rewrite", "no rewrite", "rewrite #1", "rewrites #1..#2", "rewrites #1..#7"]

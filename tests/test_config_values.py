@@ -811,6 +811,12 @@ def test_python_wording_for_a_quoted_tolerance_and_flags_that_must_be_booleans()
     with pytest.raises(ConfigError) as info:
         Pipeline(["remove_dropout"], atol="1e-5")
     assert str(info.value) == "atol must be a finite number >= 0, got '1e-5'; a number in quotes is a string: write 1e-5 without the quotes"
+    # a keyword argument of from_string/from_preset is not the string's or the preset's (it
+    # said "pipeline string: atol must be ...": an adversarial check)
+    for make in (lambda: Pipeline.from_string("remove_dropout", atol=float("inf")), lambda: Pipeline.from_preset("inference", atol=float("inf"))):
+        with pytest.raises(ConfigError) as info:
+            make()
+        assert str(info.value) == "atol must be a finite number >= 0, got inf"
     for flag in ("strict", "autoload"):
         with pytest.raises(TypeError, match=rf"Registry\({flag}=\.\.\.\) takes True or False, got 'false'"):
             Registry(**{flag: "false"})
