@@ -306,6 +306,47 @@ class _Encoder:
     def __init__(self) -> None:
         self.tensor_literals = False
         self.pytree_modules: set[str] = set()  # modules defining the types of encoded TreeSpecs
+        # the free symbols of the symbolic sizes written (torch.export with dynamic_shapes,
+        # torch.compile(dynamic=True)): name -> (example value, lower bound, upper bound)
+        self.symbols: dict[str, tuple[int | None, int | None, int | None]] = {}
+
+    def symint(self, v: Any) -> str:
+        """``b.sym("8*s77", 32)``: a symbolic size as its expression over free symbols (each
+        recorded in :attr:`symbols` with its example value and range) and its example value;
+        an expression that does not read back the same is unsupported."""
+        import sympy
+
+        node = v.node
+        expr = node.expr
+        if not expr.free_symbols:
+            return repr(int(expr))
+        from torch.utils._sympy import functions as sympy_functions
+
+        names = {str(s): s for s in expr.free_symbols}
+        known = {k: getattr(sympy_functions, k) for k in getattr(sympy_functions, "__all__", ())}
+        try:
+            same = sympy.sympify(str(expr), locals={**known, **names}) == expr
+        except Exception:  # noqa: BLE001 - any failure to read it back: not written
+            same = False
+        if not same:
+            raise _Unsupported(f"the symbolic size {expr}")
+        env = node.shape_env
+        values = getattr(env, "backed_var_to_val", None)
+        if values is None:
+            values = env.var_to_val
+        for name, sym in names.items():
+            rng = env.var_to_range.get(sym)
+            bounds = [None, None]
+            if rng is not None:
+                bounds = [int(b) if b.is_finite else None for b in (rng.lower, rng.upper)]
+            hint = values.get(sym)
+            self.symbols[name] = (int(hint) if hint is not None else None, *bounds)
+        hint = node.hint
+        return f"b.sym({str(expr)!r}, {int(hint) if hint is not None else None!r})"
+
+    def size(self, d: Any) -> str:
+        """A size or stride: the int, or :meth:`symint` of a symbolic one."""
+        return self.symint(d) if isinstance(d, torch.SymInt) else repr(int(d))
 
     def treespec(self, spec: Any) -> str:
         """``b.treespec(...)`` of a pytree spec; notes the modules that define its types."""
@@ -330,10 +371,16 @@ class _Encoder:
             return repr(v)
         if type(v) is complex:
             return f"complex({self.enc(v.real, meta)}, {self.enc(v.imag, meta)})"
+        if isinstance(v, torch.SymInt):
+            if not meta:  # (a pass's own: node arguments hold the nodes that compute sizes)
+                raise _Unsupported(f"the symbolic size {v} in node arguments")
+            return self.symint(v)
         if isinstance(v, torch.fx.Node):
             return f"N[{v.name!r}]"
         if isinstance(v, torch.Size):
-            return f"torch.Size([{', '.join(self.enc(int(d), meta) for d in v)}])"
+            # (never int() of a symbolic size: that guards on its value, and specialises the
+            # graph's own ShapeEnv to the example)
+            return f"torch.Size([{', '.join(map(self.size, v))}])"
         if isinstance(v, tuple) and hasattr(v, "_fields"):
             from torch.fx.passes.shape_prop import TensorMetadata
 
@@ -362,8 +409,10 @@ class _Encoder:
         if isinstance(v, torch.Tensor):
             if not meta:
                 raise _Unsupported("a tensor in node arguments (store it as a module attribute)")
-            shape = [int(d) for d in v.shape]  # a SymInt raises
-            stride = [int(s) for s in v.stride()] if v.layout == torch.strided else None
+            # (int() of a symbolic size gives its example value: a size-dependent failure
+            # did not replay; each is written as its expression, see symint)
+            shape = "[" + ", ".join(map(self.size, v.shape)) + "]"
+            stride = "[" + ", ".join(map(self.size, v.stride())) + "]" if v.layout == torch.strided else None
             return (
                 f"b.fake({shape}, {stride}, {v.dtype}, {str(v.device)!r}, "
                 f"requires_grad={bool(v.requires_grad)}, parameter={isinstance(v, torch.nn.Parameter)})"
@@ -522,6 +571,10 @@ def graph_source(gm: torch.fx.GraphModule, *, title: str = "", tensor_file: str 
         emit(f"    b.pytree_codegen({list(info.orig_args)!r}, {in_spec or None}, {out_spec or None})")
     from ._custom_ops import graph_op_modules
 
+    if enc.symbols:
+        # first: the symbolic sizes of the fake values below are expressions over them
+        lines.insert(0, "    # the symbols of the symbolic sizes: example value, lower and upper bound")
+        lines.insert(1, f"    b.symbols({dict(sorted(enc.symbols.items()))!r})")
     imports = sorted({*enc.pytree_modules, *graph_op_modules(gm)})
     if imports:
         # first: loading a TreeSpec needs its types registered, and resolving a custom
@@ -634,6 +687,37 @@ class GraphBuilder:
         from torch.fx.passes.shape_prop import TensorMetadata
 
         return TensorMetadata(**fields)
+
+    def symbols(self, spec: dict[str, tuple[int | None, int | None, int | None]]) -> None:
+        """Make the free symbols of the graph's symbolic sizes, by the names they had, each
+        with its example value and range, in a new ``ShapeEnv`` that the fake values share
+        (their symbols get new names there: ``s77`` may read ``s3``)."""
+        from torch._dynamo.source import ConstantSource
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+        env = ShapeEnv()
+        self._symbols: dict[str, Any] = {}
+        for name, (hint, lower, upper) in spec.items():
+            if hint is None:  # an unbacked size (data-dependent): no example value
+                sym = env.create_unbacked_symint().node.expr
+            else:
+                sym = env.create_symbol(hint, source=ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC)
+            if lower is not None or upper is not None:
+                env.constrain_symbol_range(sym, compiler_min=lower, compiler_max=upper)
+            self._symbols[name] = sym
+        self._fake_mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+
+    def sym(self, expr: str, hint: int | None) -> Any:
+        """The symbolic size ``expr`` over :meth:`symbols`' symbols, with example value ``hint``."""
+        import sympy
+        from torch.utils._sympy import functions as sympy_functions
+
+        known = {k: getattr(sympy_functions, k) for k in getattr(sympy_functions, "__all__", ())}
+        e = sympy.sympify(expr, locals={**known, **self._symbols})
+        if e.is_number:
+            return int(e)
+        return self._fake_mode.shape_env.create_symintnode(e, hint=hint)
 
     def fake(
         self,

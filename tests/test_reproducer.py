@@ -750,3 +750,79 @@ def test_a_reproducer_keeps_strides_and_views_so_a_layout_failure_replays(tmp_pa
     with pytest.raises(fxpasses.PassFailedError) as again:
         run_job(load_config(rep / "fxpasses.json"), registry=registry, repeat=1, save=False)
     assert "output[0]: strides" in str(again.value), str(again.value)
+
+
+class _Scaled(torch.nn.Module):
+    def forward(self, x, scale):
+        y = x.relu() * scale.unsqueeze(-1)
+        return y.reshape(-1), x.shape[0] * 2
+
+
+def _dynamic_export():
+    from torch.export import Dim
+
+    batch = Dim("batch", min=2, max=64)
+    x, s = torch.randn(4, 8), torch.randn(4)
+    ep = torch.export.export(_Scaled(), (x, s), dynamic_shapes={"x": {0: batch}, "scale": {0: batch}})
+    return ep.module(), [x, s]
+
+
+def test_a_graph_with_symbolic_sizes_is_written_with_them(tmp_path):
+    """The reproducer wrote `int(size)` of each symbolic size, which gives its example value
+    (the comment said a SymInt raises): a graph exported with dynamic shapes came back with the
+    example's sizes (an adversarial check). Each size is written as its expression over the
+    graph's symbols, which keep their example values and ranges."""
+    gm, _ = _dynamic_export()
+    loaded = roundtrip(gm, tmp_path)
+    for a, b in zip(gm.graph.nodes, loaded.graph.nodes, strict=True):
+        va, vb = a.meta.get("val"), b.meta.get("val")
+        if isinstance(va, torch.Tensor):
+            # (writing it did not specialise the graph's own sizes either: int() of a
+            # symbolic size in tensor_meta guarded on it, and the user's ShapeEnv replaced
+            # the symbol by 4)
+            assert all(isinstance(d, torch.SymInt) for d in va.shape[:1]), (a.name, va.shape)
+            assert [type(d) for d in vb.shape] == [type(d) for d in va.shape], (a.name, va.shape, vb.shape)
+        elif isinstance(va, torch.SymInt):
+            assert isinstance(vb, torch.SymInt) and vb.node.hint == va.node.hint
+    x_val = next(iter(loaded.graph.nodes)).meta["val"]
+    batch = x_val.shape[0]
+    assert isinstance(batch, torch.SymInt) and batch.node.hint == 4
+    env = batch.node.shape_env
+    rng = env.var_to_range[batch.node.expr]
+    assert (int(rng.lower), int(rng.upper)) == (2, 64)
+    reshape = next(n for n in loaded.graph.nodes if n.name == "reshape").meta["val"]
+    assert str(reshape.shape[0]) == f"8*{batch.node.expr}"
+
+
+def test_a_size_dependent_failure_of_a_dynamic_graph_replays(tmp_path):
+    """A pass that wrote the example's size into the graph failed the run (lint: a SymInt the
+    code cannot spell) and passed the replay, whose sizes were concrete."""
+    import fxpasses
+    from fxpasses.config import load_config_file as load_config
+    from fxpasses.job import run_job
+    from fxpasses.reproducer import ReproducerWriter
+
+    class Bake(fxpasses.NodePass):
+        """Reshape each relu's input to its recorded sizes."""
+
+        name = "bake_sizes"
+        writes_tensors = False
+        journal_edits = True
+
+        @fxpasses.on("relu")
+        def relu(self, node, ctx):
+            x = node.args[0]
+            shaped = ctx.call_function(torch.ops.aten.reshape.default, (x, list(x.meta["val"].shape)))
+            return fxpasses.Replace(ctx.call_function(torch.ops.aten.relu.default, (shaped,)))
+
+    registry = fxpasses.Registry(autoload=False)
+    registry.register(Bake)
+    gm, inputs = _dynamic_export()
+    pipeline = fxpasses.Pipeline(["bake_sizes"], registry=registry, verify="numeric")
+    writer = ReproducerWriter(tmp_path / "repro", pipeline)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        pipeline.run(gm, inputs, instruments=[writer])
+    assert "cannot spell" in str(info.value) and "SymInt" in str(info.value), str(info.value)
+    with pytest.raises(fxpasses.PassFailedError) as again:
+        run_job(load_config(tmp_path / "repro" / "fxpasses.json"), registry=registry, repeat=1, save=False)
+    assert "cannot spell" in str(again.value) and "SymInt" in str(again.value), str(again.value)
