@@ -36,6 +36,7 @@ model factory. Only submodules called by ``call_module`` nodes need their classe
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib
 import importlib.util
 import json
@@ -300,6 +301,40 @@ class _Unsupported(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=1)
+def _sympy_names() -> dict[str, Any]:
+    """sympy's names and torch's own sympy functions (``FloorDiv``, ``Mod``, ``Max``, ...),
+    what symbolic sizes are written with."""
+    import sympy
+    from torch.utils._sympy import functions as sympy_functions
+
+    return {
+        **{k: getattr(sympy, k) for k in dir(sympy) if not k.startswith("_")},
+        **{k: getattr(sympy_functions, k) for k in getattr(sympy_functions, "__all__", ())},
+    }
+
+
+def _read_sym(text: str, symbols: dict[str, Any]) -> Any:
+    """A symbolic size as sympy prints it, ``8*s77``, over ``symbols`` (name -> Symbol);
+    None when it does not read."""
+    import sympy
+
+    try:
+        return sympy.sympify(text, locals={**_sympy_names(), **symbols})
+    except Exception:  # noqa: BLE001 - a size that does not read back: not written this way
+        return None
+
+
+def _read_sym_repr(text: str, symbols: dict[str, Any]) -> Any:
+    """A symbolic size as ``sympy.srepr`` writes it, its symbols replaced by ``symbols``'
+    (name -> Symbol); None when it does not read."""
+    try:
+        e = eval(text, dict(_sympy_names()))  # noqa: S307 - the reproducer's own graph.py, which runs as code anyway
+        return e.xreplace({s: symbols[s.name] for s in e.free_symbols})
+    except Exception:  # noqa: BLE001
+        return None
+
+
 class _Encoder:
     """Python source for values found in args, kwargs, metadata and module attributes."""
 
@@ -320,16 +355,14 @@ class _Encoder:
         expr = node.expr
         if not expr.free_symbols:
             return repr(int(expr))
-        from torch.utils._sympy import functions as sympy_functions
-
         names = {str(s): s for s in expr.free_symbols}
-        known = {k: getattr(sympy_functions, k) for k in getattr(sympy_functions, "__all__", ())}
-        try:
-            same = sympy.sympify(str(expr), locals={**known, **names}) == expr
-        except Exception:  # noqa: BLE001 - any failure to read it back: not written
-            same = False
-        if not same:
-            raise _Unsupported(f"the symbolic size {expr}")
+        # as printed (8*s77) where it reads back the same, else as sympy's repr: torch's
+        # FloorDiv prints as (s77//2), which sympy reads as floor(s77/2)
+        text, call = str(expr), "b.sym"
+        if _read_sym(text, names) != expr:
+            text, call = sympy.srepr(expr), "b.sym_repr"
+            if _read_sym_repr(text, names) != expr:
+                raise _Unsupported(f"the symbolic size {expr}")
         env = node.shape_env
         values = getattr(env, "backed_var_to_val", None)
         if values is None:
@@ -338,11 +371,12 @@ class _Encoder:
             rng = env.var_to_range.get(sym)
             bounds = [None, None]
             if rng is not None:
-                bounds = [int(b) if b.is_finite else None for b in (rng.lower, rng.upper)]
+                # (an unbounded side is torch's int_oo, or sympy's oo: None)
+                bounds = [int(b) if isinstance(b, (int, sympy.Integer)) else None for b in (rng.lower, rng.upper)]
             hint = values.get(sym)
             self.symbols[name] = (int(hint) if hint is not None else None, *bounds)
         hint = node.hint
-        return f"b.sym({str(expr)!r}, {int(hint) if hint is not None else None!r})"
+        return f"{call}({text!r}, {int(hint) if hint is not None else None!r})"
 
     def size(self, d: Any) -> str:
         """A size or stride: the int, or :meth:`symint` of a symbolic one."""
@@ -695,6 +729,7 @@ class GraphBuilder:
         from torch._dynamo.source import ConstantSource
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+        from torch.utils._sympy.numbers import int_oo
 
         env = ShapeEnv()
         self._symbols: dict[str, Any] = {}
@@ -703,18 +738,22 @@ class GraphBuilder:
                 sym = env.create_unbacked_symint().node.expr
             else:
                 sym = env.create_symbol(hint, source=ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC)
-            if lower is not None or upper is not None:
-                env.constrain_symbol_range(sym, compiler_min=lower, compiler_max=upper)
+            if lower is not None or upper is not None:  # (None: unbounded on that side)
+                low = -int_oo if lower is None else lower
+                env.constrain_symbol_range(sym, compiler_min=low, compiler_max=int_oo if upper is None else upper)
             self._symbols[name] = sym
         self._fake_mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
 
     def sym(self, expr: str, hint: int | None) -> Any:
-        """The symbolic size ``expr`` over :meth:`symbols`' symbols, with example value ``hint``."""
-        import sympy
-        from torch.utils._sympy import functions as sympy_functions
+        """The symbolic size ``expr`` (as sympy prints it) over :meth:`symbols`' symbols, with
+        example value ``hint``."""
+        return self._symint(_read_sym(expr, self._symbols), hint)
 
-        known = {k: getattr(sympy_functions, k) for k in getattr(sympy_functions, "__all__", ())}
-        e = sympy.sympify(expr, locals={**known, **self._symbols})
+    def sym_repr(self, expr: str, hint: int | None) -> Any:
+        """:meth:`sym` of a size written as ``sympy.srepr`` gives it."""
+        return self._symint(_read_sym_repr(expr, self._symbols), hint)
+
+    def _symint(self, e: Any, hint: int | None) -> Any:
         if e.is_number:
             return int(e)
         return self._fake_mode.shape_env.create_symintnode(e, hint=hint)

@@ -826,3 +826,37 @@ def test_a_size_dependent_failure_of_a_dynamic_graph_replays(tmp_path):
     with pytest.raises(fxpasses.PassFailedError) as again:
         run_job(load_config(tmp_path / "repro" / "fxpasses.json"), registry=registry, repeat=1, save=False)
     assert "cannot spell" in str(again.value) and "SymInt" in str(again.value), str(again.value)
+
+
+def test_a_dynamo_graph_with_symbolic_sizes_and_floor_division_is_written_with_them(tmp_path):
+    """torch.compile(dynamic=True): sizes are graph inputs and `x.shape[0] // 2` is torch's
+    FloorDiv, which prints as `(s77//2)` and sympy reads as floor(s77/2): written as sympy's repr."""
+
+    class Half(torch.nn.Module):
+        def forward(self, x):
+            return (x.relu() * 2).reshape(-1)[: x.shape[0] // 2]
+
+    captured = {}
+
+    def backend(gm, inputs):
+        captured["gm"] = gm
+        return gm
+
+    torch._dynamo.reset()
+    torch.compile(Half(), backend=backend, dynamic=True)(torch.randn(6, 3))
+    gm = captured["gm"]
+    src, _ = graph_source(gm)
+    assert "b.sym_repr(\"FloorDiv(" in src and "b.sym('s" in src, src
+    loaded = roundtrip(gm, tmp_path)
+    shapes = {n.name: n.meta.get("example_value") for n in loaded.graph.nodes}
+    first, second = (n for n in loaded.graph.nodes if n.op == "placeholder" and isinstance(shapes[n.name], torch.SymInt))
+    s0, s1 = shapes[first.name].node.expr, shapes[second.name].node.expr
+    assert str(shapes["floordiv"].node.expr) == str(sympy_floordiv(s0)) and shapes["floordiv"].node.hint == 3
+    assert [str(d) for d in shapes["reshape"].shape] == [str(s0 * s1)]
+    assert torch.equal(loaded(6, 3, torch.ones(6, 3))[0], torch.full((3,), 2.0))
+
+
+def sympy_floordiv(s):
+    from torch.utils._sympy.functions import FloorDiv
+
+    return FloorDiv(s, 2)
