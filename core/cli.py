@@ -191,7 +191,11 @@ def _echo_json(obj: dict[str, Any], default: Callable[[Any], str] = str) -> None
         obj = {"ok": True, **obj}
     from ._json import dumps
 
-    text = dumps(obj, indent=2, default=default)
+    _echo_stdout(dumps(obj, indent=2, default=default))
+
+
+def _echo_stdout(text: str) -> None:
+    """Print ``text`` on the command's real stdout (see :func:`_echo_json`)."""
     out = _JSON_STDOUT[-1] if _JSON_STDOUT else None
     saved = _JSON_FD1[-1] if _JSON_FD1 else None
     if saved is None:
@@ -218,12 +222,16 @@ def _fail(fmt: str | None, exc: BaseException, status: int, text: str | None = N
     sys.exit(status)
 
 
+#: commands whose stdout is JSON whatever their options (what plugins print goes to stderr)
+_JSON_COMMANDS = frozenset({"schema_cmd"})
+
+
 def _handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         state: _State = click.get_current_context().find_object(_State)  # type: ignore[assignment]
         fmt = kwargs.get("fmt")
-        if fmt != "json":
+        if fmt != "json" and fn.__name__ not in _JSON_COMMANDS:
             return _run_reporting_errors(fn, state, fmt, args, kwargs)
         # stdout holds the one JSON object: what passes, plugins and model code print goes
         # to stderr while the command runs
@@ -1087,7 +1095,8 @@ def schema_cmd(state: _State) -> None:
     schema = config_schema(registry)  # (a plugin's options without a JSON Schema: a warning line)
     from ._json import dumps
 
-    click.echo(dumps(schema, indent=2, default=str))
+    # (what a plugin printed as it loaded went to stderr: stdout holds the schema alone)
+    _echo_stdout(dumps(schema, indent=2, default=str))
 
 
 @contextlib.contextmanager

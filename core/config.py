@@ -1112,7 +1112,7 @@ def _read(path: Path) -> Any:
         raise
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", source=str(path)) from None
-    except _DuplicateKey as exc:
+    except _DuplicateKey as exc:  # (a YAML key that is not text too)
         kind = "JSON" if suffix == ".json" else "YAML"
         raise ConfigError(f"invalid {kind}: {exc}", source=str(path)) from None
     except _Yaml11Number as exc:
@@ -1133,6 +1133,11 @@ def _read(path: Path) -> Any:
 
 class _DuplicateKey(ValueError):
     pass
+
+
+def _article(noun: str) -> str:
+    """``an int``, ``a bool``."""
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
 
 
 def _load_json(text: str) -> Any:
@@ -1185,6 +1190,16 @@ def _load_yaml(text: str) -> Any:
             if key_node.tag == "tag:yaml.org,2002:merge":  # (merged by construct_mapping)
                 continue
             key = loader.construct_object(key_node, deep=deep)
+            if not isinstance(key, str):
+                # TOML's and JSON's keys are text; PyYAML's would be made text later, 1 and "1"
+                # then one key, the first value lost without a word (an adversarial check)
+                mark = key_node.start_mark
+                shown = "null" if key is None else "true" if key is True else "false" if key is False else key_node.value
+                raise _DuplicateKey(
+                    f"key {shown} (line {mark.line + 1}, column {mark.column + 1}) is "
+                    f"{'null' if key is None else _article(type(key).__name__)}, and a config's keys are text: "
+                    f"quote it, '{key_node.value}'"
+                )
             try:
                 dup = key in seen
                 seen.add(key)

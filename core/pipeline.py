@@ -101,7 +101,7 @@ from .runner import HookError, hook_failure, run_pass
 from .snapshot import Snapshot, graph_changed
 from .reference64 import float64_reference
 from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
-from .spec import SpecEntry, SpecGroup, format_value, parse_pipeline_string
+from .spec import SpecEntry, SpecGroup, format_option_name, format_value, parse_pipeline_string
 
 __all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
 
@@ -131,20 +131,56 @@ class PlanStep:
     group: Group | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
-        opts = self.options.model_dump(exclude_defaults=True)
-        fields = type(self.options).model_fields
-        for k in [k for k, v in opts.items() if isinstance(v, float) and math.isnan(v)]:
-            default = fields[k].default if k in fields else None
-            if isinstance(default, float) and math.isnan(default):  # (nan != nan: not "set" by anyone)
-                del opts[k]
+        opts = changed_options(self.options)
         text = self.name
         if opts:
-            text += "{" + ",".join(f"{(fields[k].alias if k in fields else None) or k}={format_value(v)}" for k, v in opts.items()) + "}"
+            text += "{" + ",".join(f"{format_option_name(k)}={format_value(v)}" for k, v in opts.items()) + "}"
         settings = [f"{k}={v}" for k, v in (("verify", self.verify), ("on_error", self.on_error)) if v]
         settings += [f"{k}={format_value(v)}" for k, v in (("atol", self.atol), ("rtol", self.rtol)) if v is not None]
         if settings:
             text += "[" + ",".join(settings) + "]"
         return text
+
+
+def changed_options(options: BaseModel, *, mode: str = "python") -> dict[str, Any]:
+    """The options of ``options`` that are not their defaults, by the names a pipeline string
+    and a config give them (an alias where the field has one), each as ``model_dump`` gives it
+    in ``mode``, whole: a nested model with every field, since one left out because it equals
+    its default can read back as another value (a discriminated union's member, ``Dog`` with
+    ``kind="dog"`` left out, read back as the default member ``Cat``: an adversarial check).
+    "Not the default" is :func:`_identical`'s: ``1.0`` for a default ``1``, or ``0.0`` for
+    ``-0.0``, is given (``==`` took them for the default, and they read back as it)."""
+    fields = type(options).model_fields
+    dumped = options.model_dump(mode=mode, by_alias=True)
+    out: dict[str, Any] = {}
+    for name, f in fields.items():
+        key = f.alias or name
+        if key not in dumped:  # (a field the model leaves out of its dump)
+            continue
+        if not f.is_required() and _identical(getattr(options, name), f.get_default(call_default_factory=True)):
+            continue
+        out[key] = dumped[key]
+    return out
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Whether option values ``a`` and ``b`` are the same value of the same type: floats by
+    their sign too (``0.0`` is not ``-0.0``) and NaN the same as NaN; containers and models
+    item by item."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(_identical, a, b))
+    if isinstance(a, Mapping):
+        return list(a) == list(b) and all(_identical(a[k], b[k]) for k in a)
+    if isinstance(a, BaseModel):
+        return _identical(dict(a), dict(b))
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a value without a plain ==: the same object only
+        return a is b
 
 
 @dataclass

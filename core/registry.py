@@ -30,6 +30,7 @@ import inspect
 import keyword
 import os
 import re
+import sys
 import traceback
 import typing
 import warnings
@@ -60,6 +61,7 @@ from .errors import (
     PluginError,
     PluginWarning,
     UnknownPassError,
+    UserError,
     close_names,
     did_you_mean,
     plugin_label,
@@ -414,6 +416,9 @@ class Registry:
         self.pm.add_hookspecs(hookspecs)
         self.plugins: list[PluginRecord] = []
         self.problems: list[Exception] = []
+        #: labels of plugins that were still being imported when this registry loaded them
+        #: (their import built it): see :func:`registry`
+        self.half_imported: list[str] = []
         self._passes: dict[str, PassInfo] = {}
         self._conflicts: dict[str, list[PassInfo]] = {}
         # presets two distributions register under one name, until `prefer` chooses one
@@ -850,8 +855,21 @@ class Registry:
             self._problem(ConfigError(problem, source="[plugins]"))
 
     def _load_record(self, rec: PluginRecord) -> None:
+        module_name, _, attr = rec.value.partition(":")
+        half = sys.modules.get(module_name.strip())
+        if half is not None and getattr(getattr(half, "__spec__", None), "_initializing", False):
+            # its import is what is loading this registry (it calls fxpasses.registry() at
+            # import time): importing it again gives the half-run module, without its hooks
+            self.half_imported.append(rec.label)
+            self._fail(
+                rec,
+                f"was still being imported when the registry loaded it: its module {module_name.strip()!r} builds a "
+                "registry as it is imported (fxpasses.registry() at import time?), so its hooks were not defined yet; "
+                "register passes in its fxpasses_register_passes hook, not at import time",
+                None,
+            )
+            return
         try:
-            module_name, _, attr = rec.value.partition(":")
             obj: Any = importlib.import_module(module_name.strip())
             for part in filter(None, attr.strip().split(".")):
                 obj = getattr(obj, part)
@@ -1539,29 +1557,35 @@ class Registry:
         return f"<Registry {len(self._passes)} passes from {len(self.plugins)} plugins>"
 
 
-def _option_infos(model: type[BaseModel], prefix: str, outer: tuple[type, ...]) -> tuple[OptionInfo, ...]:
+def _option_infos(model: type[BaseModel], prefix: str, outer: tuple[type, ...], member: bool = False) -> tuple[OptionInfo, ...]:
     """An :class:`OptionInfo` per field of the options model ``model``, named ``prefix`` + the
     name it is given by (its alias, else the field's name), with the fields of the models a
     field holds (:func:`_held_models`) below it, each with its own default: what a field left
     out of a table given for the option takes (pydantic validates the table as a whole, not
     merged into the option's default). ``outer``: the models around this one, whose fields a
-    model held inside itself does not list again."""
+    model held inside itself does not list again. ``member``: ``model`` is one of several a
+    union holds at this path, which each field's description names (``(Dog) ...``)."""
     infos = []
     for fname, f in model.model_fields.items():
         required = f.is_required()
         default = None if required else f.get_default(call_default_factory=True)
         name = prefix + (f.alias or fname)  # (the name the option is given by)
         fields: list[OptionInfo] = []
-        for held, path in _held_models(f.annotation):
+        held_models = _held_models(f.annotation)
+        paths = collections.Counter(path for _, path in held_models)
+        for held, path in held_models:
             if held not in outer and held is not model:  # a model inside itself: listed once, above
-                fields.extend(_option_infos(held, name + path + ".", (*outer, model)))
+                fields.extend(_option_infos(held, name + path + ".", (*outer, model), member=paths[path] > 1))
+        description = f.description or ""
+        if member:
+            description = f"({model.__name__}) {description}".rstrip()
         infos.append(
             OptionInfo(
                 name=name,
                 type=_type_str(f.annotation),
                 default=default,
                 required=required,
-                description=f.description or "",
+                description=description,
                 constraints=", ".join(filter(None, (_constraints(f), _choices(f.annotation)))),
                 fields=tuple(fields),
             )
@@ -1570,18 +1594,22 @@ def _option_infos(model: type[BaseModel], prefix: str, outer: tuple[type, ...]) 
 
 
 def _held_models(annotation: Any) -> list[tuple[type[BaseModel], str]]:
-    """The pydantic models an option's type holds, each once, with the path from the option
-    to one of them: ``""`` (the type itself, also inside ``Optional``/``Union``), ``"[]"``
-    (an item of a list, tuple or set), ``".<key>"`` (a value of a dict)."""
-    found: dict[type, str] = {}
+    """The pydantic models an option's type holds, each once at each path, with the path from
+    the option to it: ``""`` (the type itself, also inside ``Optional``/``Union``), ``"[]"``
+    (an item of a list, set or ``tuple[X, ...]``), ``"[0]"`` (an item of a fixed tuple),
+    ``".<key>"`` (a value of a dict)."""
+    found: dict[tuple[type, str], None] = {}
     stack: list[tuple[Any, str]] = [(annotation, "")]
     while stack:
         a, path = stack.pop()
         if isinstance(a, type) and issubclass(a, BaseModel):
-            found.setdefault(a, path)
+            found[(a, path)] = None
             continue
         origin = typing.get_origin(a)
         args = [x for x in typing.get_args(a) if x is not Ellipsis]
+        if origin is tuple and Ellipsis not in typing.get_args(a):
+            stack.extend((x, f"{path}[{i}]") for i, x in reversed(list(enumerate(args))))
+            continue
         sequence = isinstance(origin, type) and issubclass(origin, (collections.abc.Sequence, collections.abc.Set))
         if sequence and not issubclass(origin, (str, bytes)):
             stack.extend((x, path + "[]") for x in reversed(args))
@@ -1589,11 +1617,12 @@ def _held_models(annotation: Any) -> list[tuple[type[BaseModel], str]]:
             stack.extend((x, path + ".<key>") for x in reversed(args[1:]))
         else:  # Optional, Union, Annotated: the same place
             stack.extend((x, path) for x in reversed(args))
-    return list(found.items())
+    return list(found)
 
 
-#: a quoted string (left as it is) or a dotted name (``pathlib.Path``: given by its last part)
-_QUALIFIED = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)""")
+#: a quoted string (left as it is) or a dotted name (``pathlib.Path``, ``f.<locals>.Tile``: given by its
+#: last part)
+_QUALIFIED = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|\b(?:(?:[A-Za-z_]\w*|<locals>)\.)+([A-Za-z_]\w*)""")
 
 
 def _type_str(annotation: Any) -> str:
@@ -1636,14 +1665,37 @@ def _choices(annotation: Any) -> str:
 _default: Registry | None = None
 
 
+_building = False  # the default registry is being built (its plugins are being imported)
+
+
 def registry(*, reload: bool = False) -> Registry:
     """The process-wide default :class:`Registry` (loaded on first use).
 
     ``reload=True`` discards it and loads the entry points again (after installing a plugin).
+    A registry built while one of its plugins was still being imported (that plugin's import
+    called this) lacks that plugin's hooks: it is returned but not kept, and the next call
+    builds the default again.
+
+    Raises:
+        UserError: called while the default registry is being built, by a plugin as it is
+            imported (the registry it would register into was about to be replaced: its
+            passes were lost without a word; an adversarial check).
     """
-    global _default
+    global _default, _building
     if _default is None or reload:
-        _default = Registry()
+        if _building:
+            raise UserError(
+                "fxpasses.registry() was called while the default registry is being built, by a plugin as it is "
+                "imported: register passes in the plugin's fxpasses_register_passes hook, not at import time"
+            )
+        _building = True
+        try:
+            built = Registry()
+        finally:
+            _building = False
+        if built.half_imported:
+            return built
+        _default = built
     return _default
 
 

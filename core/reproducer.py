@@ -913,7 +913,9 @@ def load_graph(path: str | Path, source: str = "[model] graph") -> torch.fx.Grap
 
 def _entry(step: Any, verify: str, on_error: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": step.name}
-    opts = step.options.model_dump(mode="json", exclude_defaults=True, by_alias=True)
+    from .pipeline import changed_options
+
+    opts = changed_options(step.options, mode="json")
     if opts:
         entry["options"] = opts
     entry["verify"] = verify

@@ -130,6 +130,10 @@ def _rewritten(node: Any, text_refs: dict[str, str]) -> Any:
     return node
 
 
+#: how deep the schema's pattern of a pipeline string follows tables nested in options
+_TABLE_DEPTH = 4
+
+
 def _pipeline_string_pattern(names: list[str]) -> str:
     """A pipeline string of the passes ``names`` (:mod:`fxpasses.spec`): each entry a known
     name, its options in braces (quoted values may hold braces and quotes of the other kind)
@@ -138,7 +142,11 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     Fixpoint groups, ``fixpoint{max_iterations=N}(entry,...)``, hold such entries."""
     alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
     quoted = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
+    # options hold tables ({tiling={size=8}}, [{x=1}]): braces nested up to _TABLE_DEPTH deep
+    # (a regular expression cannot count them; the parser takes any depth)
     options = r"\{(?:" + quoted + r"""|[^{}'"])*\}"""
+    for _ in range(_TABLE_DEPTH):
+        options = r"\{(?:" + quoted + "|" + options + r"""|[^{}'"])*\}"""
     word = r"(?:none|lint|numeric|rollback|raise|skip)"  # a setting's value (verify's or on_error's)
     value = rf"""(?:{word}|'{word}'|"{word}")"""  # bare or quoted
     # a tolerance: a number >= 0 as the pipeline string reads one (``1e-3``, ``.5``, ``2``,
@@ -155,10 +163,11 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     settings = r"\[" + once + r"\s*" + setting + r"\s*(?:,\s*" + setting + r"\s*)*\]"
     entry = rf"\s*(?:{alt})\s*(?:{options})?\s*(?:{settings})?\s*"
     # a fixpoint group: fixpoint{max_iterations=N}(entry,...) (groups do not nest)
-    n = r"(?:1000|[1-9][0-9]{0,2})"  # max_iterations: 1 to 1000
+    n = r"(?:1(?:_?0){3}|[1-9](?:_?[0-9]){0,2})"  # max_iterations: 1 to 1000 (1_000 too, as Python reads ints)
     group = rf"\s*fixpoint\s*(?:\{{\s*(?:max_iterations\s*=\s*{n}\s*)?\}})?\s*\((?:{entry})(?:,{entry})*\)\s*"
     item = f"(?:{group}|{entry})"
-    return rf"^{item}(?:,{item})*$"
+    # white space is the parser's, ASCII's (JSON Schema's \s, ECMA's, also takes U+00A0 and others)
+    return rf"^{item}(?:,{item})*$".replace(r"\s", r"[ \t\r\n]")
 
 
 def _cross_field_rules(schema: dict[str, Any]) -> None:

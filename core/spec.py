@@ -400,7 +400,12 @@ class _Parser:
     def option(self, name: str, options: dict[str, Any], places: dict[str, str], spellings: dict[str, str]) -> None:
         """``key=value`` inside the braces of pass ``name``, into ``options`` (and the key's
         place into ``places``, its spelling into ``spellings``)."""
-        key, kpos = self.name(f"an option name for {name!r}")
+        self.ws()
+        if self.peek() in ("'", '"'):  # a quoted name: an option whose alias is no identifier ("my-opt")
+            kpos = self.pos
+            key = self.string()
+        else:
+            key, kpos = self.name(f"an option name for {name!r}")
         spelt = self.text[kpos : self.pos]  # as typed (key is its NFKC form)
         self.expect("=", f"after option {key!r} of {name!r}")
         if key in options:
@@ -497,12 +502,23 @@ def format_value(value: Any) -> str:
         return "[" + ",".join(sorted(items)) + "]"
     if isinstance(value, Mapping):
         return "{" + ",".join(f"{_format_key(k)}={format_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (bytes, bytearray)):  # (a bytes option reads text: b'abc' would not read back)
+        try:
+            return format_value(bytes(value).decode("utf-8"))
+        except UnicodeDecodeError:
+            return repr(bytes(value))
     if isinstance(value, str):
         # (a control or invisible character, \x00 or a zero-width space, is quoted: repr()
         # escapes it, so the printed string shows it and a shell can pass it)
         bare = _BARE.fullmatch(value) and value.isprintable() and type(_scalar(value)) is str
         return value if bare else repr(value)
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def format_option_name(name: str) -> str:
+    """An option's name as :meth:`_Parser.option` reads it back: bare when it is an identifier,
+    else quoted (an alias such as ``my-opt`` or ``a.b``)."""
+    return name if name.isidentifier() and name.isprintable() and unicodedata.normalize("NFKC", name) == name else repr(name)
 
 
 def _format_key(key: Any) -> str:

@@ -1287,3 +1287,16 @@ def test_plain_tables_wrap_their_last_column_to_columns_when_it_is_set(monkeypat
     table = wrapped.output.split("\n\n")[1]
     assert max(map(len, table.splitlines())) <= 100
     assert " ".join(table.split()).count("Never store a folded tensor with more elements than this") == 1
+
+
+def test_schema_stdout_is_the_schema_alone_when_a_plugin_prints_as_it_is_imported(tmp_path, monkeypatch):
+    """A plugin that printed as it was imported put its line before the schema's JSON on
+    stdout (`json.load` failed at line 1); list, show and check with --format json kept it
+    off stdout already (an adversarial check)."""
+    source = 'print("noisy plugin importing")\n' + NOISY_SOURCE
+    with installed_dist(monkeypatch, tmp_path / "site", "noisy-import", "0.1", "fxp_noisy_import", source):
+        r = CliRunner().invoke(cli, ["schema"])
+    assert r.exit_code == 0, r.output
+    schema = json.loads(r.stdout)
+    assert "noisy plugin importing" in r.stderr and "noisy plugin importing" not in r.stdout
+    assert schema["$schema"].startswith("https://json-schema.org/")

@@ -924,3 +924,22 @@ def test_a_required_option_with_an_alias_registers_and_is_required_by_either_nam
     assert Pipeline.from_string("needs_from{from_=4}", registry=r).plan().steps[0].options.from_ == 4
     with pytest.raises(OptionsError, match=r"needs_from.from: Field required"):
         Pipeline.from_string("needs_from", registry=r)
+
+
+@pytest.mark.parametrize(
+    "key, shown",
+    [("1", "key 1 (line 3, column 34) is an int"), ("null", "key null (line 3, column 34) is null"), ("on", "key true (line 3, column 34) is a bool")],
+)
+def test_a_yaml_key_that_is_not_text_is_refused_naming_it(tmp_path, key, shown):
+    """PyYAML reads `1:` as an int key and `null:`/`on:` as None/True, which became text later:
+    `{1: 2.0, "1": 3.0}` was one key, 2.0 lost without a word (an adversarial check). TOML's
+    and JSON's keys are text; a YAML key that is not is refused, naming its place."""
+    from fxpasses.config import load_config_file
+
+    path = tmp_path / "c.yaml"
+    path.write_text(f'pipeline: [fold_constants]\noptions:\n  fold_constants: {{max_numel: 4, {key}: 2.0}}\n')
+    with pytest.raises(ConfigError) as info:
+        load_config_file(path)
+    assert f"invalid YAML: {shown}, and a config's keys are text: quote it, '{key}'" in str(info.value), str(info.value)
+    path.write_text("pipeline: [fold_constants]\noptions:\n  fold_constants: {max_numel: 4, '1': 2.0}\n")
+    assert load_config_file(path).options["fold_constants"]["1"] == 2.0  # quoted: text, read (and refused later as no option)

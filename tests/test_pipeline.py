@@ -6,9 +6,11 @@ import enum
 import json
 import pathlib
 import re
+from typing import Annotated, Literal, Union
 
 from pathlib import Path
 
+import pydantic
 import pytest
 import torch
 from hypothesis import given, settings
@@ -1582,3 +1584,58 @@ def test_in_tells_whether_a_report_finds_a_name_or_a_label():
     with pytest.raises(KeyError) as info:
         report["simplify_algebra #3"]
     assert "by iteration: 'simplify_algebra #1', 'eliminate_dead_code #1', 'simplify_algebra #2', 'eliminate_dead_code #2')" in info.value.args[0]
+
+
+class _Cat(pydantic.BaseModel):
+    kind: Literal["cat"] = "cat"
+    lives: int = 9
+
+
+class _Dog(pydantic.BaseModel):
+    kind: Literal["dog"] = "dog"
+    bark: str = "woof"
+
+
+class _PetOptions(fxpasses.PassOptions):
+    pet: Annotated[Union[_Cat, _Dog], pydantic.Field(discriminator="kind")] = pydantic.Field(default_factory=_Cat)
+    pets: list[Union[_Cat, _Dog]] = pydantic.Field(default_factory=list)
+    fl: Union[int, float] = 1
+    neg0: float = -0.0
+    data: bytes = b""
+    hy: int = pydantic.Field(1, alias="my-opt")
+
+
+@pytest.mark.parametrize(
+    "text, printed",
+    [
+        # a field equal to its default was left out of a nested model, so Dog printed as {}
+        # and read back as the default Cat (an adversarial check): nested models print whole
+        ("pets{pet={kind=dog}}", "pets{pet={kind=dog,bark=woof}}"),
+        ("pets{pets=[{kind=dog},{lives=3}]}", "pets{pets=[{kind=dog,bark=woof},{kind=cat,lives=3}]}"),
+        # == took 1.0 for the default 1 and 0.0 for -0.0: printed nothing, read back as them
+        ("pets{fl=1.0}", "pets{fl=1.0}"),
+        ("pets{neg0=0.0}", "pets{neg0=0.0}"),
+        ("pets{neg0=-0.0,fl=1}", "pets"),
+        # bytes printed as b'abc', which does not parse
+        ("pets{data=abc}", "pets{data=abc}"),
+        # an alias that is no identifier printed bare (my-opt=3), which does not parse: quoted
+        ("pets{'my-opt'=3}", "pets{'my-opt'=3}"),
+    ],
+)
+def test_printed_options_read_back_as_the_same_values(text, printed):
+    import math
+
+    r = Registry(autoload=False)
+    r.register(make_pass("pets", options=_PetOptions))
+    options = Pipeline.from_string(text, registry=r).plan().steps[0].options
+    assert Pipeline([("pets", options)], registry=r).plan().as_pipeline_string() == printed
+    back = Pipeline.from_string(printed, registry=r).plan().steps[0].options
+    assert back == options and type(back.pet) is type(options.pet) and type(back.fl) is type(options.fl)
+    assert [type(p) for p in back.pets] == [type(p) for p in options.pets]
+    assert math.copysign(1.0, back.neg0) == math.copysign(1.0, options.neg0)
+    # and so does a reproducer's entry (JSON)
+    from fxpasses.pipeline import changed_options
+
+    entry = {"name": "pets", "options": json.loads(json.dumps(changed_options(options, mode="json")))}
+    again = Pipeline.from_config({"pipeline": [entry]}, registry=r).plan().steps[0].options
+    assert again == options and type(again.pet) is type(options.pet) and type(again.fl) is type(options.fl)

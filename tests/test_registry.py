@@ -2019,3 +2019,87 @@ def test_a_bare_sys_exit_is_named_as_such_in_messages():
 
     assert exception_text(SystemExit()) == "SystemExit (sys.exit() with no code)"
     assert exception_text(SystemExit(3)) == "SystemExit: 3"
+
+
+EAGER_REGISTERING = """
+import fxpasses
+
+
+class EagerPass(fxpasses.GraphPass):
+    \"\"\"Registered at import time.\"\"\"
+
+    name = "eager_pass"
+
+    def run(self, gm, ctx):
+        return False
+
+
+fxpasses.registry().register(EagerPass)
+""" + good_pass_source("hooked_pass")
+
+
+def test_a_plugin_building_the_default_registry_as_it_is_imported_is_named(site, monkeypatch):
+    """A plugin calling fxpasses.registry() at import time: (a) while the default registry was
+    being built, its pass went into an inner registry the outer one then replaced, lost
+    without a word; (b) imported first, the registry it built loaded it half-imported (no
+    hooks yet) and became the default, without its hook passes (an adversarial check)."""
+    import sys
+
+    registry_module = sys.modules["fxpasses.registry"]
+    make_dist(site, "eager-dist", "1.0", "fxp_eager", EAGER_REGISTERING)
+    forget_modules("fxp_eager")
+    monkeypatch.setattr(registry_module, "_default", None)
+    with pytest.warns(fxpasses.errors.PluginWarning) as caught:
+        reg = fxpasses.registry()
+    said = [str(w.message) for w in caught if "eager-dist" in str(w.message)]
+    assert len(said) == 1 and "import failed: UserError: fxpasses.registry() was called while the default registry is being built" in said[0], said
+    assert "fxp_eager.py, line 14: fxpasses.registry().register(EagerPass)" in said[0]  # (the plugin's line)
+    assert "eager_pass" not in reg and "hooked_pass" not in reg and reg is fxpasses.registry()
+    # (b) the plugin imported first: the registry its import built is not kept
+    forget_modules("fxp_eager")
+    monkeypatch.setattr(registry_module, "_default", None)
+    with pytest.warns(fxpasses.errors.PluginWarning, match="was still being imported when the registry loaded it"):
+        import fxp_eager  # noqa: F401
+    assert registry_module._default is None
+    reg = fxpasses.registry()  # built anew, now that the plugin is imported: its hooks are there
+    assert "hooked_pass" in reg and "eager_pass" not in reg
+    assert not [p for p in reg.plugins if p.distribution == "eager-dist" and p.status != "loaded"]
+    forget_modules("fxp_eager")
+    sys.modules.pop("fxp_eager", None)
+
+
+def test_show_names_the_union_member_of_each_nested_field_and_a_fixed_tuples_positions(capsys):
+    """A union's members' fields were listed under one path with nothing saying whose each
+    was (`pet.kind` twice), and `tuple[Cat, Dog]` as `pets[].kind`, as if a list (an
+    adversarial check)."""
+    from typing import Union
+
+    from fxpasses.cli import _show_text
+
+    class Cat(pydantic.BaseModel):
+        kind: Literal["cat"] = "cat"
+        lives: int = 9
+
+    class Dog(pydantic.BaseModel):
+        kind: Literal["dog"] = "dog"
+
+    class Options(fxpasses.PassOptions):
+        pet: Union[Cat, Dog] = Cat()
+        pair: tuple[Cat, Dog] = (Cat(), Dog())
+
+    reg = Registry(autoload=False)
+    reg.register(type("Pets", (fxpasses.GraphPass,), {"__doc__": "x", "name": "pets_shown", "Options": Options, "run": lambda self, gm, ctx: False}))
+    _show_text(reg.describe("pets_shown"))
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("option "))
+    rows = [" ".join(line.split()) for line in lines[start + 2 :] if line.strip() and not line.startswith("(")]
+    assert rows == [
+        "pet Union[Cat, Dog] {kind=cat,lives=9}",
+        "pet.kind Literal['cat'] cat (Cat)",
+        "pet.lives int 9 (Cat)",
+        "pet.kind Literal['dog'] dog (Dog)",
+        "pair tuple[Cat, Dog] [{kind=cat,lives=9},{kind=dog}]",
+        "pair[0].kind Literal['cat'] cat",
+        "pair[0].lives int 9",
+        "pair[1].kind Literal['dog'] dog",
+    ]

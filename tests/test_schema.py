@@ -390,3 +390,43 @@ def test_the_schema_takes_an_aliased_option_by_either_name_and_a_set_with_repeat
     # both names in one table: check refuses it, "given twice" (a third check)
     assert list(v.iter_errors({"pipeline": "aliased_set", "options": {"aliased_set": {"from": 2, "from_": 3}}}))
     assert list(v.iter_errors({"pipeline": [{"name": "aliased_set", "options": {"from": 2, "from_": 3}}]}))
+
+
+class _Tile(fxpasses.PassOptions):
+    size: int = 16
+
+
+class _NestOptions(fxpasses.PassOptions):
+    tiling: _Tile = _Tile()
+    items: list[_Tile] = []
+    deep: dict = {}
+
+
+@pytest.mark.parametrize(
+    "pipeline, valid",
+    [
+        # tables nested in options: the schema's pattern refused a brace inside an option's
+        # braces, which the parser takes (an adversarial check)
+        ("nest{tiling={size=8}}", True),
+        ("nest{items=[{size=1},{size=2}]}", True),
+        ("nest{deep={a={b={c=1}}}}", True),
+        ("nest{tiling={size=8}", False),
+        # max_iterations written as Python reads ints
+        ("fixpoint{max_iterations=1_000}(nest)", True),
+        ("fixpoint{max_iterations=1_001}(nest)", False),
+        # white space is ASCII's: a no-break space is not (ECMA's \s took it)
+        ("nest\u00a0", False),
+        ("nest ,\tnest", True),
+    ],
+)
+def test_the_schema_pattern_takes_the_pipeline_strings_the_loader_takes(pipeline, valid):
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(type("Nest", (fxpasses.GraphPass,), {"__doc__": "x", "name": "nest", "Options": _NestOptions, "run": lambda self, gm, ctx: False}))
+    v = jsonschema.Draft202012Validator(config_schema(reg))
+    assert (not list(v.iter_errors({"pipeline": pipeline}))) is valid
+    try:
+        fxpasses.Pipeline.from_string(pipeline, registry=reg).plan()
+        loaded = True
+    except fxpasses.UserError:
+        loaded = False
+    assert loaded is valid
