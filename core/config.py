@@ -1186,20 +1186,27 @@ def _load_yaml(text: str) -> Any:
 
     def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
         seen: set[Any] = set()
+        texts: dict[str, Any] = {}  # each key as the text it is read as later -> the key
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":  # (merged by construct_mapping)
                 continue
             key = loader.construct_object(key_node, deep=deep)
-            if not isinstance(key, str):
-                # TOML's and JSON's keys are text; PyYAML's would be made text later, 1 and "1"
-                # then one key, the first value lost without a word (an adversarial check)
-                mark = key_node.start_mark
+            mark = key_node.start_mark
+            where = f"(line {mark.line + 1}, column {mark.column + 1})"
+            # TOML's and JSON's keys are text. A YAML integer key is read as its digits (an
+            # input's position, `0:`); any other key that is not text (null, true, 1.5, a
+            # date) would be read as Python's text for it ('None', 'True'): refused. And 1
+            # and "1" were one key, the first value lost without a word (an adversarial check)
+            if not isinstance(key, str) and (type(key) is not int):
                 shown = "null" if key is None else "true" if key is True else "false" if key is False else key_node.value
                 raise _DuplicateKey(
-                    f"key {shown} (line {mark.line + 1}, column {mark.column + 1}) is "
-                    f"{'null' if key is None else _article(type(key).__name__)}, and a config's keys are text: "
-                    f"quote it, '{key_node.value}'"
+                    f"key {shown} {where} is {'null' if key is None else _article(type(key).__name__)}, and a "
+                    f"config's keys are text: quote it, '{key_node.value}'"
                 )
+            text = key if isinstance(key, str) else str(key)
+            if text in texts and texts[text] != key:
+                raise _DuplicateKey(f"key {key!r} {where} is key {texts[text]!r} again once read as text")
+            texts.setdefault(text, key)
             try:
                 dup = key in seen
                 seen.add(key)

@@ -928,12 +928,14 @@ def test_a_required_option_with_an_alias_registers_and_is_required_by_either_nam
 
 @pytest.mark.parametrize(
     "key, shown",
-    [("1", "key 1 (line 3, column 34) is an int"), ("null", "key null (line 3, column 34) is null"), ("on", "key true (line 3, column 34) is a bool")],
+    [("null", "key null (line 3, column 34) is null"), ("on", "key true (line 3, column 34) is a bool"), ("1.5", "key 1.5 (line 3, column 34) is a float")],
 )
 def test_a_yaml_key_that_is_not_text_is_refused_naming_it(tmp_path, key, shown):
-    """PyYAML reads `1:` as an int key and `null:`/`on:` as None/True, which became text later:
-    `{1: 2.0, "1": 3.0}` was one key, 2.0 lost without a word (an adversarial check). TOML's
-    and JSON's keys are text; a YAML key that is not is refused, naming its place."""
+    """PyYAML reads `null:`/`on:` as None/True keys, which were read later as 'None'/'True'
+    text; and `{1: 2.0, "1": 3.0}` was one key, 2.0 lost without a word (an adversarial
+    check). TOML's and JSON's keys are text: a YAML key that is not is refused, naming its
+    place, but for an integer (an input's position, `0:`), read as its digits; an integer and
+    the text of its digits in one mapping are refused as one key twice."""
     from fxpasses.config import load_config_file
 
     path = tmp_path / "c.yaml"
@@ -943,3 +945,6 @@ def test_a_yaml_key_that_is_not_text_is_refused_naming_it(tmp_path, key, shown):
     assert f"invalid YAML: {shown}, and a config's keys are text: quote it, '{key}'" in str(info.value), str(info.value)
     path.write_text("pipeline: [fold_constants]\noptions:\n  fold_constants: {max_numel: 4, '1': 2.0}\n")
     assert load_config_file(path).options["fold_constants"]["1"] == 2.0  # quoted: text, read (and refused later as no option)
+    path.write_text("pipeline: [fold_constants]\noptions:\n  fold_constants: {max_numel: 4, 1: 2.0, '1': 3.0}\n")
+    with pytest.raises(ConfigError, match=r"invalid YAML: key '1' \(line 3, column 42\) is key 1 again once read as text"):
+        load_config_file(path)
