@@ -994,12 +994,24 @@ def config_values(
         except pydantic_core.PydanticSerializationError:
             continue  # not JSON data (a Python object): the model judges it as it is
         try:
-            out[key] = adapter.validate_json(text, strict=strict)
+            try:
+                out[key] = adapter.validate_json(text, strict=strict)
+            except ValidationError:
+                # the text fxpasses' JSON writes for a float that is not finite (a reproducer's
+                # options): the float, where the field takes it
+                token = _NON_FINITE.get(out[key]) if isinstance(out[key], str) else None
+                if token is None:
+                    raise
+                out[key] = adapter.validate_json(token, strict=strict)
         except ValidationError as exc:
             del out[key]
             for path, msg, value in validation_problems(exc, options_cls.model_fields[field].annotation):
                 problems.append((key if path == "(root)" else f"{key}.{path}", msg, value))
     return out, problems
+
+
+#: non-finite floats as :mod:`fxpasses._json` writes them, and as JSON text pydantic reads
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
 def _with_json_defaults(ann: Any, data: Any) -> Any:
@@ -1198,6 +1210,9 @@ def _load_yaml(text: str) -> Any:
             # date) would be read as Python's text for it ('None', 'True'): refused. And 1
             # and "1" were one key, the first value lost without a word (an adversarial check)
             if not isinstance(key, str) and (type(key) is not int):
+                if not isinstance(key_node.value, str):  # a list or mapping as a key (`? [a, b]`)
+                    written = " ".join(yaml.serialize(key_node).split())  # (as written: its items come later)
+                    raise _DuplicateKey(f"key {written} {where} is {_article(type(key).__name__)}: a config's keys are text")
                 shown = "null" if key is None else "true" if key is True else "false" if key is False else key_node.value
                 raise _DuplicateKey(
                     f"key {shown} {where} is {'null' if key is None else _article(type(key).__name__)}, and a "

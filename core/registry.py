@@ -855,6 +855,14 @@ class Registry:
             self._problem(ConfigError(problem, source="[plugins]"))
 
     def _load_record(self, rec: PluginRecord) -> None:
+        global _building
+        outer, _building = _building, True  # (a plugin's import calling fxpasses.registry() is refused)
+        try:
+            self._load_record_now(rec)
+        finally:
+            _building = outer
+
+    def _load_record_now(self, rec: PluginRecord) -> None:
         module_name, _, attr = rec.value.partition(":")
         half = sys.modules.get(module_name.strip())
         if half is not None and getattr(getattr(half, "__spec__", None), "_initializing", False):
@@ -1557,7 +1565,9 @@ class Registry:
         return f"<Registry {len(self._passes)} passes from {len(self.plugins)} plugins>"
 
 
-def _option_infos(model: type[BaseModel], prefix: str, outer: tuple[type, ...], member: bool = False) -> tuple[OptionInfo, ...]:
+def _option_infos(
+    model: type[BaseModel], prefix: str, outer: tuple[type, ...], member: bool = False, listed: dict[type, str] | None = None
+) -> tuple[OptionInfo, ...]:
     """An :class:`OptionInfo` per field of the options model ``model``, named ``prefix`` + the
     name it is given by (its alias, else the field's name), with the fields of the models a
     field holds (:func:`_held_models`) below it, each with its own default: what a field left
@@ -1567,16 +1577,26 @@ def _option_infos(model: type[BaseModel], prefix: str, outer: tuple[type, ...], 
     union holds at this path, which each field's description names (``(Dog) ...``)."""
     infos = []
     for fname, f in model.model_fields.items():
+        if not prefix:
+            listed = {}  # (each top-level option lists each model once)
+        listed = {} if listed is None else listed
         required = f.is_required()
         default = None if required else f.get_default(call_default_factory=True)
         name = prefix + (f.alias or fname)  # (the name the option is given by)
         fields: list[OptionInfo] = []
         held_models = _held_models(f.annotation)
         paths = collections.Counter(path for _, path in held_models)
+        again = []
         for held, path in held_models:
-            if held not in outer and held is not model:  # a model inside itself: listed once, above
-                fields.extend(_option_infos(held, name + path + ".", (*outer, model), member=paths[path] > 1))
-        description = f.description or ""
+            if held in outer or held is model:  # a model inside itself: listed once, above
+                continue
+            first = listed.get(held)
+            if first is not None:  # listed already under this option: once (a DAG of models grew exponentially)
+                again.append(f"{held.__name__}'s fields as under {first}")
+                continue
+            listed[held] = name + path
+            fields.extend(_option_infos(held, name + path + ".", (*outer, model), member=paths[path] > 1, listed=listed))
+        description = " ".join(filter(None, [f.description or "", *(f"({a})" for a in again)]))
         if member:
             description = f"({model.__name__}) {description}".rstrip()
         infos.append(
@@ -1632,8 +1652,16 @@ def _type_str(annotation: Any) -> str:
         return "None"
     if isinstance(annotation, type) and not typing.get_args(annotation):
         return annotation.__name__
-    text = repr(annotation).replace("<class '", "").replace("'>", "")
-    return _QUALIFIED.sub(lambda m: m.group(1) or m.group(2), text)
+    members: list[str] = []  # enum members (<Color.RED: 'red'>) as Color.RED, kept apart meanwhile
+
+    def member(m: re.Match[str]) -> str:
+        members.append(m.group(1))
+        return f"\x00{len(members) - 1}\x00"
+
+    text = re.sub(r"<(\w+\.\w+): [^<>]*>", member, repr(annotation))
+    text = re.sub(r"<class '([^']*)'>", r"\1", text)
+    text = _QUALIFIED.sub(lambda m: m.group(1) or m.group(2), text)
+    return re.sub("\x00(\\d+)\x00", lambda m: members[int(m.group(1))], text)
 
 
 def config_value(value: Any) -> Any:
@@ -1665,7 +1693,7 @@ def _choices(annotation: Any) -> str:
 _default: Registry | None = None
 
 
-_building = False  # the default registry is being built (its plugins are being imported)
+_building = False  # a registry is importing a plugin (set by Registry._load_record)
 
 
 def registry(*, reload: bool = False) -> Registry:
@@ -1677,22 +1705,19 @@ def registry(*, reload: bool = False) -> Registry:
     builds the default again.
 
     Raises:
-        UserError: called while the default registry is being built, by a plugin as it is
-            imported (the registry it would register into was about to be replaced: its
-            passes were lost without a word; an adversarial check).
+        UserError: called while a registry imports its plugins, by a plugin as it is imported
+            (the registry it would register into was about to be replaced, or was another
+            than the one importing it: its passes were lost without a word; an adversarial
+            check).
     """
-    global _default, _building
+    global _default
+    if _building:  # (even with a default registry: the one importing the plugin is another)
+        raise UserError(
+            "fxpasses.registry() was called while a registry is importing its plugins, by a plugin as it is "
+            "imported: register passes in the plugin's fxpasses_register_passes hook, not at import time"
+        )
     if _default is None or reload:
-        if _building:
-            raise UserError(
-                "fxpasses.registry() was called while the default registry is being built, by a plugin as it is "
-                "imported: register passes in the plugin's fxpasses_register_passes hook, not at import time"
-            )
-        _building = True
-        try:
-            built = Registry()
-        finally:
-            _building = False
+        built = Registry()
         if built.half_imported:
             return built
         _default = built

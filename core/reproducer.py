@@ -97,30 +97,50 @@ def save_tensors(stem: Path, tensors: dict[str, torch.Tensor]) -> Path:
     one without a strided storage (sparse, quantized) contiguous, as a copy."""
     plain: dict[str, torch.Tensor] = {}
     layout: dict[str, list[Any]] = {}
-    storages: dict[tuple[Any, ...], str] = {}  # (device, address) -> the name its bytes are written under
+    prefix = "__storage_"
+    while any(k.startswith(prefix) for k in tensors):  # (a name no tensor has)
+        prefix = "_" + prefix
+    groups: dict[tuple[Any, ...], tuple[Any, list[tuple[str, torch.Tensor]]]] = {}  # by storage
     for k, v in tensors.items():
-        v = v.detach()
-        place = _storage_place(v)
+        place = _storage_place(v.detach())
         if place is None:
-            plain[k] = v.to("cpu").resolve_conj().resolve_neg().contiguous().clone()
-            continue
-        key, storage = place
-        base = storages.get(key)
-        if base is None:
-            base = storages[key] = f"__storage_{len(storages)}"
-            plain[base] = torch.empty(0, dtype=torch.uint8, device=v.device).set_(storage).to("cpu").clone()
-        layout[k] = [base, str(v.dtype).removeprefix("torch."), list(v.shape), list(v.stride()), v.storage_offset()]
+            plain[k] = v.detach()  # (made contiguous below, for safetensors)
+        else:
+            groups.setdefault(place[0], (place[1], []))[1].append((k, v.detach()))
+    for i, (storage, members) in enumerate(groups.values()):
+        # the bytes the storage's tensors span (a small view of a large buffer: not the whole
+        # buffer), from a multiple of 16 so that every tensor's offset stays whole elements
+        spans = [_byte_span(v) for _, v in members]
+        low = min(a for a, _ in spans) // 16 * 16
+        high = max(b for _, b in spans)
+        base = f"{prefix}{i}"
+        whole = torch.empty(0, dtype=torch.uint8, device=members[0][1].device).set_(storage)
+        plain[base] = whole[low:high].to("cpu").clone()
+        for k, v in members:
+            shift = low // v.element_size()
+            layout[k] = [base, str(v.dtype).removeprefix("torch."), list(v.shape), list(v.stride()), v.storage_offset() - shift]
     try:
         from safetensors.torch import save_file
 
+        plain = {k: (v if k in layout or k.startswith(prefix) else v.to("cpu").resolve_conj().resolve_neg().contiguous().clone()) for k, v in plain.items()}
         path = stem.with_suffix(".safetensors")
         recorded = {"order": list(tensors), "layout": layout}
         save_file(plain, str(path), metadata={_LAYOUT_KEY: json.dumps(recorded)} if layout else None)
         return path
-    except Exception:  # not installed, or a dtype it does not hold: torch.save keeps layouts itself
+    except Exception:  # not installed, a dtype it does not hold, a sparse tensor: torch.save keeps layouts itself
         path = stem.with_suffix(".pt")
-        torch.save({k: v.detach().to("cpu") for k, v in tensors.items()}, path)
+        torch.save({k: (v.detach() if v.device.type == "meta" else v.detach().to("cpu")) for k, v in tensors.items()}, path)
         return path
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int]:
+    """The bytes of its storage a strided tensor reads: ``(first, last + 1)``."""
+    size = t.element_size()
+    start = t.storage_offset() * size
+    if t.numel() == 0:
+        return start, start
+    last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))  # (strides are >= 0)
+    return start, (last + 1) * size
 
 
 def _storage_place(t: torch.Tensor) -> tuple[tuple[Any, ...], Any] | None:
@@ -310,7 +330,8 @@ def _sympy_names() -> dict[str, Any]:
 
     return {
         **{k: getattr(sympy, k) for k in dir(sympy) if not k.startswith("_")},
-        **{k: getattr(sympy_functions, k) for k in getattr(sympy_functions, "__all__", ())},
+        # every class the module defines or imports (Max and Min are not in its __all__)
+        **{k: v for k, v in vars(sympy_functions).items() if not k.startswith("_") and isinstance(v, type)},
     }
 
 
@@ -915,7 +936,10 @@ def _entry(step: Any, verify: str, on_error: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": step.name}
     from .pipeline import changed_options
 
-    opts = changed_options(step.options, mode="json")
+    try:
+        opts = changed_options(step.options, mode="json")
+    except Exception as exc:  # noqa: BLE001 - an option value JSON cannot hold (bytes that are not UTF-8)
+        raise ReproducerError(f"the options of pass {step.name!r} cannot be written as JSON: {exception_text(exc)}") from None
     if opts:
         entry["options"] = opts
     entry["verify"] = verify

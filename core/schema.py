@@ -136,7 +136,9 @@ _TABLE_DEPTH = 4
 
 def _pipeline_string_pattern(names: list[str]) -> str:
     """A pipeline string of the passes ``names`` (:mod:`fxpasses.spec`): each entry a known
-    name, its options in braces (quoted values may hold braces and quotes of the other kind)
+    name, its options in braces (quoted values may hold braces and quotes of the other kind;
+    tables nested in them up to :data:`_TABLE_DEPTH` + 1 braces deep: a regular expression
+    cannot count deeper ones, which the parser reads)
     and its settings in brackets (``[verify=numeric,on_error=skip,atol=1e-3]``). Option names and values
     are left to the per-pass schemas of list entries; ``fxpasses check`` reads the string.
     Fixpoint groups, ``fixpoint{max_iterations=N}(entry,...)``, hold such entries."""
@@ -163,7 +165,7 @@ def _pipeline_string_pattern(names: list[str]) -> str:
     settings = r"\[" + once + r"\s*" + setting + r"\s*(?:,\s*" + setting + r"\s*)*\]"
     entry = rf"\s*(?:{alt})\s*(?:{options})?\s*(?:{settings})?\s*"
     # a fixpoint group: fixpoint{max_iterations=N}(entry,...) (groups do not nest)
-    n = r"(?:1(?:_?0){3}|[1-9](?:_?[0-9]){0,2})"  # max_iterations: 1 to 1000 (1_000 too, as Python reads ints)
+    n = r"\+?(?:1(?:_?0){3}|[1-9](?:_?[0-9]){0,2})"  # max_iterations: 1 to 1000 (+5, 1_000 too, as the parser reads ints)
     group = rf"\s*fixpoint\s*(?:\{{\s*(?:max_iterations\s*=\s*{n}\s*)?\}})?\s*\((?:{entry})(?:,{entry})*\)\s*"
     item = f"(?:{group}|{entry})"
     # white space is the parser's, ASCII's (JSON Schema's \s, ECMA's, also takes U+00A0 and others)

@@ -945,6 +945,9 @@ def test_a_yaml_key_that_is_not_text_is_refused_naming_it(tmp_path, key, shown):
     assert f"invalid YAML: {shown}, and a config's keys are text: quote it, '{key}'" in str(info.value), str(info.value)
     path.write_text("pipeline: [fold_constants]\noptions:\n  fold_constants: {max_numel: 4, '1': 2.0}\n")
     assert load_config_file(path).options["fold_constants"]["1"] == 2.0  # quoted: text, read (and refused later as no option)
+    path.write_text("pipeline: [fold_constants]\noptions:\n  ? [a, b]\n  : 1\n")  # a list as a key: shown as read
+    with pytest.raises(ConfigError, match=r"invalid YAML: key \[a, b\] \(line 3, column 5\) is a list: a config's keys are text"):
+        load_config_file(path)
     path.write_text("pipeline: [fold_constants]\noptions:\n  fold_constants: {max_numel: 4, 1: 2.0, '1': 3.0}\n")
     with pytest.raises(ConfigError, match=r"invalid YAML: key '1' \(line 3, column 42\) is key 1 again once read as text"):
         load_config_file(path)

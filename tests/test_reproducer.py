@@ -860,3 +860,70 @@ def sympy_floordiv(s):
     from torch.utils._sympy.functions import FloorDiv
 
     return FloorDiv(s, 2)
+
+
+def test_symbolic_sizes_with_max_and_min_are_written(tmp_path):
+    """torch's Max and Min are not in its sympy module's __all__: sizes holding them (a conv's
+    output `Max(1, s16 - 2)`) did not read back and their nodes' values were dropped (a
+    second check)."""
+    from torch.export import Dim
+
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU()).eval()
+    ep = torch.export.export(conv, (torch.randn(2, 3, 16, 16),), dynamic_shapes=({0: Dim.DYNAMIC, 2: Dim.DYNAMIC, 3: Dim.DYNAMIC},))
+    gm = ep.module()
+    src, _ = graph_source(gm)
+    assert "node meta['val']" not in src and "node meta['tensor_meta']" not in src, src[:2000]
+    loaded = roundtrip(gm, tmp_path)
+    before = [n.name for n in gm.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)]
+    after = [n.name for n in loaded.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)]
+    assert after == before and "relu" in after
+    relu = next(n for n in loaded.graph.nodes if n.name == "relu").meta["val"]
+    assert any("Max" in str(d) for d in (*relu.shape, *relu.stride())), (relu.shape, relu.stride())
+
+
+def test_a_small_view_of_a_large_storage_stores_its_bytes_only(tmp_path):
+    """The whole storage was written for a 10-element view of a 10-million-element buffer
+    (40 MB); and a tensor named like a storage took its place (a second check)."""
+    big = torch.arange(10_000_000, dtype=torch.float32)
+    tensors = {"small": big[1000:1010], "strided": big[2000:2100:10], "__storage_0": torch.ones(3)}
+    path = save_tensors(tmp_path / "t", tensors)
+    assert path.stat().st_size < 10_000
+    back = load_tensors(path)
+    assert list(back) == list(tensors)
+    for k, v in tensors.items():
+        assert torch.equal(back[k], v) and back[k].stride() == v.stride(), k
+    assert back["small"].untyped_storage().data_ptr() == back["strided"].untyped_storage().data_ptr()
+
+
+def test_options_json_cannot_hold_are_a_reproducer_error_and_non_finite_floats_replay():
+    """A bytes option that is not UTF-8 made writing the reproducer raise UnicodeDecodeError;
+    and nan/inf options were written "nan"/"inf" (fxpasses' JSON spells them so), which the
+    replay refused for a float (a second check)."""
+    import math
+
+    import fxpasses
+    from fxpasses.reproducer import ReproducerError, _entry
+
+    class Knobs(fxpasses.GraphPass):
+        name = "knobs"
+
+        class Options(fxpasses.PassOptions):
+            f: float = 0.0
+            g: float = 0.0
+            data: bytes = b""
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(Knobs)
+    step = fxpasses.Pipeline(["knobs"], registry=reg, options={"knobs": {"data": b"\xff"}}).plan().steps[0]
+    with pytest.raises(ReproducerError, match="the options of pass 'knobs' cannot be written as JSON"):
+        _entry(step, "lint", "rollback")
+    step = fxpasses.Pipeline.from_string("knobs{f=nan,g=-inf}", registry=reg).plan().steps[0]
+    from fxpasses._json import dumps
+
+    entry = json.loads(dumps(_entry(step, "lint", "rollback")))  # (as the reproducer writes fxpasses.json)
+    assert entry["options"] == {"f": "nan", "g": "-inf"}
+    again = fxpasses.Pipeline.from_config({"pipeline": [entry]}, registry=reg).plan().steps[0].options
+    assert math.isnan(again.f) and again.g == float("-inf")

@@ -413,6 +413,7 @@ class _NestOptions(fxpasses.PassOptions):
         ("nest{tiling={size=8}", False),
         # max_iterations written as Python reads ints
         ("fixpoint{max_iterations=1_000}(nest)", True),
+        ("fixpoint{max_iterations=+5}(nest)", True),
         ("fixpoint{max_iterations=1_001}(nest)", False),
         # white space is ASCII's: a no-break space is not (ECMA's \s took it)
         ("nest\u00a0", False),
