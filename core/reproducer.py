@@ -93,8 +93,10 @@ def save_tensors(stem: Path, tensors: dict[str, torch.Tensor]) -> Path:
     each storage is written once as its bytes and each tensor's place in it goes in the file's
     metadata (a reproducer replayed with a parameter made contiguous, or with a view turned
     into a copy, ran other kernels or other aliasing and passed where the run failed: an
-    adversarial check). A tensor on another device is stored from a CPU copy of its storage;
-    one without a strided storage (sparse, quantized) contiguous, as a copy."""
+    adversarial check). Of a storage, the bytes its tensors span are written (a small view of
+    a large buffer: not the whole buffer); of a tensor on another device, from a CPU copy. One
+    without a strided storage of its own (quantized, a conjugate view) is written contiguous,
+    as a copy; a file safetensors cannot hold (sparse, meta tensors) is ``torch.save``'s."""
     plain: dict[str, torch.Tensor] = {}
     layout: dict[str, list[Any]] = {}
     prefix = "__storage_"
@@ -122,7 +124,8 @@ def save_tensors(stem: Path, tensors: dict[str, torch.Tensor]) -> Path:
     try:
         from safetensors.torch import save_file
 
-        plain = {k: (v if k in layout or k.startswith(prefix) else v.to("cpu").resolve_conj().resolve_neg().contiguous().clone()) for k, v in plain.items()}
+        for k in [k for k in plain if not k.startswith(prefix)]:  # (no layout: contiguous, values resolved)
+            plain[k] = plain[k].to("cpu").resolve_conj().resolve_neg().contiguous().clone()
         path = stem.with_suffix(".safetensors")
         recorded = {"order": list(tensors), "layout": layout}
         save_file(plain, str(path), metadata={_LAYOUT_KEY: json.dumps(recorded)} if layout else None)
