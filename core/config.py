@@ -52,6 +52,8 @@ import functools
 import json
 import re
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Collection, Literal, Mapping, Union
 
@@ -713,20 +715,60 @@ def normal_option_keys(pass_name: str, raw: Mapping[Any, Any], source: str | Non
     return normal_keys(raw, clash)
 
 
-def same_field_twice(pass_name: str, options_cls: type[BaseModel], raw: Mapping[Any, Any], source: str | None) -> None:
+def same_field_twice(
+    pass_name: str, options_cls: type[BaseModel], raw: Mapping[Any, Any], source: str | None, path: str = ""
+) -> None:
     """Raise :class:`OptionsError` when two keys of ``raw`` set one field of ``options_cls``:
-    its name and its alias (``from_`` and ``from``)."""
-    fields = _field_by_key(options_cls)
+    its name and its alias (``from_`` and ``from``); in the tables of nested models too, where
+    their model takes a field by its name as well as its alias (pydantic kept one of the two
+    values without a word, or called the name an unknown option: an adversarial check).
+    ``path``: where ``raw`` is (``"tiling."``), for the message."""
+    fields = _field_by_key(options_cls)  # (a name the model does not take is no key of it: unknown)
     seen: dict[str, Any] = {}
-    for key in raw:
+    for key, value in raw.items():
         field = fields.get(key) if isinstance(key, str) else None
         if field is None:
             continue
         if field in seen:
             given = options_cls.model_fields[field].alias or field
             why = f"given twice, as {seen[field]!r} and as {key!r} (its name and its alias)"
-            raise OptionsError(pass_name, [(given, why, raw[key])], source=source)
+            raise OptionsError(pass_name, [(path + given, why, value)], source=source)
         seen[field] = key
+        inner = _single_model(options_cls.model_fields[field].annotation)
+        if inner is None:
+            continue
+        model, kind = inner
+        if kind == "[]":
+            if not isinstance(value, (list, tuple)):
+                continue  # (not a list: the model says so)
+            items: Any = dict(enumerate(value))
+        else:
+            items = {"": value} if kind == "" else value
+        if not isinstance(items, Mapping):
+            continue
+        for at, item in items.items():
+            if isinstance(item, Mapping):
+                where = f"{path}{key}" + ("" if kind == "" else f".{at}")
+                same_field_twice(pass_name, model, item, source, where + ".")
+
+
+def _single_model(annotation: Any) -> tuple[type[BaseModel], str] | None:
+    """The one pydantic model a field's type holds, and where: ``""`` (itself, or inside
+    ``Optional``), ``"[]"`` (a list's or tuple's items), ``"{}"`` (a dict's values); None
+    for any other type, a union of several models among them."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, ""
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return _single_model(args[0])
+    if origin in (list, tuple) and args and all(a is args[0] or a is Ellipsis for a in args):
+        found = _single_model(args[0])
+        return (found[0], "[]") if found is not None and found[1] == "" else None
+    if origin is dict and len(args) == 2:
+        found = _single_model(args[1])
+        return (found[0], "{}") if found is not None and found[1] == "" else None
+    return None
 
 
 def canonical_option_keys(options_cls: type[BaseModel], raw: Mapping[Any, Any]) -> dict[Any, Any]:
@@ -1057,9 +1099,19 @@ def _with_json_defaults(ann: Any, data: Any) -> Any:
 
 @functools.lru_cache(maxsize=None)
 def _field_by_key(options_cls: type[BaseModel]) -> dict[str, str]:
-    """The field each input key of ``options_cls`` sets: its name, and its alias if it has one."""
-    out = {name: name for name in options_cls.model_fields}
-    out.update({f.alias: name for name, f in options_cls.model_fields.items() if f.alias})
+    """The field each input key of ``options_cls`` sets: its alias if it has one, and its name
+    where the model takes names (``PassOptions`` does; a plain model with an alias, only with
+    ``populate_by_name``/``validate_by_name``: a name it does not take is an unknown key, which
+    pydantic dropped without a word for a model that ignores extra keys: an adversarial check)."""
+    cfg = options_cls.model_config
+    by_alias = cfg.get("validate_by_alias", True) is not False
+    by_name = bool(cfg.get("validate_by_name") or cfg.get("populate_by_name")) or not by_alias
+    out: dict[str, str] = {}
+    for name, f in options_cls.model_fields.items():
+        if not (f.alias and by_alias) or by_name:
+            out[name] = name
+        if f.alias and by_alias:
+            out[f.alias] = name
     return out
 
 
