@@ -52,8 +52,6 @@ import functools
 import json
 import re
 import sys
-import types
-import typing
 from pathlib import Path
 from typing import Annotated, Any, Collection, Literal, Mapping, Union
 
@@ -715,60 +713,25 @@ def normal_option_keys(pass_name: str, raw: Mapping[Any, Any], source: str | Non
     return normal_keys(raw, clash)
 
 
-def same_field_twice(
-    pass_name: str, options_cls: type[BaseModel], raw: Mapping[Any, Any], source: str | None, path: str = ""
-) -> None:
+def same_field_twice(pass_name: str, options_cls: type[BaseModel], raw: Mapping[Any, Any], source: str | None) -> None:
     """Raise :class:`OptionsError` when two keys of ``raw`` set one field of ``options_cls``:
-    its name and its alias (``from_`` and ``from``); in the tables of nested models too, where
-    their model takes a field by its name as well as its alias (pydantic kept one of the two
-    values without a word, or called the name an unknown option: an adversarial check).
-    ``path``: where ``raw`` is (``"tiling."``), for the message."""
-    fields = _field_by_key(options_cls)  # (a name the model does not take is no key of it: unknown)
+    its name and its alias (``from_`` and ``from``). (In the tables of nested models,
+    :func:`_nested_unknown` reports it.)"""
+    fields = _field_by_key(options_cls)
     seen: dict[str, Any] = {}
-    for key, value in raw.items():
+    for key in raw:
         field = fields.get(key) if isinstance(key, str) else None
         if field is None:
             continue
         if field in seen:
-            given = options_cls.model_fields[field].alias or field
-            why = f"given twice, as {seen[field]!r} and as {key!r} (its name and its alias)"
-            raise OptionsError(pass_name, [(path + given, why, value)], source=source)
+            raise OptionsError(pass_name, [_given_twice(options_cls, field, seen[field], key, raw[key])], source=source)
         seen[field] = key
-        inner = _single_model(options_cls.model_fields[field].annotation)
-        if inner is None:
-            continue
-        model, kind = inner
-        if kind == "[]":
-            if not isinstance(value, (list, tuple)):
-                continue  # (not a list: the model says so)
-            items: Any = dict(enumerate(value))
-        else:
-            items = {"": value} if kind == "" else value
-        if not isinstance(items, Mapping):
-            continue
-        for at, item in items.items():
-            if isinstance(item, Mapping):
-                where = f"{path}{key}" + ("" if kind == "" else f".{at}")
-                same_field_twice(pass_name, model, item, source, where + ".")
 
 
-def _single_model(annotation: Any) -> tuple[type[BaseModel], str] | None:
-    """The one pydantic model a field's type holds, and where: ``""`` (itself, or inside
-    ``Optional``), ``"[]"`` (a list's or tuple's items), ``"{}"`` (a dict's values); None
-    for any other type, a union of several models among them."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    origin = typing.get_origin(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation, ""
-    if origin in (typing.Union, types.UnionType) and len(args) == 1:
-        return _single_model(args[0])
-    if origin in (list, tuple) and args and all(a is args[0] or a is Ellipsis for a in args):
-        found = _single_model(args[0])
-        return (found[0], "[]") if found is not None and found[1] == "" else None
-    if origin is dict and len(args) == 2:
-        found = _single_model(args[1])
-        return (found[0], "{}") if found is not None and found[1] == "" else None
-    return None
+def _given_twice(model: type[BaseModel], field: str, first: Any, second: Any, value: Any, path: str = "") -> tuple[str, str, Any]:
+    """The problem of ``field`` of ``model`` set by two keys, its name and its alias."""
+    given = model.model_fields[field].alias or field
+    return path + given, f"given twice, as {first!r} and as {second!r} (its name and its alias)", value
 
 
 def canonical_option_keys(options_cls: type[BaseModel], raw: Mapping[Any, Any]) -> dict[Any, Any]:
@@ -828,8 +791,12 @@ def validate_options(
     if not all(k.isascii() for k in raw if isinstance(k, str)):  # option names as Python's identifiers
         raw, config_keys = normal_option_keys(pass_name, raw, source), {normal_name(k) for k in config_keys}
     same_field_twice(pass_name, options_cls, raw, source)
-    # (a nested plain BaseModel drops a misspelt key: looked for before the values are read)
-    nested_unknown = _unknown_nested_keys(options_cls, raw)
+    # (a nested plain BaseModel drops a misspelt key: looked for before the values are read;
+    # a nested field given twice is refused first, as a top-level one is, before pydantic
+    # calls one of the two keys unknown)
+    nested_unknown, nested_twice = _unknown_nested_keys(options_cls, raw)
+    if nested_twice:
+        raise OptionsError(pass_name, nested_twice, source=source)
     raw, problems = config_values(options_cls, raw, config_keys)
     problems += nested_unknown
     python_keys = {str(k) for k in raw if k not in config_keys}  # hints in Python's words for these
@@ -946,34 +913,47 @@ def _unknown_options(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> li
     return [(str(k), _unknown_option_message(k, fields), v) for k, v in raw.items() if k not in known]
 
 
-def _unknown_nested_keys(options_cls: type[BaseModel], raw: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+def _unknown_nested_keys(
+    options_cls: type[BaseModel], raw: Mapping[str, Any]
+) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, Any]]]:
     """``(field path, message, value)`` for each key, inside a value of ``raw`` given as a
     table for a nested model (through lists, tuples, sets, dicts and optional or one-model
     unions), that names no field of that model, where the model ignores such keys (a plain
     ``BaseModel``: pydantic's default ``extra="ignore"``): ``{rng={lo=1.0}}`` for a field
     ``rng: Range`` was validated as ``Range()``, the misspelt ``lo`` dropped without a word (a
     new-user check). A model that forbids them reports them itself; one that allows them
-    keeps them. (The top-level keys are :func:`_unknown_options`'.)"""
+    keeps them. Second, in the same form, each field given by both its name and its alias
+    (pydantic kept one of the two values, or called the name unknown: an adversarial check).
+    (The top-level keys are :func:`_unknown_options`' and :func:`same_field_twice`'s.)"""
     fields = _field_by_key(options_cls)
     problems: list[tuple[str, str, Any]] = []
+    twice: list[tuple[str, str, Any]] = []
     for key, value in raw.items():
         if key in fields:
-            _nested_unknown(options_cls.model_fields[fields[key]].annotation, value, str(key), problems)
-    return problems
+            _nested_unknown(options_cls.model_fields[fields[key]].annotation, value, str(key), problems, twice)
+    return problems, twice
 
 
-def _nested_unknown(ann: Any, data: Any, path: str, problems: list[tuple[str, str, Any]]) -> None:
+def _nested_unknown(
+    ann: Any, data: Any, path: str, problems: list[tuple[str, str, Any]], twice: list[tuple[str, str, Any]]
+) -> None:
     import typing
 
     ann = _unwrap(ann)
     if isinstance(ann, type) and issubclass(ann, BaseModel):
         if not isinstance(data, Mapping):
             return
-        fields = _field_by_key(ann)
+        fields = _field_by_key(ann)  # (a name a model with an alias does not take is no key of it)
         ignored = ann.model_config.get("extra") not in ("allow", "forbid")
+        seen: dict[str, Any] = {}
         for key, value in data.items():
             if key in fields:
-                _nested_unknown(ann.model_fields[fields[key]].annotation, value, f"{path}.{key}", problems)
+                field = fields[key]
+                if field in seen:  # its name and its alias: pydantic kept one, or called the name unknown
+                    twice.append(_given_twice(ann, field, seen[field], key, value, f"{path}."))
+                    continue
+                seen[field] = key
+                _nested_unknown(ann.model_fields[field].annotation, value, f"{path}.{key}", problems, twice)
             elif ignored:
                 problems.append((f"{path}.{key}", _unknown_option_message(key, _given_names(ann)), value))
         return
@@ -981,7 +961,7 @@ def _nested_unknown(ann: Any, data: Any, path: str, problems: list[tuple[str, st
     if members is not None:
         models = [m for m in map(_unwrap, members) if isinstance(m, type) and issubclass(m, BaseModel)]
         if len(models) == 1 and isinstance(data, Mapping):
-            _nested_unknown(models[0], data, path, problems)
+            _nested_unknown(models[0], data, path, problems, twice)
         return
     origin, args = typing.get_origin(ann), typing.get_args(ann)
     if origin in (list, set, frozenset, tuple) and args and isinstance(data, (list, tuple)):
@@ -989,10 +969,10 @@ def _nested_unknown(ann: Any, data: Any, path: str, problems: list[tuple[str, st
         for i, item in enumerate(data):
             if fixed and i >= len(args):
                 break
-            _nested_unknown(args[i] if fixed else args[0], item, f"{path}.{i}", problems)
+            _nested_unknown(args[i] if fixed else args[0], item, f"{path}.{i}", problems, twice)
     elif origin in (dict, collections.abc.Mapping) and len(args) == 2 and isinstance(data, Mapping):
         for key, value in data.items():
-            _nested_unknown(args[1], value, f"{path}.{key}", problems)
+            _nested_unknown(args[1], value, f"{path}.{key}", problems, twice)
 
 
 def _unknown_option_message(key: Any, fields: list[str], what: str = "option") -> str:

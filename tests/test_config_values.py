@@ -989,7 +989,7 @@ def test_a_nested_field_given_by_its_name_and_its_alias_is_given_twice(text, sai
     r.register(type("H", (fxpasses.GraphPass,), {"__doc__": "x", "name": "h", "Options": _HoldsAliased, "run": lambda self, gm, ctx: False}))
     with pytest.raises(OptionsError) as info:
         Pipeline.from_string(text, registry=r).plan()
-    assert said in str(info.value), str(info.value)
+    assert said in str(info.value) and "unknown option" not in str(info.value), str(info.value)
     # one name alone is read; a model taking its alias only still calls the name unknown
     assert Pipeline.from_string("h{al={inner_name=5},ap={inner_name=4}}", registry=r).plan().steps[0].options.ap.inner_name == 4
     with pytest.raises(OptionsError, match=r"h\.only\.inner_name .*unknown option"):
