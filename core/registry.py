@@ -1574,12 +1574,12 @@ def _option_infos(
     out of a table given for the option takes (pydantic validates the table as a whole, not
     merged into the option's default). ``outer``: the models around this one, whose fields a
     model held inside itself does not list again. ``member``: ``model`` is one of several a
-    union holds at this path, which each field's description names (``(Dog) ...``)."""
+    union holds at this path, which each field's description names (``(Dog) ...``).
+    ``listed``: the models listed so far under the top-level option (None: ``model`` is the
+    options model itself), each with the path it was listed at."""
     infos = []
     for fname, f in model.model_fields.items():
-        if not prefix:
-            listed = {}  # (each top-level option lists each model once)
-        listed = {} if listed is None else listed
+        option_listed = {} if listed is None else listed  # (a top-level option: its own, below it)
         required = f.is_required()
         default = None if required else f.get_default(call_default_factory=True)
         name = prefix + (f.alias or fname)  # (the name the option is given by)
@@ -1590,12 +1590,12 @@ def _option_infos(
         for held, path in held_models:
             if held in outer or held is model:  # a model inside itself: listed once, above
                 continue
-            first = listed.get(held)
+            first = option_listed.get(held)
             if first is not None:  # listed already under this option: once (a DAG of models grew exponentially)
                 again.append(f"{held.__name__}'s fields as under {first}")
                 continue
-            listed[held] = name + path
-            fields.extend(_option_infos(held, name + path + ".", (*outer, model), member=paths[path] > 1, listed=listed))
+            option_listed[held] = name + path
+            fields.extend(_option_infos(held, name + path + ".", (*outer, model), member=paths[path] > 1, listed=option_listed))
         description = " ".join(filter(None, [f.description or "", *(f"({a})" for a in again)]))
         if member:
             description = f"({model.__name__}) {description}".rstrip()
