@@ -1932,6 +1932,19 @@ def test_show_gives_a_nested_models_default_as_a_table_that_reads_back(capsys):
     assert fxpasses.Pipeline.from_string(f"nested_show{{inner={shown}}}", registry=reg).plan().steps[0].options == Options()
 
 
+def _shown_option_rows(options, name, capsys, *, notes=True):
+    """The option rows `fxpasses show` prints for a pass ``name`` with ``options`` (cells
+    joined by one space; ``notes``: the line under the table too)."""
+    from fxpasses.cli import _show_text
+
+    reg = Registry(autoload=False)
+    reg.register(type("Shown", (fxpasses.GraphPass,), {"__doc__": "x", "name": name, "Options": options, "run": lambda self, gm, ctx: False}))
+    _show_text(reg.describe(name))
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("option "))
+    return [" ".join(line.split()) for line in lines[start + 2 :] if line.strip() and (notes or not line.startswith("("))], reg
+
+
 class _ShownTiling(fxpasses.PassOptions):
     """A nested options model (for the `show` tests below)."""
 
@@ -1953,7 +1966,6 @@ def test_show_lists_the_fields_of_nested_options_models_by_their_paths(capsys):
     """`fxpasses show` printed a nested model option as one row (`tiling  Tiling
     {size=16,...}`): its fields' types, constraints, defaults and descriptions were nowhere to
     be read (noticed in an earlier session)."""
-    from fxpasses.cli import _show_text
 
     class Options(fxpasses.PassOptions):
         tiling: _ShownTiling = _ShownTiling(size=8)
@@ -1962,12 +1974,7 @@ def test_show_lists_the_fields_of_nested_options_models_by_their_paths(capsys):
         by_name: dict[str, _ShownItem] = {}
         tree: _ShownTree = _ShownTree()
 
-    reg = Registry(autoload=False)
-    reg.register(type("NestedRows", (fxpasses.GraphPass,), {"__doc__": "x", "name": "nested_rows", "Options": Options, "run": lambda self, gm, ctx: False}))
-    _show_text(reg.describe("nested_rows"))
-    lines = capsys.readouterr().out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("option "))
-    rows = [" ".join(line.split()) for line in lines[start + 2 :] if line.strip()]
+    rows, reg = _shown_option_rows(Options, "nested_rows", capsys)
     assert rows == [
         "tiling _ShownTiling {size=8,order=row.major}",
         # a field's own default: what a table given for `tiling` leaves out takes (the
@@ -2083,8 +2090,6 @@ def test_show_names_the_union_member_of_each_nested_field_and_a_fixed_tuples_pos
     adversarial check)."""
     from typing import Union
 
-    from fxpasses.cli import _show_text
-
     class Cat(pydantic.BaseModel):
         kind: Literal["cat"] = "cat"
         lives: int = 9
@@ -2096,12 +2101,7 @@ def test_show_names_the_union_member_of_each_nested_field_and_a_fixed_tuples_pos
         pet: Union[Cat, Dog] = Cat()
         pair: tuple[Cat, Dog] = (Cat(), Dog())
 
-    reg = Registry(autoload=False)
-    reg.register(type("Pets", (fxpasses.GraphPass,), {"__doc__": "x", "name": "pets_shown", "Options": Options, "run": lambda self, gm, ctx: False}))
-    _show_text(reg.describe("pets_shown"))
-    lines = capsys.readouterr().out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("option "))
-    rows = [" ".join(line.split()) for line in lines[start + 2 :] if line.strip() and not line.startswith("(")]
+    rows, _ = _shown_option_rows(Options, "pets_shown", capsys, notes=False)
     assert rows == [
         "pet Union[Cat, Dog] {kind=cat,lives=9}",
         "pet.kind Literal['cat'] cat (Cat)",
@@ -2121,8 +2121,6 @@ def test_show_lists_a_model_met_again_under_one_option_once_and_enum_literals_by
     import enum as enum_module
     from typing import Optional
 
-    from fxpasses.cli import _show_text
-
     class Color(enum_module.Enum):
         RED = "red"
         BLUE = "blue"
@@ -2136,12 +2134,7 @@ def test_show_lists_a_model_met_again_under_one_option_once_and_enum_literals_by
         top: Optional[level] = None
         color: Literal[Color.RED, Color.BLUE] = Color.RED
 
-    reg = Registry(autoload=False)
-    reg.register(type("Dag", (fxpasses.GraphPass,), {"__doc__": "x", "name": "dag_shown", "Options": Options, "run": lambda self, gm, ctx: False}))
-    _show_text(reg.describe("dag_shown"))
-    lines = capsys.readouterr().out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("option "))
-    rows = [" ".join(line.split()) for line in lines[start + 2 :] if line.strip() and not line.startswith("(")]
+    rows, _ = _shown_option_rows(Options, "dag_shown", capsys, notes=False)
     assert len(rows) < 40, len(rows)  # linear in the models, not 2**12
     assert "top.b Optional[L10] none (L10's fields as under top.a)" in rows, rows[:6]
     assert "color Literal[Color.RED, Color.BLUE] red" in rows, rows[-3:]
