@@ -368,6 +368,8 @@ class _Encoder:
         # the free symbols of the symbolic sizes written (torch.export with dynamic_shapes,
         # torch.compile(dynamic=True)): name -> (example value, lower bound, upper bound)
         self.symbols: dict[str, tuple[int | None, int | None, int | None]] = {}
+        # each symbolic size's expression -> (builder call, its text), None: no spelling
+        self.spelled: dict[Any, tuple[str, str] | None] = {}
 
     def symint(self, v: Any) -> str:
         """``b.sym("8*s77", 32)``: a symbolic size as its expression over free symbols (each
@@ -379,6 +381,14 @@ class _Encoder:
         expr = node.expr
         if not expr.free_symbols:
             return repr(int(expr))
+        hint = node.hint
+        hint_text = repr(int(hint) if hint is not None else None)
+        spelled = self.spelled.get(expr, False)  # (each expression read back once: s77 is every node's)
+        if spelled is None:
+            raise _Unsupported(f"the symbolic size {expr}")
+        if spelled:
+            return f"{spelled[0]}({spelled[1]!r}, {hint_text})"
+        self.spelled[expr] = None  # (until it reads back)
         names = {str(s): s for s in expr.free_symbols}
         # as printed (8*s77) where it reads back the same, else as sympy's repr: torch's
         # FloorDiv prints as (s77//2), which sympy reads as floor(s77/2)
@@ -397,10 +407,10 @@ class _Encoder:
             if rng is not None:
                 # (an unbounded side is torch's int_oo, or sympy's oo: None)
                 bounds = [int(b) if isinstance(b, (int, sympy.Integer)) else None for b in (rng.lower, rng.upper)]
-            hint = values.get(sym)
-            self.symbols[name] = (int(hint) if hint is not None else None, *bounds)
-        hint = node.hint
-        return f"{call}({text!r}, {int(hint) if hint is not None else None!r})"
+            value = values.get(sym)
+            self.symbols[name] = (int(value) if value is not None else None, *bounds)
+        self.spelled[expr] = (call, text)
+        return f"{call}({text!r}, {hint_text})"
 
     def size(self, d: Any) -> str:
         """A size or stride: the int, or :meth:`symint` of a symbolic one."""
