@@ -54,6 +54,19 @@ class Captured:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+
+def _control_flow_operator(exc: BaseException) -> str | None:
+    """The name of torch's control-flow operator (``cond``, ``while_loop``, ``map``, ...: the
+    modules of ``torch._higher_order_ops``) that raised ``exc`` while symbolic_trace traced
+    it, when one did (its frames are in the traceback), else None."""
+    import traceback
+
+    for frame in traceback.extract_tb(exc.__traceback__):  # (the outermost: the operator's own module)
+        parts = frame.filename.replace("\\", "/").split("/")
+        if "_higher_order_ops" in parts and parts[-1].endswith(".py"):
+            return parts[-1][:-3]
+    return None
+
 def _short(exc: BaseException, max_lines: int = 6) -> str:
     """The informative head of a torch error: up to its hints/debug context, a few lines."""
     lines = []
@@ -120,11 +133,15 @@ def capture(
                 graph = tracer.trace(model)
             gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
         except Exception as exc:
-            raise UserError(
-                f"symbolic_trace could not trace {type(model).__name__}: {_short(exc)} (symbolic_trace cannot "
-                "follow *args/**kwargs forwards and much of what model libraries do, which the export and "
-                "dynamo captures take; Python control flow on tensor values needs torch.cond in any capture)"
-            ) from exc
+            op = _control_flow_operator(exc)
+            hint = (
+                f"symbolic_trace cannot trace a control-flow operator ({op}) on tensor values, which the export and "
+                "dynamo captures take"
+                if op is not None
+                else "symbolic_trace cannot follow *args/**kwargs forwards and much of what model libraries do, which "
+                "the export and dynamo captures take; Python control flow on tensor values needs torch.cond in any capture"
+            )
+            raise UserError(f"symbolic_trace could not trace {type(model).__name__}: {_short(exc)} ({hint})") from exc
         _copy_container_modes(model, gm)
         if written:
             _warn_untraced_buffer_writes(model, written)

@@ -166,10 +166,19 @@ def structure_problem(
     if frame is not None:
         now_frame = frame_signature(graph)
         if now_frame[0] != frame[0]:
+            (now_cls, now_specs), (was_cls, was_specs) = now_frame[0], frame[0]
+            if now_cls is not was_cls:
+                what = f"the graph's code generator is now {now_cls.__name__}, {was_cls.__name__} before"
+            else:  # the same class, other specs: say which
+                which = [
+                    label
+                    for label, i in (("input spec", 0), ("output spec", 1))
+                    if now_specs is None or was_specs is None or now_specs[i] != was_specs[i]
+                ]
+                what = f"the {' and '.join(which)} of the graph's code generator ({now_cls.__name__}) changed"
             return (
-                f"the graph's code generator is now {now_frame[0][0].__name__}, {frame[0][0].__name__} before (with "
-                "its input and output specs): the module would take or return its values packed otherwise (a graph "
-                "made anew needs new_graph.set_codegen(old_graph._codegen))"
+                f"{what}: the module would take or return its values packed otherwise (a graph made anew "
+                "needs new_graph.set_codegen(old_graph._codegen))"
             )
         if now_frame[1] != frame[1]:
             return (

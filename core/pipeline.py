@@ -1170,10 +1170,22 @@ class Pipeline:
                     self.rtol if step.rtol is None else step.rtol,
                 )
                 atol, rtol = max(own[0], allowed[0]), max(own[1], allowed[1])
-                if on_error == "raise" and verify != "none" and pristine and not clean:
-                    # nothing is rolled back then, so a failed lint after the pass could not
-                    # tell a graph broken as given from one the pass broke: lint it as given
-                    # first (the pass's own lint then looks only at what it edits)
+                # what rollback restores from: a journal of what the pass touches when it
+                # declares its edits journalable (fxpasses.journal), else a snapshot of everything
+                journaled = (
+                    step.cls.journal_edits
+                    and not step.cls.writes_tensors
+                    and step.cls.kind != "analysis"
+                    and not self.snapshot_tensors
+                    and limit is None
+                    and supports_journal(gm)
+                )
+                if (on_error == "raise" or (journaled and not _is_builtin(step.cls))) and verify != "none" and pristine and not clean:
+                    # nothing is rolled back under "raise", and a third-party pass's journal
+                    # is trusted for what it does not record (module attributes set directly),
+                    # so a failed lint after the pass (or of the graph rolled back after it)
+                    # could not tell a graph broken as given from one the pass broke: lint it
+                    # as given first (the pass's own lint then looks only at what it edits)
                     try:
                         _lint(gm, as_given=True)
                     except Exception as exc:
@@ -1190,16 +1202,6 @@ class Pipeline:
                 ctx.step, ctx.iteration = position.get(id(step)), round_
                 pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons), iteration=round_)
                 snap = None  # free the previous pass's snapshot first (tensor copies: one set at a time)
-                # what rollback restores from: a journal of what the pass touches when it
-                # declares its edits journalable (fxpasses.journal), else a snapshot of everything
-                journaled = (
-                    step.cls.journal_edits
-                    and not step.cls.writes_tensors
-                    and step.cls.kind != "analysis"
-                    and not self.snapshot_tensors
-                    and limit is None
-                    and supports_journal(gm)
-                )
                 if journaled:
                     snap = CheckedJournal(gm, step.name) if checking() else Journal(gm)
                 else:
@@ -1458,6 +1460,19 @@ class Pipeline:
                             )
                             + ": run with FXPASSES_CHECK_JOURNAL=1 to check the declaration"
                         )
+                        if clean_before and put_back is not None:
+                            # the graph passed lint before the pass: one failing it now holds an
+                            # edit the journal missed (a submodule deleted directly, ...)
+                            try:
+                                _lint(gm, as_given=True)
+                            except Exception as broken:  # noqa: BLE001 - any lint failure is the answer
+                                put_back = None  # (not restored: the run stops, as below)
+                                failure.notes.append(
+                                    f"the graph fails lint after that restore ({exception_line(broken)}) and passed it "
+                                    f"before {step.name!r}: the pass changed what its journal does not record (a "
+                                    "submodule or module attribute deleted or set without ctx.before_module_edit, for "
+                                    "one), so the run stops here whatever on_error says"
+                                )
                     if put_back:
                         failure.notes.append(
                             f"{step.name!r} declares journal_edits=True but changed what its journal does not "
@@ -1796,9 +1811,11 @@ class Pipeline:
             snap.restore()
             rolled_back = True
             if snap.unrestorable:
+                # (a snapshot with a write guard: the pass declares writes_tensors=True)
+                how = "" if getattr(snap, "write_guard", None) is not None else "declares writes_tensors=False, "
                 notes.append(
-                    "these tensors were changed by the pass where no write guard saw it (the pass "
-                    "declares writes_tensors=False, rebinds .data or swaps tensors, or writes through numpy) and "
+                    f"these tensors were changed by the pass where no write guard saw it (the pass {how}"
+                    "rebinds .data or swaps tensors, or writes through numpy) and "
                     "could not be restored (run with snapshot_tensors=True to restore them): " + ", ".join(snap.unrestorable)
                 )
         if rolled_back and isinstance(exc, HookError):

@@ -9,15 +9,17 @@ pass is not run at all. Analyses (``kind = "analysis"``) never rewrite, are not 
 always run.
 
 A pass is *cut off* when the limit stopped a rewrite it would have made: a whole-graph pass
-that was not run (its run is a rewrite), and a node pass whose hooks would have returned an
-action other than keep (or raised) on a node the limit kept them from. That is found by
-calling those hooks anyway, after the pass's ``finish`` (or, for a node pass not run at all,
-after its ``setup``), until the first one that does not keep its node; nothing they return
-is applied, and what they did to the graph, the module and the pass's counters is undone
-(:func:`fxpasses.runner.would_rewrite`). A pass whose remaining hooks all keep their nodes
-applied every rewrite it would have made: not cut off. ``RewriteLimit(N, probe=False)``
-skips those calls and marks a pass cut off as soon as the limit leaves any of its nodes
-unvisited (``fxpasses bisect``, which does not read it, does so).
+that was not run and would have changed the graph (or failed), and a node pass whose hooks
+would have returned an action other than keep (or raised) on a node the limit kept them
+from. That is found by calling those hooks anyway, after the pass's ``finish`` (or, for a
+node pass not run at all, after its ``setup``), until the first one that does not keep its
+node, and by running a whole-graph pass anyway; nothing the hooks return is applied, and
+what they (or the pass's ``run``) did to the graph, the module and the pass's counters is
+undone (:func:`fxpasses.runner.would_rewrite`). A pass whose remaining hooks all keep their
+nodes, or a whole-graph pass that would have changed nothing, applied every rewrite it would
+have made: not cut off. ``RewriteLimit(N, probe=False)`` skips those calls and marks a pass
+cut off as soon as the limit leaves any of its nodes unvisited, or keeps it from running
+(``fxpasses bisect``, which does not read it, does so).
 
 ``Pipeline.run(gm, inputs, rewrite_limit=N)`` and ``fxpasses run --rewrite-limit N`` apply a
 limit by hand; ``fxpasses bisect`` (:mod:`fxpasses.bisect`) searches for the first bad one.
@@ -170,7 +172,7 @@ def run_pass_limited(
         return run_pass(p, gm, ctx), span
     if limit.exhausted:
         span.ran = False
-        if isinstance(p, NodePass) and limit.probe:
+        if limit.probe:
             span.cut_off = would_rewrite(p, gm, ctx)
         else:
             span.cut_off = True

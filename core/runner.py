@@ -470,23 +470,26 @@ def run_pass(
     return changed
 
 
-def would_rewrite(p: NodePass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
+def would_rewrite(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
     """Whether ``p`` would rewrite anything in ``gm`` as it is now, without changing it: the
     pass's ``setup`` and hooks run as in :func:`run_pass` until one returns an action other
-    than keep (or raises), and everything is then put back (see :func:`_probe`)."""
+    than keep (or raises), or a whole-graph pass's ``setup`` and ``run``, and everything is
+    then put back (see :func:`_probe`)."""
     return _probe(p, gm, ctx, None)
 
 
 def _probe(
-    p: NodePass,
+    p: Pass,
     gm: torch.fx.GraphModule,
     ctx: PassContext,
     pending: list[tuple[Node, list[Callable[..., Any]]]] | None,
 ) -> bool:
     """Call the hooks of ``pending`` (None: ``p.setup`` and then every subscribed node, as a
     run would) until one returns an action other than keep, or raises: True then, False when
-    every one keeps its node. Nothing a hook returns is applied, and whatever the hooks (and
-    ``setup``) did themselves is undone: the graph and module tree through a
+    every one keeps its node. A whole-graph pass (:class:`GraphPass`, ``pending`` None) is
+    run: True when it raises, or says it changed the graph (``run`` returned a true value, or
+    None and the graph or module tree differs from before). Nothing a hook returns is applied, and whatever the hooks (and
+    ``setup``, and a whole-graph pass's ``run``) did themselves is undone: the graph and module tree through a
     :class:`~fxpasses.snapshot.Snapshot` (tensors written in place inside its write guard,
     for a pass that declares ``writes_tensors``), and the context's counters, skips, notes and
     analyses. Not undone: the pass object's own attributes (its ``finish`` has run, or it
@@ -509,6 +512,11 @@ def _probe(
     guard = snap.guard() if type(p).writes_tensors else contextlib.nullcontext()
     try:
         with guard:
+            if isinstance(p, GraphPass):
+                p.setup(gm, ctx)
+                changed = p.run(gm, ctx)
+                return bool(changed) if changed is not None else bool(snap.changed())
+            assert isinstance(p, NodePass)
             if pending is None:
                 p.setup(gm, ctx)
                 nodes, found, common, hooks = _work_list(p, gm)

@@ -129,7 +129,7 @@ class Snapshot:
         self.graph = graph
         self.nodes = list(map(node_record, graph.nodes))
         self.containers = argument_containers(graph)
-        self.graph_dict = graph.__dict__.copy()
+        self.graph_dict = record_graph_attributes(graph)
         self.namespace = record_namespace(graph)
         self.modules, tensors, n_params = _record_modules(gm)
         # the graphs of GraphModules inside the tree (their nodes are the module's state too)
@@ -318,9 +318,13 @@ class Snapshot:
             out.append(f"graph length {len(recorded)} -> {graph._len}")
         skip = ("_find_nodes_lookup_table", "_len")
         live = {k: v for k, v in graph.__dict__.items() if k not in skip}
-        kept = {k: v for k, v in self.graph_dict.items() if k not in skip}
+        kept = {k: v for k, v in self.graph_dict[0].items() if k not in skip}
         if not _same_items(live, kept):
             out.append(f"graph attributes: {_first_difference(live, kept)}")
+        else:
+            change = codegen_change(graph, self.graph_dict)
+            if change is not None:
+                out.append(change)
         table = graph._find_nodes_lookup_table
         if sum(map(len, table.table.values())) != len(nodes) or not all(map(table.__contains__, nodes)):
             out.append("the graph's (op, target) index does not hold exactly its nodes")
@@ -423,11 +427,11 @@ def restore_graph_records(
     gm: torch.fx.GraphModule,
     graph: torch.fx.Graph,
     records: list[tuple[Any, ...]],
-    graph_dict: dict[str, Any],
+    graph_dict: GraphAttributes,
     namespace: tuple[Any, Any, Any],
 ) -> None:
     """Put ``graph`` (``gm``'s) back as ``records`` (every node, in order), ``graph_dict``
-    and ``namespace`` recorded it."""
+    (:func:`record_graph_attributes`) and ``namespace`` recorded it."""
     if gm.__dict__.get("_graph") is not graph:
         gm.__dict__["_graph"] = graph
     saved = {rec[0] for rec in records}
@@ -453,7 +457,7 @@ class GraphRecord:
         self.gm = gm
         self.graph = gm.graph
         self.nodes = list(map(node_record, self.graph.nodes))
-        self.graph_dict = self.graph.__dict__.copy()
+        self.graph_dict = record_graph_attributes(self.graph)
         self.namespace = record_namespace(self.graph)
 
     def restore(self) -> None:
@@ -538,29 +542,67 @@ def reset_nodes(records: Any, *, every_args: bool) -> None:
         order = rec[10]
         if order is None:  # at most one user: the edges rebuilt above are the same
             continue
-        users = rec[0].users
-        if list(users) != order:
-            # a journal may record a node after it gained users (appended: they lose it again
-            # above); the users it had before keep their recorded order
-            kept = [u for u in order if u in users]
-            rest = []
-            if len(kept) != len(users):  # not recorded as users (a pass the journal missed)
-                known = set(kept)
-                rest = [u for u in users if u not in known]
-            users.clear()
-            for u in kept:
-                users[u] = None
-            for u in rest:
-                users[u] = None
+        # a journal may record a node after it gained users (appended: they lose it again
+        # above); the users it had before keep their recorded order
+        put_users_in_order(rec[0].users, order)
+
+
+def put_users_in_order(users: dict[torch.fx.Node, None], order: list | tuple) -> None:
+    """Reorder a node's ``users`` dict in place: those in ``order`` first, in that order, then
+    the rest as they are (users not recorded: gained later, or by an edit a journal missed);
+    nodes of ``order`` that are no longer users are left out."""
+    if tuple(users) == tuple(order):
+        return
+    kept = [u for u in order if u in users]
+    rest = []
+    if len(kept) != len(users):
+        known = set(kept)
+        rest = [u for u in users if u not in known]
+    users.clear()
+    users.update(dict.fromkeys(kept))
+    users.update(dict.fromkeys(rest))
+
+
+#: what :func:`record_graph_attributes` records: a copy of the graph's ``__dict__``, and one of
+#: its code generator's (None when it has none)
+GraphAttributes = tuple[dict[str, Any], "dict[str, Any] | None"]
+
+
+def record_graph_attributes(graph: torch.fx.Graph) -> GraphAttributes:
+    """A copy of the graph's own attributes (``__dict__``), and of those of its code generator
+    (``graph._codegen``: torch.export's ``_PyTreeCodeGen`` holds the input and output specs
+    the generated ``forward`` packs its values by, in ``pytree_info``, which a pass can rebind
+    on the generator it shares with the graph; a copy of the graph's ``__dict__`` alone put
+    back the generator object, not its specs)."""
+    codegen = getattr(graph.__dict__.get("_codegen"), "__dict__", None)
+    return graph.__dict__.copy(), (codegen.copy() if isinstance(codegen, dict) else None)
+
+
+def codegen_change(graph: torch.fx.Graph, recorded: GraphAttributes) -> str | None:
+    """What changed, in words, in the attributes of the code generator ``recorded`` holds
+    (when the graph still has it), or None."""
+    attrs, codegen = recorded
+    own = getattr(attrs.get("_codegen"), "__dict__", None)
+    if codegen is None or graph.__dict__.get("_codegen") is not attrs.get("_codegen") or not isinstance(own, dict):
+        return None
+    if _same_items(own, codegen):
+        return None
+    return f"the graph's code generator's attributes: {_first_difference(own, codegen)}"
 
 
 def restore_graph_state(
-    graph: torch.fx.Graph, graph_dict: dict[str, Any], namespace: tuple[Any, Any, Any], nodes: list[torch.fx.Node]
+    graph: torch.fx.Graph, graph_dict: GraphAttributes, namespace: tuple[Any, Any, Any], nodes: list[torch.fx.Node]
 ) -> None:
-    """The graph's own attributes, its name space and its ``(op, target)`` index (rebuilt
-    from ``nodes``, the node list in order) as recorded."""
+    """The graph's own attributes and its code generator's (:func:`record_graph_attributes`),
+    its name space and its ``(op, target)`` index (rebuilt from ``nodes``, the node list in
+    order) as recorded."""
+    attrs, codegen = graph_dict
     graph.__dict__.clear()
-    graph.__dict__.update(graph_dict)
+    graph.__dict__.update(attrs)
+    own = getattr(attrs.get("_codegen"), "__dict__", None)
+    if codegen is not None and isinstance(own, dict) and not _same_items(own, codegen):
+        own.clear()
+        own.update(codegen)
     graph._len = len(nodes)
     ns = graph._graph_namespace
     obj_to_name, used, base = namespace

@@ -339,7 +339,9 @@ def test_cut_off_only_when_the_limit_stopped_a_rewrite():
         "remove_dropout": (2, False, {"removed": 2}),
         "simplify_algebra": (2, False, {"simplified": 2}),
         "fuse_conv_bn": (0, False, {}),  # not run, but it has nothing to fuse here
-        "eliminate_dead_code": (0, True, {}),  # a whole-graph pass's run is a rewrite
+        # a whole-graph pass's run is a rewrite, but this one would have erased nothing (it
+        # was marked cut off, found by a new-user check)
+        "eliminate_dead_code": (0, False, {}),
     }
     r3 = run(3)
     assert r3["simplify_algebra"] == (1, True, {"simplified": 1})  # x-0 was stopped
@@ -347,6 +349,38 @@ def test_cut_off_only_when_the_limit_stopped_a_rewrite():
     assert r2["remove_dropout"] == (2, False, {"removed": 2})
     assert r2["simplify_algebra"] == (0, True, {})  # not run, and it would have rewritten
     assert r2["fuse_conv_bn"] == (0, False, {})
+
+
+class _DeadAdd(torch.nn.Module):
+    def forward(self, x):
+        unused = x + 1  # noqa: F841 - dead code for eliminate_dead_code
+        return x * 2
+
+
+@pytest.mark.parametrize("journal", [True, False])
+def test_a_whole_graph_pass_kept_from_running_is_cut_off_only_when_it_would_change_the_graph(journal):
+    """A whole-graph pass the limit kept from running was marked cut off whatever it would have
+    done. It is now run and undone, as a node pass's hooks are called: cut off when it would
+    have changed the graph, and the graph is left as the limit left it."""
+
+    class Dce(fxpasses.GraphPass):
+        name = "dce_probe"
+        journal_edits = journal
+        writes_tensors = not journal
+
+        def run(self, gm, ctx):
+            return gm.graph.eliminate_dead_code()
+
+    x = torch.randn(3)
+    gm = torch.fx.symbolic_trace(_DeadAdd())
+    code = gm.code
+    report = Pipeline([Dce]).run(gm, [x], rewrite_limit=0)
+    assert (report["dce_probe"].rewrites, report["dce_probe"].cut_off) == (0, True)
+    assert gm.code == code and len(gm.graph.nodes) == 4  # x, add (dead), mul, output
+    report = Pipeline([Dce]).run(gm, [x], rewrite_limit=1)
+    assert (report["dce_probe"].rewrites, report["dce_probe"].cut_off, len(gm.graph.nodes)) == (1, False, 3)
+    report = Pipeline([Dce]).run(gm, [x], rewrite_limit=0)  # nothing left to erase
+    assert (report["dce_probe"].rewrites, report["dce_probe"].cut_off, len(gm.graph.nodes)) == (0, False, 3)
 
 
 class _CopyAndStash(fxpasses.NodePass):

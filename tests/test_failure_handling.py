@@ -1046,6 +1046,60 @@ def test_a_pass_changing_how_the_module_packs_its_outputs_fails_lint():
     assert Pipeline([RebuildKeeping]).run(c.gm, [torch.randn(3)])["rebuild_keeping"].status == "ok"
 
 
+@pytest.mark.parametrize("journal", [False, True])
+def test_a_failed_pass_that_rebound_the_code_generators_output_spec_is_rolled_back_whole(journal):
+    """A pass that rebound ``pytree_info`` on the graph's code generator and then failed was
+    reported restored, but the record held the generator object, not its specs: the module
+    returned a flat tuple instead of its dict after the next recompile, and the next, correct
+    pass was blamed and skipped (an adversarial check)."""
+
+    class ChangeOutSpec(GraphPass):
+        name = "change_out_spec"
+        journal_edits = journal
+        writes_tensors = not journal
+
+        def run(self, gm, ctx):
+            info = gm.graph._codegen.pytree_info
+            gm.graph._codegen.pytree_info = info._replace(out_spec=None)
+            raise RuntimeError("fails after editing the code generator")
+
+    class Dropout(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = torch.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return {"a": self.drop(x) + 1, "b": (x * 2,)}
+
+    x = torch.randn(2, 3)
+    c = capture(Dropout().eval(), [x], "export")
+    spec = c.gm.graph._codegen.pytree_info.out_spec
+    report = Pipeline([ChangeOutSpec, "remove_dropout"], on_error="skip").run(c.gm, [x])
+    assert [(p.name, p.status) for p in report.passes] == [("change_out_spec", "skipped"), ("remove_dropout", "ok")]
+    assert c.gm.graph._codegen.pytree_info.out_spec == spec
+    out = c.gm(x)
+    assert set(out) == {"a", "b"} and torch.equal(out["a"], x + 1) and torch.equal(out["b"][0], x * 2)
+
+
+def test_a_changed_spec_of_the_same_code_generator_is_named():
+    """A pass that kept the code generator's class but changed its output spec was told
+    "the graph's code generator is now _PyTreeCodeGen, _PyTreeCodeGen before"."""
+
+    class KeepFailing(GraphPass):
+        name = "change_out_spec_and_return"
+
+        def run(self, gm, ctx):
+            info = gm.graph._codegen.pytree_info
+            gm.graph._codegen.pytree_info = info._replace(out_spec=None)
+            return True
+
+    c = capture(_DictOut(), [torch.randn(3)], "export")
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([KeepFailing]).run(c.gm, [torch.randn(3)])
+    assert "the output spec of the graph's code generator (_PyTreeCodeGen) changed: " in info.value.reason, info.value.reason
+    assert isinstance(c.gm(torch.randn(3)), dict)
+
+
 def test_a_failure_raised_in_a_plugins_pass_names_where_in_its_code_and_the_distribution(planted_site, registry):
     """A plugin's hook that raised was named with the node and the user's source line, but not
     where in the pass's code it raised nor which distribution the pass came from: that took

@@ -321,7 +321,9 @@ def test_the_partial_lint_refuses_each_breakage_and_torch_names_it(how, said, ch
         Pipeline(["harmless", ("breaker", {"how": how})], registry=reg).run(gm)
     assert "'breaker'" in str(info.value) and "graph lint failed" in str(info.value)
     assert info.value.rolled_back
-    assert verdicts == [False]
+    # harmless's (a third-party journaled first pass: the graph is linted whole before it, and
+    # its own lint is the partial one), then the breaker's
+    assert verdicts == [True, False]
     # the graph is harmless's result: the breaker's edits are gone
     expected = torch.fx.symbolic_trace(Net2())
     assert Pipeline(["harmless"], registry=reg).run(expected).passes[0].changed
@@ -1314,3 +1316,103 @@ def test_a_journaled_pass_moving_and_assigning_outside_its_journal_is_put_back_e
     assert len(after) == len(before)
     for (n, key, args, kwargs), (m, key2, args2, kwargs2) in zip(before, after):
         assert n is m and key == key2 and args is args2 and kwargs is kwargs2, n.name
+
+
+def test_an_assigned_args_outside_the_journal_puts_the_inputs_users_back_in_order(monkeypatch):
+    """The node frame put an assigned ``node.args`` back, but setting ``args`` (the pass's and
+    the put-back's) moved the node to the end of each input's ``users``: ``%x``'s users read
+    ``add, _guards_fn, linear`` after the rollback, ``add, linear, _guards_fn`` before (an
+    adversarial check)."""
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.relu(self.lin(x)) + x
+
+    class AssignArgs(fxpasses.GraphPass):
+        name = "assign_args"
+        journal_edits = True
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            lin = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.linear.default)
+            lin.args = (lin.args[0], lin.args[1], lin.args[2])
+            raise RuntimeError("boom")
+
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")  # (the check would fail the declaration instead)
+    x = torch.randn(2, 4)
+    gm = torch.export.export(M(), (x,)).module()
+    users = {n: list(n.users) for n in gm.graph.nodes}
+    (ph,) = [n for n in gm.graph.nodes if n.name == "x"]
+    assert [u.name for u in users[ph]] == ["add", "linear", "_guards_fn"]  # (linear not last: a move shows)
+    with pytest.raises(fxpasses.PassFailedError, match="boom"):
+        fxpasses.Pipeline([AssignArgs]).run(gm, [x])
+    assert {n: list(n.users) for n in gm.graph.nodes} == users
+
+
+@pytest.mark.parametrize("on_error", ["rollback", "skip"])
+def test_a_journaled_pass_deleting_a_submodule_directly_is_not_blamed_on_the_input(on_error, monkeypatch):
+    """A third-party journaled pass that deleted a submodule without
+    ``ctx.before_module_edit`` and then raised was reported as an input graph that "fails lint
+    as given" (InputGraphError), and the run went on under skip with the module still gone (an
+    adversarial check). The input is now linted before such a first pass; a restored graph
+    that fails lint after it names the pass's unrecorded edit and stops the run."""
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            return self.act(self.lin(x))
+
+    class DropSub(fxpasses.GraphPass):
+        name = "drop_sub"
+        journal_edits = True
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            del gm.act
+            raise RuntimeError("boom in the pass")
+
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")  # (the check would name the declaration instead)
+    gm = torch.fx.symbolic_trace(M())
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline([DropSub, "eliminate_dead_code"], on_error=on_error).run(gm, [torch.randn(2, 4)])
+    assert not isinstance(info.value, fxpasses.errors.InputGraphError)
+    assert info.value.notes[-1].startswith(
+        "the graph fails lint after that restore (RuntimeError: Node act target act references nonexistent attribute "
+    )
+    assert info.value.notes[-1].endswith(
+        "and passed it before 'drop_sub': the pass changed what its journal does not record (a submodule or module "
+        "attribute deleted or set without ctx.before_module_edit, for one), so the run stops here whatever on_error says"
+    )
+
+
+def test_a_broken_input_before_a_third_party_journaled_pass_is_named_before_it_runs(monkeypatch):
+    """The graph is linted as given before a third-party journaled first pass (its restore is
+    trusted for module attributes), so a broken input is the input's fault, and the pass
+    does not run."""
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")
+    ran = []
+
+    class Counts(fxpasses.GraphPass):
+        name = "counts"
+        journal_edits = True
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            ran.append(1)
+            return False
+
+    gm = torch.fx.symbolic_trace(_TwoRelus())
+    relu = next(n for n in gm.graph.nodes if n.op == "call_function")
+    with gm.graph.inserting_before(relu):
+        gm.graph.create_node("call_module", "missing", (relu.args[0],))  # (no such submodule)
+    with pytest.raises(fxpasses.errors.InputGraphError, match=r"no pass was run \('counts' was next\)"):
+        fxpasses.Pipeline([Counts], on_error="skip").run(gm, [torch.randn(2, 4)])
+    assert ran == []

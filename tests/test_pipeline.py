@@ -1444,6 +1444,24 @@ def test_a_model_symbolic_trace_cannot_take_is_pointed_at_the_other_captures():
     )
 
 
+
+def test_a_model_using_torch_cond_is_not_told_to_use_torch_cond():
+    """symbolic_trace of a model that already uses torch.cond said "Python control flow on
+    tensor values needs torch.cond" (a new-user check): the operator is named instead."""
+    from fxpasses.capture import capture
+
+    class Cond(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+    with pytest.raises(UserError) as info:
+        capture(Cond(), [torch.ones(2)], "symbolic_trace")
+    assert str(info.value).startswith("symbolic_trace could not trace Cond: RuntimeError: Expected pred to be bool or tensor")
+    assert str(info.value).endswith(
+        "(symbolic_trace cannot trace a control-flow operator (cond) on tensor values, which the export and dynamo "
+        "captures take)"
+    )
+
 def test_a_nan_default_is_not_printed_as_a_setting_in_the_plan():
     """`nanval=nan` appeared in the plan's pipeline string for an option nobody set whose
     default is nan (nan != nan); found by a new-user check."""

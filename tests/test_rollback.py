@@ -354,6 +354,8 @@ def test_rebound_parameter_data_is_reported_without_tensor_snapshot():
     with pytest.raises(PassFailedError) as info:
         Pipeline(["rebinder"], registry=reg).run(gm, [x])
     assert "could not be restored" in str(info.value) and "fc.weight" in str(info.value)
+    # (it declares writes_tensors=True: the message named writes_tensors=False among the causes)
+    assert "no write guard saw it (the pass rebinds .data or swaps tensors, or writes through numpy)" in str(info.value)
     assert "fc" in dict(gm.named_children())  # structure is still restored
     gm2 = capture(model, [x], "symbolic_trace").gm
     with pytest.raises(PassFailedError) as info:
