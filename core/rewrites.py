@@ -35,7 +35,7 @@ import torch.fx
 
 from .context import PassContext, describe_node, user_source_line
 from .errors import node_text
-from .passes import ERASE, KEEP, Erase, Keep, NodePass, Pass, Replace
+from .passes import ERASE, KEEP, Erase, Keep, Pass, Replace
 from .runner import run_pass, would_rewrite
 
 __all__ = ["RewriteRecord", "RewriteLimit", "run_pass_limited"]
