@@ -21,6 +21,10 @@ for values, but it can change *which tensors are the same object*:
 2. otherwise only outputs can observe aliasing: it is safe unless the replaced node reaches
    the output (directly or as a view) and the replacement is not a fresh, otherwise
    unreturned tensor.
+
+It can also change *what requires grad*: in a region where the graph turned grad mode off
+(``torch.no_grad()`` in a TorchDynamo graph) ``x * 1`` does not require grad and ``x`` may
+(:func:`grad_mode_problem`, which :func:`substitution_problem` asks first).
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ import torch
 import torch.fx
 from torch.fx.node import Node
 
+from fxpasses._order import in_graph_order, precedes
 from fxpasses.effects import EffectAnalysis
 
-__all__ = ["arg", "is_torch_op", "substitution_problem", "erase_dead"]
+__all__ = ["arg", "is_torch_op", "substitution_problem", "grad_mode_problem", "erase_dead"]
 
 _MISSING = object()
 
@@ -83,6 +88,9 @@ def substitution_problem(old: Node, new: Any, analysis: EffectAnalysis) -> str |
     """
     if not isinstance(new, Node):
         return None
+    problem = grad_mode_problem(old, new)
+    if problem is not None:
+        return problem
     for node, what in ((old, f"%{old.name}"), (new, _describe(new))):
         if analysis.is_written(node):
             return (
@@ -96,6 +104,60 @@ def substitution_problem(old: Node, new: Any, analysis: EffectAnalysis) -> str |
                 "make the output alias it"
             )
         analysis.mark_reaches_output(new)
+    return None
+
+
+#: call_function targets with which a graph turns grad mode off or on inside it (TorchDynamo
+#: writes ``with torch.no_grad():`` as ``_set_grad_enabled(False)`` ...
+#: ``_set_grad_enabled(True)``; ``torch.inference_mode()`` as the enter/exit pair)
+_GRAD_MODE_SETTERS = (
+    torch._C._set_grad_enabled,
+    torch.autograd.grad_mode._enter_inference_mode,
+    torch.autograd.grad_mode._exit_inference_mode,
+)
+
+
+def grad_mode_problem(old: Node, new: Any) -> str | None:
+    """Why replacing every use of ``old`` by ``new`` may change what requires grad, or None.
+
+    Where the graph turned grad mode off (``torch.no_grad()`` in a TorchDynamo graph), ``x * 1``
+    is a tensor that does not require grad, while ``x`` may: replacing one by the other lets
+    gradients flow through a region the model kept out of autograd, once the graph turns grad
+    mode back on. Unsafe when a grad-mode node precedes ``old`` and the last one before it is
+    not ``_set_grad_enabled(True)``, unless the values recorded for both (``meta["val"]`` or
+    ``["example_value"]``, which TorchDynamo guards on) require grad alike. A constant
+    ``new`` requires no grad. O(k log k) for the graph's k grad-mode nodes (none, in most
+    graphs: one index lookup per target)."""
+    if not isinstance(new, Node):
+        return None
+    graph = old.graph
+    table = getattr(getattr(graph, "_find_nodes_lookup_table", None), "table", None)
+    setters: list[Node] = []
+    for target in _GRAD_MODE_SETTERS:
+        bucket = table.get(("call_function", target)) if isinstance(table, dict) else graph.find_nodes(op="call_function", target=target)
+        if bucket:
+            setters.extend(bucket)
+    before = [n for n in setters if precedes(n, old)]
+    if not before:
+        return None
+    last = in_graph_order(before)[-1]
+    if last.target is torch._C._set_grad_enabled and last.args == (True,) and not last.kwargs:
+        return None
+    a, b = _recorded_tensor(old), _recorded_tensor(new)
+    if a is not None and b is not None and a.requires_grad == b.requires_grad:
+        return None
+    return (
+        f"%{old.name} is computed where grad mode may be off (after %{last.name}), so it may not require grad "
+        f"where {_describe(new)} does: replacing it would let gradients flow where the model turned them off"
+    )
+
+
+def _recorded_tensor(node: Node) -> torch.Tensor | None:
+    """The tensor recorded as ``node``'s value (``meta["val"]``, else ``["example_value"]``), or None."""
+    for key in ("val", "example_value"):
+        value = node.meta.get(key)
+        if isinstance(value, torch.Tensor):
+            return value
     return None
 
 

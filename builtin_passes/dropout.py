@@ -89,6 +89,9 @@ class RemoveDropout(NodePass):
       (``meta["torch_fn"]`` / ``meta["from_node"]`` naming a dropout) and only without a
       ``memory_format``.
 
+    A dropout with a literal ``p`` of 0 is the identity in either mode (it returns its input
+    itself) and is removed as an eval-mode one is.
+
     An active dropout (training mode, or a training flag that is not a literal) is never
     removed unless the option ``inference=True`` declares the graph to be inference only;
     then it is removed as if the model were in eval mode, which changes the outputs: the pass
@@ -135,14 +138,15 @@ class RemoveDropout(NodePass):
             if self.options.keep_module_dropouts and not self.options.inference:
                 ctx.skip(node, "a dropout module follows .train()/.eval() at call time (keep_module_dropouts)")
                 return None
-            active = mod.training
+            # (p = 0: the identity in either mode, its input itself)
+            active = mod.training and not _zero(getattr(mod, "p", None))
             fresh_result = active and not mod.inplace
         elif node.op == "call_function" and is_torch_op(node.target):
             if callable_op_name(node.target) == "native_dropout":
                 return self._native_dropout(node, ctx)
             if isinstance(node.target, torch._ops.OpOverload) and node.target._overloadname != "default":
                 return None
-            active = _training(node)
+            active = False if _zero(arg(node, 1, "p", None)) else _training(node)
             fresh_result = active is not False and not _inplace(node)
         else:
             return None
@@ -218,6 +222,13 @@ def _training(node: Node) -> Any:
         if key in node.kwargs:
             return node.kwargs[key]
     return node.target not in _EVAL_BY_DEFAULT
+
+
+def _zero(p: Any) -> bool:
+    """Whether a dropout's probability ``p`` is a literal 0: the dropout then returns its input
+    itself, in training mode too (ATen's ``_dropout_impl``: ``if (p == 0 || !train ...)
+    return input``), so removing it is exact and changes no output."""
+    return type(p) in (int, float) and p == 0
 
 
 def _inplace(node: Node) -> bool:

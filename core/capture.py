@@ -281,7 +281,8 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
     and Python values read from tensors are frozen, with no error.
 
     Both are called in the caller's grad mode from the same torch and Python ``random`` seeds
-    (the graph calls what the model calls, in order; both generators are put back after),
+    and the same states of the generators the model holds (the graph calls what the model
+    calls, in order; every generator is put back after),
     with what each writes in parameters (through a :class:`~fxpasses.write_guard.WriteGuard`),
     buffers and inputs put back after it and what they print dropped; outputs are compared
     within ``atol = rtol = 1e-5`` (the same operations, so they agree but for nondeterministic
@@ -294,7 +295,7 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
     import warnings
 
     from .errors import CaptureWarning
-    from .verify import clone_outputs, compare_outputs
+    from .verify import clone_outputs, compare_outputs, module_generators
     from .write_guard import WriteGuard
 
     from torch.utils._pytree import tree_leaves
@@ -302,6 +303,7 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
     def call(fn: Any) -> tuple[Any, list[tuple[torch.dtype, bool]]]:
         """``fn``'s outputs (detached copies) and each output tensor's (dtype, requires_grad)."""
         state = random.getstate()
+        held = [(g, g.get_state()) for g in generators]  # (their own: fork_rng keeps the global one)
         printed = io.StringIO()
         # parameters a forward writes in place are put back too (tracing itself reads them as
         # proxies and writes none); a copy is made of a parameter only when it is written
@@ -325,7 +327,10 @@ def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inpu
         finally:
             guard.restore()
             random.setstate(state)
+            for g, saved in held:
+                g.set_state(saved)
 
+    generators = list({id(g): g for g in (*module_generators(model), *module_generators(gm))}.values())
     try:
         expected, expected_facts = call(model)
     except Exception:  # noqa: BLE001 - the inputs do not fit the model: reported where they are used

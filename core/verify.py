@@ -16,7 +16,7 @@ import io
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import torch
 import torch.fx
@@ -98,18 +98,47 @@ class TensorState:
     keep their version: autograd refuses to backpropagate through a tensor written in place
     after it was saved for backward (a ``symbolic_trace`` tensor constant computed from a
     parameter, for one).
+
+    The states of the random number generators the module holds (a ``torch.Generator``
+    attribute, which ``torch.export`` lifts as ``lifted_custom_N``) are recorded and put back
+    too: every call then draws the same numbers, and verification leaves the caller's
+    generators where they were (``torch.random.fork_rng`` covers only the global one).
     """
 
     def __init__(self, gm: torch.nn.Module) -> None:
         with torch.no_grad():
             self.saved = [(t, t.detach().clone()) for t in _module_tensors(gm)]
+        self.generators = [(g, g.get_state()) for g in module_generators(gm)]
 
     def restore(self) -> None:
-        """Write the recorded values back into every recorded tensor that differs from them."""
+        """Write the recorded values back into every recorded tensor that differs from them,
+        and the recorded state into every recorded generator."""
         with torch.no_grad():
             for t, value in self.saved:
                 if not _same_bits(t, value):
                     t.copy_(value)
+        for g, state in self.generators:
+            g.set_state(state)
+
+
+def module_generators(gm: torch.nn.Module) -> list[torch.Generator]:
+    """The ``torch.Generator`` objects among the attributes of ``gm``'s modules and the
+    arguments of its graphs' nodes (``symbolic_trace`` keeps ``generator=self.g`` as a
+    constant argument), once each."""
+    from torch.utils._pytree import tree_leaves
+
+    seen: set[int] = set()
+    out = []
+    for m in gm.modules():
+        values: Iterable[Any] = vars(m).values()
+        graph = m.__dict__.get("_graph") if isinstance(m, torch.fx.GraphModule) else None
+        if graph is not None:
+            values = [*values, *(v for n in graph.nodes if n.args or n.kwargs for v in tree_leaves((n.args, n.kwargs)))]
+        for value in values:
+            if isinstance(value, torch.Generator) and id(value) not in seen:
+                seen.add(id(value))
+                out.append(value)
+    return out
 
 
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

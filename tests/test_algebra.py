@@ -643,3 +643,40 @@ def test_an_aten_call_does_not_make_a_symbolic_trace_graph_an_export_one():
     torch.testing.assert_close(gm(x, ints)[1], _AtenInSymbolicTrace()(x, ints)[1])
     assert detect_dialect(make_fx(_AtenInSymbolicTrace())(x, y)) == "symbolic_trace"
     assert detect_dialect(torch.export.export(_AtenInSymbolicTrace(), (x, y)).module()) == "export"
+
+
+class _NoGradBlock(nn.Module):
+    def forward(self, x):
+        with torch.no_grad():
+            y = x * 1
+            z = -(-x)
+        w = x * 1  # grad mode back on: the same requires_grad as x
+        return y * 3, z * 2, w + 1
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_no_rewrite_inside_a_no_grad_block_lets_gradients_through(grad):
+    """In a TorchDynamo graph `with torch.no_grad(): y = x * 1` is `_set_grad_enabled(False)`,
+    `mul`, `_set_grad_enabled(True)`: simplify_algebra replaced `y` by `x`, so the output
+    required grad and x.grad got 3 where eager gives none (an adversarial check). A rewrite
+    after the block, or one whose recorded values require grad alike, is still made."""
+    x = torch.randn(3, requires_grad=grad)
+    cap = capture(_NoGradBlock(), [x], "dynamo")
+    assert [n.target for n in cap.gm.graph.nodes].count(torch._C._set_grad_enabled) == 2
+    report = fxpasses.Pipeline.from_string("simplify_algebra", verify="numeric").run(cap.gm, cap.inputs)
+    simplified = report["simplify_algebra"].counters.get("simplified", 0)
+    skipped = [why for _, why in report["simplify_algebra"].skipped]
+    if grad:
+        assert simplified == 1  # w = x * 1 only
+        assert len(skipped) == 2 and all("is computed where grad mode may be off (after %_set_grad_enabled)" in w for w in skipped), skipped
+        assert skipped[0].endswith(
+            "so it may not require grad where a graph input does: replacing it would let gradients flow where "
+            "the model turned them off"
+        )
+    else:
+        assert simplified == 3 and skipped == []
+    out = cap.gm(*cap.inputs)
+    assert [o.requires_grad for o in out] == [False, False, grad]
+    if grad:
+        out[2].sum().backward()
+        assert torch.equal(x.grad, torch.ones(3))  # from w + 1 only

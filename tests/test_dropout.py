@@ -368,3 +368,33 @@ def test_a_training_flag_that_is_not_a_constant_is_said_to_change_outputs_when_t
         "remove_dropout{inference=true} removed dropout whose training flag is not a constant, which changes "
         "the outputs by design whenever the flag is true"
     )
+
+
+class _ZeroP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.d = torch.nn.Dropout(0.0)
+
+    def forward(self, x):
+        return torch.nn.functional.dropout(x, 0.0, True) * 1, torch.nn.functional.dropout(x, 0.0, True), self.d(x) + 1
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "export", "dynamo"])
+@pytest.mark.parametrize("inference", [False, True])
+def test_a_dropout_of_probability_zero_is_its_input_in_training_mode_too(dialect, inference):
+    """`F.dropout(x, 0.0, True)` returns x itself: it was an active dropout, kept (or with
+    inference=true replaced by a clone, so the second output stopped aliasing the input and
+    numeric verification refused the pass). It is the identity, removed in either mode."""
+    from fxpasses.capture import capture
+
+    x = torch.randn(4)
+    c = capture(_ZeroP().train(), [x], dialect)
+    report = fxpasses.Pipeline.from_string(f"remove_dropout{{inference={str(inference).lower()}}}", verify="numeric").run(
+        c.gm, c.inputs
+    )
+    assert report["remove_dropout"].counters == {"removed": 3}
+    assert report["remove_dropout"].status == "ok" and not report["remove_dropout"].notes
+    assert not [n for n in c.gm.graph.nodes if "dropout" in str(n.target) or "clone" in str(n.target)]
+    out = c.gm(*c.inputs)
+    assert torch.equal(out[0], c.inputs[0]) and torch.equal(out[2], c.inputs[0] + 1)
+    assert out[1] is c.inputs[0]  # the input itself, as eager returns it

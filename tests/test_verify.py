@@ -312,7 +312,7 @@ def test_tensor_state_restores_every_changed_bit():
     i = torch.tensor([1, 2, 3])
     state = TensorState.__new__(TensorState)
     with torch.no_grad():
-        state.saved = [(t, t.clone()), (i, i.clone())]
+        state.saved, state.generators = [(t, t.clone()), (i, i.clone())], []
     t[0] = -0.0  # equal to 0.0 for torch.equal, not the same bits
     t.data[3] = 5.0  # through .data: no version bump
     i_version = i._version
@@ -743,3 +743,36 @@ def test_a_mismatch_prints_its_values_with_the_digits_that_tell_them_apart():
         shown = f"{a.item():.{digits}g} vs expected {e.item():.{digits}g})"
         assert msg.endswith(shown), msg
         assert torch.equal(torch.tensor([float(shown.split(" ")[0])], dtype=dtype), a)  # reads back exactly
+
+
+class _DrawsFromItsGenerator(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.g = torch.Generator().manual_seed(0)
+
+    def forward(self, x):
+        return x + torch.randn(x.shape, generator=self.g)
+
+
+@pytest.mark.parametrize("dialect", ["export", "symbolic_trace"])
+def test_numeric_verification_starts_each_call_from_the_modules_generator_state(dialect):
+    """A module drawing from a torch.Generator it holds: verification reseeded only the global
+    generator, so each call drew other numbers (a pass that only renames a node failed with
+    "max abs error 1"), and a run left the caller's generator advanced (an adversarial check)."""
+    from fxpasses.capture import capture
+
+    import warnings
+
+    x = torch.randn(4)
+    with warnings.catch_warnings():
+        # (symbolic_trace's own check of the graph drew other numbers too, and warned)
+        warnings.simplefilter("error", fxpasses.errors.CaptureWarning)
+        c = capture(_DrawsFromItsGenerator(), [x], dialect)
+    graph_args = [v for n in c.gm.graph.nodes for v in n.kwargs.values()]
+    (gen,) = [v for m in c.gm.modules() for v in [*vars(m).values(), *graph_args] if isinstance(v, torch.Generator)][:1]
+    state = gen.get_state().clone()
+    report = fxpasses.Pipeline.from_string(
+        "simplify_algebra,rename_nodes{pattern='add',replacement=plus}", verify="numeric"
+    ).run(c.gm, c.inputs)
+    assert [p.status for p in report.passes] == ["ok", "ok"]
+    assert torch.equal(gen.get_state(), state)
