@@ -68,7 +68,12 @@ class SimplifyAlgebra(NodePass):
       raises, the simplified graph returns ``x`` instead of raising).
     - **the recorded facts hold for every input the graph accepts**: TorchDynamo guards its
       graphs on every input's shape, stride, dtype and device, and ``torch.export``'s module
-      checks the inputs' shapes (its graph is specialised to their dtypes). A
+      checks the inputs' shapes. An exported program is specialised to the dtypes and
+      layouts of its example inputs as well ("run on different inputs as long as they satisfy
+      the same conditions", torch.export's programming model), which its module does not
+      check: called with another dtype or a non-contiguous input, it may compute something
+      else after this pass (``(x * 1).view(-1)`` becomes ``x.view(-1)``, which refuses a
+      non-contiguous ``x``), as it may after torch's own export passes. A
       ``symbolic_trace`` graph takes inputs of any shape and dtype, and the facts
       ``propagate_shapes`` (or ``ShapeProp``) records on it are those of the example inputs:
       ``x - zeros(5)`` is ``x`` for an ``x`` of shape ``(4, 5)``, not for one of shape

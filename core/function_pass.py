@@ -19,6 +19,7 @@ numbers the later ones (``scale_2``); :func:`function_pass` with ``name=`` names
 from __future__ import annotations
 
 import functools
+import inspect
 import keyword
 import types
 import weakref
@@ -65,10 +66,25 @@ def function_pass(fn: Callable[..., Any], name: str | None = None) -> type[Graph
     ``name`` or ``fn``'s ``__name__`` (its class's name for a callable instance).
 
     Raises:
-        PassDefinitionError: ``fn`` is not callable, or ``name`` is not an identifier.
+        PassDefinitionError: ``fn`` is not callable, cannot be called with the module alone
+            (``fn(gm, y)``: its signature, where Python can read one, does not bind one
+            argument), or ``name`` is not an identifier.
     """
     if not callable(fn):
         raise PassDefinitionError(f"function_pass: {fn!r} is not callable")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C callable without one: called as it is
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(None)
+        except TypeError as exc:
+            raise PassDefinitionError(
+                f"function_pass: {getattr(fn, '__qualname__', None) or _name_of(fn)}{signature} cannot be called with the module alone ({exc}): a pass "
+                "function is called as fn(gm), as torch's PassManager calls it; give other arguments with "
+                "functools.partial, or write a GraphPass"
+            ) from None
     if name is None:
         try:
             made = _made.get(fn)

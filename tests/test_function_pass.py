@@ -168,3 +168,29 @@ def test_a_pass_function_named_like_another_pass_is_told_to_take_another_name():
         "give the pass function another name: fxpasses.function_pass.function_pass(fn, name=...)"
     )
     assert "FunctionPass_" not in message
+
+
+def test_a_function_that_needs_more_than_the_module_is_refused_when_the_pipeline_is_built():
+    """`Pipeline([fn])` with `fn(gm, y)` was accepted and failed only at run time with a bare
+    TypeError (a new-user check); its signature is read when it becomes a pass."""
+    import functools
+
+    def needs_two(gm, y):
+        return None
+
+    def takes_defaults(gm, y=1, *, z=2):
+        return None
+
+    with pytest.raises(fxpasses.errors.PassDefinitionError) as info:
+        Pipeline([needs_two])
+    assert str(info.value) == (
+        "function_pass: test_a_function_that_needs_more_than_the_module_is_refused_when_the_pipeline_is_built.<locals>."
+        "needs_two(gm, y) cannot be called with the module alone (missing a required argument: 'y'): a pass function is "
+        "called as fn(gm), as torch's PassManager calls it; give other arguments with functools.partial, or write a "
+        "GraphPass"
+    )
+    with pytest.raises(fxpasses.errors.PassDefinitionError, match=r"<lambda>\(\) cannot be called .*too many positional"):
+        Pipeline([lambda: None])
+    gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+    for fn in (takes_defaults, functools.partial(needs_two, y=2)):
+        assert Pipeline([fn]).run(gm).passes[0].status == "ok"
