@@ -38,8 +38,9 @@ Files: ``.toml`` (``pyproject.toml``: the ``[tool.fxpasses]`` table), ``.yaml``/
 is an error), ``.json``. Values are strict, as JSON data: nothing is converted between types
 (``atol = "1e-5"`` is an error, as a quoted number for a pass option is), and pass options
 are read as pydantic reads JSON (:func:`validate_options`: an ``Enum`` or a ``Path`` from a
-string). Every error is a :class:`~fxpasses.errors.ConfigError` naming the file and the key
-path, or an :class:`~fxpasses.errors.OptionsError` for pass options.
+string). Values nest at most 200 lists or tables deep. Every error is a
+:class:`~fxpasses.errors.ConfigError` naming the file and the key path, or an
+:class:`~fxpasses.errors.OptionsError` for pass options.
 """
 
 from __future__ import annotations
@@ -1394,6 +1395,7 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
         raise ConfigError("the config is empty", source=source)
     if not isinstance(data, Mapping):
         raise ConfigError(f"the config must be a table/mapping, got {type(data).__name__}", source=source)
+    _check_depth(data, source)
     try:
         cfg = Config.model_validate(dict(data), strict=True)
     except ValidationError as exc:
@@ -1407,6 +1409,56 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
     cfg._source = source
     cfg.plugins._source = source
     return cfg
+
+
+#: lists and tables nested deeper than this in a config are an error: a pipeline string's
+#: values nest up to 100 deep (:mod:`fxpasses.spec`), inside a few tables of the config (a
+#: reproducer's ``pipeline`` entries); pydantic's JSON reading stops at 200 levels of its own
+_MAX_DEPTH = 200
+
+
+def _check_depth(data: Any, source: str) -> None:
+    """Refuse config data nested more than :data:`_MAX_DEPTH` lists or tables deep, before
+    anything walks it recursively. A TOML file's table header (``[a.a.a. ... .a]``) nests
+    thousands deep without the parser recursing (a JSON or YAML file that deep fails in its
+    parser), and Python's ``repr`` of it in an error message, pydantic's reading of an option
+    and the like then raised ``RecursionError``, an internal error (an adversarial check).
+
+    Raises:
+        ConfigError: naming ``source`` and the key path where the nesting goes too deep.
+    """
+    path = _too_deep(data)
+    if path is not None:
+        shown = ".".join(str(k) for k in path[:6]) + (" ..." if len(path) > 6 else "")
+        raise ConfigError(
+            f"values nested too deep: more than {_MAX_DEPTH} tables or lists, at {shown}; no config value "
+            "needs more than a few levels",
+            source=source,
+        )
+
+
+def _too_deep(data: Any) -> tuple[Any, ...] | None:
+    """The keys (and list indices) down to a list or table of ``data`` nested more than
+    :data:`_MAX_DEPTH` deep, or None. Iterative (it is what keeps the recursive walks from such
+    data); a container reached again (a YAML alias, ``*anchor``) is looked into again only from
+    deeper than before, and one that holds itself counts as nested too deep."""
+    deepest: dict[int, int] = {}  # id of a container -> the deepest level it was looked into at
+    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(data, 1, ())]
+    while stack:
+        value, depth, path = stack.pop()
+        if isinstance(value, Mapping):
+            items: Any = value.items()
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            items = enumerate(value)
+        else:
+            continue
+        if depth > _MAX_DEPTH:
+            return path
+        if deepest.get(id(value), 0) >= depth:
+            continue
+        deepest[id(value)] = depth
+        stack.extend((v, depth + 1, (*path, k)) for k, v in items)
+    return None
 
 
 def pass_name_as_key(entry: Any) -> str | None:

@@ -857,6 +857,50 @@ def test_values_nested_hundreds_deep_are_config_errors_naming_the_format(tmp_pat
             fxpasses.Pipeline.from_config(tmp_path / name)
 
 
+@pytest.mark.parametrize("table", ["", "options.remove_dropout.", "model.", "pipeline.options.", "model.kwargs."])
+def test_a_toml_table_header_thousands_deep_is_a_config_error_naming_the_keys(tmp_path, table):
+    """`[a.a. ... .a]` 5000 deep: TOML's parser builds it without recursing, and the error
+    message's repr of the value (or a later walk of it) raised RecursionError, an internal
+    error (exit status 3; an adversarial check). It is refused before anything walks it."""
+    path = tmp_path / "d.toml"
+    header = table + ".".join(["a"] * 5000)
+    first = "" if table.startswith("pipeline") else 'pipeline = "remove_dropout"\n'
+    path.write_text(f"{first}[{header}]\n")
+    shown = ".".join((table + "a.a.a.a.a.a").split(".")[:6])
+    expected = (
+        f"{path}: values nested too deep: more than 200 tables or lists, at {shown} ...; no config value needs "
+        "more than a few levels"
+    )
+    with pytest.raises(ConfigError) as info:
+        fxpasses.config.load_config_file(path)
+    assert str(info.value) == expected
+    r = CliRunner().invoke(cli, ["check", str(path)])
+    assert r.exit_code == 2 and r.output == f"error: {expected}\n", r.output
+
+
+def test_config_data_nested_too_deep_is_refused_wherever_it_comes_from():
+    """The depth is checked on config data from Python too, and a YAML alias that holds itself
+    (`x: &a [1, *a]`) is nested too deep; 200 levels are still read."""
+    deep: dict = {}
+    inner = deep
+    for _ in range(300):
+        inner["k"] = {}
+        inner = inner["k"]
+    with pytest.raises(ConfigError) as info:
+        fxpasses.config.parse_config({"pipeline": "remove_dropout", "model": {"kwargs": deep}})
+    assert str(info.value) == (
+        "config: values nested too deep: more than 200 tables or lists, at model.kwargs.k.k.k.k ...; no config "
+        "value needs more than a few levels"
+    )
+    with pytest.raises(ConfigError, match=r"at options\.remove_dropout\.x\.1\.1\.1 \.\.\.;"):
+        fxpasses.config.parse_config(fxpasses.config._load_yaml("pipeline: remove_dropout\noptions:\n  remove_dropout:\n    x: &a [1, *a]\n"))
+    value: list = []
+    for _ in range(196):  # 197 lists in [model] kwargs: 200 levels in all
+        value = [value]
+    cfg = fxpasses.config.parse_config({"pipeline": "remove_dropout", "model": {"factory": "m:f", "inputs": [{"shape": [1]}], "kwargs": {"x": value}}})
+    assert cfg.model.kwargs["x"] == value
+
+
 class AliasSetPass(fxpasses.GraphPass):
     """Options with an alias and of set types."""
 
