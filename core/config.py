@@ -1021,11 +1021,12 @@ def config_values(
                 out[key] = adapter.validate_json(text, strict=strict)
             except ValidationError:
                 # the text fxpasses' JSON writes for a float that is not finite (a reproducer's
-                # options): the float, where the field takes it
-                token = _NON_FINITE.get(out[key]) if isinstance(out[key], str) else None
-                if token is None:
+                # options, at any depth): the float, where the field's type takes one there
+                ann = options_cls.model_fields[field].annotation
+                floats = _non_finite_floats(ann, out[key])
+                if floats is out[key]:
                     raise
-                out[key] = adapter.validate_json(token, strict=strict)
+                out[key] = adapter.validate_json(pydantic_core.to_json(_with_json_defaults(ann, floats)), strict=strict)
         except ValidationError as exc:
             del out[key]
             for path, msg, value in validation_problems(exc, options_cls.model_fields[field].annotation):
@@ -1033,8 +1034,63 @@ def config_values(
     return out, problems
 
 
-#: non-finite floats as :mod:`fxpasses._json` writes them, and as JSON text pydantic reads
-_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+#: non-finite floats as :mod:`fxpasses._json` writes them (a reproducer's options)
+_NON_FINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+#: the types a value may have where a non-finite float's spelling is read as the float
+_NUMBERS = (float, int, bool, type(None))
+
+
+def _non_finite_floats(ann: Any, data: Any) -> Any:
+    """``data`` (JSON-like, for a field of type ``ann``) with each string :mod:`fxpasses._json`
+    writes for a non-finite float (``"nan"``, ``"inf"``, ``"-inf"``) read as that float where
+    the type there takes a float and no text: ``float`` (``Optional``, ``Annotated``, or a union
+    of numbers), through lists, tuples, sets, dict values, nested models (by field name or
+    alias) and a union's one member that holds such data; elsewhere (``str``, ``float | str``,
+    ``Any``) the string stays. ``data`` itself when nothing is read so.
+
+    A reproducer writes options as JSON, spelling a float that is not finite so, and its
+    replay read the spelling only as a top-level float option: ``[nan]`` for a ``list[float]``,
+    or ``nan`` in a nested model, was "Input should be a valid number" (an adversarial check)."""
+    import typing
+
+    ann = _unwrap(ann)
+    if isinstance(data, str):
+        members = [_unwrap(m) for m in _union_members(ann, keep_none=True) or [ann]]
+        takes = float in members and all(m in _NUMBERS for m in members)
+        return _NON_FINITE[data] if takes and data in _NON_FINITE else data
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        if not isinstance(data, dict):
+            return data
+        fields = _field_by_key(ann)
+        read = {k: _non_finite_floats(ann.model_fields[fields[k]].annotation, v) if k in fields else v for k, v in data.items()}
+        return data if all(read[k] is data[k] for k in data) else read
+    members = _union_members(ann)
+    if members is not None:
+        fits = [m for m in map(_unwrap, members) if _holds(m, data)]
+        return _non_finite_floats(fits[0], data) if len(fits) == 1 else data
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin in (list, set, frozenset, tuple) and args and isinstance(data, list):
+        fixed = origin is tuple and not (len(args) == 2 and args[1] is Ellipsis)
+        items = [_non_finite_floats(args[i] if fixed else args[0], d) for i, d in enumerate(data[: len(args)] if fixed else data)]
+        items += data[len(items):]
+        return data if all(a is b for a, b in zip(items, data)) else items
+    if origin in (dict, collections.abc.Mapping) and len(args) == 2 and isinstance(data, dict):
+        read = {k: _non_finite_floats(args[1], v) for k, v in data.items()}
+        return data if all(read[k] is data[k] for k in data) else read
+    return data
+
+
+def _holds(ann: Any, data: Any) -> bool:
+    """Whether the (unwrapped) type ``ann`` holds JSON data of ``data``'s shape: a list for a
+    list, tuple or set type; a table for a dict or a model."""
+    import typing
+
+    origin = typing.get_origin(ann)
+    if isinstance(data, list):
+        return origin in (list, set, frozenset, tuple)
+    if isinstance(data, dict):
+        return origin in (dict, collections.abc.Mapping) or (isinstance(ann, type) and issubclass(ann, BaseModel))
+    return False
 
 
 def _with_json_defaults(ann: Any, data: Any) -> Any:

@@ -8,9 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from typing import Annotated, Optional, Union
+
 import pytest
 import torch
 from click.testing import CliRunner
+from pydantic import BaseModel, Field
+
+import fxpasses
 
 from fxpasses.capture import capture
 from fxpasses.cli import cli
@@ -927,3 +932,69 @@ def test_options_json_cannot_hold_are_a_reproducer_error_and_non_finite_floats_r
     assert entry["options"] == {"f": "nan", "g": "-inf"}
     again = fxpasses.Pipeline.from_config({"pipeline": [entry]}, registry=reg).plan().steps[0].options
     assert math.isnan(again.f) and again.g == float("-inf")
+
+
+class _Range(BaseModel):
+    lo: float = 0.0
+    hi: Optional[float] = Field(default=None, alias="high")
+
+
+class _DeepFloatsPass(fxpasses.GraphPass):
+    """Non-finite floats in lists, tuples, dicts and nested models, beside text."""
+
+    name = "deep_floats"
+
+    class Options(fxpasses.PassOptions):
+        lf: list[float] = []
+        d: dict[str, float] = {}
+        nested: _Range = _Range()
+        ranges: dict[str, list[_Range]] = {}
+        t: tuple[float, str] = (0.0, "")
+        maybe: Optional[list[Union[Annotated[float, Field(le=0)], int]]] = None
+        either: list[Union[float, str]] = []
+        words: list[str] = []
+        positive: list[Annotated[float, Field(ge=0)]] = []
+
+    def run(self, gm, ctx):
+        return False
+
+
+def test_non_finite_floats_replay_at_any_depth_and_text_stays_text():
+    """The reproducer writes options with fxpasses' JSON ("nan", "inf", "-inf" for floats that
+    are not finite); the replay read that spelling only for a top-level float option: in a
+    list, a dict or a nested model it was "Input should be a valid number (given: 'nan')" (an
+    adversarial check). It is read by the type at each place: a float where one is taken, the
+    text where text is (a str, or a float | str union, holding "nan" stays "nan")."""
+    import math
+
+    from fxpasses._json import dumps
+    from fxpasses.reproducer import _entry
+
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(_DeepFloatsPass)
+    nan, inf = float("nan"), float("inf")
+    options = {
+        "lf": [nan, -inf, 1.5],
+        "d": {"a": inf},
+        "nested": {"lo": nan, "high": -inf},
+        "ranges": {"r": [{"lo": -inf}]},
+        "t": (inf, "nan"),
+        "maybe": [-inf, 2],
+        "either": ["nan", "inf"],
+        "words": ["nan", "-inf"],
+    }
+    step = fxpasses.Pipeline([(_DeepFloatsPass, options)], registry=reg).plan().steps[0]
+    written = json.loads(dumps({"pipeline": [_entry(step, "lint", "raise")]}))  # (as fxpasses.json holds it)
+    assert written["pipeline"][0]["options"]["lf"] == ["nan", "-inf", 1.5]
+    again = fxpasses.Pipeline.from_config(written, registry=reg).plan().steps[0].options
+    assert math.isnan(again.lf[0]) and again.lf[1:] == [-inf, 1.5]
+    assert again.d == {"a": inf}
+    assert math.isnan(again.nested.lo) and again.nested.hi == -inf
+    assert again.ranges["r"][0].lo == -inf
+    assert again.t[0] == inf and again.t[1] == "nan"
+    assert again.maybe == [-inf, 2] and type(again.maybe[1]) is int
+    assert again.either == ["nan", "inf"] and again.words == ["nan", "-inf"]
+    # a value read so is still checked against its constraints
+    with pytest.raises(fxpasses.OptionsError) as info:
+        fxpasses.Pipeline.from_config({"pipeline": [{"name": "deep_floats", "options": {"positive": ["-inf"]}}]}, registry=reg)
+    assert [p[:2] for p in info.value.problems] == [("positive.0", "Input should be greater than or equal to 0")]
