@@ -34,11 +34,11 @@ A config is a mapping with these keys (all optional except where a command needs
     seed = 0
 
 Files: ``.toml`` (``pyproject.toml``: the ``[tool.fxpasses]`` table), ``.yaml``/``.yml``
-(YAML 1.1, as PyYAML reads it: an integer that YAML 1.2 reads otherwise, ``017`` or ``1:30``,
-is an error), ``.json``. Values are strict, as JSON data: nothing is converted between types
-(``atol = "1e-5"`` is an error, as a quoted number for a pass option is), and pass options
-are read as pydantic reads JSON (:func:`validate_options`: an ``Enum`` or a ``Path`` from a
-string). Values nest at most 200 lists or tables deep. Every error is a
+(YAML 1.1, as PyYAML reads it: a number that YAML 1.2 reads otherwise, ``017``, ``1:30`` or
+``1:30.5``, is an error), ``.json``. Values are strict, as JSON data: nothing is converted
+between types (``atol = "1e-5"`` is an error, as a quoted number for a pass option is), and
+pass options are read as pydantic reads JSON (:func:`validate_options`: an ``Enum`` or a
+``Path`` from a string). Values nest at most 200 lists or tables deep. Every error is a
 :class:`~fxpasses.errors.ConfigError` naming the file and the key path, or an
 :class:`~fxpasses.errors.OptionsError` for pass options.
 """
@@ -1321,16 +1321,19 @@ def _load_yaml(text: str) -> Any:
                 raise _DuplicateKey(f"duplicate key {key!r} (line {mark.line + 1}, column {mark.column + 1})")
         return loader.construct_mapping(node, deep=deep)
 
-    def integer(loader: Any, node: Any) -> Any:
-        value = loader.construct_yaml_int(node)
-        surprise = _yaml11_int_surprise(node.value, value)
+    def number(loader: Any, node: Any) -> Any:
+        """An integer or a float, refused where YAML 1.2 reads its text otherwise."""
+        integer = node.tag == "tag:yaml.org,2002:int"
+        value = loader.construct_yaml_int(node) if integer else loader.construct_yaml_float(node)
+        surprise = _yaml11_number_surprise(node.value, value)
         if surprise:
             mark = node.start_mark
             raise _Yaml11Number(f"line {mark.line + 1}, column {mark.column + 1}: {surprise}")
         return value
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    Loader.add_constructor("tag:yaml.org,2002:int", integer)
+    Loader.add_constructor("tag:yaml.org,2002:int", number)
+    Loader.add_constructor("tag:yaml.org,2002:float", number)
     return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
 
 
@@ -1338,10 +1341,11 @@ class _Yaml11Number(ValueError):
     pass
 
 
-def _yaml11_int_surprise(text: str, value: int) -> str | None:
-    """Why the YAML integer written ``text``, which PyYAML (YAML 1.1) read as ``value``, is
-    not the number it looks like (YAML 1.2 and TOML read it otherwise), or None: a leading
-    zero (``017``: octal 15 in YAML 1.1, 17 in YAML 1.2) or colons (``1:30``: base 60, 90)."""
+def _yaml11_number_surprise(text: str, value: int | float) -> str | None:
+    """Why the YAML number written ``text``, which PyYAML (YAML 1.1) read as ``value``, is
+    not the number it looks like (YAML 1.2 and TOML read it otherwise), or None: colons
+    (``1:30``: base 60, 90; ``1:30.5``, 90.5: a float was taken without a word, an adversarial
+    check) or an integer's leading zero (``017``: octal 15 in YAML 1.1, 17 in YAML 1.2)."""
     plain = text.replace("_", "")
     if ":" in plain:
         return (
@@ -1349,6 +1353,8 @@ def _yaml11_int_surprise(text: str, value: int) -> str | None:
             f"the string, or write {value}"
         )
     digits = plain.lstrip("+-")
+    if isinstance(value, float):  # (a float's leading zero is decimal in YAML 1.1 too: 017.5)
+        return None
     if len(digits) > 1 and digits[0] == "0" and digits[1] not in "xXbBoO" and int(digits, 10) != abs(value):
         return (
             f"{text} has a leading zero, so YAML 1.1 (PyYAML) reads it as octal {value}, YAML 1.2 as "

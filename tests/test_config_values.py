@@ -233,6 +233,32 @@ def test_yaml_integers_that_yaml_versions_read_differently_are_errors(tmp_path, 
     assert str(info.value) == f"{path}: ambiguous YAML number: {fault}"
 
 
+@pytest.mark.parametrize(
+    "text, fault",
+    [
+        ("pipeline: remove_dropout\natol: 1:30.5\n", "line 2, column 7: 1:30.5 is a base-60 number in YAML 1.1, which "
+         "PyYAML reads as 90.5: quote it to mean the string, or write 90.5"),
+        ("pipeline: values\noptions:\n  values: {scale: -1:00:30.25}\n", "line 3, column 19: -1:00:30.25 is a base-60 "
+         "number in YAML 1.1, which PyYAML reads as -3630.25: quote it to mean the string, or write -3630.25"),
+    ],
+)
+def test_yaml_base_60_floats_are_errors_as_base_60_integers_are(tmp_path, reg, text, fault):
+    """`atol: 1:30.5` was read as 90.5 without a word (`fxpasses check` said OK); the base-60
+    integer `1:30` was already an error naming its line (an adversarial check)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        fxpasses.config.load_config_file(path)
+    assert str(info.value) == f"{path}: ambiguous YAML number: {fault}"
+    if "atol" in text:
+        r = CliRunner().invoke(cli, ["check", str(path)])
+        assert r.exit_code == 2 and r.output == f"error: {path}: ambiguous YAML number: {fault}\n"
+    # a float every reading agrees on is taken: a leading zero is decimal in YAML 1.1's floats too
+    path.write_text("pipeline: values\natol: 017.5\noptions:\n  values: {scale: 1_000.5}\n")
+    pipe = Pipeline.from_config(path, registry=reg)
+    assert pipe.atol == 17.5 and options(pipe).scale == 1000.5
+
+
 @pytest.mark.parametrize("value, read", [("07", 7), ("00", 0), ("0x1f", 31), ("1_000", 1000), ("'017'", None)])
 def test_yaml_integers_every_reading_agrees_on_are_taken(tmp_path, reg, value, read):
     path = tmp_path / "c.yaml"
