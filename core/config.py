@@ -373,9 +373,12 @@ EXPORTED_MODE_FIXED = (
 )
 
 
+#: a callable in a module: a Python name, or dotted names (``Net.build``)
+_CALLABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 #: ``module:callable``, the module a dotted name or a path (which may hold colons: the
-#: callable follows the last one)
-_FACTORY = re.compile(r"^.+:[A-Za-z_][A-Za-z0-9_.]*$")
+#: callable follows the last one); matched whole (``fullmatch``: ``$`` matches before a last
+#: line break too, and ``"models:convnet\n"`` passed)
+_FACTORY = re.compile(rf".+:{_CALLABLE.pattern}")
 
 
 class ModelConfig(_Strict):
@@ -408,7 +411,8 @@ class ModelConfig(_Strict):
     """
 
     # the pattern stays in the JSON Schema for editors; the validator below explains a mismatch
-    factory: str | None = Field(default=None, json_schema_extra={"pattern": _FACTORY.pattern})
+    # (`$(?!\n)`: the end of the text, to Python's re, which jsonschema searches with, as well)
+    factory: str | None = Field(default=None, json_schema_extra={"pattern": rf"^{_FACTORY.pattern}$(?!\n)"})
     graph: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
     program: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
     reference: str | None = Field(default=None, min_length=1, json_schema_extra=lambda schema: _non_empty_branches(schema, r"\S"))
@@ -431,14 +435,22 @@ class ModelConfig(_Strict):
     @field_validator("factory")
     @classmethod
     def _module_callable(cls, value: str | None) -> str | None:
-        if value is not None and not _FACTORY.match(value):
+        """``value`` when it is ``module:callable``.
+
+        Raises:
+            ValueError: saying which part is wrong: no colon, no module, a callable that is no
+                Python name or dotted names (``convnet.``, ``a..b``, a line break after it), a
+                module holding a line break."""
+        if value is not None and not _FACTORY.fullmatch(value):
             module, colon, attr = value.rpartition(":") if ":" in value else (value, "", "")
             if not colon:
                 why = f"no ':callable' part: give the module and the function that builds the model, e.g. '{value}:build'"
             elif not module:
                 why = "no module before the ':'"
-            else:
+            elif not _CALLABLE.fullmatch(attr):
                 why = f"{attr!r} after the ':' is not a Python name (or dotted names)"
+            else:
+                why = f"the module {module!r} holds a line break"
             raise ValueError(f"`factory` must be 'module:callable' (as \"models:convnet\"): {why}")
         return value
 

@@ -533,13 +533,19 @@ def test_a_binary_file_given_as_config_says_what_to_write_instead(tmp_path):
         ("fm", "no ':callable' part: give the module and the function that builds the model, e.g. 'fm:build'"),
         (":build", "no module before the ':'"),
         ("fm:1build", "'1build' after the ':' is not a Python name (or dotted names)"),
+        # an empty name in the dotted ones, a line break after them ($ matched before it): `check`
+        # said OK and `run` failed later (an adversarial check)
+        ("models:convnet.", "'convnet.' after the ':' is not a Python name (or dotted names)"),
+        ("a:b..c", "'b..c' after the ':' is not a Python name (or dotted names)"),
+        ("models:convnet\n", "'convnet\\n' after the ':' is not a Python name (or dotted names)"),
+        ("mod\nels:convnet", "the module 'mod\\nels' holds a line break"),
     ],
 )
 def test_a_factory_that_is_not_module_colon_callable_says_which_part_is_wrong(tmp_path, factory, why):
     from fxpasses.config import load_config_file
 
     path = tmp_path / "c.toml"
-    path.write_text(f'pipeline = "eliminate_dead_code"\n[model]\nfactory = "{factory}"\ninputs = [{{shape=[2,3]}}]\n')
+    path.write_text(f'pipeline = "eliminate_dead_code"\n[model]\nfactory = {json.dumps(factory)}\ninputs = [{{shape=[2,3]}}]\n')
     with pytest.raises(ConfigError) as info:
         load_config_file(path)
     assert f"model.factory: `factory` must be 'module:callable' (as \"models:convnet\"): {why}" in str(info.value)

@@ -168,6 +168,11 @@ MODEL = {"factory": "fxpasses._example:convnet"}  # (check looks for the module)
         ({"pipeline": "remove_dropout", "model": {"program": "m.pt2", "train": True}}, False),
         ({"pipeline": "remove_dropout", "model": {"program": "m.pt2", "capture": "dynamo"}}, False),
         ({"pipeline": "remove_dropout", "model": {"program": "m.pt2", "capture": "export"}}, True),
+        # a factory's callable is Python names, the whole text (an adversarial check)
+        ({"pipeline": "remove_dropout", "model": {"factory": "fxpasses._example:convnet.", "inputs": [{"shape": [1]}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {"factory": "fxpasses._example:a..b", "inputs": [{"shape": [1]}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {"factory": "fxpasses._example:convnet\n", "inputs": [{"shape": [1]}]}}, False),
+        ({"pipeline": "remove_dropout", "model": {"factory": "fxpasses._example:convnet", "inputs": [{"shape": [1]}]}}, True),
     ],
 )
 def test_the_schema_and_check_agree_on_inputs_output_and_entry_settings(validator, tmp_path, config, valid):
