@@ -666,9 +666,12 @@ def check_model_sources(cfg: Config) -> None:
     and a factory's module can be found (``importlib.util.find_spec``: its parent packages are
     imported, the module itself is not). ``fxpasses check`` said OK for a config whose factory
     module or program file was missing, which ``run`` then refused at once (a new-user check).
+    And the inputs ``requires_grad`` names are inputs that can require grad
+    (:func:`check_requires_grad`, run's own check: an inputs file is read for it), which
+    ``check`` took where ``run`` refused them (an adversarial check).
 
     Raises:
-        ConfigError: naming the key and the file or module, as ``fxpasses run`` would.
+        ConfigError: naming the key and the file, module or input, as ``fxpasses run`` would.
     """
     mc, base_dir = cfg.model, cfg._base_dir
     if mc is None:
@@ -681,6 +684,11 @@ def check_model_sources(cfg: Config) -> None:
         value = getattr(mc, key, None)
         if isinstance(value, str):
             require_file(_beside_config(value, base_dir), what, expected, source=_in_config(cfg, f"[model] {key}"))
+    if mc.requires_grad and mc.inputs is not None:  # (run checks the inputs it makes alike)
+        try:
+            check_requires_grad(mc.requires_grad, _input_dtypes(mc, base_dir))
+        except ConfigError as exc:
+            raise ConfigError(exc.detail, source=_in_config(cfg, exc.source or "[model]")) from None
     if not isinstance(mc.factory, str):
         return
     module_name = _factory_parts(mc.factory)[0]
@@ -712,27 +720,66 @@ def load_model_example_inputs(
     if mc.inputs is None:
         raise ConfigError("no [model] inputs: the example inputs to run the model on", source="[model] inputs")
     if isinstance(mc.inputs, str):
-        from .reproducer import load_example_inputs
-
-        path = _beside_config(mc.inputs, base_dir)
-        try:
-            args, kwargs = load_example_inputs(path)
-        except ConfigError as exc:
-            raise ConfigError(str(exc), source="[model] inputs") from None
+        args, kwargs = _load_inputs_file(mc.inputs, base_dir)
     else:
         args, kwargs = make_example_inputs(mc.inputs, mc.seed)
     named = {**{str(i): a for i, a in enumerate(args)}, **kwargs}
+    check_requires_grad(mc.requires_grad, {name: t.dtype for name, t in named.items()})
     for name in mc.requires_grad:
-        if name not in named:
+        named[name].requires_grad_(True)
+    return args, kwargs
+
+
+def _load_inputs_file(inputs: str, base_dir: Path | None) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    """The tensors of the inputs file ``[model] inputs`` names, ``(positional, keywords)``.
+
+    Raises:
+        ConfigError: the file cannot be read or names its positional tensors with gaps (see
+            :func:`fxpasses.reproducer.load_example_inputs`), from ``[model] inputs``.
+    """
+    from .reproducer import load_example_inputs
+
+    try:
+        return load_example_inputs(_beside_config(inputs, base_dir))
+    except ConfigError as exc:
+        raise ConfigError(str(exc), source="[model] inputs") from None
+
+
+def check_requires_grad(names: Sequence[str], dtypes: Mapping[str, torch.dtype]) -> None:
+    """Whether the inputs ``[model] requires_grad`` names can require grad: ``dtypes`` is each
+    input's dtype by name, positional ones (``0``, ``1``, ...) first, as the model takes them.
+    (``fxpasses run`` checks the inputs it made; ``fxpasses check`` the specs' dtypes, or the
+    inputs file's tensors.)
+
+    Raises:
+        ConfigError: from ``[model] requires_grad``: a name that is no input (naming the
+            inputs), or an input that is not floating point or complex.
+    """
+    for name in names:
+        if name not in dtypes:
             raise ConfigError(
-                f"{name!r} is not an input (inputs: {', '.join(named) or 'none'})",
+                f"{name!r} is not an input (inputs: {', '.join(dtypes) or 'none'})",
                 source="[model] requires_grad",
             )
-        t = named[name]
-        if not (t.is_floating_point() or t.is_complex()):
-            raise ConfigError(f"input {name!r} is {t.dtype}, which cannot require grad", source="[model] requires_grad")
-        t.requires_grad_(True)
-    return args, kwargs
+        if not (dtypes[name].is_floating_point or dtypes[name].is_complex):
+            raise ConfigError(f"input {name!r} is {dtypes[name]}, which cannot require grad", source="[model] requires_grad")
+
+
+def _input_dtypes(mc: ModelConfig, base_dir: Path | None) -> dict[str, torch.dtype]:
+    """The dtype of each of ``[model] inputs`` by name, in the order :func:`check_requires_grad`
+    takes: a list or table of specs' (no tensor is made), or the tensors of an inputs file.
+
+    Raises:
+        ConfigError: the inputs file cannot be read (as :func:`load_model_example_inputs`).
+    """
+    if isinstance(mc.inputs, str):
+        positional, keywords = _load_inputs_file(mc.inputs, base_dir)
+    elif isinstance(mc.inputs, Mapping):
+        positional, keywords = split_named_inputs(mc.inputs)
+    else:
+        positional, keywords = list(mc.inputs or ()), {}
+    named = {**{str(i): v for i, v in enumerate(positional)}, **keywords}
+    return {name: v.dtype if isinstance(v, torch.Tensor) else _DTYPES[v.dtype] for name, v in named.items()}
 
 
 def prepare_model(cfg: Config) -> PreparedModel:

@@ -168,6 +168,38 @@ def test_check_refuses_a_model_whose_files_or_factory_module_are_missing(model, 
     assert CliRunner().invoke(cli, ["check", "ok.toml"]).exit_code == 0
 
 
+@pytest.mark.parametrize(
+    "inputs, requires_grad, text",
+    [
+        ("[{shape = [1, 3, 8, 8]}]", '["5", "", "zz"]', "'5' is not an input (inputs: 0)"),
+        ("[{shape = [1, 3, 8, 8]}]", '["0", ""]', "'' is not an input (inputs: 0)"),
+        ('[{shape = [1, 3, 8, 8], dtype = "int64"}]', '["0"]', "input '0' is torch.int64, which cannot require grad"),
+        ('{0 = {shape = [1, 3, 8, 8]}, mask = {shape = [1], dtype = "bool"}}', '["0", "mask"]',
+         "input 'mask' is torch.bool, which cannot require grad"),
+        ('{0 = {shape = [1, 3, 8, 8]}, mask = {shape = [1]}}', '["1"]', "'1' is not an input (inputs: 0, mask)"),
+        ('"in.safetensors"', '["0", "x"]', "'x' is not an input (inputs: 0, 1, scale)"),
+    ],
+)
+def test_check_refuses_the_requires_grad_run_refuses_with_runs_message(tmp_path, monkeypatch, inputs, requires_grad, text):
+    """`fxpasses check` said OK for `requires_grad = ["5", "", "zz"]` with one input, which
+    `run` refused at once (an adversarial check): check runs run's own check on the inputs'
+    dtypes (the specs', or the tensors of an inputs file)."""
+    import torch
+
+    from fxpasses.reproducer import save_tensors
+
+    monkeypatch.chdir(tmp_path)
+    save_tensors(tmp_path / "in", {"0": torch.randn(1, 3, 8, 8), "1": torch.randn(2), "scale": torch.ones(1)})
+    path = tmp_path / "c.toml"
+    path.write_text(f'[model]\nfactory = "fxpasses._example:convnet"\ninputs = {inputs}\nrequires_grad = {requires_grad}\n')
+    expected = f"error: c.toml: [model] requires_grad: {text}"
+    for command in ("check", "run"):
+        r = CliRunner().invoke(cli, [command, "c.toml", "--no-save"] if command == "run" else [command, "c.toml"])
+        assert r.exit_code == 2 and r.output.strip() == expected, (command, r.output)
+    path.write_text('[model]\nfactory = "fxpasses._example:convnet"\ninputs = "in.safetensors"\nrequires_grad = ["0", "scale"]\n')
+    assert CliRunner().invoke(cli, ["check", "c.toml"]).exit_code == 0
+
+
 def test_a_factory_name_not_in_its_module_gets_a_suggestion(tmp_path):
     """`factory = "models:convnt"`: "module 'models' has no attribute 'convnt'" gave no "did you
     mean", where other names get one (a new-user check)."""
