@@ -623,7 +623,9 @@ def misspelled_op_name(name: str) -> list[str]:
     # two neighbouring letters swapped ("reul" for "relu") reads as a typo at once, though
     # difflib rates it below its cutoff for short names
     swapped = [name[:i] + name[i + 1] + name[i] + name[i + 2:] for i in range(len(name) - 1)]
-    close = [w for w in dict.fromkeys(swapped) if w in known and w != name]
-    close += [w for w in difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.8) if w not in close]
+    # names differing only in case first: op names are lower case ("Relu" is "relu", not "elu")
+    close = [w for w in (name.lower(), name.lower().rstrip("_")) if w in known and w != name][:1]
+    close += [w for w in dict.fromkeys(swapped) if w in known and w != name and w not in close]
+    close += [w for w in difflib.get_close_matches(name.lower(), sorted(known), n=3, cutoff=0.8) if w not in close]
     return close[:3]
 

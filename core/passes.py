@@ -419,9 +419,12 @@ def _warn_misspelled_names(cls: type, name: str, where: str) -> None:
         for n in sorted(sub.names):
             close = misspelled_op_name(n)
             if close:
+                hook = getattr(cls, attr, None)
+                code = getattr(hook, "__code__", None)
+                at = f", {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
                 warn(
                     PassDefinitionWarning(
-                        f"pass {name!r} ({where}): @on({n!r}) on {attr} names no known op or family; "
+                        f"pass {name!r} ({where}): @on({n!r}) on the hook {cls.__name__}.{attr}{at} names no known op or family; "
                         f"did you mean {' or '.join(map(repr, close))}? (custom ops may have any name; "
                         "subscribe them by target= to silence this)"
                     ),

@@ -1,6 +1,7 @@
 """A global rewrite counter with a limit, in the spirit of LLVM's ``-opt-bisect-limit``.
 
-A *rewrite* is one action a node hook returns other than keep (``Replace(...)`` or ``ERASE``),
+A *rewrite* is one action a node hook returns other than keep (``Replace(...)`` or ``ERASE``;
+``Replace(node)`` of the visited node itself changes nothing and is a keep),
 or one run of a transforming :class:`~fxpasses.GraphPass`. Rewrites are numbered from 1 across
 the whole pipeline run, in the order they are applied. With a limit ``N`` the runner applies
 rewrites 1..N and then stops: the pass that made rewrite ``N`` calls no further hook (its

@@ -447,6 +447,8 @@ def run_pass(
                 action = hooks[k](node, ctx)
                 if action is None or action is KEEP or isinstance(action, Keep):
                     continue  # the common answer, without a call
+                if _is_self(action, node):
+                    continue  # the node by itself: a keep (no rewrite to count)
                 if budget is not None:
                     budget.take(node, action)
                 did = _apply(node, action, ctx)
@@ -468,6 +470,12 @@ def run_pass(
         if not budget.probe or _probe(p, gm, ctx, pending):
             budget.cut()
     return changed
+
+
+def _is_self(action: Any, node: Node) -> bool:
+    """Whether ``action`` is ``Replace(node)``: the node by itself, which changes nothing (a
+    keep, not a rewrite)."""
+    return isinstance(action, Replace) and action.value is node
 
 
 def would_rewrite(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
@@ -527,7 +535,7 @@ def _probe(
                         break
                     ctx.node = node
                     action = hook(node, ctx)
-                    if not (action is None or action is KEEP or isinstance(action, Keep)):
+                    if not (action is None or action is KEEP or isinstance(action, Keep) or _is_self(action, node)):
                         return True
         return False
     except PASS_ERRORS:  # the hook would have failed the pass: the limit stopped that too

@@ -15,7 +15,7 @@ import torch
 import torch.fx
 
 from .capture import DIALECTS, capture
-from .errors import FxPassesError, PassFailedError, UserError, exception_line, without_own_frames
+from .errors import FxPassesError, PassFailedError, UserError, exception_line, short_repr, without_own_frames
 from .journal import JournalMismatch, check_journals
 from .report import RunReport
 
@@ -101,6 +101,12 @@ def assert_preserves_outputs(
     from .reference64 import float64_reference
     from .verify import TensorState, compare_results
 
+    if not isinstance(module, torch.nn.Module):
+        swapped = isinstance(pass_or_pipeline, torch.nn.Module)
+        raise UserError(
+            f"module: {short_repr(module)} is not a torch.nn.Module"
+            + ("; the pass comes first: assert_preserves_outputs(pass_or_pipeline, module, example_inputs)" if swapped else "")
+        )
     if isinstance(dialects, str):  # one dialect: not its letters
         dialects = (dialects,)
     dialects = tuple(dialects)
@@ -140,6 +146,7 @@ def assert_preserves_outputs(
                 except PassFailedError as exc:  # which capture it failed in
                     exc.notes.append(f"in the graph of {type(module).__name__} captured with {dialect}")
                     raise
+            written = _written_tensors(gm, state)  # module tensors the run wrote in place
             state = TensorState(gm)  # as the pipeline left it (a pass may write weights)
             after = [_call(gm, inp, state, module, dialect, k, (pipeline, report)) for k, inp in enumerate(sets)]
             for k, ((a, a_facts), (b, b_facts), ref64) in enumerate(zip(after, before, refs64)):
@@ -154,7 +161,7 @@ def assert_preserves_outputs(
                         f"\nthe run (status: the pipeline's own verification, verify={pipeline.verify!r}; compared after it; "
                         "with verify='numeric' the failing pass is rolled back and the nodes it changed named, and "
                         "fxpasses.bisect.bisect finds the rewrite):"
-                        f"\n{report.table()}"
+                        f"\n{report.table()}" + _written_note(written, pipeline)
                     )
             results[dialect] = (gm, report)
     except (FxPassesError, JournalMismatch) as exc:
@@ -163,6 +170,35 @@ def assert_preserves_outputs(
         # new-user check) are left out of it and of its causes, a pass's own code stays
         raise without_own_frames(exc) from exc.__cause__
     return results
+
+
+def _written_tensors(gm: torch.nn.Module, state: Any) -> list[str]:
+    """The names of the module tensors recorded in ``state`` (a :class:`~fxpasses.verify.TensorState`
+    taken before the run) whose bits the run changed, as ``gm`` names them."""
+    from .verify import _same_bits
+
+    changed = {id(t) for t, value in state.saved if not _same_bits(t, value)}
+    if not changed:
+        return []
+    named = [*gm.named_parameters(remove_duplicate=False), *gm.named_buffers(remove_duplicate=False)]
+    names = {}
+    for name, t in named:
+        names.setdefault(id(t), name)
+    return [names.get(i, "a tensor attribute") for i in changed]
+
+
+def _written_note(written: list[str], pipeline: Any) -> str:
+    """A note line naming the module tensors the run wrote in place, and the passes that
+    declare they write none (whose write no rollback restores), or ``""``."""
+    if not written:
+        return ""
+    quiet = [step.name for step in pipeline.plan().steps if not getattr(step.cls, "writes_tensors", True)]
+    return f"\nnote: the run wrote the module's tensors {', '.join(sorted(written))} in place" + (
+        f"; {', '.join(quiet)} declare{'s' if len(quiet) == 1 else ''} writes_tensors=False, so such a write by "
+        "one of them is not expected, and no rollback restores it"
+        if quiet
+        else ""
+    )
 
 
 def _warn_shared_example_tensors(example_inputs: Sequence[Any] | None, kwargs: Mapping[str, Any]) -> None:

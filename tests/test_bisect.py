@@ -697,3 +697,22 @@ def test_the_first_rewrites_are_named_in_the_singular_for_one():
     from fxpasses.bisect import _applied
 
     assert [_applied(n) for n in (None, 0, 1, 2, 7)] == ["no rewrite", "no rewrite", "rewrite #1", "rewrites #1..#2", "rewrites #1..#7"]
+
+
+def test_a_hook_replacing_the_node_by_itself_is_no_rewrite():
+    """`return Replace(node)` of the visited node changes nothing, but under a rewrite limit it
+    was counted as a rewrite (and the pass marked cut off at limit 0; a pass-author check)."""
+
+    class Itself(fxpasses.NodePass):
+        name = "replace_by_itself"
+
+        @fxpasses.on("relu", op="call_function")
+        def relu(self, node, ctx):
+            return fxpasses.Replace(node)
+
+    gm = torch.fx.symbolic_trace(_TwoRelus())
+    x = torch.randn(2, 4)
+    for limit in (0, 5):
+        report = Pipeline([Itself]).run(gm, [x], rewrite_limit=limit)
+        p = report["replace_by_itself"]
+        assert (p.rewrites, p.cut_off, p.changed) == (0, False, False), limit

@@ -194,3 +194,44 @@ def test_a_function_that_needs_more_than_the_module_is_refused_when_the_pipeline
     gm = torch.fx.symbolic_trace(torch.nn.ReLU())
     for fn in (takes_defaults, functools.partial(needs_two, y=2)):
         assert Pipeline([fn]).run(gm).passes[0].status == "ok"
+
+
+def test_assert_preserves_outputs_names_a_tensor_written_by_a_pass_declaring_no_writes():
+    """A pass declaring writes_tensors=False that wrote a parameter was reported by
+    assert_preserves_outputs only as "changed the outputs ... max abs error"; the pipeline's
+    own numeric verification named the tensor (a pass-author check)."""
+
+    class SneakyWriter(fxpasses.GraphPass):
+        name = "sneaky_writer"
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            with torch.no_grad():
+                gm.get_parameter("lin.weight").mul_(2)
+            return True
+
+    class Lin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    with pytest.raises(AssertionError) as info:
+        assert_preserves_outputs(SneakyWriter, Lin(), [torch.randn(2, 3)], dialects="symbolic_trace")
+    assert str(info.value).splitlines()[-1] == (
+        "note: the run wrote the module's tensors lin.weight in place; sneaky_writer declares writes_tensors=False, "
+        "so such a write by one of them is not expected, and no rollback restores it"
+    )
+
+
+def test_assert_preserves_outputs_with_the_pass_and_module_swapped_says_so():
+    """The module given in the pass's place was traced: "symbolic_trace could not trace type:
+    AttributeError: type object 'P' has no attribute 'named_buffers'"."""
+    with pytest.raises(fxpasses.UserError) as info:
+        assert_preserves_outputs(torch.nn.ReLU(), "eliminate_dead_code", [torch.randn(2)])
+    assert str(info.value) == (
+        "module: 'eliminate_dead_code' is not a torch.nn.Module; the pass comes first: "
+        "assert_preserves_outputs(pass_or_pipeline, module, example_inputs)"
+    )

@@ -1080,8 +1080,22 @@ def test_misspelled_op_name_in_on_warns_with_a_suggestion():
     with pytest.warns(fxpasses.PassDefinitionWarning) as record:
         Registry(autoload=False).register(Typo)
     (w,) = record
-    assert "@on('mull') on h names no known op or family; did you mean 'mul'?" in str(w.message)
+    # the hook by its class and its @on line (it said "on h", the method's name alone)
+    line = Typo.h.__code__.co_firstlineno
+    assert (
+        f"@on('mull') on the hook Typo.h, {__file__}:{line} names no known op or family; did you mean 'mul'?"
+        in str(w.message)
+    )
     assert "my_custom_op_xyz" not in str(w.message)  # unlike any known name: a custom op's
+
+
+def test_an_on_name_differing_in_case_suggests_the_op_not_a_lookalike():
+    """`@on("Relu")` was told "did you mean 'elu'?" (a pass-author check)."""
+    from fxpasses.ops import misspelled_op_name
+
+    assert misspelled_op_name("Relu")[0] == "relu" and "elu" not in misspelled_op_name("Relu")
+    assert misspelled_op_name("MUL_")[0] == "mul_"
+    assert misspelled_op_name("Mull")[0] == "mul"
 
 
 def test_a_plugins_misspelled_op_name_warning_names_the_plugin(site):
@@ -1118,7 +1132,8 @@ def test_two_swapped_letters_in_an_on_name_are_a_misspelling():
 
     with pytest.warns(fxpasses.PassDefinitionWarning) as record:
         Registry(autoload=False).register(Swapped)
-    assert "@on('reul') on h names no known op or family; did you mean 'relu'?" in str(record[0].message)
+    assert "@on('reul') on the hook Swapped.h, " in str(record[0].message)
+    assert str(record[0].message).endswith("names no known op or family; did you mean 'relu'? (custom ops may have any name; subscribe them by target= to silence this)")
 
 
 def test_cli_prints_pass_definition_warnings_as_warning_lines(site):
