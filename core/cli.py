@@ -733,6 +733,16 @@ def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return value
 
 
+def _echo_skipped(report: Any) -> None:
+    """Each node a pass of ``report`` left alone (``ctx.skip``) and the pass's reason, under
+    the pass's name (stderr); nothing for a run whose passes skipped none."""
+    for p in report.passes:
+        if p.skipped:
+            click.echo(f"{p.label} left {len(p.skipped)} node{'s' if len(p.skipped) > 1 else ''} alone:", err=True)
+            for node, why in p.skipped:
+                click.echo(f"  %{node}: {why}", err=True)
+
+
 @cli.command("run")
 @_config_source
 # (directories are checked by fxpasses, not click: an existing file is an error in the --format)
@@ -746,6 +756,10 @@ def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) ->
 )
 @click.option("--print-changed", is_flag=True, help="Print a unified diff of the code for each pass that changed it (stderr).")
 @click.option("--time-passes", is_flag=True, help="Print wall time per pass, slowest first (stderr).")
+@click.option(
+    "--print-skipped", is_flag=True,
+    help="Print each node a pass left alone and why, as the pass said it (stderr; like LLVM's missed-optimization remarks).",
+)
 @click.option(
     "--draw", "draw_dir", type=click.Path(), metavar="DIR", callback=_not_empty,
     help="Write the graph before and after each changing pass to DIR (.dot; .svg with Graphviz). Needs fxpasses[draw].",
@@ -789,6 +803,7 @@ def run_cmd(
     print_after: str | None,
     print_changed: bool,
     time_passes: bool,
+    print_skipped: bool,
     draw_dir: str | None,
     reproducer: str | None,
     rewrite_limit: int | None,
@@ -894,6 +909,8 @@ def run_cmd(
             # failure itself is the error line)
             click.echo(f"passes run until the failure ({report.dialect}):")
             click.echo(report.table(failures=False))
+        if print_skipped and report is not None:
+            _echo_skipped(report)
         if timer is not None:
             click.echo(timer.table(), err=True)
         if writer is None or (writer.written is None and writer.error is None) or state.traceback:
@@ -908,6 +925,8 @@ def run_cmd(
         raise _CommandExit(status)
     if writer is not None:
         _echo_reproducer(writer)
+    if print_skipped:
+        _echo_skipped(result.report)
     if timer is not None:
         click.echo(timer.table(), err=True)
     if drawer is not None:
@@ -951,6 +970,9 @@ def run_cmd(
             click.echo(f"{p.status}: {p.error}")
     for note in rep.notes:  # (a fixpoint group that did not converge, ...)
         click.echo(f"note: {note}")
+    left = sum(len(p.skipped) for p in rep.passes)
+    if left and not print_skipped:
+        click.echo(f"{left} node{'s' if left > 1 else ''} left alone by a pass, each with a reason: --print-skipped prints them")
     speedup = result.latency_before_ms / result.latency_after_ms if result.latency_after_ms else float("nan")
     click.echo(f"nodes: {rep.nodes_before} -> {rep.nodes_after}")
     click.echo(f"outputs: match (max abs error {result.max_abs_error:.3g})")

@@ -1332,3 +1332,27 @@ def test_schema_stdout_is_the_schema_alone_when_a_plugin_prints_as_it_is_importe
     schema = json.loads(r.stdout)
     assert "noisy plugin importing" in r.stderr and "noisy plugin importing" not in r.stdout
     assert schema["$schema"].startswith("https://json-schema.org/")
+
+
+def test_print_skipped_lists_each_node_a_pass_left_alone_and_why(tmp_path):
+    """The reasons a pass gave for nodes it left alone (`ctx.skip`) were only in `--format
+    json`; the text run showed a `skipped=1` counter at most (a pass-author check)."""
+    (tmp_path / "times_one.py").write_text(
+        "import torch\n\nclass TimesOne(torch.nn.Module):\n    def forward(self, x):\n        return x * 1 + 2\n\n"
+        "def make():\n    return TimesOne()\n"
+    )
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(
+        'pipeline = "propagate_shapes,simplify_algebra"\n[model]\nfactory = "times_one:make"\ncapture = "symbolic_trace"\n'
+        "inputs = [{ shape = [2, 3] }]\n"
+    )
+    args = ["run", str(cfg), "--no-save", "--repeat", "1"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    assert "1 node left alone by a pass, each with a reason: --print-skipped prints them" in r.stdout
+    r = CliRunner().invoke(cli, [*args, "--print-skipped"])
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.splitlines()
+    i = lines.index("simplify_algebra left 1 node alone:")
+    assert lines[i + 1].startswith("  %mul: x * 1 kept: the shapes and dtypes in node.meta are the example inputs'")
+    assert "--print-skipped prints them" not in r.stdout
