@@ -268,7 +268,7 @@ def test_from_preset_and_from_string_point_at_each_other():
         "in a config, `--pipeline eliminate_dead_code` on the command line or "
         "Pipeline.from_string('eliminate_dead_code') in Python)"
     )
-    assert lines[2] == "available presets: cleanup, inference, training"
+    assert lines[2] == "available presets: cleanup, inference, training, example_cleanup"
     with pytest.raises(UnknownPassError, match=r"^Pipeline.from_preset: unknown preset 'inferenc'; did you mean 'inference'\?"):
         Pipeline.from_preset("inferenc")
     with pytest.raises(ConfigError, match=r"^Pipeline.from_preset takes a preset name \(a str\), got \['inference'\]$"):

@@ -59,3 +59,14 @@ def test_count_ops_counts_by_op_name(fxpasses_run) -> None:
         "placeholder": 1, "linear": 1, "identity": 1, "to": 1, "relu": 1, "output": 1
     }
     assert report["count_ops"].changed is False
+
+
+def test_the_preset_runs_remove_identity_then_dead_code(fxpasses_registry) -> None:
+    import fxpasses
+
+    preset = fxpasses_registry.preset("example_cleanup")
+    assert preset.distribution == "fxpasses-example-passes"
+    gm = torch.fx.symbolic_trace(Net())
+    report = fxpasses.Pipeline.from_preset("example_cleanup", registry=fxpasses_registry).run(gm, [torch.randn(3, 4)])
+    assert [p.name for p in report.passes] == ["remove_identity", "eliminate_dead_code"]
+    assert report["remove_identity"].counters == {"removed": 1}

@@ -3,6 +3,7 @@
 - ``remove_identity``: drops no-op nodes (``nn.Identity`` modules, ``aten.alias``, and
   ``contiguous()``/``.to(same dtype)`` calls on values known to be unchanged by them).
 - ``count_ops``: an analysis that counts the graph's nodes by canonical op name.
+- the preset ``example_cleanup``: ``remove_identity,eliminate_dead_code``.
 
 Registered through the ``fxpasses`` entry-point group (see pyproject.toml).
 """
@@ -19,7 +20,7 @@ import fxpasses
 from fxpasses import GraphPass, NodePass, PassOptions, Replace, on
 from fxpasses.ops import op_name
 
-__all__ = ["RemoveIdentity", "CountOps", "fxpasses_register_passes"]
+__all__ = ["RemoveIdentity", "CountOps", "fxpasses_register_passes", "fxpasses_register_presets"]
 
 
 class RemoveIdentity(NodePass):
@@ -32,6 +33,11 @@ class RemoveIdentity(NodePass):
 
     name = "remove_identity"
     before = ("eliminate_dead_code",)
+    # it edits the graph only through what its hooks return (no tensor written, no node's
+    # fields assigned): declaring so lets the pipeline record only what it touches for a
+    # rollback, and lint only that, instead of a snapshot and a lint of the whole graph
+    writes_tensors = False
+    journal_edits = True
 
     @on("identity", op="call_module")
     def identity_module(self, node, ctx):
@@ -77,3 +83,9 @@ class CountOps(GraphPass):
 def fxpasses_register_passes(register: Callable[[type], None]) -> None:
     register(RemoveIdentity)
     register(CountOps)
+
+
+@fxpasses.hookimpl
+def fxpasses_register_presets(register: Callable[[str, str, str], None]) -> None:
+    # a named pipeline: `fxpasses run --preset example_cleanup`, Pipeline.from_preset(...)
+    register("example_cleanup", "remove_identity,eliminate_dead_code", "Drop no-op nodes, then dead code.")
