@@ -679,10 +679,16 @@ class Pipeline:
         except OptionsError as err:
             fields = {str(path).split(".")[0] for path, _, _ in err.problems}
             note = self._chosen_note(name, cls)
+            where_table = self._table_source(name) if self._from_config is not None else f"options={{{name!r}: ...}}"
             if from_table and fields <= from_table:
                 # every bad value came from the options table: say so, not the entry
-                where_table = self._table_source(name) if self._from_config is not None else f"options={{{name!r}: ...}}"
                 raise OptionsError(name, err.problems, source=where_table, python_keys=err.python_keys, note=note) from None
+            if from_table & fields:  # some from the table, some from the entry: mark the table's
+                problems = [
+                    (path, f"{msg} (set in {where_table})" if str(path).split(".")[0] in from_table else msg, value)
+                    for path, msg, value in err.problems
+                ]
+                err = OptionsError(name, problems, source=err.source, python_keys=err.python_keys, note=note)
             if isinstance(entry, SpecEntry) and entry.option_places:  # where each bad option stands
                 places = {k: c for k, c in entry.option_places.items() if k not in from_table}
                 raise OptionsError(
@@ -690,6 +696,8 @@ class Pipeline:
                 ) from None
             if note is not None:
                 raise OptionsError(name, err.problems, source=err.source, python_keys=err.python_keys, note=note) from None
+            if err.__traceback__ is None:  # (made here: the table's problems marked)
+                raise err from None
             raise
         if instance is not None and options != instance.options:
             instance.options = options  # the options table changed some of them

@@ -1070,3 +1070,25 @@ def test_a_nested_field_given_by_its_name_and_its_alias_is_given_twice(text, sai
     assert Pipeline.from_string("h{al={inner_name=5},ap={inner_name=4}}", registry=r).plan().steps[0].options.ap.inner_name == 4
     with pytest.raises(OptionsError, match=r"h\.only\.inner_name .*unknown option"):
         Pipeline.from_string("h{only={inner_name=5,innerAlias=6}}", registry=r).plan()
+
+
+def test_options_errors_from_the_entry_and_the_table_say_which_came_from_the_table(tmp_path):
+    """With bad options in both a pipeline entry and the [options.NAME] table, every problem
+    was listed under the entry's source, the table's too (a new-user check)."""
+    from fxpasses.errors import OptionsError
+
+    path = tmp_path / "n3.toml"
+    path.write_text(
+        'pipeline = ["remove_dropout", {name = "fold_constants", options = {max_numl = 5}}]\n'
+        "[options.fold_constants]\nremove_unused_state = 1\n"
+    )
+    with pytest.raises(OptionsError) as info:
+        fxpasses.Pipeline.from_config(str(path)).plan()
+    lines = str(info.value).splitlines()
+    assert lines[0] == f"invalid options for pass 'fold_constants' ({path}: pipeline, entry 2):"
+    assert lines[1] == (
+        f"  fold_constants.remove_unused_state: Input should be a valid boolean (set in {path} [options.fold_constants]) "
+        "(given: 1)"
+    )
+    assert lines[2].startswith("  fold_constants.max_numl: unknown option; did you mean 'max_numel'?")
+    assert "set in" not in lines[2]
