@@ -1181,6 +1181,25 @@ def _json_adapter(options_cls: type[BaseModel], field: str) -> TypeAdapter[Any] 
         return None
 
 
+_TOML_PLACE = re.compile(r"\(at line (\d+), column (\d+)\)$")
+
+
+def _toml_problem(exc: Exception, text: str) -> str:
+    """tomllib's message, with the key named where it only says "Cannot overwrite a value"
+    (a key given twice: ``verify = ...`` twice, ``a.b`` after ``a.b``), read from the line it
+    points at."""
+    message = str(exc)
+    place = _TOML_PLACE.search(message)
+    if not message.startswith("Cannot overwrite a value") or place is None:
+        return message
+    lines = text.splitlines()
+    line = int(place.group(1))
+    if not 1 <= line <= len(lines) or "=" not in lines[line - 1]:
+        return message
+    key = lines[line - 1].split("=", 1)[0].strip()
+    return f"duplicate key {key!r}, given a value before (tomllib: {message})"
+
+
 def _read(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8-sig")  # a byte order mark (some editors write one) is dropped
@@ -1224,7 +1243,7 @@ def _read(path: Path) -> Any:
     except ConfigError:
         raise
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", source=str(path)) from None
+        raise ConfigError(f"invalid TOML: {_toml_problem(exc, text)}", source=str(path)) from None
     except _DuplicateKey as exc:  # (a YAML key that is not text too)
         kind = "JSON" if suffix == ".json" else "YAML"
         raise ConfigError(f"invalid {kind}: {exc}", source=str(path)) from None
@@ -1607,7 +1626,7 @@ def find_project_config(start: str | Path | None = None) -> Path | None:
                     warn(f"{candidate} is not valid TOML ({exc}) and does not mention fxpasses: skipped", ConfigWarning)
                     continue
                 # it may well hold the [tool.fxpasses] table meant here: never skip it silently
-                raise ConfigError(f"invalid TOML: {exc}", source=str(candidate)) from None
+                raise ConfigError(f"invalid TOML: {_toml_problem(exc, text)}", source=str(candidate)) from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"cannot read {candidate}: {exc}") from None
             tool = data.get("tool") or {}

@@ -1092,3 +1092,16 @@ def test_options_errors_from_the_entry_and_the_table_say_which_came_from_the_tab
     )
     assert lines[2].startswith("  fold_constants.max_numl: unknown option; did you mean 'max_numel'?")
     assert "set in" not in lines[2]
+
+
+def test_a_toml_key_given_twice_is_named(tmp_path):
+    """tomllib says only "Cannot overwrite a value (at line 3, column 19)"; YAML and JSON name
+    the duplicate key (a new-user check)."""
+    path = tmp_path / "d.toml"
+    path.write_text('pipeline = "remove_dropout"\nverify = "lint"\nverify = "numeric"\n')
+    with pytest.raises(fxpasses.ConfigError) as info:
+        fxpasses.Pipeline.from_config(str(path))
+    assert str(info.value) == (
+        f"{path}: invalid TOML: duplicate key 'verify', given a value before (tomllib: Cannot overwrite a value "
+        "(at line 3, column 19))"
+    )
