@@ -13,7 +13,9 @@ constraints are met, the one given first by the user runs first, where an entry 
 must wait for counts as given at the position of its earliest dependent. So the user's order is
 kept wherever the constraints allow, and a required pass moves up to just before the first
 pass that needs it rather than that pass moving down. A cycle is reported as its path, ``a -> b -> a`` (each arrow
-reads "must run before"), with the declaration behind each arrow.
+reads "must run before"), with the declaration behind each arrow, naming the plugin that
+registered the declaring pass (``cyc_a (advcfg-cycle 0.0.1) requires cyc_b``; not a built-in
+pass's, nor that of a class registered from Python or given in the pipeline).
 """
 
 from __future__ import annotations
@@ -73,26 +75,29 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
 
     preds: dict[int, set[int]] = {i: set() for i in range(len(items))}
     why: dict[tuple[int, int], str] = {}
+    # (who declares each arrow, how, and the declaring pass class: a cycle names its plugin)
+    declared: dict[tuple[int, int], tuple[str, str, Any]] = {}
 
-    def edge(u: int, v: int, text: str) -> None:
+    def edge(u: int, v: int, it: Item, kind: str, name: str, how: str) -> None:
         if u != v and items[u].name != items[v].name:
             preds[v].add(u)
-            why.setdefault((u, v), text)
+            # who declares it: the item's name, or the member of a group that does
+            who = getattr(it.cls, "declared_by", None) or (lambda kind, name: it.name)
+            why.setdefault((u, v), f"{who(kind, name)} {how}")
+            declared.setdefault((u, v), (who(kind, name), how, _declaring_class(it, kind, name)))
 
     for i, it in enumerate(items):
-        # who declares it: the item's name, or the member of a group that does
-        who = getattr(it.cls, "declared_by", None) or (lambda kind, name, it=it: it.name)
         for r in it.cls.requires:
             idx = by_name[r]
             before_i = [j for j in idx if j < i]
             j = before_i[-1] if before_i else idx[0]
-            edge(j, i, f"{who('requires', r)} requires {r}")
+            edge(j, i, it, "requires", r, f"requires {r}")
         for a in it.cls.after:
             for j in by_name.get(a, ()):
-                edge(j, i, f"{who('after', a)} declares after = {a}")
+                edge(j, i, it, "after", a, f"declares after = {a}")
         for b in it.cls.before:
             for j in by_name.get(b, ()):
-                edge(i, j, f"{who('before', b)} declares before = {b}")
+                edge(i, j, it, "before", b, f"declares before = {b}")
 
     ts = graphlib.TopologicalSorter(preds)
     try:
@@ -100,7 +105,7 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
     except graphlib.CycleError as exc:
         cycle = list(exc.args[1])  # each node is a predecessor of the next: u, v, ..., u
         names = [items[i].name for i in cycle]
-        detail = "; ".join(why.get((u, v), "?") for u, v in zip(cycle, cycle[1:]))
+        detail = "; ".join(_with_plugin(*declared[(u, v)]) if (u, v) in declared else "?" for u, v in zip(cycle, cycle[1:]))
         raise CycleError(names, f"because: {detail}") from None
 
     # An entry that others wait for inherits the earliest position among them, so it moves up
@@ -128,6 +133,27 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
         if u > v and position[u] < position[v] and items[u].pulled_in_by is None:
             items[u].reasons.append(f"moved before {items[v].name}: {text}")
     return [items[i] for i in result]
+
+
+def _declaring_class(it: Item, kind: str, name: str) -> Any:
+    """The pass class behind ``it`` that declares ``kind`` (``requires``, ``after``,
+    ``before``) ``name``: the class of a fixpoint group's member (the steps of its payload)
+    that declares it, else the item's own."""
+    steps = it.payload if isinstance(it.payload, list) else [it.payload]
+    for step in steps:
+        cls = getattr(step, "cls", None)
+        if isinstance(cls, type) and name in getattr(cls, kind, ()):
+            return cls
+    return it.cls
+
+
+def _with_plugin(who: str, how: str, cls: Any) -> str:
+    """``who how``, ``who`` followed by the plugin that registered ``cls`` where one did:
+    ``cyc_a (advcfg-cycle 0.0.1) requires cyc_b``."""
+    from .registry import plugin_source  # (here: only a cycle's message needs it)
+
+    source = plugin_source(cls)
+    return f"{who} ({source}) {how}" if source else f"{who} {how}"
 
 
 def _pull_in(items: list[Item], resolve: Callable[[str, str], Any]) -> None:

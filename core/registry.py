@@ -10,6 +10,11 @@ Environment:
     ``FXPASSES_DISABLE_PLUGIN_AUTOLOAD=1``: load only the built-in passes (and plugins named in
     ``enable``), like pytest's ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``.
 
+Once the plugins are loaded, the registered passes' ``requires``/``after``/``before`` are
+checked for ordering cycles (a pass in one, or one requiring a pass in one, can never be used):
+each is reported as a plugin problem then, naming the distributions, not first when a pass on
+it is used.
+
 A plugin named in both ``enable`` and ``disable`` is a :class:`~fxpasses.errors.ConfigError`.
 When a pass or preset name is unknown and entry points were left unloaded (autoload off, or
 disabled), the error names them, why they were not loaded and how to load one; they are not
@@ -34,6 +39,7 @@ import sys
 import traceback
 import typing
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence
 
@@ -335,6 +341,61 @@ def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+#: the plugin (``"dist version"``) that registered each pass class, but the built-in passes
+#: (for messages about a class with no registry at hand: a pipeline's ordering cycle)
+_plugin_sources: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
+
+
+def plugin_source(cls: Any) -> str | None:
+    """``"dist version"`` of the plugin that registered the pass class ``cls`` (into any
+    registry), or None: a built-in pass, a class registered from Python, or none."""
+    try:
+        return _plugin_sources.get(cls)
+    except TypeError:  # (not weakly referable: no class)
+        return None
+
+
+def _cycle(graph: Mapping[str, Mapping[str, Any]], names: Collection[str]) -> list[str] | None:
+    """A cycle of ``graph`` (``{node: {successor: ...}}``) among ``names``, as its path (first ==
+    last, each node before the next), or None; the first found from the nodes in sorted order."""
+    state: dict[str, int] = {}  # 1: on the path now, 2: done
+    for start in sorted(names):
+        if start in state:
+            continue
+        path = [start]
+        state[start] = 1
+        stack = [iter(sorted(v for v in graph[start] if v in names))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(v for v in graph[nxt] if v in names)))
+    return None
+
+
+def _reach(graph: Mapping[str, Collection[str]], start: str, names: Collection[str]) -> set[str]:
+    """The nodes of ``graph`` among ``names`` reachable from ``start`` (itself included)."""
+    found = {start}
+    stack = [start]
+    while stack:
+        for v in graph[stack.pop()]:
+            if v in names and v not in found:
+                found.add(v)
+                stack.append(v)
+    return found
+
+
+def _and(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def _not_a_plugin(names: Iterable[str]) -> str:
     """For names of installed Python distributions that are not fxpasses plugins (``-p
     pydantic``): a note saying so, else ``""``."""
@@ -424,6 +485,8 @@ class Registry:
         # presets two distributions register under one name, until `prefer` chooses one
         self._preset_conflicts: dict[str, list[PresetInfo]] = {}
         self._presets: dict[str, PresetInfo] = {}
+        # the ordering cycles reported, by the passes on each (see _check_cycles)
+        self._reported_cycles: set[frozenset[str]] = set()
         # plugins whose instrumentation hooks raised, by id (the objects are kept: a freed
         # object's id could be given to a healthy one)
         self._muted: dict[int, Any] = {}
@@ -696,6 +759,7 @@ class Registry:
             self._load_record(rec)
         self._check_prefer()
         self._mark_conflicts()
+        self._check_cycles()
         self._check_presets()
         known = {n for r in self.plugins for n in r.names}
         for name in sorted(self.disable - known):
@@ -894,12 +958,14 @@ class Registry:
         """Register a plugin object (module or instance with ``@hookimpl`` functions).
 
         Its ``fxpasses_register_passes`` hook runs at once. Returns the plugin's record;
-        problems are reported as for entry points.
+        problems are reported as for entry points (an ordering cycle its passes make with the
+        registered ones too).
         """
         label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
         rec = PluginRecord(label, "", label, f"{getattr(plugin, '__module__', '')}")
         self.plugins.append(rec)
         self._register_plugin_object(plugin, rec)
+        self._check_cycles()
         return rec
 
     def _register_plugin_object(self, obj: Any, rec: PluginRecord) -> None:
@@ -936,6 +1002,8 @@ class Registry:
                 return
             offered.append(pass_cls)
             info = self._add(pass_cls, rec)
+            if info is not None and info.cls is pass_cls and _norm(info.distribution) != BUILTIN_DISTRIBUTION:
+                _plugin_sources[pass_cls] = info.source  # (an ordering cycle's message names it)
             if info is not None and info.name not in added:
                 added.append(info.name)
 
@@ -1112,6 +1180,107 @@ class Registry:
         if self.strict:
             raise err
         self.problems.append(err)
+
+    def _ordering_graph(self) -> dict[str, dict[str, tuple[str, str]]]:
+        """The registered passes' ordering declarations about each other: for each pass, the
+        passes that must run after it when both are in a pipeline (that require it or declare
+        ``after`` it, or that it declares ``before``), each with the pass that declares it and
+        how, as an ordering cycle's reason words it (``("cyc_a", "requires cyc_b")``). A name
+        no registered pass has orders nothing (:meth:`order_notes`)."""
+        graph: dict[str, dict[str, tuple[str, str]]] = {n: {} for n in self._passes}
+        for name, info in self._passes.items():
+            cls = info.cls
+            for other in getattr(cls, "requires", ()):
+                if other in graph and other != name:
+                    graph[other].setdefault(name, (name, f"requires {other}"))
+            for other in getattr(cls, "after", ()):
+                if other in graph and other != name:
+                    graph[other].setdefault(name, (name, f"declares after = {other}"))
+            for other in getattr(cls, "before", ()):
+                if other in graph and other != name:
+                    graph[name].setdefault(other, (name, f"declares before = {other}"))
+        return graph
+
+    def _requires_closure(self, names: Iterable[str], skip: Collection[str] = ()) -> tuple[set[str], dict[str, list[str]]]:
+        """``(names with the registered passes they require, transitively; {pass: the names it
+        requires that no registered pass has, but for those in skip}``): a pipeline holding
+        ``names`` pulls the first in, and is refused for the second."""
+        found = set(names)
+        stack = list(found)
+        unknown: dict[str, list[str]] = {}
+        while stack:
+            for r in getattr(self._passes[stack.pop()].cls, "requires", ()):
+                if r in self._passes and r not in found:
+                    found.add(r)
+                    stack.append(r)
+        for n in sorted(found):
+            missing = [r for r in getattr(self._passes[n].cls, "requires", ()) if r not in self._passes and r not in skip]
+            if missing:
+                unknown[n] = missing
+        return found, unknown
+
+    def _cycle_reasons(self, graph: dict[str, dict[str, tuple[str, str]]], cycle: Sequence[str]) -> str:
+        """The declaration behind each arrow of ``cycle`` (a path of ``graph``, first == last),
+        each declaring pass named with the plugin that registered it."""
+        reasons = []
+        for u, v in zip(cycle, cycle[1:]):
+            who, how = graph[u][v]
+            source = plugin_source(self._passes[who].cls)
+            reasons.append(f"{who} ({source}) {how}" if source else f"{who} {how}")
+        return "; ".join(reasons)
+
+    def _check_cycles(self) -> dict[str, dict[str, tuple[str, str]]]:
+        """Report each ordering cycle among the registered passes' ``requires``, ``after`` and
+        ``before`` (:meth:`_ordering_graph`; once each, by the passes on it) as a problem of the
+        plugins that registered the passes declaring it: the passes on it cannot all be in one
+        pipeline, and a pass whose ``requires`` pull in a whole cycle (``cyc_a`` requires
+        ``cyc_b``, which requires ``cyc_a``) can never be used. Their plugins are ``partial``.
+        Only the passes' declarations are read (nothing is imported or instantiated). Returns
+        the graph."""
+        graph = self._ordering_graph()
+        left = set(graph)
+        reverse: dict[str, set[str]] = {n: set() for n in graph}
+        for u, succ in graph.items():
+            for v in succ:
+                reverse[v].add(u)
+        while True:
+            cycle = _cycle(graph, left)
+            if cycle is None:
+                return graph
+            # the passes on a cycle with it (its strongly connected component): one report
+            on = _reach(graph, cycle[0], left) & _reach(reverse, cycle[0], left)
+            left -= on
+            if frozenset(on) in self._reported_cycles:
+                continue
+            self._reported_cycles.add(frozenset(on))
+            never = sorted(
+                n for n in graph if (pulled := self._requires_closure([n])[0]) & on and _cycle(graph, pulled & on) is not None
+            )
+            together = sorted(on - set(never))
+            said = []
+            if together:
+                said.append(f"{_and(sorted(on))} cannot all be in one pipeline")
+            if never:
+                it = "it" if len(never) == 1 else "one"
+                said.append(
+                    f"{_and(never)} can never be used (a pipeline holding {it} pulls in the passes it requires, "
+                    "and with them the cycle)"
+                )
+            message = (
+                f"pass ordering cycle: {' -> '.join(cycle)} (because: {self._cycle_reasons(graph, cycle)}): "
+                f"{'; '.join(said)}; fix their requires, after and before"
+            )
+            declaring = list(dict.fromkeys(self._passes[graph[u][v][0]] for u, v in zip(cycle, cycle[1:])))
+            sources = sorted({(i.distribution, i.version) for i in declaring}, key=lambda s: (_norm(s[0]), s[1]))
+            for rec in self.plugins:  # listed as partial: passes of theirs cannot be used as they are
+                if rec.status in ("loaded", "partial") and set(rec.passes) & (on | set(never)):
+                    rec.problems.append(message)
+                    rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
+                    rec.status = "partial"
+            if len(sources) == 1:
+                self._problem(PluginError(message, distribution=sources[0][0], version=sources[0][1]))
+            else:
+                self._problem(PluginError(message, distribution=" and ".join(f"{d} {v}".strip() for d, v in sources), version=""))
 
     # ------------------------------------------------------------------ registering passes
 

@@ -2153,3 +2153,156 @@ def test_show_lists_a_model_met_again_under_one_option_once_and_enum_literals_by
     assert len(rows) < 40, len(rows)  # linear in the models, not 2**12
     assert "top.b Optional[L10] none (L10's fields as under top.a)" in rows, rows[:6]
     assert "color Literal[Color.RED, Color.BLUE] red" in rows, rows[-3:]
+
+
+CYCLE_SOURCE = '''
+import fxpasses
+from fxpasses import GraphPass
+
+
+def declaring(name, **ordering):
+    return type(name, (GraphPass,), {"__doc__": "A pass.", "name": name, "run": lambda self, gm, ctx: False, **ordering})
+
+
+CLASSES = [
+    declaring("cyc_a", requires=("cyc_b",)),
+    declaring("cyc_b", requires=("cyc_a",)),
+    declaring("req_missing", requires=("no_such_required",)),
+]
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    for cls in CLASSES:
+        register(cls)
+'''
+
+
+def test_passes_whose_requires_form_a_cycle_are_reported_when_their_plugin_loads(site):
+    """Plugin passes cyc_a and cyc_b, each requiring the other, were listed as loaded with no
+    warning and could never be used; the ordering error came only when one was used, and did
+    not name their distribution (an adversarial check)."""
+    make_dist(site, "advcfg-cycle", "0.0.1", "fxp_advcfg_cycle", CYCLE_SOURCE)
+    forget_modules("fxp_advcfg_cycle")
+    problem = (
+        "pass ordering cycle: cyc_a -> cyc_b -> cyc_a (because: cyc_b (advcfg-cycle 0.0.1) requires cyc_a; "
+        "cyc_a (advcfg-cycle 0.0.1) requires cyc_b): cyc_a and cyc_b can never be used (a pipeline holding one "
+        "pulls in the passes it requires, and with them the cycle); fix their requires, after and before"
+    )
+    with pytest.warns(fxpasses.errors.PluginWarning) as caught:
+        reg = Registry()
+    assert [str(w.message) for w in caught if "cycle" in str(w.message)] == [f"plugin advcfg-cycle 0.0.1: {problem}"]
+    (rec,) = [r for r in reg.plugins if r.distribution == "advcfg-cycle"]
+    assert (rec.status, rec.problems) == ("partial", [problem])
+    # using one: the ordering error names the distribution too, as an unknown required pass's does
+    with pytest.raises(fxpasses.CycleError) as info:
+        fxpasses.Pipeline.from_string("cyc_a", registry=reg)
+    assert str(info.value) == (
+        "pass ordering cycle: cyc_b -> cyc_a -> cyc_b\n"
+        "because: cyc_a (advcfg-cycle 0.0.1) requires cyc_b; cyc_b (advcfg-cycle 0.0.1) requires cyc_a"
+    )
+    with pytest.raises(UnknownPassError, match=r"required by pass 'req_missing' \(advcfg-cycle 0.0.1\)"):
+        fxpasses.Pipeline.from_string("req_missing", registry=reg)
+    forget_modules("fxp_advcfg_cycle")
+    with pytest.raises(PluginError) as raised:
+        Registry(strict=True)
+    assert str(raised.value) == f"plugin advcfg-cycle 0.0.1: {problem}"
+    forget_modules("fxp_advcfg_cycle")
+
+
+def test_every_ordering_cycle_among_plugin_passes_is_reported_once_with_what_it_stops(site):
+    """The whole kind: cycles through after/before too (such passes can each be used alone, not
+    together), a pass requiring one into a cycle (never usable), and a cycle across two
+    distributions (each pass named with its own)."""
+    make_dist(
+        site,
+        "order-one",
+        "1.0",
+        "fxp_order_one",
+        CYCLE_SOURCE.replace(
+            '''    declaring("cyc_a", requires=("cyc_b",)),
+    declaring("cyc_b", requires=("cyc_a",)),
+    declaring("req_missing", requires=("no_such_required",)),''',
+            '''    declaring("aft_a", after=("aft_b",)),
+    declaring("aft_b", before=("aft_a",), after=("aft_a",)),
+    declaring("mix_a", requires=("mix_b",)),
+    declaring("mix_b", after=("mix_a",)),
+    declaring("two_a", requires=("two_b",)),''',
+        ),
+    )
+    make_dist(
+        site,
+        "order-two",
+        "2.0",
+        "fxp_order_two",
+        CYCLE_SOURCE.replace(
+            '''    declaring("cyc_a", requires=("cyc_b",)),
+    declaring("cyc_b", requires=("cyc_a",)),
+    declaring("req_missing", requires=("no_such_required",)),''',
+            '''    declaring("two_b", requires=("two_a",)),
+    declaring("uses_two", requires=("two_b",)),''',
+        ),
+    )
+    forget_modules("fxp_order_one", "fxp_order_two")
+    with pytest.warns(fxpasses.errors.PluginWarning) as caught:
+        reg = Registry()
+    assert [str(w.message) for w in caught if "cycle" in str(w.message)] == [
+        "plugin order-one 1.0: pass ordering cycle: aft_a -> aft_b -> aft_a (because: aft_b (order-one 1.0) declares "
+        "after = aft_a; aft_a (order-one 1.0) declares after = aft_b): aft_a and aft_b cannot all be in one pipeline; "
+        "fix their requires, after and before",
+        "plugin order-one 1.0: pass ordering cycle: mix_a -> mix_b -> mix_a (because: mix_b (order-one 1.0) declares "
+        "after = mix_a; mix_a (order-one 1.0) requires mix_b): mix_a and mix_b cannot all be in one pipeline; mix_a can "
+        "never be used (a pipeline holding it pulls in the passes it requires, and with them the cycle); fix their "
+        "requires, after and before",
+        "plugin order-one 1.0 and order-two 2.0: pass ordering cycle: two_a -> two_b -> two_a (because: two_b "
+        "(order-two 2.0) requires two_a; two_a (order-one 1.0) requires two_b): two_a, two_b and uses_two can never "
+        "be used (a pipeline holding one pulls in the passes it requires, and with them the cycle); fix their "
+        "requires, after and before",
+    ]
+    assert {r.distribution: r.status for r in reg.plugins if r.distribution.startswith("order-")} == {
+        "order-one": "partial",
+        "order-two": "partial",
+    }
+    # each alone is fine; mix_b alone too
+    for usable in ("aft_a", "aft_b", "mix_b"):
+        assert fxpasses.Pipeline.from_string(usable, registry=reg).plan().names() == [usable]
+    with pytest.raises(fxpasses.CycleError) as info:
+        fxpasses.Pipeline.from_string("aft_a,aft_b", registry=reg)
+    assert str(info.value).splitlines()[1] == (
+        "because: aft_b (order-one 1.0) declares after = aft_a; aft_a (order-one 1.0) declares after = aft_b"
+    )
+    with pytest.raises(fxpasses.CycleError) as info:
+        fxpasses.Pipeline.from_string("uses_two", registry=reg)
+    assert str(info.value).splitlines()[1] == "because: two_b (order-two 2.0) requires two_a; two_a (order-one 1.0) requires two_b"
+    forget_modules("fxp_order_one", "fxp_order_two")
+
+
+def test_a_plugin_object_whose_passes_close_a_cycle_is_reported_once():
+    """register_plugin checks the cycles its passes make with those registered already; a
+    cycle is reported once however often the check runs."""
+
+    def declaring(name, **ordering):
+        return type(name, (fxpasses.GraphPass,), {"__doc__": "A pass.", "name": name, "run": lambda self, gm, ctx: False, **ordering})
+
+    first, second = declaring("obj_a", after=("obj_b",)), declaring("obj_b", after=("obj_a",))
+
+    class One:
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(self, register):
+            register(first)
+
+    class Two:
+        @fxpasses.hookimpl
+        def fxpasses_register_passes(self, register):
+            register(second)
+
+    reg = Registry(autoload=False)
+    reg.register_plugin(One(), name="obj-one")
+    assert reg.problems == []
+    reg.register_plugin(Two(), name="obj-two")
+    reg.register_plugin(type("Three", (), {})(), name="obj-three")  # (no hooks: its own problem only)
+    assert [str(p) for p in reg.problems if "cycle" in str(p)] == [
+        "plugin obj-one and obj-two: pass ordering cycle: obj_a -> obj_b -> obj_a (because: obj_b (obj-two) declares "
+        "after = obj_a; obj_a (obj-one) declares after = obj_b): obj_a and obj_b cannot all be in one pipeline; fix "
+        "their requires, after and before"
+    ]
