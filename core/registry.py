@@ -11,9 +11,9 @@ Environment:
     ``enable``), like pytest's ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``.
 
 Once the plugins are loaded, the registered passes' ``requires``/``after``/``before`` are
-checked for ordering cycles (a pass in one, or one requiring a pass in one, can never be used):
-each is reported as a plugin problem then, naming the distributions, not first when a pass on
-it is used.
+checked for ordering cycles (a pass in one, or one requiring a pass in one, can never be used),
+and each plugin preset for what would refuse it when it is used (:meth:`Registry.preset_problems`):
+each is reported as a plugin problem then, naming the distributions, not first when it is used.
 
 A plugin named in both ``enable`` and ``disable`` is a :class:`~fxpasses.errors.ConfigError`.
 When a pass or preset name is unknown and entry points were left unloaded (autoload off, or
@@ -85,6 +85,7 @@ __all__ = [
     "Rejection",
     "PassInfo",
     "PresetInfo",
+    "PresetProblem",
     "OptionInfo",
     "PassDescription",
     "Registry",
@@ -200,6 +201,23 @@ class PresetInfo:
     @property
     def source(self) -> str:
         return f"{self.distribution} {self.version}".strip()
+
+
+@dataclass(frozen=True)
+class PresetProblem:
+    """Why a preset cannot be used as it is (:meth:`Registry.preset_problems`).
+
+    ``message`` says it as the warning when the preset's plugin loads does. Where the problem
+    is option values of the preset's pipeline that do not fit their pass (a wrong type, a
+    required option left out) and a config's ``[options.NAME]`` table can give those options
+    instead (its values replace the preset's), ``pass_name`` is that pass and ``options`` those
+    options, as plans name them; else both are empty: nothing a config gives mends it (an
+    unknown pass or option name, an ordering cycle).
+    """
+
+    message: str
+    pass_name: str = ""
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -759,8 +777,8 @@ class Registry:
             self._load_record(rec)
         self._check_prefer()
         self._mark_conflicts()
-        self._check_cycles()
-        self._check_presets()
+        graph = self._check_cycles()
+        self._check_presets(graph)
         known = {n for r in self.plugins for n in r.names}
         for name in sorted(self.disable - known):
             # `-p no:typo` would otherwise disable nothing, silently (pytest warns alike)
@@ -812,67 +830,140 @@ class Registry:
                             rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
                         rec.status = "partial"
 
-    def _check_presets(self) -> None:
-        """Report presets naming passes no installed plugin registers (kept: the error when one
-        is used names the missing pass and the installed plugins).
+    def _check_presets(self, graph: dict[str, dict[str, tuple[str, str]]]) -> None:
+        """Report presets that would be refused when used (kept: the error when one is used
+        says the same, with its place): naming passes no installed plugin registers, naming
+        passes that require such passes or that cannot be ordered (``graph``:
+        :meth:`_ordering_graph`), or, for a plugin's preset, giving options that do not fit
+        their passes (``fold_constants{max_numel=abc}``); :meth:`preset_problems` tells each.
 
         A name that a plugin left unloaded (disabled, or autoload off) may register is not the
         preset's fault: the preset is only unusable while that plugin is not loaded, and the
         error when it is used says so (see :meth:`_not_loaded_hint`). The built-in passes'
         names are known without loading them; another plugin that was not loaded is never
-        imported to look, so while one is, a name no loaded plugin registers is not reported
-        here."""
-        from .spec import parse_pipeline_string, pass_entries
-
+        imported to look, so while one is, no preset is reported here. A name two plugins
+        register is reported as their clash. The built-in presets' options are the test
+        suite's to check (not each start-up's)."""
         builtin_off = self._builtin_names_not_loaded()
         others_off = any(
             r.status == "disabled" and _norm(r.distribution) != BUILTIN_DISTRIBUTION for r in self.plugins
         )
         if others_off:
             return
+        skip = builtin_off | set(self._conflicts)
         for info in self._presets.values():
-            entries = pass_entries(parse_pipeline_string(info.pipeline))  # (a group's passes in place)
-            missing = [e.name for e in entries if e.name not in self._passes]
-            missing = [n for n in missing if n not in self._conflicts and n not in builtin_off]
-            if not missing and _norm(info.distribution) != BUILTIN_DISTRIBUTION:
-                self._check_preset_options(info, entries)
-            if missing:
-                # a name a plugin registered but had rejected is not "no plugin registers it"
-                rejected = [n for n in missing if self.rejected(n)]
-                presets = [n for n in missing if n in self._presets and n not in rejected]
-                registered = [n for n in missing if n not in rejected and n not in presets]
-                parts = [f"pass(es) no installed plugin registers: {', '.join(registered)}"] if registered else []
-                parts += [
-                    f"pass {n!r}, which {', '.join(sorted({r.label for r, _ in self.rejected(n)}))} registered but "
-                    "which was rejected as it loaded (see its warning)"
-                    for n in rejected
-                ]
-                parts += [f"{n!r}, which is a preset: a preset's pipeline names passes, not presets" for n in presets]
-                self._problem(
-                    PluginError(
-                        f"preset {info.name!r} names " + "; and ".join(parts),
-                        distribution=info.distribution,
-                        version=info.version,
-                    )
-                )
+            builtin = _norm(info.distribution) == BUILTIN_DISTRIBUTION
+            for problem in self._preset_problems(info, graph, skip=skip, options=not builtin):
+                self._problem(PluginError(problem.message, distribution=info.distribution, version=info.version))
 
-    def _check_preset_options(self, info: PresetInfo, entries: list[Any]) -> None:
-        """Report a plugin preset whose options do not fit its passes' ``Options`` (unknown
-        keys, wrong types: ``fold_constants{max_numel=abc}``), as a preset naming a missing
-        pass is: now, naming the plugin, not first when the preset is used. The preset is kept
-        (using it raises the same error, with the option's place)."""
-        from .config import validate_options
+    def preset_problems(self, name: str) -> list[PresetProblem]:
+        """Why the preset ``name`` would be refused if used with this registry as it is now,
+        one :class:`PresetProblem` each; [] when it can be used. The check that reports a
+        plugin's preset as it loads (:meth:`_check_presets`), made in full: its pipeline
+        names a pass no loaded plugin registers (or one its plugin registered but had rejected,
+        a preset's name, or a name two plugins register that no ``prefer`` chose); or an
+        option that does not fit its pass's ``Options`` (as :class:`~fxpasses.errors.OptionsError`
+        words it; the built-in presets' too); or a pass whose ``requires`` names such a pass;
+        or its passes, with those they require, form an ordering cycle.
+
+        Raises:
+            UnknownPassError: no preset ``name`` (as :meth:`preset`).
+            DuplicatePassError: two plugins register a preset ``name`` and no ``prefer`` chose.
+        """
+        return self._preset_problems(self.preset(name), self._ordering_graph())
+
+    def _preset_problems(
+        self,
+        info: PresetInfo,
+        graph: dict[str, dict[str, tuple[str, str]]],
+        *,
+        skip: Collection[str] = (),
+        options: bool = True,
+    ) -> list[PresetProblem]:
+        """:meth:`preset_problems` of ``info``, leaving the pass names in ``skip`` out (taken
+        as fine), its options unchecked unless ``options``."""
+        from .spec import parse_pipeline_string, pass_entries
+
+        entries = pass_entries(parse_pipeline_string(info.pipeline))  # (a group's passes in place)
+        names = list(dict.fromkeys(e.name for e in entries))
+        missing = [n for n in names if n not in self._passes and n not in skip]
+        if missing:
+            return [PresetProblem(f"preset {info.name!r} names " + self._missing_text(missing))]
+        problems = []
+        if options:
+            for e in entries:
+                problems += self._preset_options_problems(info, e)
+        # what its passes require is pulled in when it is used, and ordered with them
+        pulled, unknown = self._requires_closure([n for n in names if n in self._passes], skip)
+        problems += [
+            PresetProblem(f"preset {info.name!r} names {by!r}, which requires " + self._missing_text(required))
+            for by, required in unknown.items()
+        ]
+        cycle = _cycle(graph, pulled)
+        if cycle is not None:
+            problems.append(
+                PresetProblem(
+                    f"preset {info.name!r} cannot be ordered: pass ordering cycle: {' -> '.join(cycle)} "
+                    f"(because: {self._cycle_reasons(graph, cycle)})"
+                )
+            )
+        return problems
+
+    def _missing_text(self, missing: Sequence[str]) -> str:
+        """What the pass names ``missing`` are, as a preset's problem says it: names no plugin
+        registers, a plugin's rejected pass, a preset's name, a name two plugins register."""
+        rejected = [n for n in missing if self.rejected(n)]
+        presets = [n for n in missing if n in self._presets and n not in rejected]
+        clashes = [n for n in missing if n in self._conflicts and n not in rejected and n not in presets]
+        registered = [n for n in missing if n not in rejected and n not in presets and n not in clashes]
+        # (a name a plugin that was not loaded has, or may have, is "no loaded plugin"'s)
+        unloaded = bool(set(registered) & self._builtin_names_not_loaded()) or any(
+            r.status == "disabled" and _norm(r.distribution) != BUILTIN_DISTRIBUTION for r in self.plugins
+        )
+        parts = (
+            [f"pass(es) no {'loaded' if unloaded else 'installed'} plugin registers: {', '.join(registered)}"]
+            if registered
+            else []
+        )
+        parts += [
+            f"pass {n!r}, which {', '.join(sorted({r.label for r, _ in self.rejected(n)}))} registered but "
+            "which was rejected as it loaded (see its warning)"
+            for n in rejected
+        ]
+        parts += [f"{n!r}, which is a preset: a preset's pipeline names passes, not presets" for n in presets]
+        parts += [
+            f"pass {n!r}, which {' and '.join(c.source for c in self._conflicts[n])} each register "
+            f"(choose one with {prefer_hint(n)})"
+            for n in clashes
+        ]
+        return "; and ".join(parts)
+
+    def _preset_options_problems(self, info: PresetInfo, entry: Any) -> list[PresetProblem]:
+        """The problem of the options ``entry`` (of preset ``info``'s pipeline) gives its pass,
+        if they do not fit its ``Options`` (unknown keys, wrong types:
+        ``fold_constants{max_numel=abc}``, a required option left out), worded as using the
+        preset words it; with the options a config's table could give instead, unless a key is
+        no option of the pass, or two keys give one option (no table takes those away)."""
+        from .config import _field_by_key, validate_options
         from .errors import OptionsError
 
-        for e in entries:
-            registered = self._passes.get(e.name)
-            if registered is None or not e.options:
-                continue
-            try:
-                keys = set(e.options)  # a pipeline string's: a bare word may have been read as other than text
-                validate_options(e.name, registered.cls.Options, e.options, f"preset {info.name!r}", keys, string_keys=keys)
-            except OptionsError as exc:
-                self._problem(PluginError(str(exc), distribution=info.distribution, version=info.version))
+        registered = self._passes.get(entry.name)
+        if registered is None:
+            return []
+        if not entry.options and not any(f.is_required() for f in registered.cls.Options.model_fields.values()):
+            return []  # (the defaults were validated when the pass was registered)
+        try:
+            keys = set(entry.options)  # a pipeline string's: a bare word may have been read as other than text
+            validate_options(entry.name, registered.cls.Options, entry.options, f"preset {info.name!r}", keys, string_keys=keys)
+        except OptionsError as exc:
+            fields = _field_by_key(registered.cls.Options)
+            given = [fields.get(k) for k in entry.options]
+            bad = {fields.get(str(path).split(".")[0]) for path, _, _ in exc.problems}
+            if None in given or len(set(given)) < len(given) or None in bad:
+                return [PresetProblem(str(exc))]
+            model = registered.cls.Options.model_fields
+            return [PresetProblem(str(exc), entry.name, tuple(model[f].alias or f for f in sorted(bad, key=str)))]
+        return []
 
     def _check_prefer(self) -> None:
         """Report ``prefer`` entries that choose nothing (a typo would otherwise pass silently)."""

@@ -4,6 +4,10 @@ The schema is the :class:`~fxpasses.config.Config` model's, with each pass's own
 schema selected by pass name: in ``[options.NAME]`` tables, in ``{name = ..., options = ...}``
 pipeline entries (one ``oneOf`` branch per pass, told apart by ``name``), and a pattern for
 pipeline strings that admits only registered pass names.
+
+The ``preset`` enum holds the presets that can be used
+(:meth:`~fxpasses.registry.Registry.preset_problems`); its description names the others and
+why.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema
 
-from .config import _FLOAT_MAX, _INT_RANGES, Config, int_bounds
+from .config import _FLOAT_MAX, _INT_RANGES, Config, _field_by_key, int_bounds
 from .errors import PluginWarning, exception_text, warn
 from .passes import PassOptions
 from .registry import Registry
@@ -229,6 +233,54 @@ def _cross_field_rules(schema: dict[str, Any]) -> None:
         plugins[key]["items"] = {"type": "string", "pattern": r"\S"}
 
 
+def _preset_property(registry: Registry, schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema of ``preset``: the registry's presets that can be used, by the registry's own
+    check of a preset (:meth:`~fxpasses.registry.Registry.preset_problems`). A preset whose
+    pipeline names a pass that is not there or an option its pass does not have, or whose
+    passes cannot be ordered, is left out, its problems said in the description. One whose
+    option values alone do not fit (a wrong type, a required option it leaves out) is in, but
+    needs those options from the config's ``[options.NAME]`` table, whose values replace the
+    preset's: an ``if``/``then`` rule of ``schema`` says so."""
+    usable: list[str] = []
+    left_out: list[str] = []
+    needs: list[str] = []
+    for name, info in registry.presets().items():
+        problems = registry.preset_problems(name)
+        if any(not p.options for p in problems):
+            left_out += [f"{info.source}: {' '.join(p.message.split())}" for p in problems]
+            continue
+        usable.append(name)
+        if not problems:
+            continue
+        wanted: dict[str, list[str]] = {}
+        for p in problems:
+            wanted.setdefault(p.pass_name, []).extend(p.options)
+        then: dict[str, Any] = {}
+        for pass_name, options in wanted.items():
+            fields = _field_by_key(registry.get(pass_name).Options)
+            rules = []
+            for option in dict.fromkeys(options):  # each by any key the loader reads it by
+                keys = [k for k, f in fields.items() if f == fields.get(option, option)] or [option]
+                rules.append({"required": keys} if len(keys) == 1 else {"anyOf": [{"required": [k]} for k in keys]})
+            then[pass_name] = {"allOf": rules}
+            needs.append(
+                f"{name!r} needs [options.{pass_name}] {', '.join(dict.fromkeys(options))} (the preset's own values are "
+                "left out or do not fit)"
+            )
+        schema.setdefault("allOf", []).append(
+            {
+                "if": {"required": ["preset"], "properties": {"preset": {"const": name}}},
+                "then": {"required": ["options"], "properties": {"options": {"required": list(then), "properties": then}}},
+            }
+        )
+    description = "a named pipeline instead of `pipeline`"
+    if needs:
+        description += "; " + "; ".join(needs)
+    if left_out:
+        description += "; left out, as they cannot be used: " + "; ".join(left_out)
+    return {"description": description, "enum": [*usable, None]}
+
+
 def config_schema(registry: Registry) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a config, with per-pass options by name."""
     schema = Config.model_json_schema()
@@ -284,10 +336,7 @@ def config_schema(registry: Registry) -> dict[str, Any]:
             {"type": "null"},  # (not given, as check reads it)
         ],
     }
-    props["preset"] = {
-        "description": "a named pipeline instead of `pipeline`",
-        "enum": [*registry.presets(), None],
-    }
+    props["preset"] = _preset_property(registry, schema)
     props["options"] = {
         "description": "options by pass name, merged into that pass's pipeline entries",
         "type": "object",

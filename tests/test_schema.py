@@ -436,3 +436,96 @@ def test_the_schema_pattern_takes_the_pipeline_strings_the_loader_takes(pipeline
     except fxpasses.UserError:
         loaded = False
     assert loaded is valid
+
+
+PRESETS_SOURCE = """
+import fxpasses
+
+
+def declaring(name, **ordering):
+    return type(name, (fxpasses.GraphPass,), {"__doc__": "A pass.", "name": name, "run": lambda self, gm, ctx: False, **ordering})
+
+
+class NeedsN(fxpasses.PassOptions):
+    n: int
+
+
+CLASSES = [
+    declaring("cyc_a", requires=("cyc_b",)),
+    declaring("cyc_b", requires=("cyc_a",)),
+    declaring("req_missing", requires=("no_such_required",)),
+    declaring("needs_n", Options=NeedsN),
+]
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    for cls in CLASSES:
+        register(cls)
+
+
+@fxpasses.hookimpl
+def fxpasses_register_presets(register):
+    register("unknown_pass", "remove_dropout,no_such_pass", "Names a pass no plugin has.")
+    register("misspelt_option", "fold_constants{max_numl=3}", "Misspells an option.")
+    register("bad_value", "fold_constants{max_numel=abc}", "A value of the wrong type.")
+    register("needs_option", "needs_n", "Leaves out a required option.")
+    register("cycle", "remove_dropout,cyc_a", "Names a pass in a cycle.")
+    register("requires_missing", "req_missing", "Names a pass requiring a pass no plugin has.")
+    register("fine", "remove_dropout,eliminate_dead_code", "Fine.")
+"""
+
+
+def test_the_preset_enum_holds_only_the_presets_that_can_be_used(tmp_path, monkeypatch):
+    """Plugin presets naming an unknown pass or a misspelt option were in the enum, and the
+    loader refused them (an adversarial check). The registry's own check of a preset
+    (Registry.preset_problems, which warns when the plugin loads) leaves them out, the
+    description says why; one whose option values alone do not fit needs them from the
+    config's options table, as the loader does."""
+    from dists import installed_dist
+
+    with installed_dist(monkeypatch, tmp_path / "site", "advcfg-presets", "0.0.1", "fxp_advcfg_presets", PRESETS_SOURCE):
+        with pytest.warns(fxpasses.PluginWarning):
+            reg = fxpasses.Registry()
+    schema = config_schema(reg)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    preset = schema["properties"]["preset"]
+    assert preset["enum"] == ["bad_value", "cleanup", "fine", "inference", "needs_option", "training", None]
+    assert preset["description"] == (
+        "a named pipeline instead of `pipeline`; 'bad_value' needs [options.fold_constants] max_numel (the "
+        "preset's own values are left out or do not fit); 'needs_option' needs [options.needs_n] n (the preset's "
+        "own values are left out or do not fit); left out, as they cannot be used: advcfg-presets 0.0.1: preset "
+        "'cycle' cannot be ordered: pass ordering cycle: cyc_a -> cyc_b -> cyc_a (because: cyc_b (advcfg-presets "
+        "0.0.1) requires cyc_a; cyc_a (advcfg-presets 0.0.1) requires cyc_b); advcfg-presets 0.0.1: invalid options "
+        "for pass 'fold_constants' (preset 'misspelt_option'): fold_constants.max_numl: unknown option; did you mean "
+        "'max_numel'? (valid: max_numel, max_growth_bytes, remove_unused_state, fold_parameters, modules_may_train) "
+        "(given: 3); advcfg-presets 0.0.1: preset 'requires_missing' names 'req_missing', which requires pass(es) no "
+        "installed plugin registers: no_such_required; advcfg-presets 0.0.1: preset 'unknown_pass' names pass(es) no "
+        "installed plugin registers: no_such_pass"
+    )
+    v = jsonschema.Draft202012Validator(schema)
+    for config in (
+        {"preset": "fine"},
+        {"preset": "unknown_pass"},
+        {"preset": "misspelt_option"},
+        {"preset": "misspelt_option", "options": {"fold_constants": {"max_numel": 3}}},
+        {"preset": "cycle"},
+        {"preset": "requires_missing"},
+        {"preset": "bad_value"},
+        {"preset": "bad_value", "options": {"fold_constants": {"max_numel": 3}}},
+        {"preset": "needs_option"},
+        {"preset": "needs_option", "options": {"needs_n": {"n": 2}}},
+    ):
+        valid = not list(v.iter_errors(config))
+        try:
+            fxpasses.Pipeline.from_config(config, registry=reg).plan()
+            loaded = True
+        except fxpasses.UserError:
+            loaded = False
+        assert valid is loaded, config
+    assert [p.message for p in reg.preset_problems("unknown_pass")] == [
+        "preset 'unknown_pass' names pass(es) no installed plugin registers: no_such_pass"
+    ]
+    (bad,) = reg.preset_problems("bad_value")
+    assert (bad.pass_name, bad.options) == ("fold_constants", ("max_numel",))
+    assert reg.preset_problems("fine") == [] and reg.preset_problems("inference") == []
