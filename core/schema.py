@@ -5,21 +5,30 @@ schema selected by pass name: in ``[options.NAME]`` tables, in ``{name = ..., op
 pipeline entries (one ``oneOf`` branch per pass, told apart by ``name``), and a pattern for
 pipeline strings that admits only registered pass names.
 
-The ``preset`` enum holds the presets that can be used
+A pass's options schema is pydantic's, with what the loader
+(:func:`fxpasses.config.validate_options`) reads besides written in: unknown keys are refused
+at the top level whatever the model's ``extra`` setting, and in the table of a nested plain
+``BaseModel`` (``extra="ignore"``) wherever the loader looks for them (a field's model, through
+lists, tuples, sets, dicts and unions of one model; not inside a union of several models, where
+such a model's definition is copied as ``NAME-unchecked``); and an aliased field is taken by
+its name where the model takes names. The ``preset`` enum holds the presets that can be used
 (:meth:`~fxpasses.registry.Registry.preset_problems`); its description names the others and
 why.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import re
 import sys
+import typing
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
-from .config import _FLOAT_MAX, _INT_RANGES, Config, _field_by_key, int_bounds
+from .config import _FLOAT_MAX, _INT_RANGES, Config, _field_by_key, _union_members, _unwrap, int_bounds
 from .errors import PluginWarning, exception_text, warn
 from .passes import PassOptions
 from .registry import Registry
@@ -38,6 +47,15 @@ class _LooseSchema(GenerateJsonSchema):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.loose: list[str] = []
+        #: the models whose schemas were made, by the index each one's schema holds under
+        #: :data:`_MODEL` (the definitions do not say which class they are)
+        self.models: list[type[BaseModel]] = []
+
+    def model_schema(self, schema: Any) -> dict[str, Any]:
+        json_schema = super().model_schema(schema)
+        self.models.append(schema["cls"])
+        json_schema[_MODEL] = len(self.models) - 1
+        return json_schema
 
     def handle_invalid_for_json_schema(self, schema: Any, error_info: str) -> dict[str, Any]:
         self.loose.append(error_info)
@@ -87,7 +105,223 @@ def _options_json_schema(name: str, options_cls: Any, source: str) -> dict[str, 
             f"{where}: option type(s) without a JSON Schema left unchecked in the schema: {'; '.join(loose)}",
             PluginWarning,
         )
-    return schema
+    return _as_the_loader_reads(schema, options_cls, [m for g in generator for m in g.models])
+
+
+#: the key under which :class:`_LooseSchema` marks each model's schema with its class's index
+#: (removed again by :func:`_as_the_loader_reads`)
+_MODEL = "x-fxpasses-model"
+
+def _as_the_loader_reads(schema: dict[str, Any], options_cls: Any, models: list[type[BaseModel]]) -> dict[str, Any]:
+    """pydantic's schema of ``options_cls`` (made by :class:`_LooseSchema`, which marked each
+    model's schema with the index of its class in ``models``), with what
+    :func:`fxpasses.config.validate_options` reads besides pydantic written in (see the module
+    doc): aliased fields by name, no unknown key at the top level, and none in the table of a
+    nested model where the loader refuses them (:class:`_Checked`)."""
+    defs: dict[str, Any] = schema.pop("$defs", {})
+    classes = {k: models[d.pop(_MODEL)] for k, d in defs.items() if isinstance(d.get(_MODEL), int)}
+    schema.pop(_MODEL, None)
+    if "$ref" in schema and "properties" not in schema:  # a model holding itself: pydantic refers to its definition
+        key = schema.pop("$ref").rsplit("/", 1)[-1]
+        schema = {**copy.deepcopy(defs.get(key, {})), **schema}
+    for key, d in defs.items():
+        if key in classes:
+            _model_fields_as_read(d, classes[key])
+    _model_fields_as_read(schema, options_cls)
+    # unknown keys are refused at the top level whatever ``extra`` says (validate_options)
+    schema["additionalProperties"] = False
+    _not_given_twice(schema, options_cls)
+    checked = _Checked(defs, classes)
+    props = schema.get("properties", {})
+    for fname, info in options_cls.model_fields.items():
+        node = props.get(info.alias or fname)
+        if node is not None:
+            checked.position(info.annotation, node)
+    defs = checked.named(schema)
+    if defs:
+        schema["$defs"] = defs
+    return _unmarked(schema)
+
+
+def _unmarked(node: Any) -> Any:
+    """``node`` without :data:`_MODEL` keys (one left where pydantic wrote a model's schema
+    in place rather than as a definition), in place."""
+    if isinstance(node, dict):
+        node.pop(_MODEL, None)
+        for v in node.values():
+            _unmarked(v)
+    elif isinstance(node, list):
+        for v in node:
+            _unmarked(v)
+    return node
+
+
+def _model_fields_as_read(node: dict[str, Any], cls: type[BaseModel]) -> None:
+    """In the schema ``node`` of the model ``cls``: each aliased field by its name too where
+    ``cls`` takes names (``validate_by_name``; pydantic's schema has the alias alone)."""
+    props = node.get("properties")
+    if not isinstance(props, dict):
+        return
+    for key, fname in _field_by_key(cls).items():
+        alias = cls.model_fields[fname].alias
+        if key == fname and alias and alias in props and fname not in props:
+            props[fname] = props[alias]
+
+
+def _not_given_twice(node: dict[str, Any], cls: type[BaseModel]) -> None:
+    """Refuse a table of ``cls`` that gives a field by both its name and its alias (the loader
+    says "given twice"), in the schema ``node`` of ``cls``."""
+    both = [
+        {"required": [cls.model_fields[fname].alias, fname]}
+        for key, fname in _field_by_key(cls).items()
+        if key == fname and cls.model_fields[fname].alias in _field_by_key(cls)
+    ]
+    if both:
+        node["not"] = {"anyOf": both}
+
+
+def _shaped(node: Any, kind: str) -> dict[str, Any] | None:
+    """``node`` if it is a schema of ``type`` ``kind``, else its one branch of that type (an
+    ``Optional`` list is ``anyOf: [array, null]``); None when there is none, or several."""
+    if not isinstance(node, dict):
+        return None
+    if node.get("type") == kind:
+        return node
+    branches = [b for b in (*node.get("anyOf", ()), *node.get("oneOf", ())) if isinstance(b, dict) and b.get("type") == kind]
+    return branches[0] if len(branches) == 1 else None
+
+
+class _Checked:
+    """The definitions of the nested models of an options schema, with a copy of each model's
+    as the loader checks a table given for it (:func:`fxpasses.config._nested_unknown`): no
+    unknown key where the model ignores them (a plain ``BaseModel``), no field by both its name
+    and its alias, and the same rules for the models its fields hold. pydantic's own definition
+    (unknown keys taken) stays for the places the loader does not look into: a union of several
+    models, or what a union of one model holds besides that model."""
+
+    def __init__(self, defs: dict[str, Any], classes: dict[str, type[BaseModel]]) -> None:
+        self.defs = defs
+        self.classes = classes
+        self.copies: dict[str, str] = {}  # a definition's key -> its checked copy's (for now)
+
+    def position(self, ann: Any, node: Any) -> None:
+        """Point the model references of ``node`` (the schema of a value of type ``ann``) that
+        the loader checks at the checked copies (mirrors ``_nested_unknown``)."""
+        if not isinstance(node, dict):
+            return
+        ann = _unwrap(ann)
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            self._refer(node, ann)
+            return
+        members = _union_members(ann)
+        if members is not None:
+            models = [m for m in map(_unwrap, members) if isinstance(m, type) and issubclass(m, BaseModel)]
+            if len(models) == 1:
+                self._refer(node, models[0])
+            return
+        origin, args = typing.get_origin(ann), typing.get_args(ann)
+        if origin in (list, set, frozenset, tuple) and args:
+            array = _shaped(node, "array")
+            if array is None:
+                return
+            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+                for arg, item in zip(args, array.get("prefixItems", ())):
+                    self.position(arg, item)
+            else:
+                self.position(args[0], array.get("items"))
+        elif origin in (dict, collections.abc.Mapping) and len(args) == 2:
+            table = _shaped(node, "object")
+            if table is not None:
+                self.position(args[1], table.get("additionalProperties"))
+
+    def _refer(self, node: dict[str, Any], cls: type[BaseModel]) -> None:
+        """Point ``node``'s reference to ``cls``'s definition (``node``'s own, or one of its
+        ``anyOf``/``oneOf``/``allOf`` branches) at its checked copy."""
+        for branch in (node, *node.get("anyOf", ()), *node.get("oneOf", ()), *node.get("allOf", ())):
+            ref = branch.get("$ref") if isinstance(branch, dict) else None
+            if isinstance(ref, str) and self.classes.get(ref.rsplit("/", 1)[-1]) is cls:
+                branch["$ref"] = "#/$defs/" + self._copy(ref.rsplit("/", 1)[-1])
+                return
+
+    def _copy(self, key: str) -> str:
+        if key in self.copies:
+            return self.copies[key]
+        cls = self.classes[key]
+        self.copies[key] = checked = f"{key}\x00checked"
+        d = self.defs[checked] = copy.deepcopy(self.defs[key])
+        if cls.model_config.get("extra") not in ("allow", "forbid"):  # (forbid: pydantic's schema says so)
+            d["additionalProperties"] = False
+        _not_given_twice(d, cls)
+        props = d.get("properties", {})
+        for fname, info in cls.model_fields.items():
+            if (info.alias or fname) in props:
+                self.position(info.annotation, props[info.alias or fname])
+        return checked
+
+    def named(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The definitions ``schema`` refers to, named: a checked copy that differs from its
+        model's own definition takes the model's name (``NAME``), and the definition, where
+        still referred to, ``NAME-unchecked``; a copy that does not differ is the definition.
+        ``schema``'s references are renamed alike."""
+        same = set(self.copies)
+        changed = True
+        while changed:  # the copies that are their definitions, once the copies they refer to are
+            mapping = {f"#/$defs/{self.copies[k]}": f"#/$defs/{k}" for k in same}
+            changed = False
+            for k in list(same):
+                if _rewritten(self.defs[self.copies[k]], mapping) != _rewritten(self.defs[k], mapping):
+                    same.discard(k)
+                    changed = True
+        rename = {f"#/$defs/{self.copies[k]}": f"#/$defs/{k}" for k in same}
+        both = set(self.copies) - same
+        for k in both:
+            rename[f"#/$defs/{k}"] = f"#/$defs/{k}-unchecked"
+            rename[f"#/$defs/{self.copies[k]}"] = f"#/$defs/{k}"
+        out: dict[str, Any] = {}
+        for key in _referred(schema, self.defs):
+            new = rename.get(f"#/$defs/{key}", f"#/$defs/{key}").rsplit("/", 1)[-1]
+            if new in out:  # (a copy that is its definition: one of the two)
+                continue
+            d = _renamed_refs(self.defs[key], rename)
+            if new.endswith("-unchecked"):
+                d["$comment"] = (
+                    f"{new[: -len('-unchecked')]} where the loader does not look for unknown keys (a member of a union "
+                    "of several models, or inside one)"
+                )
+            out[new] = d
+        renamed = _renamed_refs(schema, rename)
+        schema.clear()
+        schema.update(renamed)
+        return out
+
+
+def _referred(schema: Any, defs: dict[str, Any]) -> list[str]:
+    """The keys of ``defs`` that ``schema`` refers to, directly or through other definitions,
+    in the order found."""
+    found: dict[str, None] = {}
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                key = ref[len("#/$defs/"):]
+                if key in defs and key not in found:
+                    found[key] = None
+                    stack.append(defs[key])
+            stack.extend(v for k, v in node.items() if k != "$ref")
+        elif isinstance(node, list):
+            stack.extend(node)
+    return list(found)
+
+
+def _renamed_refs(node: Any, rename: dict[str, str]) -> Any:
+    """``node`` with each ``$ref`` found in ``rename`` replaced (a copy; everything else kept)."""
+    if isinstance(node, dict):
+        return {k: (rename.get(v, v) if k == "$ref" else _renamed_refs(v, rename)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_renamed_refs(v, rename) for v in node]
+    return node
 
 
 def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], source: str = "") -> dict[str, Any]:
@@ -99,16 +333,6 @@ def _pass_options_schema(name: str, options_cls: Any, defs: dict[str, Any], sour
         defs[prefix + k] = _rewritten(v, text_refs)
     # a set option reads a list with repeated items (as a set, once each): no uniqueItems
     schema = _rewritten(schema, text_refs)
-    schema.setdefault("additionalProperties", False)
-    # an option with an alias is read by its name too (fxpasses.PassOptions)
-    props = schema.get("properties", {})
-    both = []
-    for field, info in options_cls.model_fields.items():
-        if info.alias and info.alias in props and field not in props:
-            props[field] = props[info.alias]
-            both.append({"required": [info.alias, field]})  # (not both: "given twice")
-    if both:
-        schema["not"] = {"anyOf": both}
     # an entry's options and the [options.NAME] table are merged before they are validated, so
     # either may give a required option: neither alone requires it (check says what is missing)
     required = schema.pop("required", None)

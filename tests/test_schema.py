@@ -6,10 +6,13 @@ import json
 import tomllib
 from pathlib import Path
 
+from typing import Optional, Union
+
 import jsonschema
 import pytest
 import yaml
 from click.testing import CliRunner
+from pydantic import BaseModel, ConfigDict, Field
 
 import fxpasses
 from fxpasses.cli import cli
@@ -436,6 +439,172 @@ def test_the_schema_pattern_takes_the_pipeline_strings_the_loader_takes(pipeline
     except fxpasses.UserError:
         loaded = False
     assert loaded is valid
+
+
+
+class _Range(BaseModel):  # a plain model: pydantic ignores unknown keys, the loader refuses them
+    lo: float = 0.0
+    hi: float = 1.0
+
+
+class _Other(BaseModel):
+    a: int = 0
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    k: int = 0
+
+
+class _ByName(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    from_: int = Field(0, alias="from")
+
+
+class _Closed(BaseModel):  # forbids unknown keys, takes a field by its name too
+    model_config = ConfigDict(extra="forbid", validate_by_name=True)
+    from_: int = Field(0, alias="from")
+
+
+class _Holder(BaseModel):
+    inner: _Range = _Range()
+    inners: list[_Range] = []
+
+
+class _Tree(BaseModel):
+    v: int = 0
+    kids: list["_Tree"] = []
+
+
+class _NestedOptions(fxpasses.PassOptions):
+    nested: _Range = _Range()
+    maybe: Optional[_Range] = None
+    many: list[_Range] = []
+    by_key: dict[str, _Range] = {}
+    pair: tuple[_Range, int] = (_Range(), 1)
+    either: Union[_Range, _Other] = _Range()  # two models: the loader does not look
+    one_or_int: Union[_Range, int] = 0
+    one_or_list: Union[_Range, list[_Range]] = _Range()  # the list's items: not looked into
+    open_: _Open = Field(_Open(), alias="open")
+    by_name: _ByName = _ByName()
+    closed: _Closed = _Closed()
+    holder: _Holder = _Holder()
+    tree: _Tree = _Tree()
+
+
+def _nested_registry():
+    class Rt(fxpasses.GraphPass):
+        """Nested options."""
+
+        name = "rt"
+        Options = _NestedOptions
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(Rt)
+    return reg
+
+
+@pytest.mark.parametrize(
+    "options, valid",
+    [
+        ({"nested": {"lo": 0.5}}, True),
+        ({"nested": {"typo": 1}}, False),
+        ({"maybe": {"typo": 1}}, False),
+        ({"maybe": None}, True),
+        ({"many": [{"hi": 2}, {"typo": 1}]}, False),
+        ({"by_key": {"k": {"typo": 1}}}, False),
+        ({"pair": [{"typo": 1}, 1]}, False),
+        ({"either": {"typo": 1}}, True),
+        ({"either": {"a": 1, "typo": 1}}, True),
+        ({"one_or_int": {"typo": 1}}, False),
+        ({"one_or_int": 3}, True),
+        ({"one_or_list": {"typo": 1}}, False),
+        ({"one_or_list": [{"typo": 1}]}, True),
+        ({"open": {"typo": 1}}, True),
+        ({"by_name": {"from_": 1}}, True),
+        ({"by_name": {"from": 1, "from_": 2}}, False),
+        ({"by_name": {"typo": 1}}, False),
+        ({"closed": {"from_": 1}}, True),
+        ({"closed": {"typo": 1}}, False),
+        ({"holder": {"typo": 1}}, False),
+        ({"holder": {"inner": {"typo": 1}}}, False),
+        ({"holder": {"inners": [{"typo": 1}]}}, False),
+        ({"tree": {"kids": [{"kids": [{"typo": 1}]}]}}, False),
+        ({"tree": {"kids": [{"kids": [{"v": 1}]}]}}, True),
+    ],
+)
+def test_unknown_keys_of_a_nested_model_are_refused_where_the_loader_refuses_them(tmp_path, options, valid):
+    """A misspelt key in the table of a nested plain BaseModel passed the schema (its
+    definition had no additionalProperties: false) while the loader refused it (an adversarial
+    check). The schema now refuses unknown keys exactly where the loader looks for them."""
+    reg = _nested_registry()
+    v = jsonschema.Draft202012Validator(config_schema(reg))
+    config = {"pipeline": "rt", "options": {"rt": options}}
+    assert (not list(v.iter_errors(config))) is valid
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(config))
+    try:
+        fxpasses.Pipeline.from_config(path, registry=reg).plan()
+        loaded = True
+    except fxpasses.UserError:
+        loaded = False
+    assert loaded is valid
+
+
+def test_a_misspelt_key_of_a_nested_model_is_named_alike_by_the_schema_and_the_loader(tmp_path):
+    reg = _nested_registry()
+    schema = config_schema(reg)
+    v = jsonschema.Draft202012Validator(schema)
+    config = {"pipeline": "rt", "options": {"rt": {"nested": {"typo": 1}}}}
+    assert [e.message for e in v.iter_errors(config)] == ["Additional properties are not allowed ('typo' was unexpected)"]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(fxpasses.OptionsError) as info:
+        fxpasses.Pipeline.from_config(path, registry=reg).plan()
+    assert str(info.value).splitlines()[1] == "  rt.nested.typo: unknown option (valid: lo, hi) (given: 1)"
+    defs = schema["$defs"]
+    # pydantic's definition stays for the union of two models, where the loader does not look
+    assert defs["rt___Range"]["additionalProperties"] is False
+    assert "additionalProperties" not in defs["rt___Range-unchecked"]
+    assert defs["rt___Open"]["additionalProperties"] is True
+    assert defs["rt___ByName"]["properties"]["from_"] == defs["rt___ByName"]["properties"]["from"]
+    assert defs["rt___ByName"]["not"] == {"anyOf": [{"required": ["from", "from_"]}]}
+
+
+def test_unknown_top_level_options_are_refused_whatever_the_models_extra_setting():
+    """The loader refuses an unknown option of any Options model (it checks them itself where
+    the model does not forbid them), but the schema kept pydantic's additionalProperties: true
+    of an Options model with extra="allow", and took a plain model's field by a name it does
+    not take."""
+
+    class Loose(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        scale: int = 1
+        from_: int = Field(0, alias="from")
+
+    class Lp(fxpasses.GraphPass):
+        """Loose options."""
+
+        name = "loose_opts"
+        Options = Loose
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(Lp)
+    v = jsonschema.Draft202012Validator(config_schema(reg))
+    for options, valid in (({"scale": 2, "from": 1}, True), ({"typo": 1}, False), ({"from_": 1}, False)):
+        assert (not list(v.iter_errors({"pipeline": "loose_opts", "options": {"loose_opts": options}}))) is valid
+        try:
+            fxpasses.Pipeline.from_string("loose_opts", options={"loose_opts": options}, registry=reg).plan()
+            loaded = True
+        except fxpasses.UserError:
+            loaded = False
+        assert loaded is valid, options
 
 
 PRESETS_SOURCE = """
