@@ -10,8 +10,10 @@ A pass's options schema is pydantic's, with what the loader
 at the top level whatever the model's ``extra`` setting, and in the table of a nested plain
 ``BaseModel`` (``extra="ignore"``) wherever the loader looks for them (a field's model, through
 lists, tuples, sets, dicts and unions of one model; not inside a union of several models, where
-such a model's definition is copied as ``NAME-unchecked``); and an aliased field is taken by
-its name where the model takes names. The ``preset`` enum holds the presets that can be used
+such a model's definition is copied as ``NAME-unchecked``); an aliased field is taken by its
+name where the model takes names; and a float option, at any depth, also takes the strings
+``"inf"``, ``"-inf"`` and ``"nan"`` (how fxpasses' JSON writes non-finite floats) where its
+type and constraints take that value. The ``preset`` enum holds the presets that can be used
 (:meth:`~fxpasses.registry.Registry.preset_problems`); its description names the others and
 why.
 """
@@ -25,10 +27,10 @@ import sys
 import typing
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema
 
-from .config import _FLOAT_MAX, _INT_RANGES, Config, _field_by_key, _union_members, _unwrap, int_bounds
+from .config import _FLOAT_MAX, _INT_RANGES, _NON_FINITE, Config, _field_by_key, _union_members, _unwrap, int_bounds
 from .errors import PluginWarning, exception_text, warn
 from .passes import PassOptions
 from .registry import Registry
@@ -112,12 +114,18 @@ def _options_json_schema(name: str, options_cls: Any, source: str) -> dict[str, 
 #: (removed again by :func:`_as_the_loader_reads`)
 _MODEL = "x-fxpasses-model"
 
+#: the keys of a schema that describe it rather than constrain it (kept outside where a schema
+#: is wrapped in an ``anyOf``)
+_ANNOTATIONS = ("title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment")
+
+
 def _as_the_loader_reads(schema: dict[str, Any], options_cls: Any, models: list[type[BaseModel]]) -> dict[str, Any]:
     """pydantic's schema of ``options_cls`` (made by :class:`_LooseSchema`, which marked each
     model's schema with the index of its class in ``models``), with what
     :func:`fxpasses.config.validate_options` reads besides pydantic written in (see the module
-    doc): aliased fields by name, no unknown key at the top level, and none in the table of a
-    nested model where the loader refuses them (:class:`_Checked`)."""
+    doc): non-finite floats as strings (:func:`_non_finite_floats`), aliased fields by name, no
+    unknown key at the top level, and none in the table of a nested model where the loader
+    refuses them (:class:`_Checked`)."""
     defs: dict[str, Any] = schema.pop("$defs", {})
     classes = {k: models[d.pop(_MODEL)] for k, d in defs.items() if isinstance(d.get(_MODEL), int)}
     schema.pop(_MODEL, None)
@@ -157,11 +165,17 @@ def _unmarked(node: Any) -> Any:
 
 
 def _model_fields_as_read(node: dict[str, Any], cls: type[BaseModel]) -> None:
-    """In the schema ``node`` of the model ``cls``: each aliased field by its name too where
-    ``cls`` takes names (``validate_by_name``; pydantic's schema has the alias alone)."""
+    """In the schema ``node`` of the model ``cls``: its float fields' non-finite strings
+    (:func:`_non_finite_floats`), and each aliased field by its name too where ``cls`` takes
+    names (``validate_by_name``; pydantic's schema has the alias alone)."""
     props = node.get("properties")
     if not isinstance(props, dict):
         return
+    for fname, info in cls.model_fields.items():
+        field_node = props.get(info.alias or fname)
+        if isinstance(field_node, dict):
+            ann = typing.Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+            _non_finite_floats(ann, field_node, cls.model_config)
     for key, fname in _field_by_key(cls).items():
         alias = cls.model_fields[fname].alias
         if key == fname and alias and alias in props and fname not in props:
@@ -178,6 +192,65 @@ def _not_given_twice(node: dict[str, Any], cls: type[BaseModel]) -> None:
     ]
     if both:
         node["not"] = {"anyOf": both}
+
+
+def _non_finite_floats(ann: Any, node: dict[str, Any], config: Any) -> None:
+    """Let each place of ``node`` (the schema of a value of type ``ann`` in a model with
+    ``config``) where a float is expected also take the strings of :data:`~fxpasses.config._NON_FINITE`
+    (``"inf"``, ``"-inf"``, ``"nan"``: how fxpasses' JSON, and so a reproducer, writes floats
+    that are not finite) that its type and constraints take as that float (read by pydantic:
+    ``ge=0`` takes ``"inf"`` alone, ``allow_inf_nan=False`` none). Through ``Optional``,
+    unions, lists, tuples, sets and dicts; a model's fields are its own schema's."""
+    base = _unwrap(ann)
+    if isinstance(base, type) and issubclass(base, BaseModel):
+        return
+    members = _union_members(base) or [base]
+    if any(_unwrap(m) is float for m in members):
+        texts = _non_finite_texts(ann, config)
+        if texts:
+            inner = {k: v for k, v in node.items() if k not in _ANNOTATIONS}
+            outer = {k: v for k, v in node.items() if k in _ANNOTATIONS}
+            node.clear()
+            node.update(outer)
+            node["anyOf"] = [inner, {"enum": texts, "description": "a float that is not finite, written as text"}]
+            node = inner
+    for member in members:
+        member = _unwrap(member)
+        origin, args = typing.get_origin(member), typing.get_args(member)
+        if origin in (list, set, frozenset, tuple) and args:
+            array = _shaped(node, "array")
+            if array is None:
+                continue
+            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+                for arg, item in zip(args, array.get("prefixItems", ())):
+                    _non_finite_floats(arg, item, config)
+            elif isinstance(array.get("items"), dict):
+                _non_finite_floats(args[0], array["items"], config)
+        elif origin in (dict, collections.abc.Mapping) and len(args) == 2:
+            table = _shaped(node, "object")
+            if table is not None and isinstance(table.get("additionalProperties"), dict):
+                _non_finite_floats(args[1], table["additionalProperties"], config)
+
+
+def _non_finite_texts(ann: Any, config: Any) -> list[str]:
+    """The strings of :data:`~fxpasses.config._NON_FINITE` that a value of type ``ann`` (in a
+    model with ``config``) takes as a float, as the loader reads one: pydantic's reading of
+    the JSON token the string stands for."""
+    try:
+        finite_only = ConfigDict(allow_inf_nan=False) if config.get("allow_inf_nan") is False else None
+        adapter: TypeAdapter[Any] = TypeAdapter(ann, config=finite_only)
+    except Exception:  # noqa: BLE001 - a type pydantic cannot read on its own: left as it is
+        return []
+    texts = []
+    for text in ("inf", "-inf", "nan"):
+        token = _NON_FINITE[text]
+        try:
+            value = adapter.validate_json(token, strict=bool(config.get("strict")))
+        except Exception:  # noqa: BLE001 - not taken (a ValidationError, or a validator's own error)
+            continue
+        if isinstance(value, float):
+            texts.append(text)
+    return texts
 
 
 def _shaped(node: Any, kind: str) -> dict[str, Any] | None:

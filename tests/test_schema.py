@@ -6,7 +6,7 @@ import json
 import tomllib
 from pathlib import Path
 
-from typing import Optional, Union
+from typing import Annotated, Optional, Union
 
 import jsonschema
 import pytest
@@ -255,7 +255,11 @@ def test_an_option_type_without_json_schema_leaves_that_field_open_and_warns():
     )
     jsonschema.Draft202012Validator.check_schema(schema)
     props = schema["$defs"]["options_opaque_dtype"]["properties"]
-    assert props["scale"] == {"default": 1.0, "title": "Scale", "type": "number"}
+    assert props["scale"] == {
+        "default": 1.0,
+        "title": "Scale",
+        "anyOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"], "description": "a float that is not finite, written as text"}],
+    }
     assert "type" not in props["dtype"]  # unconstrained
     v = jsonschema.Draft202012Validator(schema)
     assert not list(v.iter_errors({"pipeline": "opaque_dtype", "options": {"opaque_dtype": {"dtype": "x", "scale": 2}}}))
@@ -605,6 +609,116 @@ def test_unknown_top_level_options_are_refused_whatever_the_models_extra_setting
         except fxpasses.UserError:
             loaded = False
         assert loaded is valid, options
+
+
+class _Finite(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)
+    f: float = 0.0
+
+
+class _Inner(BaseModel):
+    f: float = 0.0
+    g: float = Field(0.0, ge=0)
+
+
+class _FloatOptions(fxpasses.PassOptions):
+    plain: float = 0.0
+    at_least_0: float = Field(0.0, ge=0)
+    at_most_10: float = Field(0.0, le=10)
+    between: float = Field(1.0, gt=0, lt=10)
+    finite: float = Field(0.0, allow_inf_nan=False)
+    maybe: Optional[float] = Field(None, ge=0)
+    number: Union[float, int] = 0
+    text: Union[float, str] = 0.0
+    count: int = 0
+    # inside lists, dicts, tuples and nested models
+    seq: list[float] = []
+    seq_at_least_0: list[Annotated[float, Field(ge=0)]] = []
+    table: dict[str, Optional[float]] = {}
+    pair: tuple[float, int] = (0.0, 1)
+    inner: _Inner = _Inner()
+    inners: list[_Inner] = []
+    finite_model: _Finite = _Finite()
+
+
+def _float_registry():
+    class Fl(fxpasses.GraphPass):
+        """Float options."""
+
+        name = "fl"
+        Options = _FloatOptions
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(Fl)
+    return reg
+
+
+@pytest.mark.parametrize(
+    "option, taken",
+    [
+        ("plain", ["inf", "-inf", "nan"]),
+        ("at_least_0", ["inf"]),
+        ("at_most_10", ["-inf"]),
+        ("between", []),
+        ("finite", []),
+        ("maybe", ["inf"]),
+        ("number", ["inf", "-inf", "nan"]),
+        ("text", ["inf", "-inf", "nan"]),  # (as text)
+        ("count", []),
+    ],
+)
+def test_a_float_option_takes_the_strings_inf_and_nan_where_the_loader_does(option, taken):
+    """The loader reads "inf", "-inf" and "nan" for a float option (how reproducers write
+    non-finite floats in JSON), but the schema refused them: 'inf' is not of type 'number' (an
+    adversarial check). Each is taken where the option's type and constraints take it."""
+    reg = _float_registry()
+    v = jsonschema.Draft202012Validator(config_schema(reg))
+    for text in ("inf", "-inf", "nan"):
+        options = {option: text}
+        valid = not list(v.iter_errors({"pipeline": "fl", "options": {"fl": options}}))
+        assert valid is (text in taken), text
+        try:
+            fxpasses.Pipeline.from_config({"pipeline": "fl", "options": {"fl": options}}, registry=reg).plan()
+            loaded = True
+        except fxpasses.UserError:
+            loaded = False
+        assert loaded is valid, text
+
+
+@pytest.mark.parametrize(
+    "options, valid",
+    [
+        ({"seq": ["inf", 1.5, "nan", "-inf"]}, True),
+        ({"seq": ["Infinity"]}, False),
+        ({"seq_at_least_0": ["inf"]}, True),
+        ({"seq_at_least_0": ["-inf"]}, False),
+        ({"table": {"a": "nan", "b": None}}, True),
+        ({"pair": ["-inf", 1]}, True),
+        ({"pair": [1.0, "inf"]}, False),
+        ({"inner": {"f": "nan", "g": "inf"}}, True),
+        ({"inner": {"g": "-inf"}}, False),
+        ({"inners": [{"f": "-inf"}]}, True),
+        ({"finite_model": {"f": "inf"}}, False),
+    ],
+)
+def test_non_finite_strings_are_taken_wherever_a_float_is_expected(options, valid):
+    """At any depth, by the float's own constraints (the loader is being taught to read them
+    there too)."""
+    v = jsonschema.Draft202012Validator(config_schema(_float_registry()))
+    assert (not list(v.iter_errors({"pipeline": "fl", "options": {"fl": options}}))) is valid
+
+
+def test_a_float_options_schema_names_the_strings_it_takes():
+    props = config_schema(_float_registry())["$defs"]["options_fl"]["properties"]
+    assert props["at_least_0"] == {
+        "default": 0.0,
+        "title": "At Least 0",
+        "anyOf": [{"minimum": 0, "type": "number"}, {"enum": ["inf"], "description": "a float that is not finite, written as text"}],
+    }
+    assert props["finite"] == {"default": 0.0, "title": "Finite", "type": "number"}
 
 
 PRESETS_SOURCE = """
