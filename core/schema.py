@@ -234,8 +234,8 @@ def _non_finite_floats(ann: Any, node: dict[str, Any], config: Any) -> None:
 
 def _non_finite_texts(ann: Any, config: Any) -> list[str]:
     """The strings of :data:`~fxpasses.config._NON_FINITE` that a value of type ``ann`` (in a
-    model with ``config``) takes as a float, as the loader reads one: pydantic's reading of
-    the JSON token the string stands for."""
+    model with ``config``) takes as a float, as the loader reads one: the float the string
+    stands for, validated by pydantic with the field's type and constraints."""
     try:
         finite_only = ConfigDict(allow_inf_nan=False) if config.get("allow_inf_nan") is False else None
         adapter: TypeAdapter[Any] = TypeAdapter(ann, config=finite_only)
@@ -243,9 +243,8 @@ def _non_finite_texts(ann: Any, config: Any) -> list[str]:
         return []
     texts = []
     for text in ("inf", "-inf", "nan"):
-        token = _NON_FINITE[text]
         try:
-            value = adapter.validate_json(token, strict=bool(config.get("strict")))
+            value = adapter.validate_python(_NON_FINITE[text], strict=bool(config.get("strict")))
         except Exception:  # noqa: BLE001 - not taken (a ValidationError, or a validator's own error)
             continue
         if isinstance(value, float):

@@ -773,7 +773,7 @@ def test_the_preset_enum_holds_only_the_presets_that_can_be_used(tmp_path, monke
     schema = config_schema(reg)
     jsonschema.Draft202012Validator.check_schema(schema)
     preset = schema["properties"]["preset"]
-    assert preset["enum"] == ["bad_value", "cleanup", "fine", "inference", "needs_option", "training", None]
+    assert preset["enum"] == ["bad_value", "cleanup", "example_cleanup", "fine", "inference", "needs_option", "training", None]
     assert preset["description"] == (
         "a named pipeline instead of `pipeline`; 'bad_value' needs [options.fold_constants] max_numel (the "
         "preset's own values are left out or do not fit); 'needs_option' needs [options.needs_n] n (the preset's "
