@@ -575,6 +575,15 @@ def _show_text(d: Any) -> None:
     click.echo(f"dialects: {', '.join(d.dialects)}")
     writes = "may write parameters/buffers in place (run under the rollback's write guard)"
     click.echo(f"tensors:  {writes if d.writes_tensors else 'writes none in place (writes_tensors = False)'}")
+    click.echo(
+        "edits:    "
+        + (
+            "through torch.fx's editing methods and the context only (journal_edits = True: rollback records "
+            "what it touches, lint looks at that)"
+            if d.journal_edits
+            else "any (a snapshot of the graph and modules before it, a lint of the whole graph after it)"
+        )
+    )
     click.echo()
     if d.options:
         rows = []

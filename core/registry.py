@@ -278,6 +278,9 @@ class PassDescription:
     before: tuple[str, ...]
     dialects: tuple[str, ...]
     writes_tensors: bool
+    #: the pass edits only through torch.fx's editing methods and the context (a journal of
+    #: what it touches is its rollback record, and its lint looks at that alone)
+    journal_edits: bool
     distribution: str
     version: str
     module: str
@@ -505,6 +508,8 @@ class Registry:
         self._presets: dict[str, PresetInfo] = {}
         # the ordering cycles reported, by the passes on each (see _check_cycles)
         self._reported_cycles: set[frozenset[str]] = set()
+        # the plugin passes reported for a requires no registered pass has (see _check_requires)
+        self._reported_requires: set[str] = set()
         # plugins whose instrumentation hooks raised, by id (the objects are kept: a freed
         # object's id could be given to a healthy one)
         self._muted: dict[int, Any] = {}
@@ -778,6 +783,7 @@ class Registry:
         self._check_prefer()
         self._mark_conflicts()
         graph = self._check_cycles()
+        self._check_requires()
         self._check_presets(graph)
         known = {n for r in self.plugins for n in r.names}
         for name in sorted(self.disable - known):
@@ -1057,6 +1063,7 @@ class Registry:
         self.plugins.append(rec)
         self._register_plugin_object(plugin, rec)
         self._check_cycles()
+        self._check_requires()
         return rec
 
     def _register_plugin_object(self, obj: Any, rec: PluginRecord) -> None:
@@ -1372,6 +1379,32 @@ class Registry:
                 self._problem(PluginError(message, distribution=sources[0][0], version=sources[0][1]))
             else:
                 self._problem(PluginError(message, distribution=" and ".join(f"{d} {v}".strip() for d, v in sources), version=""))
+
+    def _check_requires(self) -> None:
+        """Report, once each, a plugin's pass whose ``requires`` names a pass no registered
+        one has: a pipeline holding it pulls in what it requires, so it can never be used
+        until a plugin registering that pass is installed (the error came only when a pipeline
+        named it). Its plugin is ``partial``; a name close to a registered one is suggested."""
+        for rec in self.plugins:
+            if rec.status not in ("loaded", "partial"):
+                continue
+            for name in rec.passes:
+                info = self._passes.get(name)
+                if info is None or name in self._reported_requires:
+                    continue
+                missing = [r for r in getattr(info.cls, "requires", ()) if r not in self._passes and r != name]
+                if not missing:
+                    continue
+                self._reported_requires.add(name)
+                hints = "".join(did_you_mean(close_names(r, self._passes)) for r in missing)
+                message = (
+                    f"pass {name!r} requires {_and([repr(r) for r in missing])}, which no installed plugin registers"
+                    f"{hints}: it can never be used until one does (a pipeline holding it pulls in what it requires)"
+                )
+                rec.problems.append(message)
+                rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
+                rec.status = "partial"
+                self._problem(PluginError(message, distribution=info.distribution, version=info.version))
 
     # ------------------------------------------------------------------ registering passes
 
@@ -1790,6 +1823,7 @@ class Registry:
             before=tuple(cls.before),
             dialects=tuple(cls.dialects),
             writes_tensors=bool(cls.writes_tensors),
+            journal_edits=bool(getattr(cls, "journal_edits", False)),
             distribution=info.distribution,
             version=info.version,
             module=cls.__module__,

@@ -47,7 +47,11 @@ def test_show_options_and_dependencies():
     assert "fxpasses-example-passes 0.1.0" in r.output
     d = json.loads(invoke("show", "remove_identity", "--format", "json").stdout)
     assert d["before"] == ["eliminate_dead_code"] and d["options"] == []
-    assert d["writes_tensors"] is False  # the example declares it (and journal_edits)
+    assert d["writes_tensors"] is False and d["journal_edits"] is True  # the example declares both
+    r = invoke("show", "count_ops")
+    assert "edits:    any (a snapshot of the graph and modules before it, a lint of the whole graph after it)" in r.output
+    r = invoke("show", "remove_identity")
+    assert "edits:    through torch.fx's editing methods and the context only (journal_edits = True" in r.output
     assert "writes none in place" in invoke("show", "eliminate_dead_code").output
     assert json.loads(invoke("show", "fuse_conv_bn", "--format", "json").stdout)["writes_tensors"] is False
     folding = json.loads(invoke("show", "fold_constants", "--format", "json").stdout)

@@ -2191,9 +2191,13 @@ def test_passes_whose_requires_form_a_cycle_are_reported_when_their_plugin_loads
     )
     with pytest.warns(fxpasses.errors.PluginWarning) as caught:
         reg = Registry()
-    assert [str(w.message) for w in caught if "cycle" in str(w.message)] == [f"plugin advcfg-cycle 0.0.1: {problem}"]
+    assert [str(w.message) for w in caught if "ordering cycle" in str(w.message)] == [f"plugin advcfg-cycle 0.0.1: {problem}"]
     (rec,) = [r for r in reg.plugins if r.distribution == "advcfg-cycle"]
-    assert (rec.status, rec.problems) == ("partial", [problem])
+    missing = (
+        "pass 'req_missing' requires 'no_such_required', which no installed plugin registers: it can never be used "
+        "until one does (a pipeline holding it pulls in what it requires)"
+    )
+    assert (rec.status, rec.problems) == ("partial", [problem, missing])
     # using one: the ordering error names the distribution too, as an unknown required pass's does
     with pytest.raises(fxpasses.CycleError) as info:
         fxpasses.Pipeline.from_string("cyc_a", registry=reg)
@@ -2201,6 +2205,9 @@ def test_passes_whose_requires_form_a_cycle_are_reported_when_their_plugin_loads
         "pass ordering cycle: cyc_b -> cyc_a -> cyc_b\n"
         "because: cyc_a (advcfg-cycle 0.0.1) requires cyc_b; cyc_b (advcfg-cycle 0.0.1) requires cyc_a"
     )
+    # a requires no registered pass has is reported as the plugin loads too (a pass-author
+    # check: it came only when a pipeline named the pass)
+    assert [str(w.message) for w in caught if "req_missing" in str(w.message)] == [f"plugin advcfg-cycle 0.0.1: {missing}"]
     with pytest.raises(UnknownPassError, match=r"required by pass 'req_missing' \(advcfg-cycle 0.0.1\)"):
         fxpasses.Pipeline.from_string("req_missing", registry=reg)
     forget_modules("fxp_advcfg_cycle")
@@ -2306,3 +2313,30 @@ def test_a_plugin_object_whose_passes_close_a_cycle_is_reported_once():
         "after = obj_a; obj_a (obj-one) declares after = obj_b): obj_a and obj_b cannot all be in one pipeline; fix "
         "their requires, after and before"
     ]
+
+
+def test_a_plugin_pass_requiring_a_misspelt_pass_is_reported_as_it_loads():
+    """`requires = ("propagate_shape",)` was listed as loaded; only a pipeline holding the pass
+    said "unknown pass 'propagate_shape'; did you mean 'propagate_shapes'?" (a pass-author
+    check). The plugin is now partial, with that said when it loads."""
+    import types
+
+    class MissingReq(fxpasses.GraphPass):
+        """Requires a misspelt pass."""
+
+        name = "missing_req"
+        requires = ("propagate_shape",)
+
+        def run(self, gm, ctx):
+            return False
+
+    plugin = types.SimpleNamespace(
+        fxpasses_register_passes=fxpasses.hookimpl(lambda register: register(MissingReq)), __name__="misspelt_requires"
+    )
+    reg = Registry()
+    rec = reg.register_plugin(plugin, name="misspelt_requires")
+    assert rec.status == "partial" and rec.problems == [
+        "pass 'missing_req' requires 'propagate_shape', which no installed plugin registers; did you mean "
+        "'propagate_shapes'?: it can never be used until one does (a pipeline holding it pulls in what it requires)"
+    ]
+    assert str(reg.problems[-1]) == f"plugin misspelt_requires: {rec.problems[0]}"
