@@ -74,8 +74,7 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
             by_name.setdefault(name, []).append(i)
 
     preds: dict[int, set[int]] = {i: set() for i in range(len(items))}
-    why: dict[tuple[int, int], str] = {}
-    # (who declares each arrow, how, and the declaring pass class: a cycle names its plugin)
+    # who declares each arrow, how, and the declaring pass class (a cycle names its plugin)
     declared: dict[tuple[int, int], tuple[str, str, Any]] = {}
 
     def edge(u: int, v: int, it: Item, kind: str, name: str, how: str) -> None:
@@ -83,7 +82,6 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
             preds[v].add(u)
             # who declares it: the item's name, or the member of a group that does
             who = getattr(it.cls, "declared_by", None) or (lambda kind, name: it.name)
-            why.setdefault((u, v), f"{who(kind, name)} {how}")
             declared.setdefault((u, v), (who(kind, name), how, _declaring_class(it, kind, name)))
 
     for i, it in enumerate(items):
@@ -129,9 +127,9 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
         ts.done(i)
 
     position = {i: k for k, i in enumerate(result)}
-    for (u, v), text in why.items():
+    for (u, v), (who, how, _) in declared.items():
         if u > v and position[u] < position[v] and items[u].pulled_in_by is None:
-            items[u].reasons.append(f"moved before {items[v].name}: {text}")
+            items[u].reasons.append(f"moved before {items[v].name}: {who} {how}")
     return [items[i] for i in result]
 
 
