@@ -215,21 +215,28 @@ def _non_finite_floats(ann: Any, node: dict[str, Any], config: Any) -> None:
             node["anyOf"] = [inner, {"enum": texts, "description": "a float that is not finite, written as text"}]
             node = inner
     for member in members:
-        member = _unwrap(member)
-        origin, args = typing.get_origin(member), typing.get_args(member)
-        if origin in (list, set, frozenset, tuple) and args:
-            array = _shaped(node, "array")
-            if array is None:
-                continue
-            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-                for arg, item in zip(args, array.get("prefixItems", ())):
-                    _non_finite_floats(arg, item, config)
-            elif isinstance(array.get("items"), dict):
-                _non_finite_floats(args[0], array["items"], config)
-        elif origin in (dict, collections.abc.Mapping) and len(args) == 2:
-            table = _shaped(node, "object")
-            if table is not None and isinstance(table.get("additionalProperties"), dict):
-                _non_finite_floats(args[1], table["additionalProperties"], config)
+        for item_ann, item_node in _element_schemas(_unwrap(member), node):
+            if isinstance(item_node, dict):
+                _non_finite_floats(item_ann, item_node, config)
+
+
+def _element_schemas(ann: Any, node: Any) -> list[tuple[Any, Any]]:
+    """``(type, schema)`` of each kind of element a container type ``ann`` holds, with the
+    part of ``node`` (its schema) that describes it: a list's, set's or ``tuple[X, ...]``'s
+    items, each position of a fixed tuple, a dict's values; [] for other types, or where
+    ``node`` has no single branch of the container's shape (:func:`_shaped`)."""
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin in (list, set, frozenset, tuple) and args:
+        array = _shaped(node, "array")
+        if array is None:
+            return []
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return list(zip(args, array.get("prefixItems", ())))
+        return [(args[0], array.get("items"))]
+    if origin in (dict, collections.abc.Mapping) and len(args) == 2:
+        table = _shaped(node, "object")
+        return [] if table is None else [(args[1], table.get("additionalProperties"))]
+    return []
 
 
 def _non_finite_texts(ann: Any, config: Any) -> list[str]:
@@ -291,20 +298,8 @@ class _Checked:
             if len(models) == 1:
                 self._refer(node, models[0])
             return
-        origin, args = typing.get_origin(ann), typing.get_args(ann)
-        if origin in (list, set, frozenset, tuple) and args:
-            array = _shaped(node, "array")
-            if array is None:
-                return
-            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-                for arg, item in zip(args, array.get("prefixItems", ())):
-                    self.position(arg, item)
-            else:
-                self.position(args[0], array.get("items"))
-        elif origin in (dict, collections.abc.Mapping) and len(args) == 2:
-            table = _shaped(node, "object")
-            if table is not None:
-                self.position(args[1], table.get("additionalProperties"))
+        for item_ann, item_node in _element_schemas(ann, node):
+            self.position(item_ann, item_node)
 
     def _refer(self, node: dict[str, Any], cls: type[BaseModel]) -> None:
         """Point ``node``'s reference to ``cls``'s definition (``node``'s own, or one of its
