@@ -97,7 +97,7 @@ from .fixpoint import DEFAULT_MAX_ITERATIONS, Fixpoint, FixpointWarning, Group, 
 from .registry import Registry, registry as default_registry
 from .report import PassReport, RunReport
 from .rewrites import RewriteLimit, run_pass_limited
-from .runner import HookError, hook_failure, run_pass
+from .runner import HookError, hook_failure, hook_name, run_pass
 from .snapshot import Snapshot, graph_changed
 from .reference64 import float64_reference
 from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
@@ -1833,6 +1833,8 @@ class Pipeline:
         if isinstance(exc, HookError):
             failure = hook_failure(name, exc, rolled_back=rolled_back, notes=notes)
             failure.raised_at = self._raised_at(name, exc.cause)
+            if exc.returned_by is not None:  # what the hook returned, not its code, failed
+                failure.notes.insert(0, f"the action was returned by the hook {hook_name(exc.returned_by)}")
         else:
             reason = f"verification failed: {exc}" if isinstance(exc, VerificationError) else f"{stage} failed: {exception_text(exc)}"
             failure = PassFailedError(name, reason, rolled_back=rolled_back, notes=notes, **where)

@@ -41,13 +41,37 @@ PASS_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit)
 
 
 class HookError(Exception):
-    """Raised by the runner when a hook fails; carries the node. Wrapped by the pipeline."""
+    """Raised by the runner when a hook fails; carries the node. Wrapped by the pipeline.
+    ``returned_by``: the hook whose returned action the runner failed to apply (its code did
+    not raise; the failure names it and its line), else None."""
 
-    def __init__(self, node: Node | None, cause: BaseException) -> None:
+    def __init__(self, node: Node | None, cause: BaseException, returned_by: Callable[..., Any] | None = None) -> None:
         super().__init__(exception_message(cause))
         self.node = node
         self.cause = cause
         self.place = failure_place(node)  # (described now: a rollback puts the node back)
+        self.returned_by = returned_by
+
+
+def _returned_by(exc: BaseException, hook: Callable[..., Any]) -> Callable[..., Any] | None:
+    """``hook`` when ``exc`` was not raised in its own code (no frame of its traceback runs
+    the hook's function: the runner raised it applying what the hook returned), else None.
+    Read from the traceback on failure only: nothing is added to the loop over the nodes."""
+    code = getattr(getattr(hook, "__func__", hook), "__code__", None)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return None
+        tb = tb.tb_next
+    return hook
+
+
+def hook_name(hook: Callable[..., Any]) -> str:
+    """``Class.method (file:line)`` of a bound hook: where its ``@on`` stands."""
+    func = getattr(hook, "__func__", hook)
+    code = getattr(func, "__code__", None)
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    return f"{getattr(func, '__qualname__', repr(hook))}{where}"
 
 
 class _Matcher:
@@ -431,7 +455,7 @@ def run_pass(
                 elif _apply(node, action, ctx):
                     changed = True
             except PASS_ERRORS as exc:
-                raise HookError(node, exc) from exc
+                raise HookError(node, exc, returned_by=_returned_by(exc, hook)) from exc
         nodes = []
     pending: list[tuple[Node, list[Callable[..., Any]]]] = []  # left unvisited by an exhausted budget
     for i, node in enumerate(nodes):
@@ -453,7 +477,7 @@ def run_pass(
                     budget.take(node, action)
                 did = _apply(node, action, ctx)
             except PASS_ERRORS as exc:
-                raise HookError(node, exc) from exc
+                raise HookError(node, exc, returned_by=_returned_by(exc, hooks[k])) from exc
             if did:
                 changed = True
                 break

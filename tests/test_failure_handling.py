@@ -1467,3 +1467,43 @@ def test_lint_checks_the_call_of_an_exported_modules_input_checks():
     torch.testing.assert_close(gm(x, y), expected)
     # the export graphs of the built-in pipeline pass the check (their inputs in order)
     fxpasses.Pipeline.from_preset("inference", verify="lint").run(gm, [x, y])
+
+
+def test_a_failure_applying_what_a_hook_returned_names_the_hook_and_its_line():
+    """A hook returning Replace for a node it had erased itself failed without naming the hook
+    (the runner raised, not the hook's code, so there was no "raised in the pass's code" line;
+    a pass-author check). A hook that raises itself is named by its raising line, as before."""
+
+    class EraseThenReplace(fxpasses.NodePass):
+        name = "erase_then_replace"
+
+        @fxpasses.on("relu", op="call_function")
+        def relu(self, node, ctx):
+            x = node.args[0]
+            node.replace_all_uses_with(x)
+            ctx.graph.erase_node(node)
+            return fxpasses.Replace(x)
+
+    class Raises(EraseThenReplace):
+        name = "raises_in_hook"
+
+        @fxpasses.on("relu", op="call_function")
+        def relu(self, node, ctx):
+            raise RuntimeError("own failure")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + 1
+
+    gm = torch.fx.symbolic_trace(M())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([EraseThenReplace]).run(gm, [torch.randn(3)])
+    line = EraseThenReplace.relu.__code__.co_firstlineno
+    assert info.value.notes[0] == (
+        "the action was returned by the hook test_a_failure_applying_what_a_hook_returned_names_the_hook_and_its_line."
+        f"<locals>.EraseThenReplace.relu ({__file__}:{line})"
+    )
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([Raises]).run(gm, [torch.randn(3)])
+    assert not any(n.startswith("the action was returned") for n in info.value.notes)
+    assert info.value.raised_at.startswith(f"{__file__}:")
