@@ -228,7 +228,7 @@ def _zero(p: Any) -> bool:
     """Whether a dropout's probability ``p`` is a literal 0: the dropout then returns its input
     itself, in training mode too (ATen's ``_dropout_impl``: ``if (p == 0 || !train ...)
     return input``), so removing it is exact and changes no output."""
-    return type(p) in (int, float) and p == 0
+    return isinstance(p, (int, float)) and p == 0  # (False too, which torch reads as 0)
 
 
 def _inplace(node: Node) -> bool:

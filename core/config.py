@@ -1193,11 +1193,40 @@ def _toml_problem(exc: Exception, text: str) -> str:
     if not message.startswith("Cannot overwrite a value") or place is None:
         return message
     lines = text.splitlines()
-    line = int(place.group(1))
-    if not 1 <= line <= len(lines) or "=" not in lines[line - 1]:
+    end = int(place.group(1))  # (the line where the repeated value ends)
+    key = None
+    for start in range(end - 1, max(end - 200, 0) - 1, -1):  # the statement it ends, read by tomllib
+        try:
+            parsed = tomllib.loads("\n".join(lines[start:end]))
+        except tomllib.TOMLDecodeError:
+            continue
+        key = _only_path(parsed)
+        break
+    if key is None:
         return message
-    key = lines[line - 1].split("=", 1)[0].strip()
+    for header in reversed(lines[:start]):  # the table it is in: [model] seed = 1 is model.seed
+        try:
+            table = tomllib.loads(header) if header.lstrip().startswith("[") else None
+        except tomllib.TOMLDecodeError:
+            table = None
+        if table is not None:
+            prefix = _only_path(table)
+            key = f"{prefix}.{key}" if prefix else key
+            break
     return f"duplicate key {key!r}, given a value before (tomllib: {message})"
+
+
+def _only_path(data: Any) -> str | None:
+    """The dotted path of the one key at each level of ``data`` (what one TOML statement or
+    table header parses to: ``{"a": {"b": 1}}`` is ``a.b``), or None when some level has none
+    or several."""
+    parts = []
+    while isinstance(data, dict) and data:
+        if len(data) != 1:
+            return None
+        (k, data), = data.items()
+        parts.append(k)
+    return ".".join(parts) or None
 
 
 def _read(path: Path) -> Any:

@@ -73,7 +73,9 @@ def function_pass(fn: Callable[..., Any], name: str | None = None) -> type[Graph
     if not callable(fn):
         raise PassDefinitionError(f"function_pass: {fn!r} is not callable")
     try:
-        signature = inspect.signature(fn)
+        # (its own: a decorator's functools.wraps points __wrapped__ at a function it calls
+        # with more arguments)
+        signature = inspect.signature(fn, follow_wrapped=False)
     except (TypeError, ValueError):  # a builtin or C callable without one: called as it is
         signature = None
     if signature is not None:

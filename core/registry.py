@@ -1369,9 +1369,15 @@ class Registry:
                 f"{'; '.join(said)}; fix their requires, after and before"
             )
             declaring = list(dict.fromkeys(self._passes[graph[u][v][0]] for u, v in zip(cycle, cycle[1:])))
+            # the built-in passes order themselves without a cycle: one through them is made by
+            # the plugins that declare its other arrows
+            declaring = [i for i in declaring if i.distribution != BUILTIN_DISTRIBUTION] or declaring
             sources = sorted({(i.distribution, i.version) for i in declaring}, key=lambda s: (_norm(s[0]), s[1]))
-            for rec in self.plugins:  # listed as partial: passes of theirs cannot be used as they are
-                if rec.status in ("loaded", "partial") and set(rec.passes) & (on | set(never)):
+            # listed as partial: the plugins whose passes declare the cycle, or cannot be used
+            # (not one whose pass another plugin's declarations put on it: the built-in passes)
+            blamed = {i.name for i in declaring} | set(never)
+            for rec in self.plugins:
+                if rec.status in ("loaded", "partial") and set(rec.passes) & blamed:
                     rec.problems.append(message)
                     rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
                     rec.status = "partial"

@@ -519,11 +519,12 @@ def _probe(
     """Call the hooks of ``pending`` (None: ``p.setup`` and then every subscribed node, as a
     run would) until one returns an action other than keep, or raises: True then, False when
     every one keeps its node. A whole-graph pass (:class:`GraphPass`, ``pending`` None) is
-    run: True when it raises, or says it changed the graph (``run`` returned a true value, or
-    None and the graph or module tree differs from before). Nothing a hook returns is applied, and whatever the hooks (and
+    run: True when it raises, or changed the graph, the module tree or a tensor in place
+    (compared with before, as a run's ``changed`` is: not what ``run`` returned). Nothing a
+    hook returns is applied, and whatever the hooks (and
     ``setup``, and a whole-graph pass's ``run``) did themselves is undone: the graph and module tree through a
     :class:`~fxpasses.snapshot.Snapshot` (tensors written in place inside its write guard,
-    for a pass that declares ``writes_tensors``), and the context's counters, skips, notes and
+    whatever the pass declares), and the context's counters, skips, notes and
     analyses. Not undone: the pass object's own attributes (its ``finish`` has run, or it
     never runs: nothing reads them afterwards), and what the hooks do outside the module.
 
@@ -541,13 +542,15 @@ def _probe(
         dict(ctx.analyses),
         ctx.node,
     )
-    guard = snap.guard() if type(p).writes_tensors else contextlib.nullcontext()
+    # every tensor guarded: a pass declaring writes_tensors=False that writes one anyway would
+    # otherwise leave the write of a pass the limit kept from running (its run is put back)
+    guard = snap.guard()
     try:
         with guard:
             if isinstance(p, GraphPass):
                 p.setup(gm, ctx)
-                changed = p.run(gm, ctx)
-                return bool(changed) if changed is not None else bool(snap.changed())
+                p.run(gm, ctx)  # (what it returns is not taken, as a run's changed is not)
+                return bool(snap.changed())  # (tensors written in place included)
             assert isinstance(p, NodePass)
             if pending is None:
                 p.setup(gm, ctx)

@@ -716,3 +716,30 @@ def test_a_hook_replacing_the_node_by_itself_is_no_rewrite():
         report = Pipeline([Itself]).run(gm, [x], rewrite_limit=limit)
         p = report["replace_by_itself"]
         assert (p.rewrites, p.cut_off, p.changed) == (0, False, False), limit
+
+
+def test_a_whole_graph_pass_probed_under_the_limit_is_judged_by_what_it_did_and_leaves_nothing():
+    """The probe took a whole-graph pass's `return True` for a change (a run without a limit
+    reports changed=False for it), and left a buffer written by a pass declaring
+    writes_tensors=False that the limit had kept from running (an adversarial check)."""
+
+    class SaysTrue(fxpasses.GraphPass):
+        name = "says_true"
+
+        def run(self, gm, ctx):
+            return True  # (changes nothing)
+
+    class WritesQuietly(fxpasses.GraphPass):
+        name = "writes_quietly"
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            with torch.no_grad():
+                gm.get_parameter("lin.weight").mul_(3)
+            return None
+
+    gm = torch.fx.symbolic_trace(_TwoRelus())
+    weight = gm.get_parameter("lin.weight").detach().clone()
+    report = Pipeline([SaysTrue, WritesQuietly]).run(gm, [torch.randn(2, 4)], rewrite_limit=0)
+    assert [(p.name, p.cut_off) for p in report.passes] == [("says_true", False), ("writes_quietly", True)]
+    assert torch.equal(gm.get_parameter("lin.weight"), weight)

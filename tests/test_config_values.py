@@ -1105,3 +1105,22 @@ def test_a_toml_key_given_twice_is_named(tmp_path):
         f"{path}: invalid TOML: duplicate key 'verify', given a value before (tomllib: Cannot overwrite a value "
         "(at line 3, column 19))"
     )
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ('pipeline = "a"\npipeline = """\nsimplify_algebra{k=1}"""\n', "pipeline"),  # a value of several lines
+        ('"x=y" = 1\n"x=y" = 2\n', "x=y"),  # a quoted key holding =
+        ('pipeline = ["a"]\npipeline = [\n "x",\n]\n', "pipeline"),
+        ('pipeline = "a"\n[model]\nseed = 1\nseed = 2\n', "model.seed"),  # in a table
+    ],
+)
+def test_a_toml_key_given_twice_is_named_whatever_its_value_spans(tmp_path, text, key):
+    """The key was read from the line tomllib points at, which is where the repeated value
+    ends: `pipeline = \"\"\"...{k=1}\"\"\"` named 'simplify_algebra{k' (an adversarial check)."""
+    path = tmp_path / "d.toml"
+    path.write_text(text)
+    with pytest.raises(fxpasses.ConfigError) as info:
+        fxpasses.Pipeline.from_config(str(path))
+    assert str(info.value).startswith(f"{path}: invalid TOML: duplicate key {key!r}, given a value before (tomllib: ")

@@ -398,3 +398,18 @@ def test_a_dropout_of_probability_zero_is_its_input_in_training_mode_too(dialect
     out = c.gm(*c.inputs)
     assert torch.equal(out[0], c.inputs[0]) and torch.equal(out[2], c.inputs[0] + 1)
     assert out[1] is c.inputs[0]  # the input itself, as eager returns it
+
+
+def test_a_dropout_probability_of_false_is_zero():
+    """`F.dropout(x, p=False, training=True)`: torch reads False as 0 (it returns x); it was kept
+    as an active dropout (an adversarial check)."""
+
+    class PFalse(torch.nn.Module):
+        def forward(self, x):
+            return F.dropout(x, p=False, training=True) + 1
+
+    x = torch.randn(4)
+    gm = torch.fx.symbolic_trace(PFalse())
+    report = fxpasses.Pipeline.from_string("remove_dropout", verify="numeric").run(gm, [x])
+    assert report["remove_dropout"].counters == {"removed": 1}
+    assert torch.equal(gm(x), x + 1)

@@ -235,3 +235,23 @@ def test_assert_preserves_outputs_with_the_pass_and_module_swapped_says_so():
         "module: 'eliminate_dead_code' is not a torch.nn.Module; the pass comes first: "
         "assert_preserves_outputs(pass_or_pipeline, module, example_inputs)"
     )
+
+
+def test_a_decorated_pass_function_is_judged_by_its_own_signature_not_the_wrapped_ones():
+    """`inspect.signature` follows `__wrapped__`: a decorator (functools.wraps) that supplies an
+    argument had its function refused as needing it (an adversarial check)."""
+    import functools
+
+    def inject(f):
+        @functools.wraps(f)
+        def wrapper(gm):
+            return f(gm, {"k": 1})
+
+        return wrapper
+
+    @inject
+    def with_config(gm, cfg):
+        return None
+
+    gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+    assert Pipeline([with_config]).run(gm).passes[0].status == "ok"

@@ -2340,3 +2340,29 @@ def test_a_plugin_pass_requiring_a_misspelt_pass_is_reported_as_it_loads():
         "'propagate_shapes'?: it can never be used until one does (a pipeline holding it pulls in what it requires)"
     ]
     assert str(reg.problems[-1]) == f"plugin misspelt_requires: {rec.problems[0]}"
+
+
+def test_a_cycle_one_plugin_declares_through_built_in_passes_blames_that_plugin_alone():
+    """A plugin pass declaring after = eliminate_dead_code and before = remove_dropout puts
+    the built-in passes on a cycle (the built-in pipeline orders remove_dropout first): the
+    built-in plugin was listed as partial with it (an adversarial check)."""
+    import types
+
+    class Between(fxpasses.GraphPass):
+        """Declares an order no pipeline can give with the built-in passes."""
+
+        name = "between_p"
+        after = ("eliminate_dead_code",)
+        before = ("remove_dropout",)
+
+        def run(self, gm, ctx):
+            return None
+
+    plugin = types.SimpleNamespace(
+        fxpasses_register_passes=fxpasses.hookimpl(lambda register: register(Between)), __name__="between_plug"
+    )
+    reg = Registry()
+    rec = reg.register_plugin(plugin, name="between_plug")
+    builtin = [r for r in reg.plugins if r.entry_point == "builtin = fxpasses.builtin_passes"]
+    assert [r.status for r in builtin] == ["loaded"]
+    assert rec.status == "partial" and "pass ordering cycle: " in rec.problems[0]
