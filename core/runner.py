@@ -530,8 +530,6 @@ def _probe(
 
     This answers what the rewrite limit stopped: a pass cut off by the limit would have gone
     on with these hooks (they see the pass's state after ``finish`` rather than before it)."""
-    import contextlib
-
     from .snapshot import Snapshot
 
     snap = Snapshot(gm)
