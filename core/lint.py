@@ -273,6 +273,8 @@ def lint_edits(
     module_records: list[tuple],
     names_kept: bool = False,
     paths: ModulePaths | None = None,
+    *,
+    all_targets: bool = False,
 ) -> bool:
     """True when ``gm.graph.lint()`` and the submodule check would succeed, given that they
     succeeded before a pass that changed only ``nodes`` (created or edited, as
@@ -294,6 +296,8 @@ def lint_edits(
     existing path resolves to (those are ``nn.Module.__getattr__``'s fallback, consulted only
     where the path failed before). ``paths``: a :class:`ModulePaths` of ``gm`` made after the
     pass, to share its resolutions (:func:`unspellable_argument` takes one too).
+    ``all_targets``: resolve every target again, as for a module that changed otherwise (the
+    module edits of a pass whose journal is trusted for them are not all recorded).
     """
     graph = gm.graph
     root = graph.owning_module
@@ -327,8 +331,8 @@ def lint_edits(
                 paths = ModulePaths(root)
             if not _resolves(paths, op, target):
                 return False
-    lost: set[str] = set()  # names removed or rebound in a recorded module
-    for rec in module_records:
+    lost: set[str] | None = None if all_targets else set()  # names removed or rebound in a recorded module
+    for rec in module_records if lost is not None else ():
         atoms = _changed_atoms(rec)
         if atoms is None:  # class or attributes changed: any path may resolve differently
             lost = None  # type: ignore[assignment]

@@ -1347,6 +1347,9 @@ class Pipeline:
                             journal=snap if journaled else None,
                             inputs=inputs,
                             frame=io_frame,
+                            # a third-party journal is trusted for the module tree: what every
+                            # call_module/get_attr target resolves to is checked again
+                            all_targets=frame is not None,
                         )
                         if whole:
                             names_kept = names_in_namespace(gm.graph)
@@ -2085,6 +2088,7 @@ def _lint(
     journal: Journal | None = None,
     inputs: tuple[str, ...] | None = None,
     frame: Any = None,
+    all_targets: bool = False,
 ) -> bool:
     """``Graph.lint()`` (through :func:`~fxpasses.lint.lint_passes` when it can answer), every
     ``call_module`` target a submodule, and every argument something the generated code can
@@ -2106,6 +2110,10 @@ def _lint(
 
     ``inputs``: the graph's inputs when the run began (:func:`~fxpasses.lint.input_signature`;
     see :func:`~fxpasses.lint.structure_problem`, which also requires one output node).
+
+    ``all_targets``: with ``edits``, resolve every ``call_module``/``get_attr`` target again,
+    not only those a recorded module change can touch (after a third-party journaled pass,
+    whose module edits outside the context its journal does not see: ``del gm.sub``).
 
     Raises:
         VerificationError: the graph has no output node, or several, or other inputs than
@@ -2164,7 +2172,7 @@ def _lint(
                 "for tensors) or pass plain values"
             )
         raise _NodeProblem(text, node)
-    if edits is not None and lint_edits(gm, touched, edits.module_records(), names_kept, paths):
+    if edits is not None and lint_edits(gm, touched, edits.module_records(), names_kept, paths, all_targets=all_targets):
         return False
     if lint_passes(gm):  # the same checks, several times faster; on doubt, torch's own lint
         return True

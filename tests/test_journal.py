@@ -211,8 +211,8 @@ def test_the_built_in_pipeline_lints_only_the_first_pass_whole(unchecked, monkey
         whole.append(1)
         return real_whole(gm)
 
-    def count_partial(*args):
-        ok = real_partial(*args)
+    def count_partial(*args, **kwargs):
+        ok = real_partial(*args, **kwargs)
         partial.append(ok)
         return ok
 
@@ -312,8 +312,8 @@ def test_the_partial_lint_refuses_each_breakage_and_torch_names_it(how, said, ch
     verdicts = []
     real = pipeline_mod.lint_edits
 
-    def spy(*args):
-        verdicts.append(real(*args))
+    def spy(*args, **kwargs):
+        verdicts.append(real(*args, **kwargs))
         return verdicts[-1]
 
     monkeypatch.setattr(pipeline_mod, "lint_edits", spy)
@@ -1417,3 +1417,37 @@ def test_a_broken_input_before_a_third_party_journaled_pass_is_named_before_it_r
     with pytest.raises(fxpasses.errors.InputGraphError, match=r"no pass was run \('counts' was next\)"):
         fxpasses.Pipeline([Counts], on_error="skip").run(gm, [torch.randn(2, 4)])
     assert ran == []
+
+
+def test_a_journaled_pass_deleting_a_submodule_directly_and_succeeding_fails_lint(monkeypatch):
+    """`del gm.act` in a third-party journaled pass that returned was "ok": the partial lint
+    re-resolved only targets a recorded module change could touch, and the module called a
+    submodule that was gone (an adversarial check). Every target is resolved again after
+    such a pass; the failure then stops the run, the restore being incomplete."""
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            return self.act(self.lin(x))
+
+    class DropSubOk(fxpasses.GraphPass):
+        name = "drop_sub_ok"
+        journal_edits = True
+        writes_tensors = False
+
+        def run(self, gm, ctx):
+            del gm.act
+            return True
+
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")
+    gm = torch.fx.symbolic_trace(M())
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        fxpasses.Pipeline(["eliminate_dead_code", DropSubOk], on_error="skip").run(gm, [torch.randn(2, 4)])
+    assert str(info.value).startswith(
+        "pass 'drop_sub_ok' failed: graph lint failed: RuntimeError: Node act target act references nonexistent attribute act"
+    )
+    assert info.value.notes[-1].endswith("so the run stops here whatever on_error says")
