@@ -31,10 +31,23 @@ def marked_hooks(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
 
 
 def _marked(pm: pluggy.PluginManager, plugin: Any, name: str) -> bool:
+    return _impl_opts(pm, plugin, name) is not None
+
+
+def _impl_opts(pm: pluggy.PluginManager, plugin: Any, name: str) -> Any:
+    """pluggy's options of ``plugin``'s attribute ``name`` when it is marked ``@fxpasses.hookimpl``, else None."""
     try:
-        return pm.parse_hookimpl_opts(plugin, name) is not None
+        return pm.parse_hookimpl_opts(plugin, name)
     except Exception:  # noqa: BLE001 - an attribute pluggy cannot read is not a hook either
-        return False
+        return None
+
+
+def hook_of(pm: pluggy.PluginManager, plugin: Any, name: str) -> str:
+    """The hook ``plugin``'s marked method ``name`` implements: pluggy's ``specname`` when the
+    marker gives one (``@fxpasses.hookimpl(specname="fxpasses_register_passes")`` on a
+    method of another name), else ``name``."""
+    opts = _impl_opts(pm, plugin, name) or {}
+    return opts.get("specname") or name
 
 
 def hook_name_problems(
@@ -54,9 +67,10 @@ def hook_name_problems(
         if name.startswith("_"):
             continue
         if _marked(pm, plugin, name):
-            if name in allowed:
+            hook = hook_of(pm, plugin, name)
+            if hook in allowed:
                 continue
-            if name in ALL_HOOKS:  # a registration hook on an instrument
+            if hook in ALL_HOOKS:  # a registration hook on an instrument
                 problems.append(
                     f"{name} is called only for plugins a registry loads (an entry point of the "
                     "'fxpasses' group, or Registry.register_plugin), never for an instrument; "
@@ -64,8 +78,12 @@ def hook_name_problems(
                 )
             else:
                 problems.append(
-                    f"{name} is marked @fxpasses.hookimpl but no fxpasses hook has that name"
-                    + did_you_mean(close_hook_names(name, allowed))
+                    (
+                        f"{name} is marked @fxpasses.hookimpl but no fxpasses hook has that name"
+                        if hook == name
+                        else f"{name} is marked @fxpasses.hookimpl(specname={hook!r}) but no fxpasses hook has that name"
+                    )
+                    + did_you_mean(close_hook_names(hook, allowed))
                     + f" (hooks: {', '.join(allowed)})"
                 )
             continue
@@ -99,7 +117,7 @@ def signature_problems(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
     plugin id), with the arguments the hook passes."""
     problems = []
     for name in marked_hooks(pm, plugin):
-        caller = getattr(pm.hook, name, None)
+        caller = getattr(pm.hook, hook_of(pm, plugin, name), None)
         spec = getattr(caller, "spec", None)
         if spec is None:
             continue

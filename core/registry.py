@@ -926,8 +926,13 @@ class Registry:
         unloaded = bool(set(registered) & self._builtin_names_not_loaded()) or any(
             r.status == "disabled" and _norm(r.distribution) != BUILTIN_DISTRIBUTION for r in self.plugins
         )
+        # each with the registered names close to it (eliminate_dead_cod: eliminate_dead_code)
+        spelled = [
+            n + (f" (did you mean {' or '.join(map(repr, near))}?)" if (near := close_names(n, self._passes, n=2)) else "")
+            for n in registered
+        ]
         parts = (
-            [f"pass(es) no {'loaded' if unloaded else 'installed'} plugin registers: {', '.join(registered)}"]
+            [f"pass(es) no {'loaded' if unloaded else 'installed'} plugin registers: {', '.join(spelled)}"]
             if registered
             else []
         )
@@ -1833,8 +1838,19 @@ class Registry:
             distribution=info.distribution,
             version=info.version,
             module=cls.__module__,
-            notes=tuple(self.order_notes(cls)),
+            notes=tuple(self._requires_notes(cls) + self.order_notes(cls)),
         )
+
+    def _requires_notes(self, cls: type[Pass]) -> list[str]:
+        """A note for each name in ``cls``'s ``requires`` that no registered pass has (the pass
+        cannot be used until one does), with the registered names close to it."""
+        known = sorted(set(self.names()) - {cls.name})
+        return [
+            f"{cls.name}: requires names {name!r}, which no registered pass has (the pass cannot be used until a "
+            f"plugin registering it is installed){did_you_mean(close_names(name, known, n=2))}"
+            for name in getattr(cls, "requires", ())
+            if name not in self and name != cls.name
+        ]
 
     def order_notes(self, cls: type[Pass], *, also: Iterable[str] = (), typos_only: bool = False) -> list[str]:
         """A note for each name in pass class ``cls``'s ``after``/``before`` that no registered

@@ -2366,3 +2366,79 @@ def test_a_cycle_one_plugin_declares_through_built_in_passes_blames_that_plugin_
     builtin = [r for r in reg.plugins if r.entry_point == "builtin = fxpasses.builtin_passes"]
     assert [r.status for r in builtin] == ["loaded"]
     assert rec.status == "partial" and "pass ordering cycle: " in rec.problems[0]
+
+
+def test_a_hook_implemented_under_another_name_with_pluggys_specname_is_taken():
+    """`@fxpasses.hookimpl(specname="fxpasses_register_passes") def more(register)`, which
+    pluggy supports, was refused as "no fxpasses hook has that name" and the whole plugin failed
+    (a new-user check); a specname no hook has is named as such."""
+    import types
+
+    class SpecNamed(fxpasses.GraphPass):
+        """Registered through a hook of another name."""
+
+        name = "spec_named"
+
+        def run(self, gm, ctx):
+            return False
+
+    good = types.SimpleNamespace(
+        more=fxpasses.hookimpl(specname="fxpasses_register_passes")(lambda register: register(SpecNamed))
+    )
+    reg = Registry(autoload=False)
+    rec = reg.register_plugin(good, name="spec_plug")
+    assert rec.status == "loaded" and "spec_named" in reg
+    bad = types.SimpleNamespace(more=fxpasses.hookimpl(specname="fxpasses_register_pases")(lambda register: None))
+    rec = reg.register_plugin(bad, name="bad_spec_plug")
+    assert rec.status == "failed"
+    assert "more is marked @fxpasses.hookimpl(specname='fxpasses_register_pases') but no fxpasses hook has that name; " in rec.error
+    assert "did you mean 'fxpasses_register_passes'" in rec.error
+
+
+def test_show_notes_a_requires_no_registered_pass_has():
+    """`fxpasses show` noted a misspelt `after` but said nothing of a misspelt `requires`
+    (`propagate_shape`; a new-user check)."""
+
+    class NeedsShapes(fxpasses.GraphPass):
+        """Requires a misspelt pass."""
+
+        name = "needs_shapes"
+        requires = ("propagate_shape",)
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = Registry()
+    reg.register(NeedsShapes)
+    assert reg.describe("needs_shapes").notes[0] == (
+        "needs_shapes: requires names 'propagate_shape', which no registered pass has (the pass cannot be used until "
+        "a plugin registering it is installed); did you mean 'propagate_shapes'?"
+    )
+
+
+def test_a_preset_naming_a_misspelt_pass_is_told_the_close_name(site):
+    """The load-time warning for a preset naming an unknown pass offered no close name, where
+    `fxpasses check --preset` did (a new-user check)."""
+    make_dist(
+        site,
+        "typo-preset",
+        "0.1",
+        "fxp_typo_preset",
+        '''
+import fxpasses
+
+
+@fxpasses.hookimpl
+def fxpasses_register_presets(register):
+    register("typo_cleanup", "remove_dropout,eliminate_dead_cod", "Misspelt.")
+''',
+    )
+    forget_modules("fxp_typo_preset")
+    with pytest.warns(fxpasses.errors.PluginWarning) as caught:
+        Registry()
+    (message,) = [str(w.message) for w in caught if "typo_cleanup" in str(w.message)]
+    assert message.endswith(
+        "preset 'typo_cleanup' names pass(es) no installed plugin registers: eliminate_dead_cod (did you mean "
+        "'eliminate_dead_code'?)"
+    ), message
+    forget_modules("fxp_typo_preset")
