@@ -407,6 +407,11 @@ class _Parser:
         else:
             key, kpos = self.name(f"an option name for {name!r}")
         spelt = self.text[kpos : self.pos]  # as typed (key is its NFKC form)
+        if self.peek() == "":  # `fold_constants{max_numel=4096,eliminate_dead_code`: a } missing
+            raise self.error(
+                f"expected '=' after option {key!r} of {name!r}, found end of string (the options of {name!r} "
+                "have no closing '}': is one missing before a pass name read as an option?)"
+            )
         self.expect("=", f"after option {key!r} of {name!r}")
         if key in options:
             first = spellings[key]

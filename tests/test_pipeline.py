@@ -1657,3 +1657,15 @@ def test_printed_options_read_back_as_the_same_values(text, printed):
     entry = {"name": "pets", "options": json.loads(json.dumps(changed_options(options, mode="json")))}
     again = Pipeline.from_config({"pipeline": [entry]}, registry=r).plan().steps[0].options
     assert again == options and type(again.pet) is type(options.pet) and type(again.fl) is type(options.fl)
+
+
+def test_a_missing_closing_brace_in_a_pipeline_string_is_suggested():
+    """`fold_constants{max_numel=4096,eliminate_dead_code` read the next pass as an option and
+    said only "expected '=' after option 'eliminate_dead_code'" (a new-user check)."""
+    with pytest.raises(fxpasses.ConfigError) as info:
+        Pipeline.from_string("remove_dropout,fold_constants{max_numel=4096,eliminate_dead_code")
+    assert str(info.value).splitlines()[0] == (
+        "pipeline string, column 65: expected '=' after option 'eliminate_dead_code' of 'fold_constants', found end "
+        "of string (the options of 'fold_constants' have no closing '}': is one missing before a pass name read as an "
+        "option?)"
+    )
