@@ -1354,6 +1354,29 @@ def test_an_assigned_args_outside_the_journal_puts_the_inputs_users_back_in_orde
     assert {n: list(n.users) for n in gm.graph.nodes} == users
 
 
+class _LinAct(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.lin(x))
+
+
+def _deletes_act(name, *, fails):
+    """A third-party journaled pass deleting ``gm.act`` directly (no ``ctx.before_module_edit``),
+    then raising (``fails``) or returning True."""
+
+    def run(self, gm, ctx):
+        del gm.act
+        if fails:
+            raise RuntimeError("boom in the pass")
+        return True
+
+    return type(name.title(), (fxpasses.GraphPass,), {"name": name, "journal_edits": True, "writes_tensors": False, "run": run})
+
+
 @pytest.mark.parametrize("on_error", ["rollback", "skip"])
 def test_a_journaled_pass_deleting_a_submodule_directly_is_not_blamed_on_the_input(on_error, monkeypatch):
     """A third-party journaled pass that deleted a submodule without
@@ -1362,26 +1385,9 @@ def test_a_journaled_pass_deleting_a_submodule_directly_is_not_blamed_on_the_inp
     adversarial check). The input is now linted before such a first pass; a restored graph
     that fails lint after it names the pass's unrecorded edit and stops the run."""
 
-    class M(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = nn.Linear(4, 4)
-            self.act = nn.ReLU()
-
-        def forward(self, x):
-            return self.act(self.lin(x))
-
-    class DropSub(fxpasses.GraphPass):
-        name = "drop_sub"
-        journal_edits = True
-        writes_tensors = False
-
-        def run(self, gm, ctx):
-            del gm.act
-            raise RuntimeError("boom in the pass")
-
+    DropSub = _deletes_act("drop_sub", fails=True)
     monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")  # (the check would name the declaration instead)
-    gm = torch.fx.symbolic_trace(M())
+    gm = torch.fx.symbolic_trace(_LinAct())
     with pytest.raises(fxpasses.PassFailedError) as info:
         fxpasses.Pipeline([DropSub, "eliminate_dead_code"], on_error=on_error).run(gm, [torch.randn(2, 4)])
     assert not isinstance(info.value, fxpasses.errors.InputGraphError)
@@ -1425,26 +1431,9 @@ def test_a_journaled_pass_deleting_a_submodule_directly_and_succeeding_fails_lin
     submodule that was gone (an adversarial check). Every target is resolved again after
     such a pass; the failure then stops the run, the restore being incomplete."""
 
-    class M(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = nn.Linear(4, 4)
-            self.act = nn.ReLU()
-
-        def forward(self, x):
-            return self.act(self.lin(x))
-
-    class DropSubOk(fxpasses.GraphPass):
-        name = "drop_sub_ok"
-        journal_edits = True
-        writes_tensors = False
-
-        def run(self, gm, ctx):
-            del gm.act
-            return True
-
+    DropSubOk = _deletes_act("drop_sub_ok", fails=False)
     monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")
-    gm = torch.fx.symbolic_trace(M())
+    gm = torch.fx.symbolic_trace(_LinAct())
     with pytest.raises(fxpasses.PassFailedError) as info:
         fxpasses.Pipeline(["eliminate_dead_code", DropSubOk], on_error="skip").run(gm, [torch.randn(2, 4)])
     assert str(info.value).startswith(
