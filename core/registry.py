@@ -150,6 +150,13 @@ class PluginRecord:
         point), normalised."""
         return {_norm(self.distribution), _norm(self.name)}
 
+    def add_problem(self, message: str) -> None:
+        """Record ``message`` among :attr:`problems` (:attr:`error` their first lines) and list
+        the plugin as ``partial``: it loaded, but some of what it registers cannot be used."""
+        self.problems.append(message)
+        self.error = "; ".join(p.splitlines()[0] for p in self.problems)
+        self.status = "partial"
+
     @property
     def plugin_name(self) -> str:
         """The name it is registered under in the pluggy plugin manager."""
@@ -832,8 +839,7 @@ class Registry:
                         if name not in (rec.passes if kind == "pass" else rec.presets):
                             continue  # another entry point of that distribution: not its problem
                         if not any(_clash_opening(kind, name) in p for p in rec.problems):
-                            rec.problems.append(problem)
-                            rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
+                            rec.add_problem(problem)
                         rec.status = "partial"
 
     def _check_presets(self, graph: dict[str, dict[str, tuple[str, str]]]) -> None:
@@ -1383,9 +1389,7 @@ class Registry:
             blamed = {i.name for i in declaring} | set(never)
             for rec in self.plugins:
                 if rec.status in ("loaded", "partial") and set(rec.passes) & blamed:
-                    rec.problems.append(message)
-                    rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
-                    rec.status = "partial"
+                    rec.add_problem(message)
             if len(sources) == 1:
                 self._problem(PluginError(message, distribution=sources[0][0], version=sources[0][1]))
             else:
@@ -1412,9 +1416,7 @@ class Registry:
                     f"pass {name!r} requires {_and([repr(r) for r in missing])}, which no installed plugin registers"
                     f"{hints}: it can never be used until one does (a pipeline holding it pulls in what it requires)"
                 )
-                rec.problems.append(message)
-                rec.error = "; ".join(p.splitlines()[0] for p in rec.problems)
-                rec.status = "partial"
+                rec.add_problem(message)
                 self._problem(PluginError(message, distribution=info.distribution, version=info.version))
 
     # ------------------------------------------------------------------ registering passes
