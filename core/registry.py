@@ -1407,14 +1407,20 @@ class Registry:
                 info = self._passes.get(name)
                 if info is None or name in self._reported_requires:
                     continue
-                missing = [r for r in getattr(info.cls, "requires", ()) if r not in self._passes and r != name]
+                missing = self._unregistered_requires(info.cls)
                 if not missing:
                     continue
                 self._reported_requires.add(name)
-                hints = "".join(did_you_mean(close_names(r, self._passes)) for r in missing)
+                said = []
+                for r in missing:
+                    rejected = sorted({who.label for who, _ in self.rejected(r)})
+                    if rejected:
+                        said.append(f"{r!r}, which {_and(rejected)} registered but which was rejected as it loaded (see its warning)")
+                    else:
+                        said.append(f"{r!r}, which no installed plugin registers{self._requires_hint(info.cls, r)}")
                 message = (
-                    f"pass {name!r} requires {_and([repr(r) for r in missing])}, which no installed plugin registers"
-                    f"{hints}: it can never be used until one does (a pipeline holding it pulls in what it requires)"
+                    f"pass {name!r} requires {'; and '.join(said)}: it can never be used until one is registered "
+                    "(a pipeline holding it pulls in what it requires)"
                 )
                 rec.add_problem(message)
                 self._problem(PluginError(message, distribution=info.distribution, version=info.version))
@@ -1845,14 +1851,23 @@ class Registry:
 
     def _requires_notes(self, cls: type[Pass]) -> list[str]:
         """A note for each name in ``cls``'s ``requires`` that no registered pass has (the pass
-        cannot be used until one does), with the registered names close to it."""
-        known = sorted(set(self.names()) - {cls.name})
+        cannot be used until one is), with the registered names close to it."""
         return [
             f"{cls.name}: requires names {name!r}, which no registered pass has (the pass cannot be used until a "
-            f"plugin registering it is installed){did_you_mean(close_names(name, known, n=2))}"
-            for name in getattr(cls, "requires", ())
-            if name not in self and name != cls.name
+            f"plugin registering it is installed){self._requires_hint(cls, name)}"
+            for name in self._unregistered_requires(cls)
         ]
+
+    def _unregistered_requires(self, cls: type[Pass]) -> list[str]:
+        """The names in pass class ``cls``'s ``requires`` that no plugin registers (a name two
+        plugins clash on is registered: ``prefer`` makes it usable, and the clash is reported
+        as such), its own name aside."""
+        return [r for r in getattr(cls, "requires", ()) if r != cls.name and r not in self]
+
+    def _requires_hint(self, cls: type[Pass], name: str) -> str:
+        """``"; did you mean 'x'?"`` for the registered pass names close to ``name`` (a name in
+        ``cls``'s ``requires``), never ``cls`` itself; empty when none is."""
+        return did_you_mean(close_names(name, sorted(set(self.names()) - {cls.name}), n=2))
 
     def order_notes(self, cls: type[Pass], *, also: Iterable[str] = (), typos_only: bool = False) -> list[str]:
         """A note for each name in pass class ``cls``'s ``after``/``before`` that no registered

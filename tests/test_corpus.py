@@ -60,7 +60,8 @@ CYCLE_WARNING = (
 #: and its corpus_needs_missing requires a pass no plugin registers, on purpose
 REQUIRES_WARNING = (
     "warning: plugin corpus-passes 0.9: pass 'corpus_needs_missing' requires 'corpus_not_installed', which no "
-    "installed plugin registers: it can never be used until one does (a pipeline holding it pulls in what it requires)"
+    "installed plugin registers: it can never be used until one is registered (a pipeline holding it pulls in what it "
+    "requires)"
 )
 
 

@@ -11,6 +11,7 @@ from typing import Literal, Optional
 import pydantic
 import re
 import textwrap
+import warnings
 
 import pytest
 import torch
@@ -2195,7 +2196,7 @@ def test_passes_whose_requires_form_a_cycle_are_reported_when_their_plugin_loads
     (rec,) = [r for r in reg.plugins if r.distribution == "advcfg-cycle"]
     missing = (
         "pass 'req_missing' requires 'no_such_required', which no installed plugin registers: it can never be used "
-        "until one does (a pipeline holding it pulls in what it requires)"
+        "until one is registered (a pipeline holding it pulls in what it requires)"
     )
     assert (rec.status, rec.problems) == ("partial", [problem, missing])
     # using one: the ordering error names the distribution too, as an unknown required pass's does
@@ -2337,9 +2338,69 @@ def test_a_plugin_pass_requiring_a_misspelt_pass_is_reported_as_it_loads():
     rec = reg.register_plugin(plugin, name="misspelt_requires")
     assert rec.status == "partial" and rec.problems == [
         "pass 'missing_req' requires 'propagate_shape', which no installed plugin registers; did you mean "
-        "'propagate_shapes'?: it can never be used until one does (a pipeline holding it pulls in what it requires)"
+        "'propagate_shapes'?: it can never be used until one is registered (a pipeline holding it pulls in what it "
+        "requires)"
     ]
     assert str(reg.problems[-1]) == f"plugin misspelt_requires: {rec.problems[0]}"
+
+
+REQUIRES_SHARED_SOURCE = """
+import fxpasses
+class Needs(fxpasses.GraphPass):
+    "Requires a pass two plugins clash on, and one its plugin had rejected."
+    name = "needs_shared"
+    requires = ({required})
+    def run(self, gm, ctx):
+        return False
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(Needs)
+"""
+
+
+def test_a_requires_naming_a_clashing_or_rejected_pass_is_said_as_such_at_load(site):
+    """A plugin pass requiring a name two other plugins clash on was reported as requiring a
+    pass "which no installed plugin registers; did you mean 'needs_shared'?" (the pass itself),
+    and its plugin listed as partial, though `prefer` makes it usable (the clash is the other
+    plugins' problem, reported as such). A name a plugin registered but had rejected is said
+    as that (the show note's and the preset check's wording agreed; the load check did not)."""
+    make_dist(site, "clash-a", "1.0", "fxp_req_clash_a", good_pass_source("twice_needed"))
+    make_dist(site, "clash-b", "2.0", "fxp_req_clash_b", good_pass_source("twice_needed"))
+    make_dist(site, "needs-dist", "3.0", "fxp_req_needs", REQUIRES_SHARED_SOURCE.format(required='"twice_needed",'))
+    make_dist(site, "rejecting", "0.5", "fxp_req_rejecting", BAD_OPTIONS_SOURCE)
+    make_dist(
+        site,
+        "needs-rejected",
+        "4.0",
+        "fxp_req_needs_rejected",
+        REQUIRES_SHARED_SOURCE.replace('"needs_shared"', '"needs_rejected"').format(required='"bad_options",'),
+    )
+    modules = ("fxp_req_clash_a", "fxp_req_clash_b", "fxp_req_needs", "fxp_req_rejecting", "fxp_req_needs_rejected")
+    forget_modules(*modules)
+    with pytest.warns(fxpasses.errors.PluginWarning) as caught:
+        reg = Registry()
+    status = {r.distribution: (r.status, r.problems) for r in reg.plugins}
+    assert status["needs-dist"] == ("loaded", [])
+    assert [str(w.message) for w in caught if "needs_shared" in str(w.message)] == []
+    assert status["needs-rejected"] == (
+        "partial",
+        [
+            "pass 'needs_rejected' requires 'bad_options', which rejecting 0.5 registered but which was rejected as "
+            "it loaded (see its warning): it can never be used until one is registered (a pipeline holding it pulls "
+            "in what it requires)"
+        ],
+    )
+    # using it: the clash is said, and `prefer` makes it usable
+    with pytest.raises(DuplicatePassError, match="pass name 'twice_needed' is registered by more than one plugin"):
+        fxpasses.Pipeline.from_string("needs_shared", registry=reg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fxpasses.errors.PluginWarning)
+        chosen = Registry(prefer={"twice_needed": "clash-b"})
+    assert fxpasses.Pipeline.from_string("needs_shared", registry=chosen).plan().names() == [
+        "twice_needed",
+        "needs_shared",
+    ]
+    forget_modules(*modules)
 
 
 def test_a_cycle_one_plugin_declares_through_built_in_passes_blames_that_plugin_alone():
