@@ -788,6 +788,7 @@ def validate_options(
             bug of the pass, named with its ``Options`` class and the exception.
     """
     if isinstance(raw, options_cls):
+        _check_options_depth(pass_name, raw.__dict__, source)
         return raw
     if raw is None:
         raw = {}
@@ -801,6 +802,7 @@ def validate_options(
         )
     if not isinstance(raw, Mapping):
         raise OptionsError(pass_name, [("(options)", "options must be a table of key = value", raw)], source=source)
+    _check_options_depth(pass_name, raw, source)
     if not all(k.isascii() for k in raw if isinstance(k, str)):  # option names as Python's identifiers
         raw, config_keys = normal_option_keys(pass_name, raw, source), {normal_name(k) for k in config_keys}
     same_field_twice(pass_name, options_cls, raw, source)
@@ -1557,6 +1559,29 @@ def _check_depth(data: Any, source: str) -> None:
             "needs more than a few levels",
             source=source,
         )
+
+
+class _NestedTooDeep:
+    """The given value of a problem with a value nested too deep: its ``repr`` is short (the
+    value's own would raise ``RecursionError``)."""
+
+    def __repr__(self) -> str:
+        return f"<nested more than {_MAX_DEPTH} deep>"
+
+
+def _check_options_depth(pass_name: str, options: Mapping[str, Any], source: str | None) -> None:
+    """Refuse options given from Python nested more than :data:`_MAX_DEPTH` lists or dicts
+    deep, as a config file's are (:func:`_check_depth`): copying, printing and validating such
+    a value raised ``RecursionError`` inside the run, or as the pipeline was built.
+
+    Raises:
+        OptionsError: naming the pass and the option's path down to where it goes too deep.
+    """
+    path = _too_deep(options)
+    if path is not None:
+        shown = ".".join(str(k) for k in path[:6]) + (" ..." if len(path) > 6 else "")
+        message = f"nested more than {_MAX_DEPTH} lists or dicts deep; no option value needs more than a few levels"
+        raise OptionsError(pass_name, [(shown, message, _NestedTooDeep())], source=source)
 
 
 def _too_deep(data: Any) -> tuple[Any, ...] | None:

@@ -933,6 +933,53 @@ def test_config_data_nested_too_deep_is_refused_wherever_it_comes_from():
     assert cfg.model.kwargs["x"] == value
 
 
+class AnyValuePass(fxpasses.GraphPass):
+    """Takes any value, and a dict, as options."""
+
+    name = "any_value"
+
+    class Options(fxpasses.PassOptions):
+        x: object = None
+        table: dict = {}
+
+    def run(self, gm, ctx):
+        return False
+
+
+def test_options_nested_too_deep_from_python_are_options_errors_naming_the_path():
+    """`Pipeline([(P, {"x": <a list 5000 deep>})])` was built, then failed in the run with
+    "creating the pass failed: RecursionError" (a dict field's raised RecursionError as the
+    pipeline was built): options from Python were never depth-checked, as a config file's are.
+    They are refused as the pipeline is built, naming the pass and the path; a value that holds
+    itself is nested too deep; an Options instance given as is is checked too; 200 levels are
+    still taken."""
+    listed: object = 1
+    for _ in range(5000):
+        listed = [listed]
+    tabled: dict = {}
+    for _ in range(5000):
+        tabled = {"a": tabled}
+    itself: list = []
+    itself.append(itself)
+    given = {"x": listed, "table": {"t": tabled}, "x_self": itself}
+    for key, path in (("x", "x.0.0.0.0.0 ..."), ("table", "table.t.a.a.a.a ..."), ("x_self", "x.0.0.0.0.0 ...")):
+        options = {key.removesuffix("_self"): given[key]}
+        with pytest.raises(OptionsError) as info:
+            Pipeline([(AnyValuePass, options)])
+        assert str(info.value) == (
+            "invalid options for pass 'any_value' (pipeline, entry 1):\n"
+            f"  any_value.{path}: nested more than 200 lists or dicts deep; no option value needs more than a few "
+            "levels (given: <nested more than 200 deep>)"
+        )
+    with pytest.raises(OptionsError, match=r"any_value\.x\.0\.0\.0\.0\.0 \.\.\.: nested more than 200"):
+        Pipeline([(AnyValuePass, AnyValuePass.Options(x=listed))])
+    fine: object = 1
+    for _ in range(199):  # 200 levels with the options' own dict
+        fine = [fine]
+    gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+    assert Pipeline([(AnyValuePass, {"x": fine})]).run(gm).passes[0].status == "ok"
+
+
 class AliasSetPass(fxpasses.GraphPass):
     """Options with an alias and of set types."""
 
