@@ -365,6 +365,30 @@ def _raised_at(exc: BaseException) -> str:
 
 
 
+
+def _name_argument(name: Any, method: str, kind: str = "pass") -> str:
+    """``name``, checked to be the ``str`` a lookup method of :class:`Registry` takes.
+
+    Raises:
+        TypeError: anything else (None, a number, a pass class), naming the method, the value
+            and its type: a lookup by any other value has no name to compare, and failed as an
+            ``AttributeError`` deep in the lookup (``'NoneType' object has no attribute
+            'lower'``), naming neither."""
+    if isinstance(name, str):
+        return name
+    shown = repr(name)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    hint = ""
+    if isinstance(name, type) and issubclass(name, Pass) or isinstance(name, Pass):
+        cls = name if isinstance(name, type) else type(name)
+        hint = (
+            f" (a pass class needs no lookup: give it to Pipeline([...]) as it is, or look it up by its "
+            f"name, {getattr(cls, 'name', None)!r})"
+        )
+    elif isinstance(name, bytes):
+        hint = f" (decode it first: {name.decode('utf-8', 'replace')!r})"
+    raise TypeError(f"Registry.{method} takes a {kind} name (a str), got {shown} of type {type(name).__name__}{hint}")
+
 def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
@@ -881,8 +905,9 @@ class Registry:
         Raises:
             UnknownPassError: no preset ``name`` (as :meth:`preset`).
             DuplicatePassError: two plugins register a preset ``name`` and no ``prefer`` chose.
+            TypeError: ``name`` is not a ``str``.
         """
-        return self._preset_problems(self.preset(name), self._ordering_graph())
+        return self._preset_problems(self.preset(_name_argument(name, "preset_problems", "preset")), self._ordering_graph())
 
     def _preset_problems(
         self,
@@ -1611,7 +1636,7 @@ class Registry:
 
     def candidates(self, name: str) -> list[PassInfo]:
         """Every registration of ``name`` (more than one when two distributions clash)."""
-        name = normal_name(name)
+        name = normal_name(_name_argument(name, "candidates"))
         if name in self._conflicts:
             return list(self._conflicts[name])
         return [self._passes[name]] if name in self._passes else []
@@ -1625,12 +1650,13 @@ class Registry:
                 and, when a plugin registered a pass of that name that was rejected as it
                 loaded (:meth:`rejected`), that plugin and the reason.
             DuplicatePassError: two distributions register ``name`` and no ``prefer`` chose.
+            TypeError: ``name`` is not a ``str`` (None, a number, a pass class).
         """
-        return self.info(name, source=source, not_suggested=not_suggested).cls
+        return self.info(_name_argument(name, "get"), source=source, not_suggested=not_suggested).cls
 
     def info(self, name: str, *, source: str | None = None, not_suggested: Collection[str] = ()) -> PassInfo:
         """:class:`PassInfo` of ``name`` (raises as :meth:`get`)."""
-        name = normal_name(name)
+        name = normal_name(_name_argument(name, "info"))
         info = self._passes.get(name)
         if info is not None:
             return info
@@ -1672,6 +1698,7 @@ class Registry:
     def unknown_name(self, name: str) -> UnknownPassError:
         """The error for ``name`` where a pass or a preset may be named (``fxpasses show``):
         close names of both kinds, and why a plugin's registration of it is missing."""
+        name = _name_argument(name, "unknown_name", "pass or preset")
         hints = self._rejected_hints(name, "pass") + self._rejected_hints(name, "preset")
         if not hints:  # (a plugin that registered it, rejected, is where it comes from)
             hints.extend(filter(None, [self._not_loaded_hint(name, "pass")]))
@@ -1701,8 +1728,9 @@ class Registry:
             UnknownPassError: no such preset (with close names, a plugin's preset of that name
                 rejected as it loaded, with the reason, and for a pass name how to give it as a
                 pipeline); the message says "preset".
+            TypeError: ``name`` is not a ``str``.
         """
-        name = normal_name(name)
+        name = normal_name(_name_argument(name, "preset", "preset"))
         info = self._presets.get(name)
         if info is not None:
             return info
@@ -1823,6 +1851,7 @@ class Registry:
 
         ``distribution`` picks one of several registrations of a name in conflict.
         """
+        name = _name_argument(name, "describe")
         if distribution is not None:
             picked = [c for c in self.candidates(name) if _norm(c.distribution) == _norm(distribution)]
             if not picked:

@@ -2503,3 +2503,35 @@ def fxpasses_register_presets(register):
         "'eliminate_dead_code'?)"
     ), message
     forget_modules("fxp_typo_preset")
+
+
+@pytest.mark.parametrize("method", ["get", "info", "describe", "candidates", "preset", "preset_problems", "unknown_name"])
+@pytest.mark.parametrize("given, shown", [(None, "None of type NoneType"), (3, "3 of type int")])
+def test_a_lookup_by_a_value_that_is_no_name_is_a_type_error_naming_the_method(method, given, shown):
+    """``Registry().get(None)`` failed as ``AttributeError: 'NoneType' object has no attribute
+    'lower'``, raised deep in the lookup, naming neither the method nor the value (a new-user
+    check); every lookup by name now says which method took what."""
+    reg = Registry()
+    kind = {"preset": "preset", "preset_problems": "preset", "unknown_name": "pass or preset"}.get(method, "pass")
+    with pytest.raises(TypeError) as info:
+        getattr(reg, method)(given)
+    assert str(info.value) == f"Registry.{method} takes a {kind} name (a str), got {shown}"
+
+
+def test_a_lookup_by_a_pass_class_or_bytes_says_what_to_give_instead():
+    reg = Registry()
+    cls = reg.get("remove_dropout")
+    with pytest.raises(TypeError) as info:
+        reg.get(cls)
+    assert str(info.value).endswith(
+        "of type type (a pass class needs no lookup: give it to Pipeline([...]) as it is, or look it up by "
+        "its name, 'remove_dropout')"
+    )
+    with pytest.raises(TypeError) as info:
+        reg.describe(b"fold_constants")
+    assert str(info.value) == (
+        "Registry.describe takes a pass name (a str), got b'fold_constants' of type bytes "
+        "(decode it first: 'fold_constants')"
+    )
+    assert reg.describe("fold_constants").name == "fold_constants"  # names still work
+
