@@ -366,6 +366,39 @@ def _raised_at(exc: BaseException) -> str:
 
 
 
+_PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+
+
+def _namespace_shadow(module_name: str) -> str:
+    """``"; note: ..."`` when ``module_name`` (or a package above it) was imported as a
+    namespace package (no ``__init__.py``) from a folder that is a project checkout named
+    like the package (its ``pyproject.toml``/``setup.py``/``setup.cfg``, or the package
+    inside it): run from the folder above it, Python imports that folder, not the installed
+    plugin, whose import then "works" and defines nothing. ``""`` otherwise (a real PEP 420
+    namespace package is left alone)."""
+    parts = module_name.strip().split(".")
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        mod = sys.modules.get(name)
+        if mod is None:
+            return ""
+        if getattr(mod, "__file__", None) is not None or not hasattr(mod, "__path__"):
+            continue  # a regular package or module
+        for folder in list(getattr(mod, "__path__", ())):
+            leaf = parts[i - 1]
+            checkout = any(os.path.isfile(os.path.join(folder, f)) for f in _PROJECT_FILES) or any(
+                os.path.isfile(os.path.join(folder, *sub, leaf, "__init__.py")) for sub in ((), ("src",))
+            )
+            if checkout:
+                return (
+                    f"; note: {name!r} was imported as a namespace package (a folder without __init__.py) from "
+                    f"{folder}, a project checkout named like the package, not from the installed distribution: "
+                    "Python looks in the working directory (or the script's folder) first, so run from another "
+                    "folder, or rename the checkout"
+                )
+    return ""
+
+
 def _name_argument(name: Any, method: str, kind: str = "pass") -> str:
     """``name``, checked to be the ``str`` a lookup method of :class:`Registry` takes.
 
@@ -1083,7 +1116,8 @@ class Registry:
         except BaseException as exc:  # noqa: BLE001 - a plugin may even sys.exit() on import
             # a SyntaxError's str() ends with its (file, line), which _raised_at gives in full
             said = exc.msg if isinstance(exc, SyntaxError) and exc.msg else exc
-            self._fail(rec, f"import failed: {type(exc).__name__}: {said}{_raised_at(exc)}", exc)
+            shadow = _namespace_shadow(module_name)
+            self._fail(rec, f"import failed: {type(exc).__name__}: {said}{_raised_at(exc)}{shadow}", exc)
             return
         self._register_plugin_object(obj, rec)
 
@@ -1215,9 +1249,10 @@ class Registry:
         if not self.pm.get_hookcallers(obj):
             rec.status = "empty"
             near = hook_name_problems(self.pm, obj, ALL_HOOKS)  # unmarked functions named like hooks
+            shadow = _namespace_shadow(obj.__name__) if inspect.ismodule(obj) else ""
             self._fail(
                 rec,
-                "implements no fxpasses hook (nothing was loaded from it)" + "".join(f"; {p}" for p in near),
+                "implements no fxpasses hook (nothing was loaded from it)" + "".join(f"; {p}" for p in near) + shadow,
                 None,
             )
             rec.status = "empty"

@@ -2535,3 +2535,52 @@ def test_a_lookup_by_a_pass_class_or_bytes_says_what_to_give_instead():
     )
     assert reg.describe("fold_constants").name == "fold_constants"  # names still work
 
+
+@pytest.mark.parametrize("value", ["fxp_shadowed", "fxp_shadowed.plugin", "fxp_shadowed:hooks"])
+def test_a_plugin_shadowed_by_a_checkout_folder_of_its_name_says_so(tmp_path, monkeypatch, value):
+    """A plugin's checkout named like its package (``work/fxp_shadowed/pyproject.toml`` beside
+    ``work/fxp_shadowed/fxp_shadowed/__init__.py``), with ``work`` first on ``sys.path`` (a
+    script run from there), imports as an empty namespace package: the plugin was reported as
+    "implements no fxpasses hook (nothing was loaded from it)", or a failed import, with no
+    word of the folder that shadowed the installed package (a new-user check)."""
+    site, work = tmp_path / "site", tmp_path / "work"
+    make_dist(site, "shadowed-dist", "1.0", "fxp_shadowed_real", good_pass_source("shadowed_pass"),
+              entry_points={"shadowed": value})
+    checkout = work / "fxp_shadowed"
+    (checkout / "fxp_shadowed").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text("[project]\nname = 'shadowed-dist'\n")
+    (checkout / "fxp_shadowed" / "__init__.py").write_text(good_pass_source("shadowed_pass"))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(work))  # the working directory, first
+    importlib.invalidate_caches()
+    forget_modules("fxp_shadowed", "fxp_shadowed.plugin")
+    try:
+        with pytest.warns(fxpasses.PluginWarning) as caught:
+            reg = Registry()
+        [rec] = [r for r in reg.plugins if r.distribution == "shadowed-dist"]
+        assert rec.status in ("failed", "empty")
+        [message] = [str(w.message) for w in caught if "shadowed-dist" in str(w.message)]
+        assert message.endswith(
+            f"; note: 'fxp_shadowed' was imported as a namespace package (a folder without __init__.py) from "
+            f"{checkout}, a project checkout named like the package, not from the installed distribution: "
+            "Python looks in the working directory (or the script's folder) first, so run from another folder, "
+            "or rename the checkout"
+        )
+    finally:
+        forget_modules("fxp_shadowed", "fxp_shadowed.plugin")
+
+
+def test_a_real_namespace_package_plugin_gets_no_shadow_note(site):
+    """A PEP 420 namespace package that is no checkout (no project file, no package of its
+    name inside) is left alone: its plugin's own problem is reported as it was."""
+    (site / "fxp_nsreal").mkdir()
+    make_dist(site, "nsreal-dist", "1.0", "fxp_nsreal_unused", good_pass_source("nsreal_pass"),
+              entry_points={"nsreal": "fxp_nsreal"})
+    forget_modules("fxp_nsreal")
+    try:
+        with pytest.warns(fxpasses.PluginWarning) as caught:
+            Registry()
+        [message] = [str(w.message) for w in caught if "nsreal-dist" in str(w.message)]
+        assert message.endswith("implements no fxpasses hook (nothing was loaded from it)")
+    finally:
+        forget_modules("fxp_nsreal")
