@@ -440,7 +440,7 @@ class Pipeline:
         self._from_preset = _from_preset  # entries are a preset's: the options table changes them
         # the note of a numeric verification failure (`fxpasses run` names its own bisect command)
         self._bisect_hint = BISECT_HINT
-        extra = self._options_tables(options or {}, source)
+        extra = self._options_tables({} if options is None else options, source)
         self._steps = []
         bad: list[OptionsError] = []  # every entry with invalid options is reported, not the first
         for i, e in enumerate(passes):
@@ -719,6 +719,34 @@ class Pipeline:
                 "Unicode forms): give them in one table",
                 source=source,
             )
+
+        # checked here, as a config's [options] tables are by its schema: a list, a number or a
+        # key that is no name failed deep inside as an AttributeError or TypeError naming none
+        example = "options={'fold_constants': {'max_numel': 4096}}"
+        if not isinstance(options, Mapping):
+            raise ConfigError(
+                f"options must be a mapping of pass name -> its options ({example}), got {_short_repr(options)} "
+                f"of type {type(options).__name__}",
+                source=source,
+            )
+        for name, table in options.items():
+            if not isinstance(name, str):
+                hint = (
+                    f" (key a pass class's options by its name, {name.name!r})"
+                    if isinstance(name, type) and isinstance(getattr(name, "name", None), str)
+                    else ""
+                )
+                raise ConfigError(
+                    f"options: a key must be a pass name (a str), got {_short_repr(name)} of type "
+                    f"{type(name).__name__}{hint}",
+                    source=source,
+                )
+            if not isinstance(table, (Mapping, BaseModel)):
+                raise ConfigError(
+                    f"options[{name!r}] must be a mapping of option name -> value ({example}), got "
+                    f"{_short_repr(table)} of type {type(table).__name__}",
+                    source=source,
+                )
 
         return {n: normal_option_keys(n, dict(v), source) for n, v in normal_keys(options, clash).items()}
 

@@ -1669,3 +1669,52 @@ def test_a_missing_closing_brace_in_a_pipeline_string_is_suggested():
         "of string (the options of 'fold_constants' have no closing '}': is one missing before a pass name read as an "
         "option?)"
     )
+
+
+_OPTIONS_EXAMPLE = "options={'fold_constants': {'max_numel': 4096}}"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ([1], f"options must be a mapping of pass name -> its options ({_OPTIONS_EXAMPLE}), got [1] of type list"),
+        ([], f"options must be a mapping of pass name -> its options ({_OPTIONS_EXAMPLE}), got [] of type list"),
+        (
+            "remove_dropout",
+            f"options must be a mapping of pass name -> its options ({_OPTIONS_EXAMPLE}), got 'remove_dropout' of type str",
+        ),
+        (
+            {"remove_dropout": 5},
+            f"options['remove_dropout'] must be a mapping of option name -> value ({_OPTIONS_EXAMPLE}), got 5 of type int",
+        ),
+        ({3: {}}, "options: a key must be a pass name (a str), got 3 of type int"),
+    ],
+)
+def test_python_options_that_are_no_tables_of_tables_are_a_config_error_naming_them(options, message):
+    """``Pipeline(..., options=[1])`` failed with ``AttributeError: 'list' object has no attribute
+    'items'``, ``options={'p': 5}`` with ``TypeError: 'int' object is not iterable`` and
+    ``options={3: {}}`` with ``AttributeError: 'int' object has no attribute 'lower'``: none
+    named ``options`` (a new-user check; a config file's tables were checked by its schema)."""
+    with pytest.raises(ConfigError) as info:
+        Pipeline("remove_dropout", options=options)
+    assert str(info.value) == message
+    with pytest.raises(ConfigError) as info:  # the constructors that take options= too
+        Pipeline.from_preset("inference", options=options)
+    assert str(info.value) == f"preset 'inference': {message}"
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string("remove_dropout", options=options)
+    assert str(info.value) == f"pipeline string: {message}"
+
+
+def test_python_options_keyed_by_a_pass_class_name_its_name():
+    reg = Registry()
+    cls = reg.get("remove_dropout")
+    with pytest.raises(ConfigError) as info:
+        Pipeline([cls], options={cls: {"inference": True}}, registry=reg)
+    assert str(info.value).endswith("of type type (key a pass class's options by its name, 'remove_dropout')")
+    # what was accepted still is: None, {}, and an Options instance as a table
+    assert Pipeline("remove_dropout", options=None).plan().steps[0].name == "remove_dropout"
+    assert Pipeline("remove_dropout", options={}).plan().steps[0].name == "remove_dropout"
+    options = reg.get("fold_constants").Options(max_numel=3)
+    step = Pipeline("fold_constants", options={"fold_constants": options}).plan().steps[0]
+    assert step.options.max_numel == 3
