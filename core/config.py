@@ -1263,7 +1263,7 @@ def _read(path: Path) -> Any:
         if suffix == ".toml":
             data = tomllib.loads(text)
         elif suffix in (".yaml", ".yml"):
-            data = _load_yaml(text)
+            data = _load_yaml(text, name=str(path))
         elif suffix == ".json":
             data = _load_json(text)
         else:
@@ -1338,10 +1338,12 @@ def _load_json(text: str) -> Any:
     return decoder.decode(text)
 
 
-def _load_yaml(text: str) -> Any:
+def _load_yaml(text: str, name: str | None = None) -> Any:
     """``yaml.safe_load`` that refuses a mapping key given twice (PyYAML keeps the last one).
     Merge keys (``<<: *anchor``, YAML 1.1) work as in ``yaml.safe_load``: the mapping's own
-    keys override the merged ones, and only its own keys given twice are refused."""
+    keys override the merged ones, and only its own keys given twice are refused. ``name``
+    (the file's path) is what PyYAML's own errors name the text by, ``in "fx.yaml", line 3``,
+    instead of ``in "<unicode string>"``."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -1396,7 +1398,13 @@ def _load_yaml(text: str) -> Any:
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     Loader.add_constructor("tag:yaml.org,2002:int", number)
     Loader.add_constructor("tag:yaml.org,2002:float", number)
-    return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    loader = Loader(text)  # (as yaml.load does, with the text named)
+    if name is not None:
+        loader.name = name
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 class _Yaml11Number(ValueError):

@@ -1171,3 +1171,26 @@ def test_a_toml_key_given_twice_is_named_whatever_its_value_spans(tmp_path, text
     with pytest.raises(fxpasses.ConfigError) as info:
         fxpasses.Pipeline.from_config(str(path))
     assert str(info.value).startswith(f"{path}: invalid TOML: duplicate key {key!r}, given a value before (tomllib: ")
+
+
+@pytest.mark.parametrize(
+    "text, first",
+    [
+        ("pipeline: [remove_dropout\n", "while parsing a flow sequence"),
+        ("pipeline: remove_dropout\n  bad: indent\n", "mapping values are not allowed here"),
+        ("pipeline: !!python/object:os.system {}\n", "could not determine a constructor for the tag"),
+        ("pipeline: a\n---\npipeline: b\n", "expected a single document in the stream"),
+    ],
+)
+def test_a_yaml_syntax_error_names_the_file_where_pyyaml_names_its_text(tmp_path, text, first):
+    """PyYAML's own errors located the problem ``in "<unicode string>", line 1, column 11``:
+    the config was read as text, and PyYAML names text so (a new-user check). They name the
+    file, as the message's first words do."""
+    path = tmp_path / "fx.yaml"
+    path.write_text(text)
+    with pytest.raises(fxpasses.ConfigError) as info:
+        fxpasses.config.load_config_file(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: invalid YAML: {first}")
+    assert "<unicode string>" not in message
+    assert f'in "{path}", line ' in message
