@@ -351,9 +351,33 @@ def _with_params(
 
 def normalized_code(gm: torch.fx.GraphModule | torch.fx.Graph) -> str:
     """The graph's generated Python code with blank lines and trailing space removed."""
-    graph = gm.graph if isinstance(gm, torch.fx.GraphModule) else gm
+    graph = _graph_of(gm, "normalized_code", "gm")
     src = graph.python_code("self").src
     return "\n".join(line.rstrip() for line in src.splitlines() if line.strip())
+
+
+def _graph_of(value: Any, function: str, argument: str, text: bool = False) -> torch.fx.Graph:
+    """The graph of ``value`` (a ``GraphModule`` or a ``Graph``).
+
+    Raises:
+        TypeError: anything else (a number, an ``nn.Module`` not captured, an exported
+            program), naming ``function``, its ``argument``, what it takes and the type given:
+            it failed as ``AttributeError: 'int' object has no attribute 'python_code'``."""
+    if isinstance(value, torch.fx.GraphModule):
+        return value.graph
+    if isinstance(value, torch.fx.Graph):
+        return value
+    takes = "a torch.fx.GraphModule, a torch.fx.Graph or the expected code (a str)" if text else (
+        "a torch.fx.GraphModule or a torch.fx.Graph"
+    )
+    hint = ""
+    if isinstance(value, torch.nn.Module):
+        hint = " (capture the model first: torch.fx.symbolic_trace(model), or torch.export.export(model, args).module())"
+    elif isinstance(value, str) and not text:
+        hint = " (the graph comes first, the expected code second: assert_graph_equal(gm, expected))"
+    elif type(value).__name__ == "ExportedProgram":
+        hint = " (an exported program's module is its .module())"
+    raise TypeError(f"{function}: {argument} must be {takes}, got {type(value).__name__}{hint}")
 
 
 #: the suffix torch's code generator adds to free values after their last use
@@ -370,6 +394,9 @@ def assert_graph_equal(gm: Any, expected: Any) -> None:
         AssertionError: with a unified diff of the expected and actual code.
     """
     __tracebackhide__ = True  # (pytest shows the test's line, not this function's body)
+    _graph_of(gm, "assert_graph_equal", "gm")
+    if not isinstance(expected, str):
+        _graph_of(expected, "assert_graph_equal", "expected", text=True)
     got = _without_frees(normalized_code(gm))
     want = expected if isinstance(expected, str) else normalized_code(expected)
     want = _without_frees("\n".join(line.rstrip() for line in want.strip("\n").splitlines() if line.strip()))

@@ -513,3 +513,37 @@ def test_assert_preserves_outputs_names_the_node_where_a_broken_module_raises():
     assert "return torch.cat([x.relu(), x.sigmoid()], 1)" in said.splitlines()[2]
     assert "(verify='numeric' runs the module after each pass: it names the pass that broke it and rolls it back)" in said
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_assert_graph_equal_given_no_graph_names_the_argument_and_the_type():
+    """``assert_graph_equal(gm, 3)`` failed as ``AttributeError: 'int' object has no attribute
+    'python_code'``, and a model not captured, or the arguments swapped, alike (a new-user
+    check): each names the function, the argument, what it takes and the type given."""
+    import torch
+
+    from fxpasses.testing import assert_graph_equal, normalized_code
+
+    model = torch.nn.Sequential(torch.nn.ReLU())
+    gm = torch.fx.symbolic_trace(model)
+    with pytest.raises(TypeError) as info:
+        assert_graph_equal(gm, 3)
+    assert str(info.value) == (
+        "assert_graph_equal: expected must be a torch.fx.GraphModule, a torch.fx.Graph or the expected code "
+        "(a str), got int"
+    )
+    with pytest.raises(TypeError) as info:
+        assert_graph_equal(model, gm.code)
+    assert str(info.value) == (
+        "assert_graph_equal: gm must be a torch.fx.GraphModule or a torch.fx.Graph, got Sequential (capture the "
+        "model first: torch.fx.symbolic_trace(model), or torch.export.export(model, args).module())"
+    )
+    with pytest.raises(TypeError) as info:
+        assert_graph_equal(gm.code, gm)
+    assert str(info.value).endswith(
+        "got str (the graph comes first, the expected code second: assert_graph_equal(gm, expected))"
+    )
+    with pytest.raises(TypeError) as info:
+        normalized_code(None)
+    assert str(info.value) == "normalized_code: gm must be a torch.fx.GraphModule or a torch.fx.Graph, got NoneType"
+    assert_graph_equal(gm, gm.graph)  # a graph and a module still compare
+    assert normalized_code(gm.graph) == normalized_code(gm)
