@@ -363,9 +363,6 @@ def _raised_at(exc: BaseException) -> str:
     return f" (at {f.filename}, line {f.lineno}" + (f": {f.line.strip()})" if f.line and f.line.strip() else ")")
 
 
-
-
-
 _PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 
 
@@ -421,6 +418,7 @@ def _name_argument(name: Any, method: str, kind: str = "pass") -> str:
     elif isinstance(name, bytes):
         hint = f" (decode it first: {name.decode('utf-8', 'replace')!r})"
     raise TypeError(f"Registry.{method} takes a {kind} name (a str), got {shown} of type {type(name).__name__}{hint}")
+
 
 def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
