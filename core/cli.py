@@ -527,19 +527,30 @@ def show_cmd(state: _State, name: str, fmt: str) -> None:
         presets = [bound] if (bound := reg.presets().get(name)) is not None else reg.preset_conflicts()[name]
         if len(presets) > 1:  # show every registration, so the user can choose one with `prefer`
             click.echo(f"warning: {DuplicatePassError(name, [p.source for p in presets], kind='preset')}", err=True)
+        # why it cannot be used as it is (the warning when its plugin loaded said it; show did not)
+        graph = reg._ordering_graph()
+        problems = [[q.message for q in reg._preset_problems(p, graph)] for p in presets]
         if fmt == "json":
             out = [
-                {"preset": name, "pipeline": p.pipeline, "description": p.description, "source": p.source}
-                for p in presets
+                {
+                    "preset": name,
+                    "pipeline": p.pipeline,
+                    "description": p.description,
+                    "source": p.source,
+                    "problems": said,
+                }
+                for p, said in zip(presets, problems)
             ]
             _echo_json(out[0] if len(out) == 1 else {"candidates": out})
             return
-        for i, preset in enumerate(presets):
+        for i, (preset, said) in enumerate(zip(presets, problems)):
             if i:
                 click.echo("\n" + "-" * 60)
             click.echo(f"{name} (preset)" + (f" — {preset.description}" if preset.description else ""))
             click.echo(f"source:   {preset.source}")
             click.echo(f"pipeline: {preset.pipeline}")
+            for message in said:
+                click.echo(f"problem:  {message}")
         return
     if name not in reg:  # neither a pass nor a preset: suggest from both
         raise reg.unknown_name(name)

@@ -284,6 +284,9 @@ def test_show_a_preset():
     assert r.exit_code == 0, r.output
     assert r.output.startswith("inference (preset) — ")
     assert "pipeline: remove_dropout,simplify_algebra,fold_constants{fold_parameters=true},fuse_conv_bn," in r.output
+    assert "problem:" not in r.output  # (a preset that cannot be used says why)
+    r = CliRunner().invoke(cli, ["show", "inference", "--format", "json"])
+    assert json.loads(r.stdout)["problems"] == []
 
 
 def test_p_names_a_plugin_that_is_not_installed_exit_2():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import json
 import sys
 from pathlib import Path
 from typing import Literal, Optional
@@ -16,9 +17,11 @@ import warnings
 import pytest
 import torch
 import torch.fx
+from click.testing import CliRunner
 
 import fxpasses
 from fxpasses import ConfigError, DuplicatePassError, PluginError, Registry, UnknownPassError
+from fxpasses.cli import cli
 from fxpasses.config import parse_config
 from fxpasses.errors import PassDefinitionError
 from fxpasses.registry import Rejection
@@ -1185,6 +1188,15 @@ def fxpasses_register_presets(register):
         "which preset-of-rejected 0.5 registered but which was rejected as it loaded (see its warning); and "
         "'cleanup', which is a preset: a preset's pipeline names passes, not presets"
     )
+    # `fxpasses show` of it says so too (it showed the pipeline alone: a new-user check)
+    problem = message[message.index("preset 'uses_bad' names") :]
+    forget_modules("fxp_preset_rejected")
+    r = CliRunner().invoke(cli, ["show", "uses_bad"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[-1] == f"problem:  {problem}"
+    forget_modules("fxp_preset_rejected")
+    r = CliRunner().invoke(cli, ["show", "uses_bad", "--format", "json"])
+    assert json.loads(r.stdout)["problems"] == [problem]
     forget_modules("fxp_preset_rejected")
 
 
