@@ -507,7 +507,9 @@ class Pipeline:
                 return f" (no pass is named so; {did_you_mean(close)[2:]})" if close else " (no pass is named so)"
 
             raise ConfigError(
-                "options given for pass(es) not in the pipeline: " + ", ".join(f"{n}{said(n)}" for n in sorted(unused)),
+                "options given for pass(es) not in the pipeline: "
+                + ", ".join(f"{n}{said(n)}" for n in sorted(unused))
+                + "; add each pass to the pipeline, or remove its options",
                 source=source,
             )
 

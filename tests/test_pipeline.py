@@ -809,13 +809,16 @@ def test_options_for_a_misspelt_pass_suggest_the_pipelines_pass(tmp_path, reg):
     # 'b' is a pass, but not in this pipeline; 'zzz' is near no pass of it
     assert str(info.value) == (
         f"{path}: pipeline: options given for pass(es) not in the pipeline: b, cs (did you mean 'cse'?), zzz (no pass "
-        "is named so)"
+        "is named so); add each pass to the pipeline, or remove its options"
     )
     # a misspelt name of a registered pass the pipeline does not run (a new-user check: no hint)
     path.write_text('pipeline = ["a"]\n[options.cs]\nmax_numel = 1\n')
     with pytest.raises(ConfigError) as info:
         Pipeline.from_config(path, registry=reg)
-    assert str(info.value).endswith("not in the pipeline: cs (no pass is named so; did you mean 'cse' or 'c'?)")
+    assert str(info.value).endswith(
+        "not in the pipeline: cs (no pass is named so; did you mean 'cse' or 'c'?); add each pass to the pipeline, or "
+        "remove its options"
+    )
 
 
 TOML = """

@@ -236,7 +236,7 @@ def test_from_preset_builds_the_presets_pipeline_with_pipeline_arguments():
         "fold_constants{fold_parameters=true}", "fold_constants{max_numel=64,fold_parameters=true}"
     )
     assert (p.verify, p.atol, p.rtol, p.source) == ("numeric", 1e-4, 1e-5, "preset 'inference'")
-    with pytest.raises(ConfigError, match=r"^preset 'cleanup': options given for pass\(es\) not in the pipeline: fuse_conv_bn$"):
+    with pytest.raises(ConfigError, match=r"^preset 'cleanup': options given for pass\(es\) not in the pipeline: fuse_conv_bn; add each pass to the pipeline"):
         Pipeline.from_preset("cleanup", options={"fuse_conv_bn": {}})
 
 

@@ -543,7 +543,8 @@ def test_a_name_differing_only_in_case_is_suggested():
     with pytest.raises(ConfigError) as info:
         Pipeline(["fold_constants"], registry=reg, options={"FOLD_CONSTANTS": {"max_numel": 1}})
     assert str(info.value) == (
-        "options given for pass(es) not in the pipeline: FOLD_CONSTANTS (did you mean 'fold_constants'?)"
+        "options given for pass(es) not in the pipeline: FOLD_CONSTANTS (did you mean 'fold_constants'?); add each "
+        "pass to the pipeline, or remove its options"
     )
 
 
