@@ -444,7 +444,12 @@ class ModelConfig(_Strict):
         if value is not None and not _FACTORY.fullmatch(value):
             module, colon, attr = value.rpartition(":") if ":" in value else (value, "", "")
             if not colon:
-                why = f"no ':callable' part: give the module and the function that builds the model, e.g. '{value}:build'"
+                why = "no ':callable' part: give the module and the function that builds the model"
+                head, dot, tail = value.rpartition(".")
+                if dot and head and tail.isidentifier():  # models.make: the function after a dot
+                    why += f": '{head}:{tail}' (a ':' before the function, not a '.'), or '{value}:build'"
+                else:
+                    why += f", e.g. '{value}:build'"
             elif not module:
                 why = "no module before the ':'"
             elif not _CALLABLE.fullmatch(attr):

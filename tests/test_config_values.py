@@ -531,6 +531,12 @@ def test_a_binary_file_given_as_config_says_what_to_write_instead(tmp_path):
     "factory, why",
     [
         ("fm", "no ':callable' part: give the module and the function that builds the model, e.g. 'fm:build'"),
+        # the function after a dot: that is the likely meaning (a new-user check: only 'models.make:build')
+        (
+            "models.make",
+            "no ':callable' part: give the module and the function that builds the model: 'models:make' (a ':' "
+            "before the function, not a '.'), or 'models.make:build'",
+        ),
         (":build", "no module before the ':'"),
         ("fm:1build", "'1build' after the ':' is not a Python name (or dotted names)"),
         # an empty name in the dotted ones, a line break after them ($ matched before it): `check`
