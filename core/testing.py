@@ -112,7 +112,9 @@ def assert_preserves_outputs(
     dialects = tuple(dialects)
     if not dialects:
         raise UserError(f"dialects is empty: name at least one of {', '.join(DIALECTS)} (a check of none checks nothing)")
-    kwargs = check_example_inputs(None, example_kwargs)[1] or {}
+    # (checked before any capture: a bare tensor is no capture's problem, which the note on a
+    # failed capture would suggest)
+    kwargs = check_example_inputs(example_inputs, example_kwargs)[1] or {}
     checks = _check_sets(check_inputs, check_kwargs)
     if checks:
         _warn_shared_example_tensors(example_inputs, kwargs)

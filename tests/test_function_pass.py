@@ -237,6 +237,17 @@ def test_assert_preserves_outputs_with_the_pass_and_module_swapped_says_so():
     )
 
 
+def test_assert_preserves_outputs_given_a_bare_tensor_says_so_without_the_capture_note():
+    """A bare tensor as `example_inputs` was said, with a note suggesting other dialects (as
+    for a model one capture cannot take), which does not apply (a new-user check)."""
+    with pytest.raises(fxpasses.UserError) as info:
+        assert_preserves_outputs("remove_dropout", torch.nn.Linear(3, 3), torch.randn(2, 3))
+    assert str(info.value) == (
+        "example_inputs must be a list or tuple of the module's positional inputs, got Tensor (wrap a single input "
+        "in a list: [x])"
+    )
+
+
 def test_a_decorated_pass_function_is_judged_by_its_own_signature_not_the_wrapped_ones():
     """`inspect.signature` follows `__wrapped__`: a decorator (functools.wraps) that supplies an
     argument had its function refused as needing it (an adversarial check)."""
