@@ -113,7 +113,13 @@ class RenameNodes(GraphPass):
             if got != asked:
                 ctx.count("suffixed")
         ctx.analyses[self.name] = dict(mapping)
-        gm.meta[self.name] = dict(mapping)
+        meta = gm.__dict__.get("meta")
+        if not isinstance(meta, dict):
+            # a GraphModule subclass whose __init__ skips GraphModule's (torchvision's
+            # create_feature_extractor returns one) has no meta dict: give it the one
+            # GraphModule.__init__ would have (a rollback removes it again)
+            meta = gm.meta = {}
+        meta[self.name] = dict(mapping)
         return bool(mapping)
 
 

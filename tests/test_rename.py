@@ -239,3 +239,50 @@ def test_every_reserved_name_is_renamed_to_the_name_the_generated_code_uses():
         if got == wanted or not re.search(rf"^    {re.escape(got)} = ", gm.code, re.M):
             mismatched.append((wanted, got))
     assert len(reserved) > 150 and mismatched == []
+
+
+class _NoMetaGraphModule(torch.fx.GraphModule):
+    """A GraphModule subclass whose ``__init__`` skips ``GraphModule.__init__`` (as
+    torchvision's ``feature_extraction.DualGraphModule``, which
+    ``create_feature_extractor`` returns, does): no ``meta`` dict, no node-hook lists."""
+
+    def __init__(self, root: nn.Module, graph: torch.fx.Graph) -> None:
+        super(torch.fx.GraphModule, self).__init__()
+        for node in graph.nodes:
+            if node.op in ("get_attr", "call_module"):
+                setattr(self, node.target, getattr(root, node.target))
+        self.graph = graph
+
+
+def test_a_graph_module_without_meta_is_renamed_and_gets_the_mapping():
+    net = Net()
+    gm = _NoMetaGraphModule(net, torch.fx.symbolic_trace(net).graph)
+    assert "meta" not in gm.__dict__
+    x = torch.randn(2, 4)
+    want = gm(x)
+    pr = rename(gm, r"pattern='^relu(_\d+)?$', replacement='act\1'")
+    assert pr.status == "ok" and pr.counters == {"renamed": 2}
+    assert names(gm) == ["x", "lin", "act", "add", "act_1", "mul", "output"]
+    assert gm.meta["rename_nodes"] == {"relu": "act", "relu_1": "act_1"}
+    assert torch.equal(gm(x), want)
+
+
+def test_a_meta_dict_a_failed_pass_added_is_removed_by_the_rollback():
+    net = Net()
+    for journaled in (True, False):
+        gm = _NoMetaGraphModule(net, torch.fx.symbolic_trace(net).graph)
+        code = gm.code
+
+        class AddsMeta(fxpasses.GraphPass):
+            name = "adds_meta"
+            writes_tensors = False
+            journal_edits = journaled
+
+            def run(self, gm, ctx):
+                gm.meta = {"adds_meta": 1}
+                raise RuntimeError("boom")
+
+        with pytest.raises(fxpasses.PassFailedError, match="boom"):
+            fxpasses.Pipeline([AddsMeta]).run(gm, [torch.randn(2, 4)])
+        assert "meta" not in gm.__dict__, journaled
+        assert gm.code == code
