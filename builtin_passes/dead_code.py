@@ -75,7 +75,9 @@ class EliminateDeadCode(GraphPass):
     tensor constant that no ``get_attr``/``call_module`` node references is deleted, so it also
     leaves ``state_dict()``: a module still called keeps all its children and state, an
     attribute still read by ``get_attr`` stays with its owning modules (see
-    :func:`prune_unused_state`). Subgraphs of submodules are not swept.
+    :func:`prune_unused_state`); what another ``torch.fx.Graph`` the module holds references
+    (the train graph of torchvision's ``create_feature_extractor`` module, run after
+    ``.train()``) stays too. Subgraphs of submodules are not swept.
 
     Options (see :class:`DeadCodeOptions`): ``remove_random`` (default false),
     ``strip_asserts`` (default false), ``remove_unused_state`` (default true),
@@ -143,11 +145,24 @@ class EliminateDeadCode(GraphPass):
         return bool(removed or pruned)
 
 
+def _graphs(gm: torch.fx.GraphModule) -> list[torch.fx.Graph]:
+    """``gm.graph`` and every other ``torch.fx.Graph`` that ``gm`` holds as an attribute: a
+    module that switches between graphs (torchvision's ``DualGraphModule``, which
+    ``create_feature_extractor`` returns, holds ``train_graph`` and ``eval_graph`` and runs one
+    of them by its mode) calls its submodules from the graph not in use too."""
+    graphs = [gm.graph]
+    for value in vars(gm).values():
+        if isinstance(value, torch.fx.Graph) and all(value is not g for g in graphs):
+            graphs.append(value)
+    return graphs
+
+
 def _referenced(gm: torch.fx.GraphModule) -> tuple[set[str], set[str]]:
-    """(targets of get_attr/call_module nodes, their proper ancestors' paths)."""
-    graph = gm.graph
+    """(targets of get_attr/call_module nodes of ``gm``'s graphs, see :func:`_graphs`, and
+    their proper ancestors' paths)."""
     subtrees = {
         n.target
+        for graph in _graphs(gm)
         for op in ("get_attr", "call_module")
         for n in graph.find_nodes(op=op)  # FX's index by op: no walk of the other nodes
         if isinstance(n.target, str)
@@ -191,7 +206,9 @@ def prune_unused_state(
     *,
     before_edit: Callable[[torch.nn.Module], None] | None = None,
 ) -> collections.Counter[str]:
-    """Delete the parts of ``gm`` that no node of its graph references; return counts.
+    """Delete the parts of ``gm`` that no node of its graph references; return counts. A
+    ``torch.fx.Graph`` that ``gm`` holds besides ``gm.graph`` (a train and an eval graph that
+    ``.train()`` switches between) counts as its graph too.
 
     A qualified name is *referenced* when a ``get_attr`` or ``call_module`` node targets it or
     something above it (a called module keeps its whole subtree; ``get_attr`` of a submodule, as

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import operator
 import time
 
@@ -674,3 +675,58 @@ def test_prune_unused_state_keeps_referenced_subtrees_and_the_paths_to_them():
     assert sorted(dict(gm.named_buffers())) == ["p.q.r.w", "s.t.u"]
     assert sorted(dict(gm.named_parameters())) == ["m.n.bias", "m.n.weight"]
     assert sorted(name for name, _ in gm.named_modules()) == ["", "m", "m.n", "p", "p.q", "p.q.r", "s", "s.t"]
+
+
+class _TwoGraphModule(torch.fx.GraphModule):
+    """A GraphModule holding a train graph and an eval graph, switched by ``train()``, as
+    torchvision's ``feature_extraction.DualGraphModule`` (what ``create_feature_extractor``
+    returns) does: the graph not in use still calls the submodules."""
+
+    def __init__(self, root: nn.Module, train_graph: torch.fx.Graph, eval_graph: torch.fx.Graph) -> None:
+        super(torch.fx.GraphModule, self).__init__()
+        for g in (train_graph, eval_graph):
+            for node in g.nodes:
+                if node.op in ("get_attr", "call_module"):
+                    setattr(self, node.target, getattr(root, node.target))
+        self.train_graph, self.eval_graph = train_graph, eval_graph
+        self.training = True
+        self.graph = train_graph
+
+    def train(self, mode: bool = True):
+        if mode and not self.training:
+            self.graph = self.train_graph
+        elif not mode and self.training:
+            self.graph = self.eval_graph
+        return super().train(mode)
+
+
+class _ConvBnNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+def test_state_the_modules_other_graph_uses_is_kept():
+    torch.manual_seed(0)
+    net = _ConvBnNet()
+    with torch.no_grad():
+        net.bn.running_mean.uniform_(-0.5, 0.5)
+        net.bn.running_var.uniform_(0.5, 2.0)
+    gm = _TwoGraphModule(net, torch.fx.symbolic_trace(net).graph, torch.fx.symbolic_trace(net).graph)
+    gm.eval()
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        want_eval = net.eval()(x)
+        want_train = copy.deepcopy(net).train()(x)  # (a copy: a train-mode call updates the statistics)
+    report = fxpasses.Pipeline.from_preset("inference", verify="numeric").run(gm, [x])
+    assert report["fuse_conv_bn"].counters == {"fused": 1}
+    # the eval graph no longer reads conv and bn, the train graph still does: both stay
+    assert report["eliminate_dead_code"].counters.get("removed_submodules", 0) == 0
+    assert gm.conv is net.conv and gm.bn is net.bn
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), want_eval, atol=1e-5, rtol=1e-5)
+        gm.train()
+        torch.testing.assert_close(gm(x), want_train, atol=1e-5, rtol=1e-5)
