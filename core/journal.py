@@ -84,7 +84,18 @@ from .snapshot import (
     restore_surroundings,
 )
 
-__all__ = ["Journal", "CheckedJournal", "JournalMismatch", "GraphWatch", "NodeFrame", "checking", "check_journals", "supports_journal"]
+__all__ = [
+    "Journal",
+    "CheckedJournal",
+    "JournalMismatch",
+    "WritesTensorsMismatch",
+    "TensorWatch",
+    "GraphWatch",
+    "NodeFrame",
+    "checking",
+    "check_journals",
+    "supports_journal",
+]
 
 _ENV = "FXPASSES_CHECK_JOURNAL"
 _forced = 0  # nesting depth of check_journals()
@@ -151,14 +162,21 @@ class Journal:
         "namespace",
         "surroundings",
         "unrestorable",
+        "tensors",
+        "written",
         "_attached",
         "_hooks",
     )
 
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, *, watch_tensors: bool = False) -> None:
         self.gm = gm
         graph = gm.graph
         self.graph = graph
+        # the version counters and data pointers of the module's tensors, to name those the
+        # pass wrote in place (a journal cannot restore them) when it fails: taken for a
+        # third-party pass, whose writes_tensors=False is a promise the pipeline cannot check
+        self.tensors = TensorWatch(gm) if watch_tensors else None
+        self.written: list[str] | None = None
         self.records: dict[Node, tuple[Any, ...]] = {}  # node -> its record before the pass
         self.created: dict[Node, None] = {}  # nodes the pass made, in order
         self.edited: dict[Node, None] = {}  # recorded nodes whose own fields change
@@ -328,7 +346,10 @@ class Journal:
 
     # interface shared with Snapshot (the pipeline's rollback uses either)
     def pass_done(self) -> None:
-        """Nothing to note (tensors are not journaled)."""
+        """Note the tensors the pass wrote in place (with ``watch_tensors``), before numeric
+        verification runs the module (whose runs may write tensors too)."""
+        if self.tensors is not None:
+            self.written = self.tensors.written()
 
     # ------------------------------------------------------------------ undoing
 
@@ -337,6 +358,8 @@ class Journal:
         works: modules, then the graph's nodes, then its own state."""
         self.detach()
         gm = self.gm
+        if self.tensors is not None:  # written in place: not journaled, so not restorable
+            self.unrestorable = self.written if self.written is not None else self.tensors.written()
         restore_surroundings(gm, self.surroundings)
         for rec in self.modules.values():
             restore_module(rec)
@@ -386,6 +409,57 @@ class JournalMismatch(AssertionError):
         self.differences = differences
 
 
+class WritesTensorsMismatch(JournalMismatch):
+    """Check mode (:func:`checking`): a pass that declares ``writes_tensors = False`` wrote
+    parameters, buffers or tensor attributes of the module in place, which a failed run then
+    cannot restore (no write guard runs for it)."""
+
+    def __init__(self, pass_name: str, written: list[str]) -> None:
+        more = f" and {len(written) - 5} more" if len(written) > 5 else ""
+        AssertionError.__init__(
+            self,
+            f"pass {pass_name!r} declares writes_tensors=False, but wrote these tensors of the module in place: "
+            + ", ".join(repr(n) for n in written[:5]) + more
+            + " (a failed run could not restore them: declare writes_tensors = True, with journal_edits = False, "
+            "or write new tensors, ctx.add_constant(...), instead of changing existing ones)",
+        )
+        self.pass_name = pass_name
+        self.differences = [f"tensors written in place: {', '.join(written)}"]
+        self.written = written
+
+
+class TensorWatch:
+    """The version counters and data pointers of a module's parameters, buffers and tensor
+    attributes (what :class:`~fxpasses.snapshot.Snapshot` records of them, without the
+    rest), to tell which ones were written in place since (:meth:`written`): writes through
+    ``.data``, ``numpy()`` or the raw storage move neither and are not seen."""
+
+    __slots__ = ("names", "values", "versions", "ptrs")
+
+    def __init__(self, gm: torch.nn.Module) -> None:
+        from .snapshot import _all_tensors, _data_ptr, _versions
+
+        tensors = _all_tensors(gm)
+        self.names = list(tensors)
+        self.values = list(tensors.values())
+        self.versions = _versions(self.values)
+        self.ptrs = list(map(_data_ptr, self.values))
+
+    def written(self) -> list[str]:
+        """Qualified names of the tensors whose version or data pointer moved."""
+        from .snapshot import _data_ptr, _versions
+
+        versions = _versions(self.values)
+        ptrs = list(map(_data_ptr, self.values))
+        if versions == self.versions and ptrs == self.ptrs:
+            return []
+        return [
+            n
+            for n, v, p, v0, p0 in zip(self.names, versions, ptrs, self.versions, self.ptrs)
+            if v != v0 or p != p0
+        ]
+
+
 class CheckedJournal(Journal):
     """A :class:`Journal` checked against a :class:`~fxpasses.snapshot.Snapshot` taken with it
     (check mode). :meth:`verify`, after the pass, rolls the pass back through the journal,
@@ -394,11 +468,11 @@ class CheckedJournal(Journal):
 
     __slots__ = ("snapshot", "pass_name", "_spent")
 
-    def __init__(self, gm: torch.fx.GraphModule, pass_name: str) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, pass_name: str, *, watch_tensors: bool = False) -> None:
         from .snapshot import Snapshot
 
         self.snapshot = Snapshot(gm)
-        super().__init__(gm)
+        super().__init__(gm, watch_tensors=watch_tensors)
         self.pass_name = pass_name
         self._spent = False
 
@@ -426,7 +500,18 @@ class CheckedJournal(Journal):
         self._compare("after it failed")
 
     def pass_done(self) -> None:
+        super().pass_done()
         self.snapshot.pass_done()  # what verification's runs write next is not the pass's
+
+    def undeclared_writes(self) -> None:
+        """Check mode, after a pass declaring ``writes_tensors = False``: raise
+        :class:`WritesTensorsMismatch` (after restoring the snapshot) if it wrote tensors of
+        the module in place."""
+        written = self.snapshot.modified_tensors()
+        if written:
+            self.snapshot.restore()
+            self._spent = True
+            raise WritesTensorsMismatch(self.pass_name, written)
 
 
 _USERS = attrgetter("users")

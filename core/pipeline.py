@@ -76,7 +76,7 @@ from .errors import (
 from .errors import exception_text, reports_users_mistake
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
-from .journal import CheckedJournal, Journal, JournalMismatch, NodeFrame, checking, supports_journal
+from .journal import CheckedJournal, Journal, JournalMismatch, NodeFrame, WritesTensorsMismatch, checking, supports_journal
 from .lint import (
     cycle_through,
     _MAX_NESTING,
@@ -1241,7 +1241,10 @@ class Pipeline:
                 pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons), iteration=round_)
                 snap = None  # free the previous pass's snapshot first (tensor copies: one set at a time)
                 if journaled:
-                    snap = CheckedJournal(gm, step.name) if checking() else Journal(gm)
+                    # a third-party pass's writes_tensors=False is watched: the tensors it wrote
+                    # in place anyway are named when it fails (they cannot be restored)
+                    watch = not _is_builtin(step.cls)
+                    snap = CheckedJournal(gm, step.name, watch_tensors=watch) if checking() else Journal(gm, watch_tensors=watch)
                 else:
                     snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
                 clean_before, names_before = clean, names_kept
@@ -1287,6 +1290,16 @@ class Pipeline:
                         if journaled:
                             snap.detach()
                             ctx._journal = None
+                    if not step.cls.writes_tensors and checking():
+                        # check mode: writes_tensors=False is held to as journal_edits=True is
+                        # (before the journal's check, whose advice would be about journal_edits)
+                        if isinstance(snap, CheckedJournal):
+                            snap.undeclared_writes()
+                        elif isinstance(snap, Snapshot) and snap.write_guard is None and snap.tensor_copies is None:
+                            written = snap.modified_tensors()
+                            if written:
+                                snap.restore()
+                                raise WritesTensorsMismatch(step.name, written)
                     if isinstance(snap, CheckedJournal):
                         snap.verify()  # check mode: the journal undoes exactly what the pass did
                     if frame is not None:

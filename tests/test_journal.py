@@ -1440,3 +1440,77 @@ def test_a_journaled_pass_deleting_a_submodule_directly_and_succeeding_fails_lin
         "pass 'drop_sub_ok' failed: graph lint failed: RuntimeError: Node act target act references nonexistent attribute act"
     )
     assert info.value.notes[-1].endswith("so the run stops here whatever on_error says")
+
+
+# ------------------------------------------------------- an undeclared write of a tensor
+
+
+class _ScaleNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * 2.0
+
+
+def _fold_scale(journal_edits: bool, factor: float) -> type:
+    """A pass folding ``lin(x) * 2`` into the linear's weights in place while declaring
+    ``writes_tensors = False`` (the author's mistake); ``factor`` 3 gets the fold wrong."""
+
+    class _FoldScale(fxpasses.NodePass):
+        name = "fold_scale"
+        writes_tensors = False
+
+        @fxpasses.on("mul")
+        def mul(self, node, ctx):
+            lin = node.args[0]
+            if not isinstance(lin, torch.fx.Node) or lin.op != "call_module":
+                return None
+            m = ctx.module(lin)
+            with torch.no_grad():
+                m.weight.mul_(factor)
+                m.bias.mul_(factor)
+            return fxpasses.Replace(lin)
+
+    _FoldScale.journal_edits = journal_edits
+    return _FoldScale
+
+
+@pytest.mark.parametrize("journal_edits", [False, True])
+def test_a_failed_run_names_the_tensors_a_pass_declaring_writes_tensors_false_wrote(journal_edits, unchecked):
+    """The README: a write such a pass makes anyway through a tensor method is named in the
+    error of a failed run; a journaled pass's failure named none (its journal watched no
+    tensor), leaving the user's weights changed without a word."""
+    gm = torch.fx.symbolic_trace(_ScaleNet())
+    weight = gm.lin.weight.clone()
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([_fold_scale(journal_edits, 3.0)], verify="numeric").run(gm, [torch.randn(2, 4)])
+    note = [n for n in info.value.notes if "could not be restored" in n]
+    assert len(note) == 1 and note[0].endswith(": lin.weight, lin.bias"), info.value.notes
+    assert "declares writes_tensors=False" in note[0]
+    assert torch.equal(gm.lin.weight, weight * 3.0)  # (what the note is about)
+
+
+@pytest.mark.parametrize("journal_edits", [False, True])
+def test_check_mode_holds_a_pass_to_writes_tensors_false(journal_edits):
+    """assert_preserves_outputs (check mode) passed a pass that declares writes_tensors=False
+    and writes weights in place while keeping the outputs (journal_edits=False), or blamed
+    journal_edits (True), whose removal then passed: the declaration to fix is writes_tensors."""
+    from fxpasses.journal import WritesTensorsMismatch
+    from fxpasses.testing import assert_preserves_outputs
+
+    with pytest.raises(WritesTensorsMismatch) as info:
+        assert_preserves_outputs(_fold_scale(journal_edits, 2.0), _ScaleNet(), [torch.randn(2, 4)],
+                                 dialects=["symbolic_trace"])
+    message = str(info.value)
+    assert message.startswith(
+        "pass 'fold_scale' declares writes_tensors=False, but wrote these tensors of the module in place: "
+        "'lin.weight', 'lin.bias' (a failed run could not restore them: declare writes_tensors = True"
+    ), message
+    assert isinstance(info.value, AssertionError) and info.value.written == ["lin.weight", "lin.bias"]
+    # the same pass declaring its writes passes, its fold kept
+    honest = _fold_scale(False, 2.0)
+    honest.writes_tensors = True
+    results = assert_preserves_outputs(honest, _ScaleNet(), [torch.randn(2, 4)], dialects=["symbolic_trace"])
+    assert results["symbolic_trace"][1].passes[0].changed
