@@ -211,6 +211,13 @@ def on(
     else:
         targets = (target,)
     for n in names:
+        if callable(n) and not isinstance(n, (str, type)) and len(names) == 1 and op is None and target is None:
+            # ``@on`` written without its call: the decorated function arrives as the name
+            raise PassDefinitionError(
+                f"on() was given the function {getattr(n, '__qualname__', n)!r} ({_defined_at(n) or 'defined where unknown'}) as an op name: "
+                "@on is called with what the hook subscribes to, e.g. @on(\"relu\") or @on(target=torch.relu), "
+                "not written bare"
+            )
         if not isinstance(n, str) or not n:
             raise PassDefinitionError(f"on(): op names must be non-empty strings, got {n!r}")
     if not ops and not names and not targets:
@@ -407,6 +414,15 @@ def _is_torch_pass_base(cls: type) -> bool:
     infra = sys.modules.get("torch.fx.passes.infra.pass_base")
     base = getattr(infra, "PassBase", None)
     return isinstance(base, type) and issubclass(cls, base)
+
+
+def _defined_at(fn: Any) -> str:
+    """``"FILE:LINE"``: where ``fn`` (a function, or a static or class method) is defined,
+    for errors about a pass's methods, which the pipeline raises far from the class; ``""``
+    when unknown."""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(inspect.unwrap(fn), "__code__", None) if callable(fn) else None
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
 
 
 def _warn_misspelled_names(cls: type, name: str, where: str) -> None:
@@ -673,13 +689,20 @@ def validate_pass_class(cls: Any) -> None:
         for attr, _ in cls._hooks:
             fn = getattr(cls, attr)
             try:
-                params = inspect.signature(fn).parameters
+                hook_signature = inspect.signature(fn)
             except (TypeError, ValueError):  # pragma: no cover - builtins
                 continue
-            if len(params) != 3:
+            params = hook_signature.parameters
+            try:  # called as hook(self, node, ctx): defaults and *args are fine, as for run()
+                hook_signature.bind(None, None, None)
+                fits = True
+            except TypeError:
+                fits = False
+            if not fits:
                 raise PassDefinitionError(
                     f"pass {name!r} ({where}): hook {attr} must take (self, node, ctx), "
-                    f"takes ({', '.join(params)})"
+                    f"takes ({', '.join(params)}); the hook {cls.__name__}.{attr} is defined at "
+                    f"{_defined_at(fn) or 'an unknown place'}"
                 )
     elif cls.run is GraphPass.run:
         raise PassDefinitionError(f"pass {name!r} ({where}) is a GraphPass without run()")
@@ -708,4 +731,5 @@ def validate_pass_class(cls: Any) -> None:
         except TypeError:
             raise PassDefinitionError(
                 f"pass {name!r} ({where}): {attr}() must take (self, gm, ctx), takes ({', '.join(signature.parameters)})"
+                f"; {attr}() is defined at {_defined_at(fn) or 'an unknown place'}"
             ) from None

@@ -2597,3 +2597,85 @@ def test_a_real_namespace_package_plugin_gets_no_shadow_note(site):
         assert message.endswith("implements no fxpasses hook (nothing was loaded from it)")
     finally:
         forget_modules("fxp_nsreal")
+
+
+HOOK_SIGNATURES_SOURCE = '''
+import fxpasses
+from fxpasses import GraphPass, NodePass, on
+
+
+class TwoArgs(NodePass):
+    """A hook without ctx."""
+    name = "two_args"
+
+    @on("relu")
+    def relu(self, node):
+        return None
+
+
+class RunWithoutCtx(GraphPass):
+    """run() without ctx."""
+    name = "run_without_ctx"
+
+    def run(self, gm):
+        return False
+
+
+class Flexible(NodePass):
+    """A hook taking (self, node, ctx) with a default and *args: called as hook(self, node, ctx)."""
+    name = "flexible_hook"
+
+    @on("relu")
+    def relu(self, node, ctx=None, *rest):
+        return None
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(TwoArgs)
+    register(RunWithoutCtx)
+    register(Flexible)
+'''
+
+
+def test_a_method_with_a_wrong_signature_is_rejected_naming_the_file_and_line_it_is_defined_at(site):
+    """The plugin's rejection (`fxpasses list`, the warning, the error of a pipeline naming
+    the pass) said `hook relu must take (self, node, ctx), takes (self, node)` and nothing of
+    where: the check runs when the registry loads, far from the class, and a plugin module
+    holds many hooks named alike. Now it ends with the method's FILE:LINE, as the warning
+    about a misspelt @on name does; a hook taking (self, node, ctx) with a default or *args,
+    which run() was already allowed, is accepted."""
+    make_dist(site, "sig-dist", "1.0", "fxp_sigs", HOOK_SIGNATURES_SOURCE)
+    forget_modules("fxp_sigs")
+    with pytest.warns(fxpasses.PluginWarning):
+        reg = Registry()
+    path = str(site / "fxp_sigs.py")
+    reasons = {r.name: r.reason for r in reg.plugins if r.distribution == "sig-dist" for r in r.rejected}
+    assert reasons == {
+        "two_args": "pass 'two_args' (fxp_sigs.TwoArgs): hook relu must take (self, node, ctx), takes (self, node); "
+                    f"the hook TwoArgs.relu is defined at {path}:10",
+        "run_without_ctx": "pass 'run_without_ctx' (fxp_sigs.RunWithoutCtx): run() must take (self, gm, ctx), takes "
+                           f"(self, gm); run() is defined at {path}:19",
+    }
+    assert "flexible_hook" in reg
+    with pytest.raises(UnknownPassError, match=re.escape(f"is defined at {path}:10")):
+        reg.get("two_args")
+    forget_modules("fxp_sigs")
+
+
+def test_on_written_without_its_call_says_so():
+    """`@on` written bare gave `on(): op names must be non-empty strings, got <function ...>`."""
+    with pytest.raises(PassDefinitionError) as info:
+
+        class Bare(fxpasses.NodePass):
+            name = "bare"
+
+            @fxpasses.on
+            def relu(self, node, ctx):
+                return None
+
+    message = str(info.value)
+    assert message.startswith("on() was given the function 'test_on_written_without_its_call_says_so.<locals>.Bare.relu' (")
+    assert f"{__file__}:" in message
+    assert message.endswith('as an op name: @on is called with what the hook subscribes to, e.g. @on("relu") or '
+                            "@on(target=torch.relu), not written bare")
