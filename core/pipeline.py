@@ -1371,13 +1371,18 @@ class Pipeline:
                                 "(its result goes in ctx.analyses)"
                             )
                         # (a torch.cond branch's graph edited is that, not its recompile's '_code' rebound)
-                        what = (
-                            "the graph"
-                            if graph_changed(snap)
-                            else snap.subgraph_change()
-                            or f"the module ({snap.module_change() or 'its submodules, attributes, hooks or tensors'})"
+                        if graph_changed(snap):
+                            nodes = snap.node_changes()
+                            what = f"the graph ({_first_ones(nodes, ', ')})" if nodes else "the graph"
+                        else:
+                            what = snap.subgraph_change() or (
+                                f"the module ({snap.module_change() or 'its submodules, attributes, hooks or tensors'})"
+                            )
+                        raise VerificationError(
+                            f"analysis pass {step.name!r} changed {what}: an analysis (kind = \"analysis\") leaves "
+                            "the graph and module as they are and hands its result over in ctx.analyses; a pass "
+                            "meant to rewrite is a transform (kind = \"transform\", the default)"
                         )
-                        raise VerificationError(f"analysis pass {step.name!r} changed {what}")
                     if changed and verify != "none":
                         stage = "graph lint"
                         # from a clean graph, only what a journaled pass touched can be wrong

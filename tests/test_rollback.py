@@ -1194,6 +1194,41 @@ def test_analysis_that_edits_the_module_is_told_what_it_changed(how, said):
     assert [p.requires_grad for p in gm.parameters()] == flags
 
 
+class _GraphEditingAnalysis(fxpasses.GraphPass):
+    """An analysis that removes the relu it was meant to count (an author's mistake)."""
+
+    name = "graph_editing_analysis"
+    kind = "analysis"
+
+    def run(self, gm, ctx):
+        for node in list(gm.graph.nodes):
+            if node.op == "call_function" and node.target is torch.relu:
+                node.replace_all_uses_with(node.args[0])
+                gm.graph.erase_node(node)
+        return False
+
+
+def test_analysis_that_edits_the_graph_is_told_which_nodes_and_what_to_do():
+    """It said `analysis pass 'x' changed the graph` and no more, where a transform failing
+    its verification names the nodes it changed; now the nodes and what an analysis may do."""
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x).neg()
+
+    gm = torch.fx.symbolic_trace(Net())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([_GraphEditingAnalysis]).run(gm, [torch.randn(3)])
+    assert str(info.value).splitlines()[0] == (
+        "pass 'graph_editing_analysis' failed: verification failed: analysis pass 'graph_editing_analysis' changed "
+        "the graph (%relu (erased), %neg (edited)): an analysis (kind = \"analysis\") leaves the graph and module as "
+        "they are and hands its result over in ctx.analyses; a pass meant to rewrite is a transform "
+        "(kind = \"transform\", the default)"
+    )
+    assert gm.code == code
+
+
 #: a subprocess's pass that writes a weight under the guard (compiling a write too, with
 #: ``W.compiled``) and fails; ``restored()`` runs it and says whether rollback put the weight back
 _WRITE_THEN_FAIL = """
