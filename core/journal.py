@@ -89,7 +89,6 @@ __all__ = [
     "CheckedJournal",
     "JournalMismatch",
     "WritesTensorsMismatch",
-    "TensorWatch",
     "GraphWatch",
     "NodeFrame",
     "checking",
@@ -162,21 +161,14 @@ class Journal:
         "namespace",
         "surroundings",
         "unrestorable",
-        "tensors",
-        "written",
         "_attached",
         "_hooks",
     )
 
-    def __init__(self, gm: torch.fx.GraphModule, *, watch_tensors: bool = False) -> None:
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
         self.gm = gm
         graph = gm.graph
         self.graph = graph
-        # the version counters and data pointers of the module's tensors, to name those the
-        # pass wrote in place (a journal cannot restore them) when it fails: taken for a
-        # third-party pass, whose writes_tensors=False is a promise the pipeline cannot check
-        self.tensors = TensorWatch(gm) if watch_tensors else None
-        self.written: list[str] | None = None
         self.records: dict[Node, tuple[Any, ...]] = {}  # node -> its record before the pass
         self.created: dict[Node, None] = {}  # nodes the pass made, in order
         self.edited: dict[Node, None] = {}  # recorded nodes whose own fields change
@@ -346,10 +338,7 @@ class Journal:
 
     # interface shared with Snapshot (the pipeline's rollback uses either)
     def pass_done(self) -> None:
-        """Note the tensors the pass wrote in place (with ``watch_tensors``), before numeric
-        verification runs the module (whose runs may write tensors too)."""
-        if self.tensors is not None:
-            self.written = self.tensors.written()
+        """Nothing to note (tensors are not journaled)."""
 
     # ------------------------------------------------------------------ undoing
 
@@ -358,8 +347,6 @@ class Journal:
         works: modules, then the graph's nodes, then its own state."""
         self.detach()
         gm = self.gm
-        if self.tensors is not None:  # written in place: not journaled, so not restorable
-            self.unrestorable = self.written if self.written is not None else self.tensors.written()
         restore_surroundings(gm, self.surroundings)
         for rec in self.modules.values():
             restore_module(rec)
@@ -428,38 +415,6 @@ class WritesTensorsMismatch(JournalMismatch):
         self.written = written
 
 
-class TensorWatch:
-    """The version counters and data pointers of a module's parameters, buffers and tensor
-    attributes (what :class:`~fxpasses.snapshot.Snapshot` records of them, without the
-    rest), to tell which ones were written in place since (:meth:`written`): writes through
-    ``.data``, ``numpy()`` or the raw storage move neither and are not seen."""
-
-    __slots__ = ("names", "values", "versions", "ptrs")
-
-    def __init__(self, gm: torch.nn.Module) -> None:
-        from .snapshot import _all_tensors, _data_ptr, _versions
-
-        tensors = _all_tensors(gm)
-        self.names = list(tensors)
-        self.values = list(tensors.values())
-        self.versions = _versions(self.values)
-        self.ptrs = list(map(_data_ptr, self.values))
-
-    def written(self) -> list[str]:
-        """Qualified names of the tensors whose version or data pointer moved."""
-        from .snapshot import _data_ptr, _versions
-
-        versions = _versions(self.values)
-        ptrs = list(map(_data_ptr, self.values))
-        if versions == self.versions and ptrs == self.ptrs:
-            return []
-        return [
-            n
-            for n, v, p, v0, p0 in zip(self.names, versions, ptrs, self.versions, self.ptrs)
-            if v != v0 or p != p0
-        ]
-
-
 class CheckedJournal(Journal):
     """A :class:`Journal` checked against a :class:`~fxpasses.snapshot.Snapshot` taken with it
     (check mode). :meth:`verify`, after the pass, rolls the pass back through the journal,
@@ -468,11 +423,11 @@ class CheckedJournal(Journal):
 
     __slots__ = ("snapshot", "pass_name", "_spent")
 
-    def __init__(self, gm: torch.fx.GraphModule, pass_name: str, *, watch_tensors: bool = False) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, pass_name: str) -> None:
         from .snapshot import Snapshot
 
         self.snapshot = Snapshot(gm)
-        super().__init__(gm, watch_tensors=watch_tensors)
+        super().__init__(gm)
         self.pass_name = pass_name
         self._spent = False
 
@@ -500,7 +455,6 @@ class CheckedJournal(Journal):
         self._compare("after it failed")
 
     def pass_done(self) -> None:
-        super().pass_done()
         self.snapshot.pass_done()  # what verification's runs write next is not the pass's
 
     def undeclared_writes(self) -> None:

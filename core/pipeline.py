@@ -1241,10 +1241,9 @@ class Pipeline:
                 pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons), iteration=round_)
                 snap = None  # free the previous pass's snapshot first (tensor copies: one set at a time)
                 if journaled:
-                    # a third-party pass's writes_tensors=False is watched: the tensors it wrote
-                    # in place anyway are named when it fails (they cannot be restored)
-                    watch = not _is_builtin(step.cls)
-                    snap = CheckedJournal(gm, step.name, watch_tensors=watch) if checking() else Journal(gm, watch_tensors=watch)
+                    # (a journal records no tensors: watching them would walk the whole module
+                    # tree, what a snapshot costs; check mode holds writes_tensors=False instead)
+                    snap = CheckedJournal(gm, step.name) if checking() else Journal(gm)
                 else:
                     snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
                 clean_before, names_before = clean, names_kept
@@ -1290,7 +1289,8 @@ class Pipeline:
                         if journaled:
                             snap.detach()
                             ctx._journal = None
-                    if not step.cls.writes_tensors and checking():
+                    if not step.cls.writes_tensors and limit is None and checking():
+                        # (not under a rewrite limit: a probe's undo of a pass writes its tensors back)
                         # check mode: writes_tensors=False is held to as journal_edits=True is
                         # (before the journal's check, whose advice would be about journal_edits)
                         if isinstance(snap, CheckedJournal):

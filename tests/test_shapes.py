@@ -517,14 +517,21 @@ def test_a_write_past_the_real_runs_clones_fails_the_run_naming_the_tensor(monke
             self.w.add_(1)
             return x + self.w
 
+    from fxpasses.journal import WritesTensorsMismatch
+
     assert PropagateShapes.writes_tensors is False
     gm = torch.fx.symbolic_trace(Writes())
     monkeypatch.setattr(EffectAnalysis, "mutated_attributes", lambda self: frozenset())
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")  # the run users get
     with pytest.raises(PassFailedError) as info:
         Pipeline([("propagate_shapes", {"mode": "real"})]).run(gm, (torch.zeros(3),))
     msg = str(info.value)
     assert "analysis pass 'propagate_shapes' changed the module (tensors written in place: 'w')" in msg
     assert "could not be restored" in msg
+    # check mode (the test suite, assert_preserves_outputs) holds it to writes_tensors=False
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "1")
+    with pytest.raises(WritesTensorsMismatch, match=r"pass 'propagate_shapes' declares writes_tensors=False, but wrote these tensors of the module in place: 'w' "):
+        Pipeline([("propagate_shapes", {"mode": "real"})]).run(torch.fx.symbolic_trace(Writes()), (torch.zeros(3),))
     monkeypatch.undo()
     # without the simulated miss, the parameter is cloned and left as it was
     gm = torch.fx.symbolic_trace(Writes())
