@@ -211,12 +211,20 @@ def on(
     else:
         targets = (target,)
     for n in names:
-        if callable(n) and not isinstance(n, (str, type)) and len(names) == 1 and op is None and target is None:
-            # ``@on`` written without its call: the decorated function arrives as the name
+        if callable(n) and not isinstance(n, str):
+            if _looks_like_hook(n) and len(names) == 1 and op is None and target is None:
+                # ``@on`` written without its call: the decorated function arrives as the name
+                raise PassDefinitionError(
+                    f"on() was given the function {getattr(n, '__qualname__', n)!r} "
+                    f"({_defined_at(n) or 'defined where unknown'}) as an op name: @on is called with what the "
+                    'hook subscribes to, e.g. @on("relu") or @on(target=torch.relu), not written bare'
+                )
+            # a target given where names go: @on(torch.relu), @on(nn.ReLU)
+            shown = getattr(n, "__name__", None) or repr(n)
             raise PassDefinitionError(
-                f"on() was given the function {getattr(n, '__qualname__', n)!r} ({_defined_at(n) or 'defined where unknown'}) as an op name: "
-                "@on is called with what the hook subscribes to, e.g. @on(\"relu\") or @on(target=torch.relu), "
-                "not written bare"
+                f"on(): op names are strings, got the {'class' if isinstance(n, type) else 'callable'} {shown!r}: "
+                f"give a callable or a module class as target=, e.g. @on(target={shown}), or its name, "
+                f"@on({shown.lower() if isinstance(n, type) else shown!r})"
             )
         if not isinstance(n, str) or not n:
             raise PassDefinitionError(f"on(): op names must be non-empty strings, got {n!r}")
@@ -414,6 +422,18 @@ def _is_torch_pass_base(cls: type) -> bool:
     infra = sys.modules.get("torch.fx.passes.infra.pass_base")
     base = getattr(infra, "PassBase", None)
     return isinstance(base, type) and issubclass(cls, base)
+
+
+def _looks_like_hook(fn: Any) -> bool:
+    """Whether ``fn`` is a Python function whose first parameter is ``self``: a method being
+    decorated (a bare ``@on`` passes it), not a target such as ``torch.relu``."""
+    if not isinstance(fn, types.FunctionType):
+        return False
+    try:
+        first = next(iter(inspect.signature(fn).parameters), None)
+    except (TypeError, ValueError):  # pragma: no cover - every Python function has one
+        return False
+    return first == "self"
 
 
 def _defined_at(fn: Any) -> str:

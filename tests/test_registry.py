@@ -2679,3 +2679,18 @@ def test_on_written_without_its_call_says_so():
     assert f"{__file__}:" in message
     assert message.endswith('as an op name: @on is called with what the hook subscribes to, e.g. @on("relu") or '
                             "@on(target=torch.relu), not written bare")
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        (torch.relu, "the callable 'relu': give a callable or a module class as target=, e.g. @on(target=relu), or its name, @on('relu')"),
+        (torch.nn.ReLU, "the class 'ReLU': give a callable or a module class as target=, e.g. @on(target=ReLU), or its name, @on('relu')"),
+    ],
+)
+def test_on_given_a_target_where_names_go_says_to_give_it_as_target(given, said):
+    """`@on(torch.relu)` was told it had been "written bare" (the check for a bare `@on` took any
+    callable for the decorated method); a target where names go says to give it as target=."""
+    with pytest.raises(PassDefinitionError) as info:
+        fxpasses.on(given)
+    assert str(info.value) == f"on(): op names are strings, got {said}"
