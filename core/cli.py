@@ -1043,10 +1043,12 @@ def _same_run(
 
 
 def _echo_reproducer(writer: Any) -> None:
+    from .reproducer import replay_args
+
     if writer.written is not None:
         click.echo(
             f"reproducer of the failure of {writer.failed_pass!r} written to {writer.written.parent}; "
-            f"replay it with: {shlex.join(['fxpasses', 'run', str(writer.written)])}",
+            f"replay it with: {shlex.join(replay_args(writer.written, writer.rewrite_limit))}",
             err=True,
         )
         for warning in writer.warnings:

@@ -102,6 +102,9 @@ class PassContext:
         self.analyses: dict[str, Any] = analyses if analyses is not None else {}
         self.step: int | None = None
         self.iteration = 0
+        # what a rewrite limit (Pipeline.run(..., rewrite_limit=N)) leaves to this pass and the
+        # ones after it when it starts (None: no limit); a reproducer replays with it
+        self.rewrites_left: int | None = None
         self._provenance: Node | None = None
         self._paths: Any = None  # fxpasses._modpath.ModulePaths of gm, made on first use
         # the running pass's journal (fxpasses.journal.Journal) when its edits are journaled

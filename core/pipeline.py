@@ -1238,6 +1238,8 @@ class Pipeline:
                     analyses=analyses,
                 )
                 ctx.step, ctx.iteration = position.get(id(step)), round_
+                if limit is not None and limit.limit is not None:
+                    ctx.rewrites_left = max(limit.limit - limit.count, 0)
                 pr = PassReport(step.name, nodes_before=len(gm.graph.nodes), reasons=list(step.reasons), iteration=round_)
                 snap = None  # free the previous pass's snapshot first (tensor copies: one set at a time)
                 if journaled:

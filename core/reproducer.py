@@ -963,6 +963,16 @@ def _entry(step: Any, verify: str, on_error: str) -> dict[str, Any]:
     return entry
 
 
+def replay_args(cfg_path: str | Path, rewrite_limit: int | None = None) -> list[str]:
+    """The command line that replays the reproducer whose config is ``cfg_path``: with
+    ``--rewrite-limit`` when the run that failed had a rewrite limit (``rewrite_limit``: what
+    it left when the failing pass started)."""
+    args = ["fxpasses", "run", str(cfg_path)]
+    if rewrite_limit is not None:
+        args += ["--rewrite-limit", str(rewrite_limit)]
+    return args
+
+
 def write_reproducer(
     directory: str | Path,
     gm: torch.fx.GraphModule,
@@ -975,6 +985,7 @@ def write_reproducer(
     plugins: dict[str, Any] | None = None,
     iteration: int = 0,
     original: tuple[str, dict[str, torch.Tensor]] | None = None,
+    rewrite_limit: int | None = None,
 ) -> Path:
     """Write a reproducer of ``pipeline``'s failure at plan step ``failed_step`` (0-based).
 
@@ -989,7 +1000,10 @@ def write_reproducer(
     ``gm`` must be the graph as it was before that step (after a rollback). ``iteration``: the
     fixpoint iteration the failing step ran in (0: not in a group); the replay runs its group
     from the failing pass on, for the iterations the run had left (``max_iterations`` less
-    the ones before), numbered from 1 again. Returns the
+    the ones before), numbered from 1 again. ``rewrite_limit``: what the run's rewrite limit
+    left when the failing pass started (``PassContext.rewrites_left``); the replay command is
+    then ``fxpasses run DIR/fxpasses.json --rewrite-limit N``, so the pass stops where it
+    stopped in the run. Returns the
     config's path. The inputs file holds ``example_inputs`` as tensors named ``0``, ``1``, ...
     and ``example_kwargs`` by their keywords; the replay calls the graph with both.
 
@@ -1096,7 +1110,7 @@ def write_reproducer(
     versions = _versions(s.cls for s in steps[failed_step:])
     model_code = _model_code(gm)
     folders = sorted({str(Path(f).parent) for f in model_code.values()})
-    replay = shlex.join(["fxpasses", "run", str(cfg_path)])
+    replay = shlex.join(replay_args(cfg_path, rewrite_limit))
     if folders:
         replay = f"PYTHONPATH={shlex.quote(os.pathsep.join(folders))} {replay}"
     hooks = unsaved_hooks(gm)
@@ -1133,6 +1147,13 @@ def write_reproducer(
             "\n\nNot in the reproducer (the replay runs without them, so a failure that depends on them "
             "may not show): " + "; ".join(hooks) + "."
             if hooks
+            else ""
+        )
+        + (
+            f"\n\nThe run applied only its first rewrites (`--rewrite-limit`): the replay applies the "
+            f"{rewrite_limit} that the limit left when `{failing.name}` started, as the run did, with "
+            f"`--rewrite-limit {rewrite_limit}` (without it every rewrite is applied, and the failure may not show)."
+            if rewrite_limit is not None
             else ""
         )
         + f"\n\nReplay it ({needs}):\n\n"
@@ -1291,6 +1312,9 @@ class ReproducerWriter:
         self.original: tuple[str, dict[str, torch.Tensor]] | None = None
         self.taken = False
         self.changed = False  # a pass before the failing one changed the graph and was kept
+        #: what the run's rewrite limit left when the failing pass started (None: no limit);
+        #: the replay command gives it as --rewrite-limit
+        self.rewrite_limit: int | None = None
 
     @hookimpl
     def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
@@ -1298,6 +1322,7 @@ class ReproducerWriter:
         # the iterations of fixpoint groups)
         self.step = ctx.step if getattr(ctx, "step", None) is not None else self.step + 1
         self.iteration = getattr(ctx, "iteration", 0) or 0
+        self.rewrite_limit = getattr(ctx, "rewrites_left", None)
         self.inputs = ctx.example_inputs
         self.kwargs = ctx.example_kwargs
         if not self.taken:
@@ -1341,6 +1366,7 @@ class ReproducerWriter:
                 plugins=self.plugins,
                 iteration=self.iteration,
                 original=original,
+                rewrite_limit=self.rewrite_limit,
             )
             hooks = unsaved_hooks(gm)
             if hooks:

@@ -998,3 +998,89 @@ def test_non_finite_floats_replay_at_any_depth_and_text_stays_text():
     with pytest.raises(fxpasses.OptionsError) as info:
         fxpasses.Pipeline.from_config({"pipeline": [{"name": "deep_floats", "options": {"positive": ["-inf"]}}]}, registry=reg)
     assert [p[:2] for p in info.value.problems] == [("positive.0", "Input should be greater than or equal to 0")]
+
+
+COMPENSATED_SOURCE = '''
+import fxpasses
+from fxpasses import Replace
+
+
+class Compensated(fxpasses.NodePass):
+    """x * 2 -> x * 4 at the first match and x * 1 at the second: wrong alone, right together."""
+
+    name = "compensated"
+
+    def setup(self, gm, ctx):
+        self.n = 0
+
+    @fxpasses.on("mul", op="call_function")
+    def visit(self, node, ctx):
+        if node.args[1] != 2:
+            return None
+        self.n += 1
+        factor = 4 if self.n == 1 else 1 if self.n == 2 else 2
+        return Replace(ctx.call_function(node.target, (node.args[0], factor)))
+
+
+@fxpasses.hookimpl
+def fxpasses_register_passes(register):
+    register(Compensated)
+'''
+
+DOUBLES_SOURCE = '''
+import torch
+
+
+class Doubles(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.lin(x)).relu() * 2 * 2 + x * 2
+
+
+def doubles():
+    torch.manual_seed(0)
+    return Doubles().eval()
+'''
+
+
+def test_a_reproducer_of_a_run_under_a_rewrite_limit_replays_with_the_limit(tmp_path, monkeypatch):
+    """`fxpasses run CONFIG --rewrite-limit N --reproducer DIR` (bisect's "reproduce with"
+    command plus --reproducer) wrote a reproducer whose replay, `fxpasses run DIR/fxpasses.json`,
+    applied every rewrite of the failing pass: a failure that needed the limit (a wrong rewrite
+    that a later one undoes) replayed as "outputs: match", exit 0. The replay command (printed
+    and in the README) now gives what the limit left when the failing pass started."""
+    from dists import installed_dist
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "doubles_models.py").write_text(DOUBLES_SOURCE)
+    cfg = project / "fxpasses.toml"
+    cfg.write_text(
+        'pipeline = "remove_dropout,compensated,eliminate_dead_code"\nverify = "numeric"\n'
+        '[model]\nfactory = "doubles_models:doubles"\ncapture = "export"\ninputs = [{shape = [3, 4]}]\n'
+    )
+    with installed_dist(monkeypatch, tmp_path / "site", "compensated-passes", "0.1", "fxp_compensated", COMPENSATED_SOURCE):
+        run = ["run", str(cfg), "--repeat", "1", "--no-save"]
+        whole = CliRunner().invoke(cli, run)
+        assert whole.exit_code == 0, whole.output  # the pass's two wrong rewrites cancel out
+        rep = tmp_path / "repro"
+        # remove_dropout's rewrite is #1, compensated's first #2: stop there
+        r = CliRunner().invoke(cli, [*run, "--rewrite-limit", "2", "--reproducer", str(rep)])
+        assert r.exit_code == 1, r.output
+        assert "pass 'compensated' failed: verification failed" in r.output
+        assert f"replay it with: fxpasses run {rep / 'fxpasses.json'} --rewrite-limit 1" in r.output
+        readme = (rep / "README.md").read_text()
+        assert f"    fxpasses run {rep / 'fxpasses.json'} --rewrite-limit 1\n" in readme, readme
+        replay = CliRunner().invoke(cli, ["run", str(rep / "fxpasses.json"), "--repeat", "1", "--no-save", "--rewrite-limit", "1"])
+        assert replay.exit_code == 1, replay.output
+        assert failure_lines(replay.output) == failure_lines(r.output)
+        assert "rewrite limit 1: 1 rewrite counted (1 rolled back with compensated, not in the graph)" in replay.output
+        # a run without a limit: the replay command is the plain one
+        rep2 = tmp_path / "repro2"
+        r = CliRunner().invoke(cli, [*run, "--pipeline", "compensated{}", "--reproducer", str(rep2)])
+    assert r.exit_code == 0, r.output  # (nothing failed: nothing written)
+    assert not (rep2 / "fxpasses.json").exists()
