@@ -937,8 +937,14 @@ def run_cmd(
             raise
         status = 2 if isinstance(exc, UserError) else 1
         if fmt == "json":
+            from .reproducer import replay_args
+
             written = writer.written is not None
-            where = {"reproducer": str(writer.written)} if written else {"reproducer_error": str(writer.error)}
+            where: dict[str, Any] = (
+                {"reproducer": str(writer.written), "replay_command": replay_args(writer.written, writer.rewrite_limit)}
+                if written
+                else {"reproducer_error": str(writer.error)}
+            )
             _echo_json(_error_object(exc, status, **where))
         click.echo(f"error: {exc}", err=True)
         _echo_reproducer(writer)

@@ -1079,6 +1079,12 @@ def test_a_reproducer_of_a_run_under_a_rewrite_limit_replays_with_the_limit(tmp_
         assert replay.exit_code == 1, replay.output
         assert failure_lines(replay.output) == failure_lines(r.output)
         assert "rewrite limit 1: 1 rewrite counted (1 rolled back with compensated, not in the graph)" in replay.output
+        # --format json gives the replay command beside the reproducer's path
+        r = CliRunner().invoke(cli, [*run, "--rewrite-limit", "2", "--reproducer", str(tmp_path / "repro3"), "--format", "json"])
+        assert r.exit_code == 1
+        error = json.loads(r.stdout)["error"]
+        assert error["reproducer"] == str(tmp_path / "repro3" / "fxpasses.json")
+        assert error["replay_command"] == ["fxpasses", "run", error["reproducer"], "--rewrite-limit", "1"]
         # a run without a limit: the replay command is the plain one
         rep2 = tmp_path / "repro2"
         r = CliRunner().invoke(cli, [*run, "--pipeline", "compensated{}", "--reproducer", str(rep2)])
