@@ -1129,10 +1129,16 @@ def run_job(
 def _earlier_outputs_noted(out_dir: Path | None) -> Iterator[None]:
     """When the run fails, note on its error the files an earlier run saved in ``out_dir``
     (those its ``report.json`` there lists, and that file): they are still there, and are not
-    this run's (``fxpasses run`` prints the note)."""
+    this run's (``fxpasses run`` prints the note). So is a ``broken_graph.txt`` that an earlier
+    run under ``on_error = "raise"`` wrote there and this run did not write again: the graph of
+    another failure, to be taken for this one's."""
+    broken_before = _broken_graph_stamp(out_dir) if out_dir is not None else None
     try:
         yield
     except FxPassesError as exc:
+        if broken_before is not None and _broken_graph_stamp(out_dir) == broken_before:
+            path = out_dir / BROKEN_GRAPH  # type: ignore[operator]
+            exc.add_note(f"fxpasses: {path} is an earlier run's ({broken_before[0]}), not this run's")
         saved = _earlier_saved(out_dir) if out_dir is not None else None
         if saved is not None:
             left = sorted(f"{parent}/{name}" if parent == "module" else name for parent, name in saved)
@@ -1171,6 +1177,23 @@ def _write_broken_graph(gm: torch.fx.GraphModule, failure: PassFailedError, out_
         failure.notes.append(f"the graph as {failure.pass_name!r} left it was not written to {path}: {os_reason(exc)}")
         return
     failure.notes.append(f"the graph as {failure.pass_name!r} left it (on_error = \"raise\"): {path}")
+
+
+def _broken_graph_stamp(out_dir: Path) -> tuple[str, int, int, int] | None:
+    """What names the ``broken_graph.txt`` fxpasses wrote in ``out_dir`` (told by its first
+    line): what it shows (``the graph as pass 'p' left it``) and its inode, size and time of
+    last change, or None when there is none."""
+    path = out_dir / BROKEN_GRAPH
+    try:
+        with path.open(encoding="utf-8") as f:
+            first = f.readline()
+        st = path.stat()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not first.startswith(_BROKEN_HEADER):
+        return None
+    what = first[len("# fxpasses: "):].split(" (on_error", 1)[0]
+    return (what, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _remove_broken_graph(out_dir: Path) -> None:

@@ -1263,6 +1263,52 @@ def test_on_error_raise_writes_the_graph_the_failing_pass_left(tmp_path):
     assert not (out / "broken_graph.txt").exists()
 
 
+def test_a_failed_run_says_the_broken_graph_in_the_output_folder_is_an_earlier_runs(tmp_path):
+    """`fxpasses run --on-error raise` wrote OUT/broken_graph.txt; the next run into OUT that
+    failed under rollback (the debugging loop: fix the pass, run again) left it there without a
+    word, and no report.json being there, not even the "still holds what an earlier run saved"
+    note: the graph of the earlier failure was there to be taken for this run's. The error now
+    says the file is an earlier run's, and which pass it shows; the file is left as it was."""
+    from fxpasses.config import parse_config
+    from fxpasses.job import run_job
+
+    class ToSigmoid(fxpasses.NodePass):
+        name = "to_sigmoid"
+
+        @fxpasses.on("relu")
+        def r(self, node, ctx):
+            return fxpasses.Replace(ctx.call_function(torch.sigmoid, node.args))
+
+    class ToTanh(fxpasses.NodePass):
+        name = "to_tanh"
+
+        @fxpasses.on("relu")
+        def r(self, node, ctx):
+            return fxpasses.Replace(ctx.call_function(torch.tanh, node.args))
+
+    reg = Registry(autoload=False)
+    reg.register(ToSigmoid)
+    reg.register(ToTanh)
+    model = {"factory": "fxpasses._example:convnet", "inputs": [{"shape": [1, 3, 8, 8]}]}
+    out = tmp_path / "out"
+    with pytest.raises(fxpasses.PassFailedError):
+        run_job(parse_config({"pipeline": "to_sigmoid", "verify": "numeric", "model": model}), registry=reg, output=out, repeat=1, on_error="raise")
+    broken = out / "broken_graph.txt"
+    before = (broken.read_text(), broken.stat().st_mtime_ns)
+    note = f"{broken} is an earlier run's (the graph as pass 'to_sigmoid' left it), not this run's"
+    with pytest.raises(fxpasses.PassFailedError) as info:  # rolled back: this run writes none
+        run_job(parse_config({"pipeline": "to_tanh", "verify": "numeric", "model": model}), registry=reg, output=out, repeat=1)
+    assert f"fxpasses: {note}" in getattr(info.value, "__notes__", []), info.value
+    assert (broken.read_text(), broken.stat().st_mtime_ns) == before
+    with pytest.raises(fxpasses.PassFailedError) as info:  # this run writes its own: no such note
+        run_job(parse_config({"pipeline": "to_tanh", "verify": "numeric", "model": model}), registry=reg, output=out, repeat=1, on_error="raise")
+    assert not any("earlier run" in n for n in getattr(info.value, "__notes__", [])), info.value.__notes__
+    assert broken.read_text().startswith("# fxpasses: the graph as pass 'to_tanh' left it")
+    with pytest.raises(fxpasses.PassFailedError) as info:  # --no-save: the folder is not this run's
+        run_job(parse_config({"pipeline": "to_sigmoid", "verify": "numeric", "model": model}), registry=reg, output=out, repeat=1, save=False)
+    assert not any("earlier run" in n for n in getattr(info.value, "__notes__", [])), info.value.__notes__
+
+
 def test_a_failed_run_names_the_earlier_runs_files_left_in_the_output_folder(tmp_path, monkeypatch):
     """A run that failed into a folder an earlier run saved in left that run's model.pt2 and
     report.json there without a word, to be taken for this run's (left noticed by an earlier
