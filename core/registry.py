@@ -998,11 +998,7 @@ class Registry:
             if registered
             else []
         )
-        parts += [
-            f"pass {n!r}, which {', '.join(sorted({r.label for r, _ in self.rejected(n)}))} registered but "
-            "which was rejected as it loaded (see its warning)"
-            for n in rejected
-        ]
+        parts += [f"pass {n!r}, {self._rejected_clause(n)}" for n in rejected]
         parts += [f"{n!r}, which is a preset: a preset's pipeline names passes, not presets" for n in presets]
         parts += [
             f"pass {n!r}, which {' and '.join(c.source for c in self._conflicts[n])} each register "
@@ -1010,6 +1006,13 @@ class Registry:
             for n in clashes
         ]
         return "; and ".join(parts)
+
+    def _rejected_clause(self, name: str) -> str:
+        """``"which dist 1.0 registered but which was rejected as it loaded (see its warning)"``:
+        what a pass name ``name`` that plugins registered but the registry rejected is, as a
+        preset's or a ``requires``' problem says it."""
+        labels = ", ".join(sorted({r.label for r, _ in self.rejected(name)}))
+        return f"which {labels} registered but which was rejected as it loaded (see its warning)"
 
     def _preset_options_problems(self, info: PresetInfo, entry: Any) -> list[PresetProblem]:
         """The problem of the options ``entry`` (of preset ``info``'s pipeline) gives its pass,
@@ -1471,9 +1474,8 @@ class Registry:
                 self._reported_requires.add(name)
                 said = []
                 for r in missing:
-                    rejected = sorted({who.label for who, _ in self.rejected(r)})
-                    if rejected:
-                        said.append(f"{r!r}, which {_and(rejected)} registered but which was rejected as it loaded (see its warning)")
+                    if self.rejected(r):
+                        said.append(f"{r!r}, {self._rejected_clause(r)}")
                     else:
                         said.append(f"{r!r}, which no installed plugin registers{self._requires_hint(info.cls, r)}")
                 message = (
