@@ -1566,7 +1566,7 @@ def _check_depth(data: Any, source: str) -> None:
     """
     path = _too_deep(data)
     if path is not None:
-        shown = ".".join(str(k) for k in path[:6]) + (" ..." if len(path) > 6 else "")
+        shown = _shown_path(path)
         raise ConfigError(
             f"values nested too deep: more than {_MAX_DEPTH} tables or lists, at {shown}; no config value "
             "needs more than a few levels",
@@ -1592,9 +1592,14 @@ def _check_options_depth(pass_name: str, options: Mapping[str, Any], source: str
     """
     path = _too_deep(options)
     if path is not None:
-        shown = ".".join(str(k) for k in path[:6]) + (" ..." if len(path) > 6 else "")
+        shown = _shown_path(path)
         message = f"nested more than {_MAX_DEPTH} lists or dicts deep; no option value needs more than a few levels"
         raise OptionsError(pass_name, [(shown, message, _NestedTooDeep())], source=source)
+
+
+def _shown_path(path: tuple[Any, ...]) -> str:
+    """The first keys of ``path`` (from :func:`_too_deep`), dotted, ``...`` for the rest."""
+    return ".".join(str(k) for k in path[:6]) + (" ..." if len(path) > 6 else "")
 
 
 def _too_deep(data: Any) -> tuple[Any, ...] | None:

@@ -89,6 +89,7 @@ __all__ = [
     "CheckedJournal",
     "JournalMismatch",
     "WritesTensorsMismatch",
+    "hold_writes_tensors",
     "GraphWatch",
     "NodeFrame",
     "checking",
@@ -415,6 +416,16 @@ class WritesTensorsMismatch(JournalMismatch):
         self.written = written
 
 
+def hold_writes_tensors(snapshot: Any, pass_name: str) -> None:
+    """Check mode, after pass ``pass_name`` declaring ``writes_tensors = False``: if it wrote
+    tensors of the module in place since ``snapshot`` (a :class:`~fxpasses.snapshot.Snapshot`
+    taken before it), restore the snapshot and raise :class:`WritesTensorsMismatch` naming them."""
+    written = snapshot.modified_tensors()
+    if written:
+        snapshot.restore()
+        raise WritesTensorsMismatch(pass_name, written)
+
+
 class CheckedJournal(Journal):
     """A :class:`Journal` checked against a :class:`~fxpasses.snapshot.Snapshot` taken with it
     (check mode). :meth:`verify`, after the pass, rolls the pass back through the journal,
@@ -461,11 +472,11 @@ class CheckedJournal(Journal):
         """Check mode, after a pass declaring ``writes_tensors = False``: raise
         :class:`WritesTensorsMismatch` (after restoring the snapshot) if it wrote tensors of
         the module in place."""
-        written = self.snapshot.modified_tensors()
-        if written:
-            self.snapshot.restore()
-            self._spent = True
-            raise WritesTensorsMismatch(self.pass_name, written)
+        try:
+            hold_writes_tensors(self.snapshot, self.pass_name)
+        except WritesTensorsMismatch:
+            self._spent = True  # (the snapshot restored the module: nothing left to undo)
+            raise
 
 
 _USERS = attrgetter("users")

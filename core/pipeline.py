@@ -76,7 +76,7 @@ from .errors import (
 from .errors import exception_text, reports_users_mistake
 from .errors import short_repr as _short_repr
 from .inputs import check_accepted, check_example_inputs
-from .journal import CheckedJournal, Journal, JournalMismatch, NodeFrame, WritesTensorsMismatch, checking, supports_journal
+from .journal import CheckedJournal, Journal, JournalMismatch, NodeFrame, checking, hold_writes_tensors, supports_journal
 from .lint import (
     cycle_through,
     _MAX_NESTING,
@@ -1298,10 +1298,7 @@ class Pipeline:
                         if isinstance(snap, CheckedJournal):
                             snap.undeclared_writes()
                         elif isinstance(snap, Snapshot) and snap.write_guard is None and snap.tensor_copies is None:
-                            written = snap.modified_tensors()
-                            if written:
-                                snap.restore()
-                                raise WritesTensorsMismatch(step.name, written)
+                            hold_writes_tensors(snap, step.name)
                     if isinstance(snap, CheckedJournal):
                         snap.verify()  # check mode: the journal undoes exactly what the pass did
                     if frame is not None:
