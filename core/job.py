@@ -1199,12 +1199,9 @@ def _broken_graph_stamp(out_dir: Path) -> tuple[str, int, int, int] | None:
 def _remove_broken_graph(out_dir: Path) -> None:
     """Remove the ``broken_graph.txt`` an earlier failed run wrote in ``out_dir`` (told by its
     first line), now that the pipeline ran through."""
-    path = out_dir / BROKEN_GRAPH
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        with path.open(encoding="utf-8") as f:
-            ours = f.readline().startswith(_BROKEN_HEADER)
-        if ours:
-            path.unlink()
+    if _broken_graph_stamp(out_dir) is not None:
+        with contextlib.suppress(OSError):
+            (out_dir / BROKEN_GRAPH).unlink()
 
 
 @contextlib.contextmanager
