@@ -103,7 +103,7 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
     except graphlib.CycleError as exc:
         cycle = list(exc.args[1])  # each node is a predecessor of the next: u, v, ..., u
         names = [items[i].name for i in cycle]
-        detail = "; ".join(_with_plugin(*declared[(u, v)]) if (u, v) in declared else "?" for u, v in zip(cycle, cycle[1:]))
+        detail = "; ".join(with_plugin(*declared[(u, v)]) if (u, v) in declared else "?" for u, v in zip(cycle, cycle[1:]))
         raise CycleError(names, f"because: {detail}") from None
 
     # An entry that others wait for inherits the earliest position among them, so it moves up
@@ -145,7 +145,7 @@ def _declaring_class(it: Item, kind: str, name: str) -> Any:
     return it.cls
 
 
-def _with_plugin(who: str, how: str, cls: Any) -> str:
+def with_plugin(who: str, how: str, cls: Any) -> str:
     """``who how``, ``who`` followed by the plugin that registered ``cls`` where one did:
     ``cyc_a (advcfg-cycle 0.0.1) requires cyc_b``."""
     from .registry import plugin_source  # (here: only a cycle's message needs it)

@@ -455,9 +455,8 @@ def _warn_misspelled_names(cls: type, name: str, where: str) -> None:
         for n in sorted(sub.names):
             close = misspelled_op_name(n)
             if close:
-                hook = getattr(cls, attr, None)
-                code = getattr(hook, "__code__", None)
-                at = f", {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+                defined = _defined_at(getattr(cls, attr, None))
+                at = f", {defined}" if defined else ""
                 warn(
                     PassDefinitionWarning(
                         f"pass {name!r} ({where}): @on({n!r}) on the hook {cls.__name__}.{attr}{at} names no known op or family; "

@@ -1392,12 +1392,9 @@ class Registry:
     def _cycle_reasons(self, graph: dict[str, dict[str, tuple[str, str]]], cycle: Sequence[str]) -> str:
         """The declaration behind each arrow of ``cycle`` (a path of ``graph``, first == last),
         each declaring pass named with the plugin that registered it."""
-        reasons = []
-        for u, v in zip(cycle, cycle[1:]):
-            who, how = graph[u][v]
-            source = plugin_source(self._passes[who].cls)
-            reasons.append(f"{who} ({source}) {how}" if source else f"{who} {how}")
-        return "; ".join(reasons)
+        from .ordering import with_plugin
+
+        return "; ".join(with_plugin(who, how, self._passes[who].cls) for who, how in (graph[u][v] for u, v in zip(cycle, cycle[1:])))
 
     def _check_cycles(self) -> dict[str, dict[str, tuple[str, str]]]:
         """Report each ordering cycle among the registered passes' ``requires``, ``after`` and

@@ -29,7 +29,7 @@ from .ops import (
     names_per_call,
     ops_generation,
 )
-from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace, Subscription
+from .passes import ERASE, KEEP, Erase, GraphPass, Keep, NodePass, Pass, Replace, Subscription, _defined_at
 
 __all__ = ["run_pass", "would_rewrite", "HookError"]
 
@@ -69,9 +69,8 @@ def _returned_by(exc: BaseException, hook: Callable[..., Any]) -> Callable[..., 
 def hook_name(hook: Callable[..., Any]) -> str:
     """``Class.method (file:line)`` of a bound hook: where its ``@on`` stands."""
     func = getattr(hook, "__func__", hook)
-    code = getattr(func, "__code__", None)
-    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
-    return f"{getattr(func, '__qualname__', repr(hook))}{where}"
+    defined = _defined_at(func)
+    return f"{getattr(func, '__qualname__', repr(hook))}{f' ({defined})' if defined else ''}"
 
 
 class _Matcher:
