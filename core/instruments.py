@@ -42,7 +42,9 @@ def _code(gm: Any) -> str:
 
 
 class PrintAfter:
-    """Print the graph's code after passes: all (``names=None``) or those named.
+    """Print the graph's code after passes: all (``names=None``) or those named. After a
+    failed pass: one line saying so when it was rolled back (the graph is the one before it),
+    else (``on_error="raise"``) the graph as the pass left it.
 
     Args:
         names: pass names to print after, or None for every pass.
@@ -61,9 +63,23 @@ class PrintAfter:
             print(f"# *** graph after {pass_name}{round_} ({report.nodes_after} nodes) ***", file=out)
             print(graph_code(gm), file=out)
 
+    @hookimpl
+    def fxpasses_pass_failed(self, pass_name: str, gm: Any, error: Any) -> None:
+        # a failed pass has a graph after it too: the one before it (rolled back: said in one
+        # line), or the one it left (on_error="raise": printed, for debugging)
+        if self.names is None or pass_name in self.names:
+            out = self.file or sys.stderr
+            if error.rolled_back:
+                print(f"# *** no graph after {pass_name}: it failed {_failed(error)} and was rolled back; the graph is as before it ***", file=out)
+                return
+            print(f"# *** graph after {pass_name}, which failed {_failed(error)}, as it left it ({len(gm.graph.nodes)} nodes) ***", file=out)
+            print(_code_or_why(gm), file=out)
+
 
 class PrintChanged:
-    """Print a unified diff of the graph's code for every pass that changed it."""
+    """Print a unified diff of the graph's code for every pass that changed it. A failed pass
+    gets one line saying so when it was rolled back (no change kept), else
+    (``on_error="raise"``) that line and the diff of what it left."""
 
     def __init__(self, file: TextIO | None = None, context: int = 3) -> None:
         self.file = file
@@ -79,8 +95,31 @@ class PrintChanged:
         before, self._before = self._before, None
         if not report.changed or before is None:
             return
-        after = graph_code(gm)
-        diff = list(unified_diff(  # (difflib's is quadratic on a graph changed all over: seconds at 9k nodes)
+        diff = self._diff(pass_name, before, graph_code(gm))
+        out = self.file or sys.stderr
+        print(f"# *** {getattr(report, 'label', pass_name)} changed the graph ({report.nodes_before} -> {report.nodes_after} nodes) ***", file=out)
+        if not diff:  # the module changed, not its code (submodules, parameters or buffers removed)
+            counters = ", ".join(f"{k}={v}" for k, v in sorted(report.counters.items()))
+            print(f"# (the graph's code is unchanged: it changed the module's state{f': {counters}' if counters else ''})", file=out)
+        out.write("".join(diff))
+
+    @hookimpl
+    def fxpasses_pass_failed(self, pass_name: str, gm: Any, error: Any) -> None:
+        # rolled back: said in one line (nothing it changed stayed); on_error="raise": the
+        # diff of what it left, for debugging
+        before, self._before = self._before, None
+        out = self.file or sys.stderr
+        if error.rolled_back:
+            print(f"# *** {pass_name} failed {_failed(error)} and was rolled back: no change kept ***", file=out)
+            return
+        after = _code_or_why(gm)
+        diff = self._diff(pass_name, before, after) if before is not None else []
+        what = "what it left (on_error=\"raise\")" if diff else "the graph's code is as before it"
+        print(f"# *** {pass_name} failed {_failed(error)}; {what} ***", file=out)
+        out.write("".join(diff))
+
+    def _diff(self, pass_name: str, before: str, after: str) -> list[str]:
+        return list(unified_diff(  # (difflib's is quadratic on a graph changed all over: seconds at 9k nodes)
             before.splitlines(keepends=True),
             after.splitlines(keepends=True),
             f"before {pass_name}",
@@ -88,12 +127,25 @@ class PrintChanged:
             n=self.context,
             section=_is_submodule_line,  # a hunk in a branch's code names the branch
         ))
-        out = self.file or sys.stderr
-        print(f"# *** {getattr(report, 'label', pass_name)} changed the graph ({report.nodes_before} -> {report.nodes_after} nodes) ***", file=out)
-        if not diff:  # the module changed, not its code (submodules, parameters or buffers removed)
-            counters = ", ".join(f"{k}={v}" for k, v in sorted(report.counters.items()))
-            print(f"# (the graph's code is unchanged: it changed the module's state{f': {counters}' if counters else ''})", file=out)
-        out.write("".join(diff))
+
+
+def _failed(error: Any) -> str:
+    """"in STAGE (REASON)" of a :class:`~fxpasses.PassFailedError`, on one line (the reason's
+    first line, at most 200 characters)."""
+    reason = str(error.reason).strip().splitlines()[0] if str(error.reason).strip() else "no reason given"
+    if len(reason) > 200:
+        reason = reason[:197] + "..."
+    stage = getattr(error, "stage", None)
+    return f"{f'in {stage} ' if stage else ''}({reason})"
+
+
+def _code_or_why(gm: Any) -> str:
+    """:func:`graph_code` of ``gm``, or a line saying why the graph a failed pass left has
+    no code (its code generator raises on it)."""
+    try:
+        return graph_code(gm)
+    except Exception as exc:  # noqa: BLE001 - a graph broken enough that torch cannot write its code
+        return f"# (its code cannot be generated: {type(exc).__name__}: {exc})\n"
 
 
 class TimePasses:

@@ -483,6 +483,29 @@ def load_program(path: str | os.PathLike[str], base_dir: Path | None = None) -> 
 PYTREE_MODULES_FILE = "fxpasses/pytree_modules.json"
 
 
+def _no_reproducer_note(pipeline: Pipeline, reproducer: Any) -> str:
+    """The note of an error found after every pass succeeded (the optimized model's outputs
+    differ, or it no longer runs) when a reproducer was asked for: none is written, since no
+    pass failed, and why none did (``""`` without ``reproducer``)."""
+    if reproducer is None:
+        return ""
+    unchecked = [s.name for s in pipeline.plan().steps if (s.verify or pipeline.verify) != "numeric"]
+    if unchecked:
+        n = len(unchecked)
+        names = ", ".join(dict.fromkeys(unchecked))
+        why = (
+            f"verify = \"lint\" for {'pass' if n == 1 else 'passes'} {names}, which does not run the model, so no "
+            "pass failed; with verify = \"numeric\" the first pass that changes the outputs fails, and its "
+            "reproducer is written"
+        )
+    else:
+        why = (
+            "every pass passed its own numeric check, so no pass failed; the difference shows only when "
+            "the whole run is compared (see the bisect note)"
+        )
+    return f"\n  note: no reproducer written (--reproducer): {why}"
+
+
 def _check_program_savable(gm: torch.fx.GraphModule, cfg: Config) -> None:
     """Refuse, before the run, an exported module whose input or output pytree types
     ``torch.export.save`` cannot write (:func:`fxpasses._pytree_types.unserializable_types`):
@@ -1086,7 +1109,7 @@ def run_job(
                 raise VerificationError(
                     f"the optimized model no longer runs on the inputs: {exception_text(exc)} (passes that "
                     f"changed it: {', '.join(changers) or 'none'}; verify = \"numeric\" checks each pass and rolls "
-                    f"back the one that breaks it){notes}"
+                    f"back the one that breaks it){notes}{_no_reproducer_note(pipeline, reproducer)}"
                 ) from exc
             # requires_grad, aliasing, strides and input gradients too (fxpasses.verify.compare_facts)
             # the config's tolerances, or larger ones a pass entry of the run has (report.atol)
@@ -1096,6 +1119,7 @@ def run_job(
             if message:
                 raise VerificationError(
                     f"the optimized model's outputs differ from the original: {message}{notes}\n  note: {hint}"
+                    f"{_no_reproducer_note(pipeline, reproducer)}"
                 )
             after_ms = _latency_ms(lambda: gm(*clone_outputs(cap.inputs), **clone_outputs(cap.kwargs)), repeat)
             state.restore()

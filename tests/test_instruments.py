@@ -90,6 +90,38 @@ def test_print_changed_diff_and_print_after():
     assert after.startswith("def forward(self, x):\n    mul = x * 1")
 
 
+def test_print_after_and_print_changed_say_what_became_of_a_failed_pass():
+    """A failed pass printed nothing under print-after / print-changed (a debugging-workflow
+    check): rolled back, one line says so; kept (on_error="raise"), the graph it left and the
+    diff of it are printed."""
+    reg = fxpasses.Registry(autoload=False)
+    reg.register(_Boom)
+    out = io.StringIO()
+    with pytest.raises(fxpasses.PassFailedError):
+        Pipeline(["boom"], registry=reg).run(
+            torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=[PrintAfter(["boom"], file=out), PrintChanged(file=out)]
+        )
+    assert sorted(out.getvalue().splitlines()) == [  # (pluggy calls the last registered first)
+        "# *** boom failed in the pass (RuntimeError: bad) and was rolled back: no change kept ***",
+        "# *** no graph after boom: it failed in the pass (RuntimeError: bad) and was rolled back; the graph is as before it ***",
+    ]
+    out = io.StringIO()
+    with pytest.raises(fxpasses.PassFailedError):
+        Pipeline(["boom"], registry=reg, on_error="raise").run(
+            torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=[PrintAfter(file=out), PrintChanged(file=out)]
+        )
+    text = out.getvalue()
+    after = text.split("# *** graph after boom, which failed in the pass (RuntimeError: bad), as it left it (5 nodes) ***\n")[1]
+    assert "    add = dropout + 5;  dropout = None\n" in after.split("# ***")[0]
+    assert '# *** boom failed in the pass (RuntimeError: bad); what it left (on_error="raise") ***\n' in text
+    assert "-    add = dropout + 0;  dropout = None\n+    add = dropout + 5;  dropout = None\n" in text
+    # a pass named in neither list prints nothing
+    out = io.StringIO()
+    with pytest.raises(fxpasses.PassFailedError):
+        Pipeline(["boom"], registry=reg).run(torch.fx.symbolic_trace(Net()), [torch.ones(2)], instruments=[PrintAfter(["other"], file=out)])
+    assert out.getvalue() == ""
+
+
 def test_print_changed_says_when_a_pass_changed_the_module_but_not_its_code():
     """A pass that only removed a submodule printed the header and no diff (a new-user check)."""
 

@@ -623,6 +623,47 @@ def test_a_pipeline_that_changes_the_outputs_on_purpose_says_so(tmp_path):
     assert error["type"] == "VerificationError" and [p["name"] for p in error["passes"]] == ["remove_dropout"]
 
 
+def test_reproducer_asked_for_says_why_none_is_written_when_only_the_end_differs(tmp_path):
+    """--reproducer, and outputs that differ only at the job's own comparison after the run
+    (a pass verified by lint): no pass failed, so no reproducer is written, and the error says
+    so and why (before, it said nothing about the reproducer asked for)."""
+    (tmp_path / "drop.py").write_text(
+        "import torch\n"
+        "def drop():\n    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5))\n"
+    )
+    cfg = tmp_path / "drop.toml"
+    cfg.write_text('pipeline = "eliminate_dead_code,remove_dropout{inference=true}"\nverify = "lint"\n'
+                   '[model]\nfactory = "drop:drop"\ntrain = true\ninputs = [{shape = [4, 8]}]\n')
+    repro = tmp_path / "repro"
+    r = run_cli("run", str(cfg), "--no-save", "--repeat", "1", "--reproducer", str(repro))
+    assert r.exit_code == 1, r.output
+    assert (
+        'note: no reproducer written (--reproducer): verify = "lint" for passes remove_dropout, '
+        "eliminate_dead_code, which does not run the model, so no pass failed; with verify = \"numeric\" the first "
+        "pass that changes the outputs fails, and its reproducer is written"
+    ) in r.output
+    assert not (repro / "fxpasses.json").exists()
+    # without --reproducer, no such note
+    r = run_cli("run", str(cfg), "--no-save", "--repeat", "1")
+    assert r.exit_code == 1 and "no reproducer written" not in r.output
+
+
+def test_no_reproducer_note_when_every_pass_verified_numerically():
+    """The note's other case: every pass was checked numerically and passed, so the
+    difference shows only in the whole run's comparison; none at all without a reproducer."""
+    from fxpasses import Pipeline
+    from fxpasses.job import _no_reproducer_note
+
+    numeric = Pipeline(["eliminate_dead_code", "remove_dropout"], verify="numeric")
+    assert _no_reproducer_note(numeric, object()) == (
+        "\n  note: no reproducer written (--reproducer): every pass passed its own numeric check, so no pass "
+        "failed; the difference shows only when the whole run is compared (see the bisect note)"
+    )
+    assert _no_reproducer_note(numeric, None) == ""
+    mixed = Pipeline(["eliminate_dead_code", {"name": "remove_dropout", "verify": "numeric"}], verify="lint")
+    assert 'verify = "lint" for pass eliminate_dead_code, which' in _no_reproducer_note(mixed, object())
+
+
 def test_integer_input_range_error_names_the_input():
     """An empty [low, high) for an integer input is a ConfigError naming that input, found
     when the config is read (`fxpasses check` too), not when the input is made."""
