@@ -11,6 +11,7 @@ from pydantic import Field
 
 from fxpasses import GraphPass, PassContext, PassOptions
 from fxpasses.effects import ASSERT, NO_SIDE_EFFECT, RANDOM, EffectAnalysis
+from fxpasses.guards import input_guard
 
 from ._facts import modules_may_train_field
 
@@ -33,7 +34,10 @@ class DeadCodeOptions(PassOptions):
         description=(
             "Also remove runtime asserts (torch._assert, aten._assert_async, aten._assert_scalar, "
             "sym_constrain_range, torch.export's input guards) and with them their now-dead "
-            "condition chains. Off by default: inputs that used to raise would run through."
+            "condition chains. Off by default: inputs that used to raise would run through. "
+            "fxpasses' own input guards (fxpasses.guards.input_guard, which a pass that specialised "
+            "the graph to its example inputs added, e.g. simplify_algebra{specialize=true}) stay: "
+            "without them, inputs that ran correctly would give wrong results."
         ),
     )
     remove_unused_state: bool = Field(
@@ -65,7 +69,8 @@ class EliminateDeadCode(GraphPass):
     :mod:`fxpasses.effects` finds it pure, so its inputs are seen after it and go too when it
     was their last user. Never removed: placeholders and the output; nodes that mutate (in-place
     ``call_method``/``call_function``/``call_module``, ``out=``, ``inplace=True``, schemas that
-    write an argument, modules updating their own state); asserts (unless ``strip_asserts``);
+    write an argument, modules updating their own state); asserts (unless ``strip_asserts``;
+    fxpasses' own input guards always stay);
     random ops (unless ``remove_random``); print, profiler, grad-mode/autocast and other global
     state changes; ``call_module`` of a submodule with any such node inside, or of a leaf module
     that cannot be shown pure (anything but standard ``torch.nn`` modules with
@@ -86,7 +91,8 @@ class EliminateDeadCode(GraphPass):
     later).
 
     Counters: ``removed_nodes`` (of which ``removed_random``, ``removed_asserts``),
-    ``kept_impure`` (unused nodes kept for their effects), ``removed_submodules``,
+    ``kept_impure`` (unused nodes kept for their effects), ``kept_input_guards`` (fxpasses'
+    input guards kept under ``strip_asserts``), ``removed_submodules``,
     ``removed_parameters``, ``removed_buffers``, ``removed_constants``.
 
     Sources: the sweep is ``torch.fx.Graph.eliminate_dead_code``'s, with
@@ -130,6 +136,10 @@ class EliminateDeadCode(GraphPass):
                 ctx.count("removed_random")
                 random = True
             if ASSERT in kinds:
+                if node.op == "call_function" and node.target is input_guard:
+                    # a rewrite of the graph relies on it (see the option's description)
+                    ctx.count("kept_input_guards")
+                    continue
                 ctx.count("removed_asserts")
             graph.erase_node(node)
             removed += 1

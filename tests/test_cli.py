@@ -46,7 +46,9 @@ def test_show_options_and_dependencies():
     assert "only" in r.output and "list[str]" in r.output and "[]" in r.output
     assert "fxpasses-example-passes 0.1.0" in r.output
     d = json.loads(invoke("show", "remove_identity", "--format", "json").stdout)
-    assert d["before"] == ["eliminate_dead_code"] and d["options"] == []
+    assert d["before"] == ["eliminate_dead_code"] and [(o["name"], o["type"], o["default"]) for o in d["options"]] == [
+        ("specialize", "bool", False)
+    ]
     assert d["writes_tensors"] is False and d["journal_edits"] is True  # the example declares both
     r = invoke("show", "count_ops")
     assert "edits:    any (a snapshot of the graph and modules before it, a lint of the whole graph after it)" in r.output

@@ -410,6 +410,31 @@ def test_case14_the_dependent_chain_goes_in_reverse_order():
     assert [n.name for n in gm.graph.nodes] == ["x", "mask", "add", "output"]
 
 
+class _Broadcast(nn.Module):
+    def forward(self, x):
+        return (x + x.new_zeros(4, 8)).relu()  # broadcasts a (1, 8) input to (4, 8)
+
+
+def test_strip_asserts_keeps_the_input_guard_a_specialising_rewrite_relies_on():
+    """strip_asserts removed fxpasses' own input guard (simplify_algebra{specialize=true}
+    dropped `+ zeros(4, 8)` for a (4, 8) example); the graph then returned a (1, 8) result for
+    a (1, 8) input, which the model broadcasts to (4, 8), without an error (a dynamic-shapes
+    check). The guard stays, counted; a model's own assert still goes."""
+    m = _Broadcast()
+    gm = torch.fx.symbolic_trace(m)
+    report = fxpasses.Pipeline.from_string(
+        "propagate_shapes,simplify_algebra{specialize=true,keep_signed_zeros=false},eliminate_dead_code{strip_asserts=true}",
+        verify="numeric",
+    ).run(gm, example_inputs=[torch.randn(4, 8)])
+    assert report["simplify_algebra"].counters == {"input_guards": 1, "simplified": 1}
+    assert report["eliminate_dead_code"].counters == {"kept_input_guards": 1}
+    assert "fxpasses_guards_input_guard(x, 'x', (4, 8)" in gm.code
+    with pytest.raises(AssertionError, match=r"input 'x' is sizes \(1, 8\).*specialised to sizes \(4, 8\)"):
+        gm(torch.randn(1, 8))
+    x = torch.randn(4, 8)
+    assert torch.equal(gm(x), m(x))
+
+
 # ------------------------------------------------------------------------------ issue 5, case 15
 
 

@@ -193,8 +193,18 @@ def test_the_schema_and_check_agree_on_inputs_output_and_entry_settings(validato
 def test_a_pass_without_options_is_described_so(validator):
     """The options of a pass that declares none were described by PassOptions' own docstring
     ("Base class of pass options ...")."""
-    schema = config_schema(fxpasses.Registry())
-    assert schema["$defs"]["options_remove_identity"]["description"] == "remove_identity takes no options"
+    class Plain(fxpasses.GraphPass):
+        """Declares no options."""
+
+        name = "plain"
+
+        def run(self, gm, ctx):
+            return False
+
+    reg = fxpasses.Registry()
+    reg.register(Plain)
+    schema = config_schema(reg)
+    assert schema["$defs"]["options_plain"]["description"] == "plain takes no options"
 
 
 def test_valid_options_accepted(validator):

@@ -6,6 +6,7 @@ They use fxpasses' pytest plugin (installed with fxpasses, entry point ``pytest1
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -47,8 +48,43 @@ def test_remove_identity_drops_to_same_dtype_only_when_known(fxpasses_run) -> No
     fxpasses_run(gm, "remove_identity", [torch.randn(3, 4)])
     assert any(n.target == "to" for n in gm.graph.nodes)  # dtype unknown: kept
     gm = torch.fx.symbolic_trace(Net())
-    fxpasses_run(gm, "propagate_shapes,remove_identity", [torch.randn(3, 4)])
+    report = fxpasses_run(gm, "propagate_shapes,remove_identity{specialize=true}", [torch.randn(3, 4)])
     assert not any(n.target == "to" for n in gm.graph.nodes)
+    assert report["remove_identity"].counters == {"input_guards": 1, "removed": 2}
+
+
+class ToFloat(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(torch.float32) * 2
+
+
+def test_remove_identity_keeps_a_dtype_that_holds_for_the_example_only(fxpasses_run) -> None:
+    """On a symbolic_trace graph the recorded dtype is the example's: the .to was removed for
+    a float32 example, and a float64 input then gave float64 where the model gives float32,
+    without an error (a dynamic-shapes check). It is kept, saying why; with specialize=true it
+    goes and a check of the input is added, which another dtype fails."""
+    m = ToFloat()
+    gm = torch.fx.symbolic_trace(m)
+    report = fxpasses_run(gm, "propagate_shapes,remove_identity", [torch.randn(4, 3)])
+    assert [n.target for n in gm.graph.nodes].count("to") == 1
+    assert report["remove_identity"].skipped == [
+        (
+            "to",
+            "its dtype is the example inputs', and a symbolic_trace graph takes inputs of any dtype "
+            "(option specialize=true removes it and adds a check of each input)",
+        )
+    ]
+    x = torch.randn(4, 3, dtype=torch.float64)
+    assert gm(x).dtype == m(x).dtype == torch.float32
+    gm = torch.fx.symbolic_trace(m)
+    report = fxpasses_run(gm, "propagate_shapes,remove_identity{specialize=true}", [torch.randn(4, 3)])
+    assert report["remove_identity"].counters == {"input_guards": 1, "removed": 1}
+    with pytest.raises(AssertionError, match="input 'x' is sizes \\(4, 3\\), strides \\(3, 1\\), torch.float64"):
+        gm(x)
+    # TorchDynamo and torch.export graphs check (or are traced for) their inputs' dtypes: removed there
+    for gm2 in (torch.export.export(m, (torch.randn(4, 3),)).module(),):
+        report = fxpasses_run(gm2, "remove_identity", [torch.randn(4, 3)])
+        assert report["remove_identity"].counters == {"removed": 1}
 
 
 def test_count_ops_counts_by_op_name(fxpasses_run) -> None:

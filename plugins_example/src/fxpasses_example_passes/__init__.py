@@ -17,7 +17,7 @@ import torch.fx
 from pydantic import Field
 
 import fxpasses
-from fxpasses import GraphPass, NodePass, PassOptions, Replace, on
+from fxpasses import GraphPass, NodePass, PassOptions, Replace, guards, on
 from fxpasses.ops import op_name
 
 __all__ = ["RemoveIdentity", "CountOps", "fxpasses_register_passes", "fxpasses_register_presets"]
@@ -28,7 +28,11 @@ class RemoveIdentity(NodePass):
 
     A ``.to(dtype)`` call is removed only when the node's recorded metadata (``meta["val"]``,
     ``["example_value"]`` or ``["tensor_meta"]``, e.g. from ``propagate_shapes``) proves its
-    input already has that dtype; otherwise it is left alone.
+    input already has that dtype; otherwise it is left alone. On a ``symbolic_trace`` graph
+    those dtypes are the example inputs' only (the graph takes inputs of any dtype), so there
+    it is removed only when input guards make them hold for every input
+    (``fxpasses.guards.facts_hold_for_every_input``), or with ``specialize=true``, which adds
+    them (``fxpasses.guards.input_guard``: another input then raises an ``AssertionError``).
     """
 
     name = "remove_identity"
@@ -38,6 +42,22 @@ class RemoveIdentity(NodePass):
     # rollback, and lint only that, instead of a snapshot and a lint of the whole graph
     writes_tensors = False
     journal_edits = True
+
+    class Options(PassOptions):
+        specialize: bool = Field(
+            default=False,
+            description="on a symbolic_trace graph, also remove .to(dtype) calls that the example inputs' "
+            "dtypes make no-ops, and add a check of each input's recorded shape and dtype",
+        )
+
+    def setup(self, gm, ctx):
+        # the symbolic_trace inputs no guard checks yet (None: one has no recorded facts to check)
+        self._unguarded = guards.unguarded_inputs(ctx.graph) if ctx.dialect == "symbolic_trace" else []
+        self._guard = False
+
+    def finish(self, gm, ctx):
+        if self._guard:
+            ctx.count("input_guards", guards.guard_inputs(ctx, self._unguarded, "remove_identity{specialize=true}"))
 
     @on("identity", op="call_module")
     def identity_module(self, node, ctx):
@@ -57,6 +77,16 @@ class RemoveIdentity(NodePass):
         info = ctx.tensor_info(src) if isinstance(src, torch.fx.Node) else None
         if info is None or info[1] != node.args[1]:
             return None
+        if self._unguarded is None:
+            return ctx.skip(node, "its dtype is the example inputs', and an input of this symbolic_trace graph has no recorded dtype to check")
+        if self._unguarded:  # (a symbolic_trace graph, inputs not all checked)
+            if not self.options.specialize:
+                return ctx.skip(
+                    node,
+                    "its dtype is the example inputs', and a symbolic_trace graph takes inputs of any dtype "
+                    "(option specialize=true removes it and adds a check of each input)",
+                )
+            self._guard = True
         ctx.count("removed")
         return Replace(src)
 
