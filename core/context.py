@@ -559,7 +559,9 @@ def replace_all_uses(node: Node, value: Any, journal: Any = None) -> None:
     Raises:
         TypeError: ``value`` is a tensor (store it with ``PassContext.add_constant``).
         ValueError: ``value`` is a node that cannot take ``node``'s place (see
-            :func:`check_replacement`).
+            :func:`check_replacement`); or a constant, and ``node``'s value is a symbolic
+            number of a graph with dynamic shapes (:func:`symbolic_value`): a size the graph's
+            inputs decide, which a constant would fix to the example's.
     """
     if isinstance(value, Node):
         if value is not node:
@@ -571,6 +573,14 @@ def replace_all_uses(node: Node, value: Any, journal: Any = None) -> None:
             f"cannot replace %{node.name} by a tensor literal; store it with "
             "ctx.add_constant(tensor) and replace by the returned node"
         )
+    symbolic = symbolic_value(node)
+    if symbolic is not None:
+        raise ValueError(
+            f"cannot replace %{node.name} by the constant {_short(value)}: its value is {symbolic} of a graph with "
+            "dynamic shapes, which a constant fixes to one size (other sizes would give wrong results, and numeric "
+            "verification at the example's sizes cannot see it); keep the node (arithmetic on it stays symbolic), "
+            "or leave the rewrite out where a value is symbolic"
+        )
 
     def sub(a: Any) -> Any:
         return value if a is node else a
@@ -580,6 +590,35 @@ def replace_all_uses(node: Node, value: Any, journal: Any = None) -> None:
             journal.user(user)  # (node is among the inputs it records)
         user.args = torch.fx.node.map_aggregate(user.args, sub)
         user.kwargs = torch.fx.node.map_aggregate(user.kwargs, sub)
+
+
+def symbolic_value(node: Node) -> str | None:
+    """What makes ``node``'s recorded value (``meta["val"]``, TorchDynamo's
+    ``meta["example_value"]``) a symbolic number whose value the graph's inputs decide, in
+    words (``"the symbolic int s27 (in [2, 64]; 6 for the example inputs)"``), or None: not
+    a ``SymInt``/``SymFloat``/``SymBool``, or one its shape environment fixes to one value
+    (a symbol replaced by a constant, or a range of one value). A graph with dynamic shapes
+    (``torch.export`` with ``dynamic_shapes``, ``torch.compile(dynamic=True)``) has them."""
+    v = node.meta.get("val", node.meta.get("example_value"))
+    if not isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return None
+    try:
+        sym = v.node
+        env = sym.shape_env
+        expr = env.replace(sym.expr) if env is not None else sym.expr
+        if not getattr(expr, "free_symbols", None):
+            return None
+        bounds = env.bound_sympy(expr) if env is not None else None
+        if bounds is not None and bounds.is_singleton():
+            return None
+        hint = sym.hint if sym.has_hint() else None
+    except Exception:  # noqa: BLE001 - torch's symbolic internals changed: no answer, no check
+        return None
+    kind = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}[type(v)]
+    where = [f"in [{bounds.lower}, {bounds.upper}]"] if bounds is not None else []
+    if hint is not None:
+        where.append(f"{hint} for the example inputs")
+    return f"the symbolic {kind} {expr}" + (f" ({'; '.join(where)})" if where else "")
 
 
 def _short(arg: Any) -> str:

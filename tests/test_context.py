@@ -233,3 +233,77 @@ def test_module_editing_helpers_name_the_argument_of_the_wrong_type(call, said):
         call(ctx)
     assert str(info.value) == said
     assert ([n for n, _ in gm.named_children()], [n for n, _ in gm.named_buffers()]) == names  # nothing added
+
+
+# -------------------------------------------------- a symbolic size replaced by a constant
+
+
+class SpecializeSizes(GraphPass):
+    """Wrong on purpose: replaces every symbolic-int node by its value for the example inputs
+    (a dynamic-shapes check found that such a pass passed numeric verification, which runs at
+    the example's sizes only, and the model then gave wrong values at every other size)."""
+
+    name = "specialize_sizes"
+
+    def run(self, gm, ctx):
+        changed = False
+        for n in list(gm.graph.nodes):
+            v = n.meta.get("val", n.meta.get("example_value"))
+            if isinstance(v, torch.SymInt) and n.users:
+                ctx.replace_uses(n, int(v.node.hint))
+                changed = True
+        return changed
+
+
+class MeanBySize(nn.Module):
+    def forward(self, x):
+        return x.sum(1) / x.shape[1]
+
+
+def test_a_symbolic_size_replaced_by_its_example_value_fails_the_pass_and_is_rolled_back():
+    from torch.export import Dim
+
+    x = torch.randn(2, 6, 8)
+    ep = torch.export.export(MeanBySize(), (x,), dynamic_shapes=({0: Dim("b", min=2, max=64), 1: Dim("s", min=2, max=64)},))
+    gm = ep.module()
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([SpecializeSizes], verify="numeric").run(gm, [x])
+    assert str(info.value).startswith(
+        "pass 'specialize_sizes' failed: ValueError: cannot replace %sym_size_int_2 by the constant 6: its value is "
+        "the symbolic int s27 (in [2, 64]; 6 for the example inputs) of a graph with dynamic shapes, which a "
+        "constant fixes to one size (other sizes would give wrong results"
+    ), str(info.value)
+    assert info.value.rolled_back and gm.code == code
+    y = torch.randn(3, 5, 8)
+    assert torch.allclose(gm(y), MeanBySize()(y))
+
+
+def test_a_symbolic_size_under_torch_compile_dynamic_fails_the_pass():
+    import fxpasses.backend
+
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        MeanBySize(), backend="fxpasses", dynamic=True, options={"pipeline": [SpecializeSizes], "verify": "numeric"}
+    )
+    with pytest.raises(Exception, match=r"cannot replace %s\d+ by the constant 6: its value is the symbolic int s\d+ \(in \[2, int_oo\]; 6 for the example inputs\)"):
+        compiled(torch.randn(2, 6, 8))
+    torch._dynamo.reset()
+
+
+def test_a_size_the_shape_environment_fixes_may_become_a_constant():
+    """A symbol whose range is one value (Dim(min=6, max=6) is refused by export; a symbol
+    specialised by a guard is replaced by its value): no check, the constant holds."""
+    from fxpasses.context import symbolic_value
+    from torch.export import Dim
+
+    x = torch.randn(2, 6, 8)
+    ep = torch.export.export(MeanBySize(), (x,), dynamic_shapes=({0: Dim("b", min=2, max=64), 1: Dim("s", min=2, max=64)},))
+    node = next(n for n in ep.module().graph.nodes if isinstance(n.meta.get("val"), torch.SymInt))
+    assert symbolic_value(node) == "the symbolic int s27 (in [2, 64]; 6 for the example inputs)"
+    env = node.meta["val"].node.shape_env
+    sym = next(iter(node.meta["val"].node.expr.free_symbols))
+    env._set_replacement(sym, __import__("sympy").Integer(6), "test")  # as a guard Eq(s27, 6) makes it
+    assert symbolic_value(node) is None
+    gm = torch.fx.symbolic_trace(MeanBySize())  # no symbolic values at all
+    assert [symbolic_value(n) for n in gm.graph.nodes] == [None] * len(gm.graph.nodes)
