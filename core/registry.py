@@ -36,6 +36,7 @@ import keyword
 import os
 import re
 import sys
+import threading
 import traceback
 import typing
 import warnings
@@ -1086,17 +1087,16 @@ class Registry:
             self._problem(ConfigError(problem, source="[plugins]"))
 
     def _load_record(self, rec: PluginRecord) -> None:
-        global _building
-        outer, _building = _building, True  # (a plugin's import calling fxpasses.registry() is refused)
+        outer = getattr(_loading, "building", False)
+        _loading.building = True  # (a plugin's import calling fxpasses.registry() is refused)
         try:
             self._load_record_now(rec)
         finally:
-            _building = outer
+            _loading.building = outer
 
     def _load_record_now(self, rec: PluginRecord) -> None:
         module_name, _, attr = rec.value.partition(":")
-        half = sys.modules.get(module_name.strip())
-        if half is not None and getattr(getattr(half, "__spec__", None), "_initializing", False):
+        if _imported_by_this_thread(module_name.strip()):
             # its import is what is loading this registry (it calls fxpasses.registry() at
             # import time): importing it again gives the half-run module, without its hooks
             self.half_imported.append(rec.label)
@@ -2087,7 +2087,29 @@ def _choices(annotation: Any) -> str:
 _default: Registry | None = None
 
 
-_building = False  # a registry is importing a plugin (set by Registry._load_record)
+#: per thread: ``building``, whether a registry of this thread is importing a plugin (set by
+#: Registry._load_record); another thread's registry, loading at the same time, is no plugin's
+#: import calling fxpasses.registry()
+_loading = threading.local()
+
+
+def _imported_by_this_thread(module_name: str) -> bool:
+    """Whether ``module_name`` is being imported by this thread now (its import is on this
+    thread's stack, so importing it again gives the half-run module). A module another thread
+    is importing is not: an import from here waits for that one to finish (Python's per-module
+    import lock, whose owner is read here; when it cannot be read, any import in progress
+    counts, as before)."""
+    half = sys.modules.get(module_name)
+    if half is None or not getattr(getattr(half, "__spec__", None), "_initializing", False):
+        return False
+    try:
+        from importlib import _bootstrap  # (CPython's import machinery: the module locks)
+
+        ref = _bootstrap._module_locks.get(module_name)
+        owner = getattr(ref() if ref is not None else None, "owner", None)
+    except Exception:  # noqa: BLE001 - another Python: no owner to read
+        owner = None
+    return owner is None or owner == threading.get_ident()
 
 
 def registry(*, reload: bool = False) -> Registry:
@@ -2105,17 +2127,22 @@ def registry(*, reload: bool = False) -> Registry:
             check).
     """
     global _default
-    if _building:  # (even with a default registry: the one importing the plugin is another)
+    if getattr(_loading, "building", False):  # (even with a default registry: the one importing the plugin is another)
         raise UserError(
             "fxpasses.registry() was called while a registry is importing its plugins, by a plugin as it is "
             "imported: register passes in the plugin's fxpasses_register_passes hook, not at import time"
         )
-    if _default is None or reload:
+    found = _default
+    if found is None or reload:
+        # (threads using it first at once each build one, the imports serialised by Python's
+        # import locks; every one is complete, and the first kept is the default)
         built = Registry()
         if built.half_imported:
             return built
-        _default = built
-    return _default
+        if reload or _default is None:
+            _default = built
+        return _default
+    return found
 
 
 def problems_summary(problems: Sequence[Exception]) -> str:

@@ -2074,6 +2074,61 @@ fxpasses.registry().register(EagerPass)
 """ + good_pass_source("hooked_pass")
 
 
+SLOW_IMPORT = """
+import sys
+
+gate = sys.modules["_fxp_gate"]
+gate.started.set()
+gate.release.wait(30)  # the import goes on when the test says so
+""" + good_pass_source("slow_pass")
+
+
+def test_registries_loading_in_two_threads_at_once_both_load_every_plugin(site, monkeypatch):
+    """The first use of the registry from several threads at once (a server optimizing models
+    in worker threads; a new-user check: 1 or 2 of 8 threads found the built-in passes): a
+    thread whose registry found a plugin module another thread was importing took it as
+    half-imported ("was still being imported ... fxpasses.registry() at import time?"), and
+    fxpasses.registry() called while another thread's registry imported a plugin raised
+    "called while a registry is importing its plugins". Now the second waits for the import,
+    as Python's import lock makes it, and each registry loads the plugin."""
+    import threading
+    import types
+
+    registry_module = sys.modules["fxpasses.registry"]
+    gate = types.ModuleType("_fxp_gate")
+    gate.started, gate.release = threading.Event(), threading.Event()
+    monkeypatch.setitem(sys.modules, "_fxp_gate", gate)
+    make_dist(site, "slow-dist", "1.0", "fxp_slow", SLOW_IMPORT)
+    forget_modules("fxp_slow")
+    monkeypatch.setattr(registry_module, "_default", None)
+    made: dict[str, object] = {}
+
+    def build(key, make):
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                made[key] = (make(), [str(w.message) for w in caught])
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            made[key] = exc
+
+    first = threading.Thread(target=build, args=("first", Registry))
+    first.start()
+    assert gate.started.wait(30)  # the first registry is importing fxp_slow now
+    second = threading.Thread(target=build, args=("second", fxpasses.registry))
+    second.start()
+    second.join(3)
+    assert second.is_alive(), made.get("second")  # waiting for the import, not failed
+    gate.release.set()
+    first.join(30)
+    second.join(30)
+    for key in ("first", "second"):
+        reg, said = made[key]
+        assert "slow_pass" in reg, (key, said)
+        assert [p.status for p in reg.plugins if p.distribution == "slow-dist"] == ["loaded"]
+        assert not [m for m in said if "slow-dist" in m or "still being imported" in m], said
+    assert registry_module._default is made["second"][0]
+
+
 def test_a_plugin_building_the_default_registry_as_it_is_imported_is_named(site, monkeypatch):
     """A plugin calling fxpasses.registry() at import time: (a) while the default registry was
     being built, its pass went into an inner registry the outer one then replaced, lost
