@@ -20,8 +20,10 @@ standard output, as for most command-line tools.
 
 Option ``title``: the first line (default: ``graph (<dialect>, <n> nodes)``).
 
-It does not change the graph. Counter ``nodes``: nodes printed. Raises ``OSError`` when the
-file cannot be written.
+It does not change the graph. Counter ``nodes``: nodes printed. A ``file`` that is a folder,
+empty, or under a file is an options error when the options are read (``fxpasses check`` says
+so); one that cannot be written at run time (permissions, a disk full) raises a
+``UserError`` naming it (the user's mistake, reported as such, not as the pass's failure).
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from typing import Any, Literal
 
 import torch
 import torch.fx
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from fxpasses import GraphPass, PassContext, PassOptions
+from fxpasses import GraphPass, PassContext, PassOptions, UserError
 from fxpasses.context import _short, describe_node
 
 __all__ = ["PrintGraph", "format_graph", "value_str"]
@@ -59,6 +61,18 @@ class PrintGraph(GraphPass):
             None, description='write to this file instead of stderr (missing parent folders are created); "-": stdout'
         )
         append: bool = Field(False, description="append to `file` instead of overwriting it")
+
+        @field_validator("file")
+        @classmethod
+        def _writable_place(cls, value: str | None) -> str | None:
+            """A path that names a file: not empty, not a folder, and no file where a folder
+            of it would go (found when the options are read: `fxpasses check` too)."""
+            if value is None or value == "-":
+                return value
+            problem = _file_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+            return value
         title: str | None = Field(
             None, description='first line of the output (default: "graph (<dialect>, <n> nodes)")'
         )
@@ -71,11 +85,31 @@ class PrintGraph(GraphPass):
             print(text, file=sys.stderr if o.file is None else sys.stdout, flush=True)
         else:
             path = Path(o.file)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a" if o.append else "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with path.open("a" if o.append else "w", encoding="utf-8") as f:
+                    f.write(text + "\n")
+            except OSError as exc:  # the user's path (checked when read; changed since, or not permitted)
+                why = _file_problem(o.file) or f"{type(exc).__name__}: {exc.strerror or exc}"
+                raise UserError(f"print_graph cannot write file={o.file!r}: {why}") from exc
         ctx.count("nodes", len(gm.graph.nodes))
         return False
+
+
+def _file_problem(value: str) -> str | None:
+    """Why ``value`` cannot be the file ``print_graph`` writes (in words naming the path), or
+    None: empty, an existing folder, or a path through an existing file."""
+    if not value.strip():
+        return "an empty path names no file (leave file out to print to stderr, or give \"-\" for stdout)"
+    path = Path(value)
+    if path.is_dir():
+        return f"{value!r} is a folder; give the path of a file in it (e.g. {str(path / 'graph.txt')!r})"
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{str(parent)!r} is a file, not a folder, so {value!r} cannot be made under it"
+            break
+    return None
 
 
 def format_graph(graph: torch.fx.Graph, fmt: str = "table", title: str | None = None) -> str:

@@ -121,6 +121,34 @@ def test_file_dash_is_standard_output(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "-").exists()
 
 
+def test_a_file_that_cannot_be_written_is_the_users_mistake_named_so(tmp_path):
+    """print_graph{file=FOLDER} passed `fxpasses check` and then failed as a crash of the pass
+    (IsADirectoryError, exit 1, a crash reproducer); under a file it said "FileExistsError:
+    File exists: 'm.py'" (a new-user check). The options are refused when read, naming the
+    path; a path that turns unwritable by the time the pass runs is a UserError naming it."""
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    (tmp_path / "m.py").write_text("")
+    for file, said in [
+        (folder, f"'{folder}' is a folder; give the path of a file in it (e.g. '{folder / 'graph.txt'}')"),
+        (tmp_path / "m.py" / "g.txt", f"'{tmp_path / 'm.py'}' is a file, not a folder, so '{tmp_path / 'm.py' / 'g.txt'}' cannot be made under it"),
+        ("", 'an empty path names no file (leave file out to print to stderr, or give "-" for stdout)'),
+    ]:
+        with pytest.raises(fxpasses.OptionsError) as info:
+            Pipeline([("print_graph", {"file": str(file)})])
+        assert said in str(info.value) and "print_graph.file" in str(info.value)
+    later = tmp_path / "later.txt"
+    pipeline = Pipeline([("print_graph", {"file": str(later)})])  # fine when read
+    later.mkdir()  # a folder by the time it runs
+    gm = torch.fx.symbolic_trace(Mixed())
+    code = gm.code
+    with pytest.raises(fxpasses.UserError) as info:
+        pipeline.run(gm)
+    assert not isinstance(info.value, fxpasses.PassFailedError)
+    assert str(info.value) == f"print_graph cannot write file='{later}': '{later}' is a folder; give the path of a file in it (e.g. '{later / 'graph.txt'}')"
+    assert gm.code == code
+
+
 def test_registered_and_options_validated(registry):
     assert registry.get("print_graph") is PrintGraph and PrintGraph.kind == "analysis"
     with pytest.raises(fxpasses.OptionsError, match="print_graph.format"):
