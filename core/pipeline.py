@@ -98,6 +98,7 @@ from .registry import Registry, registry as default_registry
 from .report import PassReport, RunReport
 from .rewrites import RewriteLimit, run_pass_limited
 from .runner import HookError, hook_failure, hook_name, run_pass
+from .other_sizes import OtherSizes, other_sizes
 from .snapshot import Snapshot, graph_changed
 from .reference64 import float64_reference
 from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
@@ -1109,6 +1110,28 @@ class Pipeline:
             if state is not None
             else None
         )
+        # a graph with dynamic shapes: each pass verified at other sizes it accepts too (a size
+        # of the example baked into the graph keeps the example's outputs: fxpasses.other_sizes)
+        other: OtherSizes | None = None
+        other_reference: tuple[Any, Any, Any] | None = None
+        if state is not None:
+            other, why = other_sizes(gm, example_inputs, example_kwargs)
+            if other is not None:
+                try:
+                    other_outputs = _run_module(ref_gm, other.args, ref_state, other.kwargs, facts=True)
+                except UserError as exc:
+                    why = f"the module does not run at {other.description()}: {exception_text(exc.__cause__ or exc)[:200]}"
+                    other = None
+                else:
+                    other_reference = (
+                        *other_outputs,
+                        float64_reference(ref_gm, other.args, other.kwargs, *other_outputs, ref_state),
+                    )
+                    report.notes.append(
+                        f"numeric verification ran each pass at other sizes the graph accepts too: {other.description()}"
+                    )
+            if why is not None:
+                report.notes.append(f"numeric verification ran at the example inputs' sizes only, though the graph has symbolic sizes: {why}")
         del ref_gm, ref_state
         # the reference before a skipped pass's unrestorable change moved the outputs, and by
         # how much: later checks hold to it as well (see on_error="skip" below)
@@ -1450,6 +1473,8 @@ class Pipeline:
                                 )
                         if err.message:
                             raise _OutputsDiffer(err.message, snap.node_changes())
+                        if other is not None and other_reference is not None:
+                            _verify_other_sizes(gm, other, other_reference, atol, rtol, snap)
                         last_outputs = (actual, facts)
                 except Exception as exc:
                     pr.seconds = time.perf_counter() - t0
@@ -1622,6 +1647,14 @@ class Pipeline:
                                 reference64 = float64_reference(
                                     gm, example_inputs, example_kwargs, reference, reference_facts, TensorState(gm)
                                 )
+                                if other is not None:  # (the same at the other sizes, or no more checks there)
+                                    other_reference = None
+                                    with contextlib.suppress(UserError):
+                                        moved_other = _run_module(gm, other.args, TensorState(gm), other.kwargs, facts=True)
+                                        other_reference = (
+                                            *moved_other,
+                                            float64_reference(gm, other.args, other.kwargs, *moved_other, TensorState(gm)),
+                                        )
                                 report.notes.append(
                                     f"{step.name!r} {lost} before it failed and was skipped, which changed the outputs "
                                     f"(max abs error {moved.max_abs:.3g} against the module before the pipeline): the "
@@ -2399,6 +2432,41 @@ def _is_truth_value(hint: Any) -> bool:
 def _add_note(exc: BaseException, note: str) -> None:
     if hasattr(exc, "add_note"):  # Python 3.11+
         exc.add_note(note)
+
+
+def _verify_other_sizes(
+    gm: torch.fx.GraphModule, other: OtherSizes, reference: tuple[Any, Any, Any], atol: float, rtol: float, snap: Any
+) -> None:
+    """Numeric verification of a pass at :class:`~fxpasses.other_sizes.OtherSizes` (after the
+    example inputs' check passed), against ``reference`` (outputs, facts, float64 outputs of
+    the module before the pass at those inputs).
+
+    Raises:
+        _NoLongerRuns: the module no longer runs on the inputs of other sizes.
+        _OutputsDiffer: its outputs there differ.
+        UserError: they cannot be compared.
+    """
+    try:
+        actual, facts = call_isolated(gm, other.args, TensorState(gm), other.kwargs, facts=True)
+    except Exception as exc:
+        raise _NoLongerRuns(
+            f"the module no longer runs at other sizes the graph accepts ({other.description()}), though it runs on "
+            f"the example inputs: {exception_text(exc)} (a size of the example inputs made a constant?)",
+            snap.node_changes(),
+            _running_node(gm, exc),
+        ) from exc
+    try:
+        err = compare_results(actual, facts, reference[0], reference[1], atol, rtol, reference[2])
+    except Exception as exc:  # not a mismatch: the outputs cannot be compared
+        raise UserError(
+            f"numeric verification cannot compare the module's outputs at other sizes: {exception_text(exc)[:300]}"
+        ) from exc
+    if err.message:
+        raise _OutputsDiffer(
+            f"at other sizes the graph accepts ({other.description()}), where the example inputs' outputs match: "
+            f"{err.message} (a size of the example inputs made a constant?)",
+            snap.node_changes(),
+        )
 
 
 def _run_module(
