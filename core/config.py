@@ -71,7 +71,7 @@ from pydantic import (
 )
 
 from ._names import normal_keys, normal_name
-from .spec import SETTING_NAMES
+from .spec import SETTING_NAMES, nested_field_hint
 from .errors import (
     exception_text,
     ConfigError,
@@ -817,6 +817,7 @@ def validate_options(
     nested_unknown, nested_twice = _unknown_nested_keys(options_cls, raw)
     if nested_twice:
         raise OptionsError(pass_name, nested_twice, source=source)
+    dotted = [k for k in raw if isinstance(k, str) and "." in k]  # tiling.size: a nested field's path?
     raw, problems = config_values(options_cls, raw, config_keys)
     problems += nested_unknown
     python_keys = {str(k) for k in raw if k not in config_keys}  # hints in Python's words for these
@@ -834,6 +835,7 @@ def validate_options(
         ]
     except Exception as exc:
         if problems:  # the model may need the values that did not fit: those are the fault
+            problems = _nested_field_paths(options_cls, problems, dotted)
             raise OptionsError(pass_name, problems, source=source, python_keys=python_keys) from None
         where = f" ({source})" if source else ""
         raise PassDefinitionError(
@@ -844,8 +846,44 @@ def validate_options(
     if problems:
         if string_keys is None:
             string_keys = config_keys if source and "pipeline string" in source else ()
+        problems = _nested_field_paths(options_cls, problems, dotted)
         raise OptionsError(pass_name, _text_read_as_other(problems, string_keys), source=source, python_keys=python_keys)
     return options
+
+
+def _nested_field_paths(
+    options_cls: type[BaseModel], problems: list[tuple[str, str, Any]], dotted: Collection[str]
+) -> list[tuple[str, str, Any]]:
+    """``problems`` with the "unknown option" of each key of ``dotted`` (the given keys holding a
+    ``.``) that is the path of a nested options model's field, as ``fxpasses show`` lists it
+    (``tiling.size``), saying so and how it is given (:func:`~fxpasses.spec.nested_field_hint`):
+    it was "unknown option; did you mean 'tiling'?" (a new-user check)."""
+    out = []
+    for path, msg, given in problems:
+        fields = _nested_field_path(options_cls, path) if path in dotted and msg.startswith("unknown option") else None
+        if fields is not None:
+            of = f"option {fields[0]!r}" if len(fields) == 2 else f"{'.'.join(fields[:-1])}, in option {fields[0]!r}"
+            msg = f"unknown option; {path} is the field {fields[-1]} of {of}, " + nested_field_hint(fields, given)
+        out.append((path, msg, given))
+    return out
+
+
+def _nested_field_path(options_cls: type[BaseModel], key: str) -> list[str] | None:
+    """``key`` split at its dots when it is the path of a field of a model an option holds (the
+    option's type, inside ``Optional`` or a union), at any depth: ``["tiling", "size"]`` for
+    ``tiling.size``; else None."""
+    parts = key.split(".")
+    ann: Any = options_cls
+    for part in parts:
+        ann = _unwrap(ann)
+        models = [ann] if isinstance(ann, type) and issubclass(ann, BaseModel) else [
+            m for m in map(_unwrap, _union_members(ann) or []) if isinstance(m, type) and issubclass(m, BaseModel)
+        ]
+        model = next((m for m in models if part in _field_by_key(m)), None)
+        if model is None:
+            return None
+        ann = model.model_fields[_field_by_key(model)[part]].annotation
+    return parts if len(parts) > 1 else None
 
 
 def _enum_member_hint(options_cls: type[BaseModel], problem: tuple[str, str, Any]) -> tuple[str, str, Any]:

@@ -115,6 +115,8 @@ _LEADING_ZERO = re.compile(r"[+-]?0[0-9_]")
 #: lists and tables nested deeper than this in one value are an error (the parser recurses)
 _MAX_DEPTH = 100
 _FLOAT = re.compile(r"[+-]?(\d[\d_]*\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|nan)$")
+#: after an option's name: the rest of a dotted path and its '=' (``tiling.size=8``: ``.size=``)
+_DOTTED_REST = re.compile(r"((?:\.[^\W\d]\w*)+)[ \t\r\n]*=")
 
 
 class _Parser:
@@ -412,6 +414,8 @@ class _Parser:
                 f"expected '=' after option {key!r} of {name!r}, found end of string (the options of {name!r} "
                 "have no closing '}': is one missing before a pass name read as an option?)"
             )
+        if self.peek() == ".":  # tiling.size=8: a nested field by the path `fxpasses show` lists it as
+            self._dotted_option(name, key)
         self.expect("=", f"after option {key!r} of {name!r}")
         if key in options:
             first = spellings[key]
@@ -427,6 +431,27 @@ class _Parser:
                 f"expected ',' or '}}' after the value of option {key!r} of {name!r}, found {ch!r}: "
                 f"a value holding , {{ }} [ ] = quotes or spaces is quoted ({key}=\"...\", or '...')"
             )
+
+    def _dotted_option(self, name: str, key: str) -> None:
+        """Raise the error for ``key.field=value`` in the options of pass ``name`` (the ``.`` is
+        next): the name of a nested options model's field as ``fxpasses show`` lists it
+        (``tiling.size``), which is given in a table for its option (``tiling={size=8}``)."""
+        dot = self.pos
+        m = _DOTTED_REST.match(self.text, dot)
+        if not m:
+            return  # not a dotted name: expect() says what was found
+        path = [key, *m.group(1)[1:].split(".")]
+        self.pos = m.end()
+        try:
+            value: Any = self.value()
+        except ConfigError:
+            value = _NO_VALUE
+        self.pos = dot
+        raise self.error(
+            f"expected '=' after option {key!r} of {name!r}, found '.': {'.'.join(path)} names a field of option "
+            f"{key!r} (as fxpasses show lists a nested options model's fields), "
+            + nested_field_hint(path, value, python=False)
+        )
 
     def settings(self, name: str) -> dict[str, Any]:
         """``[verify=...,on_error=...,atol=...,rtol=...]`` after an entry (the ``[`` is next)."""
@@ -531,6 +556,35 @@ def _format_key(key: Any) -> str:
     key = key.value if isinstance(key, enum.Enum) else key
     key = key if isinstance(key, str) else str(key)
     return key if _BARE.fullmatch(key) and key.isprintable() else repr(key)
+
+
+_NO_VALUE: Any = object()
+
+
+def nested_field_hint(path: list[str], value: Any = _NO_VALUE, *, python: bool = True) -> str:
+    """How a field of a nested options model, named by its path as ``fxpasses show`` and
+    :meth:`Registry.describe <fxpasses.registry.Registry.describe>` list it (``["tiling",
+    "size"]`` for ``tiling.size``), is given: in a table for its option, as no option's name
+    holds a ``.``. ``value``: the value given for it (left out: ``...``); ``python``: also as a
+    Python dict, and the TOML key that makes that table (the unknown-option error of options
+    given from Python or a config file; a pipeline string's error gives its own form only).
+
+    ``given in a table for it: tiling={size=8} in a pipeline string, {'tiling': {'size': 8}} in
+    Python (...); a table given for an option replaces its default as a whole ...``"""
+    text = "..." if value is _NO_VALUE else format_value(value)
+    for key in reversed(path[1:]):
+        text = f"{{{_format_key(key)}={text}}}"
+    forms = f"{format_option_name(path[0])}={text}"
+    if python:
+        forms += " in a pipeline string"
+        nested: Any = ... if value is _NO_VALUE else value
+        for key in reversed(path):
+            nested = {key: nested}
+        forms += f", {nested!r} in Python (in a TOML file, the key {'.'.join(path)} unquoted makes that table)"
+    return (
+        f"given in a table for it: {forms}; a table given for an option replaces its default as a whole "
+        "(the fields it leaves out take their own defaults)"
+    )
 
 
 def pass_entries(entries: list[SpecEntry | SpecGroup]) -> list[SpecEntry]:

@@ -1200,3 +1200,77 @@ def test_a_yaml_syntax_error_names_the_file_where_pyyaml_names_its_text(tmp_path
     assert message.startswith(f"{path}: invalid YAML: {first}")
     assert "<unicode string>" not in message
     assert f'in "{path}", line ' in message
+
+
+class _Tiling(BaseModel):
+    size: int = 4
+
+
+class _Outer(BaseModel):
+    tiling: _Tiling = _Tiling()
+
+
+class _DottedPass(fxpasses.GraphPass):
+    """A pass with nested options models, one inside another."""
+
+    name = "dotted"
+
+    class Options(fxpasses.PassOptions):
+        tiling: _Tiling = _Tiling(size=8)
+        outer: _Outer | None = None
+
+    def run(self, gm, ctx):
+        return False
+
+
+_TILING_SIZE_HINT = (
+    "unknown option; tiling.size is the field size of option 'tiling', given in a table for it: tiling={size=16} "
+    "in a pipeline string, {'tiling': {'size': 16}} in Python (in a TOML file, the key tiling.size unquoted makes "
+    "that table); a table given for an option replaces its default as a whole (the fields it leaves out take their "
+    "own defaults)"
+)
+
+
+def test_a_nested_field_given_by_the_dotted_name_show_lists_says_how_it_is_given(tmp_path):
+    """`fxpasses show` and `Registry.describe` list a nested options model's field as
+    `tiling.size`, but `{"tiling.size": 16}` (from Python, a list entry, a config's quoted TOML
+    key) said "unknown option; did you mean 'tiling'? (valid: tiling, outer)", not how to give
+    it (a new-user check). The error now says it is the field `size` of option `tiling`, given
+    in a table for it, which replaces the option's default as a whole."""
+    reg = Registry(autoload=False)
+    reg.register(_DottedPass)
+    assert [f.name for o in reg.describe("dotted").options for f in o.fields][:1] == ["tiling.size"]
+    problem = ("tiling.size", _TILING_SIZE_HINT, 16)
+    for make in (
+        lambda: Pipeline(["dotted"], options={"dotted": {"tiling.size": 16}}, registry=reg),
+        lambda: Pipeline([("dotted", {"tiling.size": 16})], registry=reg),
+        lambda: Pipeline.from_string("dotted{'tiling.size'=16}", registry=reg),  # a quoted name
+    ):
+        with pytest.raises(OptionsError) as info:
+            make()
+        assert info.value.problems == [problem]
+    path = tmp_path / "fxpasses.toml"
+    path.write_text('pipeline = ["dotted"]\n[options.dotted]\n"tiling.size" = 16\n')
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(path, registry=reg)
+    assert info.value.problems == [problem]
+    # deeper, through an Optional model
+    with pytest.raises(OptionsError) as info:
+        Pipeline([("dotted", {"outer.tiling.size": 2})], registry=reg)
+    assert info.value.problems == [
+        (
+            "outer.tiling.size",
+            "unknown option; outer.tiling.size is the field size of outer.tiling, in option 'outer', given in a "
+            "table for it: outer={tiling={size=2}} in a pipeline string, {'outer': {'tiling': {'size': 2}}} in "
+            "Python (in a TOML file, the key outer.tiling.size unquoted makes that table); a table given for an "
+            "option replaces its default as a whole (the fields it leaves out take their own defaults)",
+            2,
+        )
+    ]
+    # a dotted name that is no field's path keeps the plain message
+    with pytest.raises(OptionsError) as info:
+        Pipeline([("dotted", {"tiling.sise": 2})], registry=reg)
+    assert info.value.problems == [("tiling.sise", "unknown option; did you mean 'tiling'? (valid: tiling, outer)", 2)]
+    # the unquoted TOML key is the table, which replaces the default (size=8) as a whole
+    path.write_text('pipeline = ["dotted"]\n[options.dotted]\ntiling.size = 16\n')
+    assert Pipeline.from_config(path, registry=reg).plan().steps[0].options.tiling == _Tiling(size=16)

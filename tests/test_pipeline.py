@@ -1721,3 +1721,32 @@ def test_python_options_keyed_by_a_pass_class_name_its_name():
     options = reg.get("fold_constants").Options(max_numel=3)
     step = Pipeline("fold_constants", options={"fold_constants": options}).plan().steps[0]
     assert step.options.max_numel == 3
+
+
+def test_a_dotted_option_name_in_a_pipeline_string_says_how_a_nested_field_is_given():
+    """`fxpasses show` lists a nested options model's field as `tiling.size`, and the README said
+    it lists options "as --pipeline takes them", but `tiled{tiling.size=8}` said only "expected
+    '=' after option 'tiling' of 'tiled', found '.'" (a new-user check)."""
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string("tiled{tiling.size=8}")
+    assert str(info.value) == (
+        "pipeline string, column 13: expected '=' after option 'tiling' of 'tiled', found '.': tiling.size names a "
+        "field of option 'tiling' (as fxpasses show lists a nested options model's fields), given in a table for "
+        "it: tiling={size=8}; a table given for an option replaces its default as a whole (the fields it leaves "
+        "out take their own defaults)\n"
+        "  tiled{tiling.size=8}\n"
+        "              ^"
+    )
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string("a{outer.tiling.size=[1, 2],b=1}")
+    assert str(info.value).splitlines()[0].endswith(
+        "found '.': outer.tiling.size names a field of option 'outer' (as fxpasses show lists a nested options "
+        "model's fields), given in a table for it: outer={tiling={size=[1,2]}}; a table given for an option "
+        "replaces its default as a whole (the fields it leaves out take their own defaults)"
+    )
+    # a value that does not parse is shown as ...; a '.' not followed by a name and '=' is as before
+    with pytest.raises(ConfigError, match=r"given in a table for it: t=\{s=\.\.\.\};"):
+        Pipeline.from_string("a{t.s=[1,}")
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_string("a{t.5=1}")
+    assert str(info.value).splitlines()[0] == "pipeline string, column 4: expected '=' after option 't' of 'a', found '.'"
