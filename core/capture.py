@@ -485,8 +485,15 @@ def _capture_dynamo(
             for attr in _DYNAMO_MARKS:
                 tensor.__dict__.pop(attr, None)
             tensor.__dict__.update(before)
-    if not graphs:  # pragma: no cover
-        raise UserError(f"TorchDynamo produced no graph for {type(model).__name__}")
+    if not graphs:
+        # TorchDynamo calls no backend for a frame with no tensor operation in it (`return y, x`):
+        # it runs such a forward as Python; export and symbolic_trace trace it still
+        raise UserError(
+            f"TorchDynamo produced no graph for {type(model).__name__}: TorchDynamo makes none for a forward with "
+            "no tensor operation to compile (one that returns its inputs as they are, rearranged, or values "
+            'computed without tensors); capture it with capture = "export" or "symbolic_trace" (the dialect '
+            "argument of fxpasses.capture.capture), which capture it"
+        )
     gm, real_inputs = graphs[-1]
     # a dynamic size is an input of its own, handed to the backend as a SymInt: its value
     real_inputs = [_concrete(v) if isinstance(v, torch.SymInt) else v for v in real_inputs]

@@ -240,3 +240,28 @@ def test_an_export_failing_on_a_returned_key_value_cache_says_to_turn_it_off():
     )
     model.config.use_cache = False
     assert capture(model, [ids], "export").gm is not None
+
+
+class _Swap(nn.Module):
+    def forward(self, x, y):
+        return y, x, x
+
+
+def test_a_forward_dynamo_makes_no_graph_for_is_explained():
+    """A forward with no tensor operation (`return y, x, x`) failed the dynamo capture with
+    "TorchDynamo produced no graph for _Swap" and nothing else (a new-user check): why, and the
+    dialects that capture it, are said."""
+    import fxpasses
+
+    inputs = [torch.randn(2), torch.randn(2)]
+    with pytest.raises(fxpasses.UserError) as info:
+        capture(_Swap(), inputs, "dynamo")
+    assert str(info.value) == (
+        "TorchDynamo produced no graph for _Swap: TorchDynamo makes none for a forward with no tensor operation to "
+        "compile (one that returns its inputs as they are, rearranged, or values computed without tensors); capture "
+        'it with capture = "export" or "symbolic_trace" (the dialect argument of fxpasses.capture.capture), which '
+        "capture it"
+    )
+    for dialect in ("export", "symbolic_trace"):  # as it says
+        out = capture(_Swap(), inputs, dialect).gm(*inputs)
+        assert [torch.equal(a, b) for a, b in zip(out, (inputs[1], inputs[0], inputs[0]))] == [True] * 3, dialect
