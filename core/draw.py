@@ -3,19 +3,27 @@
 Uses torch's own ``torch.fx.passes.graph_drawer.FxGraphDrawer`` (which needs ``pydot``: install
 ``fxpasses[draw]``). For each changing pass it writes ``NN_<pass>.before.dot`` and
 ``NN_<pass>.after.dot`` (Graphviz source) and, when Graphviz's ``dot`` program is installed
-(``apt install graphviz``), the ``.svg`` pictures next to them.
+(``apt install graphviz``), the ``.svg`` pictures next to them. Drawings an earlier run left
+in the folder (files of those names) are removed when the run's first pass starts, with a
+warning saying how many: the folder holds one run's drawings.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from .errors import ConfigWarning, UserError
 from .hookspecs import hookimpl
 
 __all__ = ["DrawGraphs", "require_drawing"]
+
+#: the names of the files :class:`DrawGraphs` writes: ``NN_<pass>[_<iteration>].before.dot``,
+#: ``.after.dot`` and their ``.svg`` (pass names are Python identifiers)
+_DRAWING = re.compile(r"\d{2,}_\w+\.(?:before|after)\.(?:dot|svg)")
 
 
 def require_drawing() -> None:
@@ -53,6 +61,35 @@ class DrawGraphs:
         self._before: Any = None
         self._step = 0  # the plan step now running, from 1 (files are numbered by it)
         self._iteration = 0  # its fixpoint iteration (0 outside groups)
+        self._cleared = False  # whether an earlier run's drawings in the folder were removed
+
+    def _remove_earlier_drawings(self) -> None:
+        """Remove, once, the drawings an earlier run left in the folder (files named as this
+        writer names them, :data:`_DRAWING`; nothing else), so that they are not taken for
+        this run's (two runs' ``01_*`` files side by side, or a run that draws nothing while
+        the folder holds drawings); a :class:`~fxpasses.errors.ConfigWarning` says how many."""
+        if self._cleared:
+            return
+        self._cleared = True
+        try:
+            earlier = [p for p in self.directory.iterdir() if _DRAWING.fullmatch(p.name) and p.is_file()]
+        except OSError:  # (no folder yet: nothing drawn there)
+            return
+        removed = 0
+        for path in earlier:
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            removed += 1
+        if removed:
+            warnings.warn(
+                ConfigWarning(
+                    f"{self.directory}: removed {removed} drawing{'' if removed == 1 else 's'} an earlier run "
+                    "wrote there (its NN_<pass>.before/.after .dot and .svg files)"
+                ),
+                stacklevel=3,
+            )
 
     def _dot(self, gm: Any, name: str) -> Any:
         from torch.fx.passes.graph_drawer import FxGraphDrawer
@@ -61,6 +98,7 @@ class DrawGraphs:
 
     @hookimpl
     def fxpasses_before_pass(self, pass_name: str, gm: Any, ctx: Any) -> None:
+        self._remove_earlier_drawings()  # (the run has started: the folder is this run's)
         step = getattr(ctx, "step", None)
         self._step = step + 1 if step is not None else self._step + 1
         self._iteration = getattr(ctx, "iteration", 0)
@@ -92,6 +130,7 @@ class DrawGraphs:
     def summary(self) -> str:
         """What was drawn, for ``fxpasses run --draw`` to print: the files and passes, or that
         no pass changed the graph (so there is nothing to draw, and nothing was written)."""
+        self._remove_earlier_drawings()  # (a run without passes: no earlier drawings stay either)
         same = (
             f"; changed the graph but not its drawing, not drawn: {', '.join(self.same_drawing)}"
             if self.same_drawing

@@ -70,3 +70,44 @@ def test_directory_access_allows_but_mkdir_refuses_is_reported_before_any_work(f
     what = {"--draw": "drawing", "--reproducer": "reproducer", "-o": "output"}[flag]
     assert f"cannot write the {what} directory /proc/fxpasses-test/out" in r.output
     assert "model:" not in r.output  # nothing ran
+
+
+def test_a_reused_draw_directory_loses_the_earlier_runs_drawings(tmp_path, monkeypatch):
+    """`--draw DIR` into a folder an earlier run drew into kept that run's drawings beside the
+    new ones (01_remove_dropout.* and 01_fuse_conv_bn.* side by side), without a word, and a
+    run that drew nothing said "nothing written to DIR" while the folder still held drawings
+    (a new-user check). The earlier drawings (files named as --draw names them, nothing else)
+    are now removed when the run starts, and a warning line says how many."""
+    monkeypatch.chdir(tmp_path)
+    per_drawing = 2 if shutil.which("dot") else 1  # (.dot, and .svg with Graphviz)
+
+    def draw(pipeline):
+        r = CliRunner().invoke(cli, ["run", "--no-save", "--repeat", "1", "--draw", "pics", "--pipeline", pipeline])
+        assert r.exit_code == 0, r.output
+        return r, sorted(p.name for p in (tmp_path / "pics").iterdir())
+
+    r, files = draw("remove_dropout,fuse_conv_bn")
+    assert "warning:" not in r.stderr, r.stderr  # (nothing earlier)
+    assert [f for f in files if f.endswith(".dot")] == [
+        "01_remove_dropout.after.dot", "01_remove_dropout.before.dot", "02_fuse_conv_bn.after.dot", "02_fuse_conv_bn.before.dot",
+    ]
+    # the user's own files there stay, a folder named like a drawing too
+    (tmp_path / "pics" / "notes.txt").write_text("mine")
+    (tmp_path / "pics" / "01_mine.dot").write_text("digraph mine {}")
+    (tmp_path / "pics" / "09_kept.before.dot").mkdir()
+    mine = ["01_mine.dot", "09_kept.before.dot", "notes.txt"]
+    r, files = draw("fuse_conv_bn")
+    n = 4 * per_drawing
+    assert f"warning: pics: removed {n} drawings an earlier run wrote there (its NN_<pass>.before/.after .dot and .svg files)" in r.stderr.splitlines(), r.stderr
+    assert [f for f in files if f.endswith(".dot")] == ["01_fuse_conv_bn.after.dot", "01_fuse_conv_bn.before.dot", *mine[:2]]
+    assert sorted(set(files) - {f for f in files if f.startswith("01_fuse_conv_bn.")}) == mine
+    # a run that draws nothing: the folder holds no drawing, as its message says
+    r, files = draw("eliminate_common_subexpressions")
+    n = 2 * per_drawing
+    lines = r.stderr.splitlines()
+    assert f"warning: pics: removed {n} drawings an earlier run wrote there (its NN_<pass>.before/.after .dot and .svg files)" in lines, r.stderr
+    assert "--draw: no pass changed the graph's drawing, nothing drawn (nothing written to pics)" in lines, r.stderr
+    assert files == mine
+    assert (tmp_path / "pics" / "notes.txt").read_text() == "mine"
+    r, files = draw("eliminate_common_subexpressions")  # nothing earlier left: no warning
+    assert "warning:" not in r.stderr and files == mine, r.stderr
