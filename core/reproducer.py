@@ -26,6 +26,12 @@
 ``DIR/README.md``             what failed and how to replay it
 ============================  ==================================================================
 
+(and ``reference.py`` with ``reference_tensors.safetensors`` for a numeric failure after passes
+that changed the graph: see :func:`write_reproducer`). A folder that holds an earlier
+reproducer loses the files of it that the new one does not write again (an earlier
+``reference.py``, a ``tensors.pt`` where the new one writes ``tensors.safetensors``), with a
+:class:`~fxpasses.errors.ConfigWarning` naming them; the folder's other files stay.
+
 ``fxpasses run DIR/fxpasses.json`` then fails the same way (same pass, same node, same source
 line) on any machine with fxpasses and the pass packages installed: the config's
 ``[model] graph = "graph.py"`` loads the graph with :func:`load_graph` instead of calling a
@@ -35,6 +41,7 @@ model factory. Only submodules called by ``call_module`` nodes need their classe
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import importlib
@@ -42,9 +49,11 @@ import importlib.util
 import json
 import math
 import os
+import re
 import shlex
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -53,7 +62,7 @@ import torch.fx
 
 from ._json import dumps as json_dumps
 from .config import has_gaps, is_positional_name, positional_names, split_named_inputs
-from .errors import ConfigError, FxPassesError, PassFailedError, exception_text, require_file
+from .errors import ConfigError, ConfigWarning, FxPassesError, PassFailedError, exception_text, require_file
 from .hookspecs import hookimpl
 
 __all__ = [
@@ -72,6 +81,16 @@ __all__ = [
 CONFIG_NAME = "fxpasses.json"
 GRAPH_NAME = "graph.py"
 REFERENCE_NAME = "reference.py"
+README_NAME = "README.md"
+ERROR_NAME = "error.txt"
+#: the first line of a reproducer's README.md: what tells a folder holds one fxpasses wrote
+_README_TITLE = "# fxpasses reproducer\n"
+#: the names of the files write_reproducer writes (each tensor file: .safetensors, or .pt)
+_REPRODUCER_FILE = re.compile(
+    r"fxpasses\.json|graph\.py|reference\.py|README\.md|error\.txt|(?:tensors|inputs|reference_tensors)\.(?:safetensors|pt)"
+)
+#: the line of a graph.py (graph_source) that names its tensor file
+_TENSORS_LINE = re.compile(r"^TENSORS = '([^'\\]+)'$", re.MULTILINE)
 
 
 class ReproducerError(FxPassesError):
@@ -945,6 +964,55 @@ def load_graph(path: str | Path, source: str = "[model] graph") -> torch.fx.Grap
 # ------------------------------------------------------------------------------ the directory
 
 
+def _earlier_reproducer_files(directory: Path) -> set[str]:
+    """The names of the files of the reproducer an earlier run wrote in ``directory`` (told by
+    its ``README.md``'s first line), as its ``fxpasses.json`` and graph files name them: the
+    config, README, ``error.txt``, ``[model] graph``, ``inputs`` and ``reference``, and the
+    tensor files the graph files' ``TENSORS`` lines name; only names :func:`write_reproducer`
+    writes (:data:`_REPRODUCER_FILE`). Empty when the folder holds no reproducer."""
+    try:
+        with (directory / README_NAME).open(encoding="utf-8") as f:
+            if f.readline() != _README_TITLE:
+                return set()
+        model = json.loads((directory / CONFIG_NAME).read_text(encoding="utf-8")).get("model")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return set()
+    names = {CONFIG_NAME, README_NAME, ERROR_NAME}
+    if isinstance(model, dict):
+        names.update(v for k in ("graph", "inputs", "reference") if isinstance(v := model.get(k), str))
+    for graph in [n for n in names if n.endswith(".py") and _REPRODUCER_FILE.fullmatch(n)]:
+        try:
+            found = _TENSORS_LINE.search((directory / graph).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            continue
+        if found:
+            names.add(found.group(1))
+    return {n for n in names if _REPRODUCER_FILE.fullmatch(n)}
+
+
+def _remove_earlier_reproducer_files(directory: Path, earlier: set[str], written: set[str]) -> None:
+    """Remove the files of an earlier reproducer in ``directory`` (``earlier``:
+    :func:`_earlier_reproducer_files`, read before this one was written) that this one did not
+    write again (``written``): its ``reference.py`` and tensors beside a reproducer without a
+    reference were another model's, to be taken for this one's. A
+    :class:`~fxpasses.errors.ConfigWarning` names them, as ``fxpasses run -o DIR`` names the
+    earlier run's outputs it removes."""
+    removed = []
+    for name in sorted(earlier - written):
+        path = directory / name
+        if path.is_file():
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(name)
+    if removed:
+        warnings.warn(
+            ConfigWarning(
+                f"{directory}: removed {', '.join(removed)}, written there by an earlier reproducer and not by this one"
+            ),
+            stacklevel=3,
+        )
+
+
 def _entry(step: Any, verify: str, on_error: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": step.name}
     from .pipeline import changed_options
@@ -1028,6 +1096,7 @@ def write_reproducer(
             raise ReproducerError(f"keyword example input {key!r} is a {type(value).__name__}, not a tensor")
         if is_positional_name(key):
             raise ReproducerError(f"keyword example input {key!r} would read back as positional input {key}")
+    earlier = _earlier_reproducer_files(directory)  # (before this one writes over it)
     directory.mkdir(parents=True, exist_ok=True)
     tensor_path = save_tensors(tensors_stem, tensors)
     if tensor_path.name != "tensors.safetensors":
@@ -1078,12 +1147,14 @@ def write_reproducer(
     grad = [str(i) for i, x in enumerate(inputs) if x.requires_grad] + [k for k, v in keywords.items() if v.requires_grad]
     if grad:  # (an inputs file holds values only: the replay makes them require grad again)
         model["requires_grad"] = grad
+    written = {GRAPH_NAME, tensor_path.name, input_path.name, CONFIG_NAME, ERROR_NAME, README_NAME}
     if original is not None:
         ref_src, ref_tensors = original
         ref_path = save_tensors(directory / "reference_tensors", ref_tensors)
         ref_src = ref_src.replace("TENSORS = 'tensors.safetensors'", f"TENSORS = {ref_path.name!r}")
         (directory / REFERENCE_NAME).write_text(ref_src)
         model["reference"] = REFERENCE_NAME
+        written |= {REFERENCE_NAME, ref_path.name}
     config: dict[str, Any] = {
         "pipeline": entries,
         "order": "as-given",
@@ -1106,7 +1177,7 @@ def write_reproducer(
         from .pipeline import bisect_hint
 
         text = text.replace(hint, bisect_hint(f"`{shlex.join(['fxpasses', 'bisect', str(cfg_path)])}`"))
-    (directory / "error.txt").write_text(text + "\n")
+    (directory / ERROR_NAME).write_text(text + "\n")
     versions = _versions(s.cls for s in steps[failed_step:])
     model_code = _model_code(gm)
     folders = sorted({str(Path(f).parent) for f in model_code.values()})
@@ -1121,8 +1192,8 @@ def write_reproducer(
         if model_code
         else "needs only fxpasses and the pass packages, not the model's code"
     )
-    (directory / "README.md").write_text(
-        f"# fxpasses reproducer\n\n"
+    (directory / README_NAME).write_text(
+        f"{_README_TITLE}\n"
         f"Written {datetime.datetime.now().isoformat(timespec='seconds')} by fxpasses "
         f"{_version('fxpasses')}, torch {torch.__version__}, Python {sys.version.split()[0]}.\n\n"
         f"Pass `{failing.name}` (step {failed_step + 1} of {len(steps)}"
@@ -1171,6 +1242,7 @@ def write_reproducer(
         + "`error.txt`.\n\n"
         "Pass packages: " + (", ".join(versions) or "(built-in passes only)") + "\n"
     )
+    _remove_earlier_reproducer_files(directory, earlier, written)
     return cfg_path
 
 

@@ -1090,3 +1090,85 @@ def test_a_reproducer_of_a_run_under_a_rewrite_limit_replays_with_the_limit(tmp_
         r = CliRunner().invoke(cli, [*run, "--pipeline", "compensated{}", "--reproducer", str(rep2)])
     assert r.exit_code == 0, r.output  # (nothing failed: nothing written)
     assert not (rep2 / "fxpasses.json").exists()
+
+
+STALE_REFERENCE_MODEL = """
+import torch
+
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.lin(x) * 1) + x
+
+
+def m():
+    return M()
+"""
+
+
+def test_a_reused_reproducer_folder_loses_the_earlier_reproducers_files(tmp_path, monkeypatch):
+    """`--reproducer DIR` into a folder holding an earlier reproducer left that one's
+    reference.py and reference_tensors.safetensors (another failure's module and weights)
+    beside a new reproducer without a reference, without a word (a new-user check); so did a
+    tensors.pt beside a new tensors.safetensors. The files of the earlier reproducer (told by
+    its README's first line, named by its fxpasses.json and graph files) that the new one
+    does not write are now removed, a warning line naming them; the folder's other files
+    stay, those named like a reproducer's among them, and so does a folder that holds none."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(STALE_REFERENCE_MODEL)
+    (tmp_path / "c.toml").write_text(
+        'verify = "numeric"\n[model]\nfactory = "m:m"\ncapture = "export"\ntrain = true\n'
+        'inputs = [{shape = [2, 8], dtype = "float32"}]\n'
+    )
+    rep = tmp_path / "rep"
+    written = ["README.md", "error.txt", "fxpasses.json", "graph.py"]
+
+    def run(pipeline, folder="rep"):
+        r = CliRunner().invoke(cli, ["run", "c.toml", "--pipeline", pipeline, "--reproducer", folder, "--repeat", "1", "--no-save"])
+        assert r.exit_code == 1 and f"written to {folder}; replay it with" in r.stderr, r.output
+        return r
+
+    def removed(names):
+        return f"warning: rep: removed {names}, written there by an earlier reproducer and not by this one"
+
+    # a numeric failure after a pass that changed the graph: with the module before the pipeline
+    r = run("simplify_algebra,remove_dropout{inference=true}")
+    assert "warning:" not in r.stderr, r.stderr
+    reference = ["reference.py", "reference_tensors.safetensors"]
+    assert sorted(os.listdir(rep)) == sorted([*written, "inputs.safetensors", "tensors.safetensors", *reference])
+    (rep / "notes.txt").write_text("mine")
+    (rep / "reference_tensors.pt").write_text("mine too")  # (named like a reproducer's: not the earlier one's)
+    mine = ["notes.txt", "reference_tensors.pt"]
+    # a crash: no reference
+    r = run("print_graph{file=.}")
+    assert removed("reference.py, reference_tensors.safetensors") in r.stderr.splitlines(), r.stderr
+    assert sorted(os.listdir(rep)) == sorted([*written, "inputs.safetensors", "tensors.safetensors", *mine])
+    assert json.loads((rep / "fxpasses.json").read_text())["model"] == {"graph": "graph.py", "inputs": "inputs.safetensors"}
+    # tensor files written by torch.save (safetensors missing), then as safetensors again
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "safetensors", None)
+        m.setitem(sys.modules, "safetensors.torch", None)
+        r = run("print_graph{file=.}")
+    assert removed("inputs.safetensors, tensors.safetensors") in r.stderr.splitlines(), r.stderr
+    assert sorted(os.listdir(rep)) == sorted([*written, "inputs.pt", "tensors.pt", *mine])
+    r = run("print_graph{file=.}")
+    assert removed("inputs.pt, tensors.pt") in r.stderr.splitlines(), r.stderr
+    assert sorted(os.listdir(rep)) == sorted([*written, "inputs.safetensors", "tensors.safetensors", *mine])
+    assert (rep / "notes.txt").read_text() == "mine" and (rep / "reference_tensors.pt").read_text() == "mine too"
+    r = run("print_graph{file=.}")  # the same files again: no word
+    assert "warning:" not in r.stderr, r.stderr
+    # a folder without a reproducer of fxpasses' (its README is the user's): nothing removed
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README.md").write_text("# my notes\n")
+    (other / "fxpasses.json").write_text('{"model": {"graph": "graph.py", "inputs": "inputs.pt", "reference": "reference.py"}}')
+    (other / "inputs.pt").write_text("mine")
+    (other / "reference.py").write_text("mine")
+    r = run("print_graph{file=.}", "other")
+    assert "warning:" not in r.stderr, r.stderr
+    assert (other / "inputs.pt").read_text() == "mine" and (other / "reference.py").read_text() == "mine"
