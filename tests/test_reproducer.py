@@ -1111,7 +1111,7 @@ def m():
 """
 
 
-def test_a_reused_reproducer_folder_loses_the_earlier_reproducers_files(tmp_path, monkeypatch):
+def test_a_reused_reproducer_folder_loses_the_earlier_reproducers_files(planted_site, tmp_path, monkeypatch):
     """`--reproducer DIR` into a folder holding an earlier reproducer left that one's
     reference.py and reference_tensors.safetensors (another failure's module and weights)
     beside a new reproducer without a reference, without a word (a new-user check); so did a
@@ -1145,7 +1145,7 @@ def test_a_reused_reproducer_folder_loses_the_earlier_reproducers_files(tmp_path
     (rep / "reference_tensors.pt").write_text("mine too")  # (named like a reproducer's: not the earlier one's)
     mine = ["notes.txt", "reference_tensors.pt"]
     # a crash: no reference
-    r = run("print_graph{file=.}")
+    r = run("planted{raise_at=1}")
     assert removed("reference.py, reference_tensors.safetensors") in r.stderr.splitlines(), r.stderr
     assert sorted(os.listdir(rep)) == sorted([*written, "inputs.safetensors", "tensors.safetensors", *mine])
     assert json.loads((rep / "fxpasses.json").read_text())["model"] == {"graph": "graph.py", "inputs": "inputs.safetensors"}
@@ -1153,14 +1153,14 @@ def test_a_reused_reproducer_folder_loses_the_earlier_reproducers_files(tmp_path
     with monkeypatch.context() as m:
         m.setitem(sys.modules, "safetensors", None)
         m.setitem(sys.modules, "safetensors.torch", None)
-        r = run("print_graph{file=.}")
+        r = run("planted{raise_at=1}")
     assert removed("inputs.safetensors, tensors.safetensors") in r.stderr.splitlines(), r.stderr
     assert sorted(os.listdir(rep)) == sorted([*written, "inputs.pt", "tensors.pt", *mine])
-    r = run("print_graph{file=.}")
+    r = run("planted{raise_at=1}")
     assert removed("inputs.pt, tensors.pt") in r.stderr.splitlines(), r.stderr
     assert sorted(os.listdir(rep)) == sorted([*written, "inputs.safetensors", "tensors.safetensors", *mine])
     assert (rep / "notes.txt").read_text() == "mine" and (rep / "reference_tensors.pt").read_text() == "mine too"
-    r = run("print_graph{file=.}")  # the same files again: no word
+    r = run("planted{raise_at=1}")  # the same files again: no word
     assert "warning:" not in r.stderr, r.stderr
     # a folder without a reproducer of fxpasses' (its README is the user's): nothing removed
     other = tmp_path / "other"
@@ -1169,6 +1169,6 @@ def test_a_reused_reproducer_folder_loses_the_earlier_reproducers_files(tmp_path
     (other / "fxpasses.json").write_text('{"model": {"graph": "graph.py", "inputs": "inputs.pt", "reference": "reference.py"}}')
     (other / "inputs.pt").write_text("mine")
     (other / "reference.py").write_text("mine")
-    r = run("print_graph{file=.}", "other")
+    r = run("planted{raise_at=1}", "other")
     assert "warning:" not in r.stderr, r.stderr
     assert (other / "inputs.pt").read_text() == "mine" and (other / "reference.py").read_text() == "mine"
