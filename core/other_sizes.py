@@ -13,10 +13,11 @@ verifies each pass on as well:
   passes as inputs; each is read from the example input at its place (a size ``s27`` of the
   example's 6), or solved from a size that is an expression of it alone (torch.export's
   derived dims: ``2*s27`` of the example's 6 gives 3);
-- every symbol moves by the same step, the first of ``+1, +2, -1, +3, -2`` that keeps each
-  within its range (the shape environment's ``var_to_range``, and at least 2: TorchDynamo and
-  torch.export specialise sizes 0 and 1) and keeps true every guard and runtime assert of the
-  shape environment that the new values decide;
+- each symbol moves to the first of its candidates (:func:`_candidates`: half as much again,
+  double, then small steps up and down) that keeps it within its range (the shape
+  environment's ``var_to_range``, and at least 2: TorchDynamo and torch.export specialise sizes
+  0 and 1), every symbol at once, else one alone, so that every guard and runtime assert of
+  the shape environment that the new values decide stays true;
 - each tensor input is the example's, cut (``narrow``) or repeated along each dimension whose
   size changes, so its values stay the example's kind of values (token ids stay valid ids, a
   mask stays a mask), in the example's memory format.
@@ -36,8 +37,6 @@ import torch.fx
 
 __all__ = ["OtherSizes", "other_sizes"]
 
-#: the steps tried, in order: every symbol moves by the same one
-_STEPS = (1, 2, -1, 3, -2)
 
 
 @dataclasses.dataclass
@@ -47,8 +46,9 @@ class OtherSizes:
     Attributes:
         args: positional inputs, as the module is called with them.
         kwargs: keyword inputs.
-        values: each size symbol's value in them, by the symbol's name (``{"s27": 7}``).
-        hints: each symbol's value in the example inputs (``{"s27": 6}``).
+        values: each size that moved, its value in them, by the input and dimension it is the
+            size of (``{"x.size(1)": 9}``; a symbol no input size is alone, by its name).
+        hints: the same sizes in the example inputs (``{"x.size(1)": 6}``).
     """
 
     args: list[Any]
@@ -57,7 +57,7 @@ class OtherSizes:
     hints: dict[str, int]
 
     def description(self) -> str:
-        """``s27 = 7 (6 in the example inputs), s31 = 3 (2 ...)``."""
+        """``x.size(1) = 9 (6 in the example inputs), x.size(0) = 3 (2 ...)``."""
         parts = [f"{k} = {v} ({self.hints[k]} in the example inputs)" for k, v in self.values.items()]
         return ", ".join(parts)
 
@@ -120,6 +120,8 @@ def _other_sizes(gm: torch.fx.GraphModule, args: list[Any], kwargs: dict[str, An
         return None, f"{len(leaves)} inputs for {len(placeholders)} placeholders"
     # each symbol's value in the example inputs, from a size (or a number) that is the symbol alone
     hints: dict[Any, int] = {}
+    names: dict[Any, str] = {}  # how each symbol is said: the input and dimension it is the size of,
+    dim_names: dict[Any, str] = {}  # (a tensor's size before a number input's name)
     exprs: list[tuple[int, list[Any] | Any]] = []  # (placeholder index, its size expressions or number's)
     for i, (mv, leaf) in enumerate(zip(metas, leaves)):
         if isinstance(mv, torch.Tensor):
@@ -128,18 +130,21 @@ def _other_sizes(gm: torch.fx.GraphModule, args: list[Any], kwargs: dict[str, An
                 continue
             if not isinstance(leaf, torch.Tensor) or leaf.dim() != len(dims):
                 return None, f"input {i} is not a tensor of {len(dims)} dimensions as the graph records"
-            for e, n in zip(dims, leaf.shape):
-                if isinstance(e, sympy.Symbol):
+            for d, (e, n) in enumerate(zip(dims, leaf.shape)):
+                if isinstance(e, sympy.Symbol) and e not in dim_names:
                     hints.setdefault(e, int(n))
+                    dim_names[e] = f"{_input_name(placeholders[i])}.size({d})"
             exprs.append((i, dims))
         elif _symbolic(mv):
             e = mv.node.expr
             value = leaf.node.hint if isinstance(leaf, torch.SymInt) else leaf
             if not isinstance(value, int) or isinstance(value, bool):
                 return None, f"input {i} is not a number as the graph records"
-            if isinstance(e, sympy.Symbol):
-                hints.setdefault(e, value)
+            if isinstance(e, sympy.Symbol) and e not in hints:
+                hints[e] = value
+                names.setdefault(e, _input_name(placeholders[i]))  # (a tensor's size it is says more)
             exprs.append((i, e))
+    names.update(dim_names)
     # a size that is an expression of one symbol no size gives alone (torch.export's derived
     # dims: Dim("s") * 2): the symbol's value solved from it
     for i, e in exprs:
@@ -150,6 +155,7 @@ def _other_sizes(gm: torch.fx.GraphModule, args: list[Any], kwargs: dict[str, An
                 found = [r for r in sympy.solve(sympy.Eq(_at(x, hints), int(n)), sym) if getattr(r, "is_integer", False)]
                 if len(found) == 1:
                     hints[sym] = int(found[0])
+                    names[sym] = str(sym)
     if not hints:
         return None, "no size of an input is a symbol alone"
     # the example's sizes are what the expressions give with these values
@@ -164,19 +170,30 @@ def _other_sizes(gm: torch.fx.GraphModule, args: list[Any], kwargs: dict[str, An
     for asserts in getattr(env, "deferred_runtime_asserts", {}).values():
         facts.extend(a.expr for a in asserts)
     ranges = getattr(env, "var_to_range", {})
+    symbolic = [x for _, e in exprs for x in (e if isinstance(e, list) else [e]) if getattr(x, "free_symbols", None)]
+
+    def allowed(values: dict[Any, int]) -> bool:
+        return not any(_decided_false(f, values) for f in facts) and all(int(_at(x, values)) >= 1 for x in symbolic)
+
+    candidates = {s: [v for v in _candidates(h) if _in_range(v, ranges.get(s))] for s, h in hints.items()}
     chosen: dict[Any, int] | None = None
-    for step in _STEPS:
-        values = {s: h + step for s, h in hints.items()}
-        if not all(_in_range(v, ranges.get(s)) for s, v in values.items()):
-            continue
-        if any(_decided_false(f, values) for f in facts):
-            continue
-        if any(int(_at(x, values)) < 1 for _, e in exprs for x in (e if isinstance(e, list) else [e])):
-            continue
-        chosen = values
-        break
+    # every symbol moved at once (the k-th value of each: its own when it has fewer), else one
+    # symbol alone (the others at the example's: a batch at its range's lower end beside a
+    # length at its upper end)
+    trials = [
+        {s: (c[min(k, len(c) - 1)] if c else hints[s]) for s, c in candidates.items()}
+        for k in range(max(map(len, candidates.values()), default=0))
+    ]
+    trials += [{**hints, s: v} for s, c in candidates.items() for v in c]
+    for values in trials:
+        if values != hints and allowed(values):
+            chosen = values
+            break
     if chosen is None:
-        return None, "no other sizes keep every size within its range and every guard true"
+        return None, (
+            "no other sizes found that keep every size within its range and the shape environment's guards "
+            f"true (tried {', '.join(f'{names[s]} in {sorted(set(c))}' for s, c in candidates.items())})"
+        )
     new = list(leaves)
     for i, e in exprs:
         if isinstance(e, list):
@@ -184,10 +201,24 @@ def _other_sizes(gm: torch.fx.GraphModule, args: list[Any], kwargs: dict[str, An
         else:
             new[i] = int(_at(e, chosen))
     a, k = rebuild(new)
-    return (
-        OtherSizes(a, k, {str(s): v for s, v in chosen.items()}, {str(s): h for s, h in hints.items()}),
-        None,
-    )
+    moved = [s for s in chosen if chosen[s] != hints[s]]
+    return OtherSizes(a, k, {names[s]: chosen[s] for s in moved}, {names[s]: hints[s] for s in moved}), None
+
+
+def _input_name(p: torch.fx.Node) -> str:
+    """How an input is said: its placeholder's name as the module's signature has it (``x``,
+    ``input_ids``; TorchDynamo's ``L_x_``)."""
+    return str(p.target).lstrip("*")
+
+
+def _candidates(h: int) -> list[int]:
+    """The other values tried for a size that is ``h`` in the example inputs, in order: half as
+    much again, then double (both change ``h // 2``, ``h // 4`` and keep a multiple of 2 or 4
+    one, where a step of 1 from an even size keeps ``h // 2``: a pooled size), then small steps
+    up and down, then half (a helper check found sizes of floor divisions and divisibility
+    guards that +1 alone missed)."""
+    out = [h + max(1, h // 2), 2 * h, h + 1, h + 2, h - 1, h + 3, h - 2, h + 4, h - 4, h // 2]
+    return list(dict.fromkeys(v for v in out if v != h))
 
 
 def _at(expr: Any, values: Mapping[Any, int]) -> Any:

@@ -69,8 +69,8 @@ def test_a_size_baked_into_an_export_graph_fails_at_other_sizes_and_is_rolled_ba
         Pipeline([BakeLength], verify="numeric").run(gm, [x])
     text = str(info.value)
     assert text.startswith(
-        "pass 'bake_length' failed: verification failed: at other sizes the graph accepts (s77 = 3 (2 in the "
-        "example inputs), s27 = 7 (6 in the example inputs)), where the example inputs' outputs match: output: max abs error"
+        "pass 'bake_length' failed: verification failed: at other sizes the graph accepts (x.size(0) = 3 (2 in the "
+        "example inputs), x.size(1) = 9 (6 in the example inputs)), where the example inputs' outputs match: output: max abs error"
     ), text
     assert "(a size of the example inputs made a constant?)" in text
     assert info.value.rolled_back and gm.code == code
@@ -83,7 +83,7 @@ def test_a_size_baked_into_a_torch_compile_dynamic_graph_fails():
     compiled = torch.compile(
         MeanBySize(), backend="fxpasses", dynamic=True, options={"pipeline": [BakeLength], "verify": "numeric"}
     )
-    with pytest.raises(Exception, match=r"at other sizes the graph accepts \(s\d+ = 3 \(2 in the example inputs\), s\d+ = 7 \(6 in the example inputs\), s\d+ = 9 \(8 in the example inputs\)\)"):
+    with pytest.raises(Exception, match=r"at other sizes the graph accepts \(L_x_.size\(0\) = 3 \(2 in the example inputs\), L_x_.size\(1\) = 9 \(6 in the example inputs\), L_x_.size\(2\) = 12 \(8 in the example inputs\)\)"):
         compiled(torch.randn(2, 6, 8))
     torch._dynamo.reset()
 
@@ -104,17 +104,16 @@ def test_the_built_in_pipeline_passes_at_other_sizes_and_says_it_ran_there():
     report = Pipeline.from_preset("inference", verify="numeric").run(gm, [x])
     assert report["fuse_conv_bn"].counters == {"fused": 1}
     assert [n for n in report.notes if "other sizes" in n] == [
-        "numeric verification ran each pass at other sizes the graph accepts too: s77 = 3 (2 in the example inputs), "
-        "s53 = 9 (8 in the example inputs)"
+        "numeric verification ran each pass at other sizes the graph accepts too: x.size(0) = 3 (2 in the example inputs), "
+        "x.size(2) = 12 (8 in the example inputs)"
     ]
     y = torch.randn(4, 3, 12, 8)
     torch.testing.assert_close(gm(y), model(y), atol=1e-5, rtol=1e-5)
 
 
 def test_other_sizes_keep_the_ranges_and_solve_derived_sizes():
-    """A range's upper end (a batch of 4 at most, the example's) makes the step go down; a
-    size derived from a symbol (torch.export's 2 * Dim) is solved for it and moves by twice
-    the step, keeping it even."""
+    """A range's upper end (a batch of 4 at most, the example's) makes the size go down; a
+    size derived from a symbol (torch.export's 2 * Dim) is solved for it, the symbol moved."""
 
     class Pairs(nn.Module):
         def forward(self, x):
@@ -124,17 +123,18 @@ def test_other_sizes_keep_the_ranges_and_solve_derived_sizes():
     half = Dim("half", min=1, max=32)
     gm, _ = exported(Pairs(), x, ({0: Dim("b", min=2, max=4), 1: 2 * half},))
     found, why = other_sizes(gm, [x], None)
-    assert why is None and found.description() == "s77 = 3 (4 in the example inputs), s44 = 2 (3 in the example inputs)"
-    assert [tuple(a.shape) for a in found.args] == [(3, 4)]
-    assert torch.equal(found.args[0], x[:3, :4])  # the example's own values, cut
+    assert why is None and found.description() == "x.size(0) = 3 (4 in the example inputs), s44 = 4 (3 in the example inputs)"
+    assert [tuple(a.shape) for a in found.args] == [(3, 8)]
+    assert torch.equal(found.args[0], torch.cat([x, x], 1)[:3, :8])  # the example's own values, cut and repeated
     report = Pipeline(["simplify_algebra"], verify="numeric").run(gm, [x])
-    assert "s44 = 2 (3 in the example inputs)" in report.notes[-1]
+    assert "s44 = 4 (3 in the example inputs)" in report.notes[-1]
     grown = other_sizes(exported()[0], [torch.arange(96.0).reshape(2, 6, 8)], None)[0].args[0]
-    assert tuple(grown.shape) == (3, 7, 8) and torch.equal(grown[2, :6], torch.arange(48.0).reshape(6, 8))  # repeated
+    assert tuple(grown.shape) == (3, 9, 8) and torch.equal(grown[2, :6], torch.arange(48.0).reshape(6, 8))  # repeated
 
 
 def test_a_guard_of_the_shape_environment_chooses_the_step():
-    """TorchDynamo's guard (an even length, from the model's own check) rules out +1: +2."""
+    """TorchDynamo's guard (an even length, from the model's own check) rules out the sizes
+    that break it: every size found is even."""
 
     class Even(nn.Module):
         def forward(self, x):
@@ -143,7 +143,7 @@ def test_a_guard_of_the_shape_environment_chooses_the_step():
 
     found, why = other_sizes(*dynamo_graph(Even(), torch.randn(4, 6)), None)
     assert why is None
-    assert [v - found.hints[k] for k, v in found.values.items()] == [2, 2]
+    assert found.values == {"L_x_.size(0)": 8, "L_x_.size(1)": 12} and found.hints == {"L_x_.size(0)": 4, "L_x_.size(1)": 6}
 
 
 def test_graphs_without_symbolic_sizes_get_no_second_input_set_and_no_note():
@@ -161,3 +161,67 @@ def test_a_second_input_set_that_cannot_be_made_is_said_in_the_report():
     assert other_sizes(dynamo, [*inputs, x], None) == (None, f"{len(inputs) + 1} inputs for {len(inputs)} placeholders")
     found, why = other_sizes(gm, [torch.randn(2, 6)], None)
     assert found is None and why == "input 0 is not a tensor of 3 dimensions as the graph records"
+
+
+class Halves(nn.Module):
+    def forward(self, x):
+        h = x.shape[1] // 2
+        return x[:, :h].sum(1) - x[:, h:].sum(1)
+
+
+class MeanBy4(nn.Module):
+    def forward(self, x):
+        torch._check(x.shape[1] % 4 == 0)
+        return x.reshape(x.shape[0], -1, 4).sum(1) / x.shape[1]
+
+
+class BakeSlice(GraphPass):
+    """Wrong on purpose: writes the example's value of each symbolic bound of the first slice."""
+
+    name = "bake_slice"
+
+    def run(self, gm, ctx):
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and "slice" in str(n.target):
+                sym = [a for a in n.args if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.SymInt)]
+                if sym:
+                    n.args = tuple(int(a.meta["val"].node.hint) if a in sym else a for a in n.args)
+                    return True
+        return False
+
+
+@pytest.mark.parametrize(
+    "model, x, dims, bake, sizes",
+    [
+        # x.shape[1] // 2 is 4 at 8 and at 9: +1 alone let the baked slice through
+        (Halves(), torch.randn(2, 8, 4), ({0: Dim("b", min=2, max=16), 1: Dim.AUTO},), BakeSlice, "x.size(1) = 12 (8 in"),
+        # a multiple of 4: no step of at most 3 keeps it one (it said no other sizes existed)
+        (MeanBy4(), torch.randn(2, 8), ({0: Dim("b", min=2, max=16), 1: Dim.AUTO},), BakeLength, "x.size(1) = 12 (8 in"),
+        # batch at its lower end, length at its upper end: no one step moves both
+        (MeanBySize(), torch.randn(2, 8), ({0: Dim("b", min=2, max=16), 1: Dim("s", min=2, max=8)},), BakeLength, "x.size(0) = 3 (2 in the example inputs), x.size(1) = 7 (8 in"),
+    ],
+    ids=["floor-division", "multiple-of-4", "range-ends"],
+)
+def test_sizes_one_step_missed_are_found(model, x, dims, bake, sizes):
+    """A helper check's cases where the first version's one step for every symbol (+1, +2,
+    -1, ...) found no other sizes, or sizes where the wrong graph gave the right outputs."""
+    gm = torch.export.export(model, (x,), dynamic_shapes=dims).module()
+    with pytest.raises(PassFailedError, match="at other sizes the graph accepts") as info:
+        Pipeline([bake], verify="numeric").run(gm, [x])
+    assert sizes in str(info.value), str(info.value)
+
+
+def test_a_static_empty_input_does_not_stop_the_search():
+    """An input with a static size 0 beside the dynamic ones ruled out every size (sizes of
+    0 were refused for every dimension, the static ones too)."""
+
+    class WithEmpty(nn.Module):
+        def forward(self, x, extra):
+            return x.sum(1) / x.shape[1] + extra.sum()
+
+    x, extra = torch.randn(2, 6), torch.randn(2, 0)
+    b = Dim("b", min=2, max=16)
+    gm = torch.export.export(WithEmpty(), (x, extra), dynamic_shapes=({0: b, 1: Dim("s", min=2, max=64)}, {0: b})).module()
+    found, why = other_sizes(gm, [x, extra], None)
+    assert why is None and found.description() == "x.size(0) = 3 (2 in the example inputs), x.size(1) = 9 (6 in the example inputs)"
+    assert [tuple(a.shape) for a in found.args] == [(3, 9), (3, 0)]
