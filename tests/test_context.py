@@ -15,6 +15,8 @@ from fxpasses.context import _has_attribute
 from fxpasses.journal import check_journals
 from fxpasses.snapshot import Snapshot
 
+from dynamic_models import MeanBySize, assert_compile_fails
+
 
 class Net(nn.Module):
     def __init__(self) -> None:
@@ -255,11 +257,6 @@ class SpecializeSizes(GraphPass):
         return changed
 
 
-class MeanBySize(nn.Module):
-    def forward(self, x):
-        return x.sum(1) / x.shape[1]
-
-
 def test_a_symbolic_size_replaced_by_its_example_value_fails_the_pass_and_is_rolled_back():
     from torch.export import Dim
 
@@ -280,15 +277,10 @@ def test_a_symbolic_size_replaced_by_its_example_value_fails_the_pass_and_is_rol
 
 
 def test_a_symbolic_size_under_torch_compile_dynamic_fails_the_pass():
-    import fxpasses.backend
-
-    torch._dynamo.reset()
-    compiled = torch.compile(
-        MeanBySize(), backend="fxpasses", dynamic=True, options={"pipeline": [SpecializeSizes], "verify": "numeric"}
+    assert_compile_fails(
+        SpecializeSizes,
+        r"cannot replace %s\d+ by the constant 6: its value is the symbolic int s\d+ \(in \[2, int_oo\]; 6 for the example inputs\)",
     )
-    with pytest.raises(Exception, match=r"cannot replace %s\d+ by the constant 6: its value is the symbolic int s\d+ \(in \[2, int_oo\]; 6 for the example inputs\)"):
-        compiled(torch.randn(2, 6, 8))
-    torch._dynamo.reset()
 
 
 def test_a_size_the_shape_environment_fixes_may_become_a_constant():

@@ -12,9 +12,10 @@ import torch.fx
 from torch import nn
 from torch.export import Dim
 
-import fxpasses
 from fxpasses import GraphPass, PassFailedError, Pipeline
 from fxpasses.other_sizes import other_sizes
+
+from dynamic_models import MeanBySize, assert_compile_fails
 
 
 class BakeLength(GraphPass):
@@ -30,11 +31,6 @@ class BakeLength(GraphPass):
                 n.args = (n.args[0], int(v.node.hint))
                 return True
         return False
-
-
-class MeanBySize(nn.Module):
-    def forward(self, x):
-        return x.sum(1) / x.shape[1]
 
 
 DIMS = ({0: Dim("b", min=2, max=64), 1: Dim("s", min=2, max=64)},)
@@ -79,13 +75,11 @@ def test_a_size_baked_into_an_export_graph_fails_at_other_sizes_and_is_rolled_ba
 
 
 def test_a_size_baked_into_a_torch_compile_dynamic_graph_fails():
-    torch._dynamo.reset()
-    compiled = torch.compile(
-        MeanBySize(), backend="fxpasses", dynamic=True, options={"pipeline": [BakeLength], "verify": "numeric"}
+    assert_compile_fails(
+        BakeLength,
+        r"at other sizes the graph accepts \(L_x_.size\(0\) = 3 \(2 in the example inputs\), L_x_.size\(1\) = 9 \(6 in "
+        r"the example inputs\), L_x_.size\(2\) = 12 \(8 in the example inputs\)\)",
     )
-    with pytest.raises(Exception, match=r"at other sizes the graph accepts \(L_x_.size\(0\) = 3 \(2 in the example inputs\), L_x_.size\(1\) = 9 \(6 in the example inputs\), L_x_.size\(2\) = 12 \(8 in the example inputs\)\)"):
-        compiled(torch.randn(2, 6, 8))
-    torch._dynamo.reset()
 
 
 def test_the_built_in_pipeline_passes_at_other_sizes_and_says_it_ran_there():
