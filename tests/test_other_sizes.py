@@ -219,3 +219,19 @@ def test_a_static_empty_input_does_not_stop_the_search():
     found, why = other_sizes(gm, [x, extra], None)
     assert why is None and found.description() == "x.size(0) = 3 (2 in the example inputs), x.size(1) = 9 (6 in the example inputs)"
     assert [tuple(a.shape) for a in found.args] == [(3, 9), (3, 0)]
+
+
+def test_bisect_judges_its_trials_at_other_sizes_too():
+    """A failure at other sizes only: bisect (which the failure's note points to) judged its
+    trials at the example's sizes, found them good and said "not reproducible (a pass that does
+    not always do the same thing?)" (a new-user check)."""
+    from fxpasses.bisect import bisect
+
+    gm, x = exported()
+    result = bisect(Pipeline([BakeLength], verify="numeric"), gm, [x])
+    assert result.status == "found" and result.pass_name == "bake_length" and (result.first, result.last) == (1, 1)
+    assert result.good.message == "outputs match (max abs error 0)"
+    assert result.bad.message.startswith(
+        "at other sizes the graph accepts (x.size(0) = 3 (2 in the example inputs), x.size(1) = 9 (6 in the example "
+        "inputs)): output: max abs error"
+    ), result.bad.message
