@@ -122,6 +122,7 @@ def _other_sizes(gm: torch.fx.GraphModule, args: list[Any], kwargs: dict[str, An
     hints: dict[Any, int] = {}
     names: dict[Any, str] = {}  # how each symbol is said: the input and dimension it is the size of,
     dim_names: dict[Any, str] = {}  # (a tensor's size before a number input's name)
+    derived: dict[Any, tuple[Any, int]] = {}  # a symbol solved from a size: that size's expression, example value
     exprs: list[tuple[int, list[Any] | Any]] = []  # (placeholder index, its size expressions or number's)
     for i, (mv, leaf) in enumerate(zip(metas, leaves)):
         if isinstance(mv, torch.Tensor):
@@ -155,7 +156,11 @@ def _other_sizes(gm: torch.fx.GraphModule, args: list[Any], kwargs: dict[str, An
                 found = [r for r in sympy.solve(sympy.Eq(_at(x, hints), int(n)), sym) if getattr(r, "is_integer", False)]
                 if len(found) == 1:
                     hints[sym] = int(found[0])
-                    names[sym] = str(sym)
+                    # said by the size it was solved from (the symbol's own name is the shape
+                    # environment's, s44, and changes from run to run)
+                    d = e.index(x)
+                    names[sym] = f"{_input_name(placeholders[i])}.size({d})"
+                    derived[sym] = (x, int(n))
     if not hints:
         return None, "no size of an input is a symbol alone"
     # the example's sizes are what the expressions give with these values
@@ -202,7 +207,8 @@ def _other_sizes(gm: torch.fx.GraphModule, args: list[Any], kwargs: dict[str, An
             new[i] = int(_at(e, chosen))
     a, k = rebuild(new)
     moved = [s for s in chosen if chosen[s] != hints[s]]
-    return OtherSizes(a, k, {names[s]: chosen[s] for s in moved}, {names[s]: hints[s] for s in moved}), None
+    values = {names[s]: int(_at(derived[s][0], chosen)) if s in derived else chosen[s] for s in moved}
+    return OtherSizes(a, k, values, {names[s]: derived[s][1] if s in derived else hints[s] for s in moved}), None
 
 
 def _input_name(p: torch.fx.Node) -> str:
