@@ -443,6 +443,18 @@ def _dynamic_marks(
     return marks
 
 
+def _eager_exception(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Exception | None:
+    """What ``model(*inputs, **kwargs)`` raises run as plain Python (what it writes in place put
+    back), or None: after a failed TorchDynamo capture, whether the model's own code raises
+    (TorchDynamo reports that as "Unsupported: Observed exception", without the exception)."""
+    try:
+        with _quiet_fake_tensor_log(), _state_put_back(model, inputs, kwargs):
+            model(*inputs, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the model's own exception, whatever it is
+        return exc
+    return None
+
+
 def _capture_dynamo(
     model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any = None
 ) -> Captured:
@@ -474,6 +486,12 @@ def _capture_dynamo(
                 with _quiet_fake_tensor_log(), _state_put_back(model, inputs, kwargs):
                     torch.compile(model, backend=backend, fullgraph=True, dynamic=None if marks else False)(*inputs, **kwargs)
             except Exception as exc:
+                own = _eager_exception(model, inputs, kwargs)
+                if own is not None:  # (TorchDynamo says "Observed exception", not what the model raised)
+                    raise UserError(
+                        f"TorchDynamo could not capture {type(model).__name__}: the model raises {_short(own)} on "
+                        "these inputs (run without TorchDynamo too)"
+                    ) from own
                 raise UserError(
                     f"TorchDynamo could not capture {type(model).__name__} as one graph: {_short(exc)}"
                 ) from exc

@@ -265,3 +265,24 @@ def test_a_forward_dynamo_makes_no_graph_for_is_explained():
     for dialect in ("export", "symbolic_trace"):  # as it says
         out = capture(_Swap(), inputs, dialect).gm(*inputs)
         assert [torch.equal(a, b) for a, b in zip(out, (inputs[1], inputs[0], inputs[0]))] == [True] * 3, dialect
+
+
+class _Refuses(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("model refuses: expected 3 channels")
+
+
+def test_a_model_raising_under_dynamo_is_named_by_its_own_exception():
+    """TorchDynamo reports a model's own exception as "Unsupported: Observed exception",
+    without it; export and symbolic_trace named it (a new-user check). The dynamo capture now
+    names what the model raises, as its cause too."""
+    from fxpasses.capture import capture
+    from fxpasses.errors import UserError
+
+    with pytest.raises(UserError) as info:
+        capture(_Refuses(), [torch.randn(4, 5)], "dynamo")
+    assert str(info.value) == (
+        "TorchDynamo could not capture _Refuses: the model raises ValueError: model refuses: expected 3 channels on "
+        "these inputs (run without TorchDynamo too)"
+    )
+    assert isinstance(info.value.__cause__, ValueError)
