@@ -38,6 +38,7 @@ from pydantic import Field, field_validator
 
 from fxpasses import GraphPass, PassContext, PassOptions, UserError
 from fxpasses.context import _short, describe_node
+from fxpasses.errors import nearest_existing, os_reason
 
 __all__ = ["PrintGraph", "format_graph", "value_str"]
 
@@ -90,7 +91,7 @@ class PrintGraph(GraphPass):
                 with path.open("a" if o.append else "w", encoding="utf-8") as f:
                     f.write(text + "\n")
             except OSError as exc:  # the user's path (checked when read; changed since, or not permitted)
-                why = _file_problem(o.file) or f"{type(exc).__name__}: {exc.strerror or exc}"
+                why = _file_problem(o.file) or os_reason(exc)
                 raise UserError(f"print_graph cannot write file={o.file!r}: {why}") from exc
         ctx.count("nodes", len(gm.graph.nodes))
         return False
@@ -104,11 +105,9 @@ def _file_problem(value: str) -> str | None:
     path = Path(value)
     if path.is_dir():
         return f"{value!r} is a folder; give the path of a file in it (e.g. {str(path / 'graph.txt')!r})"
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                return f"{str(parent)!r} is a file, not a folder, so {value!r} cannot be made under it"
-            break
+    parent = nearest_existing(path.parent)
+    if not parent.is_dir():
+        return f"{str(parent)!r} is a file, not a folder, so {value!r} cannot be made under it"
     return None
 
 

@@ -28,7 +28,7 @@ import torch.fx
 
 from .errors import PassFailedError, UserError
 from .inputs import check_accepted, check_example_inputs
-from .pipeline import Pipeline, Plan, _gc_paused, _run_module
+from .pipeline import Pipeline, Plan, _gc_paused, _outputs_at, _run_module
 from .other_sizes import other_sizes
 from .verify import TensorState, compare_results
 from .reference64 import float64_reference
@@ -211,11 +211,9 @@ def bisect(
         other_reference = None
         if other is not None:
             try:
-                moved = _run_module(ref_gm, other.args, state, other.kwargs, facts=True)
+                other_reference = _outputs_at(ref_gm, other, state)
             except UserError:
                 other = None
-            else:
-                other_reference = (*moved, float64_reference(ref_gm, other.args, other.kwargs, *moved, state))
         snap = Snapshot(gm, copy_tensors=True)
 
     def restore() -> None:

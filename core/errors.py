@@ -247,6 +247,16 @@ def os_reason(exc: OSError) -> str:
     return f"{reason} ({name})" if name else reason
 
 
+def nearest_existing(path: "Path") -> "Path":
+    """``path`` or the nearest of its parents that exists (the last one looked at when none
+    does): where a path that is to be made would be made, and so what decides whether it can
+    be (a file there is no folder to make it in)."""
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    return probe
+
+
 def require_file(path: "Path", what: str, expected: str, *, source: str | None = None) -> None:
     """Raise a :class:`ConfigError` unless ``path`` is a file: ``"<what> not found: X"``, or
     ``"X is a directory, expected a file (<expected>)"``."""

@@ -13,6 +13,7 @@ import time
 from typing import Any, Iterable, TextIO
 
 from ._diff import unified_diff
+from .errors import exception_text
 from .hookspecs import hookimpl
 
 __all__ = ["PrintAfter", "PrintChanged", "TimePasses", "Progress", "graph_code"]
@@ -145,7 +146,7 @@ def _code_or_why(gm: Any) -> str:
     try:
         return graph_code(gm)
     except Exception as exc:  # noqa: BLE001 - a graph broken enough that torch cannot write its code
-        return f"# (its code cannot be generated: {type(exc).__name__}: {exc})\n"
+        return f"# (its code cannot be generated: {exception_text(exc)})\n"
 
 
 class TimePasses:

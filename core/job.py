@@ -62,7 +62,7 @@ from ._json import dumps as json_dumps
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
-from .errors import ConfigError, FxPassesError, PassFailedError, UserError, VerificationError, close_names, exception_line, exception_text, model_table, os_reason, require_file, root_cause_note
+from .errors import ConfigError, FxPassesError, PassFailedError, UserError, VerificationError, close_names, exception_line, exception_text, model_table, nearest_existing, os_reason, require_file, root_cause_note
 from .inputs import in_spec_order
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
@@ -1263,11 +1263,7 @@ def check_writable(out_dir: Path, what: str = "output directory") -> None:
     said = f"cannot write the {what} {out_dir}"
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{said}: {out_dir} exists and is not a directory")
-    probe = out_dir
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
+    probe = nearest_existing(out_dir)
     if not probe.is_dir():
         raise UserError(f"{said}: {probe} is not a directory")
     # make and remove a directory there: access() says yes to root everywhere (/proc too) and

@@ -38,7 +38,6 @@ import torch.fx
 __all__ = ["OtherSizes", "other_sizes"]
 
 
-
 @dataclasses.dataclass
 class OtherSizes:
     """A second input set of other sizes (see the module doc).

@@ -1118,15 +1118,11 @@ class Pipeline:
             other, why = other_sizes(gm, example_inputs, example_kwargs)
             if other is not None:
                 try:
-                    other_outputs = _run_module(ref_gm, other.args, ref_state, other.kwargs, facts=True)
+                    other_reference = _outputs_at(ref_gm, other, ref_state)
                 except UserError as exc:
                     why = f"the module does not run at {other.description()}: {exception_text(exc.__cause__ or exc)[:200]}"
                     other = None
                 else:
-                    other_reference = (
-                        *other_outputs,
-                        float64_reference(ref_gm, other.args, other.kwargs, *other_outputs, ref_state),
-                    )
                     report.notes.append(
                         f"numeric verification ran each pass at other sizes the graph accepts too: {other.description()}"
                     )
@@ -1650,11 +1646,7 @@ class Pipeline:
                                 if other is not None:  # (the same at the other sizes, or no more checks there)
                                     other_reference = None
                                     with contextlib.suppress(UserError):
-                                        moved_other = _run_module(gm, other.args, TensorState(gm), other.kwargs, facts=True)
-                                        other_reference = (
-                                            *moved_other,
-                                            float64_reference(gm, other.args, other.kwargs, *moved_other, TensorState(gm)),
-                                        )
+                                        other_reference = _outputs_at(gm, other, TensorState(gm))
                                 report.notes.append(
                                     f"{step.name!r} {lost} before it failed and was skipped, which changed the outputs "
                                     f"(max abs error {moved.max_abs:.3g} against the module before the pipeline): the "
@@ -2432,6 +2424,18 @@ def _is_truth_value(hint: Any) -> bool:
 def _add_note(exc: BaseException, note: str) -> None:
     if hasattr(exc, "add_note"):  # Python 3.11+
         exc.add_note(note)
+
+
+def _outputs_at(gm: torch.nn.Module, other: OtherSizes, state: TensorState) -> tuple[Any, Any, Any]:
+    """``(outputs, OutputFacts, float64 outputs or None)`` of ``gm`` on the inputs of
+    :class:`~fxpasses.other_sizes.OtherSizes`: what numeric verification (and bisect) hold a
+    pass to there, as the example inputs' reference.
+
+    Raises:
+        UserError: ``gm`` does not run on them (see :func:`_run_module`).
+    """
+    outputs, facts = _run_module(gm, other.args, state, other.kwargs, facts=True)
+    return outputs, facts, float64_reference(gm, other.args, other.kwargs, outputs, facts, state)
 
 
 def _verify_other_sizes(
