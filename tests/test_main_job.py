@@ -1266,6 +1266,28 @@ def test_a_pickled_submodule_of_an_earlier_run_is_removed_and_not_listed_as_save
     assert "scale.pt" not in str(saved) and "module.py" in str(saved)
 
 
+def _relu_to(pass_name: str, target) -> type:
+    """A wrong pass, on purpose: every relu becomes a call of ``target``."""
+
+    class ReluTo(fxpasses.NodePass):
+        name = pass_name
+
+        @fxpasses.on("relu")
+        def r(self, node, ctx):
+            return fxpasses.Replace(ctx.call_function(target, node.args))
+
+    return ReluTo
+
+
+def _relu_rewriters():
+    """A registry of ``to_sigmoid`` and ``to_tanh`` (:func:`_relu_to`), and the example convnet's
+    ``[model]`` table."""
+    reg = Registry(autoload=False)
+    reg.register(_relu_to("to_sigmoid", torch.sigmoid))
+    reg.register(_relu_to("to_tanh", torch.tanh))
+    return reg, {"factory": "fxpasses._example:convnet", "inputs": [{"shape": [1, 3, 8, 8]}]}
+
+
 def test_on_error_raise_writes_the_graph_the_failing_pass_left(tmp_path):
     """`fxpasses run --on-error raise` ("keep the broken graph for debugging") printed the error
     and left nothing to debug (a new-user check). The graph as the pass left it is written to
@@ -1274,16 +1296,7 @@ def test_on_error_raise_writes_the_graph_the_failing_pass_left(tmp_path):
     from fxpasses.config import parse_config
     from fxpasses.job import run_job
 
-    class ToSigmoid(fxpasses.NodePass):
-        name = "to_sigmoid"
-
-        @fxpasses.on("relu")
-        def r(self, node, ctx):
-            return fxpasses.Replace(ctx.call_function(torch.sigmoid, node.args))
-
-    reg = Registry(autoload=False)
-    reg.register(ToSigmoid)
-    model = {"factory": "fxpasses._example:convnet", "inputs": [{"shape": [1, 3, 8, 8]}]}
+    reg, model = _relu_rewriters()
     out = tmp_path / "out"
     with pytest.raises(fxpasses.PassFailedError) as info:
         run_job(parse_config({"pipeline": "to_sigmoid", "verify": "numeric", "model": model}), registry=reg, output=out, repeat=1, on_error="raise")
@@ -1313,24 +1326,7 @@ def test_a_failed_run_says_the_broken_graph_in_the_output_folder_is_an_earlier_r
     from fxpasses.config import parse_config
     from fxpasses.job import run_job
 
-    class ToSigmoid(fxpasses.NodePass):
-        name = "to_sigmoid"
-
-        @fxpasses.on("relu")
-        def r(self, node, ctx):
-            return fxpasses.Replace(ctx.call_function(torch.sigmoid, node.args))
-
-    class ToTanh(fxpasses.NodePass):
-        name = "to_tanh"
-
-        @fxpasses.on("relu")
-        def r(self, node, ctx):
-            return fxpasses.Replace(ctx.call_function(torch.tanh, node.args))
-
-    reg = Registry(autoload=False)
-    reg.register(ToSigmoid)
-    reg.register(ToTanh)
-    model = {"factory": "fxpasses._example:convnet", "inputs": [{"shape": [1, 3, 8, 8]}]}
+    reg, model = _relu_rewriters()
     out = tmp_path / "out"
     with pytest.raises(fxpasses.PassFailedError):
         run_job(parse_config({"pipeline": "to_sigmoid", "verify": "numeric", "model": model}), registry=reg, output=out, repeat=1, on_error="raise")
