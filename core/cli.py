@@ -933,6 +933,8 @@ def run_cmd(
             _echo_skipped(report)
         if timer is not None:
             click.echo(timer.table(), err=True)
+        if drawer is not None:
+            click.echo(drawer.summary(), err=True)
         if writer is None or (writer.written is None and writer.error is None) or state.traceback:
             raise
         status = 2 if isinstance(exc, UserError) else 1

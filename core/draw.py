@@ -3,7 +3,10 @@
 Uses torch's own ``torch.fx.passes.graph_drawer.FxGraphDrawer`` (which needs ``pydot``: install
 ``fxpasses[draw]``). For each changing pass it writes ``NN_<pass>.before.dot`` and
 ``NN_<pass>.after.dot`` (Graphviz source) and, when Graphviz's ``dot`` program is installed
-(``apt install graphviz``), the ``.svg`` pictures next to them. Drawings an earlier run left
+(``apt install graphviz``), the ``.svg`` pictures next to them. A pass that fails is drawn
+only under ``on_error="raise"``, where its graph stays as it left it: ``NN_<pass>.before.dot``
+and ``NN_<pass>.failed.dot`` (what the pass left, for debugging); a rolled-back or skipped
+failure changed nothing, and the summary names it. Drawings an earlier run left
 in the folder (files of those names) are removed when the run's first pass starts, with a
 warning saying how many: the folder holds one run's drawings.
 """
@@ -22,8 +25,9 @@ from .hookspecs import hookimpl
 __all__ = ["DrawGraphs", "require_drawing"]
 
 #: the names of the files :class:`DrawGraphs` writes: ``NN_<pass>[_<iteration>].before.dot``,
-#: ``.after.dot`` and their ``.svg`` (pass names are Python identifiers)
-_DRAWING = re.compile(r"\d{2,}_\w+\.(?:before|after)\.(?:dot|svg)")
+#: ``.after.dot`` (``.failed.dot`` for a failed pass's graph) and their ``.svg`` (pass names
+#: are Python identifiers)
+_DRAWING = re.compile(r"\d{2,}_\w+\.(?:before|after|failed)\.(?:dot|svg)")
 
 
 def require_drawing() -> None:
@@ -46,6 +50,9 @@ class DrawGraphs:
         drawn: the passes drawn (those that changed the graph), in order.
         same_drawing: passes that changed the graph but not its drawing (only node ``meta``,
             say): not drawn, since the two pictures would be identical.
+        failed: ``(pass, what became of it)`` of each failed pass: ``"drawn as it left the
+            graph"`` (``on_error="raise"``), ``"rolled back, not drawn"``, or why its drawing
+            could not be made.
     """
 
     def __init__(self, directory: str | Path) -> None:
@@ -58,6 +65,7 @@ class DrawGraphs:
         self.written: list[Path] = []
         self.drawn: list[str] = []
         self.same_drawing: list[str] = []
+        self.failed: list[tuple[str, str]] = []
         self._before: Any = None
         self._step = 0  # the plan step now running, from 1 (files are numbered by it)
         self._iteration = 0  # its fixpoint iteration (0 outside groups)
@@ -86,7 +94,7 @@ class DrawGraphs:
             warnings.warn(
                 ConfigWarning(
                     f"{self.directory}: removed {removed} drawing{'' if removed == 1 else 's'} an earlier run "
-                    "wrote there (its NN_<pass>.before/.after .dot and .svg files)"
+                    "wrote there (its NN_<pass>.before/.after/.failed .dot and .svg files)"
                 ),
                 stacklevel=3,
             )
@@ -111,14 +119,40 @@ class DrawGraphs:
             return
         after = self._dot(gm, f"after_{pass_name}")
         if _body(before.to_string()) == _body(after.to_string()):
-            self.same_drawing.append(pass_name + (f" #{self._iteration}" if self._iteration else ""))
+            self.same_drawing.append(self._label(pass_name))
             return
-        self.drawn.append(pass_name + (f" #{self._iteration}" if self._iteration else ""))
+        self.drawn.append(self._label(pass_name))
+        self._write(pass_name, (("before", before), ("after", after)))
+
+    @hookimpl
+    def fxpasses_pass_failed(self, pass_name: str, gm: Any, error: Any) -> None:
+        # rolled back (or skipped): the graph is as before the pass, nothing to draw; under
+        # on_error="raise" the graph is as the pass left it: drawn beside the one before it
+        before, self._before = self._before, None
+        label = self._label(pass_name)
+        if getattr(error, "rolled_back", True) or before is None:
+            self.failed.append((label, "rolled back, not drawn"))
+            return
+        try:
+            left = self._dot(gm, f"failed_{pass_name}")
+        except Exception as exc:  # noqa: BLE001 - a graph broken enough that torch cannot draw it
+            from .errors import exception_text
+
+            self.failed.append((label, f"not drawn: the graph it left cannot be drawn ({exception_text(exc)})"))
+            return
+        self._write(pass_name, (("before", before), ("failed", left)))
+        self.failed.append((label, "drawn as it left the graph"))
+
+    def _label(self, pass_name: str) -> str:
+        return pass_name + (f" #{self._iteration}" if self._iteration else "")
+
+    def _write(self, pass_name: str, drawings: Any) -> None:
+        """Write ``(label, pydot graph)`` pairs as ``NN_<pass>[_<iteration>].<label>.dot`` (and ``.svg``)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         # the step's number in the plan, as `fxpasses check` prints it (and in a fixpoint group
         # the iteration, as the run's table prints it: each iteration its own files)
         stem = f"{self._step:02d}_{pass_name}" + (f"_{self._iteration}" if self._iteration else "")
-        for label, dot in (("before", before), ("after", after)):
+        for label, dot in drawings:
             path = self.directory / f"{stem}.{label}.dot"
             path.write_text(dot.to_string())
             self.written.append(path)
@@ -136,15 +170,17 @@ class DrawGraphs:
             if self.same_drawing
             else ""
         )
+        failed = "".join(f"; {name} failed: {what}" for name, what in self.failed)
         if not self.written:
-            return f"--draw: no pass changed the graph's drawing, nothing drawn (nothing written to {self.directory}){same}"
+            return (
+                f"--draw: no pass changed the graph's drawing, nothing drawn (nothing written to "
+                f"{self.directory}){same}{failed}"
+            )
         what = ".dot and .svg" if self.svg else ".dot"
         hint = "" if self.svg else "; install Graphviz's dot program (apt install graphviz) for .svg drawings too"
         n = len(self.drawn)
-        return (
-            f"drew {len(self.written)} {what} files in {self.directory}, before and after "
-            f"{n} changing pass{'' if n == 1 else 'es'}: {', '.join(self.drawn)}{same}{hint}"
-        )
+        drew = f", before and after {n} changing pass{'' if n == 1 else 'es'}: {', '.join(self.drawn)}" if n else ""
+        return f"drew {len(self.written)} {what} files in {self.directory}{drew}{same}{failed}{hint}"
 
 
 def _body(dot_source: str) -> str:

@@ -98,16 +98,58 @@ def test_a_reused_draw_directory_loses_the_earlier_runs_drawings(tmp_path, monke
     mine = ["01_mine.dot", "09_kept.before.dot", "notes.txt"]
     r, files = draw("fuse_conv_bn")
     n = 4 * per_drawing
-    assert f"warning: pics: removed {n} drawings an earlier run wrote there (its NN_<pass>.before/.after .dot and .svg files)" in r.stderr.splitlines(), r.stderr
+    assert f"warning: pics: removed {n} drawings an earlier run wrote there (its NN_<pass>.before/.after/.failed .dot and .svg files)" in r.stderr.splitlines(), r.stderr
     assert [f for f in files if f.endswith(".dot")] == ["01_fuse_conv_bn.after.dot", "01_fuse_conv_bn.before.dot", *mine[:2]]
     assert sorted(set(files) - {f for f in files if f.startswith("01_fuse_conv_bn.")}) == mine
     # a run that draws nothing: the folder holds no drawing, as its message says
     r, files = draw("eliminate_common_subexpressions")
     n = 2 * per_drawing
     lines = r.stderr.splitlines()
-    assert f"warning: pics: removed {n} drawings an earlier run wrote there (its NN_<pass>.before/.after .dot and .svg files)" in lines, r.stderr
+    assert f"warning: pics: removed {n} drawings an earlier run wrote there (its NN_<pass>.before/.after/.failed .dot and .svg files)" in lines, r.stderr
     assert "--draw: no pass changed the graph's drawing, nothing drawn (nothing written to pics)" in lines, r.stderr
     assert files == mine
     assert (tmp_path / "pics" / "notes.txt").read_text() == "mine"
     r, files = draw("eliminate_common_subexpressions")  # nothing earlier left: no warning
     assert "warning:" not in r.stderr and files == mine, r.stderr
+
+
+def test_draw_says_what_became_of_a_failed_pass_and_draws_what_it_left_under_raise(planted_site, tmp_path, monkeypatch):
+    """`--draw` on a run whose pass failed printed no summary at all (the failure path left it
+    out), and the failed pass was not drawn even under `--on-error raise`, where the graph it
+    left is kept for debugging. The summary now comes on a failed run too and names the failed
+    pass: rolled back, it is not drawn (nothing it did stayed); under raise its graph before
+    and the graph it left are drawn (NN_<pass>.before/.failed.dot)."""
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "fx.toml"
+    cfg.write_text(
+        'pipeline = "remove_dropout,planted{wrong_at=1}"\nverify = "numeric"\n[model]\n'
+        'factory = "fxpasses._example:convnet"\ninputs = [{ shape = [1, 3, 8, 8] }]\n'
+    )
+    run = ["run", str(cfg), "--no-save", "--repeat", "1", "--draw", "pics"]
+    r = CliRunner().invoke(cli, run)
+    assert r.exit_code == 1, r.output
+    dots = sorted(p.name for p in (tmp_path / "pics").glob("*.dot"))
+    assert dots == ["01_remove_dropout.after.dot", "01_remove_dropout.before.dot"]
+    lines = r.stderr.splitlines()
+    summary = [line for line in lines if line.startswith("drew ")]
+    assert len(summary) == 1 and summary[0].split(" files in pics")[1].startswith(
+        ", before and after 1 changing pass: remove_dropout; planted failed: rolled back, not drawn"
+    ), r.stderr
+    assert any(line.startswith("error: pass 'planted' failed") for line in lines), r.stderr
+    r = CliRunner().invoke(cli, [*run, "--on-error", "raise"])
+    assert r.exit_code == 1, r.output
+    dots = sorted(p.name for p in (tmp_path / "pics").glob("*.dot"))
+    assert dots == [
+        "01_remove_dropout.after.dot", "01_remove_dropout.before.dot", "02_planted.before.dot", "02_planted.failed.dot",
+    ]
+    assert "; planted failed: drawn as it left the graph" in r.stderr, r.stderr
+    before = (tmp_path / "pics" / "02_planted.before.dot").read_text()
+    left = (tmp_path / "pics" / "02_planted.failed.dot").read_text()
+    assert before.startswith("digraph before_planted {") and left.startswith("digraph failed_planted {")
+    # the planted pass replaced one node by its first argument: one node fewer in what it left
+    assert left.count("[label=") == before.count("[label=") - 1
+    # skipped (on_error = "skip"): the run goes on and its summary names the failed pass
+    r = CliRunner().invoke(cli, [*run, "--on-error", "skip"])
+    assert r.exit_code == 0, r.output
+    assert "; planted failed: rolled back, not drawn" in r.stderr, r.stderr
+    assert not (tmp_path / "pics" / "02_planted.failed.dot").exists()  # (the earlier run's removed)
