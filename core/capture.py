@@ -67,6 +67,50 @@ def _control_flow_operator(exc: BaseException) -> str | None:
             return parts[-1][:-3]
     return None
 
+_TORCH_DIR = __import__("os").path.dirname(torch.__file__)
+
+
+def _traced_value_hint(exc: BaseException) -> str | None:
+    """What to say when ``symbolic_trace`` failed because the model's own line gave a traced
+    value (a ``Proxy``: ``x.shape[0]`` is one) to a C function that needs a real one, where that
+    line is (``file:line: code``), or None for another failure.
+
+    Two shapes of it (a ``TypeError`` raised in the model's frame itself, by the C function it
+    called): a torch factory given its sizes as separate traced values (``torch.ones(a, b)``:
+    torch's argument parser says "ones() takes 1 positional argument but 2 were given"; the
+    sizes as one tuple trace), and a Python builtin given a traced value (``range(x.shape[0])``,
+    ``int(...)``: "'Proxy' object cannot be interpreted as an integer")."""
+    import os
+    import re
+    import traceback
+
+    if not isinstance(exc, TypeError):
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    last = frames[-1]
+    if os.path.abspath(last.filename).startswith(_TORCH_DIR + os.sep):
+        return None  # raised inside torch's own Python code: not the model's call
+    where = f"{last.filename}:{last.lineno}" + (f": {last.line.strip()}" if last.line and last.line.strip() else "")
+    message = str(exc)
+    m = re.match(r"(\w+)\(\) takes \d+ positional arguments? but \d+ (?:were|was) given", message)
+    if m and callable(getattr(torch, m.group(1), None)):
+        name = m.group(1)
+        return (
+            f"at {where}: torch.{name} was given its sizes as separate arguments, some of them traced values "
+            f"(sizes read from a traced tensor, as x.shape[0]), which symbolic_trace cannot pass to it: give the "
+            f"sizes as one tuple (torch.{name}((a, b))), or use the export or dynamo capture"
+        )
+    if "Proxy" in message:
+        return (
+            f"at {where}: a traced value (a Proxy: symbolic_trace records calls and computes no values; a size "
+            "read from a traced tensor, as x.shape[0], is one) was given to Python code that needs a real value "
+            "(range(), int(), a loop over a size); the export and dynamo captures take such code"
+        )
+    return None
+
+
 def _short(exc: BaseException, max_lines: int = 6) -> str:
     """The informative head of a torch error: up to its hints/debug context, a few lines."""
     lines = []
@@ -138,7 +182,8 @@ def capture(
                 f"symbolic_trace cannot trace a control-flow operator ({op}) on tensor values, which the export and "
                 "dynamo captures take"
                 if op is not None
-                else "symbolic_trace cannot follow *args/**kwargs forwards and much of what model libraries do, which "
+                else _traced_value_hint(exc)
+                or "symbolic_trace cannot follow *args/**kwargs forwards and much of what model libraries do, which "
                 "the export and dynamo captures take; Python control flow on tensor values needs torch.cond in any capture"
             )
             raise UserError(f"symbolic_trace could not trace {type(model).__name__}: {_short(exc)} ({hint})") from exc

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from fxpasses.capture import DIALECTS, capture
+from fxpasses.errors import UserError
 
 
 class _WritesInput(nn.Module):
@@ -286,3 +287,60 @@ def test_a_model_raising_under_dynamo_is_named_by_its_own_exception():
         "these inputs (run without TorchDynamo too)"
     )
     assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_symbolic_trace_of_a_traced_size_given_to_a_factory_or_builtin_names_the_line_and_the_fix():
+    """symbolic_trace of `torch.ones(idx.shape[0], x.shape[1])` failed with torch's "ones() takes
+    1 positional argument but 2 were given" and the general hint about *args forwards (a
+    new-user check): the model's line is now named, with the fix (the sizes as one tuple
+    trace); a traced size given to range() or int() is named likewise. A TypeError of the
+    model's own keeps the general hint."""
+    import inspect
+
+    class Factory(torch.nn.Module):
+        def forward(self, x, idx):
+            return x + torch.ones(idx.shape[0], x.shape[1]).sum()
+
+    class Loop(torch.nn.Module):
+        def forward(self, x):
+            return sum(x[i] for i in range(x.shape[0]))
+
+    class OwnBug(torch.nn.Module):
+        def forward(self, x):
+            return x * len(3)
+
+    x, idx = torch.randn(3, 4), torch.zeros(5, dtype=torch.long)
+    with pytest.raises(UserError) as info:
+        capture(Factory(), (x, idx), "symbolic_trace")
+    line = inspect.getsourcelines(Factory.forward)[1] + 1
+    assert str(info.value) == (
+        "symbolic_trace could not trace Factory: TypeError: ones() takes 1 positional argument but 2 were given "
+        f"(at {__file__}:{line}: return x + torch.ones(idx.shape[0], x.shape[1]).sum(): torch.ones was given its "
+        "sizes as separate arguments, some of them traced values (sizes read from a traced tensor, as x.shape[0]), "
+        "which symbolic_trace cannot pass to it: give the sizes as one tuple (torch.ones((a, b))), or use the "
+        "export or dynamo capture)"
+    )
+
+    class FactoryFixed(torch.nn.Module):  # the fix the message gives: it traces, and is right at other sizes
+        def forward(self, x, idx):
+            return x + torch.ones((idx.shape[0], x.shape[1])).sum()
+
+    gm = capture(FactoryFixed(), (x, idx), "symbolic_trace").gm
+    other = (torch.randn(2, 6), torch.zeros(7, dtype=torch.long))
+    assert torch.equal(gm(*other), other[0] + 42.0)
+    with pytest.raises(UserError) as info:
+        capture(Loop(), (x,), "symbolic_trace")
+    line = inspect.getsourcelines(Loop.forward)[1] + 1
+    assert str(info.value) == (
+        "symbolic_trace could not trace Loop: TypeError: 'Proxy' object cannot be interpreted as an integer "
+        f"(at {__file__}:{line}: return sum(x[i] for i in range(x.shape[0])): a traced value (a Proxy: "
+        "symbolic_trace records calls and computes no values; a size read from a traced tensor, as x.shape[0], is "
+        "one) was given to Python code that needs a real value (range(), int(), a loop over a size); the export "
+        "and dynamo captures take such code)"
+    )
+    torch.testing.assert_close(capture(Loop(), (x,), "export").gm(x), x[0] + x[1] + x[2])
+    with pytest.raises(UserError) as info:
+        capture(OwnBug(), (x,), "symbolic_trace")
+    assert str(info.value).endswith("(symbolic_trace cannot follow *args/**kwargs forwards and much of what model libraries do, "
+                                    "which the export and dynamo captures take; Python control flow on tensor values needs "
+                                    "torch.cond in any capture)")
