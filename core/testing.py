@@ -155,8 +155,13 @@ def assert_preserves_outputs(
                 cmp = compare_results(a, a_facts, b, b_facts, atol, rtol, ref64)
                 if cmp.message:
                     label = _label(k)
-                    # (the figure once: a values mismatch's message gives it already)
-                    figure = "" if "max abs error" in cmp.message else f" (max abs error {cmp.max_abs:.3g})"
+                    # (the figure once: a values mismatch's message gives it already; none
+                    # after a shape, dtype or structure change, where no values were compared)
+                    figure = (
+                        f" (max abs error {cmp.max_abs:.3g})"
+                        if cmp.outputs_match and "max abs error" not in cmp.message
+                        else ""
+                    )
                     raise AssertionError(
                         f"{pipeline.plan().as_pipeline_string()} changed the outputs of "
                         f"{type(module).__name__} captured with {dialect} on {label}: {cmp.message}{figure}"

@@ -690,6 +690,10 @@ class Comparison:
 
     message: str
     max_abs: float
+    #: the outputs matched and ``message`` is about what else a caller sees of them
+    #: (:func:`compare_facts`): ``max_abs`` is then the error of values that were all compared;
+    #: after a mismatch of the outputs' structure (shape, dtype, type) it is not
+    outputs_match: bool = False
 
 
 def _check_tolerances(atol: float, rtol: float) -> None:
@@ -725,6 +729,7 @@ def compare_results(
     )
     cmp = compare_outputs(actual, expected, atol, rtol, reference=outputs, reference_dtype=unit)
     if not cmp.message:
+        cmp.outputs_match = True
         cmp.message = compare_facts(actual_facts, expected_facts, atol, rtol, reference_facts=facts64, reference_dtype=unit)
     if cmp.message and reference64 is not None and reference64.outputs is None and reference64.why_not:
         cmp.message += (

@@ -547,3 +547,34 @@ def test_assert_graph_equal_given_no_graph_names_the_argument_and_the_type():
     assert str(info.value) == "normalized_code: gm must be a torch.fx.GraphModule or a torch.fx.Graph, got NoneType"
     assert_graph_equal(gm, gm.graph)  # a graph and a module still compare
     assert normalized_code(gm.graph) == normalized_code(gm)
+
+
+def test_failure_message_gives_no_error_figure_for_a_shape_change():
+    """A pass changing an output's shape was reported as "output: shape changed from (4, 2, 3)
+    to (2, 3, 4) (max abs error 0)": no values were compared, so the 0 read as "values equal"
+    (found by a pass author's check: a wrong permute cancellation)."""
+    from fxpasses import NodePass, Registry, Replace, on
+    from fxpasses.pytest_plugin import assert_preserves_outputs
+
+    class CancelAnyPermutes(NodePass):
+        """Wrong on purpose: x.permute(p).permute(q) -> x for any p, q."""
+
+        name = "cancel_any_permutes"
+
+        @on("permute")
+        def p(self, node, ctx):
+            inner = node.args[0]
+            if isinstance(inner, torch.fx.Node) and inner.target == node.target:
+                return Replace(inner.args[0])
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.permute(1, 2, 0).permute(1, 2, 0) * 2
+
+    reg = Registry(autoload=False)
+    reg.register(CancelAnyPermutes)
+    with pytest.raises(AssertionError) as info:
+        assert_preserves_outputs("cancel_any_permutes", M(), [torch.randn(2, 3, 4)], registry=reg, dialects=("export",))
+    msg = str(info.value)
+    assert "output: shape changed from (4, 2, 3) to (2, 3, 4)\n" in msg
+    assert "max abs error" not in msg
