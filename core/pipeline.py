@@ -101,7 +101,7 @@ from .runner import HookError, hook_failure, hook_name, run_pass
 from .other_sizes import OtherSizes, other_sizes
 from .snapshot import Snapshot, graph_changed
 from .reference64 import float64_reference
-from .verify import TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
+from .verify import Comparison, TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
 from .spec import SpecEntry, SpecGroup, format_option_name, format_value, parse_pipeline_string
 
 __all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
@@ -1649,7 +1649,7 @@ class Pipeline:
                                         other_reference = _outputs_at(gm, other, TensorState(gm))
                                 report.notes.append(
                                     f"{step.name!r} {lost} before it failed and was skipped, which changed the outputs "
-                                    f"(max abs error {moved.max_abs:.3g} against the module before the pipeline): the "
+                                    f"({_difference(moved)} against the module before the pipeline): the "
                                     "passes after it were checked against the module as it left it"
                                 )
                         del failure
@@ -1775,7 +1775,7 @@ class Pipeline:
                 if err.message:
                     return (
                         f"the outputs already differed from the module before the pipeline before "
-                        f"this pass (max abs error {err.max_abs:.3g}): the difference comes from an "
+                        f"this pass ({_difference(err)}): the difference comes from an "
                         f"earlier pass that changed the graph without numeric verification ({names})"
                     )
                 return (
@@ -2035,6 +2035,12 @@ def _close_step(name: str, steps: list[str]) -> str:
     misspelt ``[options.X]`` table, a ``--print-after`` name not in the pipeline), or ``""``."""
     close = close_names(name, steps, n=2)
     return f" ({did_you_mean(close)[2:]})" if close else ""
+
+
+def _difference(cmp: Comparison) -> str:
+    """How outputs differ, for a note: the largest error, or where no values were compared (a
+    shape changed) the mismatch itself."""
+    return cmp.error_figure() or cmp.message.strip().splitlines()[0]
 
 
 def _first_ones(items: list[str], sep: str) -> str:

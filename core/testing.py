@@ -157,11 +157,8 @@ def assert_preserves_outputs(
                     label = _label(k)
                     # (the figure once: a values mismatch's message gives it already; none
                     # after a shape, dtype or structure change, where no values were compared)
-                    figure = (
-                        f" (max abs error {cmp.max_abs:.3g})"
-                        if cmp.outputs_match and "max abs error" not in cmp.message
-                        else ""
-                    )
+                    figure = cmp.error_figure()
+                    figure = f" ({figure})" if figure and "max abs error" not in cmp.message else ""
                     raise AssertionError(
                         f"{pipeline.plan().as_pipeline_string()} changed the outputs of "
                         f"{type(module).__name__} captured with {dialect} on {label}: {cmp.message}{figure}"

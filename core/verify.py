@@ -690,10 +690,17 @@ class Comparison:
 
     message: str
     max_abs: float
-    #: the outputs matched and ``message`` is about what else a caller sees of them
-    #: (:func:`compare_facts`): ``max_abs`` is then the error of values that were all compared;
-    #: after a mismatch of the outputs' structure (shape, dtype, type) it is not
-    outputs_match: bool = False
+    #: whether every value was compared, so that ``max_abs`` is the outputs' largest error:
+    #: False after a mismatch of their structure (a shape, dtype, device or type changed, NaN
+    #: or infinity positions differ, a sequence's length or a dict's keys), where the walk
+    #: stopped before the values (``max_abs`` is then of the leaves before it, often 0)
+    values_compared: bool = True
+
+    def error_figure(self) -> str | None:
+        """``"max abs error 0.00012"``, or None where no values were compared to give one
+        (:attr:`values_compared`): a message must not say "max abs error 0" of outputs whose
+        shape changed."""
+        return f"max abs error {self.max_abs:.3g}" if self.values_compared else None
 
 
 def _check_tolerances(atol: float, rtol: float) -> None:
@@ -729,7 +736,6 @@ def compare_results(
     )
     cmp = compare_outputs(actual, expected, atol, rtol, reference=outputs, reference_dtype=unit)
     if not cmp.message:
-        cmp.outputs_match = True
         cmp.message = compare_facts(actual_facts, expected_facts, atol, rtol, reference_facts=facts64, reference_dtype=unit)
     if cmp.message and reference64 is not None and reference64.outputs is None and reference64.why_not:
         cmp.message += (
@@ -887,9 +893,10 @@ def compare_outputs(
     """
     _check_tolerances(atol, rtol)
     worst = 0.0
+    values_differ = False  # the first mismatch is of values (else of structure, or none)
 
     def walk(a: Any, e: Any, r: Any, p: str) -> str:
-        nonlocal worst
+        nonlocal worst, values_differ
         if isinstance(e, torch.Tensor):
             e = e.detach()
             if not isinstance(a, torch.Tensor):
@@ -936,6 +943,7 @@ def compare_outputs(
                     idx = tuple(int(i) for i in bad.nonzero()[0])
                     # |a - e| / |e|, infinite where e is 0 and a is not
                     rel = float(torch.where(diff > 0, diff / magnitude, torch.zeros((), dtype=torch.float64)).max())
+                    values_differ = True
                     return (
                         f"{p}: max abs error {m:.3g} exceeds atol={at:g}, rtol={rt:g} (max rel error "
                         f"{rel:.3g}; {int(bad.sum())} of {bad.numel()} elements out of tolerance, the first at "
@@ -946,6 +954,7 @@ def compare_outputs(
             if not torch.equal(a, e):
                 m = float((a.to(torch.float64) - e.to(torch.float64)).abs().max())
                 worst = max(worst, m)
+                values_differ = True
                 return f"{p}: values differ (max abs error {m:.3g})"
             return ""
         if isinstance(e, (list, tuple)):
@@ -991,4 +1000,4 @@ def compare_outputs(
         msg = walk(actual, expected, reference, path)
     finally:
         del walk  # a recursive closure is a reference cycle (walk -> its cell -> walk)
-    return Comparison(msg, worst)
+    return Comparison(msg, worst, values_compared=not msg or values_differ)

@@ -1093,6 +1093,44 @@ class ReluOut(torch.nn.Module):
         return torch.relu(x) * 2
 
 
+class ReluToSum(fxpasses.NodePass):
+    """relu(x) -> x.sum(): wrong, and the output's shape changes (no values to compare)."""
+
+    name = "relu_to_sum"
+
+    @fxpasses.on("relu")
+    def relu(self, node, ctx):
+        with ctx.inserting_before(node):
+            total = ctx.create_node("call_method", "sum", (node.args[0],))
+        return Replace(total)
+
+
+def test_a_shape_change_is_said_as_such_not_as_max_abs_error_0():
+    """Notes about outputs an unverified pass changed said "(max abs error 0)" where the
+    output's shape had changed and no value was compared (a pass-author check found the same
+    in assert_preserves_outputs): the mismatch itself is said instead."""
+    from fxpasses.verify import compare_outputs
+
+    x = torch.randn(4, 4)
+    cmp = compare_outputs(x.sum(), x, 1e-5, 1e-5)
+    assert (cmp.message, cmp.values_compared, cmp.error_figure()) == ("output: shape changed from (4, 4) to ()", False, None)
+    cmp = compare_outputs([x, x + 1], [x, x], 1e-5, 1e-5)
+    assert cmp.values_compared and cmp.error_figure() == "max abs error 1"
+    cmp = compare_outputs([x, x[:2]], [x + 1e-3, x], 1e-2, 0.0)  # (the first leaf's error is no figure for both)
+    assert not cmp.values_compared and cmp.error_figure() is None
+    assert compare_outputs(x, x, 0.0, 0.0).error_figure() == "max abs error 0"
+    reg = Registry()
+    reg.register(ReluToSum)
+    gm = torch.fx.symbolic_trace(ReluOut())
+    with pytest.raises(PassFailedError) as info:
+        Pipeline.from_string(
+            "relu_to_sum[verify=none],rename_nodes{pattern=mul,replacement=m}[verify=numeric]", registry=reg, verify="none"
+        ).run(gm, [x])
+    msg = str(info.value)
+    assert "already differed from the module before the pipeline before this pass (output: shape changed from (4, 4) to ())" in msg
+    assert "max abs error 0" not in msg
+
+
 def test_numeric_failure_after_unverified_passes_names_the_culprits():
     reg = Registry()
     reg.register(WrongRelu)
