@@ -25,7 +25,7 @@ import itertools
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace as _replace_fields
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -1468,7 +1468,7 @@ class Pipeline:
                                     f"{moved_by:.3g} a skipped pass moved the outputs by)"
                                 )
                         if err.message:
-                            raise _OutputsDiffer(err.message, snap.node_changes())
+                            raise _OutputsDiffer(err.message, snap.node_changes(), err)
                         if other is not None and other_reference is not None:
                             _verify_other_sizes(gm, other, other_reference, atol, rtol, snap)
                         last_outputs = (actual, facts)
@@ -1563,8 +1563,11 @@ class Pipeline:
                         self._blame_before(gm, step.name, failure, pristine, unverified, exc, stage)
                     if isinstance(exc, _OutputsDiffer):
                         failure.tolerances = (atol, rtol)  # (bisection judges its trials by them)
-                        # the pass said it changes the outputs on purpose (ctx.changes_outputs)
+                        # the pass said it changes the outputs on purpose (ctx.changes_outputs):
+                        # why, and how to accept it
                         failure.notes.extend(ctx.output_changes)
+                        if ctx.output_changes:
+                            failure.notes.append(_tolerance_hint(step, exc.comparison))
                         if exc.changes:
                             failure.notes.append(_changes_note(step.name, exc.changes))
                     if isinstance(exc, _OutputsDiffer) and unchecked:
@@ -1951,9 +1954,10 @@ class _OutputsDiffer(VerificationError):
     """Numeric verification: the outputs differ from the module before the pipeline.
     ``changes``: what the pass did to the nodes (``Journal.node_changes``)."""
 
-    def __init__(self, message: str, changes: list[str]) -> None:
+    def __init__(self, message: str, changes: list[str], comparison: Comparison | None = None) -> None:
         super().__init__(message)
         self.changes = changes
+        self.comparison = comparison  # (how far they moved: for a pass that moves them on purpose)
 
 
 class _NodeProblem(VerificationError):
@@ -2035,6 +2039,27 @@ def _close_step(name: str, steps: list[str]) -> str:
     misspelt ``[options.X]`` table, a ``--print-after`` name not in the pipeline), or ``""``."""
     close = close_names(name, steps, n=2)
     return f" ({did_you_mean(close)[2:]})" if close else ""
+
+
+def _tolerance_hint(step: PlanStep, cmp: Comparison | None) -> str:
+    """How to accept the outputs a pass changes on purpose (``ctx.changes_outputs``): a
+    tolerance in its pipeline entry, with a value from how far they moved here (the largest
+    absolute error, rounded up to one significant digit) where values were compared."""
+    entry = _replace_fields(step, atol=None, rtol=None).describe()
+    figure = cmp.error_figure() if cmp is not None else None
+    if figure is not None and cmp is not None and math.isfinite(cmp.max_abs) and cmp.max_abs > 0:
+        exponent = math.floor(math.log10(cmp.max_abs))
+        digit = math.ceil(cmp.max_abs / 10**exponent * (1 - 1e-12))
+        if digit == 10:
+            digit, exponent = 1, exponent + 1
+        atol = f"{digit}e{exponent}"
+        moved = f"; the outputs moved by up to {cmp.max_abs:.3g} on these inputs, and other inputs may move them further"
+    else:
+        atol, moved = "A", ""
+    return (
+        f"to accept outputs that {step.name!r} changes on purpose, give its pipeline entry a tolerance, "
+        f"{entry}[atol={atol}] (a config's pass entry: atol = {atol}), or verify=lint{moved}"
+    )
 
 
 def _difference(cmp: Comparison) -> str:
@@ -2476,6 +2501,7 @@ def _verify_other_sizes(
             f"at other sizes the graph accepts ({other.description()}), where the example inputs' outputs match: "
             f"{err.message} (a size of the example inputs made a constant?)",
             snap.node_changes(),
+            err,
         )
 
 
