@@ -116,6 +116,20 @@ def _names(keys: Sequence[str]) -> str:
     return ", ".join(repr(k) for k in keys) if keys else "none"
 
 
+def _generate_pending_code(gm: torch.nn.Module) -> None:
+    """Generate the code of a lazily recompiled GraphModule that has not generated it yet (a
+    ``copy.deepcopy`` of one, or one TorchDynamo handed over): until then its ``forward`` is
+    ``_lazy_forward(*args, **kwargs)``, whose signature binds anything, so the inputs would
+    only be refused by the call itself, without the graph's parameter names or the dialect's
+    hint. Its first call generates the same code from the same graph."""
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+    except ImportError:  # pragma: no cover - older torch
+        return
+    if isinstance(gm, _LazyGraphModule) and gm._needs_recompile():
+        gm.real_recompile()
+
+
 def check_accepted(gm: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> None:
     """Raise a :class:`~fxpasses.errors.UserError` when ``gm`` does not take these inputs.
 
@@ -145,6 +159,7 @@ def check_accepted(gm: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str
             with_kwargs = " with example_kwargs" if kwargs is not None else ""
             raise UserError(f"got {len(args)} positional example input(s){with_kwargs}; {takes}")
         return
+    _generate_pending_code(gm)
     try:
         sig = inspect.signature(gm.forward)
     except (TypeError, ValueError):  # no signature to check against: the call will say

@@ -622,3 +622,19 @@ def test_a_capture_that_fails_on_the_configs_inputs_names_them(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert lines[0].startswith("error: torch.export could not capture Linear: RuntimeError")
     assert lines[-1] == f"  note: the example inputs were (2, 4) float32 ({cfg}: [model] inputs)"
+
+
+def test_a_deep_copied_dynamo_graph_given_too_few_inputs_names_its_placeholders():
+    # a deep copy of a GraphModule is lazily recompiled: its forward is (*args, **kwargs) until
+    # first called, so the inputs were refused by the call itself, without the dynamo hint
+    import copy
+
+    args, kwargs = masked_inputs()
+    cap = capture(Masked().eval(), args, "dynamo", kwargs)
+    gm = copy.deepcopy(cap.gm)
+    with pytest.raises(UserError) as info:
+        Pipeline.from_string("eliminate_dead_code", verify="numeric").run(gm, cap.inputs[:1])
+    msg = str(info.value)
+    assert msg.startswith("the module does not take these example inputs: missing a required argument")
+    assert "a TorchDynamo graph takes every input positionally" in msg
+    Pipeline.from_string("eliminate_dead_code", verify="numeric").run(gm, cap.inputs)  # the whole set runs
