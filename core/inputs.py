@@ -175,7 +175,22 @@ def check_accepted(gm: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str
                 "; a TorchDynamo graph takes every input positionally, keyword inputs and parameters "
                 "included, in the order of its placeholders"
             )
-        raise UserError(f"the module does not take these example inputs: {exc} (it is forward{sig}){hint}") from None
+        given = f"{len(args)} positional" + (f" and {len(kwargs)} keyword" if kwargs else "")
+        raise UserError(
+            f"the module does not take these example inputs: {exc} (it is forward{_signature_text(sig)}; "
+            f"{given} given){hint}"
+        ) from None
+
+
+def _signature_text(sig: inspect.Signature, shown: int = 8) -> str:
+    """``sig`` as Python writes it, or for a long one (a TorchDynamo graph's, which takes every
+    parameter of the model: hundreds) the names of its first ``shown`` parameters and how many
+    there are."""
+    params = list(sig.parameters.values())
+    if len(params) <= shown + 2:
+        return str(sig)
+    head = ", ".join(p.name for p in params[:shown])
+    return f"({head}, ... {len(params) - shown} more: {len(params)} parameters)"
 
 
 def placeholder_values(

@@ -573,7 +573,7 @@ def test_an_example_input_too_many_is_a_user_error_before_any_pass():
     gm = torch.fx.symbolic_trace(Two())
     code = gm.code
     for pipeline in (["propagate_shapes"], ["eliminate_dead_code"]):
-        with pytest.raises(UserError, match=r"the module does not take these example inputs: too many positional arguments \(it is forward\(x, y\)\)"):
+        with pytest.raises(UserError, match=r"the module does not take these example inputs: too many positional arguments \(it is forward\(x, y\); 3 positional given\)"):
             fxpasses.Pipeline(pipeline).run(gm, example_inputs=[a, a, a])
     assert gm.code == code and all("val" not in n.meta for n in gm.graph.nodes)
     report = fxpasses.Pipeline(["propagate_shapes"]).run(gm, example_inputs=[a, a])
@@ -638,3 +638,30 @@ def test_a_deep_copied_dynamo_graph_given_too_few_inputs_names_its_placeholders(
     assert msg.startswith("the module does not take these example inputs: missing a required argument")
     assert "a TorchDynamo graph takes every input positionally" in msg
     Pipeline.from_string("eliminate_dead_code", verify="numeric").run(gm, cap.inputs)  # the whole set runs
+
+
+def test_a_long_signature_is_shortened_in_the_refusal():
+    """A TorchDynamo graph takes every parameter of the model as an input: its refusal printed
+    the whole signature, 3-4 KB for a 2-layer Llama (a real-model sweep). A long one now shows
+    its first parameters and how many there are, and how many inputs were given."""
+    from fxpasses.inputs import check_accepted
+
+    class Wide(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(6)])
+
+        def forward(self, x):
+            return self.layers(x)
+
+    x = torch.randn(3, 2)
+    gm = capture(Wide().eval(), [x], "dynamo").gm
+    placeholders = [n.target for n in gm.graph.find_nodes(op="placeholder")]
+    assert len(placeholders) == 13
+    with pytest.raises(UserError) as info:
+        check_accepted(gm, [x], None)
+    assert str(info.value) == (
+        f"the module does not take these example inputs: missing a required argument: {placeholders[1]!r} (it is "
+        f"forward({', '.join(placeholders[:8])}, ... 5 more: 13 parameters); 1 positional given); a TorchDynamo graph "
+        "takes every input positionally, keyword inputs and parameters included, in the order of its placeholders"
+    )
