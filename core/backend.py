@@ -280,6 +280,12 @@ class Freezing:
     numbers: list[tuple[str, int, Any]] = dataclasses.field(default_factory=list)
     #: qualified names of such numbers left graph inputs (the graph uses them as tensors)
     numbers_kept: list[str] = dataclasses.field(default_factory=list)
+    #: ``id(counter) -> the frozen statistics it watches for``: the ``num_batches_tracked`` of
+    #: each batch norm whose running statistics were folded away (:func:`_batch_counters`),
+    #: in ``consumed`` beside them
+    stand_ins: dict[int, list[torch.Tensor]] = dataclasses.field(default_factory=dict, repr=False)
+    #: qualified names of folded-away running statistics with no such counter to watch
+    unwatched_stats: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -309,6 +315,13 @@ class Freezing:
             out.append(
                 "freeze: kept as graph inputs, module attribute numbers the graph uses as tensors: "
                 + ", ".join(self.numbers_kept)
+            )
+        if self.unwatched_stats:
+            out.append(
+                "freeze: batch-norm running statistics folded into constants with no num_batches_tracked beside them "
+                "to watch (batch norm updates them in training mode without moving their version counters): a "
+                "training-mode call outside this graph is not seen, call torch._dynamo.reset() after one: "
+                + ", ".join(self.unwatched_stats)
             )
         return out
 
@@ -800,9 +813,20 @@ def _compile(
 
         read = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
         tensors = [t for _, t in freezing.inputs]
-        for tensor, (_, attr), version in zip(tensors, freezing.frozen, _versions(tensors)):
+        stats: dict[int, tuple[str, torch.Tensor]] = {}
+        for tensor, (name, attr), version in zip(tensors, freezing.frozen, _versions(tensors)):
             if attr not in read and version is not None:
                 freezing.consumed.append((tensor, version))
+                if name.rpartition(".")[2] in _BATCH_NORM_STATISTICS:
+                    stats[id(tensor)] = (name, tensor)
+        if stats:
+            counters = _batch_counters([t for _, t in stats.values()])
+            for (counter, held), version in zip(counters, _versions([c for c, _ in counters])):
+                if version is not None:
+                    freezing.consumed.append((counter, version))
+                    freezing.stand_ins[id(counter)] = held
+            watched = {id(t) for _, held in counters for t in held}
+            freezing.unwatched_stats = [name for i, (name, _) in stats.items() if i not in watched]
     if freezing is not None:
         report.notes.extend(freezing.notes())
         log.debug("fxpasses backend: frozen %s", ", ".join(f"{n} (as {a})" for n, a in freezing.frozen))
@@ -840,6 +864,42 @@ def _compile(
         return compiled(*[args[i] for i in kept])
 
     return without_frozen, freezing
+
+
+#: Buffer names of a batch norm's running statistics, which its kernel updates in training
+#: mode without moving their version counters (see :func:`_batch_counters`).
+_BATCH_NORM_STATISTICS = ("running_mean", "running_var")
+
+
+def _batch_counters(stats: list[torch.Tensor]) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:
+    """The ``num_batches_tracked`` buffer beside batch-norm running statistics (in the same
+    module's ``_buffers``), with the statistics among ``stats`` it stands for.
+
+    torch's batch-norm kernel updates ``running_mean`` and ``running_var`` in place in training
+    mode without moving their version counters (in grad mode, under ``no_grad`` and under
+    ``inference_mode``: a real-model check found it), so a training-mode call of the model
+    outside the frozen graph (recalibrating the statistics, ``torch.optim.swa_utils.update_bn``)
+    went unseen, and the fused weights stayed stale. ``nn.BatchNorm*`` counts each such call in
+    ``num_batches_tracked`` with ``add_(1)``, which moves that buffer's counter: watching it
+    sees the update. The modules' buffer dicts are found through Python's garbage collector
+    (``gc.get_referrers`` of the statistics: one walk of the tracked objects, once per freeze
+    that folded statistics away); statistics outside such a module (``F.batch_norm`` of a
+    module's own tensors) have no counter, and are named in the report's notes."""
+    import gc
+
+    ids = {id(t) for t in stats}
+    found: dict[int, tuple[torch.Tensor, list[torch.Tensor]]] = {}
+    for holder in gc.get_referrers(*stats):
+        if not isinstance(holder, dict):
+            continue
+        counter = holder.get("num_batches_tracked")
+        if not isinstance(counter, torch.Tensor):
+            continue
+        held = [v for v in holder.values() if id(v) in ids]
+        if held:
+            entry = found.setdefault(id(counter), (counter, []))
+            entry[1].extend(t for t in held if all(t is not h for h in entry[1]))
+    return list(found.values())
 
 
 #: How many frozen variants of one TorchDynamo graph are compiled (one per set of parameter
@@ -925,7 +985,7 @@ class _FrozenVariants:
         # data without moving its version counter)
         versions = tuple(v for _, v in freezing.consumed) + tuple(map(_DATA_PTR, watched))
         numbers = tuple((i, v) for _, i, v in freezing.numbers)
-        self.variants.append((take, tensors, numbers, compiled, watched, versions))
+        self.variants.append((take, tensors, numbers, compiled, watched, versions, dict(freezing.stand_ins)))
 
     def _eager(self) -> bool:
         """Whether a variant compiled now runs as the FX graph itself (see ``dynamic``)."""
@@ -952,7 +1012,7 @@ class _FrozenVariants:
         return inputs
 
     def __call__(self, *args: Any) -> Any:
-        for k, (take, tensors, numbers, compiled, watched, versions) in enumerate(self.variants):
+        for k, (take, tensors, numbers, compiled, watched, versions, stand_ins) in enumerate(self.variants):
             if all(map(operator.is_, take(args), tensors)) and (not numbers or _same_numbers(args, numbers)):
                 now = tuple(map(self._version_of, watched)) + tuple(map(_DATA_PTR, watched)) if watched else versions  # (read in C)
                 if now == versions:
@@ -964,6 +1024,8 @@ class _FrozenVariants:
                 # written on every call, so kept an input from now on (_VOLATILE)
                 n = len(watched)
                 moved = [t for t, v, v0, p, p0 in zip(watched, now, versions, now[n:], versions[n:]) if v != v0 or p != p0]
+                # (a batch norm's counter moved: its statistics were written, see _batch_counters)
+                moved = [s for t in moved for s in stand_ins.get(id(t), (t,))]
                 if self.refroze:
                     from .effects import _storage_key
 
@@ -983,7 +1045,7 @@ class _FrozenVariants:
             return self.unfrozen(*args)
         compiled, freezing = self.compile_one(_copy_dynamo_module(self.pristine), self._inputs_for(args), True, self._eager())
         if not freezing.changed:  # nothing could be frozen for these tensors: no check needed
-            self.variants.append(((lambda args: ()), (), (), compiled, (), ()))
+            self.variants.append(((lambda args: ()), (), (), compiled, (), (), {}))
         else:
             self._add(freezing, compiled)
         return compiled(*args)

@@ -965,6 +965,71 @@ def test_freeze_sees_new_data_given_to_a_folded_weight_and_freezes_again():
         assert len(backend.reports) == 2
 
 
+def test_freeze_sees_batch_norm_statistics_updated_by_a_training_mode_call_outside_the_graph():
+    """torch's batch-norm kernel updates running_mean/running_var in place in training mode
+    without moving their version counters: after the uncompiled model recalibrated its
+    statistics (a training-mode forward: AdaBN, swa_utils.update_bn), the frozen graph kept
+    computing with the fused weights of the old ones, silently (a real-model sweep: error 0.29,
+    0.094 on a MobileNet-like net). A frozen graph now watches each such batch norm's
+    num_batches_tracked, which its training-mode forward moves, and freezes again; statistics
+    written before every call end up graph inputs, as any tensor written so."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)).eval()
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager", "pyproject": False})
+    x = torch.randn(2, 3, 8, 8)
+    bn = model[1]
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        assert backend.reports[0]["fuse_conv_bn"].counters["fused"] == 1
+        version = bn.running_mean._version
+        model.train()
+        model(torch.randn(8, 3, 8, 8) * 3 + 1)  # recalibrated
+        model.eval()
+        assert bn.running_mean._version == version  # (what made it unseen)
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.reports) == 2  # frozen again, once
+        assert backend.reports[-1]["fuse_conv_bn"].counters["fused"] == 1
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.reports) == 2
+        for _ in range(3):  # a train/evaluate loop of the uncompiled model: frozen anew, then kept inputs
+            model.train()
+            model(torch.randn(8, 3, 8, 8))
+            model.eval()
+            torch.testing.assert_close(compiled(x), model(x))
+    # frozen anew after the first; written again right after that freeze, kept inputs after the second
+    assert len(backend.reports) == 4
+    assert "1.running_mean, 1.running_var" in [n for n in backend.reports[-1].notes if "written in place before every call" in n][0]
+
+
+def test_freeze_names_batch_norm_statistics_it_cannot_watch():
+    """Statistics given to F.batch_norm by a module of the user's own have no
+    num_batches_tracked beside them: a training-mode call outside the graph cannot be seen, and
+    the report's notes say so, naming them."""
+
+    class OwnNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.register_buffer("running_mean", torch.randn(4))
+            self.register_buffer("running_var", torch.rand(4) + 0.5)
+
+        def forward(self, x):
+            return nn.functional.batch_norm(self.conv(x), self.running_mean, self.running_var, training=self.training)
+
+    model = OwnNorm().eval()
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager", "pyproject": False})
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    (report,) = backend.reports
+    assert report["fuse_conv_bn"].counters["fused"] == 1
+    assert (
+        "freeze: batch-norm running statistics folded into constants with no num_batches_tracked beside them to watch "
+        "(batch norm updates them in training mode without moving their version counters): a training-mode call "
+        "outside this graph is not seen, call torch._dynamo.reset() after one: running_mean, running_var"
+    ) in report.notes
+
+
 def test_the_pyproject_option_leaves_the_projects_table_out(tmp_path, monkeypatch):
     """A project's `[options.fold_constants]` table made `options={"pipeline":
     "fold_constants{max_numel=3}"}` an error (set twice), and its `verify` applied to a
