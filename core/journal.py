@@ -480,13 +480,15 @@ class CheckedJournal(Journal):
 
 
 _USERS = attrgetter("users")
-_FIELDS = ("op", "target", "_args", "_kwargs")  # what a node's code and its inputs' users depend on
+# what a node's code and its inputs' users depend on, and its name (the variable of the code:
+# torch.fx tells the rename of a node with no users to no hook, so the journal cannot see it)
+_FIELDS = ("op", "target", "_args", "_kwargs", "name")
 
 
 class NodeFrame:
     """What a journal does not record and a pass that declares ``journal_edits=True`` must not
-    change: the graph's nodes in order, with each one's ``target``, ``args`` and ``kwargs``
-    and ``op`` (the objects, not copies, read and compared by identity in C: about 25 ms to
+    change: the graph's nodes in order, with each one's ``target``, ``args`` and ``kwargs``,
+    ``op`` and ``name`` (the objects, not copies, read and compared by identity in C: about 25 ms to
     take and 30 ms to check at 100k nodes; an argument replaced by an equal one of another
     type, ``1`` by ``1.0``, is a change). Taken before a third-party journaled pass, it tells
     the edits the pass made outside its journal (:meth:`unjournaled`: moved nodes, assigned
@@ -507,8 +509,8 @@ class NodeFrame:
         self.users = [tuple(u) if len(u) > 1 else None for u in map(_USERS, self.nodes)]
 
     def _changed(self) -> list[int]:
-        """The positions, in order, of the frame's nodes whose op, target, args or kwargs
-        object is not the recorded one."""
+        """The positions, in order, of the frame's nodes whose op, target, args, kwargs or
+        name object is not the recorded one."""
         nodes = self.nodes
         hit: set[int] = set()
         for f, before in zip(_FIELDS, self.fields):
@@ -526,7 +528,8 @@ class NodeFrame:
             if n._erased or n in recorded:
                 continue
             what = [f.lstrip("_") for f, before in zip(_FIELDS, self.fields) if getattr(n, f) is not before[i]]
-            out.append(f"%{n.name}: {', '.join(what)} assigned")
+            was = self.fields[4][i]
+            out.append(f"%{was}: {', '.join(what)} assigned" + (f" (now %{n.name})" if n.name != was else ""))
         survivors = list(filterfalse(attrgetter("_erased"), self.nodes))
         now = list(filterfalse(created.__contains__, self.graph.nodes))
         if now != survivors:
@@ -564,10 +567,15 @@ class NodeFrame:
                 root.prepend(n)  # to the end, in order
             for n, key in zip(nodes, self.keys):  # the places' keys as they were (records hold them)
                 object.__setattr__(n, "_sort_key", key)
-        ops, targets, args, kwargs = self.fields
+        ops, targets, args, kwargs, names = self.fields
         for i in self._changed():
             n = nodes[i]
             what = []
+            if n.name is not names[i]:
+                # (as it was, without the rename hooks: the users' code is generated anew, and
+                # the graph's namespace still holds the old name, never freed)
+                object.__setattr__(n, "name", names[i])
+                what.append("name")
             if n.op is not ops[i]:
                 n.op = ops[i]
                 what.append("op")

@@ -1327,9 +1327,9 @@ class Pipeline:
                             raise VerificationError(
                                 f"{step.name!r} declares journal_edits=True but edited the graph outside its "
                                 f"journal: {_first_ones(unjournaled, '; ')}"
-                                + " (moving an existing node with prepend/append, assigning its args, target or op, "
-                                "and linking or unlinking nodes by hand are not allowed then: set journal_edits = "
-                                "False, or use torch.fx's editing methods and the PassContext)"
+                                + " (moving an existing node with prepend/append, assigning its args, target, op or "
+                                "name, and linking or unlinking nodes by hand are not allowed then: set journal_edits = "
+                                "False, or use torch.fx's editing methods and the PassContext: ctx.rename for a name)"
                             )
                         stage = "the pass"
                     if verify == "numeric":
@@ -1531,7 +1531,7 @@ class Pipeline:
                             f"{step.name!r} declares journal_edits=True, so the restore undid its edits made "
                             "through torch.fx's editing methods and the PassContext"
                             + (
-                                ", and put back the nodes' order, ops, targets and arguments; an edit of node meta or "
+                                ", and put back the nodes' order, ops, targets, arguments and names; an edit of node meta or "
                                 "module attributes made any other way is not recorded and stays"
                                 if frame is not None
                                 else "; an edit made any other way (assigning node.args, node.target, ...) is not "

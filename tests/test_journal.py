@@ -996,7 +996,7 @@ def test_a_journaled_restore_of_a_third_party_pass_says_what_it_cannot_undo(monk
         Pipeline([_ArgsAssigner]).run(gm, [torch.randn(3)])
     assert info.value.notes == [
         "'args_assigner' declares journal_edits=True, so the restore undid its edits made through torch.fx's "
-        "editing methods and the PassContext, and put back the nodes' order, ops, targets and arguments; an edit of "
+        "editing methods and the PassContext, and put back the nodes' order, ops, targets, arguments and names; an edit of "
         "node meta or module attributes made any other way is not recorded and stays: run with "
         "FXPASSES_CHECK_JOURNAL=1 to check the declaration",
         "'args_assigner' declares journal_edits=True but changed what its journal does not record; put back from "
@@ -1106,8 +1106,8 @@ def test_a_journaled_pass_that_moves_a_node_is_blamed_and_the_order_put_back(dia
     assert text.splitlines()[0] == (
         "pass 'moves_a_node' failed: verification failed: 'moves_a_node' declares journal_edits=True but edited the "
         f"graph outside its journal: %{second_relu}: moved before %{first_relu} (moving an existing node with "
-        "prepend/append, assigning its args, target or op, and linking or unlinking nodes by hand are not allowed "
-        "then: set journal_edits = False, or use torch.fx's editing methods and the PassContext)"
+        "prepend/append, assigning its args, target, op or name, and linking or unlinking nodes by hand are not allowed "
+        "then: set journal_edits = False, or use torch.fx's editing methods and the PassContext: ctx.rename for a name)"
     )
     assert (
         "  the graph was restored to its state before 'moves_a_node', as far as its journal records (see the note)"
@@ -1120,6 +1120,59 @@ def test_a_journaled_pass_that_moves_a_node_is_blamed_and_the_order_put_back(dia
     assert list(gm.graph.nodes) == order and gm.code == code
     gm.graph.lint()
     torch.testing.assert_close(gm(*inputs), expected)
+
+
+class _RenamesEveryCall(fxpasses.GraphPass):
+    """Renames every call node by assignment, then fails or returns (journal_edits: not allowed)."""
+
+    name = "renames_every_call"
+    journal_edits = True
+    writes_tensors = False
+
+    class Options(fxpasses.PassOptions):
+        fail: bool = True
+
+    def run(self, gm, ctx):
+        for n in gm.graph.nodes:
+            if n.op == "call_function":
+                n.name = n.name + "_renamed"
+        if self.options.fail:
+            raise RuntimeError("fails on purpose")
+        return True
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_a_journaled_pass_that_renames_a_node_without_users_is_put_back(dialect, monkeypatch):
+    """A third-party journaled pass renaming nodes by assignment, then failing: torch.fx tells
+    the rename of a node with no users (an export graph's `_assert_tensor_metadata`) to no
+    hook, so the restore left its new name (a real-model sweep, on Llama). The record made
+    before the pass holds the names too: the rename is put back, and a pass that returns after
+    one fails, pointing at ctx.rename."""
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+
+    class Casts(torch.nn.Module):
+        def forward(self, x):
+            return x.to(torch.int64).float().relu() + 1
+
+    cap = capture(Casts(), [torch.randn(2, 3)], dialect)
+    gm, inputs = cap.gm, cap.inputs
+    names, code, expected = [n.name for n in gm.graph.nodes], gm.code, gm(*inputs)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([_RenamesEveryCall]).run(gm, inputs)
+    assert [n.name for n in gm.graph.nodes] == names and gm.code == code
+    torch.testing.assert_close(gm(*inputs), expected)
+    unseen = [n.name for n in gm.graph.nodes if n.op == "call_function" and not n.users]
+    assert bool(unseen) == (dialect == "export")  # (the other renames go through the hooks: journaled)
+    if not unseen:
+        return
+    assert f"put back from a record made before the pass: %{unseen[0]}'s name" in str(info.value)
+    with pytest.raises(PassFailedError) as info:  # returning after such a rename fails the pass
+        Pipeline([(_RenamesEveryCall, {"fail": False})]).run(gm, inputs)
+    assert f"edited the graph outside its journal: %{unseen[0]}: name assigned (now %{unseen[0]}_renamed)" in str(info.value)
+    assert "ctx.rename for a name" in str(info.value)
+    assert [n.name for n in gm.graph.nodes] == names and gm.code == code
 
 
 def test_a_broken_input_graph_before_a_journaled_pass_is_still_the_input_graphs_fault(monkeypatch):
