@@ -52,6 +52,7 @@ import torch
 
 __all__ = [
     "op_name",
+    "matches",
     "family_members",
     "define_family",
     "is_inplace_name",
@@ -588,6 +589,16 @@ def op_name(node: torch.fx.Node, gm: torch.nn.Module | None = None) -> str | Non
             return None
         return module_call_name(mod)
     return None
+
+
+def matches(node: torch.fx.Node, name: str, gm: torch.nn.Module | None = None) -> bool:
+    """Whether ``node`` is a call that ``@on(name)`` subscribes to: its :func:`op_name` is
+    among :func:`family_members` of ``name`` (``matches(n, "transpose")`` is true of a
+    ``swapaxes`` call, whose op name is ``"swapaxes"``; ``op_name(n) == "transpose"`` is not).
+    What a hook tests of the nodes around the one it got (``x.transpose(...).transpose(...)``:
+    is the input a transpose too?). ``gm``: as :func:`op_name` (for a ``call_module`` node)."""
+    found = op_name(node, gm)
+    return found is not None and found in family_members(name)
 
 
 _known_names: frozenset[str] | None = None

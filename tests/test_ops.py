@@ -338,3 +338,28 @@ def test_sub_and_linear_do_not_match_rsub_and_addmm(dialect):
 
     fxpasses.Pipeline([Watch]).run(gm)
     assert seen == {"sub": ["sub"], "linear": ["linear"]}, seen
+
+
+@pytest.mark.parametrize("dialect", ["symbolic_trace", "dynamo", "export"])
+def test_matches_tests_a_node_as_a_subscription_would(dialect):
+    """A pass author tested the input of a transpose with `op_name(inner) == "transpose"`,
+    which is false for `swapaxes` (op name "swapaxes") though `@on("transpose")` delivers it:
+    every swapaxes pair was missed silently. `ops.matches(node, name)` answers as the
+    subscription does, in every dialect."""
+    from fxpasses.capture import capture
+    from fxpasses.ops import matches
+
+    class Pairs(torch.nn.Module):
+        def forward(self, x):
+            return x.swapaxes(0, 1).transpose(0, 1).relu_() + torch.nn.functional.relu(x)
+
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    gm = capture(Pairs(), [torch.randn(2, 3)], dialect).gm
+    calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
+    transposes = [n for n in calls if matches(n, "transpose", gm)]
+    assert len(transposes) == 2
+    assert [op_name(n, gm) for n in transposes] == ["swapaxes", "transpose"]  # (what == "transpose" missed)
+    assert [matches(n, "relu", gm) for n in calls if op_name(n, gm) in ("relu", "relu_")].count(True) == 1  # not relu_
+    assert sum(matches(n, "relu_", gm) for n in calls) == 1
+    assert not any(matches(n, "conv", gm) for n in gm.graph.nodes)  # (placeholders and output: no op name)
