@@ -1426,7 +1426,12 @@ class Registry:
             together = sorted(on - set(never))
             said = []
             if together:
-                said.append(f"{_and(sorted(on))} cannot all be in one pipeline")
+                # the cycle's own passes; others of its component are on other cycles through them
+                others = sorted(on - set(cycle))
+                said.append(
+                    f"{_and(sorted(set(cycle)))} cannot all be in one pipeline"
+                    + (f", nor with them {_and(others)} (on other cycles through them)" if others else "")
+                )
             if never:
                 it = "it" if len(never) == 1 else "one"
                 said.append(

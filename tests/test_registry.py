@@ -2286,6 +2286,36 @@ def test_passes_whose_requires_form_a_cycle_are_reported_when_their_plugin_loads
     forget_modules("fxp_advcfg_cycle")
 
 
+def test_a_cycle_report_says_which_passes_are_on_it_and_which_on_other_cycles_through_it(site):
+    """The report of an ordering cycle said "cyc_pass, eliminate_dead_code, fuse_linear_act and
+    remove_dropout cannot all be in one pipeline" of a cycle through three of them, naming an
+    unrelated plugin's pass (a pass-author check): that pass is on another cycle through them
+    (its own after/before close one), and is now said to be so."""
+    make_dist(
+        site,
+        "order-scc",
+        "1.0",
+        "fxp_order_scc",
+        CYCLE_SOURCE.replace(
+            '''    declaring("cyc_a", requires=("cyc_b",)),
+    declaring("cyc_b", requires=("cyc_a",)),
+    declaring("req_missing", requires=("no_such_required",)),''',
+            '''    declaring("scc_a", after=("scc_b",)),
+    declaring("scc_b", after=("scc_a",)),
+    declaring("scc_c", after=("scc_b",), before=("scc_a",)),''',
+        ),
+    )
+    forget_modules("fxp_order_scc")
+    with pytest.warns(fxpasses.errors.PluginWarning) as caught:
+        Registry()
+    assert [str(w.message) for w in caught if "cycle" in str(w.message)] == [
+        "plugin order-scc 1.0: pass ordering cycle: scc_a -> scc_b -> scc_a (because: scc_b (order-scc 1.0) declares "
+        "after = scc_a; scc_a (order-scc 1.0) declares after = scc_b): scc_a and scc_b cannot all be in one pipeline, "
+        "nor with them scc_c (on other cycles through them); fix their requires, after and before",
+    ]
+    forget_modules("fxp_order_scc")
+
+
 def test_every_ordering_cycle_among_plugin_passes_is_reported_once_with_what_it_stops(site):
     """The whole kind: cycles through after/before too (such passes can each be used alone, not
     together), a pass requiring one into a cycle (never usable), and a cycle across two
