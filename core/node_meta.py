@@ -165,7 +165,9 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
 
     Returns None and records nothing when the value cannot be computed: an input node has no
     recorded fake value (a ``symbolic_trace`` graph before ``propagate_shapes``; a
-    placeholder or output ``node``), the op needs real data (a data-dependent output size, an
+    placeholder or output ``node``; a ``get_attr`` input without one, such as a pass's
+    ``ctx.get_attr``, is read from the module instead, where the other inputs or the graph
+    give a fake mode), the op needs real data (a data-dependent output size, an
     op without a fake implementation), or a ``get_attr`` reads no tensor or number (a
     submodule).
 
@@ -191,9 +193,30 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
         return None
     inputs = node.all_input_nodes
     values = {n: recorded_value(n) for n in inputs}
-    if any(v is None for v in values.values()):
+    # a get_attr input without a recorded value (one the pass made: ctx.get_attr) is read from
+    # the module now, not recorded on it; any other input without one: nothing to compute from
+    unread = [n for n, v in values.items() if v is None]
+    if any(n.op != "get_attr" for n in unread):
         return None
-    mode = _fake_mode_of(list(values.values())) if inputs else _graph_fake_mode(node.graph)
+    known = [v for v in values.values() if v is not None]
+    mode = _fake_mode_of(known) if known else _graph_fake_mode(node.graph)
+    if unread:
+        if mode is None:
+            return None
+        for n in unread:
+            try:
+                attr: Any = gm
+                for part in str(n.target).split("."):
+                    attr = getattr(attr, part)
+            except AttributeError:
+                return None
+            if isinstance(attr, torch.Tensor):
+                with _quiet_fake_tensor_log():
+                    values[n] = mode.from_tensor(attr, static_shapes=True)
+            elif isinstance(attr, (int, float, bool)):
+                values[n] = attr
+            else:
+                return None
     if mode is None:
         if op != "call_function" or not inputs or any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(list(values.values()))):
             return None

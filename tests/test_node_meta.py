@@ -278,3 +278,46 @@ def test_a_submodule_read_and_a_size_computation():
 
     Pipeline([_probe_pass(size_probe)], registry=REG).run(cap.gm, cap.inputs)
     assert len(sizes) == 1 and sizes[0].startswith("2*s")
+
+
+class ScaleByNewConstant(NodePass):
+    """``a * 2`` -> ``a * c`` with ``c`` a new constant read by ``ctx.get_attr``, the new node's
+    value inferred (the get_attr node left without one, as a pass author did)."""
+
+    name = "scale_by_new_constant"
+    seen: list = []
+
+    @on("mul")
+    def rewrite(self, node, ctx):
+        if node.args[1] != 2:
+            return None
+        ctx.gm.register_buffer("two", torch.full((5,), 2.0))  # (a test pass: no journal declared)
+        with ctx.inserting_before(node):
+            two = ctx.get_attr("two")
+            new = ctx.call_function(torch.mul if not isinstance(node.target, torch._ops.OpOverload) else torch.ops.aten.mul.Tensor, (node.args[0], two))
+        type(self).seen.append(("val" in two.meta, ctx.infer_meta(new) is not None, ctx.tensor_info(new)))
+        return Replace(new)
+
+
+@pytest.mark.parametrize("dialect", ["export", "dynamo"])
+def test_a_new_node_reading_a_new_get_attr_gets_its_value(dialect):
+    """ctx.infer_meta of a node reading a get_attr the pass made (ctx.get_attr records no
+    value) returned None, so a later analysis counted it as nothing (a pass-author check: FLOPs
+    2688 -> 384). The attribute is read from the module instead; the get_attr node itself is
+    left as it is."""
+    if dialect == "dynamo":
+        torch._dynamo.reset()
+    cap = capture(M(), (X, Y), dialect)
+    ScaleByNewConstant.seen = []
+    report = Pipeline([ScaleByNewConstant], verify="numeric", registry=REG).run(cap.gm, cap.inputs)
+    assert report["scale_by_new_constant"].changed
+    assert ScaleByNewConstant.seen == [(False, True, (torch.Size([3, 5]), torch.float32))]
+    # nothing to read a fake mode from (a symbolic_trace graph without values): still None
+    gm = torch.fx.symbolic_trace(M())
+    gm.register_buffer("two", torch.full((5,), 2.0))
+    mm = next(n for n in gm.graph.nodes if n.op == "call_function")
+    with gm.graph.inserting_after(mm):
+        two = gm.graph.get_attr("two")
+    with gm.graph.inserting_after(two):
+        new = gm.graph.call_function(torch.mul, (mm, two))
+    assert infer_meta(gm, new) is None and "val" not in new.meta
