@@ -1566,8 +1566,9 @@ class Pipeline:
                         # the pass said it changes the outputs on purpose (ctx.changes_outputs):
                         # why, and how to accept it
                         failure.notes.extend(ctx.output_changes)
-                        if ctx.output_changes:
-                            failure.notes.append(_tolerance_hint(step, exc.comparison))
+                        hint = _tolerance_hint(step, exc.comparison) if ctx.output_changes else None
+                        if hint is not None:
+                            failure.notes.append(hint)
                         if exc.changes:
                             failure.notes.append(_changes_note(step.name, exc.changes))
                     if isinstance(exc, _OutputsDiffer) and unchecked:
@@ -2041,21 +2042,30 @@ def _close_step(name: str, steps: list[str]) -> str:
     return f" ({did_you_mean(close)[2:]})" if close else ""
 
 
-def _tolerance_hint(step: PlanStep, cmp: Comparison | None) -> str:
+#: the largest error, as a fraction of the outputs' largest magnitude, that a pass changing
+#: the outputs on purpose is told to accept with a tolerance: an approximation's (a tanh gelu
+#: moves a float32 model's outputs by about 1e-4 of their size); a larger change (active
+#: dropout removed: whole elements) is no tolerance's to accept
+_TOLERABLE_FRACTION = 1e-2
+
+
+def _tolerance_hint(step: PlanStep, cmp: Comparison | None) -> str | None:
     """How to accept the outputs a pass changes on purpose (``ctx.changes_outputs``): a
     tolerance in its pipeline entry, with a value from how far they moved here (the largest
-    absolute error, rounded up to one significant digit) where values were compared."""
+    absolute error, rounded up to one significant digit). None where no values were compared
+    (a shape changed) or they moved by more than :data:`_TOLERABLE_FRACTION` of the outputs'
+    largest magnitude: no tolerance is the answer then, and the pass's own reason says what is."""
+    if cmp is None or cmp.error_figure() is None or not math.isfinite(cmp.max_abs) or cmp.max_abs <= 0:
+        return None
+    if cmp.max_abs > _TOLERABLE_FRACTION * cmp.scale:
+        return None
     entry = _replace_fields(step, atol=None, rtol=None).describe()
-    figure = cmp.error_figure() if cmp is not None else None
-    if figure is not None and cmp is not None and math.isfinite(cmp.max_abs) and cmp.max_abs > 0:
-        exponent = math.floor(math.log10(cmp.max_abs))
-        digit = math.ceil(cmp.max_abs / 10**exponent * (1 - 1e-12))
-        if digit == 10:
-            digit, exponent = 1, exponent + 1
-        atol = f"{digit}e{exponent}"
-        moved = f"; the outputs moved by up to {cmp.max_abs:.3g} on these inputs, and other inputs may move them further"
-    else:
-        atol, moved = "A", ""
+    exponent = math.floor(math.log10(cmp.max_abs))
+    digit = math.ceil(cmp.max_abs / 10**exponent * (1 - 1e-12))
+    if digit == 10:
+        digit, exponent = 1, exponent + 1
+    atol = f"{digit}e{exponent}"
+    moved = f"; the outputs moved by up to {cmp.max_abs:.3g} on these inputs, and other inputs may move them further"
     return (
         f"to accept outputs that {step.name!r} changes on purpose, give its pipeline entry a tolerance, "
         f"{entry}[atol={atol}] (a config's pass entry: atol = {atol}), or verify=lint{moved}"

@@ -695,6 +695,9 @@ class Comparison:
     #: or infinity positions differ, a sequence's length or a dict's keys), where the walk
     #: stopped before the values (``max_abs`` is then of the leaves before it, often 0)
     values_compared: bool = True
+    #: the largest finite ``|expected|`` of the float leaves compared (0 when none): the size
+    #: ``max_abs`` is to be judged against
+    scale: float = 0.0
 
     def error_figure(self) -> str | None:
         """``"max abs error 0.00012"``, or None where no values were compared to give one
@@ -892,11 +895,11 @@ def compare_outputs(
         ValueError: ``atol`` or ``rtol`` is negative or not finite.
     """
     _check_tolerances(atol, rtol)
-    worst = 0.0
+    worst = largest = 0.0
     values_differ = False  # the first mismatch is of values (else of structure, or none)
 
     def walk(a: Any, e: Any, r: Any, p: str) -> str:
-        nonlocal worst, values_differ
+        nonlocal worst, largest, values_differ
         if isinstance(e, torch.Tensor):
             e = e.detach()
             if not isinstance(a, torch.Tensor):
@@ -924,6 +927,7 @@ def compare_outputs(
                 skip = nan_e | inf
                 finite = ea[~skip]
                 scale = float(finite.abs().max()) if finite.numel() else 0.0
+                largest = max(largest, scale)
                 at, rt = tolerances(e.dtype, atol + rtol * scale if normwise else atol, rtol, scale)
                 diff = torch.where(skip, torch.zeros((), dtype=torch.float64), (aa - ea).abs())
                 m = float(diff.max())
@@ -1000,4 +1004,4 @@ def compare_outputs(
         msg = walk(actual, expected, reference, path)
     finally:
         del walk  # a recursive closure is a reference cycle (walk -> its cell -> walk)
-    return Comparison(msg, worst, values_compared=not msg or values_differ)
+    return Comparison(msg, worst, values_compared=not msg or values_differ, scale=largest)

@@ -1026,7 +1026,7 @@ class ScaleOnPurpose(fxpasses.NodePass):
 
     class Options(fxpasses.PassOptions):
         quiet: bool = False
-        factor: int = 3
+        factor: float = 3
 
     @fxpasses.on("mul")
     def mul(self, node, ctx):
@@ -1056,21 +1056,22 @@ def test_a_pass_saying_it_changes_outputs_gets_a_note_on_its_failure(verify):
     with pytest.raises(fxpasses.PassFailedError) as info:
         Pipeline(["scale_on_purpose"], registry=r, verify="numeric").run(gm, [x])
     changed = "'scale_on_purpose' changed these nodes: %mul (edited)"
-    # how to accept it (a pass-author check: the failure gave no way, and the bisect pointer was
-    # dropped): a tolerance in its entry, from how far the outputs moved (1 here: 3 vs 2)
+    # x*3 for x*2 moves the outputs by half their size: no tolerance is the answer, none suggested
+    assert info.value.notes == ["scale_on_purpose makes it x*3 on purpose", changed]
+    assert str(info.value).endswith(f"\n  note: scale_on_purpose makes it x*3 on purpose\n  note: {changed}")
+    # an approximation (x*2.001: 5e-4 of the outputs' size) is told how to accept it (a
+    # pass-author check: the failure gave no way, and the bisect pointer was dropped): a
+    # tolerance in its entry, from how far the outputs moved; the options stay, a tolerance given is replaced
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        Pipeline.from_string("scale_on_purpose{factor=2.001}[atol=1e-5]", registry=r, verify="numeric").run(gm, [x])
     accept = (
         "to accept outputs that 'scale_on_purpose' changes on purpose, give its pipeline entry a tolerance, "
-        "scale_on_purpose[atol=1e0] (a config's pass entry: atol = 1e0), or verify=lint; the outputs moved by up to 1 "
-        "on these inputs, and other inputs may move them further"
+        "scale_on_purpose{factor=2.001}[atol=1e-3] (a config's pass entry: atol = 1e-3), or verify=lint; the outputs "
+        "moved by up to 0.001 on these inputs, and other inputs may move them further"
     )
     assert info.value.notes == ["scale_on_purpose makes it x*3 on purpose", accept, changed]
-    assert str(info.value).endswith(f"\n  note: scale_on_purpose makes it x*3 on purpose\n  note: {accept}\n  note: {changed}")
-    report = Pipeline.from_string("scale_on_purpose[atol=1e0]", registry=r, verify="numeric").run(gm, [x])
-    assert report["scale_on_purpose"].status == "ok" and torch.equal(gm(x), x * 3)
-    gm = torch.fx.symbolic_trace(M())
-    with pytest.raises(fxpasses.PassFailedError) as info:  # the options stay in the entry, and a tolerance given is replaced
-        Pipeline.from_string("scale_on_purpose{factor=5}[atol=1e-3]", registry=r, verify="numeric").run(gm, [x * 0.1])
-    assert "tolerance, scale_on_purpose{factor=5}[atol=3e-1] (a config's pass entry: atol = 3e-1)," in info.value.notes[1]
+    report = Pipeline.from_string("scale_on_purpose{factor=2.001}[atol=1e-3]", registry=r, verify="numeric").run(gm, [x])
+    assert report["scale_on_purpose"].status == "ok" and torch.equal(gm(x), x * 2.001)
     # the note is the pass's own word: another pass's failure, or one saying nothing, has none
     # (and gets the pointer to bisect instead, which a pass saying why does not)
     with pytest.raises(fxpasses.PassFailedError) as info:
