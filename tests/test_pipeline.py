@@ -1072,6 +1072,7 @@ def test_a_pass_saying_it_changes_outputs_gets_a_note_on_its_failure(verify):
     assert info.value.notes == ["scale_on_purpose makes it x*3 on purpose", accept, changed]
     report = Pipeline.from_string("scale_on_purpose{factor=2.001}[atol=1e-3]", registry=r, verify="numeric").run(gm, [x])
     assert report["scale_on_purpose"].status == "ok" and torch.equal(gm(x), x * 2.001)
+    gm = torch.fx.symbolic_trace(M())
     # the note is the pass's own word: another pass's failure, or one saying nothing, has none
     # (and gets the pointer to bisect instead, which a pass saying why does not)
     with pytest.raises(fxpasses.PassFailedError) as info:
