@@ -96,6 +96,9 @@ class CountOps(GraphPass):
 
     name = "count_ops"
     kind = "analysis"
+    # it only reads the graph, no tensor: no write guard needed (a write anyway would move the
+    # tensor's _version, and the pipeline's check of an analysis fails the run naming it)
+    writes_tensors = False
 
     class Options(PassOptions):
         # the description is what `fxpasses show count_ops` and `fxpasses schema` print
