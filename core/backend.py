@@ -286,6 +286,9 @@ class Freezing:
     stand_ins: dict[int, list[torch.Tensor]] = dataclasses.field(default_factory=dict, repr=False)
     #: qualified names of folded-away running statistics with no such counter to watch
     unwatched_stats: list[str] = dataclasses.field(default_factory=list)
+    #: attributes of the frozen tensors a batch-norm call of the graph read as its running
+    #: statistics, whatever their names (:func:`_statistics_read`, :func:`_batch_counters`)
+    norm_inputs: set[str] = dataclasses.field(default_factory=set, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -578,6 +581,8 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
         with graph.inserting_before(first):
             get = graph.get_attr(attr)
         get.meta.update({k: v for k, v in node.meta.items() if k not in ("grapharg", "tensor_dict")})
+        if any(node in _statistics_read(u) for u in node.users):
+            result.norm_inputs.add(attr)
         node.replace_all_uses_with(get)
         graph.erase_node(node)
         result.frozen.append((name, attr))
@@ -817,7 +822,8 @@ def _compile(
         for tensor, (name, attr), version in zip(tensors, freezing.frozen, _versions(tensors)):
             if attr not in read and version is not None:
                 freezing.consumed.append((tensor, version))
-                if name.rpartition(".")[2] in _BATCH_NORM_STATISTICS:
+                # (read by a batch-norm call, or named as nn.BatchNorm names its statistics)
+                if attr in freezing.norm_inputs or name.rpartition(".")[2] in _BATCH_NORM_STATISTICS:
                     stats[id(tensor)] = (name, tensor)
         if stats:
             counters = _batch_counters([t for _, t in stats.values()])
@@ -869,6 +875,33 @@ def _compile(
 #: Buffer names of a batch norm's running statistics, which its kernel updates in training
 #: mode without moving their version counters (see :func:`_batch_counters`).
 _BATCH_NORM_STATISTICS = ("running_mean", "running_var")
+
+
+def _statistics_read(node: torch.fx.Node) -> set[torch.fx.Node]:
+    """The nodes a batch-norm call reads as its running statistics (its ``running_mean`` and
+    ``running_var`` arguments, by the parameter names of its target: ``F.batch_norm``'s
+    signature, an ATen schema's arguments); empty for any other node."""
+    import inspect
+
+    from .ops import matches
+
+    if node.op != "call_function" or not matches(node, "batch_norm"):
+        return set()
+    target = node.target
+    schema = getattr(target, "_schema", None)  # an ATen overload
+    names: list[str] | None = [a.name for a in schema.arguments] if schema is not None else None
+    if names is None:
+        try:  # F.batch_norm (input, running_mean, running_var, weight, bias, ...)
+            names = list(inspect.signature(target).parameters)  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # torch.batch_norm, a builtin: the ATen op of its name
+            packet = getattr(torch.ops.aten, getattr(target, "__name__", ""), None)
+            schema = getattr(getattr(packet, "default", None), "_schema", None)
+            if schema is None:
+                return set()
+            names = [a.name for a in schema.arguments]
+    given = dict(zip(names, node.args))
+    given.update(node.kwargs)
+    return {v for k, v in given.items() if k in _BATCH_NORM_STATISTICS and isinstance(v, torch.fx.Node)}
 
 
 def _batch_counters(stats: list[torch.Tensor]) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:

@@ -1028,6 +1028,31 @@ def test_freeze_names_batch_norm_statistics_it_cannot_watch():
         "(batch norm updates them in training mode without moving their version counters): a training-mode call "
         "outside this graph is not seen, call torch._dynamo.reset() after one: running_mean, running_var"
     ) in report.notes
+    # whatever their names: statistics are what batch norm reads as such (a final new-user
+    # check: buffers named rm/rv were neither watched nor named, and served stale values)
+
+    class OwnNames(OwnNorm):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("rm", self._buffers.pop("running_mean"))
+            self.register_buffer("rv", self._buffers.pop("running_var"))
+
+        def forward(self, x):
+            return nn.functional.batch_norm(self.conv(x), self.rm, self.rv, None, None, self.training, 0.1, 1e-5)
+
+    torch._dynamo.reset()
+    model = OwnNames().eval()
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager", "pyproject": False})
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    report = backend.reports[-1]
+    assert report["fuse_conv_bn"].counters["fused"] == 1
+    assert [n for n in report.notes if "no num_batches_tracked" in n][0].endswith("call torch._dynamo.reset() after one: rm, rv")
+    # an nn.BatchNorm's weight and bias, read by the same call, are no statistics: not named
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).eval()
+    torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager", "pyproject": False})(x)
+    assert not any("no num_batches_tracked" in n for n in backend.reports[-1].notes)
 
 
 def test_the_pyproject_option_leaves_the_projects_table_out(tmp_path, monkeypatch):
