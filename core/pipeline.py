@@ -25,7 +25,7 @@ import itertools
 import math
 import time
 import warnings
-from dataclasses import dataclass, field, replace as _replace_fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -2050,25 +2050,35 @@ _TOLERABLE_FRACTION = 1e-2
 
 
 def _tolerance_hint(step: PlanStep, cmp: Comparison | None) -> str | None:
-    """How to accept the outputs a pass changes on purpose (``ctx.changes_outputs``): a
-    tolerance in its pipeline entry, with a value from how far they moved here (the largest
-    absolute error, rounded up to one significant digit). None where no values were compared
-    (a shape changed) or they moved by more than :data:`_TOLERABLE_FRACTION` of the outputs'
-    largest magnitude: no tolerance is the answer then, and the pass's own reason says what is."""
-    if cmp is None or cmp.error_figure() is None or not math.isfinite(cmp.max_abs) or cmp.max_abs <= 0:
+    """How to accept the outputs a pass changes on purpose (``ctx.changes_outputs``): the
+    tolerance ``atol`` in its pipeline entry, with a value from how far they moved here (the
+    largest absolute error, rounded up to one significant digit), written into the entry's
+    own settings. None unless the outputs' values differ (not their structure, nor their
+    gradients, which the figure does not bound) by at most :data:`_TOLERABLE_FRACTION` of
+    their largest magnitude: no tolerance is the answer then, and the pass's own reason says
+    what is."""
+    if cmp is None or not cmp.values_differ or not math.isfinite(cmp.max_abs) or cmp.max_abs <= 0:
         return None
     if cmp.max_abs > _TOLERABLE_FRACTION * cmp.scale:
         return None
-    entry = _replace_fields(step, atol=None, rtol=None).describe()
     exponent = math.floor(math.log10(cmp.max_abs))
     digit = math.ceil(cmp.max_abs / 10**exponent * (1 - 1e-12))
     if digit == 10:
         digit, exponent = 1, exponent + 1
     atol = f"{digit}e{exponent}"
-    moved = f"; the outputs moved by up to {cmp.max_abs:.3g} on these inputs, and other inputs may move them further"
+    # the entry's settings with atol in them; its options stand as "{...}" (they may come from
+    # a config's [options.NAME] table, which an entry giving them again would clash with)
+    settings = [f"{k}={v}" for k, v in (("verify", step.verify), ("on_error", step.on_error)) if v]
+    settings.append(f"atol={atol}")
+    if step.rtol is not None:
+        settings.append(f"rtol={format_value(step.rtol)}")
+    options = "{...}" if changed_options(step.options) else ""
+    where = " (its options as you gave them in the {...})" if options else ""
     return (
-        f"to accept outputs that {step.name!r} changes on purpose, give its pipeline entry a tolerance, "
-        f"{entry}[atol={atol}] (a config's pass entry: atol = {atol}), or verify=lint{moved}"
+        f"to accept outputs that {step.name!r} changes on purpose, give its pipeline entry the tolerance "
+        f"atol={atol}: {step.name}{options}[{','.join(settings)}] in a pipeline string{where}, atol = {atol} in a "
+        f"config's pass entry, {{\"name\": ..., \"atol\": {atol}}} in a Python pipeline list; or verify=lint for it. "
+        f"The outputs moved by up to {cmp.max_abs:.3g} on these inputs, and other inputs may move them further"
     )
 
 

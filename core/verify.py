@@ -698,6 +698,9 @@ class Comparison:
     #: the largest finite ``|expected|`` of the float leaves compared (0 when none): the size
     #: ``max_abs`` is to be judged against
     scale: float = 0.0
+    #: the mismatch is of the outputs' values (outside the tolerances): not of their
+    #: structure, nor of what else a caller sees of them (gradients, aliasing, strides)
+    values_differ: bool = False
 
     def error_figure(self) -> str | None:
         """``"max abs error 0.00012"``, or None where no values were compared to give one
@@ -1004,4 +1007,4 @@ def compare_outputs(
         msg = walk(actual, expected, reference, path)
     finally:
         del walk  # a recursive closure is a reference cycle (walk -> its cell -> walk)
-    return Comparison(msg, worst, values_compared=not msg or values_differ, scale=largest)
+    return Comparison(msg, worst, values_compared=not msg or values_differ, scale=largest, values_differ=values_differ)

@@ -1065,13 +1065,35 @@ def test_a_pass_saying_it_changes_outputs_gets_a_note_on_its_failure(verify):
     with pytest.raises(fxpasses.PassFailedError) as info:
         Pipeline.from_string("scale_on_purpose{factor=2.001}[atol=1e-5]", registry=r, verify="numeric").run(gm, [x])
     accept = (
-        "to accept outputs that 'scale_on_purpose' changes on purpose, give its pipeline entry a tolerance, "
-        "scale_on_purpose{factor=2.001}[atol=1e-3] (a config's pass entry: atol = 1e-3), or verify=lint; the outputs "
-        "moved by up to 0.001 on these inputs, and other inputs may move them further"
+        "to accept outputs that 'scale_on_purpose' changes on purpose, give its pipeline entry the tolerance "
+        "atol=1e-3: scale_on_purpose{...}[atol=1e-3] in a pipeline string (its options as you gave them in the {...}), "
+        'atol = 1e-3 in a config\'s pass entry, {"name": ..., "atol": 1e-3} in a Python pipeline list; or verify=lint '
+        "for it. The outputs moved by up to 0.001 on these inputs, and other inputs may move them further"
     )
     assert info.value.notes == ["scale_on_purpose makes it x*3 on purpose", accept, changed]
     report = Pipeline.from_string("scale_on_purpose{factor=2.001}[atol=1e-3]", registry=r, verify="numeric").run(gm, [x])
     assert report["scale_on_purpose"].status == "ok" and torch.equal(gm(x), x * 2.001)
+    gm = torch.fx.symbolic_trace(M())
+    # the entry's own settings stay, in one [...] (a final new-user check: "[verify=numeric][atol=...]"
+    # did not parse, and an rtol was dropped); the options from a config's table are not repeated
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        Pipeline.from_string(
+            "scale_on_purpose[verify=numeric,on_error=rollback,rtol=0]", registry=r, verify="lint",
+            options={"scale_on_purpose": {"factor": 2.001}},
+        ).run(gm, [x])
+    assert ": scale_on_purpose{...}[verify=numeric,on_error=rollback,atol=1e-3,rtol=0.0] in a pipeline string" in info.value.notes[1]
+    accepted = Pipeline.from_string(
+        "scale_on_purpose[verify=numeric,on_error=rollback,atol=1e-3,rtol=0.0]", registry=r, verify="lint",
+        options={"scale_on_purpose": {"factor": 2.001}},
+    ).run(gm, [x])
+    assert accepted["scale_on_purpose"].status == "ok"
+    # only the gradients differ (the outputs within atol): no tolerance from the outputs' error,
+    # which does not bound them (a final new-user check: the suggested entry failed again, on them)
+    gm = torch.fx.symbolic_trace(M())
+    small = torch.full((3,), 1e-3, requires_grad=True)
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        Pipeline([("scale_on_purpose", {"factor": 2.001})], registry=r, verify="numeric").run(gm, [small])
+    assert "gradient of input[0]" in str(info.value) and not any("tolerance" in n for n in info.value.notes)
     gm = torch.fx.symbolic_trace(M())
     # the note is the pass's own word: another pass's failure, or one saying nothing, has none
     # (and gets the pointer to bisect instead, which a pass saying why does not)
