@@ -1419,6 +1419,11 @@ class Pipeline:
                         )
                         if whole:
                             names_kept = names_in_namespace(gm.graph)
+                            if not names_kept:
+                                # a node renamed by assigning node.name, which the name space
+                                # does not see: it would give a later node that name, and the
+                                # later pass would fail lint for it (a final new-user check)
+                                gm.graph._graph_namespace._used_names.update(n.name for n in gm.graph.nodes)
                         clean = True
                         unverified.clear()
                     elif changed:

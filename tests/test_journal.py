@@ -1567,3 +1567,52 @@ def test_check_mode_holds_a_pass_to_writes_tensors_false(journal_edits):
     honest.writes_tensors = True
     results = assert_preserves_outputs(honest, _ScaleNet(), [torch.randn(2, 4)], dialects=["symbolic_trace"])
     assert results["symbolic_trace"][1].passes[0].changed
+
+
+class _RenameMulToSigmoid(fxpasses.GraphPass):
+    """Renames the mul node 'sigmoid' by assignment (a node with users: allowed without a journal)."""
+
+    name = "rename_mul_to_sigmoid"
+
+    def run(self, gm, ctx):
+        mul = next(n for n in gm.graph.nodes if n.op == "call_function" and n.name == "mul")
+        mul.name = "sigmoid"
+        return True
+
+
+class _AddsSigmoid(fxpasses.GraphPass):
+    """Applies torch.sigmoid to the output, through the context (correct)."""
+
+    name = "adds_sigmoid"
+    journal_edits = True
+    writes_tensors = False
+
+    def run(self, gm, ctx):
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        value = out.args[0]
+        with ctx.inserting_before(out):
+            new = ctx.call_function(torch.sigmoid, (value,))
+        out.replace_input_with(value, new)  # (the output node: its args edited through torch.fx)
+        return True
+
+
+def test_a_name_assigned_by_one_pass_is_not_given_to_a_node_of_a_later_one():
+    """A pass renaming a node by assigning node.name (which torch.fx's name space does not
+    see) made the name space give the same name to a node of a later, correct pass, which
+    then failed lint ("Node redefined name sigmoid!") and was blamed (a final new-user
+    check). After a pass's whole-graph lint, the names the name space does not hold are
+    registered as used."""
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return (x * 2).relu()
+
+    reg = Registry(autoload=False)
+    reg.register(_RenameMulToSigmoid)
+    reg.register(_AddsSigmoid)
+    gm = torch.fx.symbolic_trace(Net())
+    x = torch.randn(3)
+    report = Pipeline(["rename_mul_to_sigmoid", "adds_sigmoid"], registry=reg).run(gm, [x])
+    assert [p.status for p in report.passes] == ["ok", "ok"]
+    assert [n.name for n in gm.graph.nodes] == ["x", "sigmoid", "relu", "sigmoid_1", "output"]
+    torch.testing.assert_close(gm(x), torch.sigmoid((x * 2).relu()))
