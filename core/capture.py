@@ -94,7 +94,12 @@ def _traced_value_hint(exc: BaseException) -> str | None:
         return None  # raised inside torch's own Python code: not the model's call
     where = f"{last.filename}:{last.lineno}" + (f": {last.line.strip()}" if last.line and last.line.strip() else "")
     message = str(exc)
-    m = re.match(r"(\w+)\(\) takes \d+ positional arguments? but \d+ (?:were|was) given", message)
+    # torch's argument parser, of a factory given separate traced sizes: "ones() takes 1
+    # positional argument but 2 were given", "randn() received an invalid combination of
+    # arguments - got (Proxy, Proxy), but expected one of: * (tuple of ints size, ..."
+    m = re.match(r"(\w+)\(\) takes \d+ positional arguments? but \d+ (?:were|was) given", message) or re.match(
+        r"(\w+)\(\) received an invalid combination of arguments - got \([^)]*Proxy[^)]*\).*\bints size\b", message, re.S
+    )
     if m and callable(getattr(torch, m.group(1), None)):
         name = m.group(1)
         return (

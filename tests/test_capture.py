@@ -325,6 +325,18 @@ def test_symbolic_trace_of_a_traced_size_given_to_a_factory_or_builtin_names_the
         def forward(self, x, idx):
             return x + torch.ones((idx.shape[0], x.shape[1])).sum()
 
+    class Random(torch.nn.Module):  # torch's parser says it otherwise here: "received an invalid combination"
+        def forward(self, x):
+            return x + torch.randn(x.shape[0], x.shape[1])
+
+    with pytest.raises(UserError) as info:
+        capture(Random(), (x,), "symbolic_trace")
+    assert str(info.value).startswith("symbolic_trace could not trace Random: TypeError: randn() received an invalid combination")
+    assert str(info.value).endswith(
+        "torch.randn was given its sizes as separate arguments, some of them traced values (sizes read from a traced "
+        "tensor, as x.shape[0]), which symbolic_trace cannot pass to it: give the sizes as one tuple "
+        "(torch.randn((a, b))), or use the export or dynamo capture)"
+    )
     gm = capture(FactoryFixed(), (x, idx), "symbolic_trace").gm
     other = (torch.randn(2, 6), torch.zeros(7, dtype=torch.long))
     assert torch.equal(gm(*other), other[0] + 42.0)
