@@ -1084,12 +1084,13 @@ def run_job(
                 reference_module=ref,
             )
         except PassFailedError as exc:
-            if not exc.rolled_back:  # on_error = "raise": keep what it left
+            if not exc.rolled_back:  # on_error = "raise", or no rollback could be made: keep what it left
+                kept = _kept_because(pipeline, exc.pass_name)
                 if save and out_dir is not None:
-                    _write_broken_graph(gm, exc, out_dir)
+                    _write_broken_graph(gm, exc, out_dir, kept)
                 else:
                     why = "--no-save" if not save else 'no output folder: give -o DIR, or output = "DIR" in the config'
-                    exc.notes.append(f"the graph as {exc.pass_name!r} left it (on_error = \"raise\") is not written ({why})")
+                    exc.notes.append(f"the graph as {exc.pass_name!r} left it ({kept}) is not written ({why})")
             raise
         if save and out_dir is not None:
             _remove_broken_graph(out_dir)
@@ -1178,14 +1179,24 @@ BROKEN_GRAPH = "broken_graph.txt"
 _BROKEN_HEADER = "# fxpasses: the graph as pass "
 
 
-def _write_broken_graph(gm: torch.fx.GraphModule, failure: PassFailedError, out_dir: Path) -> None:
-    """Write, for a pass that failed under ``on_error = "raise"`` (nothing rolled back), the
-    graph as it left it to ``out_dir/broken_graph.txt``: FX's text of the graph (which any
-    graph has, lint or not) and the code ``recompile()`` would generate when it can; a note
-    on ``failure`` names the file. In Python the module itself is kept; ``fxpasses run``
-    would otherwise end with nothing left to look at. What cannot be written is a note."""
+def _kept_because(pipeline: Pipeline, pass_name: str) -> str:
+    """Why a failed pass's graph was kept, not rolled back: its ``on_error`` is ``raise``, or
+    (a node linked or unlinked by hand) no rollback could be made, whatever it says."""
+    for step in pipeline.plan().steps:
+        if step.name == pass_name and (step.on_error or pipeline.on_error) == "raise":
+            return 'on_error = "raise"'
+    return "it could not be rolled back"
+
+
+def _write_broken_graph(gm: torch.fx.GraphModule, failure: PassFailedError, out_dir: Path, kept: str) -> None:
+    """Write, for a pass that failed and was not rolled back (``on_error = "raise"``, or no
+    rollback could be made: ``kept`` says which), the graph as it left it to
+    ``out_dir/broken_graph.txt``: FX's text of the graph (which any graph has, lint or not)
+    and the code ``recompile()`` would generate when it can; a note on ``failure`` names the
+    file. In Python the module itself is kept; ``fxpasses run`` would otherwise end with
+    nothing left to look at. What cannot be written is a note."""
     path = out_dir / BROKEN_GRAPH
-    parts = [f"{_BROKEN_HEADER}{failure.pass_name!r} left it (on_error = \"raise\"): {failure.reason.splitlines()[0]}\n"]
+    parts = [f"{_BROKEN_HEADER}{failure.pass_name!r} left it ({kept}): {failure.reason.splitlines()[0]}\n"]
     try:
         parts.append(str(gm.graph))
     except Exception as exc:  # noqa: BLE001 - a debugging aid: say why it is missing
@@ -1200,7 +1211,7 @@ def _write_broken_graph(gm: torch.fx.GraphModule, failure: PassFailedError, out_
     except OSError as exc:
         failure.notes.append(f"the graph as {failure.pass_name!r} left it was not written to {path}: {os_reason(exc)}")
         return
-    failure.notes.append(f"the graph as {failure.pass_name!r} left it (on_error = \"raise\"): {path}")
+    failure.notes.append(f"the graph as {failure.pass_name!r} left it ({kept}): {path}")
 
 
 def _broken_graph_stamp(out_dir: Path) -> tuple[str, int, int, int] | None:
@@ -1216,7 +1227,7 @@ def _broken_graph_stamp(out_dir: Path) -> tuple[str, int, int, int] | None:
         return None
     if not first.startswith(_BROKEN_HEADER):
         return None
-    what = first[len("# fxpasses: "):].split(" (on_error", 1)[0]
+    what = first[len("# fxpasses: "):].split(" left it (", 1)[0] + " left it"
     return (what, st.st_ino, st.st_size, st.st_mtime_ns)
 
 

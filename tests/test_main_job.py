@@ -1457,3 +1457,37 @@ def test_a_program_given_keyword_inputs_in_another_order_saves_the_same_function
     # the same for a capture of an exported module (fxpasses.capture, assert_preserves_outputs)
     c = capture(program.module(), [], "export", {"attention_mask": mask, "input_ids": ids})
     assert torch.equal(c.gm(input_ids=ids, attention_mask=mask), ids * 2 + mask)
+
+
+class _UnlinksARelu(fxpasses.GraphPass):
+    """Takes a relu node out of the graph's list by hand (journal_edits: it cannot be put back)."""
+
+    name = "unlinks_a_relu"
+    journal_edits = True
+    writes_tensors = False
+
+    def run(self, gm, ctx):
+        relu = next(n for n in gm.graph.nodes if n.op in ("call_function", "call_module") and "relu" in str(n.target))
+        relu._remove_from_list()
+        return True
+
+
+def test_a_graph_kept_because_no_rollback_could_be_made_is_not_said_to_be_on_error_raise(tmp_path, monkeypatch):
+    """A pass that unlinked a node by hand stops the run whatever on_error says, and its graph is
+    written to OUT/broken_graph.txt; the note said "(on_error = \\"raise\\")" under the default
+    rollback (a final new-user check). It now says why the graph was kept."""
+    from fxpasses.config import parse_config
+    from fxpasses.job import run_job
+
+    monkeypatch.delenv("FXPASSES_CHECK_JOURNAL", raising=False)
+    reg = Registry(autoload=False)
+    reg.register(_UnlinksARelu)
+    model = {"factory": "fxpasses._example:convnet", "inputs": [{"shape": [1, 3, 8, 8]}]}
+    out = tmp_path / "out"
+    with pytest.raises(fxpasses.PassFailedError) as info:
+        run_job(parse_config({"pipeline": "unlinks_a_relu", "model": model}), registry=reg, output=out, repeat=1)
+    assert not info.value.rolled_back
+    assert info.value.notes[-1] == f"the graph as 'unlinks_a_relu' left it (it could not be rolled back): {out / 'broken_graph.txt'}"
+    assert (out / "broken_graph.txt").read_text().startswith(
+        "# fxpasses: the graph as pass 'unlinks_a_relu' left it (it could not be rolled back): "
+    )
