@@ -1267,6 +1267,12 @@ class Pipeline:
                     snap = CheckedJournal(gm, step.name) if checking() else Journal(gm)
                 else:
                     snap = Snapshot(gm, copy_tensors=self.snapshot_tensors)
+                if not (clean and names_kept):
+                    # a node an earlier pass renamed by assigning node.name, which the graph's
+                    # name space does not see, would give a node of this pass the same name,
+                    # and this (correct) pass would fail lint for it (a final new-user check):
+                    # every name in the graph is counted as used first (names are never reused)
+                    gm.graph._graph_namespace._used_names.update(n.name for n in gm.graph.nodes)
                 clean_before, names_before = clean, names_kept
                 # what a journal does not record, and journal_edits=True rules out (moved
                 # nodes, assigned node.args or node.target): before a third-party journaled
@@ -1419,11 +1425,6 @@ class Pipeline:
                         )
                         if whole:
                             names_kept = names_in_namespace(gm.graph)
-                            if not names_kept:
-                                # a node renamed by assigning node.name, which the name space
-                                # does not see: it would give a later node that name, and the
-                                # later pass would fail lint for it (a final new-user check)
-                                gm.graph._graph_namespace._used_names.update(n.name for n in gm.graph.nodes)
                         clean = True
                         unverified.clear()
                     elif changed:
