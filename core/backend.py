@@ -878,30 +878,20 @@ _BATCH_NORM_STATISTICS = ("running_mean", "running_var")
 
 
 def _statistics_read(node: torch.fx.Node) -> set[torch.fx.Node]:
-    """The nodes a batch-norm call reads as its running statistics (its ``running_mean`` and
-    ``running_var`` arguments, by the parameter names of its target: ``F.batch_norm``'s
-    signature, an ATen schema's arguments); empty for any other node."""
-    import inspect
+    """The nodes a batch-norm call reads as its running statistics: its ``running_mean`` and
+    ``running_var`` arguments, bound by parameter name as effect analysis binds a call
+    (:func:`fxpasses.effects._bind`: ``F.batch_norm``'s signature, an ATen schema); empty for
+    any other node."""
+    from .effects import _bind, _nodes_in
+    from .ops import family_members, op_name
 
-    from .ops import matches
-
-    if node.op != "call_function" or not matches(node, "batch_norm"):
+    name = op_name(node) if node.op == "call_function" else None
+    if name is None or name not in family_members("batch_norm"):
         return set()
-    target = node.target
-    schema = getattr(target, "_schema", None)  # an ATen overload
-    names: list[str] | None = [a.name for a in schema.arguments] if schema is not None else None
-    if names is None:
-        try:  # F.batch_norm (input, running_mean, running_var, weight, bias, ...)
-            names = list(inspect.signature(target).parameters)  # type: ignore[arg-type]
-        except (TypeError, ValueError):  # torch.batch_norm, a builtin: the ATen op of its name
-            packet = getattr(torch.ops.aten, getattr(target, "__name__", ""), None)
-            schema = getattr(getattr(packet, "default", None), "_schema", None)
-            if schema is None:
-                return set()
-            names = [a.name for a in schema.arguments]
-    given = dict(zip(names, node.args))
-    given.update(node.kwargs)
-    return {v for k, v in given.items() if k in _BATCH_NORM_STATISTICS and isinstance(v, torch.fx.Node)}
+    bound = _bind(node.target, name, node.args, node.kwargs)
+    if bound is None:
+        return set()
+    return set(_nodes_in(bound.get("running_mean"))) | set(_nodes_in(bound.get("running_var")))
 
 
 def _batch_counters(stats: list[torch.Tensor]) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:
