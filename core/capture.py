@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -67,7 +68,9 @@ def _control_flow_operator(exc: BaseException) -> str | None:
             return parts[-1][:-3]
     return None
 
-_TORCH_DIR = __import__("os").path.dirname(torch.__file__)
+
+#: torch's own source folder: a frame there is torch's code, not the model's
+_TORCH_DIR = os.path.dirname(torch.__file__)
 
 
 def _traced_value_hint(exc: BaseException) -> str | None:
@@ -80,7 +83,6 @@ def _traced_value_hint(exc: BaseException) -> str | None:
     torch's argument parser says "ones() takes 1 positional argument but 2 were given"; the
     sizes as one tuple trace), and a Python builtin given a traced value (``range(x.shape[0])``,
     ``int(...)``: "'Proxy' object cannot be interpreted as an integer")."""
-    import os
     import re
     import traceback
 
