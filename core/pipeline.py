@@ -136,11 +136,20 @@ class PlanStep:
         text = self.name
         if opts:
             text += "{" + ",".join(f"{format_option_name(k)}={format_value(v)}" for k, v in opts.items()) + "}"
-        settings = [f"{k}={v}" for k, v in (("verify", self.verify), ("on_error", self.on_error)) if v]
-        settings += [f"{k}={format_value(v)}" for k, v in (("atol", self.atol), ("rtol", self.rtol)) if v is not None]
+        settings = self.settings()
         if settings:
             text += "[" + ",".join(settings) + "]"
         return text
+
+    def settings(self, atol: str | None = None) -> list[str]:
+        """The entry's own settings as a pipeline string gives them in ``[...]`` (``verify``,
+        ``on_error``, ``atol``, ``rtol``, those it sets); ``atol``: that text as its atol."""
+        out = [f"{k}={v}" for k, v in (("verify", self.verify), ("on_error", self.on_error)) if v]
+        if atol is not None or self.atol is not None:
+            out.append(f"atol={atol if atol is not None else format_value(self.atol)}")
+        if self.rtol is not None:
+            out.append(f"rtol={format_value(self.rtol)}")
+        return out
 
 
 def changed_options(options: BaseModel, *, mode: str = "python") -> dict[str, Any]:
@@ -2074,10 +2083,7 @@ def _tolerance_hint(step: PlanStep, cmp: Comparison | None) -> str | None:
     atol = f"{digit}e{exponent}"
     # the entry's settings with atol in them; its options stand as "{...}" (they may come from
     # a config's [options.NAME] table, which an entry giving them again would clash with)
-    settings = [f"{k}={v}" for k, v in (("verify", step.verify), ("on_error", step.on_error)) if v]
-    settings.append(f"atol={atol}")
-    if step.rtol is not None:
-        settings.append(f"rtol={format_value(step.rtol)}")
+    settings = step.settings(atol=atol)
     options = "{...}" if changed_options(step.options) else ""
     where = " (its options as you gave them in the {...})" if options else ""
     return (
