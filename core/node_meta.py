@@ -157,6 +157,23 @@ def _metadata(t: torch.Tensor, formats: dict[Any, Any] | None) -> TensorMetadata
 
 
 
+def _attribute_value(gm: torch.fx.GraphModule, target: Any, mode: Any) -> Any:
+    """The value a ``get_attr`` of ``target`` reads, as a value to record: a tensor made fake
+    in ``mode``, a number as it is; None for anything else (a submodule).
+
+    Raises:
+        AttributeError: ``gm`` has no such attribute.
+    """
+    value: Any = gm
+    for part in str(target).split("."):
+        value = getattr(value, part)
+    if isinstance(value, torch.Tensor):
+        return mode.from_tensor(value, static_shapes=True)
+    if isinstance(value, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return value
+    return None
+
+
 def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
     """Compute and record ``node``'s value metadata from its inputs' (see the module doc):
     ``meta["val"]`` (and ``meta["example_value"]`` where the inputs have that key, a
@@ -205,17 +222,11 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
             return None
         for n in unread:
             try:
-                attr: Any = gm
-                for part in str(n.target).split("."):
-                    attr = getattr(attr, part)
+                with _quiet_fake_tensor_log():
+                    values[n] = _attribute_value(gm, n.target, mode)
             except AttributeError:
                 return None
-            if isinstance(attr, torch.Tensor):
-                with _quiet_fake_tensor_log():
-                    values[n] = mode.from_tensor(attr, static_shapes=True)
-            elif isinstance(attr, (int, float, bool)):
-                values[n] = attr
-            else:
+            if values[n] is None:
                 return None
     if mode is None:
         if op != "call_function" or not inputs or any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(list(values.values()))):
@@ -234,12 +245,8 @@ def infer_meta(gm: torch.fx.GraphModule, node: Node) -> Any:
             elif op == "call_method":
                 value = getattr(args[0], node.target)(*args[1:], **kwargs)  # type: ignore[arg-type]
             elif op == "get_attr":
-                value = gm
-                for part in str(node.target).split("."):
-                    value = getattr(value, part)
-                if isinstance(value, torch.Tensor):
-                    value = mode.from_tensor(value, static_shapes=True)
-                elif not isinstance(value, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                value = _attribute_value(gm, node.target, mode)
+                if value is None:
                     return None  # a submodule, or another object: no value to record
             else:  # call_module: on fake copies of its parameters and buffers (written, if at all, there)
                 sub = gm.get_submodule(str(node.target))
