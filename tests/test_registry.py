@@ -2247,6 +2247,17 @@ def fxpasses_register_passes(register):
 '''
 
 
+_CYCLE_DECLARATIONS = '''    declaring("cyc_a", requires=("cyc_b",)),
+    declaring("cyc_b", requires=("cyc_a",)),
+    declaring("req_missing", requires=("no_such_required",)),'''
+
+
+def declaring_source(declarations: str) -> str:
+    """:data:`CYCLE_SOURCE` registering the passes of these ``declaring(...)`` lines instead."""
+    assert _CYCLE_DECLARATIONS in CYCLE_SOURCE
+    return CYCLE_SOURCE.replace(_CYCLE_DECLARATIONS, declarations)
+
+
 def test_passes_whose_requires_form_a_cycle_are_reported_when_their_plugin_loads(site):
     """Plugin passes cyc_a and cyc_b, each requiring the other, were listed as loaded with no
     warning and could never be used; the ordering error came only when one was used, and did
@@ -2296,10 +2307,7 @@ def test_a_cycle_report_says_which_passes_are_on_it_and_which_on_other_cycles_th
         "order-scc",
         "1.0",
         "fxp_order_scc",
-        CYCLE_SOURCE.replace(
-            '''    declaring("cyc_a", requires=("cyc_b",)),
-    declaring("cyc_b", requires=("cyc_a",)),
-    declaring("req_missing", requires=("no_such_required",)),''',
+        declaring_source(
             '''    declaring("scc_a", after=("scc_b",)),
     declaring("scc_b", after=("scc_a",)),
     declaring("scc_c", after=("scc_b",), before=("scc_a",)),''',
@@ -2325,10 +2333,7 @@ def test_every_ordering_cycle_among_plugin_passes_is_reported_once_with_what_it_
         "order-one",
         "1.0",
         "fxp_order_one",
-        CYCLE_SOURCE.replace(
-            '''    declaring("cyc_a", requires=("cyc_b",)),
-    declaring("cyc_b", requires=("cyc_a",)),
-    declaring("req_missing", requires=("no_such_required",)),''',
+        declaring_source(
             '''    declaring("aft_a", after=("aft_b",)),
     declaring("aft_b", before=("aft_a",), after=("aft_a",)),
     declaring("mix_a", requires=("mix_b",)),
@@ -2341,10 +2346,7 @@ def test_every_ordering_cycle_among_plugin_passes_is_reported_once_with_what_it_
         "order-two",
         "2.0",
         "fxp_order_two",
-        CYCLE_SOURCE.replace(
-            '''    declaring("cyc_a", requires=("cyc_b",)),
-    declaring("cyc_b", requires=("cyc_a",)),
-    declaring("req_missing", requires=("no_such_required",)),''',
+        declaring_source(
             '''    declaring("two_b", requires=("two_a",)),
     declaring("uses_two", requires=("two_b",)),''',
         ),
