@@ -44,8 +44,9 @@ that share storage with one it writes; tensors written in place before every cal
 (:data:`_VOLATILE`: by another graph of the model across a graph break); tensors that
 require grad while grad mode is on at compile time (training: gradients must reach them; compile under ``torch.no_grad()`` or
 ``torch.inference_mode()``, or ``requires_grad_(False)`` the model, to freeze its parameters;
-TorchDynamo guards on grad mode, so a call under the other mode recompiles); fake tensors;
-tensors with symbolic sizes. Module attributes that are plain numbers, which TorchDynamo
+TorchDynamo guards on grad mode, so a call under the other mode recompiles); inference
+tensors (made under ``torch.inference_mode()``: they keep no version counter, so a later write
+could not be seen); fake tensors; tensors with symbolic sizes. Module attributes that are plain numbers, which TorchDynamo
 makes inputs under ``dynamic=True`` (a BatchNorm's ``eps``: a 0-dim tensor the graph reads
 with ``.item()``), become literals of the graph (:attr:`Freezing.numbers`); each call compares
 the values it is called with, and freezes again when one changed. One the graph uses as a
@@ -245,6 +246,10 @@ _KEPT_REASONS = {
     "volatile": "they were written in place before every call (by another graph of the model across a graph "
     "break, or outside it): folded into constants, they would be frozen anew on each call",
     "grad": "they require grad and grad mode was on at compile time (training)",
+    "inference": "they are inference tensors (made under torch.inference_mode()), which keep no version counter, "
+    "so a later write to them (load_state_dict or an in-place update under inference_mode) could not be seen "
+    "and what was computed from them would be stale: make the model outside inference_mode (and call it "
+    "inside) to freeze them",
     "fake": "their example values are not real tensors",
     "symbolic": "their sizes are symbolic (dynamic shapes)",
 }
@@ -260,8 +265,8 @@ class Freezing:
         frozen: ``(qualified name, attribute of the graph module)`` of each parameter or
             buffer made a constant of the graph (a ``get_attr`` of the very tensor).
         not_frozen: ``(qualified name, reason key)`` of each parameter or buffer left a graph
-            input (reason keys: ``written``, ``storage``, ``volatile``, ``grad``, ``fake``,
-            ``symbolic``).
+            input (reason keys: ``written``, ``storage``, ``volatile``, ``grad``,
+            ``inference``, ``fake``, ``symbolic``).
     """
 
     kept: list[int]
@@ -553,6 +558,10 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
             reason = "volatile"
         elif value.requires_grad and grad:
             reason = "grad"
+        elif value.is_inference():
+            # no version counter: a write after the freeze could not be seen (a serving
+            # model made under inference_mode, load_state_dict'ed later: a new-user check)
+            reason = "inference"
         else:
             chosen.append((i, node, value, name))
             continue

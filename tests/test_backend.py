@@ -965,6 +965,43 @@ def test_freeze_sees_new_data_given_to_a_folded_weight_and_freezes_again():
         assert len(backend.reports) == 2
 
 
+def test_freeze_leaves_inference_tensors_inputs_their_writes_could_not_be_seen():
+    """A model made under torch.inference_mode() (serving code) has inference tensors, which
+    keep no version counter: frozen and fused, a load_state_dict under inference_mode went
+    unseen and the compiled model kept the old fused weights (error 2.3, no note: a new-user
+    check). Such tensors now stay graph inputs, named in the notes; outputs follow the update."""
+    with torch.inference_mode():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).eval()
+    assert model[0].weight.is_inference()
+    x = torch.randn(1, 3, 8, 8)
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager", "pyproject": False})
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled(x), model(x))
+        model.load_state_dict({k: v * 2 if v.is_floating_point() else v for k, v in model.state_dict().items()})
+        torch.testing.assert_close(compiled(x), model(x))
+    (report,) = backend.reports
+    assert report["fuse_conv_bn"].counters == {"not_constant": 1, "skipped": 1}
+    assert report.notes[0] == "freeze: 0 of 6 parameter/buffer placeholders frozen as constants of the graph (7 graph inputs left)"
+    assert report.notes[1] == (
+        "freeze: kept as graph inputs, they are inference tensors (made under torch.inference_mode()), which keep no "
+        "version counter, so a later write to them (load_state_dict or an in-place update under inference_mode) could "
+        "not be seen and what was computed from them would be stale: make the model outside inference_mode (and call "
+        "it inside) to freeze them: 0.weight, 0.bias, 1.running_mean, 1.running_var, 1.weight, 1.bias"
+    )
+    # made outside inference_mode and called inside: frozen, fused, and the update is seen
+    torch._dynamo.reset()
+    backend.reports.clear()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).eval()
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager", "pyproject": False})
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled(x), model(x))
+        model.load_state_dict({k: v * 2 if v.is_floating_point() else v for k, v in model.state_dict().items()})
+        torch.testing.assert_close(compiled(x), model(x))
+    assert [r["fuse_conv_bn"].counters for r in backend.reports] == [{"fused": 1}, {"fused": 1}]
+
+
 def test_freeze_sees_batch_norm_statistics_updated_by_a_training_mode_call_outside_the_graph():
     """torch's batch-norm kernel updates running_mean/running_var in place in training mode
     without moving their version counters: after the uncompiled model recalibrated its
