@@ -821,6 +821,11 @@ def _compile(
         pipeline = Pipeline(list(spec), source=source, **common)
     # a numeric failure's note: no config names this graph, the model does
     pipeline._bisect_hint = bisect_hint(_BISECT_COMMAND)
+    if freezing is not None:
+        # the frozen tensors are the model's own: a pass's in-place write of one would change
+        # the uncompiled model too, as a write of the inputs they were does (a new-user check:
+        # it passed lint, and the user's eager model came out wrong)
+        pipeline._callers_tensors = [(name, t) for (name, _), (_, t) in zip(freezing.frozen, freezing.inputs)]
     report = pipeline.run(gm, inputs)
     if freezing is not None and freezing.frozen:
         from .snapshot import _versions  # (None for an inference tensor: it keeps no version counter)

@@ -244,15 +244,26 @@ EntryLike = Any  # str | (str, dict) | PassEntryConfig | Pass subclass | Pass in
 _STRING_SYNTAX = frozenset(",{}[]()= \t\n")
 
 
-def _tensor_versions(example_inputs: Sequence[Any] | None, example_kwargs: Mapping[str, Any] | None) -> list[tuple[str, Any, int]]:
+def _tensor_versions(
+    example_inputs: Sequence[Any] | None,
+    example_kwargs: Mapping[str, Any] | None,
+    held: Sequence[tuple[str, torch.Tensor]] = (),
+) -> list[tuple[str, Any, int]]:
     """``(label, tensor, version counter)`` of each tensor among the example inputs, to tell
-    afterwards whether a pass wrote one in place (``input[3]``, ``kwargs['mask']``)."""
+    afterwards whether a pass wrote one in place (``input[3]``, ``kwargs['mask']``), and of
+    each caller's tensor the module holds (``held``: ``(qualified name, tensor)``, labelled
+    ``state 'features.0.weight'``)."""
+    out = []
+    for name, value in held:
+        try:
+            out.append((f"state {name!r}", value, value._version))
+        except Exception:  # noqa: BLE001 - inference tensors keep no version counter
+            continue
     if example_inputs is None and not example_kwargs:
-        return []
+        return out
     from torch.utils._pytree import keystr, tree_flatten_with_path
 
     leaves, _ = tree_flatten_with_path((list(example_inputs or ()), dict(example_kwargs or {})))
-    out = []
     for path, value in leaves:
         if isinstance(value, torch.Tensor):
             try:
@@ -270,11 +281,23 @@ def _written(versions: list[tuple[str, Any, int]]) -> str | None:
     wrote = [label for label, t, v in versions if t._version != v]
     if not wrote:
         return None
-    return (
-        f"wrote the example input(s) {', '.join(wrote)} in place, which no rollback undoes: they are the "
-        "caller's tensors (for a TorchDynamo graph, the model's parameters and buffers too); a pass must "
-        "copy an input before changing it"
-    )
+    inputs = [w for w in wrote if not w.startswith("state ")]
+    held = [w[len("state ") :] for w in wrote if w.startswith("state ")]
+    said = []
+    if inputs:
+        said.append(
+            f"wrote the example input(s) {', '.join(inputs)} in place, which no rollback undoes: they are the "
+            "caller's tensors (for a TorchDynamo graph, the model's parameters and buffers too); a pass must "
+            "copy an input before changing it"
+        )
+    if held:
+        said.append(
+            f"wrote the model's parameter(s)/buffer(s) {', '.join(held)} in place, which freeze made constants of "
+            "the graph: they are the caller's tensors, which the uncompiled model reads too; a pass must copy "
+            "one before changing it (the rollback puts them back when the pass runs under the write guard, "
+            "writes_tensors = True)"
+        )
+    return "; and ".join(said)
 
 
 def _input_flags(versions: list[tuple[str, Any, int]]) -> list[tuple[str, Any, bool, Any]]:
@@ -450,6 +473,10 @@ class Pipeline:
         self._from_preset = _from_preset  # entries are a preset's: the options table changes them
         # the note of a numeric verification failure (`fxpasses run` names its own bisect command)
         self._bisect_hint = BISECT_HINT
+        # ``(qualified name, tensor)`` of the caller's tensors held on the module (the
+        # backend's frozen parameters and buffers, which the uncompiled model reads too): a
+        # pass's in-place write of one fails it, as one of an example input does
+        self._callers_tensors: list[tuple[str, torch.Tensor]] = []
         extra = self._options_tables({} if options is None else options, source)
         self._steps = []
         bad: list[OptionsError] = []  # every entry with invalid options is reported, not the first
@@ -1291,7 +1318,7 @@ class Pipeline:
                 # so the module was not recompiled and ran its old code, and analyses were
                 # served from the cache (a new-user check)
                 frame = NodeFrame(gm.graph) if journaled and not _is_builtin(step.cls) else None
-                input_versions = _tensor_versions(example_inputs, example_kwargs)
+                input_versions = _tensor_versions(example_inputs, example_kwargs, self._callers_tensors)
                 input_flags = _input_flags(input_versions)
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()

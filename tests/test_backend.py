@@ -663,6 +663,42 @@ def test_in_place_update_of_a_frozen_parameter():
     assert len(backend.reports) == 4  # frozen again, with the new tensor
 
 
+class _HalveWeights(fxpasses.GraphPass):
+    """A broken third-party pass: halves every weight it can reach, in place."""
+
+    name = "halve_weights"
+
+    def run(self, gm, ctx):
+        held = [getattr(gm, n.target) for n in gm.graph.find_nodes(op="get_attr")]
+        for t in held + [t for t in ctx.example_inputs if isinstance(t, nn.Parameter)]:
+            with torch.no_grad():
+                t.mul_(0.5)
+        return False
+
+
+def test_a_pass_writing_frozen_weights_in_place_fails_and_the_model_is_put_back():
+    """Without freeze, a pass writing the parameters TorchDynamo passes as inputs fails, naming
+    them; with freeze they are attributes of the graph module, and the same pass passed lint
+    while changing the user's own model (its eager outputs and the compiled ones both wrong:
+    a new-user check). A write of a frozen tensor now fails the pass, naming the tensors, and
+    the rollback's write guard puts them back."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.randn(3, 4)
+    compiled = torch.compile(model, backend="fxpasses", options={"pipeline": [_HalveWeights], "then": "eager", "freeze": True, "pyproject": False})
+    with torch.no_grad(), pytest.raises(Exception) as info:
+        compiled(x)
+    text = str(getattr(info.value, "inner_exception", info.value))
+    assert text.startswith(
+        "pass 'halve_weights' failed: verification failed: the pass wrote the model's parameter(s)/buffer(s) "
+        "'0.weight', '0.bias', '2.weight', '2.bias' in place, which freeze made constants of the graph: they are the "
+        "caller's tensors, which the uncompiled model reads too; a pass must copy one before changing it"
+    ), text
+    assert "the graph was restored to its state before 'halve_weights'" in text
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
 def test_freeze_off_by_default():
     model = _convnet()
     with torch.no_grad():
