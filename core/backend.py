@@ -103,11 +103,21 @@ _KNOWN = {"pipeline", "preset", "then", "verify", "on_error", "atol", "rtol", "f
 
 
 
-#: how to bisect a failure the backend met (the command of :func:`fxpasses.pipeline.bisect_hint`)
-_BISECT_COMMAND = (
-    "in Python: `c = fxpasses.capture.capture(model, example_inputs, \"dynamo\")`, then "
-    "`fxpasses.bisect.bisect(pipeline, c.gm, c.inputs)` (the graph TorchDynamo gives a backend is that capture's)"
-)
+def _bisect_command(freeze: bool, grad: bool) -> str:
+    """How to bisect a failure the backend met (the command of
+    :func:`fxpasses.pipeline.bisect_hint`): capture the graph as the backend got it, frozen as
+    it was under ``freeze`` (compiled with grad mode ``grad``: it decides what freezes)."""
+    if not freeze:
+        return (
+            "in Python: `c = fxpasses.capture.capture(model, example_inputs, \"dynamo\")`, then "
+            "`fxpasses.bisect.bisect(pipeline, c.gm, c.inputs)` (the graph TorchDynamo gives a backend is that capture's)"
+        )
+    return (
+        "in Python: `c = fxpasses.capture.capture(model, example_inputs, \"dynamo\", freeze=True)`"
+        + ("" if grad else " under torch.no_grad()")
+        + ", then `fxpasses.bisect.bisect(pipeline, c.gm, c.inputs)` (the graph TorchDynamo gives a backend, frozen "
+        "as this one was, is that capture's)"
+    )
 
 def _registry(options: dict[str, Any]) -> tuple[Any, tuple[Any, Any] | None]:
     """The registry that names the passes: from ``options["plugins"]`` (a ``[plugins]``
@@ -820,7 +830,7 @@ def _compile(
     else:
         pipeline = Pipeline(list(spec), source=source, **common)
     # a numeric failure's note: no config names this graph, the model does
-    pipeline._bisect_hint = bisect_hint(_BISECT_COMMAND)
+    pipeline._bisect_hint = bisect_hint(_bisect_command(freeze, torch.is_grad_enabled()))
     if freezing is not None:
         # the frozen tensors are the model's own: a pass's in-place write of one would change
         # the uncompiled model too, as a write of the inputs they were does (a new-user check:

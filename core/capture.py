@@ -150,6 +150,7 @@ def capture(
     *,
     check_outputs: bool = True,
     dynamic_shapes: Any = None,
+    freeze: bool = False,
 ) -> Captured:
     """Capture ``model`` called as ``model(*example_inputs, **example_kwargs)`` in ``dialect``
     (see the module doc). ``check_outputs`` (symbolic_trace only): call the model and the graph
@@ -160,12 +161,18 @@ def capture(
     ``Dim``'s range; sizes of top-level tensor inputs only): its graph then takes each size
     symbol as an input of its own (an ``int`` in :attr:`Captured.inputs`); a
     ``symbolic_trace`` graph records no sizes and takes any (it is not used there).
+    ``freeze`` (dynamo only): the graph as the ``torch.compile`` backend's ``freeze`` option
+    hands it to the pipeline, its parameters and buffers made constants of the graph where
+    that is safe (:func:`fxpasses.backend._freeze`, which decides by the grad mode the capture
+    runs under, as the backend does by the one the model was compiled under), and
+    :attr:`Captured.inputs` without them: to bisect a failure the backend met under freeze.
 
     Raises:
         UserError: an unknown dialect, example inputs of the wrong type (see
             :func:`fxpasses.inputs.check_example_inputs`), ``dynamic_shapes`` the dynamo
-            capture cannot mark (naming the entry), or the capture failed (the message names
-            the dialect and keeps the original error as ``__cause__``).
+            capture cannot mark (naming the entry), ``freeze`` with another dialect, or the
+            capture failed (the message names the dialect and keeps the original error as
+            ``__cause__``).
     """
     from .inputs import check_example_inputs, in_spec_order
 
@@ -174,6 +181,12 @@ def capture(
         check_example_inputs(example_inputs, None)
     kwargs = check_example_inputs(None, example_kwargs)[1] or {}
     inputs = tuple(example_inputs or ())
+    if freeze is not False and (dialect != "dynamo" or freeze is not True):
+        raise UserError(
+            f"capture: freeze={freeze!r} with the {dialect!r} capture; freeze=True is the dynamo capture's (the "
+            "torch.compile backend's freeze option: TorchDynamo makes parameters and buffers graph inputs; an "
+            "exported graph reads them with get_attr already, a symbolic_trace graph through its modules)"
+        )
     if dialect == "symbolic_trace":
         try:
             # as torch.fx.symbolic_trace, but recording each node's stack trace so that
@@ -209,7 +222,7 @@ def capture(
             raise UserError(f"torch.export could not capture {type(model).__name__}: {_short(exc)}{_cache_hint(model, exc)}") from exc
         return Captured(gm, list(inputs), dialect, dict(kwargs))
     if dialect == "dynamo":
-        return _capture_dynamo(model, inputs, kwargs, dynamic_shapes)
+        return _capture_dynamo(model, inputs, kwargs, dynamic_shapes, freeze)
     raise UserError(f"unknown capture {dialect!r}; expected one of {', '.join(DIALECTS)}")
 
 
@@ -508,14 +521,28 @@ def _eager_exception(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: di
 
 
 def _capture_dynamo(
-    model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any = None
+    model: torch.nn.Module,
+    inputs: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dynamic_shapes: Any = None,
+    freeze: bool = False,
 ) -> Captured:
     import torch._dynamo
 
     graphs: list[tuple[torch.fx.GraphModule, list[Any]]] = []
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        graphs.append((gm, list(example_inputs)))
+        if freeze:
+            # now, while the placeholders hold their TorchDynamo sources (the `grapharg`
+            # meta TorchDynamo drops after compiling), and on a copy: the function handed back
+            # runs the graph TorchDynamo made, with every input
+            from .backend import _copy_dynamo_module, _freeze
+
+            frozen = _copy_dynamo_module(gm)
+            freezing = _freeze(frozen, example_inputs)
+            graphs.append((frozen, [example_inputs[i] for i in freezing.kept]))
+        else:
+            graphs.append((gm, list(example_inputs)))
         return gm.forward
 
     # Each capture adds a compiled entry for the model class's forward; TorchDynamo stops

@@ -699,6 +699,48 @@ def test_a_pass_writing_frozen_weights_in_place_fails_and_the_model_is_put_back(
         assert torch.equal(v, before[k]), k
 
 
+class _ScaleFrozenBias(fxpasses.GraphPass):
+    """A broken third-party pass: multiplies every bias read with get_attr by 1.01."""
+
+    name = "scale_frozen_bias"
+
+    def run(self, gm, ctx):
+        nodes = [n for n in gm.graph.find_nodes(op="get_attr") if n.target.endswith("bias")]
+        for n in nodes:
+            with gm.graph.inserting_after(n):
+                new = gm.graph.call_function(torch.mul, (n, 1.01))
+            n.replace_all_uses_with(new, delete_user_cb=lambda u, new=new: u is not new)
+        return bool(nodes)
+
+
+def test_the_bisect_hint_under_freeze_captures_the_frozen_graph():
+    """Under freeze the pipeline runs on the frozen graph, but the failure's hint told to bisect
+    an unfrozen capture, where a pass acting on frozen weights does nothing: bisect said
+    "clean" (a new-user check). The hint now names capture(..., freeze=True) and the grad
+    mode, and that capture reproduces the failure."""
+    from fxpasses.bisect import bisect
+    from fxpasses.capture import capture
+
+    model, x = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval(), torch.randn(2, 4)
+    pipeline = fxpasses.Pipeline([_ScaleFrozenBias], verify="numeric")
+    with torch.no_grad(), pytest.raises(Exception) as info:
+        torch.compile(model, backend="fxpasses", options={"pipeline": pipeline, "freeze": True, "then": "eager", "pyproject": False})(x)
+    text = str(info.value.inner_exception)
+    assert (
+        'note: to find the rewrite that changed the outputs, run in Python: `c = fxpasses.capture.capture(model, '
+        'example_inputs, "dynamo", freeze=True)` under torch.no_grad(), then `fxpasses.bisect.bisect(pipeline, c.gm, '
+        "c.inputs)` (the graph TorchDynamo gives a backend, frozen as this one was, is that capture's)"
+    ) in text
+    with torch.no_grad():
+        c = capture(model, [x], "dynamo", freeze=True)
+        assert [n.op for n in c.gm.graph.nodes].count("placeholder") == 1 and len(c.inputs) == 1
+        assert bisect(pipeline, c.gm, c.inputs).status == "found"
+        c0 = capture(model, [x], "dynamo")  # (what the hint said before: the pass finds no frozen bias there)
+        assert bisect(pipeline, c0.gm, c0.inputs).status == "clean"
+    with pytest.raises(fxpasses.UserError, match=r"capture: freeze=True with the 'export' capture; freeze=True is the dynamo capture's"):
+        capture(model, [x], "export", freeze=True)
+
+
 def test_freeze_off_by_default():
     model = _convnet()
     with torch.no_grad():
