@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import collections.abc
 import contextlib
+import datetime
 import difflib
 import enum
 import functools
@@ -1088,7 +1089,47 @@ def config_values(
             del out[key]
             for path, msg, value in validation_problems(exc, options_cls.model_fields[field].annotation):
                 problems.append((key if path == "(root)" else f"{key}.{path}", msg, value))
+            continue
+        # a date or time TOML/YAML read from an unquoted value (`path = 1979-05-27`) is JSON
+        # text after the round trip above, which a text field took: the pass got text the
+        # user did not write as text, YAML's reformatted (an adversarial check). Refused
+        # where it became text, with the fix
+        found = list(_dates_read_as_text(raw[key], out[key], key))
+        if found:
+            del out[key]
+            for path, value in found:
+                problems.append(
+                    (
+                        path,
+                        f"an unquoted {value.isoformat()} in a config file is a {_DATE_KINDS[type(value)]} (TOML and "
+                        f'YAML read it so), not text: quote it to mean the text, "{value.isoformat()}"',
+                        value,
+                    )
+                )
     return out, problems
+
+
+_DATE_KINDS = {datetime.date: "date", datetime.time: "time", datetime.datetime: "date and time"}
+
+
+def _dates_read_as_text(raw: Any, read: Any, path: str) -> Any:
+    """``(field path, value)`` of each date, time or datetime in ``raw`` (an option's value as a
+    config file gave it) that is text in ``read`` (the value validated from its JSON): through
+    lists, tuples, dict values and nested models (by field name or alias)."""
+    if type(raw) in _DATE_KINDS:
+        if isinstance(read, str):
+            yield path, raw
+    elif isinstance(raw, (list, tuple)) and isinstance(read, (list, tuple)) and len(raw) == len(read):
+        for i, (a, b) in enumerate(zip(raw, read)):
+            yield from _dates_read_as_text(a, b, f"{path}.{i}")
+    elif isinstance(raw, Mapping):
+        for k, v in raw.items():
+            if isinstance(read, Mapping) and k in read:
+                yield from _dates_read_as_text(v, read[k], f"{path}.{k}")
+            elif isinstance(read, BaseModel) and isinstance(k, str):
+                name = _field_by_key(type(read)).get(k)
+                if name is not None:
+                    yield from _dates_read_as_text(v, getattr(read, name), f"{path}.{k}")
 
 
 #: non-finite floats as :mod:`fxpasses._json` writes them (a reproducer's options)

@@ -7,6 +7,7 @@ hint); YAML 1.1 surprises are named; an option set twice is an error naming both
 
 from __future__ import annotations
 
+import datetime
 import enum
 import json
 from pathlib import Path
@@ -1274,3 +1275,72 @@ def test_a_nested_field_given_by_the_dotted_name_show_lists_says_how_it_is_given
     # the unquoted TOML key is the table, which replaces the default (size=8) as a whole
     path.write_text('pipeline = ["dotted"]\n[options.dotted]\ntiling.size = 16\n')
     assert Pipeline.from_config(path, registry=reg).plan().steps[0].options.tiling == _Tiling(size=16)
+
+
+# ------------------------------------------------------------------ dates and times
+
+
+class Stamp(BaseModel):
+    label: str = ""
+
+
+class DatedOptions(fxpasses.PassOptions):
+    tag: str = ""
+    tags: list[str] = []
+    stamp: Stamp = Stamp()
+    day: datetime.date | None = None
+
+
+class DatedPass(fxpasses.GraphPass):
+    """A pass with text options and one date option."""
+
+    name = "dated"
+    Options = DatedOptions
+
+    def run(self, gm, ctx):
+        return False
+
+
+@pytest.mark.parametrize(
+    "filename, text, lines",
+    [
+        (
+            "c.toml",
+            'pipeline = [{name = "dated", options = {tag = 1979-05-27, tags = ["a", 07:32:00], stamp = {label = 1979-05-27T07:32:00}}}]\n',
+            [
+                '  dated.tag: an unquoted 1979-05-27 in a config file is a date (TOML and YAML read it so), not text: '
+                'quote it to mean the text, "1979-05-27" (given: datetime.date(1979, 5, 27))',
+                '  dated.tags.1: an unquoted 07:32:00 in a config file is a time (TOML and YAML read it so), not text: '
+                'quote it to mean the text, "07:32:00" (given: datetime.time(7, 32))',
+                '  dated.stamp.label: an unquoted 1979-05-27T07:32:00 in a config file is a date and time (TOML and YAML '
+                'read it so), not text: quote it to mean the text, "1979-05-27T07:32:00" (given: '
+                "datetime.datetime(1979, 5, 27, 7, 32))",
+            ],
+        ),
+        (
+            "c.yaml",
+            "pipeline: dated\noptions:\n  dated: {tag: 2001-12-14}\n",
+            ['  dated.tag: an unquoted 2001-12-14 in a config file is a date (TOML and YAML read it so), not text: quote '
+             'it to mean the text, "2001-12-14" (given: datetime.date(2001, 12, 14))'],
+        ),
+    ],
+)
+def test_an_unquoted_date_or_time_for_a_text_option_is_an_error_saying_to_quote_it(tmp_path, filename, text, lines):
+    """TOML and YAML read an unquoted 1979-05-27 as a date; the JSON round trip of config
+    values made it text, which a text option took: the pass got '1979-05-27' (YAML's
+    datetimes reformatted) though the user wrote no text, and `fxpasses schema` refused what
+    `check` took (an adversarial check). It is now an error saying to quote it; a date option
+    still takes it."""
+    r = Registry(autoload=False)
+    r.register(DatedPass)
+    path = tmp_path / filename
+    path.write_text(text)
+    with pytest.raises(OptionsError) as info:
+        Pipeline.from_config(path, registry=r)
+    got = str(info.value).splitlines()
+    for line in lines:
+        assert line in got, got
+    path = tmp_path / "right.toml"
+    path.write_text('pipeline = [{name = "dated", options = {tag = "1979-05-27", day = 1979-05-27}}]\n')
+    o = options(Pipeline.from_config(path, registry=r))
+    assert (o.tag, o.day) == ("1979-05-27", datetime.date(1979, 5, 27))
