@@ -14,7 +14,7 @@ fxpasses is installed. The pipeline is taken from, in order:
 Whichever gave the pipeline, that project config's ``[options.NAME]`` tables,
 ``verify``, ``on_error``, ``atol``, ``rtol`` and ``order`` apply, as they do to ``fxpasses run``
 there (with ``--pipeline``: a table for a pass the pipeline does not run is left, one naming no
-registered pass is an error); its ``[model]`` and ``output`` are ``fxpasses run``'s alone and
+registered pass or an option its pass does not take is an error); its ``[model]`` and ``output`` are ``fxpasses run``'s alone and
 are not read. Options given to ``torch.compile`` (``verify``, ``on_error``, ``atol``, ``rtol``)
 override the table's.
 

@@ -413,7 +413,8 @@ class Pipeline:
             rebinding ``.data``) and for passes declaring ``writes_tensors = False``.
         options: extra options by pass name, merged into every entry of that pass; options for
             a pass not in the pipeline are an error (a typo) unless ``ignore_unused_options``
-            (then only those naming no registered pass are: ``UnknownPassError``).
+            (then only those naming no registered pass are, ``UnknownPassError``, and those
+            holding an option their pass does not take or a bad value, ``OptionsError``).
             An option set both here and in an entry is an error naming both (a config's
             ``[options.NAME]`` table and its pipeline alike); only a preset's entries take the
             table's value instead (a preset's options are defaults).
@@ -528,10 +529,11 @@ class Pipeline:
         for name in sorted(demanded & set(extra)):  # validated now, not when a run first needs it
             self._table_options(name, self.registry.get(name))
         if unused and ignore_unused_options:
-            # left for the pipeline the given one replaced; a table naming no registered pass
-            # is still a typo, never silently ignored
+            # left for the pipeline the given one replaced; a table naming no registered pass,
+            # or holding an option its pass does not take, is still a typo, never silently
+            # ignored (`check --pipeline` said OK of a misspelt option: an adversarial check)
             for name in sorted(unused):
-                self.registry.get(name, source=self._table_source(name))
+                self._table_options(name, self.registry.get(name, source=self._table_source(name)))
         elif unused:
             names = [s.name for s in self._plan.steps]
             registered = self.registry.names()

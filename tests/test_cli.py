@@ -481,6 +481,15 @@ def test_a_misspelt_options_table_is_an_error_under_a_pipeline_or_preset_flag_to
     cfg.write_text('pipeline = "remove_dropout"\n[options.fold_constants]\nmax_numel = 3\n')
     r = CliRunner().invoke(cli, ["check", str(cfg), *flag])
     assert r.exit_code == 0, r.output
+    # a misspelt option in a left table is a typo too (it was said OK: an adversarial check)
+    cfg.write_text('pipeline = "fold_constants,remove_dropout"\n[options.fold_constants]\nmax_numl = 5\n')
+    r = CliRunner().invoke(cli, ["check", str(cfg), *flag])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines() == [
+        f"error: invalid options for pass 'fold_constants' ({cfg} [options.fold_constants]):",
+        "  fold_constants.max_numl: unknown option; did you mean 'max_numel'? (valid: max_numel, max_growth_bytes, "
+        "remove_unused_state, fold_parameters, modules_may_train) (given: 5)",
+    ]
 
 
 def test_fxpasses_tables_at_a_pyprojects_top_level_are_warned_about(tmp_path):
