@@ -41,7 +41,8 @@ drops those positions from the inputs it is called with, and the ``then`` backen
 remaining example inputs. Left graph inputs, with the reason in the report: tensors the graph
 writes in place (a training-mode BatchNorm's running statistics and ``num_batches_tracked``) or
 that share storage with one it writes; tensors written in place before every call
-(:data:`_VOLATILE`: by another graph of the model across a graph break); tensors that
+(:data:`_VOLATILE`: by another graph of the model across a graph break; frozen again once
+:data:`QUIET_CALLS` calls in a row found them unwritten); tensors that
 require grad while grad mode is on at compile time (training: gradients must reach them; compile under ``torch.no_grad()`` or
 ``torch.inference_mode()``, or ``requires_grad_(False)`` the model, to freeze its parameters;
 TorchDynamo guards on grad mode, so a call under the other mode recompiles); inference
@@ -304,6 +305,9 @@ class Freezing:
     #: attributes of the frozen tensors a batch-norm call of the graph read as its running
     #: statistics, whatever their names (:func:`_statistics_read`, :func:`_batch_counters`)
     norm_inputs: set[str] = dataclasses.field(default_factory=set, repr=False)
+    #: the tensors kept graph inputs as ``volatile``: watched, and frozen again once
+    #: :data:`QUIET_CALLS` calls in a row found them unwritten (:class:`_FrozenVariants`)
+    volatile: list[torch.Tensor] = dataclasses.field(default_factory=list, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -481,9 +485,17 @@ def _writes(gm: torch.fx.GraphModule) -> tuple[set[torch.fx.Node], set[str]]:
 #: model updates and the next, after a graph break, reads), so a graph that froze them would
 #: be frozen anew on each call. Such tensors stay graph inputs. A tensor written now and then
 #: (an optimizer step between evaluation epochs) is frozen again once each time instead
-#: (:class:`_FrozenVariants`). Each storage is kept with a weak reference to its tensor: an
-#: entry counts while that tensor is alive and still has that storage.
+#: (:class:`_FrozenVariants`); one found unwritten over :data:`QUIET_CALLS` calls in a row of
+#: a graph that kept it an input leaves the table (one evaluation call per epoch made the
+#: weights volatile, and fusion was lost for good: a new-user check). Each storage is kept
+#: with a weak reference to its tensor: an entry counts while that tensor is alive and still
+#: has that storage.
 _VOLATILE: dict[Any, "weakref.ref[torch.Tensor]"] = {}
+
+#: How many calls in a row of a graph must find its volatile inputs (:data:`_VOLATILE`)
+#: unwritten before it is frozen again with them: a freeze then costs one compile per this
+#: many calls at most, where a tensor is written now and then.
+QUIET_CALLS = 8
 
 
 def _volatile_storages() -> set[Any]:
@@ -566,6 +578,7 @@ def _freeze(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Freezing
             reason = "storage"
         elif _storage_key(value) in volatile:
             reason = "volatile"
+            result.volatile.append(value)
         elif value.requires_grad and grad:
             reason = "grad"
         elif value.is_inference():
@@ -757,7 +770,7 @@ def fxpasses_backend(
         return compile_one(gm, example_inputs, False)[0]
     pristine = _copy_dynamo_module(gm)  # before freezing: the graph again, for other tensors
     compiled, freezing = compile_one(gm, example_inputs, True)
-    if not freezing.changed:
+    if not freezing.changed and not freezing.volatile:
         return compiled
     return _FrozenVariants(pristine, compiled, freezing, compile_one, example_inputs)
 
@@ -998,18 +1011,12 @@ class _FrozenVariants:
             if _state_name(source := getattr(n.meta.get("grapharg"), "source", None)) is not None
             or _number_name(source) is not None
         ]
-        # (take the frozen positions' tensors, those tensors, the compiled graph, the tensors
-        # it folded away, their version counters then)
-        self.variants: list[
-            tuple[
-                Callable[[tuple[Any, ...]], Any],
-                tuple[torch.Tensor, ...],
-                tuple[tuple[int, Any], ...],
-                Callable[..., Any],
-                tuple[torch.Tensor, ...],
-                tuple[int, ...],
-            ]
-        ] = []  # (... the frozen numbers' positions and values, ..., their version counters then, followed by their data pointers)
+        # each variant: (take the frozen positions' tensors from a call, those tensors, the
+        # frozen numbers' positions and values, the compiled graph, the tensors it folded away,
+        # their version counters then followed by their data pointers, the batch-norm
+        # counters standing in for statistics, the volatile inputs, [their version counters
+        # and data pointers at the last call, the calls in a row that found them so] or None)
+        self.variants: list[tuple[Any, ...]] = []
         self.unfrozen: Callable[..., Any] | None = None
         self.refroze = False  # the last call froze again for a folded tensor written since
         from .snapshot import _version_of
@@ -1032,7 +1039,31 @@ class _FrozenVariants:
         # data without moving its version counter)
         versions = tuple(v for _, v in freezing.consumed) + tuple(map(_DATA_PTR, watched))
         numbers = tuple((i, v) for _, i, v in freezing.numbers)
-        self.variants.append((take, tensors, numbers, compiled, watched, versions, dict(freezing.stand_ins)))
+        # the volatile inputs: their version counters at the last call, and the calls in a
+        # row that found them so
+        volatile = tuple(freezing.volatile)
+        quiet = [self._versions(volatile), 0] if volatile else None
+        self.variants.append((take, tensors, numbers, compiled, watched, versions, dict(freezing.stand_ins), volatile, quiet))
+
+    def _versions(self, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
+        return tuple(map(self._version_of, tensors)) + tuple(map(_DATA_PTR, tensors))
+
+    def _still_volatile(self, volatile: tuple[torch.Tensor, ...], quiet: list[Any]) -> bool:
+        """Whether the volatile inputs of a variant stay so: False once :data:`QUIET_CALLS`
+        calls in a row found them unwritten (their storages then leave :data:`_VOLATILE`)."""
+        now = self._versions(volatile)
+        if now != quiet[0]:
+            quiet[0], quiet[1] = now, 0
+            return True
+        quiet[1] += 1
+        if quiet[1] < QUIET_CALLS:
+            return True
+        from .effects import _storage_key
+
+        for t in volatile:
+            _VOLATILE.pop(_storage_key(t), None)
+        log.info("fxpasses backend: freeze: %d volatile input(s) unwritten over %d calls; freezing again", len(volatile), QUIET_CALLS)
+        return False
 
     def _eager(self) -> bool:
         """Whether a variant compiled now runs as the FX graph itself (see ``dynamic``)."""
@@ -1059,12 +1090,15 @@ class _FrozenVariants:
         return inputs
 
     def __call__(self, *args: Any) -> Any:
-        for k, (take, tensors, numbers, compiled, watched, versions, stand_ins) in enumerate(self.variants):
+        for k, (take, tensors, numbers, compiled, watched, versions, stand_ins, volatile, quiet) in enumerate(self.variants):
             if all(map(operator.is_, take(args), tensors)) and (not numbers or _same_numbers(args, numbers)):
                 now = tuple(map(self._version_of, watched)) + tuple(map(_DATA_PTR, watched)) if watched else versions  # (read in C)
                 if now == versions:
                     self.refroze = False
-                    return compiled(*args)
+                    if quiet is None or self._still_volatile(volatile, quiet):
+                        return compiled(*args)
+                    del self.variants[k]  # unwritten for a while: frozen again with them
+                    break
                 # a tensor folded or fused into constants was written in place since (an
                 # optimizer step, load_state_dict, another graph of the model): what was
                 # computed from it is stale. Written again right after the last such freeze:
@@ -1091,10 +1125,7 @@ class _FrozenVariants:
                 self.unfrozen = self.compile_one(_copy_dynamo_module(self.pristine), self._inputs_for(args), False, self._eager())[0]
             return self.unfrozen(*args)
         compiled, freezing = self.compile_one(_copy_dynamo_module(self.pristine), self._inputs_for(args), True, self._eager())
-        if not freezing.changed:  # nothing could be frozen for these tensors: no check needed
-            self.variants.append(((lambda args: ()), (), (), compiled, (), (), {}))
-        else:
-            self._add(freezing, compiled)
+        self._add(freezing, compiled)  # (nothing frozen: it takes every input, and matches every call)
         return compiled(*args)
 
 

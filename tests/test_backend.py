@@ -531,7 +531,7 @@ def test_freeze_keeps_a_buffer_another_graph_writes_as_an_input(cls):
     assert kept and all(n.endswith(": scale") for n in kept)
     n_reports = len(backend.reports)
     with torch.no_grad():
-        for _ in range(3):
+        for _ in range(backend.QUIET_CALLS + 2):  # (written on every call: never quiet for long)
             assert eager(x)[0].item() == compiled(x)[0].item()
     assert len(backend.reports) == n_reports  # no more freezing
 
@@ -1041,6 +1041,33 @@ def test_freeze_sees_new_data_given_to_a_folded_weight_and_freezes_again():
         assert len(backend.reports) == 2  # frozen again, once
         torch.testing.assert_close(compiled(x), model(x))
         assert len(backend.reports) == 2
+
+
+def test_weights_kept_volatile_by_one_evaluation_call_per_epoch_are_frozen_again_once_quiet():
+    """One evaluation call between optimizer steps finds the weights written before every call:
+    after the second such freeze they are kept graph inputs, since freezing on every call would
+    compile on every call. Kept for good, fusion was lost for every later epoch, however many
+    calls it made (a new-user check). A graph now watches its volatile inputs, and freezes
+    again with them once QUIET_CALLS calls in a row found them unwritten; the next epoch's
+    write then makes it freeze again once, fused, as the README says."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    x = torch.randn(2, 3, 16, 16)
+    compiled = torch.compile(model, backend="fxpasses", options={**INFERENCE, "freeze": True, "then": "eager", "pyproject": False})
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    fused = []
+    for epoch, calls in enumerate([1, 1, 1, backend.QUIET_CALLS + 3, 2]):
+        for p in model.parameters():
+            p.grad = torch.randn_like(p) * 0.01
+        opt.step()
+        before = len(backend.reports)
+        with torch.no_grad():
+            for _ in range(calls):
+                torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+        fused.append([r["fuse_conv_bn"].counters.get("fused", 0) for r in list(backend.reports)[before:]])
+    # epoch 2: volatile (unfused); epoch 3: the first call unfused, frozen again after
+    # QUIET_CALLS quiet calls, fused; epoch 4: its write seen, frozen again once, fused
+    assert fused == [[1], [1], [0], [1], [1]]
 
 
 def test_freeze_leaves_inference_tensors_inputs_their_writes_could_not_be_seen():
