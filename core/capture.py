@@ -3,7 +3,9 @@
 =================  ==========================================================================
 dialect            how
 =================  ==========================================================================
-``symbolic_trace`` ``torch.fx.symbolic_trace(model)`` (recording stack traces): torch-level
+``symbolic_trace`` ``torch.fx.symbolic_trace(model)`` (recording stack traces; arguments the
+                   call gives as, or leaves to, ``None`` or a plain number, bool or string
+                   are its ``concrete_args``, asserted in the graph): torch-level
                    ops, submodules as ``call_module``, parameters read through the modules;
                    buffers are read as constants, so an in-place write of one in ``forward``
                    runs once while tracing and is not in the graph: it is put back, with a
@@ -193,8 +195,10 @@ def capture(
             # errors can name the user's source line
             tracer = torch.fx.Tracer()
             tracer.record_stack_traces = True
+            concrete = _constant_arguments(model, inputs, kwargs)
             with _state_put_back(model, (), {}, "symbolic_trace") as written:
-                graph = tracer.trace(model)
+                graph = tracer.trace(model, concrete_args=concrete or None)
+            _keep_argument_names(graph, concrete)
             gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
         except Exception as exc:
             op = _control_flow_operator(exc)
@@ -335,6 +339,53 @@ def _warn_untraced_buffer_writes(model: torch.nn.Module, written: list[str]) -> 
         ),
         stacklevel=3,
     )
+
+
+def _constant_arguments(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of ``model.forward`` that the example call gives as, or leaves to a
+    default that is, ``None`` or a plain Python number, bool or string: ``symbolic_trace``'s
+    ``concrete_args``, so the graph is what the call computes (torch.fx asserts in the graph
+    that a call gives the same value). Traced as inputs, ``mask is not None`` took the branch
+    for a given mask and the graph raised on the example inputs, and ``if flag:`` failed the
+    trace (an adversarial check)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):  # no signature to read: traced as it is
+        return {}
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    out: dict[str, Any] = {}
+    index = 0
+    for p in params:
+        if p.kind in positional and index < len(inputs):
+            value = inputs[index]
+            index += 1
+        elif p.kind not in positional and p.kind != inspect.Parameter.KEYWORD_ONLY:
+            continue  # *args, **kwargs
+        elif p.name in kwargs:
+            value = kwargs[p.name]
+        elif p.default is not inspect.Parameter.empty:
+            value = p.default
+        else:
+            continue
+        if value is None or type(value) in (bool, int, float, str) and value == value:  # (not NaN: never equal)
+            out[p.name] = value
+    return out
+
+
+def _keep_argument_names(graph: torch.fx.Graph, concrete: Mapping[str, Any]) -> None:
+    """Give the placeholders of ``concrete`` arguments their own names back in the graph's
+    signature: torch.fx names them ``b_1`` (the argument ``b`` specialised), and a call
+    ``gm(x, b=None)`` then failed, "unexpected keyword argument 'b'"."""
+    if not concrete:
+        return
+    for node in graph.find_nodes(op="placeholder"):
+        target = node.target
+        if isinstance(target, str) and target not in concrete:
+            base, _, suffix = target.rpartition("_")
+            if base in concrete and suffix.isdigit():
+                node.target = base  # (the node keeps its name: the code binds it from the argument)
 
 
 def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -356,3 +356,40 @@ def test_symbolic_trace_of_a_traced_size_given_to_a_factory_or_builtin_names_the
     assert str(info.value).endswith("(symbolic_trace cannot follow *args/**kwargs forwards and much of what model libraries do, "
                                     "which the export and dynamo captures take; Python control flow on tensor values needs "
                                     "torch.cond in any capture)")
+
+
+class _Optional(nn.Module):
+    def forward(self, a, mask=None, *, scale=None, flag=False):
+        r = a.relu()
+        if mask is not None:
+            r = r + mask
+        if scale is not None:
+            r = r * scale
+        if flag:
+            r = r - 1
+        return r
+
+
+def test_symbolic_trace_specialises_the_python_constants_a_call_gives_or_leaves_to_defaults():
+    """`forward(a, mask=None, *, scale=None, flag=False)` called without mask: symbolic_trace
+    traced mask as an input, so `mask is not None` took the branch for a given mask, and the
+    graph raised on the example inputs (with a warning listing unrelated causes); `if flag:`
+    failed the trace. Arguments given as, or left to, None or a plain number, bool or string
+    are now torch.fx's concrete_args: the graph computes what the call does, keeps the
+    arguments' names, and asserts a call gives the same values."""
+    x, s = torch.randn(3), torch.randn(3)
+    model = _Optional()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no CaptureWarning)
+        c = capture(model, [x], "symbolic_trace", {"scale": s})
+        flagged = capture(model, [x, None], "symbolic_trace", {"scale": 2.0, "flag": True})
+    torch.testing.assert_close(c.gm(*c.inputs, **c.kwargs), model(x, scale=s), rtol=0, atol=0)
+    torch.testing.assert_close(c.gm(x, mask=None, scale=s, flag=False), model(x, scale=s), rtol=0, atol=0)
+    assert [n.target for n in c.gm.graph.find_nodes(op="placeholder")] == ["a", "mask", "scale", "flag"]
+    with pytest.raises(AssertionError, match=r"mask has been specialized to have value None but got another value"):
+        c.gm(x, mask=x, scale=s)
+    torch.testing.assert_close(flagged.gm(x, None, scale=2.0, flag=True), (x.relu() * 2.0) - 1, rtol=0, atol=0)
+    # a tensor given where a default is None stays an input
+    given = capture(model, [x, s], "symbolic_trace")
+    torch.testing.assert_close(given.gm(x, s), x.relu() + s, rtol=0, atol=0)
+    torch.testing.assert_close(given.gm(x, 2 * s), x.relu() + 2 * s, rtol=0, atol=0)
