@@ -96,20 +96,25 @@ class BisectResult:
         d["culprit"] = self.culprit.as_dict() if self.culprit is not None else None
         return d
 
-    def reproduce_command(self, config: str | None = None, *, run_args: Sequence[str] = ()) -> list[str]:
+    def reproduce_command(
+        self, config: str | None = None, *, run_args: Sequence[str] = (), needs_config: bool = True
+    ) -> list[str]:
         """The ``fxpasses run`` command line (argv) that reproduces the first bad rewrite:
-        ``config`` (``"CONFIG"`` when None), ``run_args`` (what the run needs besides
+        ``config`` (``"CONFIG"`` when None, or nothing when not ``needs_config``: the run
+        without CONFIG, of the bundled example model), ``run_args`` (what the run needs besides
         :attr:`reproduce_args`: the ``--pipeline`` and ``-p`` plugin options bisect was
         given), then :attr:`reproduce_args`; ``[]`` unless ``status`` is ``"found"``."""
         if self.status != "found" or self.culprit is None:
             return []
         args = [*run_args, *(self.reproduce_args or ["--rewrite-limit", str(self.culprit.index)])]
-        return ["fxpasses", "run", config or "CONFIG", *args]
+        where = [config] if config else ["CONFIG"] if needs_config else []
+        return ["fxpasses", "run", *where, *args]
 
-    def text(self, config: str | None = None, *, run_args: Sequence[str] = ()) -> str:
+    def text(self, config: str | None = None, *, run_args: Sequence[str] = (), needs_config: bool = True) -> str:
         """The human-readable report printed by ``fxpasses bisect`` (``config``: its path;
         ``run_args``: options the reproducing ``fxpasses run`` needs besides
-        :attr:`reproduce_args`, such as the ``--pipeline`` bisect was given)."""
+        :attr:`reproduce_args`, such as the ``--pipeline`` bisect was given; ``needs_config``:
+        see :meth:`reproduce_command`)."""
         if self.status == "clean":
             return (
                 f"no failure: {'the pass keeps' if self.steps == 1 else f'each of the {self.steps} passes keeps'} the outputs "
@@ -146,7 +151,8 @@ class BisectResult:
             if t is not None:
                 applied = _applied(t.limit)
                 lines.append(f"  with {applied}: {t.message}")
-        lines.append(f"reproduce with: {shlex.join(self.reproduce_command(config, run_args=run_args))}")
+        command = self.reproduce_command(config, run_args=run_args, needs_config=needs_config)
+        lines.append(f"reproduce with: {shlex.join(command)}")
         if "--on-error" in self.reproduce_args:
             lines.append(
                 f'  (--on-error rollback: the pipeline skips a failing pass (on_error = "skip"), so '

@@ -839,7 +839,7 @@ def run_cmd(
     from .console import print_table
     from .report import counters_cell, rewrites_cell, rewrites_summary
     from .errors import FxPassesError, PassDefinitionWarning, UserError
-    from .job import default_config, run_job, with_default_preset
+    from .job import run_job, with_default_preset
     from .pipeline import Pipeline
 
     if output is not None and no_save:
@@ -847,28 +847,12 @@ def run_cmd(
             f"-o/--output {output} and --no-save conflict: -o says where to save the result, "
             "--no-save not to save it; give one of them"
         )
-    cfg = _load_cfg(config, pipeline, preset)
-    stand_in = None  # the config file without a [model] that the bundled example model runs for
-    if cfg is None or cfg.model is None and config is None:
-        base = default_config()
-        if cfg is None:
-            cfg = base
-        else:
-            if cfg._found is not None:  # not a bare --pipeline/--preset
-                stand_in = cfg._source
-            # the project config (or --pipeline/--preset) without a model: all of
-            # its settings, on the bundled example model; errors still name where they came from
-            update: dict[str, Any] = {"model": base.model, "output": cfg.output or base.output}
-            if cfg.pipeline is None and cfg.preset is None:
-                update["preset"] = base.preset
-            cfg = cfg.model_copy(update=update)  # (private attributes, _source among them, are copied)
-        cfg._preset_from_cli = preset is not None
-        cfg._pipeline_from_cli = pipeline is not None
+    cfg, example, stand_in = _with_example_model(_load_cfg(config, pipeline, preset), config, pipeline, preset)
     from .instruments import PrintAfter, PrintChanged, TimePasses
 
     reg = state.registry(cfg.plugins)
     # what `fxpasses bisect` needs to run this run's pipeline on this model (a failure's note)
-    bisect_config, bisect_args = _same_run(state, cfg, config, pipeline, preset)
+    bisect_config, bisect_args = _same_run(state, cfg, config, pipeline, preset, example=example)
     instruments: list[Any] = []
     if print_after is not None and not print_after_all and not print_after.replace(",", "").strip():
         raise UserError(
@@ -959,11 +943,7 @@ def run_cmd(
         click.echo(timer.table(), err=True)
     if drawer is not None:
         click.echo(drawer.summary(), err=True)
-    model_note = (
-        f"{stand_in} has no [model]: this is the bundled example model (add a [model] table for yours)"
-        if stand_in is not None
-        else ""
-    )
+    model_note = _stand_in_note(stand_in)
     if fmt == "json":
         _echo_json({**result.as_dict(), "model_note": model_note})
         return
@@ -1035,17 +1015,58 @@ def _check_in_pipeline(option: str, names: list[str], planned: list[str]) -> Non
     )
 
 
+def _with_example_model(
+    cfg: Any, config: str | None, pipeline: str | None, preset: str | None
+) -> tuple[Any, bool, str | None]:
+    """``cfg`` as ``fxpasses run`` and ``fxpasses bisect`` run it: without CONFIG and without
+    a ``[model]`` (no project config found, or one without the table, or a bare
+    --pipeline/--preset), the bundled example model stands in, with all of the config's
+    settings; its errors still name where they came from. Returns the config, whether the
+    example model stands in, and the project config file it stands in for (its source, for
+    :func:`_stand_in_note`; None when none was found). A CONFIG given without a ``[model]`` is
+    left as it is (the command says it has no model)."""
+    from .job import default_config
+
+    if not (cfg is None or cfg.model is None and config is None):
+        return cfg, False, None
+    stand_in = None  # the config file without a [model] that the bundled example model runs for
+    base = default_config()
+    if cfg is None:
+        cfg = base
+    else:
+        if cfg._found is not None:  # not a bare --pipeline/--preset
+            stand_in = cfg._source
+        update: dict[str, Any] = {"model": base.model, "output": cfg.output or base.output}
+        if cfg.pipeline is None and cfg.preset is None:
+            update["preset"] = base.preset
+        cfg = cfg.model_copy(update=update)  # (private attributes, _source among them, are copied)
+    cfg._preset_from_cli = preset is not None
+    cfg._pipeline_from_cli = pipeline is not None
+    return cfg, True, stand_in
+
+
+def _stand_in_note(stand_in: str | None) -> str:
+    """The note that the bundled example model ran for ``stand_in``, a project config without
+    a ``[model]`` (see :func:`_with_example_model`); ``""`` for None."""
+    if stand_in is None:
+        return ""
+    return f"{stand_in} has no [model]: this is the bundled example model (add a [model] table for yours)"
+
+
 def _same_run(
-    state: _State, cfg: Any, config: str | None, pipeline: str | None, preset: str | None
+    state: _State, cfg: Any, config: str | None, pipeline: str | None, preset: str | None, *, example: bool = False
 ) -> tuple[str | None, list[str]]:
     """The CONFIG and the options another command (``fxpasses bisect``, ``fxpasses run``) needs
     to run what this one ran: the pipeline given on the command line (``--pipeline``/
     ``--preset``), the same plugins (``-p NAME``, ``-p no:NAME``: without them a plugin's pass
     was unknown), and the project config by name when it was found, not given (so the command
-    runs from anywhere)."""
+    runs from anywhere). When the bundled example model stood in (``example``, see
+    :func:`_with_example_model`) the found config is not named: given as CONFIG, a config
+    without a ``[model]`` has no model to run; the command without it finds the same config
+    from here and runs the example model again."""
     args = ["--pipeline", pipeline] if pipeline is not None else ["--preset", preset] if preset is not None else []
     args += [a for p in [*state.enable, *(f"no:{d}" for d in state.disable)] for a in ("-p", p)]
-    if config is None and cfg is not None and cfg._found is not None:
+    if config is None and cfg is not None and cfg._found is not None and not example:
         config = os.path.relpath(cfg._found)
     return config, args
 
@@ -1075,7 +1096,8 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     """Find the first pass, then the first rewrite in it, that changes the model's outputs.
 
     Captures the model of CONFIG (or, without CONFIG, of the nearest fxpasses.toml or
-    pyproject.toml's [tool.fxpasses]: either needs a [model] section) once, runs the pipeline with numeric
+    pyproject.toml's [tool.fxpasses]; without one, or without a [model] in it, the bundled
+    example CNN, as `fxpasses run` does) once, runs the pipeline with numeric
     verification after every pass, then bisects the rewrites of the first failing pass with a global rewrite limit
     (see `fxpasses run --rewrite-limit`). Exit status 1 when a bad rewrite (or pass) is found,
     0 when every pass keeps the outputs.
@@ -1085,10 +1107,10 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
     from .job import prepare_model, with_default_preset
     from .pipeline import Pipeline
 
-    cfg = _load_cfg(config, pipeline, preset)
-    if cfg is None:
-        raise ConfigError("give a CONFIG file with a [model] section (no fxpasses.toml, nor pyproject.toml with [tool.fxpasses], found here or above)")
-    if cfg.model is None:
+    # the model `fxpasses run` runs: without CONFIG and without a [model], the bundled example
+    # (the bisect command a run's failure prints must bisect the model that run ran)
+    cfg, example, stand_in = _with_example_model(_load_cfg(config, pipeline, preset), config, pipeline, preset)
+    if cfg.model is None:  # a CONFIG given without one
         raise ConfigError(f"no {model_table(cfg._source)}: `fxpasses bisect` needs a model factory (or saved graph) and inputs", source=cfg._source)
     reg = state.registry(cfg.plugins)
     cfg = with_default_preset(cfg)  # the pipeline `fxpasses run` would run
@@ -1115,8 +1137,10 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
             pipe, cap.gm, cap.inputs, example_kwargs=cap.kwargs or None, atol=cfg.atol, rtol=cfg.rtol, log=log,
             reference_module=ref,
         )
-    config, run_args = _same_run(state, cfg, config, pipeline, preset)
-    text = result.text(config, run_args=run_args)
+    config, run_args = _same_run(state, cfg, config, pipeline, preset, example=example)
+    # (the example model: `fxpasses run` without CONFIG runs it again, no "CONFIG" placeholder)
+    text = result.text(config, run_args=run_args, needs_config=not example)
+    model_note = _stand_in_note(stand_in)
     if fmt == "json":
         # a bad pass found is exit status 1: the object says so as any failure does
         # (the failing pass's own error is "pass_error": "error" is the failure's object)
@@ -1124,12 +1148,15 @@ def bisect_cmd(state: _State, config: str | None, pipeline: str | None, preset: 
         found["pass_error"] = found.pop("error")
         # the whole command, as the text's "reproduce with" line (reproduce_args alone lacked
         # the --pipeline and -p options it needs; found by a new-user check)
-        found["reproduce_command"] = result.reproduce_command(config, run_args=run_args)
+        found["reproduce_command"] = result.reproduce_command(config, run_args=run_args, needs_config=not example)
+        found["model_note"] = model_note
         if result.status != "clean":
             error = {"type": "BisectFound", "message": text, "status": result.status, "pass_name": result.pass_name}
             found = {"ok": False, "exit_status": 1, "error": error, **found}
         _echo_json(found)
     else:
+        if model_note:
+            click.echo(f"note: {model_note}")
         click.echo(text)
     if result.status != "clean":
         raise _CommandExit(1)
