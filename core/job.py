@@ -62,7 +62,7 @@ from ._json import dumps as json_dumps
 from ._hookcheck import instrument_list
 from .capture import Captured, capture
 from .config import EXPORTED_MODE_FIXED, Config, InputSpec, ModelConfig, is_positional_name, parse_config, split_named_inputs
-from .errors import ConfigError, FxPassesError, PassFailedError, UserError, VerificationError, close_names, exception_line, exception_text, model_table, nearest_existing, os_reason, require_file, root_cause_note
+from .errors import ConfigError, FxPassesError, PassFailedError, UserError, VerificationError, close_names, did_you_mean, exception_line, exception_text, is_yaml_source, model_table, nearest_existing, os_reason, require_file, root_cause_note
 from .inputs import in_spec_order
 from .pipeline import BISECT_HINT, Pipeline, Plan, bisect_hint
 from .registry import Registry
@@ -359,13 +359,63 @@ def _random_input(label: str, s: InputSpec, gen: torch.Generator) -> torch.Tenso
     return torch.randint(lo, hi, shape, generator=gen, dtype=dtype)
 
 
-def _build_model(mc: ModelConfig, base_dir: Path | None) -> tuple[torch.nn.Module, bool]:
+def _factory_kwargs_error(
+    mc: ModelConfig, signature: inspect.Signature, exc: TypeError, source: str | None
+) -> ConfigError:
+    """The error for ``[model] kwargs`` that the factory's ``signature`` does not bind
+    (``exc``, from :meth:`inspect.Signature.bind`): kwargs it does not take (with the close
+    names it takes), else the required arguments the kwargs leave out, named with how to give
+    them in the syntax of the config file at ``source``; else ``exc`` as it is (a
+    positional-only argument, which kwargs cannot give)."""
+    params = list(signature.parameters.values())
+    keywords = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    any_keyword = any(p.kind is p.VAR_KEYWORD for p in params)
+    # (a positional-only argument given by name: exc says so)
+    unexpected = [] if any_keyword else [k for k in mc.kwargs if k not in signature.parameters]
+    if unexpected:  # (a misspelt name leaves its argument missing as well: the name is the fault)
+        takes = [n for n in keywords if n not in mc.kwargs]
+        close = {k: close_names(k, takes, n=1) for k in unexpected}
+        if len(unexpected) == 1:
+            (k,) = unexpected
+            said = f"got an unexpected keyword argument {k!r}{did_you_mean(close[k])}"
+        else:
+            said = f"got unexpected keyword arguments {', '.join(map(repr, unexpected))}" + "".join(
+                f"; {k!r}: did you mean {c[0]!r}?" for k, c in close.items() if c
+            )
+        return ConfigError(f"{mc.factory} does not take kwargs {mc.kwargs}: {said}", source="[model] kwargs")
+    missing = [p.name for p in params if p.name in keywords and p.default is p.empty and p.name not in mc.kwargs]
+    if not missing or any(p.kind is p.POSITIONAL_ONLY and p.default is p.empty for p in params):
+        return ConfigError(f"{mc.factory} does not take kwargs {mc.kwargs}: {exc}", source="[model] kwargs")
+    # each missing argument as the config file's syntax writes a key of the kwargs table
+    if is_yaml_source(source):
+        entries, table = [f"{n}: ..." for n in missing], "kwargs: {{{}}}"
+    elif source is not None and ".json" in source.lower():
+        entries, table = [f'"{n}": ...' for n in missing], '"kwargs": {{{}}}'
+    else:
+        entries, table = [f"{n} = ..." for n in missing], "kwargs = {{{}}}"
+    them = "it" if len(missing) == 1 else "them"
+    needs = f"the argument {missing[0]!r}" if len(missing) == 1 else f"the arguments {', '.join(map(repr, missing))}"
+    if mc.kwargs:  # (some given: what to add to them)
+        return ConfigError(
+            f"{mc.factory} needs {needs} as well as the kwargs given ({', '.join(mc.kwargs)}): "
+            f"add {them} to [model] kwargs ({', '.join(entries)})",
+            source="[model] factory",
+        )
+    return ConfigError(
+        f"{mc.factory} needs {needs}: give {them} in [model] kwargs ({table.format(', '.join(entries))})",
+        source="[model] factory",
+    )
+
+
+def _build_model(mc: ModelConfig, base_dir: Path | None, source: str | None = None) -> tuple[torch.nn.Module, bool]:
     """``(model, exported)``: the factory's model in the mode ``train`` asks for, or, when the
     factory returns an exported module (``torch.export``'s ``ExportedProgram``, taken as its
-    ``.module()``, or such a module), that module as it is (``exported`` True).
+    ``.module()``, or such a module), that module as it is (``exported`` True). ``source``:
+    the config file, whose syntax a message's example is written in.
 
     Raises:
-        ConfigError: the factory cannot be loaded, does not take ``kwargs``, raises (named,
+        ConfigError: the factory cannot be loaded, does not take ``kwargs`` or needs arguments
+            they leave out (named, with how to give them), raises (named,
             with the exception as ``__cause__``), returns something else than a module;
             ``train = true`` for an exported module (its mode is fixed at export); the
             model's own ``train()`` raises.
@@ -373,11 +423,14 @@ def _build_model(mc: ModelConfig, base_dir: Path | None) -> tuple[torch.nn.Modul
     assert mc.factory is not None
     factory = load_factory(mc.factory, base_dir)
     try:
-        inspect.signature(factory).bind(**mc.kwargs)
-    except TypeError as exc:
-        raise ConfigError(f"{mc.factory} does not take kwargs {mc.kwargs}: {exc}", source="[model] kwargs") from exc
-    except ValueError:  # no signature (a builtin): let the call say
-        pass
+        signature = inspect.signature(factory)
+    except (ValueError, TypeError):  # no signature (a builtin): let the call say
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(**mc.kwargs)
+        except TypeError as exc:
+            raise _factory_kwargs_error(mc, signature, exc, source) from exc
     try:
         model = factory(**mc.kwargs)
     except Exception as exc:
@@ -873,7 +926,7 @@ def _prepare_model(cfg: Config) -> PreparedModel:
         # `train = true` and another `capture`)
         captured = Captured(program_module(program), inputs, "export", kwargs)
         return PreparedModel(captured, str(mc.program), time.perf_counter() - t0, loaded=True)
-    model, exported = _build_model(mc, base_dir)
+    model, exported = _build_model(mc, base_dir, cfg._source)
     inputs, kwargs = load_model_example_inputs(mc, base_dir)
     _check_inputs_fit(model, inputs, kwargs, mc)
     t0 = time.perf_counter()

@@ -1087,6 +1087,83 @@ def test_a_graph_calling_an_object_that_cannot_be_imported_is_not_saved_as_code(
     ]
 
 
+ARGUMENT_MODELS = """
+import torch
+
+
+def needs_args(width):
+    return torch.nn.Linear(width, 2)
+
+
+def needs_three(width, depth, *, bias, scale=1.0):
+    return torch.nn.Linear(width, 2, bias=bias)
+"""
+
+
+@pytest.mark.parametrize(
+    "factory, kwargs, message",
+    [
+        (
+            "needs_args", "",
+            "[model] factory: argument_models:needs_args needs the argument 'width': give it in [model] kwargs "
+            "(kwargs = {width = ...})",
+        ),
+        (
+            "needs_three", "",
+            "[model] factory: argument_models:needs_three needs the arguments 'width', 'depth', 'bias': give them "
+            "in [model] kwargs (kwargs = {width = ..., depth = ..., bias = ...})",
+        ),
+        (
+            "needs_three", "kwargs = {width = 4}",
+            "[model] factory: argument_models:needs_three needs the arguments 'depth', 'bias' as well as the kwargs "
+            "given (width): add them to [model] kwargs (depth = ..., bias = ...)",
+        ),
+        # kwargs the factory does not take: the message as before, and a misspelt name's
+        # argument (left missing as well) is not asked for: the name is what is wrong
+        (
+            "needs_args", "kwargs = {width = 4, depth = 3}",
+            "[model] kwargs: argument_models:needs_args does not take kwargs {'width': 4, 'depth': 3}: got an "
+            "unexpected keyword argument 'depth'",
+        ),
+        (
+            "needs_args", "kwargs = {widht = 4}",
+            "[model] kwargs: argument_models:needs_args does not take kwargs {'widht': 4}: got an unexpected "
+            "keyword argument 'widht'; did you mean 'width'?",
+        ),
+    ],
+    ids=["one-missing", "several-missing", "some-given", "unexpected", "misspelt"],
+)
+def test_a_factory_that_needs_arguments_names_them_and_how_to_give_them(tmp_path, monkeypatch, factory, kwargs, message):
+    """`def needs_args(width)` without `kwargs` said "cfg.toml: [model] kwargs:
+    models:needs_args does not take kwargs {}: missing a required argument: 'width'" (a user
+    report): it takes no kwargs, it needs one. The error names the arguments the kwargs leave
+    out and how to give them."""
+    (tmp_path / "argument_models.py").write_text(ARGUMENT_MODELS)
+    (tmp_path / "cfg.toml").write_text(
+        f'[model]\nfactory = "argument_models:{factory}"\n{kwargs}\ninputs = [{{shape = [2, 4]}}]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    r = run_cli("run", "cfg.toml", "--no-save", "--repeat", "1")
+    assert r.exit_code == 2, r.output
+    assert f"error: cfg.toml: {message}" in r.stderr.splitlines(), r.stderr
+
+
+def test_a_factory_that_needs_arguments_is_told_in_the_config_files_syntax(tmp_path, monkeypatch):
+    """The example of how to give a missing argument is written as the config file writes
+    its kwargs: a TOML inline table would not read in a YAML or JSON file."""
+    (tmp_path / "argument_models.py").write_text(ARGUMENT_MODELS)
+    (tmp_path / "cfg.yaml").write_text("model:\n  factory: argument_models:needs_args\n  inputs: [{shape: [2, 4]}]\n")
+    (tmp_path / "cfg.json").write_text('{"model": {"factory": "argument_models:needs_args", "inputs": [{"shape": [2, 4]}]}}')
+    monkeypatch.chdir(tmp_path)
+    for name, example in [("cfg.yaml", "kwargs: {width: ...}"), ("cfg.json", '"kwargs": {"width": ...}')]:
+        r = run_cli("run", name, "--no-save", "--repeat", "1")
+        assert r.exit_code == 2, r.output
+        assert r.stderr.splitlines()[0] == (
+            f"error: {name}: [model] factory: argument_models:needs_args needs the argument 'width': give it in "
+            f"[model] kwargs ({example})"
+        ), r.stderr
+
+
 def load_config_file_from_text(tmp_path, text):
     path = tmp_path / "c.toml"
     path.write_text(text)
