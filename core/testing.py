@@ -275,9 +275,10 @@ def _call(gm: Any, inputs: Any, state: Any, module: Any, dialect: str, k: int, a
                 )
             elif dialect == "symbolic_trace":
                 why = (
-                    "the capture was made with these inputs; symbolic_trace records every forward() argument as "
-                    "an input, also one they leave out (y=None), and code testing it (`if y is not None`) "
-                    "takes the path of a given one: give every argument, or check the other dialects"
+                    "the capture was made with these inputs: does the model itself run on them? symbolic_trace "
+                    "also keeps what does not depend on the inputs as constants, and records an argument they "
+                    "leave to a default other than None or a plain number, bool or string (a tensor, a list) as "
+                    "an input: give every argument, or check the other dialects"
                 )
             else:
                 why = "the capture was made with these inputs: does the model itself run on them?"
