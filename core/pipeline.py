@@ -102,6 +102,7 @@ from .other_sizes import OtherSizes, other_sizes
 from .snapshot import Snapshot, graph_changed
 from .reference64 import float64_reference
 from .verify import Comparison, TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
+from .write_guard import CallersTensors
 from .spec import SpecEntry, SpecGroup, format_option_name, format_value, parse_pipeline_string
 
 __all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
@@ -244,26 +245,15 @@ EntryLike = Any  # str | (str, dict) | PassEntryConfig | Pass subclass | Pass in
 _STRING_SYNTAX = frozenset(",{}[]()= \t\n")
 
 
-def _tensor_versions(
-    example_inputs: Sequence[Any] | None,
-    example_kwargs: Mapping[str, Any] | None,
-    held: Sequence[tuple[str, torch.Tensor]] = (),
-) -> list[tuple[str, Any, int]]:
+def _tensor_versions(example_inputs: Sequence[Any] | None, example_kwargs: Mapping[str, Any] | None) -> list[tuple[str, Any, int]]:
     """``(label, tensor, version counter)`` of each tensor among the example inputs, to tell
-    afterwards whether a pass wrote one in place (``input[3]``, ``kwargs['mask']``), and of
-    each caller's tensor the module holds (``held``: ``(qualified name, tensor)``, labelled
-    ``state 'features.0.weight'``)."""
-    out = []
-    for name, value in held:
-        try:
-            out.append((f"state {name!r}", value, value._version))
-        except Exception:  # noqa: BLE001 - inference tensors keep no version counter
-            continue
+    afterwards whether a pass wrote one in place (``input[3]``, ``kwargs['mask']``)."""
     if example_inputs is None and not example_kwargs:
-        return out
+        return []
     from torch.utils._pytree import keystr, tree_flatten_with_path
 
     leaves, _ = tree_flatten_with_path((list(example_inputs or ()), dict(example_kwargs or {})))
+    out = []
     for path, value in leaves:
         if isinstance(value, torch.Tensor):
             try:
@@ -281,23 +271,11 @@ def _written(versions: list[tuple[str, Any, int]]) -> str | None:
     wrote = [label for label, t, v in versions if t._version != v]
     if not wrote:
         return None
-    inputs = [w for w in wrote if not w.startswith("state ")]
-    held = [w[len("state ") :] for w in wrote if w.startswith("state ")]
-    said = []
-    if inputs:
-        said.append(
-            f"wrote the example input(s) {', '.join(inputs)} in place, which no rollback undoes: they are the "
-            "caller's tensors (for a TorchDynamo graph, the model's parameters and buffers too); a pass must "
-            "copy an input before changing it"
-        )
-    if held:
-        said.append(
-            f"wrote the model's parameter(s)/buffer(s) {', '.join(held)} in place, which freeze made constants of "
-            "the graph: they are the caller's tensors, which the uncompiled model reads too; a pass must copy "
-            "one before changing it (the rollback puts them back when the pass runs under the write guard, "
-            "writes_tensors = True)"
-        )
-    return "; and ".join(said)
+    return (
+        f"wrote the example input(s) {', '.join(wrote)} in place, which no rollback undoes: they are the "
+        "caller's tensors (for a TorchDynamo graph, the model's parameters and buffers too); a pass must "
+        "copy an input before changing it"
+    )
 
 
 def _input_flags(versions: list[tuple[str, Any, int]]) -> list[tuple[str, Any, bool, Any]]:
@@ -1320,7 +1298,9 @@ class Pipeline:
                 # so the module was not recompiled and ran its old code, and analyses were
                 # served from the cache (a new-user check)
                 frame = NodeFrame(gm.graph) if journaled and not _is_builtin(step.cls) else None
-                input_versions = _tensor_versions(example_inputs, example_kwargs, self._callers_tensors)
+                input_versions = _tensor_versions(example_inputs, example_kwargs)
+                # the caller's tensors the module holds: guarded whatever the pass declares
+                callers = CallersTensors(self._callers_tensors) if self._callers_tensors else None
                 input_flags = _input_flags(input_versions)
                 notify("fxpasses_before_pass", pass_name=step.name, gm=gm, ctx=ctx)
                 t0 = time.perf_counter()
@@ -1340,7 +1320,8 @@ class Pipeline:
                             snap.attach()
                             ctx._journal = snap
                         guard = snap.guard() if step.cls.writes_tensors else contextlib.nullcontext()
-                        with guard:  # clones a tensor before the pass first writes it
+                        # (each clones a tensor before the pass first writes it)
+                        with guard, callers if callers is not None else contextlib.nullcontext():
                             span = None
                             if limit is None:
                                 hint = run_pass(pass_, gm, ctx)
@@ -1385,6 +1366,14 @@ class Pipeline:
                     wrote = _written(input_versions)
                     if wrote:
                         raise VerificationError(f"the pass {wrote}")
+                    held = callers.written() if callers is not None else None
+                    if held:
+                        raise VerificationError(
+                            f"the pass wrote the model's parameter(s)/buffer(s) {', '.join(map(repr, held))} in place "
+                            "or gave them new data, which freeze made constants of the graph: they are the caller's "
+                            "tensors, which the uncompiled model reads too (put back); a pass must copy one before "
+                            "changing it"
+                        )
                     flagged = _flag_changes(input_flags)
                     if flagged:
                         raise VerificationError(
@@ -1521,6 +1510,8 @@ class Pipeline:
                     if isinstance(exc, JournalMismatch):  # check mode: a wrong declaration, not a pass failure
                         raise
                     clean, names_kept = clean_before, names_before  # rolled back (or raised)
+                    # the caller's tensors put back whatever on_error says (the user's model)
+                    put = callers.restore() if callers is not None else []
                     # each restore puts back the graph's attributes as recorded, the module
                     # epoch among them: a new one after it (the pass may have changed modules,
                     # and effect answers about them were shared under the old one)
@@ -1540,7 +1531,15 @@ class Pipeline:
                         _put_back_flags(input_flags)
                         _new_epoch(gm, epoch_graphs)
                         raise
-                    failure = self._failure(step.name, exc, snap, on_error, stage, hooks=issubclass(step.cls, NodePass))
+                    failure = self._failure(
+                        step.name,
+                        exc,
+                        snap,
+                        on_error,
+                        stage,
+                        hooks=issubclass(step.cls, NodePass),
+                        put_back=[callers.tensors[n] for n in put] if callers is not None else (),
+                    )
                     if step.group is not None:  # which run of the step it was
                         failure.notes.append(
                             f"in iteration {round_} of its fixpoint group (at most {step.group.max_iterations})"
@@ -1552,6 +1551,11 @@ class Pipeline:
                     wrote = _written(input_versions) if stage == "the pass" else None
                     if wrote:  # (checked after a pass that returned: its failure says it)
                         failure.notes.append(f"before it failed, the pass {wrote}")
+                    if put and stage == "the pass":
+                        failure.notes.append(
+                            "before it failed, the pass wrote the model's parameter(s)/buffer(s) "
+                            f"{', '.join(map(repr, put))}, which freeze made constants of the graph: put back"
+                        )
                     flagged = _flag_changes(input_flags)
                     if flagged and failure.rolled_back:  # what a rollback can put back
                         _put_back_flags(input_flags)
@@ -1906,6 +1910,7 @@ class Pipeline:
         stage: str = "graph lint",
         *,
         hooks: bool = True,
+        put_back: Sequence[torch.Tensor] = (),
     ) -> PassFailedError:
         """The error for pass ``name`` failing with ``exc`` at ``stage``, after putting the
         graph back from ``snap`` (unless ``on_error`` is ``raise``; None: nothing ran to put
@@ -1941,13 +1946,16 @@ class Pipeline:
         if on_error != "raise":
             snap.restore()
             rolled_back = True
-            if snap.unrestorable:
+            # (less the caller's tensors put back already: see CallersTensors)
+            held = getattr(snap, "tensors", {})
+            lost = [n for n in snap.unrestorable if not any(held.get(n) is t for t in put_back)]
+            if lost:
                 # (a snapshot with a write guard: the pass declares writes_tensors=True)
                 how = "" if getattr(snap, "write_guard", None) is not None else "declares writes_tensors=False, "
                 notes.append(
                     f"these tensors were changed by the pass where no write guard saw it (the pass {how}"
                     "rebinds .data or swaps tensors, or writes through numpy) and "
-                    "could not be restored (run with snapshot_tensors=True to restore them): " + ", ".join(snap.unrestorable)
+                    "could not be restored (run with snapshot_tensors=True to restore them): " + ", ".join(lost)
                 )
         if rolled_back and isinstance(exc, HookError):
             _name_after_rollback(exc.place, exc.node)

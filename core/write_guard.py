@@ -27,7 +27,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["WriteGuard", "restore_tensor", "same_layout"]
+__all__ = ["CallersTensors", "WriteGuard", "restore_tensor", "same_layout"]
 
 _Written = tuple[tuple[int, str], ...]  # ((position, name), ...) of written arguments
 
@@ -200,6 +200,54 @@ def same_layout(t: torch.Tensor, alias: torch.Tensor) -> bool:
         and t.storage_offset() == alias.storage_offset()
         and t.stride() == alias.stride()
     )
+
+
+class CallersTensors:
+    """The caller's own tensors a module holds (the ``torch.compile`` backend's frozen
+    parameters and buffers, which the uncompiled model reads too), guarded while a pass runs
+    whatever the pass declares (``writes_tensors = False`` included): a context manager around
+    the pass; then :meth:`written` names those it wrote in place (through any alias:
+    ``.data``, views, ``out=``, as :class:`WriteGuard` sees them) or gave new data
+    (``t.data = other``: its data pointer moved), and :meth:`restore` puts them back. Writes
+    through ``Tensor.numpy()`` memory or the raw storage are not seen.
+
+    Args:
+        tensors: ``(qualified name, tensor)`` of each.
+    """
+
+    def __init__(self, tensors: Any) -> None:
+        self.tensors = dict(tensors)
+        self.guard = WriteGuard(self.tensors)
+        # the data as it was, for a rebinding: an alias of it (same storage and layout)
+        self.data = {name: t.detach() for name, t in self.tensors.items()}
+
+    def __enter__(self) -> "CallersTensors":
+        self.guard.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.guard.__exit__(*exc)
+
+    def written(self) -> list[str]:
+        """The names of the tensors written in place or given new data, in the given order."""
+        return [
+            name
+            for name, t in self.tensors.items()
+            if name in self.guard.saved or not same_layout(t, self.data[name])
+        ]
+
+    def restore(self) -> list[str]:
+        """Put every tensor the pass wrote or rebound back (values, storage, layout; the same
+        objects); return their names."""
+        names = self.written()
+        with torch.no_grad():
+            for name in names:
+                if name in self.guard.saved:
+                    restore_tensor(self.tensors[name], self.guard.layouts[name], self.guard.saved[name])
+                else:
+                    self.tensors[name].data = self.data[name]
+        self.guard.saved.clear()
+        return names
 
 
 def restore_tensor(t: torch.Tensor, alias: torch.Tensor, values: torch.Tensor) -> None:

@@ -676,27 +676,80 @@ class _HalveWeights(fxpasses.GraphPass):
         return False
 
 
-def test_a_pass_writing_frozen_weights_in_place_fails_and_the_model_is_put_back():
+class _HalveThroughData(_HalveWeights):
+    """The same through `.data`, which moves no version counter, and declaring it writes no
+    tensor (so no rollback write guard runs)."""
+
+    name = "halve_through_data"
+    writes_tensors = False
+
+    def run(self, gm, ctx):
+        for n in gm.graph.find_nodes(op="get_attr"):
+            getattr(gm, n.target).data.mul_(0.5)
+        return False
+
+
+class _RebindData(_HalveWeights):
+    """New data for each weight (`t.data = ...`): no write at all, a new storage."""
+
+    name = "rebind_data"
+
+    def run(self, gm, ctx):
+        for n in gm.graph.find_nodes(op="get_attr"):
+            t = getattr(gm, n.target)
+            t.data = torch.zeros_like(t)
+        return False
+
+
+@pytest.mark.parametrize("on_error", ["rollback", "raise"])
+@pytest.mark.parametrize("cls", [_HalveWeights, _HalveThroughData, _RebindData])
+def test_a_pass_writing_frozen_weights_in_place_fails_and_the_model_is_put_back(cls, on_error):
     """Without freeze, a pass writing the parameters TorchDynamo passes as inputs fails, naming
     them; with freeze they are attributes of the graph module, and the same pass passed lint
     while changing the user's own model (its eager outputs and the compiled ones both wrong:
-    a new-user check). A write of a frozen tensor now fails the pass, naming the tensors, and
-    the rollback's write guard puts them back."""
+    a new-user check); so did one writing through `.data`, giving new data, or declaring
+    writes_tensors=False (a final new-user check). The frozen tensors are now guarded whatever
+    the pass declares: a write or new data fails the pass, naming them, and they are put back,
+    whatever on_error says (they are the user's)."""
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).eval()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     x = torch.randn(3, 4)
-    compiled = torch.compile(model, backend="fxpasses", options={"pipeline": [_HalveWeights], "then": "eager", "freeze": True, "pyproject": False})
+    options = {"pipeline": [cls], "then": "eager", "freeze": True, "pyproject": False, "on_error": on_error}
+    compiled = torch.compile(model, backend="fxpasses", options=options)
     with torch.no_grad(), pytest.raises(Exception) as info:
         compiled(x)
     text = str(getattr(info.value, "inner_exception", info.value))
     assert text.startswith(
-        "pass 'halve_weights' failed: verification failed: the pass wrote the model's parameter(s)/buffer(s) "
-        "'0.weight', '0.bias', '2.weight', '2.bias' in place, which freeze made constants of the graph: they are the "
-        "caller's tensors, which the uncompiled model reads too; a pass must copy one before changing it"
+        f"pass '{cls.name}' failed: verification failed: the pass wrote the model's parameter(s)/buffer(s) "
+        "'0.weight', '0.bias', '2.weight', '2.bias' in place or gave them new data, which freeze made constants of the "
+        "graph: they are the caller's tensors, which the uncompiled model reads too (put back); a pass must copy one "
+        "before changing it"
     ), text
-    assert "the graph was restored to its state before 'halve_weights'" in text
+    assert "could not be restored" not in text
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k
+
+
+class _FailsAfterHalving(_HalveThroughData):
+    name = "fails_after_halving"
+
+    def run(self, gm, ctx):
+        super().run(gm, ctx)
+        raise RuntimeError("gave up")
+
+
+def test_frozen_weights_a_failing_pass_wrote_are_put_back_and_named():
+    model = nn.Sequential(nn.Linear(4, 4)).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    compiled = torch.compile(model, backend="fxpasses", options={"pipeline": [_FailsAfterHalving], "then": "eager", "freeze": True, "pyproject": False})
+    with torch.no_grad(), pytest.raises(Exception) as info:
+        compiled(torch.randn(3, 4))
+    text = str(info.value.inner_exception)
+    assert (
+        "note: before it failed, the pass wrote the model's parameter(s)/buffer(s) '0.weight', '0.bias', which freeze "
+        "made constants of the graph: put back"
+    ) in text, text
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
 class _ScaleFrozenBias(fxpasses.GraphPass):
