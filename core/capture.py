@@ -369,7 +369,7 @@ def _constant_arguments(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs:
             value = p.default
         else:
             continue
-        if value is None or type(value) in (bool, int, float, str) and value == value:  # (not NaN: never equal)
+        if value is None or type(value) in (bool, int, float, str):
             out[p.name] = value
     return out
 
@@ -377,15 +377,27 @@ def _constant_arguments(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs:
 def _keep_argument_names(graph: torch.fx.Graph, concrete: Mapping[str, Any]) -> None:
     """Give the placeholders of ``concrete`` arguments their own names back in the graph's
     signature: torch.fx names them ``b_1`` (the argument ``b`` specialised), and a call
-    ``gm(x, b=None)`` then failed, "unexpected keyword argument 'b'"."""
+    ``gm(x, b=None)`` then failed, "unexpected keyword argument 'b'". A NaN's check
+    (``eps == nan``, never true: every call failed it) is left out."""
     if not concrete:
         return
+    import operator
+
     for node in graph.find_nodes(op="placeholder"):
         target = node.target
         if isinstance(target, str) and target not in concrete:
             base, _, suffix = target.rpartition("_")
             if base in concrete and suffix.isdigit():
                 node.target = base  # (the node keeps its name: the code binds it from the argument)
+                value = concrete[base]
+                if type(value) is float and value != value:
+                    for eq in list(node.users):
+                        if eq.op == "call_function" and eq.target is operator.eq:
+                            for check in list(eq.users):
+                                if check.op == "call_function" and check.target is torch._assert and not check.users:
+                                    graph.erase_node(check)
+                            if not eq.users:
+                                graph.erase_node(eq)
 
 
 def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -393,3 +394,19 @@ def test_symbolic_trace_specialises_the_python_constants_a_call_gives_or_leaves_
     given = capture(model, [x, s], "symbolic_trace")
     torch.testing.assert_close(given.gm(x, s), x.relu() + s, rtol=0, atol=0)
     torch.testing.assert_close(given.gm(x, 2 * s), x.relu() + 2 * s, rtol=0, atol=0)
+
+
+class _NanDefault(nn.Module):
+    def forward(self, x, eps=float("nan")):
+        return x if math.isnan(eps) else x + eps
+
+
+def test_symbolic_trace_specialises_a_nan_argument_without_a_check_no_call_passes():
+    """A NaN left to its default was traced as an input (`math.isnan(eps)` then failed the
+    trace); specialised, torch.fx's check `eps == nan` failed every call (a final new-user
+    check). A NaN is specialised without that check."""
+    x = torch.randn(3)
+    for inputs, kwargs in (([x], {}), ([x, float("nan")], {}), ([x], {"eps": 0.5})):
+        c = capture(_NanDefault(), inputs, "symbolic_trace", kwargs)
+        torch.testing.assert_close(c.gm(*c.inputs, **c.kwargs), _NanDefault()(*inputs, **kwargs), rtol=0, atol=0)
+    assert not [n for n in capture(_NanDefault(), [x], "symbolic_trace").gm.graph.nodes if n.op == "call_function"]
