@@ -1095,6 +1095,16 @@ def config_values(
         # user did not write as text, YAML's reformatted (an adversarial check). Refused
         # where it became text, with the fix
         found = list(_dates_read_as_text(raw[key], out[key], key))
+        if found and type(raw[key]) in _DATE_KINDS:
+            # a field that takes the date itself as well as text (`str | date`): the date
+            try:
+                value = adapter.validate_python(raw[key], strict=True)
+            except ValidationError:
+                pass
+            else:
+                if not isinstance(value, str):
+                    out[key] = value
+                    continue
         if found:
             del out[key]
             for path, value in found:

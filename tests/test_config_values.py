@@ -1289,6 +1289,7 @@ class DatedOptions(fxpasses.PassOptions):
     tags: list[str] = []
     stamp: Stamp = Stamp()
     day: datetime.date | None = None
+    either: str | datetime.date = ""
 
 
 class DatedPass(fxpasses.GraphPass):
@@ -1330,7 +1331,8 @@ def test_an_unquoted_date_or_time_for_a_text_option_is_an_error_saying_to_quote_
     values made it text, which a text option took: the pass got '1979-05-27' (YAML's
     datetimes reformatted) though the user wrote no text, and `fxpasses schema` refused what
     `check` took (an adversarial check). It is now an error saying to quote it; a date option
-    still takes it."""
+    still takes it, and so does one taking text or a date (`str | date`: a final new-user
+    check found it refused)."""
     r = Registry(autoload=False)
     r.register(DatedPass)
     path = tmp_path / filename
@@ -1341,6 +1343,8 @@ def test_an_unquoted_date_or_time_for_a_text_option_is_an_error_saying_to_quote_
     for line in lines:
         assert line in got, got
     path = tmp_path / "right.toml"
-    path.write_text('pipeline = [{name = "dated", options = {tag = "1979-05-27", day = 1979-05-27}}]\n')
+    path.write_text('pipeline = [{name = "dated", options = {tag = "1979-05-27", day = 1979-05-27, either = 1979-05-27}}]\n')
     o = options(Pipeline.from_config(path, registry=r))
-    assert (o.tag, o.day) == ("1979-05-27", datetime.date(1979, 5, 27))
+    assert (o.tag, o.day, o.either) == ("1979-05-27", datetime.date(1979, 5, 27), datetime.date(1979, 5, 27))
+    path.write_text('pipeline = [{name = "dated", options = {either = "1979-05-27"}}]\n')
+    assert options(Pipeline.from_config(path, registry=r)).either == "1979-05-27"
