@@ -365,8 +365,8 @@ def _factory_kwargs_error(
     """The error for ``[model] kwargs`` that the factory's ``signature`` does not bind
     (``exc``, from :meth:`inspect.Signature.bind`): kwargs it does not take (with the close
     names it takes), else the required arguments the kwargs leave out, named with how to give
-    them in the syntax of the config file at ``source``; else ``exc`` as it is (a
-    positional-only argument, which kwargs cannot give)."""
+    them in the syntax of the config file at ``source``, or a positional-only argument it
+    needs, which kwargs cannot give; else ``exc`` as it is."""
     params = list(signature.parameters.values())
     keywords = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     any_keyword = any(p.kind is p.VAR_KEYWORD for p in params)
@@ -383,8 +383,17 @@ def _factory_kwargs_error(
                 f"; {k!r}: did you mean {c[0]!r}?" for k, c in close.items() if c
             )
         return ConfigError(f"{mc.factory} does not take kwargs {mc.kwargs}: {said}", source="[model] kwargs")
+    positional = [p.name for p in params if p.kind is p.POSITIONAL_ONLY and p.default is p.empty]
+    if positional:  # (kwargs cannot give one: a config has no positional arguments)
+        them = f"argument {positional[0]!r}" if len(positional) == 1 else f"arguments {', '.join(map(repr, positional))}"
+        return ConfigError(
+            f"{mc.factory} needs the positional-only {them}, which [model] kwargs cannot give (a config "
+            "gives a factory keyword arguments only): name a factory of your own that calls it, "
+            f"e.g. `def make(**kwargs): return {mc.factory.rpartition(':')[2]}(...)`",
+            source="[model] factory",
+        )
     missing = [p.name for p in params if p.name in keywords and p.default is p.empty and p.name not in mc.kwargs]
-    if not missing or any(p.kind is p.POSITIONAL_ONLY and p.default is p.empty for p in params):
+    if not missing:
         return ConfigError(f"{mc.factory} does not take kwargs {mc.kwargs}: {exc}", source="[model] kwargs")
     # each missing argument as the config file's syntax writes a key of the kwargs table
     if is_yaml_source(source):

@@ -1097,6 +1097,10 @@ def needs_args(width):
 
 def needs_three(width, depth, *, bias, scale=1.0):
     return torch.nn.Linear(width, 2, bias=bias)
+
+
+def positional(width, /):
+    return torch.nn.Linear(width, 2)
 """
 
 
@@ -1130,8 +1134,19 @@ def needs_three(width, depth, *, bias, scale=1.0):
             "[model] kwargs: argument_models:needs_args does not take kwargs {'widht': 4}: got an unexpected "
             "keyword argument 'widht'; did you mean 'width'?",
         ),
+        # a positional-only argument: kwargs cannot give it (a final new-user check found the
+        # old message, which blamed the kwargs, and then "passed as a keyword" for them)
+        *[
+            (
+                "positional", kwargs,
+                "[model] factory: argument_models:positional needs the positional-only argument 'width', which "
+                "[model] kwargs cannot give (a config gives a factory keyword arguments only): name a factory of "
+                "your own that calls it, e.g. `def make(**kwargs): return positional(...)`",
+            )
+            for kwargs in ("", "kwargs = {width = 4}")
+        ],
     ],
-    ids=["one-missing", "several-missing", "some-given", "unexpected", "misspelt"],
+    ids=["one-missing", "several-missing", "some-given", "unexpected", "misspelt", "positional-only", "positional-given"],
 )
 def test_a_factory_that_needs_arguments_names_them_and_how_to_give_them(tmp_path, monkeypatch, factory, kwargs, message):
     """`def needs_args(width)` without `kwargs` said "cfg.toml: [model] kwargs:
