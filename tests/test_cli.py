@@ -1169,8 +1169,6 @@ def test_a_misspelt_after_name_is_warned_of_by_a_pipeline_and_fxpasses_run(tmp_p
     `warning:` line in the CLI); one far from all (an optional plugin's pass) is not."""
     import warnings
 
-    import torch
-
     import fxpasses
 
     class Local(fxpasses.GraphPass):
