@@ -1046,6 +1046,7 @@ class _FrozenVariants:
         self.variants.append((take, tensors, numbers, compiled, watched, versions, dict(freezing.stand_ins), volatile, quiet))
 
     def _versions(self, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
+        """The version counters of ``tensors`` followed by their data pointers (read in C)."""
         return tuple(map(self._version_of, tensors)) + tuple(map(_DATA_PTR, tensors))
 
     def _still_volatile(self, volatile: tuple[torch.Tensor, ...], quiet: list[Any]) -> bool:
@@ -1092,7 +1093,7 @@ class _FrozenVariants:
     def __call__(self, *args: Any) -> Any:
         for k, (take, tensors, numbers, compiled, watched, versions, stand_ins, volatile, quiet) in enumerate(self.variants):
             if all(map(operator.is_, take(args), tensors)) and (not numbers or _same_numbers(args, numbers)):
-                now = tuple(map(self._version_of, watched)) + tuple(map(_DATA_PTR, watched)) if watched else versions  # (read in C)
+                now = self._versions(watched) if watched else versions
                 if now == versions:
                     self.refroze = False
                     if quiet is None or self._still_volatile(volatile, quiet):

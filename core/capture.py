@@ -351,25 +351,16 @@ def _constant_arguments(model: torch.nn.Module, inputs: tuple[Any, ...], kwargs:
     import inspect
 
     try:
-        params = list(inspect.signature(model.forward).parameters.values())
-    except (TypeError, ValueError):  # no signature to read: traced as it is
+        signature = inspect.signature(model.forward)
+        given = signature.bind_partial(*inputs, **kwargs).arguments
+    except (TypeError, ValueError):  # no signature to read, or the call does not bind: traced as it is
         return {}
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     out: dict[str, Any] = {}
-    index = 0
-    for p in params:
-        if p.kind in positional and index < len(inputs):
-            value = inputs[index]
-            index += 1
-        elif p.kind not in positional and p.kind != inspect.Parameter.KEYWORD_ONLY:
-            continue  # *args, **kwargs
-        elif p.name in kwargs:
-            value = kwargs[p.name]
-        elif p.default is not inspect.Parameter.empty:
-            value = p.default
-        else:
+    for p in signature.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
-        if value is None or type(value) in (bool, int, float, str):
+        value = given.get(p.name, p.default)
+        if value is not p.empty and (value is None or type(value) in (bool, int, float, str)):
             out[p.name] = value
     return out
 
@@ -381,8 +372,6 @@ def _keep_argument_names(graph: torch.fx.Graph, concrete: Mapping[str, Any]) -> 
     (``eps == nan``, never true: every call failed it) is left out."""
     if not concrete:
         return
-    import operator
-
     for node in graph.find_nodes(op="placeholder"):
         target = node.target
         if isinstance(target, str) and target not in concrete:
@@ -391,13 +380,19 @@ def _keep_argument_names(graph: torch.fx.Graph, concrete: Mapping[str, Any]) -> 
                 node.target = base  # (the node keeps its name: the code binds it from the argument)
                 value = concrete[base]
                 if type(value) is float and value != value:
-                    for eq in list(node.users):
-                        if eq.op == "call_function" and eq.target is operator.eq:
-                            for check in list(eq.users):
-                                if check.op == "call_function" and check.target is torch._assert and not check.users:
-                                    graph.erase_node(check)
-                            if not eq.users:
-                                graph.erase_node(eq)
+                    _drop_equality_checks(graph, node)
+
+
+def _drop_equality_checks(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    """Erase torch.fx's ``torch._assert(node == value)`` checks of a specialised argument."""
+    import operator
+
+    for eq in [u for u in node.users if u.op == "call_function" and u.target is operator.eq]:
+        for check in list(eq.users):
+            if check.op == "call_function" and check.target is torch._assert and not check.users:
+                graph.erase_node(check)
+        if not eq.users:
+            graph.erase_node(eq)
 
 
 def _check_traced_outputs(model: torch.nn.Module, gm: torch.fx.GraphModule, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -453,8 +453,9 @@ class Pipeline:
         # the note of a numeric verification failure (`fxpasses run` names its own bisect command)
         self._bisect_hint = BISECT_HINT
         # ``(qualified name, tensor)`` of the caller's tensors held on the module (the
-        # backend's frozen parameters and buffers, which the uncompiled model reads too): a
-        # pass's in-place write of one fails it, as one of an example input does
+        # backend's frozen parameters and buffers, which the uncompiled model reads too):
+        # guarded while each pass runs (CallersTensors); a pass writing one fails, and it is
+        # put back
         self._callers_tensors: list[tuple[str, torch.Tensor]] = []
         extra = self._options_tables({} if options is None else options, source)
         self._steps = []
