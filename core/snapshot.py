@@ -163,7 +163,10 @@ class Snapshot:
         """A context manager to run the pass in: it clones each recorded tensor before the
         first operator that writes it, for :meth:`restore` (a no-op when the snapshot already
         holds copies of every tensor)."""
-        self.write_guard = WriteGuard({} if self.tensor_copies is not None else self.tensors)
+        if self.tensor_copies is not None:
+            self.write_guard = WriteGuard({})
+        else:
+            self.write_guard = WriteGuard(self.tensors, dict(zip(self.tensor_names, self.tensor_ptrs)))
         return self.write_guard
 
     def pass_done(self) -> None:

@@ -79,6 +79,11 @@ class WriteGuard(TorchDispatchMode):
 
     Args:
         tensors: the tensors to protect, by qualified name (``Snapshot`` records them).
+        data_ptrs: each one's ``data_ptr()`` when recorded: one whose data the pass rebound
+            (``t.data = other``) before its first write is not cloned, since what is then
+            written is the new data, not the tensor's own (putting that clone back left the
+            tensor on the new data: a final new-user check); the rebinding is the caller's to
+            see (``Snapshot`` reports it) or undo.
 
     Use as a context manager around the pass; then :meth:`restore` copies the clones back into
     the very same tensor objects (identity kept), and :attr:`saved` names what was written.
@@ -90,9 +95,10 @@ class WriteGuard(TorchDispatchMode):
     # in one is not seen here, and a snapshot names it as it names one through .data)
     supports_higher_order_operators = True
 
-    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+    def __init__(self, tensors: dict[str, torch.Tensor], data_ptrs: dict[str, int] | None = None) -> None:
         super().__init__()
         self.tensors = tensors
+        self.data_ptrs = data_ptrs
         self.saved: dict[str, torch.Tensor] = {}
         # an alias of each saved tensor as it was (same storage, offset, sizes, strides), so
         # that ``set_``/``resize_``/``as_strided_`` are undone onto the original storage
@@ -126,7 +132,10 @@ class WriteGuard(TorchDispatchMode):
             return
         if self._by_storage is None:  # built at the first write: most passes write nothing
             index: dict[int, list[tuple[str, torch.Tensor]]] = {}
+            ptrs = self.data_ptrs
             for name, tensor in self.tensors.items():
+                if ptrs is not None and tensor.data_ptr() != ptrs[name]:
+                    continue  # rebound: its own data is not what is written
                 k = _storage_key(tensor)
                 if k:
                     index.setdefault(k, []).append((name, tensor))
@@ -217,9 +226,9 @@ class CallersTensors:
 
     def __init__(self, tensors: Any) -> None:
         self.tensors = dict(tensors)
-        self.guard = WriteGuard(self.tensors)
         # the data as it was, for a rebinding: an alias of it (same storage and layout)
         self.data = {name: t.detach() for name, t in self.tensors.items()}
+        self.guard = WriteGuard(self.tensors, {name: t.data_ptr() for name, t in self.data.items()})
 
     def __enter__(self) -> "CallersTensors":
         self.guard.__enter__()
@@ -242,9 +251,9 @@ class CallersTensors:
         names = self.written()
         with torch.no_grad():
             for name in names:
-                if name in self.guard.saved:
-                    restore_tensor(self.tensors[name], self.guard.layouts[name], self.guard.saved[name])
-                else:
+                if name in self.guard.saved:  # (its data too, if rebound after the write)
+                    restore_tensor(self.tensors[name], self.data[name], self.guard.saved[name])
+                else:  # rebound only: its own data again, which nothing wrote
                     self.tensors[name].data = self.data[name]
         self.guard.saved.clear()
         return names

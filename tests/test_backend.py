@@ -701,8 +701,23 @@ class _RebindData(_HalveWeights):
         return False
 
 
+class _RebindThenWrite(_HalveWeights):
+    """New data for each weight, then an in-place write of the new data: the write guard sees
+    only the write, to a storage that is not the weight's own."""
+
+    name = "rebind_then_write"
+
+    def run(self, gm, ctx):
+        for n in gm.graph.find_nodes(op="get_attr"):
+            t = getattr(gm, n.target)
+            t.data = torch.zeros_like(t)
+            with torch.no_grad():
+                t.add_(1.0)
+        return False
+
+
 @pytest.mark.parametrize("on_error", ["rollback", "raise"])
-@pytest.mark.parametrize("cls", [_HalveWeights, _HalveThroughData, _RebindData])
+@pytest.mark.parametrize("cls", [_HalveWeights, _HalveThroughData, _RebindData, _RebindThenWrite])
 def test_a_pass_writing_frozen_weights_in_place_fails_and_the_model_is_put_back(cls, on_error):
     """Without freeze, a pass writing the parameters TorchDynamo passes as inputs fails, naming
     them; with freeze they are attributes of the graph module, and the same pass passed lint

@@ -364,6 +364,35 @@ def test_rebound_parameter_data_is_reported_without_tensor_snapshot():
     assert torch.allclose(gm2(x), model(x))
 
 
+class RebindThenWrite(fxpasses.GraphPass):
+    """Gives a parameter new data, writes that in place, then fails."""
+
+    name = "rebind_then_write"
+
+    def run(self, gm, ctx):
+        gm.fc.weight.data = torch.zeros_like(gm.fc.weight)
+        with torch.no_grad():
+            gm.fc.weight.add_(1.0)
+        raise RuntimeError("planted failure")
+
+
+def test_new_data_written_after_a_rebinding_is_not_put_back_as_the_tensors_own():
+    """The write guard indexed the tensors by their storage at the first write: after
+    `w.data = zeros`, the write of the new data cloned it, and the rollback put that back: the
+    weight stayed ones, with no note (a final new-user check's case, without freeze). The
+    guard skips a tensor rebound before its first write, and the rebinding is reported."""
+    model, x, gm, reg = traced_convnet(RebindThenWrite)
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["rebind_then_write"], registry=reg).run(gm, [x])
+    assert "could not be restored (run with snapshot_tensors=True to restore them): fc.weight" in str(info.value)
+    gm2 = capture(model, [x], "symbolic_trace").gm  # (the model's tensors: as the first run left them)
+    before = gm2.fc.weight.detach().clone()
+    with pytest.raises(PassFailedError) as info:
+        Pipeline(["rebind_then_write"], registry=reg, snapshot_tensors=True).run(gm2, [x])
+    assert "could not be restored" not in str(info.value)
+    assert torch.equal(gm2.fc.weight, before)
+
+
 class Dangler(fxpasses.NodePass):
     """Points a node at a node from another graph (a dangling use)."""
 
