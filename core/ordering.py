@@ -5,8 +5,15 @@ Constraints, for an entry ``X`` of the pipeline:
 - ``X.requires = (R,)``: some ``R`` runs before ``X``. The nearest ``R`` before ``X`` is used;
   else the first ``R`` after ``X`` is moved before it; else an ``R`` (with default options) is
   *pulled in* just before ``X``. Requirements of pulled-in passes are resolved the same way.
-- ``X.after = (A,)``: every ``A`` in the pipeline runs before ``X`` (nothing is pulled in).
-- ``X.before = (B,)``: every ``B`` in the pipeline runs after ``X``.
+- ``X.after = (A,)``: an ``A`` runs before ``X`` when the pipeline has one (nothing is pulled
+  in): the nearest ``A`` before ``X``; else the first ``A`` after ``X`` is moved before it.
+- ``X.before = (B,)``: a ``B`` runs after ``X`` when the pipeline has one: the nearest ``B``
+  after ``X``; else ``X`` is moved before the last ``B``.
+
+So with one entry of ``A`` (``B``) the constraint orders ``X`` against it, and with several the
+user's own order is kept where it already meets the constraint: in
+``eliminate_dead_code,fuse_conv_bn,eliminate_dead_code`` the first dead code elimination stays
+first (``fuse_conv_bn`` declares ``before = ("eliminate_dead_code",)``, which the second meets).
 
 The order is a stable topological sort (stdlib ``graphlib``): among the entries whose
 constraints are met, the one given first by the user runs first, where an entry that others
@@ -91,10 +98,16 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
             j = before_i[-1] if before_i else idx[0]
             edge(j, i, it, "requires", r, f"requires {r}")
         for a in it.cls.after:
-            for j in by_name.get(a, ()):
+            idx = by_name.get(a, ())
+            if idx:
+                before_i = [j for j in idx if j < i]
+                j = before_i[-1] if before_i else idx[0]
                 edge(j, i, it, "after", a, f"declares after = {a}")
         for b in it.cls.before:
-            for j in by_name.get(b, ()):
+            idx = by_name.get(b, ())
+            if idx:
+                after_i = [j for j in idx if j > i]
+                j = after_i[0] if after_i else idx[-1]
                 edge(i, j, it, "before", b, f"declares before = {b}")
 
     ts = graphlib.TopologicalSorter(preds)

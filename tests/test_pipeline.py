@@ -142,6 +142,26 @@ def test_after_and_before_only_order_present_passes(reg):
     assert names(Pipeline(["a", "e"], registry=reg)) == ["e", "a"]
 
 
+
+def test_after_and_before_with_several_instances_keep_the_users_order_where_it_meets_them(reg):
+    """`eliminate_dead_code,fuse_conv_bn,eliminate_dead_code` ran fuse, DCE, DCE: `before`
+    ordered the pass before every instance, so the dead code elimination the user put first
+    was moved behind it although the second one already met the declaration."""
+    # d: after = (b,); e: before = (a,)
+    assert names(Pipeline(["b", "d", "b"], registry=reg)) == ["b", "d", "b"]
+    assert names(Pipeline(["a", "e", "a"], registry=reg)) == ["a", "e", "a"]
+    # none on the side the declaration asks for: the nearest instance moves, the other stays
+    plan = Pipeline(["d", "b", "a", "b"], registry=reg).plan()
+    assert plan.names() == ["b", "d", "a", "b"]
+    assert plan.steps[0].reasons == ["moved before d: d declares after = b"]
+    assert names(Pipeline(["a", "b", "a", "e"], registry=reg)) == ["a", "b", "e", "a"]
+    # each instance of the declaring pass is ordered against its own nearest one
+    assert names(Pipeline(["a", "e", "a", "e"], registry=reg)) == ["a", "e", "e", "a"]
+    # the built-in passes: fuse_conv_bn and remove_dropout declare before = eliminate_dead_code
+    spec = "eliminate_dead_code,fuse_conv_bn,eliminate_dead_code"
+    assert names(Pipeline.from_string(spec)) == spec.split(",")
+    assert names(Pipeline.from_string("eliminate_dead_code,fuse_conv_bn")) == ["fuse_conv_bn", "eliminate_dead_code"]
+
 def test_cycle_is_reported_as_path(reg):
     with pytest.raises(CycleError) as info:
         Pipeline(["x", "y", "z"], registry=reg)
