@@ -29,6 +29,7 @@ import dataclasses
 import difflib
 import enum
 import gc
+import graphlib
 import importlib
 import importlib.metadata as md
 import inspect
@@ -441,25 +442,17 @@ def plugin_source(cls: Any) -> str | None:
 
 def _cycle(graph: Mapping[str, Mapping[str, Any]], names: Collection[str]) -> list[str] | None:
     """A cycle of ``graph`` (``{node: {successor: ...}}``) among ``names``, as its path (first ==
-    last, each node before the next), or None; the first found from the nodes in sorted order."""
-    state: dict[str, int] = {}  # 1: on the path now, 2: done
-    for start in sorted(names):
-        if start in state:
-            continue
-        path = [start]
-        state[start] = 1
-        stack = [iter(sorted(v for v in graph[start] if v in names))]
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                state[path.pop()] = 2
-                stack.pop()
-            elif state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            elif nxt not in state:
-                state[nxt] = 1
-                path.append(nxt)
-                stack.append(iter(sorted(v for v in graph[nxt] if v in names)))
+    last, each node before the next), or None (stdlib ``graphlib``, fed in sorted order so
+    that the same declarations give the same cycle)."""
+    preds: dict[str, list[str]] = {n: [] for n in sorted(names)}
+    for u in preds:
+        for v in sorted(graph[u]):
+            if v in preds:
+                preds[v].append(u)
+    try:
+        graphlib.TopologicalSorter(preds).prepare()
+    except graphlib.CycleError as exc:
+        return list(exc.args[1])  # each node an immediate predecessor of the next
     return None
 
 
