@@ -41,7 +41,7 @@ from ._modpath import MISSING, ModulePaths
 from ._order import in_graph_order, precedes
 from ._torch_signatures import overloads
 from .errors import short_repr
-from .snapshot import _linked, _same_items
+from .snapshot import _containers_hold, _linked, _same_items
 
 try:  # torch >= 2.8: objects FX spells through their registered repr
     from torch._library.opaque_object import is_opaque_value_type as _is_opaque
@@ -483,9 +483,9 @@ def _changed_atoms(rec: tuple) -> set[str] | None:
     ``__dict__`` changed (then any attribute may resolve differently). Names only added do
     not count: they are ``nn.Module.__getattr__``'s fallback, consulted only where a path
     failed before."""
-    m, d, params, bufs, mods, _, _, cls = rec
+    m, d, params, bufs, mods, _, _, cls, inner = rec
     live = m.__dict__
-    if type(m) is not cls or not _same_items(live, d):
+    if type(m) is not cls or not _same_items(live, d) or not _containers_hold(inner):
         return None
     out: set[str] = set()
     registries = ((m._parameters, params), (m._buffers, bufs), (m._modules, mods))

@@ -236,7 +236,7 @@ class Snapshot:
         or the tensors written in place or whose ``requires_grad`` changed."""
         rec = self._changed_module()
         if rec is not None:
-            m, d, params, bufs, mods, _, hooks, cls = rec
+            m, d, params, bufs, mods, _, hooks, cls, inner = rec
             name = next((n for n, x in self.gm.named_modules(remove_duplicate=False) if x is m), None)
             where = (
                 f"a module no longer in the tree ({cls.__name__})"
@@ -254,6 +254,11 @@ class Snapshot:
                 diff = _first_difference(live, recorded, m if label == "attribute" else None)
                 if diff:
                     return f"{where}: {label} {diff}"
+            if not _containers_hold(inner):
+                edited = next(c for c, saved in inner or () if not _same_contents(c, saved))
+                key = next((k for k, v in m.__dict__.items() if v is edited), None)
+                what = f"attribute {key!r}" if key is not None else "a list or dict inside an attribute"
+                return f"{where}: {what} changed in place"
             return f"{where}: its hooks changed"
         if self._global_hooks_changed():
             return "torch's global module hooks changed"
@@ -454,20 +459,24 @@ class GraphRecord:
     module tree (a ``torch.cond``/``while_loop`` branch, a submodule ``split_module`` made),
     recorded as :class:`Snapshot` records its root graph, to put back with :meth:`restore`."""
 
-    __slots__ = ("gm", "graph", "nodes", "graph_dict", "namespace")
+    __slots__ = ("gm", "graph", "nodes", "graph_dict", "namespace", "containers")
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         self.gm = gm
         self.graph = gm.graph
         self.nodes = list(map(node_record, self.graph.nodes))
+        # the lists and dicts inside its nodes' arguments, as the root graph's (a branch's
+        # torch.cat list edited in place was kept by a rollback: a rollback-attack check)
+        self.containers = argument_containers(self.graph)
         self.graph_dict = record_graph_attributes(self.graph)
         self.namespace = record_namespace(self.graph)
 
     def restore(self) -> None:
+        refill_containers(self.containers)  # (before the edges are rebuilt from the arguments)
         restore_graph_records(self.gm, self.graph, self.nodes, self.graph_dict, self.namespace)
 
     def changed(self) -> bool:
-        return nodes_changed(self.gm.graph, self.nodes)
+        return nodes_changed(self.gm.graph, self.nodes) or containers_changed(self.containers)
 
 
 def drop_stray_users(nodes: list[torch.fx.Node]) -> None:
@@ -518,7 +527,7 @@ def reset_nodes(records: Any, *, every_args: bool) -> None:
     recorded order may name users a node gained later (a journal records a node when it is
     about to change, and it may have been given users before): only the nodes still among
     its users after step one are put in that order."""
-    for n, name, op, target, args, kwargs, typ, sort_key, repr_fn, meta, _ in records:
+    for n, name, op, target, args, kwargs, typ, sort_key, repr_fn, meta, _, meta_dict in records:
         _set(n, "_erased", False)
         _set(n, "name", name)
         _set(n, "op", op)
@@ -532,9 +541,13 @@ def reset_nodes(records: Any, *, every_args: bool) -> None:
             # argument check, a later journal) see the node as it was
             _set(n, "_args", args)
             _set(n, "_kwargs", kwargs)
-        if n.meta is not meta:
-            n.meta.clear()
-            n.meta.update(meta)
+        live = n.meta
+        if live is not meta_dict:  # a pass gave the node another meta dict: its own back
+            _set(n, "meta", meta_dict)
+            live = meta_dict
+        if live is not meta:
+            live.clear()
+            live.update(meta)
     # the containers inside meta, last record first: a container shared by nodes a journal
     # recorded at different times gets what it held when first recorded
     for rec in reversed(records):
@@ -794,6 +807,7 @@ def node_record(n: torch.fx.Node) -> tuple[Any, ...]:
         n._repr_fn,
         meta.copy() if _PLAIN.issuperset(map(type, meta.values())) else _meta_record(meta),
         list(n.users) if len(n.users) > 1 else None,  # order matters from two users on
+        meta,  # the dict itself: a pass may give the node another one
     )
 
 
@@ -1037,12 +1051,19 @@ _MODULE_KEYS = frozenset(_BARE_MODULE)
 
 
 def _module_record(
-    m: torch.nn.Module, d: dict[str, Any], p: dict[str, Any], b: dict[str, Any], mods: dict[str, Any]
+    m: torch.nn.Module,
+    d: dict[str, Any],
+    p: dict[str, Any],
+    b: dict[str, Any],
+    mods: dict[str, Any],
+    extra: Any = None,
 ) -> tuple[Any, ...]:
     """The record of one module (its ``__dict__``, registries ``p``/``b``/``mods``, the
-    non-persistent buffer names, hooks and class), as :class:`Snapshot` keeps it. Empty
-    registries (most of them: leaf modules, modules without buffers) share one empty record,
-    never written to."""
+    non-persistent buffer names, hooks, class, and the contents of the containers among its
+    own attributes: :func:`_attribute_containers` of ``extra``, the keys of ``d`` a bare
+    ``nn.Module`` does not have, found from ``d`` when not given), as :class:`Snapshot` keeps
+    it. Empty registries (most of them: leaf modules, modules without buffers) share one
+    empty record, never written to."""
     nps = d.get("_non_persistent_buffers_set")
     return (
         m,
@@ -1053,6 +1074,7 @@ def _module_record(
         nps.copy() if nps else _NO_NAMES,
         _record_hooks(d),
         type(m),  # parametrization swaps __class__
+        _attribute_containers(m, d, d.keys() - _MODULE_KEYS if extra is None else extra),
     )
 
 
@@ -1061,6 +1083,55 @@ def record_module(m: torch.nn.Module) -> tuple[Any, ...]:
     :func:`restore_module` and :func:`module_record_differs`."""
     d = m.__dict__
     return _module_record(m, d, *_registries(m, d))
+
+
+#: a GraphModule's attributes whose containers are not looked into: its lists of node hooks
+#: (a journal adds its own while a pass runs), and ``meta`` (the root's is recorded with its
+#: surroundings, :func:`record_surroundings`)
+_GRAPH_MODULE_OWN = frozenset({"_replace_hooks", "_create_node_hooks", "_erase_node_hooks", "_deepcopy_hooks", "meta"})
+
+
+def _attribute_containers(m: Any, d: dict[str, Any], keys: Any) -> list[tuple[Any, Any]] | None:
+    """``(container, copy of its contents)`` for each dict, set, list and deque among the
+    attributes ``keys`` of module ``m``'s ``__dict__`` ``d`` and, through them, inside them
+    (each once), or None when there is none: ``nn.LSTM._flat_weights``, which its forward
+    reads, or a plain ``self.cfg`` dict. A rollback put the attributes back by reference only,
+    so a pass that edited such a list in place and failed left the edit (a rollback-attack
+    check)."""
+    if not keys:
+        return None
+    plain = _PLAIN
+    values = list(map(d.__getitem__, keys))
+    if plain.issuperset(map(type, values)):  # (in C)
+        return None
+    if isinstance(m, torch.fx.GraphModule):
+        values = [d[k] for k in keys if k not in _GRAPH_MODULE_OWN]
+    stack = [v for v in values if type(v) not in plain]
+    inner: list[tuple[Any, Any]] = []
+    seen: set[int] = set()
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t in plain or id(v) in seen:
+            continue
+        kind = _KIND.get(t) or _kind(t)
+        if kind is None:
+            continue
+        seen.add(id(v))
+        if kind == "dict":
+            inner.append((v, dict(v)))
+            items: Any = v.values()
+        else:
+            inner.append((v, set(v) if kind == "set" else list(v)))
+            items = v
+        if not plain.issuperset(map(type, items)):
+            stack.extend(items)
+    return inner or None
+
+
+def _containers_hold(inner: list[tuple[Any, Any]] | None) -> bool:
+    """Whether every container :func:`_attribute_containers` recorded holds what it held."""
+    return inner is None or all(_same_contents(live, saved) for live, saved in inner)
 
 
 def _registries(m: torch.nn.Module, d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -1076,7 +1147,7 @@ def _registries(m: torch.nn.Module, d: dict[str, Any]) -> tuple[dict[str, Any], 
 def module_record_differs(rec: tuple[Any, ...]) -> bool:
     """Whether the module of ``rec`` differs from it: class, registries, attributes or hooks
     (the non-persistent buffer names are not compared: they change only with the buffers)."""
-    m, d, params, bufs, mods, _, hooks, cls = rec
+    m, d, params, bufs, mods, _, hooks, cls, inner = rec
     return (
         type(m) is not cls
         or not _same_items(m._parameters, params)
@@ -1084,17 +1155,21 @@ def module_record_differs(rec: tuple[Any, ...]) -> bool:
         or not _same_items(m._modules, mods)
         or not _same_attributes(m.__dict__, d, m)
         or not _same_hooks(d, hooks)
+        or not _containers_hold(inner)
     )
 
 
 def restore_module(rec: tuple[Any, ...]) -> None:
     """Put the module of ``rec`` back as recorded (its tensors are not touched)."""
-    m, d, params, bufs, mods, non_persistent, hooks, cls = rec
+    m, d, params, bufs, mods, non_persistent, hooks, cls, inner = rec
     if type(m) is not cls:
         m.__class__ = cls
     if not _same_items(m.__dict__, d):
         m.__dict__.clear()
         m.__dict__.update(d)
+    if inner is not None:  # the lists and dicts among its attributes, refilled in place
+        for live, saved in reversed(inner):
+            _put_back(live, saved)
     _restore_hooks(d, hooks)
     for live, recorded in ((m._parameters, params), (m._buffers, bufs), (m._modules, mods)):
         if not _same_items(live, recorded):
@@ -1127,6 +1202,7 @@ def _record_modules(
     seen_m: set[int] = set()
     tensor = torch.Tensor
     standard = _MODULE_KEYS
+    plain = _PLAIN
     stack: list[tuple[str, Any]] = [("", gm)]
     pop = stack.pop
     while stack:
@@ -1136,7 +1212,10 @@ def _record_modules(
         seen_m.add(id(m))
         d = m.__dict__
         p, b, mods = _registries(m, d)
-        append(_module_record(m, d, p, b, mods))
+        extra = d.keys() - standard
+        if extra and plain.issuperset(map(type, map(d.__getitem__, extra))):
+            extra = _NO_NAMES  # (in C) neither a tensor nor a container among its own attributes
+        append(_module_record(m, d, p, b, mods, extra))
         prefix = mname + "." if mname else ""
         if p:
             for k, v in p.items():
@@ -1148,7 +1227,6 @@ def _record_modules(
                 if v is not None and id(v) not in seen_b:
                     seen_b.add(id(v))
                     buffers[prefix + k] = v
-        extra = d.keys() - standard
         if extra:
             found = [k for k in extra if isinstance(d[k], tensor) and not k.startswith("__")]
             if len(found) > 1:

@@ -251,3 +251,111 @@ def test_containers_in_the_graph_modules_meta_are_put_back_in_place():
     snap = Snapshot(gm)
     names["b"] = "x"
     assert snap.differences() == ["GraphModule.meta: 'custom_names' changed in place"]
+
+
+def test_a_node_given_another_meta_dict_gets_its_own_back():
+    """A pass that rebound `node.meta = {...}` and failed left each node holding the pass's dict,
+    refilled with the old contents (a rollback-attack check): a caller holding a node's meta
+    then held a dict the node no longer had."""
+    gm, inputs = _graph("export")
+    before = {n: (n.meta, dict(n.meta)) for n in gm.graph.nodes}
+
+    class RebindMeta(GraphPass):
+        """Gives every node a new meta dict, then fails."""
+
+        name = "rebind_meta"
+
+        def run(self, gm, ctx):
+            for n in gm.graph.nodes:
+                n.meta = {"mine": 1}
+            raise RuntimeError("boom")
+
+    with pytest.raises(PassFailedError, match="restored to its state before 'rebind_meta'"):
+        Pipeline([RebindMeta]).run(gm, inputs)
+    for n in gm.graph.nodes:
+        meta, items = before[n]
+        assert n.meta is meta and n.meta == items and "mine" not in meta
+
+
+class _Lstm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+@pytest.mark.parametrize("edit", ["flat_weights", "dict", "nested_list"])
+def test_lists_and_dicts_among_module_attributes_edited_in_place_are_put_back(edit):
+    """`nn.LSTM._flat_weights` (what its forward reads) and plain dict/list attributes were
+    recorded by reference only: a pass that edited one in place and failed left the edit while
+    the error said "restored" (a rollback-attack check; the LSTM's outputs changed)."""
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(_Lstm())
+    gm.cfg = {"scale": [2.0, 3.0]}  # a plain attribute: a dict holding a list
+    x = torch.randn(2, 3, 4)
+    out = gm(x)
+    flat, cfg, scale = gm.lstm._flat_weights, gm.cfg, gm.cfg["scale"]
+    flat_items = list(flat)
+
+    class EditInPlace(GraphPass):
+        """Edits a container attribute of a module in place, then fails."""
+
+        name = "edit_in_place"
+
+        def run(self, gm, ctx):
+            if edit == "flat_weights":
+                gm.lstm._flat_weights[0] = torch.zeros(16, 4)
+            elif edit == "dict":
+                gm.cfg["scale"] = [0.0]
+            else:
+                gm.cfg["scale"].append(5.0)
+                gm.cfg["scale"][0] = 0.0
+            raise RuntimeError("boom")
+
+    with pytest.raises(PassFailedError, match="restored to its state before 'edit_in_place'"):
+        Pipeline([EditInPlace]).run(gm, example_inputs=[x])
+    assert gm.lstm._flat_weights is flat and all(a is b for a, b in zip(flat, flat_items)) and len(flat) == 4
+    assert gm.cfg is cfg and cfg == {"scale": [2.0, 3.0]} and cfg["scale"] is scale
+    assert torch.equal(gm(x), out)
+    # a snapshot names the attribute edited in place
+    snap = Snapshot(gm)
+    gm.lstm._flat_weights.append(None)
+    assert snap.module_change() == "submodule 'lstm': attribute '_flat_weights' changed in place"
+    snap.restore()
+    assert len(gm.lstm._flat_weights) == 4 and not snap.module_changed()
+
+
+def test_a_cond_branchs_argument_list_edited_in_place_is_put_back():
+    """The lists inside a nested graph's node arguments (a `torch.cond` branch's `cat` list)
+    were not recorded, as the root graph's are: an in-place edit survived a rollback that
+    said "restored" (a rollback-attack check)."""
+
+    class Cond(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda x: torch.cat([x.sin(), x.cos()]), lambda x: torch.cat([x, x]), (x,))
+
+    x = torch.ones(3)
+    gm = torch.export.export(Cond(), (x,)).module()
+    out, code = gm(x), gm.true_graph_0.code
+
+    class EditBranchList(GraphPass):
+        """Edits a branch's cat list in place, then fails."""
+
+        name = "edit_branch_list"
+
+        def run(self, gm, ctx):
+            (cat,) = [n for n in gm.true_graph_0.graph.nodes if n.op == "call_function" and "cat" in str(n.target)]
+            list.__setitem__(cat.args[0], 1, cat.args[0][0])
+            gm.true_graph_0.recompile()
+            raise RuntimeError("boom")
+
+    with pytest.raises(PassFailedError, match="restored to its state before 'edit_branch_list'"):
+        Pipeline([EditBranchList]).run(gm, example_inputs=[x])
+    assert gm.true_graph_0.code == code
+    assert torch.equal(gm(x), out)
+    snap = Snapshot(gm)
+    (cat,) = [n for n in gm.true_graph_0.graph.nodes if n.op == "call_function" and "cat" in str(n.target)]
+    list.__setitem__(cat.args[0], 1, cat.args[0][0])
+    assert snap.changed()
