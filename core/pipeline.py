@@ -1073,6 +1073,8 @@ class Pipeline:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise UserError(f"rewrite_limit must be an int >= 0, got {limit!r}")
             limit = RewriteLimit(limit)
+        if limit is not None and self.snapshot_tensors:
+            limit.copy_tensors = True  # (a probe undoes writes no guard sees, as the rollback does)
         with self.registry.instrumented(instruments), _gc_paused():
             return self._run(gm, example_inputs, example_kwargs, steps, needs_numeric, limit, reference_module)
 
@@ -1375,6 +1377,14 @@ class Pipeline:
                             "tensors, which the uncompiled model reads too (put back); a pass must copy one before "
                             "changing it"
                         )
+                    held = callers.flags_changed() if callers is not None else None
+                    if held:
+                        raise VerificationError(
+                            f"the pass changed requires_grad or .grad of the model's parameter(s)/buffer(s) "
+                            f"{', '.join(map(repr, held))}, which freeze made constants of the graph: they are the "
+                            "caller's tensors, which the uncompiled model trains (put back); a pass must copy one "
+                            "before changing it"
+                        )
                     flagged = _flag_changes(input_flags)
                     if flagged:
                         raise VerificationError(
@@ -1554,8 +1564,9 @@ class Pipeline:
                         failure.notes.append(f"before it failed, the pass {wrote}")
                     if put and stage == "the pass":
                         failure.notes.append(
-                            "before it failed, the pass wrote the model's parameter(s)/buffer(s) "
-                            f"{', '.join(map(repr, put))}, which freeze made constants of the graph: put back"
+                            "before it failed, the pass changed the model's parameter(s)/buffer(s) "
+                            f"{', '.join(map(repr, put))} (their values, data, requires_grad or .grad), which freeze "
+                            "made constants of the graph: put back"
                         )
                     flagged = _flag_changes(input_flags)
                     if flagged and failure.rolled_back:  # what a rollback can put back
@@ -1714,12 +1725,34 @@ class Pipeline:
                     finally:
                         del failure
                 except BaseException as exc:  # KeyboardInterrupt, SystemExit: undo, then go on
+                    # the steps of a failure's restore (the caller's tensors whatever on_error
+                    # says, a third-party journal's node frame): an interrupt skipped them, and
+                    # said "rolled back" over a pass's edits left in place (a rollback attack)
+                    put = callers.restore() if callers is not None else []
+                    said = f"fxpasses: {step.name!r} was interrupted; "
                     if on_error != "raise":
                         snap.restore()
                         _put_back_flags(input_flags)
-                        _add_note(exc, f"fxpasses: {step.name!r} was interrupted; the graph was rolled back to before it")
+                        put_back = frame.put_back() if frame is not None else []
+                        held = getattr(snap, "tensors", {})
+                        guarded = [callers.tensors[n] for n in put] if callers is not None else []
+                        lost = [n for n in snap.unrestorable if not any(held.get(n) is t for t in guarded)]
+                        if put_back is None:
+                            said += (
+                                "the graph could not be restored: the pass declares journal_edits=True but erased or "
+                                "inserted nodes without torch.fx's node hooks"
+                            )
+                        else:
+                            said += "the graph was rolled back to before it"
+                            if put_back:
+                                said += f" (and what its journal does not record put back: {_first_ones(put_back, ', ')})"
+                        if lost:
+                            said += f"; these tensors it changed could not be restored (snapshot_tensors=True restores them): {', '.join(lost)}"
                     else:
-                        _add_note(exc, f"fxpasses: {step.name!r} was interrupted; the graph is as the pass left it (on_error='raise')")
+                        said += "the graph is as the pass left it (on_error='raise')"
+                    if put:
+                        said += f"; the model's parameter(s)/buffer(s) it changed, which freeze made constants, were put back: {', '.join(map(repr, put))}"
+                    _add_note(exc, said)
                     _new_epoch(gm, epoch_graphs)
                     dirty = True
                     raise

@@ -115,6 +115,8 @@ class RewriteLimit:
     last: RewriteRecord | None = None
     spans: list[PassSpan] = field(default_factory=list)
     probe: bool = True
+    #: a probe copies every tensor first (set by a pipeline run with ``snapshot_tensors``)
+    copy_tensors: bool = False
 
     def __post_init__(self) -> None:
         if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 0):
@@ -174,7 +176,7 @@ def run_pass_limited(
     if limit.exhausted:
         span.ran = False
         if limit.probe:
-            span.cut_off = would_rewrite(p, gm, ctx)
+            span.cut_off = would_rewrite(p, gm, ctx, limit.copy_tensors)
         else:
             span.cut_off = True
         return False, span
@@ -198,6 +200,10 @@ class _Budget:
     @property
     def probe(self) -> bool:
         return self.limit.probe
+
+    @property
+    def copy_tensors(self) -> bool:
+        return self.limit.copy_tensors
 
     def cut(self) -> None:
         self.span.cut_off = True

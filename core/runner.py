@@ -490,7 +490,7 @@ def run_pass(
     except PASS_ERRORS as exc:
         raise HookError(None, exc) from exc
     if budget is not None and pending:
-        if not budget.probe or _probe(p, gm, ctx, pending):
+        if not budget.probe or _probe(p, gm, ctx, pending, getattr(budget, "copy_tensors", False)):
             budget.cut()
     return changed
 
@@ -501,12 +501,23 @@ def _is_self(action: Any, node: Node) -> bool:
     return isinstance(action, Replace) and action.value is node
 
 
-def would_rewrite(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext) -> bool:
+def would_rewrite(p: Pass, gm: torch.fx.GraphModule, ctx: PassContext, copy_tensors: bool = False) -> bool:
     """Whether ``p`` would rewrite anything in ``gm`` as it is now, without changing it: the
     pass's ``setup`` and hooks run as in :func:`run_pass` until one returns an action other
     than keep (or raises), or a whole-graph pass's ``setup`` and ``run``, and everything is
-    then put back (see :func:`_probe`)."""
-    return _probe(p, gm, ctx, None)
+    then put back (see :func:`_probe`; ``copy_tensors``: as a pipeline's
+    ``snapshot_tensors``).
+
+    Raises:
+        ProbeLeftChanges: the pass changed tensors the undo could not put back."""
+    return _probe(p, gm, ctx, None, copy_tensors)
+
+
+class ProbeLeftChanges(RuntimeError):
+    """A pass run to find out whether it would rewrite anything (:func:`would_rewrite`)
+    changed tensors that could not be put back: it rebound ``.data``, swapped tensors or wrote
+    through numpy, where no write guard sees it. The pass fails with it (its pipeline's
+    rollback then says what it could not restore)."""
 
 
 def _probe(
@@ -514,6 +525,7 @@ def _probe(
     gm: torch.fx.GraphModule,
     ctx: PassContext,
     pending: list[tuple[Node, list[Callable[..., Any]]]] | None,
+    copy_tensors: bool = False,
 ) -> bool:
     """Call the hooks of ``pending`` (None: ``p.setup`` and then every subscribed node, as a
     run would) until one returns an action other than keep, or raises: True then, False when
@@ -528,10 +540,34 @@ def _probe(
     never runs: nothing reads them afterwards), and what the hooks do outside the module.
 
     This answers what the rewrite limit stopped: a pass cut off by the limit would have gone
-    on with these hooks (they see the pass's state after ``finish`` rather than before it)."""
+    on with these hooks (they see the pass's state after ``finish`` rather than before it).
+    ``copy_tensors``: every tensor copied first (a pipeline's ``snapshot_tensors``), so that
+    writes no guard sees are undone too; a change that could not be undone raises
+    :class:`ProbeLeftChanges` (a rollback-attack check: a pass the limit kept from running
+    zeroed a weight through ``.data``, silently)."""
     from .snapshot import Snapshot
 
-    snap = Snapshot(gm)
+    snap = Snapshot(gm, copy_tensors=copy_tensors)
+    would = _probe_calls(p, gm, ctx, pending, snap)  # (everything put back after the calls)
+    if snap.unrestorable:
+        raise ProbeLeftChanges(
+            "the rewrite limit kept the pass from running, and it was run once to find out whether it would "
+            "have rewritten anything (what it did then undone), but it changed tensors no undo could put back "
+            f"(it rebinds .data, swaps tensors, or writes through numpy): {', '.join(snap.unrestorable)}; "
+            "snapshot_tensors=True restores them"
+        )
+    return would
+
+
+def _probe_calls(
+    p: Pass,
+    gm: torch.fx.GraphModule,
+    ctx: PassContext,
+    pending: list[tuple[Node, list[Callable[..., Any]]]] | None,
+    snap: Any,
+) -> bool:
+    """:func:`_probe`'s calls of the hooks (or of a whole-graph pass), with everything put
+    back from ``snap`` after them."""
     saved = (
         ctx.counters.copy(),
         list(ctx.skipped),

@@ -229,6 +229,8 @@ class CallersTensors:
         # the data as it was, for a rebinding: an alias of it (same storage and layout)
         self.data = {name: t.detach() for name, t in self.tensors.items()}
         self.guard = WriteGuard(self.tensors, {name: t.data_ptr() for name, t in self.data.items()})
+        # requires_grad and .grad (by reference; a leaf's only: a non-leaf has none to set)
+        self.flags = {name: (t.requires_grad, t.grad if t.is_leaf else None) for name, t in self.tensors.items()}
 
     def __enter__(self) -> "CallersTensors":
         self.guard.__enter__()
@@ -245,9 +247,19 @@ class CallersTensors:
             if name in self.guard.saved or not same_layout(t, self.data[name])
         ]
 
+    def flags_changed(self) -> list[str]:
+        """The names of the tensors whose ``requires_grad`` or ``.grad`` the pass changed (the
+        model's training reads both), in the given order."""
+        out = []
+        for name, t in self.tensors.items():
+            flag, grad = self.flags[name]
+            if t.requires_grad != flag or (t.is_leaf and t.grad is not grad):
+                out.append(name)
+        return out
+
     def restore(self) -> list[str]:
-        """Put every tensor the pass wrote or rebound back (values, storage, layout; the same
-        objects); return their names."""
+        """Put every tensor the pass wrote, rebound, or changed ``requires_grad`` or ``.grad``
+        of back (values, storage, layout, flags; the same objects); return their names."""
         names = self.written()
         with torch.no_grad():
             for name in names:
@@ -256,7 +268,15 @@ class CallersTensors:
                 else:  # rebound only: its own data again, which nothing wrote
                     self.tensors[name].data = self.data[name]
         self.guard.saved.clear()
-        return names
+        flagged = self.flags_changed()
+        for name in flagged:
+            t, (flag, grad) = self.tensors[name], self.flags[name]
+            if t.is_leaf:
+                if t.requires_grad != flag:
+                    t.requires_grad_(flag)
+                if t.grad is not grad:
+                    t.grad = grad
+        return names + [n for n in flagged if n not in names]
 
 
 def restore_tensor(t: torch.Tensor, alias: torch.Tensor, values: torch.Tensor) -> None:

@@ -761,10 +761,73 @@ def test_frozen_weights_a_failing_pass_wrote_are_put_back_and_named():
         compiled(torch.randn(3, 4))
     text = str(info.value.inner_exception)
     assert (
-        "note: before it failed, the pass wrote the model's parameter(s)/buffer(s) '0.weight', '0.bias', which freeze "
-        "made constants of the graph: put back"
+        "note: before it failed, the pass changed the model's parameter(s)/buffer(s) '0.weight', '0.bias' (their values, "
+        "data, requires_grad or .grad), which freeze made constants of the graph: put back"
     ) in text, text
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+class _InterruptedAfterHalving(_HalveThroughData):
+    name = "interrupted_after_halving"
+
+    def run(self, gm, ctx):
+        super().run(gm, ctx)
+        raise KeyboardInterrupt
+
+
+def test_frozen_weights_an_interrupted_pass_wrote_are_put_back_and_named():
+    """Ctrl-C in a pass that wrote frozen weights left the user's model changed: the interrupt
+    path did not put the caller's tensors back, and said "rolled back" (a rollback-attack check)."""
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Linear(4, 4)).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    compiled = torch.compile(model, backend="fxpasses", options={"pipeline": [_InterruptedAfterHalving], "then": "eager", "freeze": True, "pyproject": False})
+    with torch.no_grad(), pytest.raises(KeyboardInterrupt) as info:
+        compiled(torch.randn(3, 4))
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert info.value.__notes__[-1] == (
+        "fxpasses: 'interrupted_after_halving' was interrupted; the graph was rolled back to before it; the model's "
+        "parameter(s)/buffer(s) it changed, which freeze made constants, were put back: '0.weight', '0.bias'"
+    )
+
+
+class _FlipsFrozenFlags(fxpasses.GraphPass):
+    """Turns requires_grad off and sets .grad on the frozen weights (declares a journal)."""
+
+    name = "flips_frozen_flags"
+    journal_edits = True
+    writes_tensors = False
+    fail = True
+
+    def run(self, gm, ctx):
+        for n in gm.graph.find_nodes(op="get_attr"):
+            t = getattr(gm, n.target)
+            t.requires_grad_(False)
+            t.grad = torch.ones_like(t)
+        if self.fail:
+            raise RuntimeError("gave up")
+        return False
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_frozen_weights_requires_grad_and_grad_a_pass_changed_are_put_back(fail, monkeypatch):
+    """Under freeze a pass that turned requires_grad off and set .grad on the model's frozen
+    parameters left them so after a "rollback" (the caller's tensors were checked for writes
+    and new data only; without freeze the same tensors are example inputs, whose flags are put
+    back): the eager model then trained nothing (a rollback-attack check)."""
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")  # (check mode fails the journal's declaration first)
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Linear(4, 4)).eval()
+    cls = type("Flips", (_FlipsFrozenFlags,), {"fail": fail})
+    compiled = torch.compile(model, backend="fxpasses", options={"pipeline": [cls], "then": "eager", "freeze": True, "pyproject": False})
+    with torch.no_grad(), pytest.raises(Exception) as info:
+        compiled(torch.randn(3, 4))
+    text = str(info.value.inner_exception)
+    if fail:
+        assert "the pass changed the model's parameter(s)/buffer(s) '0.weight', '0.bias' (their values, data, requires_grad" in text, text
+    else:  # a pass that returns having changed them fails: they are the caller's
+        assert "the pass changed requires_grad or .grad of the model's parameter(s)/buffer(s) '0.weight', '0.bias'" in text, text
+    assert all(p.requires_grad and p.grad is None for p in model.parameters())
 
 
 class _ScaleFrozenBias(fxpasses.GraphPass):

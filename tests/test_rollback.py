@@ -2129,3 +2129,110 @@ def test_a_list_inside_arguments_edited_in_place_is_seen_and_rolled_back(on_erro
     gm.recompile()
     assert gm.code == code
     torch.testing.assert_close(gm(x, y), expected)
+
+
+class _Lin(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.neg(self.lin(x))
+
+
+class _OneRewrite(fxpasses.NodePass):
+    """neg(x) -> a new neg(x): one rewrite, which exhausts rewrite_limit=1."""
+
+    name = "one_rewrite"
+    journal_edits = True
+    writes_tensors = False
+
+    @fxpasses.on("neg")
+    def neg(self, node, ctx):
+        with ctx.graph.inserting_before(node):
+            return Replace(ctx.graph.call_function(torch.neg, node.args))
+
+
+class _RebindsWeight(fxpasses.GraphPass):
+    """Gives a weight new data (no write guard sees it)."""
+
+    name = "rebinds_weight"
+
+    def run(self, gm, ctx):
+        gm.lin.weight.data = torch.zeros(4, 4)
+        return True
+
+
+class _NumpyWrite(fxpasses.GraphPass):
+    """Writes a weight through numpy (no version counter moves)."""
+
+    name = "numpy_write"
+
+    def run(self, gm, ctx):
+        gm.lin.weight.detach().numpy()[...] = 0
+        return True
+
+
+def test_a_pass_the_rewrite_limit_kept_from_running_leaves_no_tensor_change_behind():
+    """A pass the limit keeps from running is run once to see whether it would have rewritten
+    anything, and undone. That probe took its own snapshot: it ignored snapshot_tensors and what
+    it could not restore, so a weight rebound through .data stayed zeroed and the pass was
+    reported "ok, unchanged" (a rollback-attack check)."""
+    x = torch.randn(2, 4)
+    gm = torch.fx.symbolic_trace(_Lin())
+    w0 = gm.lin.weight.detach().clone()
+    with pytest.raises(PassFailedError) as info:
+        Pipeline([_OneRewrite, _RebindsWeight]).run(gm, example_inputs=[x], rewrite_limit=1)
+    text = str(info.value)
+    assert info.value.pass_name == "rebinds_weight"
+    assert "the rewrite limit kept the pass from running" in text and "lin.weight" in text
+    assert "could not be restored (run with snapshot_tensors=True to restore them): lin.weight" in text
+    # with snapshot_tensors=True the probe restores what no guard sees, as the rollback does
+    for cls in (_RebindsWeight, _NumpyWrite):
+        gm = torch.fx.symbolic_trace(_Lin())
+        w0 = gm.lin.weight.detach().clone()
+        report = Pipeline([_OneRewrite, cls], snapshot_tensors=True).run(gm, example_inputs=[x], rewrite_limit=1)
+        row = report.passes[-1]
+        assert (row.name, row.status, row.changed) == (cls.name, "ok", False)
+        assert torch.equal(gm.lin.weight, w0), cls.name
+
+
+class _ArgsThenRaise(fxpasses.GraphPass):
+    """Assigns a node's args (which a journal does not record), then raises ``exc``."""
+
+    name = "args_then_raise"
+    journal_edits = True
+    writes_tensors = False
+    exc: type = RuntimeError
+
+    def run(self, gm, ctx):
+        neg = next(n for n in gm.graph.nodes if n.op == "call_method")
+        neg.args = (neg.args[0].args[0],)
+        raise self.exc("stop")
+
+
+class _ReluNeg(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x).neg()
+
+
+@pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
+def test_an_interrupted_journaled_pass_is_put_back_as_a_failed_one_is(exc, monkeypatch):
+    """Ctrl-C in a third-party journaled pass left its `node.args` edit in place (the failure
+    path puts it back from the pass's node frame; the interrupt path skipped that) and said
+    "rolled back" (a rollback-attack check)."""
+    monkeypatch.setenv("FXPASSES_CHECK_JOURNAL", "0")  # (check mode would fail the wrong declaration)
+    gm = torch.fx.symbolic_trace(_ReluNeg())
+    x = torch.tensor([[-1.0, 2.0]])
+    code, out = gm.code, gm(x)
+    cls = type("ArgsThenRaise", (_ArgsThenRaise,), {"exc": exc})
+    with pytest.raises((PassFailedError, KeyboardInterrupt)) as info:
+        Pipeline([cls]).run(gm, example_inputs=[x])
+    assert gm.code == code and torch.equal(gm(x), out)
+    text = str(info.value) + "".join(getattr(info.value, "__notes__", ()))
+    assert "%neg's args" in text, text
+    if exc is KeyboardInterrupt:
+        assert info.value.__notes__ == [
+            "fxpasses: 'args_then_raise' was interrupted; the graph was rolled back to before it (and what its "
+            "journal does not record put back: %neg's args)"
+        ]
