@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import operator
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.fx
@@ -144,6 +144,29 @@ class FuseConvBN(NodePass):
         self._module_refs: dict[int, int] | None = None
         self._effects = EffectAnalysis(gm)  # swept on first use
         self._folds = _Folds()
+        self._graph = gm.graph
+        self._attr_nodes: dict[Any, list[Node]] | None = None  # get_attr nodes by target, on first use
+
+    def _get_attrs_of(self, target: Any) -> list[Node]:
+        """The graph's ``get_attr`` nodes reading ``target``. torch.fx indexes ``get_attr``
+        nodes by op only (``find_nodes(op="get_attr", target=t)`` scans them all), so asking
+        once per batch norm was quadratic: 86% of a 50k-node exported conv net's pipeline
+        (a big-graph sweep). They are grouped by target once; the pass adds ``get_attr``
+        nodes only of new attributes (``ctx.add_constant``), so a group stays whole, less the
+        nodes erased since."""
+        if self._attr_nodes is None:
+            by_target: dict[Any, list[Node]] = {}
+            for n in self._graph.find_nodes(op="get_attr"):
+                try:
+                    by_target.setdefault(n.target, []).append(n)
+                except TypeError:  # an unhashable target (lint refuses it): asked for by scan below
+                    pass
+            self._attr_nodes = by_target
+        try:
+            group = self._attr_nodes.get(target, ())
+        except TypeError:
+            return self._graph.find_nodes(op="get_attr", target=target)
+        return [n for n in group if not n._erased and n.op == "get_attr" and n.target == target]
 
     def _write_problem(self, conv_node: Node, bn_node: Node, frozen: list[Node]) -> str | None:
         """Why the fused convolution would not compute what conv + BN computed, because of
@@ -390,7 +413,7 @@ class FuseConvBN(NodePass):
             return None
         if any(u.target is not operator.getitem or u.args[1] != 0 for u in getitems):
             return ctx.skip(node, "the saved mean/invstd outputs of the batch norm are used")
-        shared = _shared_with(node, bn, ctx)
+        shared = _shared_with(node, bn, self._get_attrs_of)
         if shared is not None:
             return ctx.skip(node, f"BatchNorm statistics are shared with batch norm %{shared.name}")
         if conv_name is None:
@@ -796,17 +819,18 @@ def _state_key(bn: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(("get_attr", v.target) if isinstance(v, Node) and v.op == "get_attr" else v for v in values)
 
 
-def _shared_with(bn_node: Node, bn: dict[str, Any], ctx: PassContext) -> Node | None:
+def _shared_with(bn_node: Node, bn: dict[str, Any], get_attrs_of: Callable[[Any], list[Node]]) -> Node | None:
     """Another batch norm that is the same BN as ``bn_node`` (its arguments ``bn``): one
     reading the very same weight, bias and running statistics, i.e. a BN module called at two
     sites, which is left alone as the module path leaves a module with several sites. Batch
     norms that share only some tensors (a tied weight, one running mean) are separate BNs, as
-    two BN modules sharing tensors are: each fold only reads them, into new tensors."""
+    two BN modules sharing tensors are: each fold only reads them, into new tensors.
+    ``get_attrs_of(target)``: the graph's ``get_attr`` nodes of ``target``."""
     mean = bn["running_mean"]
     if not isinstance(mean, Node):
         return None
     key = _state_key(bn)
-    twins = ctx.graph.find_nodes(op="get_attr", target=mean.target) if mean.op == "get_attr" else [mean]
+    twins = get_attrs_of(mean.target) if mean.op == "get_attr" else [mean]
     for twin in twins:
         for user in twin.users:
             if user is bn_node or user.op != "call_function" or callable_op_name(user.target) not in _BN_FAMILY:

@@ -208,7 +208,10 @@ def fx_call_node(exc: BaseException, graph: torch.fx.Graph) -> Node | None:
             # names so (check_arg(arg, n) of Graph.lint is about n, whose argument is arg)
             for name in sorted(names, key=lambda a: a not in _NODE_PARAMETERS):
                 v = values.get(name)
-                if isinstance(v, Node) and v.graph is graph:
+                # (not a node whose construction raised: Node.__init__'s half-built self,
+                # which has no arguments to describe, hid the pass's error behind an
+                # AttributeError of its own: a fault-injection check)
+                if isinstance(v, Node) and v.graph is graph and hasattr(v, "_args") and hasattr(v, "_kwargs"):
                     return v
         tb = tb.tb_next
     return None

@@ -1507,3 +1507,37 @@ def test_a_failure_applying_what_a_hook_returned_names_the_hook_and_its_line():
         Pipeline([Raises]).run(gm, [torch.randn(3)])
     assert not any(n.startswith("the action was returned") for n in info.value.notes)
     assert info.value.raised_at.startswith(f"{__file__}:")
+
+
+def test_an_error_inside_torch_fxs_node_constructor_is_the_one_reported(monkeypatch):
+    """The failure's node is found among the nodes torch.fx's frames in the traceback hold;
+    a node whose construction raised (Node.__init__'s half-built self, which has no arguments
+    yet) was taken, and describing it raised an AttributeError that hid the pass's own error
+    (a fault-injection check)."""
+
+    class Boom(RuntimeError):
+        pass
+
+    def my_pass(gm):
+        x = next(iter(gm.graph.find_nodes(op="placeholder")))
+
+        def failing(self, *args, **kwargs):
+            raise Boom("inside Node.__init__")
+
+        monkeypatch.setattr(torch.fx.Node, "_update_args_kwargs", failing)
+        try:
+            gm.graph.call_function(torch.neg, (x,))
+        finally:
+            monkeypatch.undo()
+        return gm
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + 1
+
+    gm = torch.fx.symbolic_trace(M())
+    code = gm.code
+    with pytest.raises(PassFailedError) as info:
+        fxpasses.Pipeline([my_pass]).run(gm, example_inputs=[torch.randn(3)])
+    assert str(info.value).splitlines()[0] == "pass 'my_pass' failed: Boom: inside Node.__init__"
+    assert isinstance(info.value.__cause__, Boom) and gm.code == code
