@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import time
+import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -424,7 +425,65 @@ def run_pipeline_group(cfg: Config) -> tuple[Result, Result]:
             f"one recompile(): {rc_ratio:.1f}x",
         )
     )
+    _exported_scaling(cfg, scale)
     return res, scale
+
+
+def _exported_scaling(cfg: Config, scale: Result) -> None:
+    """Scaling on a ``torch.export`` graph (the block graph is ``symbolic_trace``'s): the
+    ``inference`` preset on a deep residual conv net (``examples/models.py``'s
+    ``deep_convnet``) of 4x the blocks. Export graphs hold every parameter and buffer as a
+    ``get_attr`` node, which torch.fx indexes by op only: a per-node lookup by target there
+    was quadratic (``fuse_conv_bn`` took 86% of a 50k-node pipeline), which the block graph
+    cannot show."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    import models  # examples/models.py
+
+    small_b, big_b = (60, 240) if cfg.quick else (250, 1000)
+    x = torch.randn(1, 8, 8, 8, generator=torch.Generator().manual_seed(0))
+    medians, counts, recompiles = {}, {}, {}
+    pipe = inference_pipeline()
+    for blocks in (small_b, big_b):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep = torch.export.export(models.deep_convnet(blocks), (x,))
+        counts[blocks] = len(ep.module().graph.nodes)
+        timed = measure_interleaved(
+            {"pipeline": Run(lambda gm: pipe.run(gm), ep.module), "recompile": Run(lambda gm: gm.recompile(), ep.module)},
+            cfg.repeats_small,
+        )
+        medians[blocks], recompiles[blocks] = timed["pipeline"], timed["recompile"]
+        del ep
+    ratio = medians[big_b].median / medians[small_b].median
+    node_ratio = counts[big_b] / counts[small_b]
+    rc_ratio = recompiles[big_b].median / recompiles[small_b].median
+    scale.add(
+        f"On a `torch.export` graph: the `inference` preset on `deep_convnet` (`examples/models.py`: "
+        f"residual conv-bn-relu blocks, width 8) of {small_b} and {big_b} blocks, each exported once, "
+        "every repeat on a fresh `ep.module()`, timed interleaved with one `recompile()` of it."
+    )
+    scale.add(
+        md_table(
+            ["", f"{small_b} blocks ({counts[small_b]:,} nodes)", f"{big_b} blocks ({counts[big_b]:,} nodes)", "time ratio"],
+            [
+                ["inference preset", str(medians[small_b]), str(medians[big_b]), fmt_x(ratio)],
+                ["one recompile()", str(recompiles[small_b]), str(recompiles[big_b]), fmt_x(rc_ratio)],
+            ],
+        )
+    )
+    bound = 12 * node_ratio / 10
+    scale.targets.append(
+        Target(
+            f"scaling, exported conv net {counts[small_b]:,} -> {counts[big_b]:,} nodes ({node_ratio:.1f}x nodes)",
+            ratio,
+            f"<= {bound:.1f}x",
+            ratio <= bound,
+            f"one recompile(): {rc_ratio:.1f}x",
+        )
+    )
 
 
 def _median(xs: list[float]) -> float | None:

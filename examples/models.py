@@ -29,7 +29,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-__all__ = ["convnet", "mlp", "gpt2", "bert"]
+__all__ = ["convnet", "deep_convnet", "mlp", "gpt2", "bert"]
 
 
 @contextlib.contextmanager
@@ -81,6 +81,39 @@ def convnet(num_classes: int = 10, width: int = 16, seed: int = 0) -> nn.Module:
                 m.running_mean.copy_(torch.randn(n) * 0.5)
                 m.running_var.copy_(torch.rand(n) + 0.5)
                 m.weight.data.copy_(torch.rand(n) + 0.5)
+                m.bias.data.copy_(torch.randn(n) * 0.1)
+    return model.eval()
+
+
+class DeepConvNet(nn.Module):
+    """``blocks`` residual blocks ``x + relu(bn(conv(x)))`` at one width: a graph as deep as
+    an LLM's (about 10 ``torch.export`` nodes a block) from a small model."""
+
+    def __init__(self, blocks: int, width: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+            for _ in range(blocks)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = x + block(x)
+        return x
+
+
+def deep_convnet(blocks: int = 250, width: int = 8, seed: int = 0) -> nn.Module:
+    """A :class:`DeepConvNet` in eval mode, with BatchNorm statistics that fusion changes
+    visibly and small gains (``weight`` in [0.002, 0.01]), so that outputs stay of the
+    input's size at any depth. Input float32 ``[N, width, H, W]``, output the same shape."""
+    with _seeded(seed):
+        model = DeepConvNet(blocks, width)
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                n = m.num_features
+                m.running_mean.copy_(torch.randn(n) * 0.5)
+                m.running_var.copy_(torch.rand(n) + 0.5)
+                m.weight.data.uniform_(0.002, 0.01)
                 m.bias.data.copy_(torch.randn(n) * 0.1)
     return model.eval()
 

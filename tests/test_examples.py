@@ -167,3 +167,24 @@ def test_propagate_shapes_on_the_exported_models(built, exported, name):
     assert len(tensors) > 30
     wrong = [n.name for n, v in tensors.items() if tensor_info(n) != (v.shape, v.dtype)]
     assert not wrong
+
+
+def test_deep_convnet_keeps_its_outputs_through_the_inference_preset_at_depth():
+    """The benchmarks' exported scaling model (examples/models.py `deep_convnet`): small gains
+    keep its outputs of the input's size at any depth, so a comparison after the pipeline
+    stays meaningful at the 1000 blocks the benchmark uses (here 30)."""
+    state = torch.get_rng_state()
+    model = models.deep_convnet(30)
+    assert torch.equal(torch.get_rng_state(), state) and not model.training
+    x = torch.randn(1, 8, 6, 6, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = model(x)
+    assert expected.shape == x.shape and 0.1 < expected.abs().max() < 100
+    gm = torch.export.export(model, (x,)).module()
+    batch_norms = lambda: sum("batch_norm" in str(n.target) for n in gm.graph.nodes)  # noqa: E731
+    assert batch_norms() == 30
+    report = Pipeline.from_preset("inference").run(gm, example_inputs=[x])
+    assert next(p for p in report.passes if p.name == "fuse_conv_bn").counters["fused"] == 30
+    assert batch_norms() == 0
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), expected, atol=1e-5, rtol=1e-5)
