@@ -1180,6 +1180,8 @@ class EffectAnalysis:
         self._written: set[Any] = set()
         self._state_written: set[str] = set()
         self._mutated: set[str] | None = None
+        # (the set mutated_attributes() answered, its size, the module paths above its names)
+        self._mutated_owners: tuple[set[str], int, set[str]] | None = None
         self._out_roots: frozenset[Any] = frozenset()
         self._has_writes: bool | None = None
         self._lazy: dict[Node, frozenset[Any]] = {}  # roots found on demand (nothing writes)
@@ -1981,8 +1983,17 @@ class EffectAnalysis:
         write (so two calls with equal inputs may differ, and no call is a constant)."""
         if node.op != "call_module":
             return False
-        prefix = f"{node.target}."
-        return any(name.startswith(prefix) for name in self.mutated_attributes())
+        mutated = self.mutated_attributes()
+        if not mutated:
+            return False
+        owners = self._mutated_owners
+        if owners is None or owners[0] is not mutated or owners[1] != len(mutated):
+            # every module path that holds a written name ("a.b.c": "a" and "a.b"), once: a
+            # scan of the names per call was quadratic (the training preset's CSE asked it for
+            # each module call, with three written statistics per batch norm module)
+            paths = {name[:i] for name in mutated for i, c in enumerate(name) if c == "."}
+            owners = self._mutated_owners = (mutated, len(mutated), paths)
+        return node.target in owners[2]
 
     def reaches_output(self, node: Node) -> bool:
         """Whether ``node``'s value may be returned by the graph (itself or through a view)."""
