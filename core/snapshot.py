@@ -255,10 +255,8 @@ class Snapshot:
                 if diff:
                     return f"{where}: {label} {diff}"
             if not _containers_hold(inner):
-                edited = next(c for c, saved in inner or () if not _same_contents(c, saved))
-                key = next((k for k, v in m.__dict__.items() if v is edited), None)
-                what = f"attribute {key!r}" if key is not None else "a list or dict inside an attribute"
-                return f"{where}: {what} changed in place"
+                key = next(k for k, c, saved in inner or () if not _same_contents(c, saved))
+                return f"{where}: attribute {key!r} changed in place"
             return f"{where}: its hooks changed"
         if self._global_hooks_changed():
             return "torch's global module hooks changed"
@@ -710,36 +708,42 @@ class MetaRecord(dict):
 def _meta_record(meta: dict[Any, Any]) -> dict[Any, Any]:
     """A copy of ``meta``: a :class:`MetaRecord` with the containers inside recorded, or a
     plain dict when it holds none."""
-    inner: list[tuple[Any, Any, Any]] = []
-    seen: set[int] = set()
     plain = _PLAIN
-    kinds = _KIND
-    for key, value in meta.items():
-        if type(value) in plain:
-            continue
-        stack = [value]
-        while stack:
-            v = stack.pop()
-            t = type(v)
-            if t in plain or id(v) in seen:
-                continue
-            kind = kinds.get(t) or _kind(t)
-            if kind is None:
-                continue
-            seen.add(id(v))
-            if kind == "dict":
-                inner.append((key, v, dict(v)))
-                items: Any = v.values()
-            else:
-                inner.append((key, v, set(v) if kind == "set" else list(v)))
-                items = v
-            if not plain.issuperset(map(type, items)):  # (in C: most hold plain values only)
-                stack.extend(items)
+    inner = _containers_among([(key, value) for key, value in meta.items() if type(value) not in plain])
     if not inner:
         return meta.copy()
     rec = MetaRecord(meta)
     rec.inner = inner
     return rec
+
+
+def _containers_among(tagged: list[tuple[Any, Any]]) -> list[tuple[Any, Any, Any]]:
+    """``(tag, container, copy of its contents)`` for each dict, set, list and deque among the
+    ``(tag, value)`` pairs' values and, through them, inside them, each once, in order (depth
+    first: a container inside a value carries that value's tag, the key of a meta entry)."""
+    out: list[tuple[Any, Any, Any]] = []
+    plain = _PLAIN
+    kinds = _KIND
+    seen: set[int] = set()
+    stack = tagged[::-1]  # (the first pair popped first)
+    while stack:
+        tag, v = stack.pop()
+        t = type(v)
+        if t in plain or id(v) in seen:
+            continue
+        kind = kinds.get(t) or _kind(t)
+        if kind is None:
+            continue
+        seen.add(id(v))
+        if kind == "dict":
+            out.append((tag, v, dict(v)))
+            items: Any = v.values()
+        else:
+            out.append((tag, v, set(v) if kind == "set" else list(v)))
+            items = v
+        if not plain.issuperset(map(type, items)):  # (in C: most hold plain values only)
+            stack.extend([(tag, x) for x in items][::-1])
+    return out
 
 
 def _inner_change(meta: dict[Any, Any]) -> str | None:
@@ -761,7 +765,7 @@ def _same_contents(live: Any, saved: Any) -> bool:
 
 
 def _refill(inner: list[tuple[Any, Any, Any]]) -> None:
-    """Put the recorded contents back into each container of a :class:`MetaRecord`."""
+    """Put the recorded contents back into each container of ``inner`` (:func:`_containers_among`)."""
     for _, live, saved in inner:
         _put_back(live, saved)
 
@@ -1091,47 +1095,25 @@ def record_module(m: torch.nn.Module) -> tuple[Any, ...]:
 _GRAPH_MODULE_OWN = frozenset({"_replace_hooks", "_create_node_hooks", "_erase_node_hooks", "_deepcopy_hooks", "meta"})
 
 
-def _attribute_containers(m: Any, d: dict[str, Any], keys: Any) -> list[tuple[Any, Any]] | None:
-    """``(container, copy of its contents)`` for each dict, set, list and deque among the
+def _attribute_containers(m: Any, d: dict[str, Any], keys: Any) -> list[tuple[Any, Any, Any]] | None:
+    """``(name, container, copy of its contents)`` for each dict, set, list and deque among the
     attributes ``keys`` of module ``m``'s ``__dict__`` ``d`` and, through them, inside them
-    (each once), or None when there is none: ``nn.LSTM._flat_weights``, which its forward
-    reads, or a plain ``self.cfg`` dict. A rollback put the attributes back by reference only,
-    so a pass that edited such a list in place and failed left the edit (a rollback-attack
-    check)."""
+    (:func:`_containers_among`), or None when there is none: ``nn.LSTM._flat_weights``, which
+    its forward reads, or a plain ``self.cfg`` dict. A rollback put the attributes back by
+    reference only, so a pass that edited such a list in place and failed left the edit (a
+    rollback-attack check)."""
     if not keys:
         return None
     plain = _PLAIN
-    values = list(map(d.__getitem__, keys))
-    if plain.issuperset(map(type, values)):  # (in C)
+    if plain.issuperset(map(type, map(d.__getitem__, keys))):  # (in C)
         return None
-    if isinstance(m, torch.fx.GraphModule):
-        values = [d[k] for k in keys if k not in _GRAPH_MODULE_OWN]
-    stack = [v for v in values if type(v) not in plain]
-    inner: list[tuple[Any, Any]] = []
-    seen: set[int] = set()
-    while stack:
-        v = stack.pop()
-        t = type(v)
-        if t in plain or id(v) in seen:
-            continue
-        kind = _KIND.get(t) or _kind(t)
-        if kind is None:
-            continue
-        seen.add(id(v))
-        if kind == "dict":
-            inner.append((v, dict(v)))
-            items: Any = v.values()
-        else:
-            inner.append((v, set(v) if kind == "set" else list(v)))
-            items = v
-        if not plain.issuperset(map(type, items)):
-            stack.extend(items)
-    return inner or None
+    own = _GRAPH_MODULE_OWN if isinstance(m, torch.fx.GraphModule) else _NO_NAMES
+    return _containers_among([(k, d[k]) for k in keys if k not in own and type(d[k]) not in plain]) or None
 
 
-def _containers_hold(inner: list[tuple[Any, Any]] | None) -> bool:
+def _containers_hold(inner: list[tuple[Any, Any, Any]] | None) -> bool:
     """Whether every container :func:`_attribute_containers` recorded holds what it held."""
-    return inner is None or all(_same_contents(live, saved) for live, saved in inner)
+    return inner is None or all(_same_contents(live, saved) for _, live, saved in inner)
 
 
 def _registries(m: torch.nn.Module, d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -1168,8 +1150,7 @@ def restore_module(rec: tuple[Any, ...]) -> None:
         m.__dict__.clear()
         m.__dict__.update(d)
     if inner is not None:  # the lists and dicts among its attributes, refilled in place
-        for live, saved in reversed(inner):
-            _put_back(live, saved)
+        _refill(inner)
     _restore_hooks(d, hooks)
     for live, recorded in ((m._parameters, params), (m._buffers, bufs), (m._modules, mods)):
         if not _same_items(live, recorded):
