@@ -24,7 +24,7 @@ used as inputs to control flow", BERT with "slice indices must be integers or No
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -75,14 +75,21 @@ def convnet(num_classes: int = 10, width: int = 16, seed: int = 0) -> nn.Module:
     """
     with _seeded(seed):
         model = ConvNet(num_classes, width)
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                n = m.num_features
-                m.running_mean.copy_(torch.randn(n) * 0.5)
-                m.running_var.copy_(torch.rand(n) + 0.5)
-                m.weight.data.copy_(torch.rand(n) + 0.5)
-                m.bias.data.copy_(torch.randn(n) * 0.1)
+        _visible_statistics(model, lambda w: w.copy_(torch.rand(w.numel()) + 0.5))
     return model.eval()
+
+
+def _visible_statistics(model: nn.Module, set_weight: Callable[[torch.Tensor], Any]) -> None:
+    """Give every ``BatchNorm2d`` of ``model`` running statistics and a bias that fusion
+    changes visibly, and its weight by ``set_weight`` (called on ``weight.data``), drawing from
+    torch's generator in that order."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            n = m.num_features
+            m.running_mean.copy_(torch.randn(n) * 0.5)
+            m.running_var.copy_(torch.rand(n) + 0.5)
+            set_weight(m.weight.data)
+            m.bias.data.copy_(torch.randn(n) * 0.1)
 
 
 class DeepConvNet(nn.Module):
@@ -108,13 +115,7 @@ def deep_convnet(blocks: int = 250, width: int = 8, seed: int = 0) -> nn.Module:
     input's size at any depth. Input float32 ``[N, width, H, W]``, output the same shape."""
     with _seeded(seed):
         model = DeepConvNet(blocks, width)
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                n = m.num_features
-                m.running_mean.copy_(torch.randn(n) * 0.5)
-                m.running_var.copy_(torch.rand(n) + 0.5)
-                m.weight.data.uniform_(0.002, 0.01)
-                m.bias.data.copy_(torch.randn(n) * 0.1)
+        _visible_statistics(model, lambda w: w.uniform_(0.002, 0.01))
     return model.eval()
 
 
