@@ -141,8 +141,9 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
 
     position = {i: k for k, i in enumerate(result)}
     for (u, v), (who, how, _) in declared.items():
-        if u > v and position[u] < position[v] and items[u].pulled_in_by is None:
-            items[u].reasons.append(f"moved before {items[v].name}: {who} {how}")
+        reason = f"moved before {items[v].name}: {who} {how}"
+        if u > v and position[u] < position[v] and items[u].pulled_in_by is None and reason not in items[u].reasons:
+            items[u].reasons.append(reason)  # (once: two instances of the pass may ask it)
     return [items[i] for i in result]
 
 

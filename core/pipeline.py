@@ -1382,7 +1382,7 @@ class Pipeline:
                         raise VerificationError(
                             f"the pass changed requires_grad or .grad of the model's parameter(s)/buffer(s) "
                             f"{', '.join(map(repr, held))}, which freeze made constants of the graph: they are the "
-                            "caller's tensors, which the uncompiled model trains (put back); a pass must copy one "
+                            "caller's tensors, which the uncompiled model reads too (put back); a pass must copy one "
                             "before changing it"
                         )
                     flagged = _flag_changes(input_flags)

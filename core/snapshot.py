@@ -717,10 +717,11 @@ def _meta_record(meta: dict[Any, Any]) -> dict[Any, Any]:
     return rec
 
 
-def _containers_among(tagged: list[tuple[Any, Any]]) -> list[tuple[Any, Any, Any]]:
+def _containers_among(tagged: list[tuple[Any, Any]], into_tuples: bool = False) -> list[tuple[Any, Any, Any]]:
     """``(tag, container, copy of its contents)`` for each dict, set, list and deque among the
     ``(tag, value)`` pairs' values and, through them, inside them, each once, in order (depth
-    first: a container inside a value carries that value's tag, the key of a meta entry)."""
+    first: a container inside a value carries that value's tag, the key of a meta entry).
+    ``into_tuples``: look inside tuples too (a tuple itself cannot change)."""
     out: list[tuple[Any, Any, Any]] = []
     plain = _PLAIN
     kinds = _KIND
@@ -729,6 +730,9 @@ def _containers_among(tagged: list[tuple[Any, Any]]) -> list[tuple[Any, Any, Any
     while stack:
         tag, v = stack.pop()
         t = type(v)
+        if into_tuples and isinstance(v, tuple) and not plain.issuperset(map(type, v)):
+            stack.extend([(tag, x) for x in v][::-1])
+            continue
         if t in plain or id(v) in seen:
             continue
         kind = kinds.get(t) or _kind(t)
@@ -1104,11 +1108,21 @@ def _attribute_containers(m: Any, d: dict[str, Any], keys: Any) -> list[tuple[An
     rollback-attack check)."""
     if not keys:
         return None
-    plain = _PLAIN
-    if plain.issuperset(map(type, map(d.__getitem__, keys))):  # (in C)
+    values = list(map(d.__getitem__, keys))
+    if _only_plain(values):
         return None
     own = _GRAPH_MODULE_OWN if isinstance(m, torch.fx.GraphModule) else _NO_NAMES
-    return _containers_among([(k, d[k]) for k in keys if k not in own and type(d[k]) not in plain]) or None
+    return _containers_among([(k, d[k]) for k in keys if k not in own and not _only_plain((d[k],))], into_tuples=True) or None
+
+
+def _only_plain(values: Any) -> bool:
+    """Whether ``values`` are all plain (:data:`_PLAIN`), with the tuples among them holding
+    plain values only (a conv's ``kernel_size``; a tuple holding a list does not count)."""
+    plain = _PLAIN
+    types = set(map(type, values))  # (in C)
+    if not types <= plain:
+        return False
+    return tuple not in types or all(plain.issuperset(map(type, v)) for v in values if type(v) is tuple)
 
 
 def _containers_hold(inner: list[tuple[Any, Any, Any]] | None) -> bool:
@@ -1183,7 +1197,6 @@ def _record_modules(
     seen_m: set[int] = set()
     tensor = torch.Tensor
     standard = _MODULE_KEYS
-    plain = _PLAIN
     stack: list[tuple[str, Any]] = [("", gm)]
     pop = stack.pop
     while stack:
@@ -1194,8 +1207,8 @@ def _record_modules(
         d = m.__dict__
         p, b, mods = _registries(m, d)
         extra = d.keys() - standard
-        if extra and plain.issuperset(map(type, map(d.__getitem__, extra))):
-            extra = _NO_NAMES  # (in C) neither a tensor nor a container among its own attributes
+        if extra and _only_plain(list(map(d.__getitem__, extra))):
+            extra = _NO_NAMES  # neither a tensor nor a container among its own attributes
         append(_module_record(m, d, p, b, mods, extra))
         prefix = mname + "." if mname else ""
         if p:

@@ -1440,3 +1440,17 @@ def test_print_skipped_lists_each_node_a_pass_left_alone_and_why(tmp_path):
     i = lines.index("simplify_algebra left 1 node alone:")
     assert lines[i + 1].startswith("  %mul: x * 1 kept: the shapes and dtypes in node.meta are the example inputs'")
     assert "--print-skipped prints them" not in r.stdout
+
+
+def test_run_says_why_it_runs_the_passes_in_another_order_than_given():
+    """`fxpasses run --pipeline eliminate_dead_code,fuse_conv_bn` printed `pipeline:
+    fuse_conv_bn,eliminate_dead_code` without a word on why (check and --format json said it;
+    a new-user check)."""
+    r = CliRunner().invoke(cli, ["run", "--pipeline", "eliminate_dead_code,fuse_conv_bn", "--no-save", "--repeat", "1"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith("pipeline: "))
+    assert lines[i : i + 2] == [
+        "pipeline: fuse_conv_bn,eliminate_dead_code",
+        "  order: fuse_conv_bn: moved before eliminate_dead_code: fuse_conv_bn declares before = eliminate_dead_code",
+    ]

@@ -157,6 +157,9 @@ def test_after_and_before_with_several_instances_keep_the_users_order_where_it_m
     assert names(Pipeline(["a", "b", "a", "e"], registry=reg)) == ["a", "b", "e", "a"]
     # each instance of the declaring pass is ordered against its own nearest one
     assert names(Pipeline(["a", "e", "a", "e"], registry=reg)) == ["a", "e", "e", "a"]
+    # a move two instances ask for is said once
+    plan = Pipeline(["d", "d", "b"], registry=reg).plan()
+    assert plan.names() == ["b", "d", "d"] and plan.steps[0].reasons == ["moved before d: d declares after = b"]
     # the built-in passes: fuse_conv_bn and remove_dropout declare before = eliminate_dead_code
     spec = "eliminate_dead_code,fuse_conv_bn,eliminate_dead_code"
     assert names(Pipeline.from_string(spec)) == spec.split(",")

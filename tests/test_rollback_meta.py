@@ -286,7 +286,7 @@ class _Lstm(torch.nn.Module):
         return self.lstm(x)[0]
 
 
-@pytest.mark.parametrize("edit", ["flat_weights", "dict", "nested_list"])
+@pytest.mark.parametrize("edit", ["flat_weights", "dict", "nested_list", "list_in_a_tuple"])
 def test_lists_and_dicts_among_module_attributes_edited_in_place_are_put_back(edit):
     """`nn.LSTM._flat_weights` (what its forward reads) and plain dict/list attributes were
     recorded by reference only: a pass that edited one in place and failed left the edit while
@@ -294,6 +294,8 @@ def test_lists_and_dicts_among_module_attributes_edited_in_place_are_put_back(ed
     torch.manual_seed(0)
     gm = torch.fx.symbolic_trace(_Lstm())
     gm.cfg = {"scale": [2.0, 3.0]}  # a plain attribute: a dict holding a list
+    gm.sizes = ((1, 2), [3, 4])  # a tuple holding a list (a tuple of plain values is not looked into)
+    sizes_list = gm.sizes[1]
     x = torch.randn(2, 3, 4)
     out = gm(x)
     flat, cfg, scale = gm.lstm._flat_weights, gm.cfg, gm.cfg["scale"]
@@ -309,15 +311,18 @@ def test_lists_and_dicts_among_module_attributes_edited_in_place_are_put_back(ed
                 gm.lstm._flat_weights[0] = torch.zeros(16, 4)
             elif edit == "dict":
                 gm.cfg["scale"] = [0.0]
-            else:
+            elif edit == "nested_list":
                 gm.cfg["scale"].append(5.0)
                 gm.cfg["scale"][0] = 0.0
+            else:
+                gm.sizes[1].append(5)
             raise RuntimeError("boom")
 
     with pytest.raises(PassFailedError, match="restored to its state before 'edit_in_place'"):
         Pipeline([EditInPlace]).run(gm, example_inputs=[x])
     assert gm.lstm._flat_weights is flat and all(a is b for a, b in zip(flat, flat_items)) and len(flat) == 4
     assert gm.cfg is cfg and cfg == {"scale": [2.0, 3.0]} and cfg["scale"] is scale
+    assert gm.sizes[1] is sizes_list and sizes_list == [3, 4]
     assert torch.equal(gm(x), out)
     # a snapshot names the attribute edited in place
     snap = Snapshot(gm)
