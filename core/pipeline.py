@@ -102,7 +102,7 @@ from .other_sizes import OtherSizes, other_sizes
 from .snapshot import Snapshot, graph_changed
 from .reference64 import float64_reference
 from .verify import Comparison, TensorState, call_isolated, clone_outputs, compare_outputs, compare_results
-from .write_guard import CallersTensors
+from .write_guard import CallersTensors, flag_changes, put_back_flags, tensor_flags
 from .spec import SpecEntry, SpecGroup, format_option_name, format_value, parse_pipeline_string
 
 __all__ = ["Pipeline", "PlanStep", "Plan", "run", "compare_outputs", "clone_outputs"]
@@ -279,41 +279,11 @@ def _written(versions: list[tuple[str, Any, int]]) -> str | None:
 
 
 def _input_flags(versions: list[tuple[str, Any, int]]) -> list[tuple[str, Any, bool, Any]]:
-    """``(label, tensor, requires_grad, .grad)`` of each example input of ``versions``
+    """:func:`~fxpasses.write_guard.tensor_flags` of each example input of ``versions``
     (:func:`_tensor_versions`) that passes get as it is, not a copy (``nn.Parameter`` and other
     tensor subclasses: a TorchDynamo graph takes the model's parameters): what a pass could
     change of the caller's tensors besides their values, and a rollback can put back."""
-    return [
-        (label, t, t.requires_grad, t.grad if t.is_leaf else None)
-        for label, t, _ in versions
-        if type(t) is not torch.Tensor
-    ]
-
-
-def _flag_changes(flags: list[tuple[str, Any, bool, Any]]) -> list[str]:
-    """The inputs of ``flags`` (:func:`_input_flags`) whose ``requires_grad`` or ``.grad``
-    changed, in words: ``input[0] (requires_grad True -> False, .grad set)``."""
-    out = []
-    for label, t, requires_grad, grad in flags:
-        what = []
-        if t.requires_grad != requires_grad:
-            what.append(f"requires_grad {requires_grad} -> {t.requires_grad}")
-        now = t.grad if t.is_leaf else None
-        if now is not grad:
-            what.append(".grad " + ("set" if grad is None else "cleared" if now is None else "replaced"))
-        if what:
-            out.append(f"{label} ({', '.join(what)})")
-    return out
-
-
-def _put_back_flags(flags: list[tuple[str, Any, bool, Any]]) -> None:
-    """Give each input of ``flags`` (:func:`_input_flags`) its recorded ``requires_grad`` and
-    ``.grad`` again."""
-    for _, t, requires_grad, grad in flags:
-        if t.requires_grad != requires_grad and t.is_leaf:
-            t.requires_grad_(requires_grad)
-        if t.is_leaf and t.grad is not grad:
-            t.grad = grad
+    return tensor_flags((label, t) for label, t, _ in versions if type(t) is not torch.Tensor)
 
 
 def _as_entries(passes: Any, who: str = "Pipeline") -> list[EntryLike]:
@@ -1385,7 +1355,7 @@ class Pipeline:
                             "caller's tensors, which the uncompiled model reads too (put back); a pass must copy one "
                             "before changing it"
                         )
-                    flagged = _flag_changes(input_flags)
+                    flagged = flag_changes(input_flags)
                     if flagged:
                         raise VerificationError(
                             f"the pass changed the example input(s) {', '.join(flagged)}: they are the caller's "
@@ -1530,7 +1500,7 @@ class Pipeline:
                         # the pass reports a user error (e.g. missing example inputs): undo
                         # what it did and let the user see the error itself
                         snap.restore()
-                        _put_back_flags(input_flags)
+                        put_back_flags(input_flags)
                         _new_epoch(gm, epoch_graphs)
                         cause = exc.cause
                         text = str(cause)
@@ -1539,7 +1509,7 @@ class Pipeline:
                         raise cause from None
                     if isinstance(exc, UserError):  # verification could not be done: not the pass's fault
                         snap.restore()
-                        _put_back_flags(input_flags)
+                        put_back_flags(input_flags)
                         _new_epoch(gm, epoch_graphs)
                         raise
                     failure = self._failure(
@@ -1568,9 +1538,9 @@ class Pipeline:
                             f"{', '.join(map(repr, put))} (their values, data, requires_grad or .grad), which freeze "
                             "made constants of the graph: put back"
                         )
-                    flagged = _flag_changes(input_flags)
+                    flagged = flag_changes(input_flags)
                     if flagged and failure.rolled_back:  # what a rollback can put back
-                        _put_back_flags(input_flags)
+                        put_back_flags(input_flags)
                         failure.notes.append(
                             f"requires_grad and .grad of the example input(s) the pass changed were put back: {', '.join(flagged)}"
                         )
@@ -1732,7 +1702,7 @@ class Pipeline:
                     said = f"fxpasses: {step.name!r} was interrupted; "
                     if on_error != "raise":
                         snap.restore()
-                        _put_back_flags(input_flags)
+                        put_back_flags(input_flags)
                         put_back = frame.put_back() if frame is not None else []
                         held = getattr(snap, "tensors", {})
                         guarded = [callers.tensors[n] for n in put] if callers is not None else []

@@ -27,7 +27,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["CallersTensors", "WriteGuard", "restore_tensor", "same_layout"]
+__all__ = ["CallersTensors", "WriteGuard", "flag_changes", "put_back_flags", "restore_tensor", "same_layout", "tensor_flags"]
 
 _Written = tuple[tuple[int, str], ...]  # ((position, name), ...) of written arguments
 
@@ -229,8 +229,7 @@ class CallersTensors:
         # the data as it was, for a rebinding: an alias of it (same storage and layout)
         self.data = {name: t.detach() for name, t in self.tensors.items()}
         self.guard = WriteGuard(self.tensors, {name: t.data_ptr() for name, t in self.data.items()})
-        # requires_grad and .grad (by reference; a leaf's only: a non-leaf has none to set)
-        self.flags = {name: (t.requires_grad, t.grad if t.is_leaf else None) for name, t in self.tensors.items()}
+        self.flags = tensor_flags(self.tensors.items())
 
     def __enter__(self) -> "CallersTensors":
         self.guard.__enter__()
@@ -250,12 +249,7 @@ class CallersTensors:
     def flags_changed(self) -> list[str]:
         """The names of the tensors whose ``requires_grad`` or ``.grad`` the pass changed (the
         model's training reads both), in the given order."""
-        out = []
-        for name, t in self.tensors.items():
-            flag, grad = self.flags[name]
-            if t.requires_grad != flag or (t.is_leaf and t.grad is not grad):
-                out.append(name)
-        return out
+        return [name for name, t, requires_grad, grad in self.flags if _flag_moves(t, requires_grad, grad)]
 
     def restore(self) -> list[str]:
         """Put every tensor the pass wrote, rebound, or changed ``requires_grad`` or ``.grad``
@@ -269,14 +263,42 @@ class CallersTensors:
                     self.tensors[name].data = self.data[name]
         self.guard.saved.clear()
         flagged = self.flags_changed()
-        for name in flagged:
-            t, (flag, grad) = self.tensors[name], self.flags[name]
-            if t.is_leaf:
-                if t.requires_grad != flag:
-                    t.requires_grad_(flag)
-                if t.grad is not grad:
-                    t.grad = grad
+        put_back_flags(self.flags)
         return names + [n for n in flagged if n not in names]
+
+
+def tensor_flags(tensors: Any) -> list[tuple[str, torch.Tensor, bool, Any]]:
+    """``(label, tensor, requires_grad, .grad)`` of each ``(label, tensor)`` (``.grad`` by
+    reference, a leaf's only: a non-leaf has none to set): what a pass could change of a
+    caller's tensor besides its values, for :func:`flag_changes` and :func:`put_back_flags`."""
+    return [(label, t, t.requires_grad, t.grad if t.is_leaf else None) for label, t in tensors]
+
+
+def _flag_moves(t: torch.Tensor, requires_grad: bool, grad: Any) -> list[str]:
+    """What changed of ``t``'s recorded ``requires_grad`` and ``.grad``, in words."""
+    what = []
+    if t.requires_grad != requires_grad:
+        what.append(f"requires_grad {requires_grad} -> {t.requires_grad}")
+    now = t.grad if t.is_leaf else None
+    if now is not grad:
+        what.append(".grad " + ("set" if grad is None else "cleared" if now is None else "replaced"))
+    return what
+
+
+def flag_changes(flags: list[tuple[str, Any, bool, Any]]) -> list[str]:
+    """The tensors of ``flags`` (:func:`tensor_flags`) whose ``requires_grad`` or ``.grad``
+    changed, in words: ``input[0] (requires_grad True -> False, .grad set)``."""
+    return [f"{label} ({', '.join(what)})" for label, t, rg, grad in flags if (what := _flag_moves(t, rg, grad))]
+
+
+def put_back_flags(flags: list[tuple[str, Any, bool, Any]]) -> None:
+    """Give each tensor of ``flags`` (:func:`tensor_flags`) its recorded ``requires_grad`` and
+    ``.grad`` again (a leaf's: a non-leaf's cannot be set)."""
+    for _, t, requires_grad, grad in flags:
+        if t.requires_grad != requires_grad and t.is_leaf:
+            t.requires_grad_(requires_grad)
+        if t.is_leaf and t.grad is not grad:
+            t.grad = grad
 
 
 def restore_tensor(t: torch.Tensor, alias: torch.Tensor, values: torch.Tensor) -> None:
