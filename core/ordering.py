@@ -92,23 +92,14 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
             declared.setdefault((u, v), (who(kind, name), how, _declaring_class(it, kind, name)))
 
     for i, it in enumerate(items):
-        for r in it.cls.requires:
-            idx = by_name[r]
-            before_i = [j for j in idx if j < i]
-            j = before_i[-1] if before_i else idx[0]
-            edge(j, i, it, "requires", r, f"requires {r}")
+        for r in it.cls.requires:  # (pulled in when missing: always present)
+            edge(_nearest(by_name[r], i, before=True), i, it, "requires", r, f"requires {r}")
         for a in it.cls.after:
-            idx = by_name.get(a, ())
-            if idx:
-                before_i = [j for j in idx if j < i]
-                j = before_i[-1] if before_i else idx[0]
-                edge(j, i, it, "after", a, f"declares after = {a}")
+            if a in by_name:
+                edge(_nearest(by_name[a], i, before=True), i, it, "after", a, f"declares after = {a}")
         for b in it.cls.before:
-            idx = by_name.get(b, ())
-            if idx:
-                after_i = [j for j in idx if j > i]
-                j = after_i[0] if after_i else idx[-1]
-                edge(i, j, it, "before", b, f"declares before = {b}")
+            if b in by_name:
+                edge(i, _nearest(by_name[b], i, before=False), it, "before", b, f"declares before = {b}")
 
     ts = graphlib.TopologicalSorter(preds)
     try:
@@ -145,6 +136,17 @@ def order(items: list[Item], resolve: Callable[[str, str], Any]) -> list[Item]:
         if u > v and position[u] < position[v] and items[u].pulled_in_by is None and reason not in items[u].reasons:
             items[u].reasons.append(reason)  # (once: two instances of the pass may ask it)
     return [items[i] for i in result]
+
+
+def _nearest(positions: list[int], i: int, *, before: bool) -> int:
+    """Of the (ascending) ``positions`` of a pass's entries, the one a constraint of the entry
+    at ``i`` orders it against: the nearest on the side asked for (``before``: the last one
+    before ``i``; else the first after it), else the nearest on the other side (which moves)."""
+    if before:
+        earlier = [j for j in positions if j < i]
+        return earlier[-1] if earlier else positions[0]
+    later = [j for j in positions if j > i]
+    return later[0] if later else positions[-1]
 
 
 def _declaring_class(it: Item, kind: str, name: str) -> Any:

@@ -398,6 +398,9 @@ class RewriteBudget(Protocol):
     any of its remaining nodes (:func:`would_rewrite`); False: :meth:`cut` as soon as nodes
     remain."""
 
+    copy_tensors: bool
+    """Whether that probe copies every tensor first (a pipeline's ``snapshot_tensors``)."""
+
 
 def run_pass(
     p: Pass, gm: torch.fx.GraphModule, ctx: PassContext, budget: RewriteBudget | None = None
@@ -493,7 +496,7 @@ def run_pass(
     except PASS_ERRORS as exc:
         raise HookError(None, exc) from exc
     if budget is not None and pending:
-        if not budget.probe or _probe(p, gm, ctx, pending, getattr(budget, "copy_tensors", False)):
+        if not budget.probe or _probe(p, gm, ctx, pending, budget.copy_tensors):
             budget.cut()
     return changed
 
