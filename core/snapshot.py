@@ -254,9 +254,9 @@ class Snapshot:
                 diff = _first_difference(live, recorded, m if label == "attribute" else None)
                 if diff:
                     return f"{where}: {label} {diff}"
-            if not _containers_hold(inner):
-                key = next(k for k, c, saved in inner or () if not _same_contents(c, saved))
-                return f"{where}: attribute {key!r} changed in place"
+            changed = _changed_container(inner or ())
+            if changed is not None:
+                return f"{where}: attribute {changed[0]!r} changed in place"
             return f"{where}: its hooks changed"
         if self._global_hooks_changed():
             return "torch's global module hooks changed"
@@ -753,9 +753,16 @@ def _containers_among(tagged: list[tuple[Any, Any]], into_tuples: bool = False) 
 def _inner_change(meta: dict[Any, Any]) -> str | None:
     """The key of the first ``meta`` value whose containers (recorded in a
     :class:`MetaRecord`) no longer hold what they held, or None."""
-    for key, live, saved in getattr(meta, "inner", ()):
-        if not _same_contents(live, saved):
-            return key
+    changed = _changed_container(getattr(meta, "inner", ()))
+    return changed[0] if changed is not None else None
+
+
+def _changed_container(inner: Any) -> tuple[Any, Any, Any] | None:
+    """The first ``(tag, container, recorded contents)`` of ``inner``
+    (:func:`_containers_among`) whose container holds other contents now, or None."""
+    for rec in inner:
+        if not _same_contents(rec[1], rec[2]):
+            return rec
     return None
 
 
@@ -1127,7 +1134,7 @@ def _only_plain(values: Any) -> bool:
 
 def _containers_hold(inner: list[tuple[Any, Any, Any]] | None) -> bool:
     """Whether every container :func:`_attribute_containers` recorded holds what it held."""
-    return inner is None or all(_same_contents(live, saved) for _, live, saved in inner)
+    return inner is None or _changed_container(inner) is None
 
 
 def _registries(m: torch.nn.Module, d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
