@@ -278,6 +278,13 @@ def _written(versions: list[tuple[str, Any, int]]) -> str | None:
     )
 
 
+def _lost_tensors(snap: Any, put_back: Sequence[torch.Tensor]) -> list[str]:
+    """The tensors a restore from ``snap`` could not put back (``snap.unrestorable``), less
+    the caller's tensors ``put_back`` already (:class:`~fxpasses.write_guard.CallersTensors`)."""
+    held = getattr(snap, "tensors", {})
+    return [n for n in snap.unrestorable if not any(held.get(n) is t for t in put_back)]
+
+
 def _input_flags(versions: list[tuple[str, Any, int]]) -> list[tuple[str, Any, bool, Any]]:
     """:func:`~fxpasses.write_guard.tensor_flags` of each example input of ``versions``
     (:func:`_tensor_versions`) that passes get as it is, not a copy (``nn.Parameter`` and other
@@ -1704,9 +1711,7 @@ class Pipeline:
                         snap.restore()
                         put_back_flags(input_flags)
                         put_back = frame.put_back() if frame is not None else []
-                        held = getattr(snap, "tensors", {})
-                        guarded = [callers.tensors[n] for n in put] if callers is not None else []
-                        lost = [n for n in snap.unrestorable if not any(held.get(n) is t for t in guarded)]
+                        lost = _lost_tensors(snap, [callers.tensors[n] for n in put] if callers is not None else ())
                         if put_back is None:
                             said += (
                                 "the graph could not be restored: the pass declares journal_edits=True but erased or "
@@ -1950,9 +1955,7 @@ class Pipeline:
         if on_error != "raise":
             snap.restore()
             rolled_back = True
-            # (less the caller's tensors put back already: see CallersTensors)
-            held = getattr(snap, "tensors", {})
-            lost = [n for n in snap.unrestorable if not any(held.get(n) is t for t in put_back)]
+            lost = _lost_tensors(snap, put_back)
             if lost:
                 # (a snapshot with a write guard: the pass declares writes_tensors=True)
                 how = "" if getattr(snap, "write_guard", None) is not None else "declares writes_tensors=False, "
