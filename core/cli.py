@@ -954,7 +954,7 @@ def run_cmd(
         click.echo(f"note: {model_note}")
     click.echo(f"pipeline: {result.pipeline}" + (f"  (preset {result.preset})" if result.preset else ""))
     # why the order is not the one given (moves, pulled-in passes), once each, as check says it
-    for why in dict.fromkeys(f"{p.name}: {r}" for p in rep.passes for r in getattr(p, "reasons", None) or ()):
+    for why in dict.fromkeys(f"{p.name}: {r}" for p in rep.passes for r in p.reasons):
         click.echo(f"  order: {why}")
     limited = rep.rewrite_limit is not None
     rows = []
